@@ -1,0 +1,52 @@
+"""Solver configuration, selectable by name, dict, YAML or JSON."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import SpecError
+
+Executor = Literal["serial", "thread", "process", "ray"]
+
+
+class BackendConfig(BaseModel):
+    """Which backend solves a problem, and how.
+
+    ``name`` is a backend name or ``"auto"`` (the fastest exact backend that
+    supports the problem). ``options`` go to the solver verbatim (for HiGHS,
+    ``setOptionValue``; for SCIP, ``setParam``; for cvxpy, ``solve(**options)``).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = "auto"
+    time_limit: float | None = Field(default=None, gt=0)
+    threads: int = Field(default=1, ge=0)
+    mip_gap: float = Field(default=0.0, ge=0)
+    verbose: bool = False
+    workers: int = Field(default=1, ge=1)
+    executor: Executor = "serial"
+    options: dict[str, Any] = {}
+
+    @classmethod
+    def load(cls, source: BackendConfig | str | os.PathLike | dict | None) -> BackendConfig:
+        """From a config, a backend name, a dict, or a YAML/JSON file or string."""
+        from ..io import read_mapping
+
+        if source is None:
+            return cls()
+        if isinstance(source, BackendConfig):
+            return source
+        if isinstance(source, str) and source.isidentifier():
+            return cls(name=source)
+        data = read_mapping(source, what="backend config")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as error:
+            fields = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()
+            )
+            raise SpecError(f"invalid backend config: {fields}") from None

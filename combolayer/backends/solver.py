@@ -1,0 +1,89 @@
+"""The compiled solver: one value with ``solve(costs)``, whatever the backend."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+
+from ..specs import Spec
+
+
+@runtime_checkable
+class Kernel(Protocol):
+    """What a backend compiles a problem into.
+
+    It minimises: given a ``(B, N)`` batch of minimisation costs it returns the
+    ``(B, N)`` optimal outputs. ``array_api`` says whether it takes float64
+    numpy arrays (``"numpy"``) or torch tensors on any device (``"torch"``).
+    """
+
+    array_api: str
+
+    def __call__(self, costs: Any) -> Any: ...
+
+
+def check_costs(spec: Spec, costs: Any, name: str = "costs") -> None:
+    """Raise ValueError on a wrong trailing shape or NaN/inf entries."""
+    shape = tuple(costs.shape)
+    k = len(spec.cost_shape)
+    if shape[len(shape) - k :] != spec.cost_shape or len(shape) < k:
+        raise ValueError(
+            f"{name} has trailing shape {shape[len(shape) - k:] if len(shape) >= k else shape} "
+            f"but {spec.label} expects {spec.cost_shape} (got full shape {shape})"
+        )
+    finite = torch.isfinite(costs).all() if isinstance(costs, torch.Tensor) else np.isfinite(costs).all()
+    if not bool(finite):
+        raise ValueError(f"{name} must be finite, got NaN or inf entries for {spec.label}")
+
+
+class Solver:
+    """A problem compiled for one backend: ``solve(costs)`` returns the optimal solutions.
+
+    Numpy in gives numpy out, torch in gives torch out on the input's device and
+    dtype; any leading batch shape is allowed.
+    """
+
+    def __init__(self, spec: Spec, kernel: Kernel, backend: str, config: Any) -> None:
+        self.spec = spec
+        self.kernel = kernel
+        self.backend = backend
+        self.config = config
+        self.sign = 1.0 if spec.sense == "min" else -1.0
+        self.cost_shape = spec.cost_shape
+        self.num_outputs = math.prod(spec.cost_shape)
+
+    def __repr__(self) -> str:
+        return f"Solver({self.spec.label}, backend={self.backend!r})"
+
+    def solve(self, costs: Any) -> Any:
+        """``argmin`` (or ``argmax`` for ``sense="max"``) of ``<costs, y>`` over the feasible set."""
+        is_torch = isinstance(costs, torch.Tensor)
+        if not is_torch:
+            costs = np.asarray(costs, dtype=np.float64)
+        check_costs(self.spec, costs)
+        y = self.solve_min(self.sign * costs)
+        return y
+
+    def solve_min(self, costs: Any) -> Any:
+        """Minimise ``<costs, y>`` for already sense-folded costs; no input checks.
+
+        Takes a numpy array or a torch tensor of shape ``(*batch, *cost_shape)``
+        and returns the same kind, shape, dtype and device.
+        """
+        batch = costs.shape[: costs.ndim - len(self.cost_shape)]
+        if isinstance(costs, torch.Tensor):
+            flat = costs.detach().reshape(-1, self.num_outputs)
+            if self.kernel.array_api == "torch":
+                y = self.kernel(flat)
+            else:
+                y = torch.from_numpy(self.kernel(flat.to("cpu", torch.float64).numpy()))
+            return y.to(device=costs.device, dtype=costs.dtype).reshape(*batch, *self.cost_shape)
+        flat = np.ascontiguousarray(costs, dtype=np.float64).reshape(-1, self.num_outputs)
+        if self.kernel.array_api == "torch":
+            y = self.kernel(torch.from_numpy(flat)).numpy()
+        else:
+            y = self.kernel(flat)
+        return np.asarray(y, dtype=np.float64).reshape(*batch, *self.cost_shape)

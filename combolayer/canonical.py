@@ -1,0 +1,67 @@
+"""The canonical matrix form every generic solver backend compiles.
+
+    minimise   (sign * w) . x[:N]
+    subject to A_ub x <= b_ub,  A_eq x == b_eq,  lower <= x <= upper,
+               x[j] integer where integer[j],
+               every cut the separator returns (lazy constraints).
+
+The objective sense is folded in once, here, as ``sign`` (+1 min, -1 max):
+backends only ever minimise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A lazy row ``lower <= sum(value * x[index]) <= upper`` found by a separator."""
+
+    index: np.ndarray
+    value: np.ndarray
+    lower: float
+    upper: float
+
+
+#: A separator takes a candidate solution (all variables) and returns the
+#: constraints it violates; an empty list accepts the candidate.
+Separator = Callable[[np.ndarray], list[Cut]]
+
+
+@dataclass(frozen=True, eq=False)
+class CanonicalForm:
+    cost_shape: tuple[int, ...]
+    sign: float
+    A_ub: sp.csr_matrix
+    b_ub: np.ndarray
+    A_eq: sp.csr_matrix
+    b_eq: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    integer: np.ndarray
+    separator: Separator | None = field(default=None)
+
+    @property
+    def num_outputs(self) -> int:
+        return math.prod(self.cost_shape)
+
+    @property
+    def num_vars(self) -> int:
+        return len(self.lower)
+
+    @property
+    def is_mip(self) -> bool:
+        return bool(self.integer.any())
+
+    def rows(self) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+        """All rows stacked as ``row_lower <= A x <= row_upper``."""
+        A = sp.vstack([self.A_ub, self.A_eq], format="csr")
+        row_lower = np.concatenate([np.full(len(self.b_ub), -np.inf), self.b_eq])
+        row_upper = np.concatenate([self.b_ub, self.b_eq])
+        return A, row_lower, row_upper

@@ -1,0 +1,89 @@
+"""``ComboLayer``: a combinatorial solver as a differentiable PyTorch module."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from .backends.config import BackendConfig
+from .backends.registry import make_solver
+from .backends.solver import check_costs
+from .estimators import Estimator, resolve_method
+from .io import load_spec, read_mapping
+from .specs import Spec
+from .transforms import SignNoise, Transform, make_projection
+
+
+class ComboLayer(nn.Module):
+    """``y = argmin_{y in Y} <P(w) + xi, y>`` (or argmax) with a gradient estimator.
+
+    Args:
+        spec: the problem (a spec, a dict, or a YAML/JSON file or string).
+        method: the gradient estimator: a name (``"identity"``, ``"blackbox"``,
+            ...), a dict ``{"name": ..., **params}``, or an estimator object.
+        projection: the cost projection P, applied on the forward pass and
+            differentiated through: ``"auto"``, ``"plane"``, ``"mean"``,
+            ``"norm"``, ``"std"``, ``"none"`` or a callable on costs of shape
+            ``(..., *cost_shape)``.
+        noise: ``alpha`` for xi ~ U({-alpha/2, alpha/2}^N) in training mode, or
+            any object with ``sample(shape, generator=...)``.
+        backend: a backend name, a :class:`BackendConfig` or a dict.
+        generator: the ``torch.Generator`` noise is drawn from (seed it to
+            reproduce a run).
+
+    Everything is compiled here, once; ``forward`` only checks, transforms and
+    dispatches.
+    """
+
+    def __init__(
+        self,
+        spec: Spec | str | os.PathLike | dict,
+        method: str | dict | Estimator = "identity",
+        projection: str | Transform = "auto",
+        noise: float | Any = 0.0,
+        backend: str | BackendConfig | dict = "auto",
+        generator: torch.Generator | None = None,
+    ) -> None:
+        super().__init__()
+        self.spec = load_spec(spec)
+        self.solver = make_solver(self.spec, backend)
+        self.method = resolve_method(method)
+        self.projection = make_projection(projection, self.spec)
+        if isinstance(noise, (int, float)):
+            if noise < 0:
+                raise ValueError(f"noise must be >= 0, got {noise}")
+            noise = SignNoise(float(noise)) if noise > 0 else None
+        self.noise = noise
+        self.generator = generator
+        self._solve = self.method.build(self.solver)
+
+    @classmethod
+    def from_config(cls, source: str | os.PathLike | dict) -> ComboLayer:
+        """Build from a dict or YAML/JSON with keys problem, method, projection, noise, backend."""
+        config = dict(read_mapping(source, what="layer config"))
+        known = {"problem", "method", "projection", "noise", "backend"}
+        unknown = set(config) - known
+        if unknown or "problem" not in config:
+            raise ValueError(
+                f"layer config needs 'problem' and may have {sorted(known - {'problem'})}; "
+                f"got keys {sorted(config)}"
+            )
+        return cls(config.pop("problem"), **config)
+
+    def extra_repr(self) -> str:
+        return f"{self.spec.label}, method={self.method}, backend={self.solver.backend!r}"
+
+    def forward(self, w: Tensor, target: Tensor | None = None) -> Tensor:
+        check_costs(self.spec, w, "w")
+        u = self.projection(w)
+        if self.training and self.noise is not None:
+            u = u + self.noise.sample(u.shape, generator=self.generator).to(u)
+        costs = self.solver.sign * u  # the objective sense, folded in once
+        needs_grad = torch.is_grad_enabled() and costs.requires_grad
+        if target is not None:
+            check_costs(self.spec, target, "target")
+            target = target.to(costs)
+        return self._solve(costs, target=target, needs_grad=needs_grad)

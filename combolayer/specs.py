@@ -1,0 +1,286 @@
+"""Problem specs: the declarative front end of every layer.
+
+A spec is a frozen pydantic model with a ``kind`` tag. :class:`ILP` is the
+general one; the named problems in :mod:`combolayer.problems` build on
+:class:`Spec` too and convert themselves to an :class:`ILP` with ``to_ilp()``.
+Every validation failure raises :class:`~combolayer.errors.SpecError`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import scipy.sparse as sp
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+from .errors import SpecError
+
+Sense = Literal["min", "max"]
+Integrality = Literal["binary", "integer", "continuous"]
+RowSense = Literal["<=", "==", ">="]
+
+
+def _as_spec_error(error: ValidationError) -> SpecError:
+    lines = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "spec"
+        message = item["msg"].removeprefix("Value error, ")
+        lines.append(f"{where}: {message}")
+    title = error.title if error.title.isidentifier() else "spec"
+    return SpecError(f"invalid {title}: " + "; ".join(lines))
+
+
+class Spec(BaseModel):
+    """Base of every spec: frozen, no unknown fields, pydantic errors become SpecError."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: str
+    #: Field names shown in messages such as ``TSP(num_nodes=5)``.
+    _label_fields: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as error:
+            raise _as_spec_error(error) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> Spec:  # type: ignore[override]
+        try:
+            return super().model_validate(obj, **kwargs)
+        except ValidationError as error:
+            raise _as_spec_error(error) from None
+
+    @property
+    def cost_shape(self) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    @property
+    def num_outputs(self) -> int:
+        return math.prod(self.cost_shape)
+
+    @property
+    def label(self) -> str:
+        """A short name for messages, e.g. ``TSP(num_nodes=5)``."""
+        args = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._label_fields)
+        return f"{type(self).__name__}({args})"
+
+    def to_ilp(self) -> ILP:
+        raise NotImplementedError
+
+    def to_canonical(self, lazy: bool = True):
+        """The matrix form solvers compile. ``lazy=False`` asks for a form without
+        lazily separated constraints, for backends that cannot separate them."""
+        return self.to_ilp().to_canonical()
+
+
+class Constraint(BaseModel):
+    """One linear row ``sum_j coefs[j] * x[j]  sense  rhs``.
+
+    ``coefs`` is either a sparse ``{index: value}`` dict or a dense list over all
+    variables (outputs first, then auxiliaries).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    coefs: dict[int, float] | list[float]
+    sense: RowSense
+    rhs: float
+    name: str | None = None
+
+    @field_validator("rhs")
+    @classmethod
+    def _finite_rhs(cls, rhs: float) -> float:
+        if not math.isfinite(rhs):
+            raise ValueError(f"rhs must be finite, got {rhs}")
+        return rhs
+
+    def items(self) -> list[tuple[int, float]]:
+        if isinstance(self.coefs, dict):
+            return list(self.coefs.items())
+        return [(j, v) for j, v in enumerate(self.coefs) if v != 0.0]
+
+
+def _broadcast(value: Any, n: int, field: str) -> list:
+    if isinstance(value, list):
+        if len(value) != n:
+            raise ValueError(f"{field} has {len(value)} entries but the ILP has {n} variables")
+        return value
+    return [value] * n
+
+
+class ILP(Spec):
+    """A (mixed-)integer linear program ``min/max <w, y>`` over the first N variables.
+
+    The N = prod(shape) output variables come first, then ``num_aux`` auxiliary
+    variables that carry zero cost and are not returned.
+    """
+
+    kind: Literal["ilp"] = "ilp"
+    shape: list[int]
+    num_aux: int = 0
+    sense: Sense = "min"
+    integrality: Integrality | list[Integrality] = "binary"
+    lower: float | list[float] = 0.0
+    upper: float | list[float] | None = 1.0
+    constraints: list[Constraint] = []
+
+    _label_fields: ClassVar[tuple[str, ...]] = ("shape",)
+
+    @property
+    def cost_shape(self) -> tuple[int, ...]:
+        return tuple(self.shape)
+
+    @property
+    def num_vars(self) -> int:
+        return self.num_outputs + self.num_aux
+
+    @model_validator(mode="after")
+    def _check(self) -> ILP:
+        if not self.shape or any(d < 1 for d in self.shape):
+            raise ValueError(f"shape must be a non-empty list of positive sizes, got {self.shape}")
+        if self.num_aux < 0:
+            raise ValueError(f"num_aux must be >= 0, got {self.num_aux}")
+        n = self.num_vars
+        _broadcast(self.integrality, n, "integrality")
+        lower = np.asarray(_broadcast(self.lower, n, "lower"), dtype=float)
+        upper = self._upper_array()
+        if np.isnan(lower).any() or np.isposinf(lower).any():
+            j = int(np.flatnonzero(np.isnan(lower) | np.isposinf(lower))[0])
+            raise ValueError(f"lower[{j}] must be a number below +inf, got {lower[j]}")
+        if np.isnan(upper).any() or np.isneginf(upper).any():
+            j = int(np.flatnonzero(np.isnan(upper) | np.isneginf(upper))[0])
+            raise ValueError(f"upper[{j}] must be a number above -inf, got {upper[j]}")
+        bad = np.flatnonzero(lower > upper)
+        if bad.size:
+            j = int(bad[0])
+            raise ValueError(f"lower[{j}] = {lower[j]} exceeds upper[{j}] = {upper[j]}")
+        for i, row in enumerate(self.constraints):
+            if isinstance(row.coefs, list) and len(row.coefs) != n:
+                raise ValueError(
+                    f"constraints[{i}].coefs has {len(row.coefs)} entries "
+                    f"but the ILP has {n} variables"
+                )
+            for j, v in row.items():
+                if not 0 <= j < n:
+                    raise ValueError(
+                        f"constraints[{i}].coefs index {j} is out of range: "
+                        f"expected 0 <= index < {n}"
+                    )
+                if not math.isfinite(v):
+                    raise ValueError(f"constraints[{i}].coefs[{j}] must be finite, got {v}")
+        return self
+
+    def _upper_array(self) -> np.ndarray:
+        upper = np.inf if self.upper is None else self.upper
+        if isinstance(upper, list):
+            upper = [np.inf if u is None else u for u in upper]
+        return np.asarray(_broadcast(upper, self.num_vars, "upper"), dtype=float)
+
+    def to_ilp(self) -> ILP:
+        return self
+
+    # -- matrices ----------------------------------------------------------------
+
+    @classmethod
+    def from_matrices(
+        cls,
+        shape: Sequence[int] | int,
+        A_ub: Any = None,
+        b_ub: Any = None,
+        A_eq: Any = None,
+        b_eq: Any = None,
+        integrality: Integrality | list[Integrality] = "binary",
+        lower: float | Sequence[float] = 0.0,
+        upper: float | Sequence[float] | None = 1.0,
+        sense: Sense = "min",
+        num_aux: int = 0,
+    ) -> ILP:
+        """Build an ILP from numpy or scipy.sparse matrices (``A_ub x <= b_ub``, ``A_eq x == b_eq``)."""
+        shape = [int(shape)] if np.isscalar(shape) else [int(d) for d in shape]
+        n = math.prod(shape) + num_aux
+        constraints: list[Constraint] = []
+        for name, A, b, row_sense in (("A_ub", A_ub, b_ub, "<="), ("A_eq", A_eq, b_eq, "==")):
+            if A is None:
+                continue
+            A = sp.csr_matrix(A, dtype=float)
+            b = np.atleast_1d(np.asarray(b, dtype=float))
+            if A.shape[1] != n:
+                raise SpecError(f"{name} has {A.shape[1]} columns, expected {n} (the variables)")
+            if b.shape != (A.shape[0],):
+                raise SpecError(f"b for {name} has shape {b.shape}, expected ({A.shape[0]},)")
+            for i in range(A.shape[0]):
+                start, end = A.indptr[i], A.indptr[i + 1]
+                coefs = dict(zip(A.indices[start:end].tolist(), A.data[start:end].tolist()))
+                constraints.append(Constraint(coefs=coefs, sense=row_sense, rhs=float(b[i])))
+
+        def as_field(v: Any) -> Any:
+            if v is None or np.isscalar(v):
+                return v if v is None else float(v)
+            return np.asarray(v, dtype=float).tolist()
+
+        return cls(
+            shape=shape,
+            num_aux=num_aux,
+            sense=sense,
+            integrality=integrality if isinstance(integrality, str) else list(integrality),
+            lower=as_field(lower),
+            upper=as_field(upper),
+            constraints=constraints,
+        )
+
+    def to_matrices(self) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix, np.ndarray]:
+        """``(A_ub, b_ub, A_eq, b_eq)``; ``>=`` rows are negated into ``A_ub``."""
+        return self._matrices
+
+    @cached_property
+    def _matrices(self) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix, np.ndarray]:
+        ub: tuple[list, list, list, list] = ([], [], [], [])
+        eq: tuple[list, list, list, list] = ([], [], [], [])
+        for row in self.constraints:
+            rows, cols, vals, rhs = eq if row.sense == "==" else ub
+            sign = -1.0 if row.sense == ">=" else 1.0
+            i = len(rhs)
+            for j, v in row.items():
+                rows.append(i)
+                cols.append(j)
+                vals.append(sign * v)
+            rhs.append(sign * row.rhs)
+        n = self.num_vars
+
+        def build(part: tuple[list, list, list, list]) -> tuple[sp.csr_matrix, np.ndarray]:
+            rows, cols, vals, rhs = part
+            A = sp.csr_matrix((vals, (rows, cols)), shape=(len(rhs), n), dtype=float)
+            A.sum_duplicates()
+            return A, np.asarray(rhs, dtype=float)
+
+        A_ub, b_ub = build(ub)
+        A_eq, b_eq = build(eq)
+        return A_ub, b_ub, A_eq, b_eq
+
+    def to_canonical(self, lazy: bool = True):
+        from .canonical import CanonicalForm
+
+        A_ub, b_ub, A_eq, b_eq = self.to_matrices()
+        kinds = _broadcast(self.integrality, self.num_vars, "integrality")
+        lower = np.asarray(_broadcast(self.lower, self.num_vars, "lower"), dtype=float)
+        upper = self._upper_array()
+        binary = np.array([k == "binary" for k in kinds])
+        lower = np.where(binary, np.maximum(lower, 0.0), lower)
+        upper = np.where(binary, np.minimum(upper, 1.0), upper)
+        return CanonicalForm(
+            cost_shape=self.cost_shape,
+            sign=1.0 if self.sense == "min" else -1.0,
+            A_ub=A_ub,
+            b_ub=b_ub,
+            A_eq=A_eq,
+            b_eq=b_eq,
+            lower=lower,
+            upper=upper,
+            integer=np.array([k != "continuous" for k in kinds]),
+        )

@@ -1,0 +1,118 @@
+"""Cost transforms: small pure functions composed with :func:`chain`.
+
+A projection ``P`` maps costs to costs without changing the solver's answer,
+``y(P(w)) == y(w)``, and the layer differentiates through it, which removes
+the gradient directions the solver is invariant to (Sahoo et al. 2023, sec. 3.3).
+The built-in projections act on the last axis of a flattened cost ``(..., N)``;
+:func:`on_cost_shape` lifts one to costs of shape ``(..., *cost_shape)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+Transform = Callable[[Tensor], Tensor]
+
+#: ``normalize`` divides by ``max(||w||, NORM_EPS)``: a zero cost stays zero
+#: (its solution is arbitrary anyway) and gradients stay finite, never NaN.
+NORM_EPS = 1e-12
+
+
+def identity(w: Tensor) -> Tensor:
+    return w
+
+
+def project_mean(w: Tensor) -> Tensor:
+    """P_mean: subtract the mean, the projection onto the plane normal to the all-ones vector."""
+    return w - w.mean(dim=-1, keepdim=True)
+
+
+def normalize(w: Tensor) -> Tensor:
+    """P_norm: scale to unit Euclidean norm (see :data:`NORM_EPS`)."""
+    return w / torch.linalg.vector_norm(w, dim=-1, keepdim=True).clamp_min(NORM_EPS)
+
+
+def project_plane(normals: Tensor) -> Transform:
+    """P_plane: remove the components along orthonormal rows ``normals`` of shape ``(r, N)``."""
+
+    def project(w: Tensor) -> Tensor:
+        basis = normals.to(device=w.device, dtype=w.dtype)
+        return w - (w @ basis.T) @ basis
+
+    return project
+
+
+def chain(*transforms: Transform) -> Transform:
+    """Compose transforms left to right: ``chain(f, g)(w) == g(f(w))``."""
+
+    def composed(w: Tensor) -> Tensor:
+        for transform in transforms:
+            w = transform(w)
+        return w
+
+    return composed
+
+
+def on_cost_shape(transform: Transform, cost_shape: tuple[int, ...]) -> Transform:
+    """Apply a flat-cost transform to costs of shape ``(..., *cost_shape)``."""
+    if len(cost_shape) == 1:
+        return transform
+    size = math.prod(cost_shape)
+
+    def lifted(w: Tensor) -> Tensor:
+        batch = w.shape[: w.ndim - len(cost_shape)]
+        return transform(w.reshape(*batch, size)).reshape(w.shape)
+
+    return lifted
+
+
+project_std = chain(project_mean, normalize)
+
+#: Projections that need nothing but the cost; "plane" and "auto" need the
+#: problem's affine hull (:func:`combolayer.analyze`).
+PROJECTIONS: dict[str, Transform] = {
+    "none": identity,
+    "mean": project_mean,
+    "norm": normalize,
+    "std": project_std,
+}
+
+
+def make_projection(projection: str | Transform, spec) -> Transform:
+    """The projection for a layer on ``spec``, acting on costs of shape ``(..., *cost_shape)``.
+
+    A callable is used as it is and receives costs of shape ``(..., *cost_shape)``.
+    """
+    if callable(projection):
+        return projection
+    if projection in ("plane", "auto"):
+        from .analysis import analyze
+
+        hull = analyze(spec)
+        flat = project_plane(torch.as_tensor(hull.normals, dtype=torch.float64))
+        if projection == "auto":
+            flat = chain(flat, normalize)
+        return on_cost_shape(flat, spec.cost_shape)
+    if projection not in PROJECTIONS:
+        raise ValueError(
+            f"unknown projection {projection!r}: expected one of "
+            f"{['auto', 'plane', *PROJECTIONS]} or a callable Tensor -> Tensor"
+        )
+    return on_cost_shape(PROJECTIONS[projection], spec.cost_shape)
+
+
+@dataclass(frozen=True)
+class SignNoise:
+    """xi ~ Uniform({-alpha/2, +alpha/2}^N): the paper's margin-inducing noise (sec. 3.5)."""
+
+    alpha: float
+
+    def sample(self, shape: torch.Size | tuple[int, ...],
+               generator: torch.Generator | None = None) -> Tensor:
+        signs = torch.randint(0, 2, tuple(shape), generator=generator, dtype=torch.float64)
+        return (2.0 * signs - 1.0) * (self.alpha / 2.0)
