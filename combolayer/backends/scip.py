@@ -1,0 +1,223 @@
+"""SCIP through pyscipopt: LPs and MIPs from the canonical form, with lazy cuts.
+
+The model is built once. pyscipopt 6.3 has no way to change one objective
+coefficient in the original problem, and ``setObjective`` raises once the
+problem is transformed, so each solve calls ``freeTransform()``, sets the whole
+objective and optimizes again (``optimizeNogil`` so threads run in parallel).
+
+Presolve, primal heuristics and separation are switched off by default where
+that is faster (measured: LPs, knapsacks, grids), but kept on for the problem
+kinds in ``_KEEP_DEFAULTS`` (TSP-50 was slower without them).
+``options={"fast": True/False}`` overrides the per-kind default; every other
+option goes to ``Model.setParam`` verbatim.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import ClassVar
+
+import numpy as np
+
+from ..canonical import CanonicalForm
+from ..errors import InfeasibleError, SolverError
+from ..specs import Spec
+from .config import BackendConfig
+from .registry import register_backend
+
+#: Problem kinds on which SCIP's presolve/heuristics/separation pay for
+#: themselves (TSP-50: measured slower with them off).
+_KEEP_DEFAULTS = frozenset({"tsp"})
+
+
+def _fast_default(kind: str) -> bool:
+    return kind not in _KEEP_DEFAULTS
+
+
+def _lazy_handler_class():
+    """A constraint handler calling ``form.separator`` on every candidate solution.
+
+    Defined inside a function because ``pyscipopt`` is an optional import.
+    """
+    from pyscipopt import SCIP_RESULT, Conshdlr, quicksum
+
+    class LazyHandler(Conshdlr):
+        def __init__(self, variables, separator):
+            self.variables = variables
+            self.separator = separator
+
+        def _cuts(self, solution=None):
+            x = np.array([self.model.getSolVal(solution, v) for v in self.variables])
+            return self.separator(x)
+
+        def conscheck(self, constraints, solution, checkintegrality, checklprows, printreason,
+                      completely):
+            ok = not self._cuts(solution)
+            return {"result": SCIP_RESULT.FEASIBLE if ok else SCIP_RESULT.INFEASIBLE}
+
+        def _enforce(self):
+            cuts = self._cuts()
+            if not cuts:
+                return {"result": SCIP_RESULT.FEASIBLE}
+            for cut in cuts:
+                expr = quicksum(float(v) * self.variables[int(j)]
+                                for j, v in zip(cut.index, cut.value, strict=True))
+                if np.isfinite(cut.lower) and np.isfinite(cut.upper):
+                    self.model.addCons(cut.lower <= (expr <= cut.upper))
+                elif np.isfinite(cut.upper):
+                    self.model.addCons(expr <= cut.upper)
+                else:
+                    self.model.addCons(expr >= cut.lower)
+            return {"result": SCIP_RESULT.CONSADDED}
+
+        def consenfolp(self, constraints, nusefulconss, solinfeasible):
+            return self._enforce()
+
+        def consenfops(self, constraints, nusefulconss, solinfeasible, objinfeasible):
+            return self._enforce()
+
+        def conslock(self, constraint, locktype, nlockspos, nlocksneg):
+            # No constraint objects (needscons=False); dual reductions are off instead.
+            pass
+
+    return LazyHandler
+
+
+def _build_model(form: CanonicalForm, config: BackendConfig, kind: str):
+    import pyscipopt
+    from pyscipopt.scip import Expr, Term
+
+    model = pyscipopt.Model()
+    if not config.verbose:
+        model.hideOutput()
+    options = dict(config.options)
+    if options.pop("fast", _fast_default(kind)):
+        off = pyscipopt.SCIP_PARAMSETTING.OFF
+        model.setPresolve(off)
+        model.setHeuristics(off)
+        model.setSeparating(off)
+    model.setParam("limits/gap", float(config.mip_gap))
+    if config.time_limit is not None:
+        model.setParam("limits/time", float(config.time_limit))
+    if config.threads > 1:
+        model.setParam("lp/threads", int(config.threads))
+    for key, value in options.items():
+        try:
+            model.setParam(key, value)
+        except (KeyError, LookupError, TypeError, ValueError) as error:
+            raise ValueError(f"SCIP rejected option {key}={value!r}: {error}") from None
+
+    variables = []
+    for j in range(form.num_vars):
+        upper = None if np.isinf(form.upper[j]) else float(form.upper[j])
+        lower = None if np.isinf(form.lower[j]) else float(form.lower[j])
+        vtype = "I" if form.integer[j] else "C"
+        variables.append(model.addVar(name=f"x{j}", vtype=vtype, lb=lower, ub=upper))
+    terms = [Term(v) for v in variables]
+
+    A, row_lower, row_upper = form.rows()
+    for i in range(A.shape[0]):
+        start, end = A.indptr[i], A.indptr[i + 1]
+        cols, vals = A.indices[start:end], A.data[start:end]
+        expr = Expr({terms[j]: float(v) for j, v in zip(cols, vals, strict=True)})
+        lo, up = row_lower[i], row_upper[i]
+        if lo == up:
+            model.addCons(expr == float(up))
+        elif np.isfinite(lo) and np.isfinite(up):
+            model.addCons(float(lo) <= (expr <= float(up)))
+        elif np.isfinite(up):
+            model.addCons(expr <= float(up))
+        else:
+            model.addCons(expr >= float(lo))
+
+    if form.separator is not None:
+        handler = _lazy_handler_class()(variables, form.separator)
+        model.includeConshdlr(handler, "combolayer_lazy", "lazy constraints from a separator",
+                              enfopriority=-1, chckpriority=-1, needscons=False)
+        # Without constraint objects the handler cannot lock variables, so
+        # SCIP must not fix variables by dual arguments that ignore the cuts.
+        model.setParam("misc/allowstrongdualreds", False)
+        model.setParam("misc/allowweakdualreds", False)
+    return model, variables, terms
+
+
+class ScipKernel:
+    """One kept SCIP model; ``__call__`` solves a batch of minimisation costs."""
+
+    array_api = "numpy"
+
+    def __init__(self, form: CanonicalForm, config: BackendConfig, kind: str = "ilp") -> None:
+        self.form = form
+        self.model, self.variables, self._terms = _build_model(form, config, kind)
+        self._outputs = self._terms[: form.num_outputs]
+        self._nogil = hasattr(self.model, "optimizeNogil")
+
+    def __call__(self, costs: np.ndarray) -> np.ndarray:
+        out = np.empty_like(costs)
+        for b, row in enumerate(costs):
+            out[b] = self.solve_one(row)
+        return out
+
+    def solve_one(self, cost: np.ndarray) -> np.ndarray:
+        from pyscipopt.scip import Expr
+
+        values = np.asarray(cost, dtype=float).tolist()
+        objective = Expr(dict(zip(self._outputs, values, strict=True)))
+        x = self._optimize(objective)
+        y = x[: self.form.num_outputs]
+        # "+ 0.0" turns the -0.0 that rint gives for tiny negatives into 0.0.
+        return np.where(self.form.integer[: len(y)], np.rint(y), y) + 0.0
+
+    def _run(self, objective) -> str:
+        model = self.model
+        model.freeTransform()
+        model.setObjective(objective, "minimize")
+        if self._nogil:
+            model.optimizeNogil()
+        else:
+            model.optimize()
+        return model.getStatus()
+
+    def _values(self) -> np.ndarray:
+        solution = self.model.getBestSol()
+        return np.array([solution[v] for v in self.variables], dtype=float)
+
+    def _optimize(self, objective) -> np.ndarray:
+        from pyscipopt.scip import Expr
+
+        status = self._run(objective)
+        has_solution = self.model.getNSols() > 0
+        if status in ("optimal", "gaplimit") and has_solution:
+            return self._values()
+        if status == "infeasible":
+            raise InfeasibleError("SCIP: the problem has no feasible solution")
+        if status in ("unbounded", "inforunbd"):
+            if status == "inforunbd" and self._run(Expr()) == "infeasible":
+                raise InfeasibleError("SCIP: the problem has no feasible solution")
+            raise SolverError(
+                "SCIP: the problem is unbounded for these costs; add finite bounds "
+                "(lower/upper) to the variables"
+            )
+        if status == "timelimit":
+            if has_solution:
+                warnings.warn("SCIP hit the time limit; returning the best feasible solution "
+                              "found, which may not be optimal", RuntimeWarning, stacklevel=4)
+                return self._values()
+            raise SolverError("SCIP hit the time limit without finding a feasible solution; "
+                              "raise BackendConfig.time_limit")
+        raise SolverError(f"SCIP stopped with status {status!r}")
+
+
+@register_backend
+class ScipBackend:
+    """SCIP (pyscipopt): any linear or mixed-integer program, with lazy cuts."""
+
+    name: ClassVar[str] = "scip"
+    requires: ClassVar[tuple[str, ...]] = ("pyscipopt",)
+    capabilities: ClassVar[frozenset[str]] = frozenset({"linear", "integer", "lazy"})
+    priority: ClassVar[int] = 20
+
+    def compile(self, spec: Spec, config: BackendConfig) -> ScipKernel:
+        from .registry import canonical_form
+
+        return ScipKernel(canonical_form(spec, lazy=True), config, kind=spec.kind)
