@@ -1,0 +1,62 @@
+"""The 0/1 multi-dimensional knapsack."""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar, Literal
+
+import numpy as np
+from pydantic import model_validator
+
+from ..specs import ILP, Sense, Spec
+
+
+class Knapsack(Spec):
+    """Pick items of value ``w`` (shape ``(n,)``) within ``m`` capacities.
+
+    ``weights`` is ``(m, n)`` (non-negative), ``capacities`` ``(m,)``
+    (non-negative); ``sense="max"`` by default: the most valuable feasible set.
+    """
+
+    kind: Literal["knapsack"] = "knapsack"
+    weights: list[list[float]]
+    capacities: list[float]
+    sense: Sense = "max"
+
+    _label_fields: ClassVar[tuple[str, ...]] = ("num_items", "num_constraints")
+
+    @model_validator(mode="after")
+    def _check(self) -> Knapsack:
+        if not self.weights or not self.weights[0]:
+            raise ValueError("weights must be a non-empty (m, n) matrix")
+        n = len(self.weights[0])
+        for i, row in enumerate(self.weights):
+            if len(row) != n:
+                raise ValueError(f"weights[{i}] has {len(row)} entries, expected {n} "
+                                 "(one per item, like weights[0])")
+            for j, v in enumerate(row):
+                if not math.isfinite(v) or v < 0:
+                    raise ValueError(f"weights[{i}][{j}] must be finite and >= 0, got {v}")
+        if len(self.capacities) != len(self.weights):
+            raise ValueError(f"capacities has {len(self.capacities)} entries, expected "
+                             f"{len(self.weights)} (one per row of weights)")
+        for i, v in enumerate(self.capacities):
+            if not math.isfinite(v) or v < 0:
+                raise ValueError(f"capacities[{i}] must be finite and >= 0, got {v}")
+        return self
+
+    @property
+    def num_items(self) -> int:
+        return len(self.weights[0])
+
+    @property
+    def num_constraints(self) -> int:
+        return len(self.weights)
+
+    @property
+    def cost_shape(self) -> tuple[int, ...]:
+        return (self.num_items,)
+
+    def to_ilp(self) -> ILP:
+        return ILP.from_matrices(shape=[self.num_items], A_ub=np.asarray(self.weights),
+                                 b_ub=np.asarray(self.capacities), sense=self.sense)

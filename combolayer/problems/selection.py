@@ -1,0 +1,80 @@
+"""Selecting and ordering: top-k and ranking."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+import numpy as np
+import scipy.sparse as sp
+from pydantic import model_validator
+
+from ..specs import ILP, Sense, Spec
+
+
+class TopK(Spec):
+    """A k-hot vector ``(n,)``: the ``k`` largest scores (``sense="max"``) or smallest."""
+
+    kind: Literal["topk"] = "topk"
+    n: int
+    k: int
+    sense: Sense = "max"
+
+    _label_fields: ClassVar[tuple[str, ...]] = ("n", "k")
+
+    @model_validator(mode="after")
+    def _check(self) -> TopK:
+        if self.n < 1:
+            raise ValueError(f"n must be >= 1, got {self.n}")
+        if not 1 <= self.k <= self.n:
+            raise ValueError(f"k={self.k} is outside 1..n={self.n}")
+        return self
+
+    @property
+    def cost_shape(self) -> tuple[int, ...]:
+        return (self.n,)
+
+    def to_ilp(self) -> ILP:
+        return ILP.from_matrices(shape=[self.n], A_eq=np.ones((1, self.n)), b_eq=[self.k],
+                                 sense=self.sense)
+
+
+class Ranking(Spec):
+    """Ranks ``(n,)``: a permutation of 1..n. ``argmin <w, y>`` gives rank 1 to the
+    largest score (rearrangement inequality), so a ranking of scores ``s`` is
+    ``Ranking(n)`` applied to ``w = s``."""
+
+    kind: Literal["ranking"] = "ranking"
+    n: int
+    sense: Sense = "min"
+
+    _label_fields: ClassVar[tuple[str, ...]] = ("n",)
+
+    @model_validator(mode="after")
+    def _check(self) -> Ranking:
+        if self.n < 1:
+            raise ValueError(f"n must be >= 1, got {self.n}")
+        return self
+
+    @property
+    def cost_shape(self) -> tuple[int, ...]:
+        return (self.n,)
+
+    def to_ilp(self) -> ILP:
+        """Assignment formulation: ``P`` (n*n binary auxiliaries, item i gets rank r+1),
+        ``y_i = sum_r (r + 1) P_ir``."""
+        n = self.n
+        i, r = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+        i, r = i.ravel(), r.ravel()
+        aux = n + i * n + r
+        items = sp.csr_matrix((np.ones(n * n), (i, aux)), shape=(n, n + n * n))
+        ranks = sp.csr_matrix((np.ones(n * n), (r, aux)), shape=(n, n + n * n))
+        link = sp.csr_matrix(
+            (np.concatenate([np.ones(n), -(r + 1.0)]),
+             (np.concatenate([np.arange(n), i]), np.concatenate([np.arange(n), aux]))),
+            shape=(n, n + n * n))
+        lower = np.concatenate([np.ones(n), np.zeros(n * n)])
+        upper = np.concatenate([np.full(n, float(n)), np.ones(n * n)])
+        return ILP.from_matrices(shape=[n], A_eq=sp.vstack([items, ranks, link]),
+                                 b_eq=np.concatenate([np.ones(2 * n), np.zeros(n)]),
+                                 integrality=["integer"] * n + ["binary"] * (n * n),
+                                 lower=lower, upper=upper, sense=self.sense, num_aux=n * n)

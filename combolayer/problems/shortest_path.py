@@ -1,0 +1,238 @@
+"""Shortest paths: on a graph with edge costs, and on a grid with vertex costs.
+
+Both ILPs are arc-flow formulations (one unit of flow from source to target).
+They are exact for non-negative costs and, on acyclic graphs, for any costs;
+with negative costs on a graph with cycles the flow could pick up disjoint
+negative cycles, which is why the specialised solvers refuse that case unless
+``negative_costs="clip"``.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+import numpy as np
+import scipy.sparse as sp
+from pydantic import model_validator
+
+from ..specs import ILP, Sense, Spec
+
+NegativeCosts = Literal["error", "clip"]
+
+
+def _flow_rows(num_nodes: int, tails: np.ndarray, heads: np.ndarray, offset: int, num_vars: int,
+               source: int, target: int) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Conservation rows ``out(v) - in(v) = [v == source] - [v == target]`` over arc variables
+    ``offset .. offset + len(tails)``."""
+    arcs = np.arange(len(tails)) + offset
+    rows = np.concatenate([tails, heads])
+    cols = np.concatenate([arcs, arcs])
+    vals = np.concatenate([np.ones(len(tails)), -np.ones(len(heads))])
+    A = sp.csr_matrix((vals, (rows, cols)), shape=(num_nodes, num_vars))
+    b = np.zeros(num_nodes)
+    b[source] += 1.0
+    b[target] -= 1.0
+    return A, b
+
+
+def topological_order(num_nodes: int, tails: np.ndarray, heads: np.ndarray) -> np.ndarray | None:
+    """A topological order of the directed graph, or None if it has a cycle (Kahn)."""
+    indegree = np.bincount(heads, minlength=num_nodes)
+    out = sp.csr_matrix((np.ones(len(tails)), (tails, heads)), shape=(num_nodes, num_nodes))
+    order: list[int] = []
+    frontier = [int(v) for v in np.flatnonzero(indegree == 0)]
+    while frontier:
+        u = frontier.pop()
+        order.append(u)
+        start, end = out.indptr[u], out.indptr[u + 1]
+        succ = out.indices[start:end]
+        indegree[succ] -= out.data[start:end].astype(np.int64)
+        frontier.extend(int(v) for v in succ[indegree[succ] == 0])
+    return np.asarray(order, dtype=np.int64) if len(order) == num_nodes else None
+
+
+class ShortestPath(Spec):
+    """A cheapest source-target path in a graph with edge costs ``(num_edges,)``.
+
+    ``y`` is the 0/1 indicator of the path's edges. ``directed=False`` lets every
+    edge be used in either direction. ``negative_costs`` says what the
+    specialised solvers do with negative costs on a graph with cycles (where the
+    cheapest simple path is NP-hard): ``"error"`` raises, ``"clip"`` sets them
+    to 0 first. Acyclic directed graphs accept any costs. ``ShortestPath.grid``
+    builds the vertex-cost grid version.
+    """
+
+    kind: Literal["shortest_path"] = "shortest_path"
+    num_nodes: int
+    edges: list[tuple[int, int]]
+    source: int
+    target: int
+    directed: bool = True
+    sense: Sense = "min"
+    negative_costs: NegativeCosts = "error"
+
+    _label_fields: ClassVar[tuple[str, ...]] = ("num_nodes", "source", "target")
+
+    @classmethod
+    def grid(cls, rows: int, cols: int, neighborhood: int = 8,
+             source: tuple[int, int] = (0, 0), target: tuple[int, int] | None = None,
+             negative_costs: NegativeCosts = "error") -> GridShortestPath:
+        """A ``rows x cols`` grid with vertex costs; moves go to the 4 or 8 neighbours."""
+        data = dict(rows=rows, cols=cols, neighborhood=neighborhood, source=source,
+                    negative_costs=negative_costs)
+        if target is not None:
+            data["target"] = target
+        return GridShortestPath(**data)
+
+    @model_validator(mode="after")
+    def _check(self) -> ShortestPath:
+        if self.num_nodes < 2:
+            raise ValueError(f"num_nodes must be >= 2, got {self.num_nodes}")
+        if not self.edges:
+            raise ValueError("edges must not be empty")
+        for name in ("source", "target"):
+            node = getattr(self, name)
+            if not 0 <= node < self.num_nodes:
+                raise ValueError(f"{name}={node} is not a node: expected 0 <= {name} < "
+                                 f"num_nodes={self.num_nodes}")
+        if self.source == self.target:
+            raise ValueError(f"source and target must differ, both are {self.source}")
+        seen: dict[tuple[int, int], int] = {}
+        for i, (u, v) in enumerate(self.edges):
+            for end in (u, v):
+                if not 0 <= end < self.num_nodes:
+                    raise ValueError(f"edges[{i}] = ({u}, {v}) has a missing node {end}: "
+                                     f"expected 0 <= node < num_nodes={self.num_nodes}")
+            if u == v:
+                raise ValueError(f"edges[{i}] = ({u}, {v}) is a self-loop")
+            key = (u, v) if self.directed else (min(u, v), max(u, v))
+            if key in seen:
+                raise ValueError(f"edges[{i}] = ({u}, {v}) duplicates edges[{seen[key]}]; "
+                                 "keep only the cheaper of parallel edges")
+            seen[key] = i
+        return self
+
+    @property
+    def cost_shape(self) -> tuple[int, ...]:
+        return (len(self.edges),)
+
+    @property
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(tails, heads)`` as int arrays."""
+        e = np.asarray(self.edges, dtype=np.int64).reshape(-1, 2)
+        return e[:, 0], e[:, 1]
+
+    def to_ilp(self) -> ILP:
+        tails, heads = self.arrays
+        m = len(tails)
+        if self.directed:
+            A, b = _flow_rows(self.num_nodes, tails, heads, 0, m, self.source, self.target)
+            return ILP.from_matrices(shape=[m], A_eq=A, b_eq=b, sense=self.sense)
+        # Undirected: arc variables u->v and v->u as auxiliaries, y_e = f_uv + f_vu.
+        n_vars = 3 * m
+        A_flow, b_flow = _flow_rows(self.num_nodes, np.concatenate([tails, heads]),
+                                    np.concatenate([heads, tails]), m, n_vars,
+                                    self.source, self.target)
+        e = np.arange(m)
+        link = sp.csr_matrix(
+            (np.concatenate([np.ones(m), -np.ones(m), -np.ones(m)]),
+             (np.concatenate([e, e, e]), np.concatenate([e, m + e, 2 * m + e]))),
+            shape=(m, n_vars))
+        return ILP.from_matrices(shape=[m], A_eq=sp.vstack([A_flow, link]),
+                                 b_eq=np.concatenate([b_flow, np.zeros(m)]),
+                                 sense=self.sense, num_aux=2 * m)
+
+
+_MOVES = {
+    4: [(-1, 0), (1, 0), (0, -1), (0, 1)],
+    8: [(-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, -1), (1, 0), (1, 1)],
+}
+
+
+class GridShortestPath(Spec):
+    """A cheapest path on a ``rows x cols`` grid with vertex costs ``(rows, cols)``.
+
+    ``y`` is the 0/1 indicator of the vertices on the path, source and target
+    included, so ``<w, y>`` is the path's cost. Moves go to any of the 4 or 8
+    neighbours. Build it with ``ShortestPath.grid(...)``.
+    """
+
+    kind: Literal["grid_shortest_path"] = "grid_shortest_path"
+    rows: int
+    cols: int
+    neighborhood: Literal[4, 8] = 8
+    source: tuple[int, int] = (0, 0)
+    target: tuple[int, int]
+    sense: Sense = "min"
+    negative_costs: NegativeCosts = "error"
+
+    _label_fields: ClassVar[tuple[str, ...]] = ("rows", "cols")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_target(cls, data):
+        if isinstance(data, dict) and data.get("target") is None:
+            data = dict(data)
+            try:
+                data["target"] = (int(data["rows"]) - 1, int(data["cols"]) - 1)
+            except (KeyError, TypeError, ValueError):
+                data.pop("target", None)  # let field validation name the real problem
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> GridShortestPath:
+        if self.rows < 1 or self.cols < 1 or self.rows * self.cols < 2:
+            raise ValueError(f"the grid needs at least 2 cells, got rows={self.rows}, "
+                             f"cols={self.cols}")
+        for name in ("source", "target"):
+            r, c = getattr(self, name)
+            if not (0 <= r < self.rows and 0 <= c < self.cols):
+                raise ValueError(f"{name}={(r, c)} is outside the {self.rows}x{self.cols} grid")
+        if tuple(self.source) == tuple(self.target):
+            raise ValueError(f"source and target must differ, both are {tuple(self.source)}")
+        return self
+
+    @property
+    def cost_shape(self) -> tuple[int, ...]:
+        return (self.rows, self.cols)
+
+    @property
+    def source_index(self) -> int:
+        return self.source[0] * self.cols + self.source[1]
+
+    @property
+    def target_index(self) -> int:
+        return self.target[0] * self.cols + self.target[1]
+
+    @property
+    def arcs(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(tails, heads)`` of every move, flat vertex indices; moves into the source
+        and out of the target are left out (no cheapest path uses them)."""
+        r, c = np.meshgrid(np.arange(self.rows), np.arange(self.cols), indexing="ij")
+        r, c = r.ravel(), c.ravel()
+        tails, heads = [], []
+        for dr, dc in _MOVES[self.neighborhood]:
+            r2, c2 = r + dr, c + dc
+            ok = (r2 >= 0) & (r2 < self.rows) & (c2 >= 0) & (c2 < self.cols)
+            tails.append((r * self.cols + c)[ok])
+            heads.append((r2 * self.cols + c2)[ok])
+        tails, heads = np.concatenate(tails), np.concatenate(heads)
+        keep = (heads != self.source_index) & (tails != self.target_index)
+        return tails[keep], heads[keep]
+
+    def to_ilp(self) -> ILP:
+        tails, heads = self.arcs
+        n, m = self.rows * self.cols, len(tails)
+        A_flow, b_flow = _flow_rows(n, tails, heads, n, n + m, self.source_index,
+                                    self.target_index)
+        # y_v = inflow(v), plus 1 at the source.
+        link = sp.csr_matrix(
+            (np.concatenate([np.ones(n), -np.ones(m)]),
+             (np.concatenate([np.arange(n), heads]),
+              np.concatenate([np.arange(n), n + np.arange(m)]))),
+            shape=(n, n + m))
+        b_link = np.zeros(n)
+        b_link[self.source_index] = 1.0
+        return ILP.from_matrices(shape=[self.rows, self.cols], A_eq=sp.vstack([A_flow, link]),
+                                 b_eq=np.concatenate([b_flow, b_link]), sense=self.sense,
+                                 num_aux=m)

@@ -1,0 +1,145 @@
+"""The travelling salesman problem as a symmetric adjacency matrix.
+
+Two exact formulations over the same ``(n, n)`` outputs (zero diagonal,
+symmetric, degree 2):
+
+- ``to_canonical(lazy=True)``: only the degree and symmetry rows, plus a
+  separator that finds subtours in an integer candidate and returns the
+  violated cut-set inequalities; HiGHS re-solves with them, SCIP separates
+  them inside one solve. This is what the MIP backends compile.
+- ``to_ilp()`` (and ``to_canonical(lazy=False)``): a compact
+  Miller-Tucker-Zemlin formulation with directed arcs and orders as
+  auxiliaries, for backends without lazy constraints (cvxpy, analysis).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar, Literal
+
+import numpy as np
+import scipy.sparse as sp
+from pydantic import model_validator
+
+from ..canonical import Cut
+from ..specs import ILP, Sense, Spec
+
+
+def _degree_rows(n: int, num_vars: int) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix]:
+    """Degree-2 rows on the adjacency outputs, and symmetry rows ``y_ij - y_ji = 0`` (i < j)."""
+    i, j = np.nonzero(~np.eye(n, dtype=bool))
+    degree = sp.csr_matrix((np.ones(len(i)), (i, i * n + j)), shape=(n, num_vars))
+    iu, ju = np.triu_indices(n, k=1)
+    k = np.arange(len(iu))
+    symmetry = sp.csr_matrix(
+        (np.concatenate([np.ones(len(k)), -np.ones(len(k))]),
+         (np.concatenate([k, k]), np.concatenate([iu * n + ju, ju * n + iu]))),
+        shape=(len(k), num_vars))
+    return degree, np.full(n, 2.0), symmetry
+
+
+@dataclasses.dataclass(frozen=True)
+class SubtourSeparator:
+    """Cut-set inequalities ``sum_{i in S, j not in S} y_ij >= 2`` for every connected
+    component S of an integer candidate that is not a single tour."""
+
+    num_nodes: int
+
+    def __call__(self, x: np.ndarray) -> list[Cut]:
+        from scipy.sparse.csgraph import connected_components
+
+        n = self.num_nodes
+        adjacency = np.asarray(x[: n * n]).reshape(n, n) > 0.5
+        count, labels = connected_components(sp.csr_matrix(adjacency), directed=False)
+        if count == 1:
+            return []
+        cuts = []
+        for component in range(count):
+            inside = labels == component
+            i, j = np.nonzero(np.outer(inside, ~inside))
+            cuts.append(Cut(index=i * n + j, value=np.ones(len(i)), lower=2.0, upper=np.inf))
+        return cuts
+
+
+class TSP(Spec):
+    """A cheapest tour through ``num_nodes`` cities; cost ``(n, n)``, any matrix.
+
+    ``y`` is the symmetric 0/1 adjacency matrix of the tour, so ``<w, y>`` equals
+    the tour's length under the symmetrised cost ``w + w.T`` (twice the length
+    for a symmetric ``w``).
+    """
+
+    kind: Literal["tsp"] = "tsp"
+    num_nodes: int
+    sense: Sense = "min"
+
+    _label_fields: ClassVar[tuple[str, ...]] = ("num_nodes",)
+
+    @model_validator(mode="after")
+    def _check(self) -> TSP:
+        if self.num_nodes < 3:
+            raise ValueError(f"num_nodes must be >= 3 for a tour, got {self.num_nodes}")
+        return self
+
+    @property
+    def cost_shape(self) -> tuple[int, ...]:
+        return (self.num_nodes, self.num_nodes)
+
+    def _upper(self, num_vars: int) -> np.ndarray:
+        upper = np.ones(num_vars)
+        upper[: self.num_nodes**2] = 1.0 - np.eye(self.num_nodes).ravel()  # no self-loops
+        return upper
+
+    def to_ilp(self) -> ILP:
+        """The compact MTZ formulation: outputs ``y`` (n*n), then arcs ``a`` (n*n), then
+        orders ``u`` (n) with ``u_0 = 0``, ``1 <= u_i <= n - 1``."""
+        n = self.num_nodes
+        nn = n * n
+        num_vars = 2 * nn + n
+        degree, b_degree, symmetry = _degree_rows(n, num_vars)
+        i, j = np.nonzero(~np.eye(n, dtype=bool))
+        k = np.arange(len(i))
+        # y_ij = a_ij + a_ji
+        link = sp.csr_matrix(
+            (np.concatenate([np.ones(len(k)), -np.ones(len(k)), -np.ones(len(k))]),
+             (np.concatenate([k, k, k]),
+              np.concatenate([i * n + j, nn + i * n + j, nn + j * n + i]))),
+            shape=(len(k), num_vars))
+        out_rows = sp.csr_matrix((np.ones(len(i)), (i, nn + i * n + j)), shape=(n, num_vars))
+        in_rows = sp.csr_matrix((np.ones(len(i)), (j, nn + i * n + j)), shape=(n, num_vars))
+        # MTZ: u_i - u_j + n a_ij <= n - 1 for i, j >= 1
+        mask = (i > 0) & (j > 0)
+        mi, mj = i[mask], j[mask]
+        r = np.arange(len(mi))
+        mtz = sp.csr_matrix(
+            (np.concatenate([np.ones(len(r)), -np.ones(len(r)), np.full(len(r), float(n))]),
+             (np.concatenate([r, r, r]),
+              np.concatenate([2 * nn + mi, 2 * nn + mj, nn + mi * n + mj]))),
+            shape=(len(r), num_vars))
+        A_eq = sp.vstack([degree, symmetry, link, out_rows, in_rows])
+        b_eq = np.concatenate([b_degree, np.zeros(symmetry.shape[0] + link.shape[0]),
+                               np.ones(2 * n)])
+        lower = np.zeros(num_vars)
+        upper = self._upper(num_vars)
+        upper[nn: 2 * nn] = 1.0 - np.eye(n).ravel()
+        lower[2 * nn + 1:] = 1.0
+        upper[2 * nn] = 0.0
+        upper[2 * nn + 1:] = n - 1.0
+        integrality = ["binary"] * (2 * nn) + ["continuous"] * n
+        return ILP.from_matrices(shape=[n, n], A_ub=mtz, b_ub=np.full(len(r), n - 1.0),
+                                 A_eq=A_eq, b_eq=b_eq, integrality=integrality,
+                                 lower=lower, upper=upper, sense=self.sense, num_aux=nn + n)
+
+    def degree_ilp(self) -> ILP:
+        """The degree-2 relaxation: outputs only, symmetric, no subtour elimination."""
+        n = self.num_nodes
+        degree, b_degree, symmetry = _degree_rows(n, n * n)
+        return ILP.from_matrices(shape=[n, n], A_eq=sp.vstack([degree, symmetry]),
+                                 b_eq=np.concatenate([b_degree, np.zeros(symmetry.shape[0])]),
+                                 upper=self._upper(n * n), sense=self.sense)
+
+    def to_canonical(self, lazy: bool = True):
+        if not lazy:
+            return self.to_ilp().to_canonical()
+        form = self.degree_ilp().to_canonical()
+        return dataclasses.replace(form, separator=SubtourSeparator(self.num_nodes))
