@@ -16,9 +16,13 @@ import yaml
 from pydantic import Discriminator, TypeAdapter, ValidationError
 
 from .errors import SpecError
+from .problems import TSP, GridShortestPath, Knapsack, Matching, Ranking, ShortestPath, TopK
 from .specs import ILP, Spec, _as_spec_error
 
-AnySpec = Annotated[Union[ILP, ILP], Discriminator("kind")]  # noqa: UP007
+AnySpec = Annotated[
+    Union[ILP, ShortestPath, GridShortestPath, TSP, Matching, Knapsack, TopK, Ranking],  # noqa: UP007
+    Discriminator("kind"),
+]
 SPEC_ADAPTER: TypeAdapter[Spec] = TypeAdapter(AnySpec)
 
 
