@@ -12,7 +12,7 @@ COMMANDS = {
     "demo": ("combolayer.demo:main", "train on built-in shortest-path data (the main job)"),
     "solve": ("combolayer.commands:solve", "solve a spec for costs from a file"),
     "analyze": ("combolayer.commands:analyze", "print a spec's invariances"),
-    "train": ("combolayer.commands:train", "train from a YAML/JSON config"),
+    "train": ("combolayer.training:train", "train from a YAML/JSON config"),
     "bench": ("combolayer.commands:bench", "measure layer overhead against the raw solver"),
     "reproduce": ("combolayer.commands:reproduce", "re-run an experiment from the docs"),
 }

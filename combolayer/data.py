@@ -1,0 +1,83 @@
+"""Synthetic data with PyEPO's formulas (Tang & Khalil, "PyEPO", 2022).
+
+Each generator returns a :class:`Data` of tensors ready for a DataLoader,
+``(features, costs, solutions, spec)``, with the true optimal solutions
+computed through :func:`combolayer.make_solver` in one batched call.
+Random draws follow PyEPO's order, so the same seed gives PyEPO's numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from .backends.registry import make_solver
+
+
+class Data(NamedTuple):
+    features: torch.Tensor
+    costs: torch.Tensor
+    solutions: torch.Tensor
+    spec: Any
+
+
+def grid_edges(rows: int, cols: int) -> list[tuple[int, int]]:
+    """PyEPO's right/down grid arcs, in PyEPO's order (node ``v = i * cols + j``)."""
+    edges = []
+    for i in range(rows):
+        edges += [(i * cols + j, i * cols + j + 1) for j in range(cols - 1)]
+        if i < rows - 1:
+            edges += [(i * cols + j, (i + 1) * cols + j) for j in range(cols)]
+    return edges
+
+
+def shortest_path_spec(grid: tuple[int, int] = (5, 5)):
+    """PyEPO's grid shortest path: edge costs, from the top-left to the bottom-right node."""
+    from .problems import ShortestPath
+
+    rows, cols = grid
+    return ShortestPath(
+        num_nodes=rows * cols, edges=grid_edges(rows, cols), source=0, target=rows * cols - 1
+    )
+
+
+def _polynomial_costs(
+    rnd: np.random.RandomState, B: np.ndarray, x: np.ndarray, deg: int, noise_width: float
+) -> np.ndarray:
+    """``c = [((B x) / sqrt(p) + 3)^deg + 1] / 3.5^deg * eps``, eps ~ U[1 - w, 1 + w]."""
+    p = x.shape[1]
+    c = ((x @ B.T) / np.sqrt(p) + 3.0) ** deg + 1.0
+    c /= 3.5**deg
+    return c * rnd.uniform(1 - noise_width, 1 + noise_width, c.shape)
+
+
+def _solved(spec, features: np.ndarray, costs: np.ndarray, backend: Any) -> Data:
+    solutions = make_solver(spec, backend).solve(costs)
+    as_tensor = lambda a: torch.as_tensor(a, dtype=torch.float32)  # noqa: E731
+    return Data(as_tensor(features), as_tensor(costs), as_tensor(solutions), spec)
+
+
+def shortest_path(
+    num_data: int,
+    num_features: int,
+    grid: tuple[int, int] = (5, 5),
+    deg: int = 1,
+    noise_width: float = 0.0,
+    seed: int = 135,
+    backend: Any = "auto",
+) -> Data:
+    """PyEPO's shortest-path data on a ``grid`` of right/down edges.
+
+    With ``d`` edges and ``p = num_features``: ``B ~ Bernoulli(0.5)^{d x p}``,
+    ``x_i ~ N(0, I_p)``, and edge costs
+    ``c_ij = [((B x_i)_j / sqrt(p) + 3)^deg + 1] / 3.5^deg * eps_ij`` with
+    ``eps_ij ~ U[1 - noise_width, 1 + noise_width]``.
+    """
+    rnd = np.random.RandomState(seed)
+    spec = shortest_path_spec(grid)
+    B = rnd.binomial(1, 0.5, (len(spec.edges), num_features))
+    x = rnd.normal(0, 1, (num_data, num_features))
+    c = _polynomial_costs(rnd, B, x, deg, noise_width)
+    return _solved(spec, x, c, backend)

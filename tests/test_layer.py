@@ -1,0 +1,197 @@
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+import combolayer as cl
+from combolayer.transforms import NORM_EPS, SignNoise, normalize, project_mean, project_std
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECTIONS = ["none", "mean", "norm", "std", lambda w: 2.0 * w - w.sum(-1, keepdim=True) / 7]
+
+
+def choose(k=2, n=5, sense="min"):
+    return cl.ILP(shape=[n], sense=sense,
+                  constraints=[cl.Constraint(coefs=[1] * n, sense="==", rhs=k)])
+
+
+def assignment(n=3, sense="min"):
+    A_eq = np.zeros((2 * n, n * n))
+    for i in range(n):
+        A_eq[i, i * n:(i + 1) * n] = 1
+        A_eq[n + i, i::n] = 1
+    return cl.ILP.from_matrices(shape=(n, n), A_eq=A_eq, b_eq=np.ones(2 * n), sense=sense)
+
+
+def projection_of(layer, w):
+    return layer.projection(w)
+
+
+@pytest.mark.parametrize("sense", ["min", "max"])
+@pytest.mark.parametrize("projection", PROJECTIONS)
+@pytest.mark.parametrize("spec_fn", [choose, assignment])
+def test_identity_gradient_is_minus_projection_jacobian_transpose(sense, projection, spec_fn):
+    spec = spec_fn(sense=sense)
+    layer = cl.ComboLayer(spec, method="identity", projection=projection)
+    w = torch.randn(4, *spec.cost_shape, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(4, *spec.cost_shape, dtype=torch.float64)
+    (layer(w) * g).sum().backward()
+    _, vjp = torch.autograd.functional.vjp(layer.projection, w.detach(), g)
+    sign = 1.0 if sense == "min" else -1.0
+    torch.testing.assert_close(w.grad, -sign * vjp, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("sense", ["min", "max"])
+@pytest.mark.parametrize("projection", PROJECTIONS)
+@pytest.mark.parametrize("lam", [0.5, 20.0])
+def test_blackbox_gradient_matches_formula(sense, projection, lam):
+    spec = assignment(sense=sense)
+    layer = cl.ComboLayer(spec, method=cl.Blackbox(lam=lam), projection=projection)
+    solver = cl.make_solver(spec, "highs")
+    w = torch.randn(6, 3, 3, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(6, 3, 3, dtype=torch.float64)
+    (layer(w) * g).sum().backward()
+    sign = 1.0 if sense == "min" else -1.0
+    u = layer.projection(w.detach())
+    shifted = u + sign * lam * g
+    grad_u = sign * (solver.solve(shifted) - solver.solve(u)) / lam
+    _, expected = torch.autograd.functional.vjp(layer.projection, w.detach(), grad_u)
+    torch.testing.assert_close(w.grad, expected, rtol=0, atol=1e-12)
+    assert (shifted != u).any()
+
+
+@pytest.mark.parametrize("projection", [project_mean, normalize, project_std])
+def test_projections_are_idempotent_and_keep_the_solution(projection):
+    spec = choose(k=3, n=6)
+    solver = cl.make_solver(spec, "highs")
+    w = torch.randn(50, 6, dtype=torch.float64) * 3 + 1
+    p = projection(w)
+    torch.testing.assert_close(projection(p), p)
+    torch.testing.assert_close(solver.solve(p), solver.solve(w))
+
+
+def test_norm_of_zero_cost_is_finite():
+    w = torch.zeros(2, 5, dtype=torch.float64, requires_grad=True)
+    layer = cl.ComboLayer(choose(), projection="std")
+    y = layer(w)
+    (y * torch.randn(2, 5, dtype=torch.float64)).sum().backward()
+    assert torch.isfinite(w.grad).all() and torch.isfinite(y).all()
+    assert torch.equal(normalize(torch.zeros(3)), torch.zeros(3)) and NORM_EPS > 0
+
+
+def test_noise_is_off_in_eval_and_has_the_right_support_in_train():
+    spec = choose(k=2, n=5)
+    alpha = 0.8
+    layer = cl.ComboLayer(spec, projection="std", noise=alpha,
+                          generator=torch.Generator().manual_seed(3))
+    solver = cl.make_solver(spec, "highs")
+    w = torch.randn(200, 5, dtype=torch.float64)
+    p = project_std(w)
+    layer.eval()
+    torch.testing.assert_close(layer(w), solver.solve(p))
+    layer.train()
+    y = layer(w)
+    xi = SignNoise(alpha).sample(w.shape, generator=torch.Generator().manual_seed(3))
+    torch.testing.assert_close(y, solver.solve(p + xi))
+    assert set(xi.unique().tolist()) == {-alpha / 2, alpha / 2}
+    assert 0.4 < (xi > 0).double().mean() < 0.6
+    assert not torch.equal(y, solver.solve(p))
+
+
+def test_output_keeps_shape_dtype_and_nothing_is_saved_without_grad():
+    layer = cl.ComboLayer(assignment(), method="blackbox", projection="std")
+    for dtype in (torch.float32, torch.float64):
+        w = torch.randn(2, 3, 3, 3, dtype=dtype)
+        y = layer(w)
+        assert y.shape == w.shape and y.dtype == dtype and y.grad_fn is None
+        with torch.no_grad():
+            assert layer(w.requires_grad_()).grad_fn is None
+    assert layer(torch.randn(3, 3, requires_grad=True)).grad_fn is not None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device; none on this machine")
+def test_cuda_tensors_come_back_on_their_device():
+    layer = cl.ComboLayer(choose())
+    w = torch.randn(4, 5, device="cuda", requires_grad=True)
+    y = layer(w)
+    assert y.device == w.device
+    y.sum().backward()
+    assert w.grad.device == w.device
+
+
+@pytest.mark.parametrize(
+    "w, match",
+    [
+        (torch.randn(3, 4), r"w has trailing shape \(4,\) but ILP\(shape=\[5\]\) expects \(5,\)"),
+        (torch.tensor([1.0, float("nan"), 0, 0, 0]), "w must be finite"),
+    ],
+)
+def test_layer_rejects_bad_costs(w, match):
+    with pytest.raises(ValueError, match=match):
+        cl.ComboLayer(choose())(w)
+
+
+def test_bad_layer_arguments():
+    with pytest.raises(ValueError, match="unknown projection 'center'"):
+        cl.ComboLayer(choose(), projection="center")
+    with pytest.raises(ValueError, match="unknown method 'magic'"):
+        cl.ComboLayer(choose(), method="magic")
+    with pytest.raises(ValueError, match="Blackbox lam must be > 0, got 0"):
+        cl.Blackbox(lam=0)
+    with pytest.raises(ValueError, match="noise must be >= 0"):
+        cl.ComboLayer(choose(), noise=-1.0)
+
+
+def test_from_config_dict_and_yaml(tmp_path):
+    config = {
+        "problem": choose().model_dump(),
+        "method": {"name": "blackbox", "lam": 5.0},
+        "projection": "mean",
+        "noise": 0.1,
+        "backend": {"name": "highs"},
+    }
+    layer = cl.ComboLayer.from_config(config)
+    assert layer.method == cl.Blackbox(lam=5.0) and layer.solver.backend == "highs"
+    path = tmp_path / "layer.yaml"
+    path.write_text(yaml.safe_dump(config))
+    layer = cl.ComboLayer.from_config(path)
+    w = torch.tensor([[3.0, 0.0, 1.0, -1.0, 2.0]])
+    assert layer.eval()(w).tolist() == [[0, 1, 0, 1, 0]]
+    with pytest.raises(ValueError, match="got keys \\['method', 'problme'\\]"):
+        cl.ComboLayer.from_config({"problme": {}, "method": "identity"})
+
+
+def test_training_through_the_layer_reduces_the_loss():
+    torch.manual_seed(0)
+    spec = assignment(n=4)
+    features = torch.randn(64, 6)
+    true_costs = features @ torch.randn(6, 16)
+    targets = cl.make_solver(spec).solve(true_costs.reshape(64, 4, 4))
+    model = torch.nn.Linear(6, 16)
+    layer = cl.ComboLayer(spec, projection="std", noise=0.1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+
+    def loss():
+        return (layer(model(features).reshape(64, 4, 4)) - targets).abs().sum() / 64
+
+    with torch.no_grad():
+        before = loss().item()
+    for _ in range(40):
+        optimizer.zero_grad()
+        value = loss()
+        value.backward()
+        optimizer.step()
+    layer.eval()
+    with torch.no_grad():
+        assert loss().item() < 0.5 * before
+
+
+def test_readme_example_runs():
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+    assert blocks, "README has no python example"
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), {})

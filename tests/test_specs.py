@@ -1,0 +1,143 @@
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import combolayer as cl
+
+
+def choose(n=5, k=2, **kw):
+    return cl.ILP(shape=[n], constraints=[cl.Constraint(coefs=[1] * n, sense="==", rhs=k)], **kw)
+
+
+def test_to_matrices_negates_ge_rows():
+    spec = cl.ILP(
+        shape=[3],
+        constraints=[
+            cl.Constraint(coefs={0: 1, 2: 2}, sense=">=", rhs=1),
+            cl.Constraint(coefs=[1, 1, 1], sense="<=", rhs=2),
+            cl.Constraint(coefs={1: 1}, sense="==", rhs=1),
+        ],
+    )
+    A_ub, b_ub, A_eq, b_eq = spec.to_matrices()
+    assert sp.issparse(A_ub) and A_ub.format == "csr"
+    np.testing.assert_array_equal(A_ub.toarray(), [[-1, 0, -2], [1, 1, 1]])
+    np.testing.assert_array_equal(b_ub, [-1, 2])
+    np.testing.assert_array_equal(A_eq.toarray(), [[0, 1, 0]])
+    np.testing.assert_array_equal(b_eq, [1])
+
+
+def test_from_matrices_round_trips_through_to_matrices(rng):
+    A_ub = rng.integers(-2, 3, (3, 6)).astype(float)
+    A_eq = sp.csr_matrix(rng.integers(-2, 3, (2, 6)).astype(float))
+    spec = cl.ILP.from_matrices(shape=(2, 2), A_ub=A_ub, b_ub=[1, 2, 3], A_eq=A_eq, b_eq=[0, 1],
+                                num_aux=2, integrality="integer", upper=[3] * 6, sense="max")
+    got = spec.to_matrices()
+    np.testing.assert_array_equal(got[0].toarray(), A_ub)
+    np.testing.assert_array_equal(got[1], [1, 2, 3])
+    np.testing.assert_array_equal(got[2].toarray(), A_eq.toarray())
+    assert spec.cost_shape == (2, 2) and spec.num_vars == 6 and spec.sense == "max"
+
+
+def test_from_matrices_checks_columns():
+    with pytest.raises(cl.SpecError, match="A_ub has 3 columns, expected 4"):
+        cl.ILP.from_matrices(shape=4, A_ub=np.ones((1, 3)), b_ub=[1])
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(constraints=[cl.Constraint(coefs={7: 1.0}, sense="<=", rhs=1)]),
+         r"constraints\[0\]\.coefs index 7 is out of range: expected 0 <= index < 3"),
+        (dict(constraints=[cl.Constraint(coefs=[1, 1], sense="<=", rhs=1)]),
+         r"constraints\[0\]\.coefs has 2 entries but the ILP has 3 variables"),
+        (dict(lower=[0, 0]), "lower has 2 entries but the ILP has 3 variables"),
+        (dict(integrality=["binary"] * 4), "integrality has 4 entries but the ILP has 3"),
+        (dict(lower=[0, 2, 0], upper=[1, 1, 1]), r"lower\[1\] = 2.0 exceeds upper\[1\] = 1.0"),
+        (dict(lower=float("nan")), r"lower\[0\] must be a number"),
+        (dict(shape=[0]), "shape must be a non-empty list of positive sizes"),
+        (dict(num_aux=-1), "num_aux must be >= 0"),
+        (dict(sense="maximize"), "sense"),
+        (dict(color="red"), "color: Extra inputs are not permitted"),
+    ],
+)
+def test_invalid_ilp_raises_spec_error(kwargs, match):
+    base = dict(shape=[3])
+    with pytest.raises(cl.SpecError, match=match):
+        cl.ILP(**{**base, **kwargs})
+
+
+def test_nan_in_constraint_data_is_a_spec_error():
+    with pytest.raises(cl.SpecError, match=r"coefs\[1\] must be finite"):
+        cl.ILP(shape=[2], constraints=[{"coefs": [1.0, float("nan")], "sense": "<=", "rhs": 1}])
+    with pytest.raises(cl.SpecError, match="rhs must be finite"):
+        cl.ILP(shape=[2], constraints=[{"coefs": [1.0, 1.0], "sense": "<=", "rhs": float("inf")}])
+
+
+def test_spec_error_is_a_value_error():
+    assert issubclass(cl.SpecError, ValueError) and issubclass(cl.SpecError, cl.ComboLayerError)
+
+
+def test_json_and_yaml_round_trip(tmp_path):
+    spec = choose(n=4, k=2, sense="max", integrality=["binary"] * 3 + ["integer"], upper=[1, 1, 1, 3])
+    assert cl.load_spec(spec.model_dump_json()) == spec
+    assert cl.load_spec(yaml.safe_dump(spec.model_dump())) == spec
+    assert cl.load_spec(json.loads(spec.model_dump_json())) == spec
+    for suffix, text in ((".json", spec.model_dump_json()), (".yaml", yaml.safe_dump(spec.model_dump()))):
+        path = tmp_path / f"spec{suffix}"
+        path.write_text(text)
+        assert cl.load_spec(path) == spec
+        assert cl.load_spec(str(path)) == spec
+
+
+def test_upper_none_means_unbounded_and_round_trips():
+    spec = cl.ILP(shape=[2], integrality="integer", upper=None,
+                  constraints=[cl.Constraint(coefs=[1, 1], sense="<=", rhs=3)])
+    assert np.isinf(spec.to_canonical().upper).all()
+    assert cl.load_spec(spec.model_dump_json()) == spec
+
+
+@pytest.mark.parametrize(
+    "source, match",
+    [
+        ("kind: ilp\nshape: [3\n", "could not parse spec"),
+        ("{not json", "could not parse spec"),
+        ("- 1\n- 2\n", "must be a mapping, got list"),
+        ("missing_file.yaml", "no file named 'missing_file.yaml'"),
+        ({"kind": "hexagon"}, "does not match any of the expected tags"),
+        ({"shape": [3]}, "kind"),
+        ("kind: ilp\nshape: [3]\nconstraints: !!python/object/apply:os.system ['true']\n",
+         "could not parse spec"),
+    ],
+)
+def test_malformed_input_raises_spec_error(source, match):
+    with pytest.raises(cl.SpecError, match=match):
+        cl.load_spec(source)
+
+
+row = st.fixed_dictionaries({
+    "coefs": st.lists(st.integers(-3, 3), min_size=4, max_size=4),
+    "sense": st.sampled_from(["<=", "==", ">="]),
+    "rhs": st.integers(-4, 4),
+})
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.lists(row, max_size=4),
+    sense=st.sampled_from(["min", "max"]),
+    integrality=st.sampled_from(["binary", "integer", "continuous"]),
+    num_aux=st.integers(0, 2),
+)
+def test_any_valid_spec_round_trips(rows, sense, integrality, num_aux):
+    rows = [{**r, "coefs": r["coefs"] + [1] * num_aux} for r in rows]
+    spec = cl.ILP(shape=[2, 2], num_aux=num_aux, sense=sense, integrality=integrality,
+                  upper=3, constraints=rows)
+    assert cl.load_spec(spec.model_dump_json()) == spec
+    assert cl.load_spec(yaml.safe_dump(spec.model_dump())) == spec
+    A_ub, b_ub, A_eq, b_eq = spec.to_matrices()
+    assert A_ub.shape == (len(b_ub), 4 + num_aux) and A_eq.shape == (len(b_eq), 4 + num_aux)
