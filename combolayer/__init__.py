@@ -1,5 +1,6 @@
 """combolayer: combinatorial solvers as differentiable PyTorch layers."""
 
+from . import problems
 from .backends import BackendConfig, make_solver
 from .errors import (
     BackendUnavailable,
@@ -8,7 +9,8 @@ from .errors import (
     SolverError,
     SpecError,
 )
-from .estimators import Blackbox, Identity
+from . import losses, metrics
+from .estimators import IMLE, Blackbox, Identity, Margin, Perturbed
 from .io import load_spec
 from .layer import ComboLayer
 from .specs import ILP, Constraint
@@ -23,10 +25,14 @@ __all__ = [
     "ComboLayer",
     "ComboLayerError",
     "Constraint",
+    "IMLE",
     "Identity",
     "InfeasibleError",
+    "Margin",
+    "Perturbed",
     "SolverError",
     "SpecError",
     "load_spec",
     "make_solver",
+    "problems",
 ]

@@ -86,4 +86,4 @@ class ComboLayer(nn.Module):
         if target is not None:
             check_costs(self.spec, target, "target")
             target = target.to(costs)
-        return self._solve(costs, target=target, needs_grad=needs_grad)
+        return self._solve(costs, target=target, needs_grad=needs_grad, training=self.training)
