@@ -1,0 +1,120 @@
+"""networkx: a slow, independent reference for shortest paths and matchings.
+
+Useful to cross-check the fast solvers; ``backend="auto"`` prefers those
+(this backend's priority is 50). networkx is imported lazily.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+import numpy as np
+
+from ..errors import InfeasibleError
+from ..problems import GridShortestPath, Matching, ShortestPath
+from ..specs import Spec
+from .config import BackendConfig
+from .registry import register_backend
+from .scipy import FunctionKernel, _clip_or_raise
+
+
+def _path_nodes(graph, source, target, label: str, negative: bool) -> list:
+    import networkx as nx
+
+    try:
+        if negative:
+            return nx.bellman_ford_path(graph, source, target, weight="weight")
+        return nx.dijkstra_path(graph, source, target, weight="weight")
+    except nx.NetworkXNoPath:
+        raise InfeasibleError(f"no path from {source} to {target} in {label}") from None
+
+
+def _graph_kernel(spec: ShortestPath) -> Callable:
+    import networkx as nx
+
+    graph = nx.DiGraph() if spec.directed else nx.Graph()
+    graph.add_nodes_from(range(spec.num_nodes))
+    graph.add_edges_from((u, v, {"index": e}) for e, (u, v) in enumerate(spec.edges))
+    acyclic = spec.directed and nx.is_directed_acyclic_graph(graph)
+
+    def solve(costs: np.ndarray) -> np.ndarray:
+        if not acyclic:
+            costs = _clip_or_raise(spec, costs, slice(None))
+        y = np.zeros_like(costs)
+        for b, weights in enumerate(costs):
+            for _, _, data in graph.edges(data=True):
+                data["weight"] = float(weights[data["index"]])
+            nodes = _path_nodes(graph, spec.source, spec.target, spec.label,
+                                negative=bool((weights < 0).any()))
+            for u, v in zip(nodes[:-1], nodes[1:], strict=True):
+                y[b, graph.edges[u, v]["index"]] = 1.0
+        return y
+
+    return solve
+
+
+def _grid_kernel(spec: GridShortestPath) -> Callable:
+    import networkx as nx
+
+    tails, heads = spec.arcs
+    graph = nx.DiGraph()
+    graph.add_edges_from(zip(tails.tolist(), heads.tolist(), strict=True))
+    n = spec.rows * spec.cols
+    inner = np.ones(n, dtype=bool)
+    inner[[spec.source_index, spec.target_index]] = False
+
+    def solve(costs: np.ndarray) -> np.ndarray:
+        costs = _clip_or_raise(spec, costs, inner)
+        y = np.zeros_like(costs)
+        for b, vertex_costs in enumerate(costs):
+            vertex_costs = np.where(inner, vertex_costs, 0.0)
+            for _, v, data in graph.edges(data=True):
+                data["weight"] = float(vertex_costs[v])
+            nodes = _path_nodes(graph, spec.source_index, spec.target_index, spec.label, False)
+            y[b, nodes] = 1.0
+        return y
+
+    return solve
+
+
+def _matching_kernel(spec: Matching) -> Callable:
+    import networkx as nx
+
+    def solve(costs: np.ndarray) -> np.ndarray:
+        y = np.zeros_like(costs)
+        for b, cost in enumerate(costs.reshape(len(costs), spec.rows, spec.cols)):
+            # Max-cardinality matching of max total (top - cost) = full row matching
+            # of min total cost; the +1 keeps every weight positive.
+            top = cost.max() + 1.0
+            graph = nx.Graph()
+            graph.add_weighted_edges_from(
+                (("r", i), ("c", j), float(top - cost[i, j]))
+                for i in range(spec.rows) for j in range(spec.cols))
+            for a, c in nx.max_weight_matching(graph, maxcardinality=True):
+                (_, i), (_, j) = (a, c) if a[0] == "r" else (c, a)
+                y[b, i * spec.cols + j] = 1.0
+        return y
+
+    return solve
+
+
+_BUILDERS: dict[str, Callable[[Spec], Callable]] = {
+    "shortest_path": _graph_kernel,
+    "grid_shortest_path": _grid_kernel,
+    "matching": _matching_kernel,
+}
+
+
+@register_backend
+class NetworkxBackend:
+    """networkx shortest paths (Dijkstra, Bellman-Ford on DAGs) and blossom matching."""
+
+    name: ClassVar[str] = "networkx"
+    requires: ClassVar[tuple[str, ...]] = ("networkx",)
+    capabilities: ClassVar[frozenset[str]] = frozenset(_BUILDERS)
+    priority: ClassVar[int] = 50
+    array_api: ClassVar[str] = "numpy"
+
+    def compile(self, spec: Spec, config: BackendConfig) -> FunctionKernel:
+        return FunctionKernel(_BUILDERS[spec.kind](spec))
