@@ -1,0 +1,128 @@
+"""cvxpy as a backend: any canonical form, solved by the MIP solver named in options.
+
+The cvxpy Problem is built once with the cost as a ``cp.Parameter``; each
+solve only sets ``param.value``, so cvxpy reuses its compiled (DPP) problem
+data and skips re-canonicalisation. ``options={"solver": "HIGHS"}`` (the
+default) or ``"SCIP"`` or any installed cvxpy solver that takes integer
+variables; every other option goes to ``Problem.solve`` verbatim.
+
+cvxpy has no lazy constraints, so the registry hands this backend the spec's
+form without them (``spec.to_canonical(lazy=False)``, e.g. MTZ for TSP).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..canonical import CanonicalForm
+from ..errors import InfeasibleError, SolverError
+from ..specs import Spec
+from .config import BackendConfig
+from .registry import register_backend
+
+DEFAULT_SOLVER = "HIGHS"
+
+
+def _solver_options(solver: str, config: BackendConfig, options: dict[str, Any]) -> dict:
+    """Map time_limit, mip_gap and verbose onto the named solver's own keywords."""
+    kwargs: dict[str, Any] = {"verbose": bool(config.verbose)}
+    if solver == "HIGHS":
+        # HiGHS's default gaps (1e-4 relative, 1e-6 absolute) can return a
+        # non-optimal solution: exact unless a gap is asked for.
+        kwargs["mip_rel_gap"] = float(config.mip_gap)
+        kwargs["mip_abs_gap"] = 0.0 if config.mip_gap == 0 else 1e-6
+        if config.time_limit is not None:
+            kwargs["time_limit"] = float(config.time_limit)
+    elif solver == "SCIP":
+        params = {"limits/gap": float(config.mip_gap)}
+        if config.time_limit is not None:
+            params["limits/time"] = float(config.time_limit)
+        params.update(options.pop("scip_params", {}))
+        kwargs["scip_params"] = params
+    elif config.time_limit is not None or config.mip_gap:
+        warnings.warn(f"the cvxpy backend does not know how to pass time_limit/mip_gap to "
+                      f"{solver}; set them in options", RuntimeWarning, stacklevel=3)
+    kwargs.update(options)
+    return kwargs
+
+
+class CvxpyKernel:
+    """One kept cvxpy Problem; ``__call__`` solves a batch of minimisation costs."""
+
+    array_api = "numpy"
+
+    def __init__(self, form: CanonicalForm, config: BackendConfig) -> None:
+        import cvxpy as cp
+
+        options = dict(config.options)
+        self.solver = str(options.pop("solver", DEFAULT_SOLVER)).upper()
+        if self.solver not in cp.installed_solvers():
+            raise ValueError(f"cvxpy solver {self.solver!r} is not installed: expected one of "
+                             f"{cp.installed_solvers()}")
+        self.kwargs = _solver_options(self.solver, config, options)
+        self.form = form
+        n = form.num_vars
+        # cvxpy takes integer positions as a tuple of index arrays, one per axis.
+        integer = (np.flatnonzero(form.integer),) if form.is_mip else False
+        self.x = cp.Variable(n, integer=integer, bounds=[form.lower, form.upper])
+        self.cost = cp.Parameter(form.num_outputs)
+        constraints = []
+        if form.A_ub.shape[0]:
+            constraints.append(form.A_ub @ self.x <= form.b_ub)
+        if form.A_eq.shape[0]:
+            constraints.append(form.A_eq @ self.x == form.b_eq)
+        self.problem = cp.Problem(cp.Minimize(self.cost @ self.x[: form.num_outputs]),
+                                  constraints)
+
+    def __call__(self, costs: np.ndarray) -> np.ndarray:
+        out = np.empty_like(costs)
+        for b, row in enumerate(costs):
+            out[b] = self.solve_one(row)
+        return out
+
+    def solve_one(self, cost: np.ndarray) -> np.ndarray:
+        import cvxpy as cp
+
+        self.cost.value = np.asarray(cost, dtype=float)
+        try:
+            self.problem.solve(solver=self.solver, **self.kwargs)
+        except cp.error.SolverError as error:
+            raise SolverError(f"cvxpy ({self.solver}) failed: {error}") from error
+        status = self.problem.status
+        if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+            raise InfeasibleError(f"cvxpy ({self.solver}): the problem has no feasible solution")
+        if status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
+            raise SolverError(
+                f"cvxpy ({self.solver}): the problem is unbounded for these costs; add finite "
+                "bounds (lower/upper) to the variables"
+            )
+        x = self.x.value
+        if status == cp.USER_LIMIT and x is not None:
+            warnings.warn(f"cvxpy ({self.solver}) hit a limit; returning the best feasible "
+                          "solution found, which may not be optimal", RuntimeWarning, stacklevel=3)
+        elif status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or x is None:
+            if status == cp.USER_LIMIT:
+                raise SolverError(f"cvxpy ({self.solver}) hit the time limit without a feasible "
+                                  "solution; raise BackendConfig.time_limit")
+            raise SolverError(f"cvxpy ({self.solver}) stopped with status {status!r}")
+        y = np.asarray(x, dtype=float)[: self.form.num_outputs]
+        # "+ 0.0" turns the -0.0 that rint gives for tiny negatives into 0.0.
+        return np.where(self.form.integer[: len(y)], np.rint(y), y) + 0.0
+
+
+@register_backend
+class CvxpyBackend:
+    """cvxpy with a MIP solver from ``options["solver"]`` (HIGHS by default, or SCIP)."""
+
+    name: ClassVar[str] = "cvxpy"
+    requires: ClassVar[tuple[str, ...]] = ("cvxpy",)
+    capabilities: ClassVar[frozenset[str]] = frozenset({"linear", "integer"})
+    priority: ClassVar[int] = 30
+
+    def compile(self, spec: Spec, config: BackendConfig) -> CvxpyKernel:
+        from .registry import canonical_form
+
+        return CvxpyKernel(canonical_form(spec, lazy=False), config)
