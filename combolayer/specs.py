@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import cached_property
 from typing import Any, ClassVar, Literal
 
@@ -37,11 +38,16 @@ def _as_spec_error(error: ValidationError) -> SpecError:
 class Spec(BaseModel):
     """Base of every spec: frozen, no unknown fields, pydantic errors become SpecError."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # "constants" writes infinite bounds as -Infinity/Infinity, which JSON
+    # loading reads back (the default, null, does not round-trip).
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
 
     kind: str
     #: Field names shown in messages such as ``TSP(num_nodes=5)``.
     _label_fields: ClassVar[tuple[str, ...]] = ()
+    #: True for problems whose ``to_ilp()`` is totally unimodular with integral
+    #: data (flows, assignments, cardinality): the LP relaxation is exact.
+    lp_is_integral: ClassVar[bool] = False
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -76,7 +82,8 @@ class Spec(BaseModel):
     def to_canonical(self, lazy: bool = True):
         """The matrix form solvers compile. ``lazy=False`` asks for a form without
         lazily separated constraints, for backends that cannot separate them."""
-        return self.to_ilp().to_canonical()
+        form = self.to_ilp().to_canonical()
+        return replace(form, lp_is_integral=self.lp_is_integral)
 
 
 class Constraint(BaseModel):
