@@ -46,6 +46,9 @@ class CanonicalForm:
     upper: np.ndarray
     integer: np.ndarray
     separator: Separator | None = field(default=None)
+    #: The LP relaxation has integral vertices (a totally unimodular system with
+    #: integral data, as in flows and assignments): solvers may skip branching.
+    lp_is_integral: bool = False
 
     @property
     def num_outputs(self) -> int:
@@ -57,7 +60,8 @@ class CanonicalForm:
 
     @property
     def is_mip(self) -> bool:
-        return bool(self.integer.any())
+        """Whether a solver must branch: integer variables whose LP vertices may be fractional."""
+        return bool(self.integer.any()) and not self.lp_is_integral
 
     def rows(self) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
         """All rows stacked as ``row_lower <= A x <= row_upper``."""

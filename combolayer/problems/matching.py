@@ -23,6 +23,7 @@ class Matching(Spec):
     sense: Sense = "min"
 
     _label_fields: ClassVar[tuple[str, ...]] = ("rows", "cols")
+    lp_is_integral: ClassVar[bool] = True
 
     @model_validator(mode="after")
     def _check(self) -> Matching:

@@ -20,6 +20,7 @@ class TopK(Spec):
     sense: Sense = "max"
 
     _label_fields: ClassVar[tuple[str, ...]] = ("n", "k")
+    lp_is_integral: ClassVar[bool] = True
 
     @model_validator(mode="after")
     def _check(self) -> TopK:
@@ -48,6 +49,7 @@ class Ranking(Spec):
     sense: Sense = "min"
 
     _label_fields: ClassVar[tuple[str, ...]] = ("n",)
+    lp_is_integral: ClassVar[bool] = True
 
     @model_validator(mode="after")
     def _check(self) -> Ranking:

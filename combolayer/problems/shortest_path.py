@@ -72,6 +72,7 @@ class ShortestPath(Spec):
     negative_costs: NegativeCosts = "error"
 
     _label_fields: ClassVar[tuple[str, ...]] = ("num_nodes", "source", "target")
+    lp_is_integral: ClassVar[bool] = True
 
     @classmethod
     def grid(cls, rows: int, cols: int, neighborhood: int = 8,
@@ -167,6 +168,7 @@ class GridShortestPath(Spec):
     negative_costs: NegativeCosts = "error"
 
     _label_fields: ClassVar[tuple[str, ...]] = ("rows", "cols")
+    lp_is_integral: ClassVar[bool] = True
 
     @model_validator(mode="before")
     @classmethod
