@@ -241,6 +241,15 @@ class ILP(Spec):
             constraints=constraints,
         )
 
+    @classmethod
+    def from_cvxpy(cls, problem: Any, cost: Any) -> ILP:
+        """The ILP equivalent to a cvxpy ``Minimize/Maximize(cost @ x)`` problem with
+        boolean/integer/continuous variables and linear constraints; ``cost`` is the
+        ``cp.Parameter`` whose shape becomes ``shape``. See :mod:`combolayer.cvxpy_frontend`."""
+        from .cvxpy_frontend import ilp_from_cvxpy
+
+        return ilp_from_cvxpy(problem, cost)
+
     def to_matrices(self) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix, np.ndarray]:
         """``(A_ub, b_ub, A_eq, b_eq)``; ``>=`` rows are negated into ``A_ub``."""
         return self._matrices
