@@ -12,6 +12,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	$(PIP) install "torch==2.13.0"
 	$(PIP) install -e ".[dev]"
+	$(PIP) install -e tests/plugin_backend
 	touch $(STAMP)
 
 demo: install

@@ -1,0 +1,70 @@
+"""An example combolayer plugin: solve tiny ILPs by enumerating every integer point.
+
+It shows the whole backend interface (``name``, ``requires``, ``capabilities``,
+``priority``, ``accepts``, ``compile``) and doubles as the reference the test
+suite checks every other backend against.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import ClassVar
+
+import numpy as np
+
+from combolayer.backends.registry import canonical_form
+from combolayer.errors import InfeasibleError
+
+#: Enumerating more points than this is too slow to be useful.
+MAX_POINTS = 1 << 16
+TOL = 1e-7
+
+
+def _points(form) -> np.ndarray:
+    bounds = zip(form.lower, form.upper, strict=True)
+    ranges = [np.arange(int(lo), int(up) + 1) for lo, up in bounds]
+    return np.array(list(itertools.product(*ranges)), dtype=float).reshape(-1, form.num_vars)
+
+
+class BruteForceKernel:
+    array_api = "numpy"
+
+    def __init__(self, form) -> None:
+        points = _points(form)
+        ok = np.ones(len(points), dtype=bool)
+        if form.A_ub.shape[0]:
+            ok &= (points @ form.A_ub.T.toarray() <= form.b_ub + TOL).all(axis=1)
+        if form.A_eq.shape[0]:
+            ok &= (np.abs(points @ form.A_eq.T.toarray() - form.b_eq) <= TOL).all(axis=1)
+        self.num_outputs = form.num_outputs
+        # Only the outputs matter; distinct output vectors, in lexicographic order.
+        self.feasible = np.unique(points[ok, : form.num_outputs], axis=0)
+
+    def __call__(self, costs: np.ndarray) -> np.ndarray:
+        if len(self.feasible) == 0:
+            raise InfeasibleError("bruteforce: the problem has no feasible solution")
+        best = np.argmin(costs @ self.feasible.T, axis=1)
+        return self.feasible[best]
+
+
+class BruteForceBackend:
+    """Enumerates every integer point of a small, bounded, pure-integer ILP."""
+
+    name: ClassVar[str] = "bruteforce"
+    requires: ClassVar[tuple[str, ...]] = ("numpy",)
+    capabilities: ClassVar[frozenset[str]] = frozenset({"linear", "integer"})
+    priority: ClassVar[int] = 1000  # a reference, never the automatic choice
+
+    def accepts(self, spec) -> str | None:
+        form = canonical_form(spec, lazy=False)
+        if not form.integer.all():
+            return "it enumerates integer points only, and this problem has continuous variables"
+        if not np.isfinite(form.upper).all() or not np.isfinite(form.lower).all():
+            return "it needs finite lower and upper bounds on every variable"
+        count = float(np.prod(form.upper - form.lower + 1))
+        if count > MAX_POINTS:
+            return f"it enumerates at most {MAX_POINTS} points, this problem has {count:.3g}"
+        return None
+
+    def compile(self, spec, config) -> BruteForceKernel:
+        return BruteForceKernel(canonical_form(spec, lazy=False))
