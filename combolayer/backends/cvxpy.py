@@ -88,7 +88,10 @@ class CvxpyKernel:
 
         self.cost.value = np.asarray(cost, dtype=float)
         try:
-            self.problem.solve(solver=self.solver, **self.kwargs)
+            with warnings.catch_warnings():
+                # "Solution may be inaccurate": the status is read below instead.
+                warnings.simplefilter("ignore", UserWarning)
+                self.problem.solve(solver=self.solver, **self.kwargs)
         except cp.error.SolverError as error:
             raise SolverError(f"cvxpy ({self.solver}) failed: {error}") from error
         status = self.problem.status
@@ -100,7 +103,7 @@ class CvxpyKernel:
                 "bounds (lower/upper) to the variables"
             )
         x = self.x.value
-        if status == cp.USER_LIMIT and x is not None:
+        if status == cp.USER_LIMIT and x is not None and self._feasible(x):
             warnings.warn(f"cvxpy ({self.solver}) hit a limit; returning the best feasible "
                           "solution found, which may not be optimal", RuntimeWarning, stacklevel=3)
         elif status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or x is None:
@@ -111,6 +114,20 @@ class CvxpyKernel:
         y = np.asarray(x, dtype=float)[: self.form.num_outputs]
         # "+ 0.0" turns the -0.0 that rint gives for tiny negatives into 0.0.
         return np.where(self.form.integer[: len(y)], np.rint(y), y) + 0.0
+
+
+    def _feasible(self, x: np.ndarray, tol: float = 1e-6) -> bool:
+        # cvxpy hands back HiGHS's last iterate after a time limit even when
+        # it is not a feasible point: check before returning anything.
+        form = self.form
+        x = np.asarray(x, dtype=float)
+        integral = np.abs(x - np.rint(x))[form.integer] <= tol
+        return bool(
+            integral.all()
+            and (x >= form.lower - tol).all() and (x <= form.upper + tol).all()
+            and (form.A_ub @ x <= form.b_ub + tol).all()
+            and (np.abs(form.A_eq @ x - form.b_eq) <= tol).all()
+        )
 
 
 @register_backend
