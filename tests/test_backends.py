@@ -1,0 +1,229 @@
+"""Generic backends (HiGHS, SCIP, cvxpy with HIGHS and SCIP, the bruteforce plugin):
+agreement on random ILPs, selection by config, and every error path."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+from importlib.metadata import entry_points
+
+import numpy as np
+import pytest
+
+import combolayer as cl
+from combolayer.backends import registry
+from combolayer.problems import TSP
+
+BACKENDS = {
+    "highs": "highs",
+    "scip": "scip",
+    "cvxpy-HIGHS": {"name": "cvxpy", "options": {"solver": "HIGHS"}},
+    "cvxpy-SCIP": {"name": "cvxpy", "options": {"solver": "SCIP"}},
+    "bruteforce": "bruteforce",
+}
+MIP_BACKENDS = {k: v for k, v in BACKENDS.items() if k != "bruteforce"}
+
+
+def random_ilp(seed: int) -> cl.ILP:
+    """A small feasible pure-integer ILP: binary or general integer outputs, auxiliaries,
+    <=, >= and == rows, min or max."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 5))
+    num_aux = int(rng.integers(0, 3))
+    total = n + num_aux
+    integer = bool(rng.integers(2))
+    lower = rng.integers(-1, 1, size=total).astype(float) if integer else np.zeros(total)
+    upper = lower + (rng.integers(1, 3, size=total) if integer else 1)
+    x0 = rng.integers(lower, upper + 1)  # a feasible point keeps every instance feasible
+    constraints = []
+    for _ in range(int(rng.integers(1, 4))):
+        coefs = rng.integers(-3, 4, size=total).astype(float)
+        sense = ["<=", ">=", "=="][int(rng.integers(3))]
+        slack = 0 if sense == "==" else int(rng.integers(0, 3))
+        rhs = float(coefs @ x0) + (slack if sense == "<=" else -slack)
+        constraints.append(cl.Constraint(coefs=coefs.tolist(), sense=sense, rhs=rhs))
+    return cl.ILP(shape=[n], num_aux=num_aux, sense=["min", "max"][int(rng.integers(2))],
+                  integrality="integer" if integer else "binary",
+                  lower=lower.tolist(), upper=upper.tolist(), constraints=constraints)
+
+
+def enumerate_optimum(spec: cl.ILP, cost: np.ndarray) -> tuple[float, np.ndarray]:
+    """Independent brute force: every integer point, feasibility from the spec's rows."""
+    form = spec.to_canonical()
+    ranges = [range(int(lo), int(up) + 1) for lo, up in zip(form.lower, form.upper, strict=True)]
+    best, best_y = None, None
+    for point in itertools.product(*ranges):
+        x = np.array(point, dtype=float)
+        ok = all(
+            {"<=": v <= c.rhs + 1e-9, ">=": v >= c.rhs - 1e-9, "==": abs(v - c.rhs) < 1e-9}[c.sense]
+            for c in spec.constraints
+            for v in [sum(coef * x[j] for j, coef in c.items())]
+        )
+        if not ok:
+            continue
+        value = float(cost @ x[: spec.num_outputs])
+        if best is None or (value < best if spec.sense == "min" else value > best):
+            best, best_y = value, x[: spec.num_outputs]
+    return best, best_y
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.parametrize("seed", range(10))
+def test_backends_agree_with_enumeration(backend, seed):
+    spec = random_ilp(seed)
+    costs = np.random.default_rng(100 + seed).normal(size=(3, *spec.cost_shape))
+    y = cl.make_solver(spec, BACKENDS[backend]).solve(costs)
+    for cost, y_b in zip(costs, y, strict=True):
+        best, best_y = enumerate_optimum(spec, cost)
+        # Continuous random costs: the optimum is unique with probability one.
+        np.testing.assert_allclose(cost @ y_b, best, atol=1e-7)
+        np.testing.assert_array_equal(y_b, best_y)
+
+
+@pytest.mark.parametrize("backend", ["highs", "scip", "cvxpy-HIGHS"])
+def test_tsp_backends_agree_with_enumeration(backend):
+    """Lazy subtour cuts (HiGHS re-solves, SCIP's constraint handler) and MTZ (cvxpy)."""
+    n = 6
+    spec = TSP(num_nodes=n)
+    rng = np.random.default_rng(3)
+    points = rng.random((2, n, 2))
+    costs = np.linalg.norm(points[:, :, None] - points[:, None], axis=-1)
+    y = cl.make_solver(spec, BACKENDS[backend]).solve(costs)
+    for cost, y_b in zip(costs, y, strict=True):
+        best = min(sum(cost[t[i], t[(i + 1) % n]] for i in range(n))
+                   for t in ([0, *p] for p in itertools.permutations(range(1, n))))
+        np.testing.assert_allclose((cost * y_b).sum(), 2 * best, rtol=1e-9)
+        np.testing.assert_array_equal(y_b, y_b.T)
+        np.testing.assert_array_equal(y_b.sum(axis=1), np.full(n, 2.0))
+
+
+# -- selection and configuration -------------------------------------------------------
+
+
+def test_plugin_is_discovered_through_its_entry_point():
+    names = {entry.name for entry in entry_points(group=registry.ENTRY_POINT_GROUP)}
+    assert "bruteforce" in names
+    assert cl.make_solver(random_ilp(0), "bruteforce").backend == "bruteforce"
+
+
+def test_backend_selected_by_yaml_string_dict_and_file(tmp_path):
+    spec = random_ilp(1)
+    yaml_text = "name: scip\ntime_limit: 30\noptions:\n  fast: true\n"
+    assert cl.make_solver(spec, yaml_text).backend == "scip"
+    assert cl.make_solver(spec, {"name": "cvxpy", "options": {"solver": "SCIP"}}).backend == "cvxpy"
+    path = tmp_path / "backend.yaml"
+    path.write_text("name: highs\nmip_gap: 0.0\n")
+    config = cl.BackendConfig.load(path)
+    assert config.name == "highs" and config.executor == "serial"
+    assert cl.make_solver(spec, path).backend == "highs"
+    # The same layer on another backend by changing one config field.
+    costs = np.random.default_rng(0).normal(size=(4, *spec.cost_shape))
+    outs = [cl.make_solver(spec, {"name": name}).solve(costs) for name in ("highs", "scip")]
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_auto_prefers_highs_then_scip_for_generic_ilps():
+    spec = random_ilp(2)
+    assert cl.make_solver(spec).backend == "highs"
+    assert registry.capable_backends(spec)[:3] == ["highs", "scip", "cvxpy"]
+
+
+def test_bad_config_raises_spec_error():
+    with pytest.raises(cl.SpecError, match="executor"):
+        cl.BackendConfig.load({"name": "highs", "executor": "gpu"})
+    with pytest.raises(cl.BackendUnavailable, match="unknown backend 'gurobi'"):
+        cl.make_solver(random_ilp(0), "gurobi")
+
+
+def test_solver_options_are_checked():
+    spec = random_ilp(0)
+    with pytest.raises(ValueError, match="SCIP rejected option not/a/param"):
+        cl.make_solver(spec, {"name": "scip", "options": {"not/a/param": 1}})
+    with pytest.raises(ValueError, match="cvxpy solver 'NOPE' is not installed"):
+        cl.make_solver(spec, {"name": "cvxpy", "options": {"solver": "NOPE"}})
+
+
+def test_scip_fast_settings_are_a_per_kind_default():
+    from combolayer.backends.scip import _fast_default
+
+    assert _fast_default("ilp") and _fast_default("knapsack")
+    assert not _fast_default("tsp")
+    spec = random_ilp(4)
+    costs = np.random.default_rng(0).normal(size=(3, *spec.cost_shape))
+    fast = cl.make_solver(spec, {"name": "scip", "options": {"fast": True}}).solve(costs)
+    full = cl.make_solver(spec, {"name": "scip", "options": {"fast": False}}).solve(costs)
+    np.testing.assert_array_equal(fast, full)
+
+
+def test_cvxpy_keeps_one_problem_and_changes_only_the_parameter():
+    spec = random_ilp(5)
+    solver = cl.make_solver(spec, "cvxpy")
+    problem = solver.kernel.problem
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        cost = rng.normal(size=spec.cost_shape)
+        y = solver.solve(cost)
+        np.testing.assert_allclose(solver.kernel.cost.value, solver.sign * cost)
+        np.testing.assert_array_equal(y, enumerate_optimum(spec, cost)[1])
+    assert solver.kernel.problem is problem
+
+
+# -- error paths -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_infeasible_raises_infeasible_error(backend):
+    spec = cl.ILP(shape=[2], constraints=[cl.Constraint(coefs=[1, 1], sense=">=", rhs=3)])
+    solver = cl.make_solver(spec, BACKENDS[backend])
+    with pytest.raises(cl.InfeasibleError, match="no feasible solution"):
+        solver.solve(np.ones(2))
+
+
+@pytest.mark.parametrize("backend", list(MIP_BACKENDS))
+@pytest.mark.parametrize("integrality", ["continuous", "integer"])
+def test_unbounded_raises_solver_error(backend, integrality):
+    spec = cl.ILP(shape=[2], integrality=integrality, lower=[float("-inf"), 0.0], upper=None,
+                  constraints=[cl.Constraint(coefs=[1, 1], sense="<=", rhs=3)])
+    solver = cl.make_solver(spec, MIP_BACKENDS[backend])
+    with pytest.raises(cl.SolverError, match="unbounded") as info:
+        solver.solve(np.array([1.0, 0.0]))
+    assert not isinstance(info.value, cl.InfeasibleError)
+
+
+def hard_subset_sum() -> cl.ILP:
+    """sum a_i x_i == odd b with even a_i: infeasible, but only by exhausting 2^40 nodes
+    once presolve (which spots the parity) is off."""
+    a = 2 * np.random.default_rng(1).integers(10**5, 10**6, size=40)
+    return cl.ILP.from_matrices(shape=[40], A_eq=a[None, :], b_eq=[a.sum() // 2 | 1])
+
+
+@pytest.mark.parametrize("backend", [
+    "highs", "scip",
+    {"name": "cvxpy", "options": {"solver": "HIGHS", "presolve": "off"}},
+])
+def test_time_limit_without_solution_raises_solver_error(backend):
+    config = cl.BackendConfig.load(backend).model_copy(update={"time_limit": 0.1})
+    solver = cl.make_solver(hard_subset_sum(), config)
+    with pytest.raises(cl.SolverError, match="time limit") as info:
+        solver.solve(np.ones(40))
+    assert not isinstance(info.value, cl.InfeasibleError)
+
+
+def test_missing_package_names_backends_that_can(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "pyscipopt" else real(name, *a))
+    with pytest.raises(cl.BackendUnavailable,
+                       match=r"pyscipopt is not installed.*backends that can: highs, cvxpy"):
+        cl.make_solver(random_ilp(0), "scip")
+
+
+def test_capability_mismatch_names_backends_that_can():
+    spec = cl.ILP(shape=[2], integrality="continuous",
+                  constraints=[cl.Constraint(coefs=[1, 1], sense="<=", rhs=1)])
+    with pytest.raises(cl.BackendUnavailable,
+                       match=r"'bruteforce' cannot solve ILP.*continuous.*backends that can: "
+                             r"highs, scip, cvxpy"):
+        cl.make_solver(spec, "bruteforce")
+    with pytest.raises(cl.BackendUnavailable, match=r"'torch' cannot solve.*it solves only"):
+        cl.make_solver(spec, "torch")
