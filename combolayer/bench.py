@@ -84,3 +84,8 @@ def run(batch: int = 256, repeats: int = 3) -> list[tuple[str, float, float]]:
     for name, raw, layer in rows:
         print(f"{name:<38} {raw * 1e3:>9.1f} {layer * 1e3:>9.1f} {layer / raw:>6.3f}")
     return rows
+
+
+def main(args: Any) -> int:
+    run(batch=args.batch)
+    return 0

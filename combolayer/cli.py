@@ -13,7 +13,7 @@ COMMANDS = {
     "solve": ("combolayer.commands:solve", "solve a spec for costs from a file"),
     "analyze": ("combolayer.commands:analyze", "print a spec's invariances"),
     "train": ("combolayer.training:train", "train from a YAML/JSON config"),
-    "bench": ("combolayer.commands:bench", "measure layer overhead against the raw solver"),
+    "bench": ("combolayer.bench:main", "measure layer overhead against the raw solver"),
     "reproduce": ("combolayer.commands:reproduce", "re-run an experiment from the docs"),
 }
 

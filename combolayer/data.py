@@ -22,6 +22,13 @@ class Data(NamedTuple):
     solutions: torch.Tensor
     spec: Any
 
+    def split(self, num_train: int) -> tuple[Data, Data]:
+        """The first ``num_train`` instances and the rest. One draw shares PyEPO's
+        hidden cost map ``B``; two draws with different seeds would not."""
+        head = Data(*(t[:num_train] for t in self[:3]), self.spec)
+        tail = Data(*(t[num_train:] for t in self[:3]), self.spec)
+        return head, tail
+
 
 def grid_edges(rows: int, cols: int) -> list[tuple[int, int]]:
     """PyEPO's right/down grid arcs, in PyEPO's order (node ``v = i * cols + j``)."""

@@ -27,8 +27,7 @@ METHODS = {
 
 def run(epochs: int = 20, seed: int = 135, out: str | Path = "runs/demo") -> list[History]:
     data_args = dict(num_features=5, grid=(5, 5), deg=4, noise_width=0.5)
-    train = datasets.shortest_path(1000, seed=seed, **data_args)
-    test = datasets.shortest_path(1000, seed=seed + 1, **data_args)
+    train, test = datasets.shortest_path(2000, seed=seed, **data_args).split(1000)
     histories = []
     with tqdm(total=epochs * len(METHODS), desc="demo") as bar:
         for name, options in METHODS.items():
