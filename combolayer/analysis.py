@@ -1,0 +1,471 @@
+"""Invariance analysis: the affine hull of a problem's solutions, found from its constraints.
+
+If every feasible ``y`` satisfies ``<a, y> = b``, then ``w`` and ``w + t * a``
+give the same argmin for every ``t``: the solver is blind to ``a``, and the
+Identity gradient along ``a`` is pure noise (Sahoo et al. 2023, sec. 3.3).
+:func:`analyze` finds all such ``a`` for any spec:
+
+- LP mode (default) works on the LP relaxation of the compact exact ILP. It
+  collects the explicit equalities, the implicit ones (inequalities and bounds
+  tight over the whole relaxation, found by LPs) and the fixed variables, then
+  eliminates the auxiliary variables so the normals live in output space.
+  Sound: the relaxation contains every integer solution, so every equation it
+  reports holds for all of them. It can miss equations that hold only at
+  integer points.
+- Exact mode finds the affine hull of the integer solutions with the MIP
+  solver, by optimising in both directions along vectors orthogonal to what is
+  known; it needs at most about ``2 N`` solves.
+
+Results are cached per spec, so a layer pays for the analysis once, at
+construction.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse as sp
+import torch
+from torch import Tensor
+
+from .canonical import CanonicalForm
+from .errors import InfeasibleError, SolverError
+from .specs import Spec
+from .transforms import Transform, on_cost_shape, project_plane
+
+#: A row or bound whose largest slack over the relaxation stays below this
+#: (after scaling the row to unit norm) is treated as tight everywhere.
+SLACK_TOL = 1e-6
+#: Singular values below ``RANK_RTOL * largest`` count as zero.
+RANK_RTOL = 1e-9
+#: Sparse elimination pivots only on entries at least this fraction of the
+#: largest in their column (threshold partial pivoting, as in sparse LU).
+PIVOT_THRESHOLD = 0.1
+#: Dense SVD up to this many flops (min^2 * max of the shape), the Gram matrix
+#: and ``eigh`` above: SVD of a 600 x 1740 system took 7.6 s on 2 cores.
+SVD_FLOPS = 2e7
+#: Entries this small after an elimination step are cancellations, not data.
+DROP_TOL = 1e-12
+#: An output whose unit vector lies in the normal space up to this is fixed.
+FIXED_TOL = 1e-8
+
+
+@dataclass(frozen=True, eq=False)
+class AffineHull:
+    """The affine hull ``{y : normals @ y == offsets}`` of a problem's solutions.
+
+    ``normals`` has orthonormal rows, flat over ``cost_shape``; ``fixed`` holds
+    the flat indices of outputs equal in every solution (their value is
+    ``point[j]``); ``point`` is one solution (LP mode: of the relaxation).
+    """
+
+    normals: np.ndarray
+    offsets: np.ndarray
+    fixed: np.ndarray
+    point: np.ndarray
+    cost_shape: tuple[int, ...]
+    exact: bool
+
+    @property
+    def num_outputs(self) -> int:
+        return math.prod(self.cost_shape)
+
+    @property
+    def dim(self) -> int:
+        """The dimension of the affine hull, ``N - r``."""
+        return self.num_outputs - len(self.normals)
+
+    def projector(self) -> np.ndarray:
+        """``normals.T @ normals``: the orthogonal projector onto the normal space."""
+        return self.normals.T @ self.normals
+
+    def transform(self) -> Transform:
+        """``project`` as a transform on costs of shape ``(..., *cost_shape)``."""
+        return on_cost_shape(project_plane(self._basis), self.cost_shape)
+
+    def project(self, w: Tensor) -> Tensor:
+        """Remove the components of ``w`` along the normals (batched, differentiable).
+
+        ``w`` has shape ``(..., *cost_shape)`` or ``(..., N)``; the result has
+        the shape, dtype and device of ``w``.
+        """
+        w = torch.as_tensor(w)
+        k = len(self.cost_shape)
+        if tuple(w.shape[w.ndim - k:]) == self.cost_shape and w.ndim >= k:
+            return self.transform()(w)
+        if w.ndim >= 1 and w.shape[-1] == self.num_outputs:
+            return project_plane(self._basis)(w)
+        raise ValueError(
+            f"w has shape {tuple(w.shape)} but the hull expects trailing shape "
+            f"{self.cost_shape} or ({self.num_outputs},)"
+        )
+
+    def __post_init__(self) -> None:
+        # One float64 copy, moved to w's device and dtype per call (a no-op when they match).
+        object.__setattr__(self, "_basis", torch.tensor(self.normals, dtype=torch.float64))
+
+
+def analyze(spec: Spec, exact: bool = False) -> AffineHull:
+    """The affine hull of ``spec``'s solutions: what the solver is invariant to.
+
+    ``exact=False`` uses the LP relaxation of the compact ILP (sound, may miss
+    equations that hold only for integer points); ``exact=True`` uses the MIP
+    solver to find the affine hull of the integer solutions (about ``2 N`` solves).
+    """
+    from .io import load_spec
+
+    spec = load_spec(spec)
+    return _analyze(type(spec), spec.model_dump_json(), bool(exact))
+
+
+@lru_cache(maxsize=128)
+def _analyze(cls: type, spec_json: str, exact: bool) -> AffineHull:
+    from .backends.registry import canonical_form
+
+    spec = cls.model_validate_json(spec_json)
+    if exact:
+        return _exact_hull(spec, _analyze(cls, spec_json, False))
+    form = canonical_form(spec, lazy=False)
+    equations, point = _equalities(form)
+    normals = _row_basis(_output_rows(equations, form.num_outputs))
+    return _hull(normals, point[: form.num_outputs], form.cost_shape, exact=False)
+
+
+def _hull(normals: np.ndarray, point: np.ndarray, cost_shape: tuple[int, ...],
+          exact: bool) -> AffineHull:
+    normals = np.ascontiguousarray(normals, dtype=np.float64).reshape(-1, math.prod(cost_shape))
+    point = np.asarray(point, dtype=np.float64)
+    in_normal_space = (normals**2).sum(axis=0)
+    fixed = np.flatnonzero(in_normal_space > 1.0 - FIXED_TOL)
+    offsets = normals @ point
+    for array in (normals, offsets, point):
+        array.flags.writeable = False  # cached and shared between layers
+    return AffineHull(
+        normals=normals,
+        offsets=offsets,
+        fixed=fixed,
+        point=point,
+        cost_shape=tuple(cost_shape),
+        exact=exact,
+    )
+
+
+# -- LP mode: the equalities of the relaxation ----------------------------------
+
+
+def _equalities(form: CanonicalForm) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Rows spanning every equation of the LP relaxation, and one feasible point.
+
+    Explicit equalities, plus the inequalities and bounds that are tight over
+    the whole relaxation. Lazy constraints (a separator) are ignored: a looser
+    relaxation only loses equations, it never adds a wrong one.
+    """
+    n = form.num_vars
+    A_ub = _unit_rows(form.A_ub)
+    b_ub = form.b_ub / _row_norms(form.A_ub).clip(min=1e-300)
+    nonempty = _row_norms(form.A_ub) > 0
+    if np.any(form.b_ub[~nonempty] < 0):
+        raise InfeasibleError("a constraint 0 <= b with b < 0 makes the problem infeasible")
+    fixed = np.isfinite(form.lower) & (form.lower == form.upper)
+    has_lower = np.flatnonzero(np.isfinite(form.lower) & ~fixed)
+    has_upper = np.flatnonzero(np.isfinite(form.upper) & ~fixed)
+    rows = np.flatnonzero(nonempty)
+    # Candidates, each as "g x <= h" with unit-norm g: rows, then lower, then upper bounds.
+    G = sp.vstack([
+        A_ub[rows],
+        -sp.identity(n, format="csr")[has_lower],
+        sp.identity(n, format="csr")[has_upper],
+    ], format="csr")
+    h = np.concatenate([b_ub[rows], -form.lower[has_lower], form.upper[has_upper]])
+    tight, point = _tight_rows(form, G, h)
+    equations = sp.vstack([
+        form.A_eq,
+        G[tight],
+        sp.identity(n, format="csr")[np.flatnonzero(fixed)],
+    ], format="csr")
+    return equations, point
+
+
+def _row_norms(A: sp.spmatrix) -> np.ndarray:
+    A = sp.csr_matrix(A)
+    return np.sqrt(np.asarray(A.multiply(A).sum(axis=1)).ravel())
+
+
+def _unit_rows(A: sp.spmatrix) -> sp.csr_matrix:
+    norms = _row_norms(A)
+    scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+    return sp.csr_matrix(sp.diags(scale) @ A)
+
+
+def _tight_rows(form: CanonicalForm, G: sp.csr_matrix,
+                h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which candidate rows ``G x <= h`` hold with equality on the whole relaxation.
+
+    Maximise the sum of the slacks ``t_i <= h_i - G_i x`` (capped at 1) and
+    drop every row whose slack is positive; repeat on the rows still at zero
+    until the best total is zero. An interior-point solve without crossover
+    lands in the relative interior of the optimal face, so usually every
+    slack row shows up at once and the loop runs twice.
+    """
+    import highspy
+
+    n, c = form.num_vars, G.shape[0]
+    inf = highspy.kHighsInf
+    A_all = sp.vstack([
+        sp.hstack([G, sp.identity(c, format="csr")]),
+        sp.hstack([form.A_eq, sp.csr_matrix((form.A_eq.shape[0], c))]),
+    ], format="csc")
+    lp = highspy.HighsLp()
+    lp.num_col_ = n + c
+    lp.num_row_ = A_all.shape[0]
+    lp.col_cost_ = np.concatenate([np.zeros(n), -np.ones(c)])
+    lp.col_lower_ = np.concatenate([form.lower, np.zeros(c)])
+    lp.col_upper_ = np.concatenate([np.where(np.isinf(form.upper), inf, form.upper), np.ones(c)])
+    lp.col_lower_ = np.where(np.isinf(lp.col_lower_), -inf, lp.col_lower_)
+    lp.row_lower_ = np.concatenate([np.full(c, -inf), form.b_eq])
+    lp.row_upper_ = np.concatenate([h, form.b_eq])
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = A_all.indptr.astype(np.int32)
+    lp.a_matrix_.index_ = A_all.indices.astype(np.int32)
+    lp.a_matrix_.value_ = A_all.data.astype(np.float64)
+    model = highspy.Highs()
+    model.setOptionValue("output_flag", False)
+    model.setOptionValue("solver", "ipm")
+    model.setOptionValue("run_crossover", "off")
+    model.passModel(lp)
+
+    candidate = np.ones(c, dtype=bool)
+    x = _run_lp(model)
+    while True:
+        slack = x[n:]
+        loose = candidate & (slack > SLACK_TOL)
+        if not loose.any():
+            break
+        candidate &= ~loose
+        drop = np.flatnonzero(loose).astype(np.int32) + n
+        # A dropped row keeps its constraint G x <= h through t = 0.
+        model.changeColsBounds(len(drop), drop, np.zeros(len(drop)), np.zeros(len(drop)))
+        model.changeColsCost(len(drop), drop, np.zeros(len(drop)))
+        if not candidate.any():
+            break
+        x = _run_lp(model)
+    return np.flatnonzero(candidate), x[:n]
+
+
+def _run_lp(model) -> np.ndarray:
+    import highspy
+
+    model.clearSolver()
+    model.run()
+    status = model.getModelStatus()
+    if status == highspy.HighsModelStatus.kOptimal:
+        return np.asarray(model.getSolution().col_value)
+    if status == highspy.HighsModelStatus.kInfeasible:
+        raise InfeasibleError("the LP relaxation is infeasible, so the problem has no solution")
+    raise SolverError(
+        f"HiGHS stopped with status {model.modelStatusToString(status)!r} "
+        "while looking for the implicit equalities"
+    )
+
+
+# -- from all variables to output space -------------------------------------------
+
+
+def _output_rows(E: sp.csr_matrix, num_outputs: int) -> sp.csr_matrix:
+    """Rows spanning the equations that ``E x = e`` implies on the outputs alone.
+
+    With ``E = [E_y | E_z]`` (outputs, auxiliaries) these are ``lam @ E_y`` for
+    ``lam`` in the left null space of ``E_z``. Sparse Gaussian elimination of
+    the auxiliaries finds them without dense algebra: each auxiliary is pivoted
+    out of every row through one row holding it (fewest entries first, among
+    rows with a large enough coefficient), and that row is dropped. The rows
+    left without auxiliaries are the output equations.
+    """
+    E = _unit_rows(E)
+    rows = [dict(zip(E.indices[E.indptr[i]:E.indptr[i + 1]].tolist(),
+                     E.data[E.indptr[i]:E.indptr[i + 1]].tolist(), strict=True))
+            for i in range(E.shape[0])]
+    holders: dict[int, set[int]] = {}
+    for i, row in enumerate(rows):
+        for j in row:
+            if j >= num_outputs:
+                holders.setdefault(j, set()).add(i)
+    heap = [(len(held), j) for j, held in holders.items()]
+    heapq.heapify(heap)
+    while heap:
+        count, j = heapq.heappop(heap)
+        held = holders[j]
+        if count != len(held):  # stale entry: the column changed since it was pushed
+            if held:
+                heapq.heappush(heap, (len(held), j))
+            continue
+        if not held:
+            continue
+        biggest = max(abs(rows[i][j]) for i in held)
+        pivot = min((i for i in held if abs(rows[i][j]) >= PIVOT_THRESHOLD * biggest),
+                    key=lambda i: (len(rows[i]), i))
+        prow = rows[pivot]
+        for i in held - {pivot}:
+            row = rows[i]
+            factor = row[j] / prow[j]
+            for col, value in prow.items():
+                new = row.get(col, 0.0) - factor * value
+                if abs(new) <= DROP_TOL:
+                    if col in row:
+                        del row[col]
+                        if col >= num_outputs:
+                            holders[col].discard(i)
+                else:
+                    if col not in row and col >= num_outputs:
+                        holders[col].add(i)
+                    row[col] = new
+            row.pop(j, None)
+        for col in prow:
+            if col >= num_outputs:
+                holders[col].discard(pivot)
+        rows[pivot] = {}
+        for col in {c for i in held for c in rows[i] if c >= num_outputs}:
+            heapq.heappush(heap, (len(holders[col]), col))
+    data, indices, indptr = [], [], [0]
+    for row in rows:
+        if row and all(col < num_outputs for col in row):
+            indices.extend(row)
+            data.extend(row.values())
+            indptr.append(len(indices))
+    return sp.csr_matrix((data, indices, indptr), shape=(len(indptr) - 1, num_outputs))
+
+
+def _row_basis(R: sp.spmatrix) -> np.ndarray:
+    """Orthonormal rows spanning the row space of ``R``.
+
+    Rows with pairwise disjoint supports are orthogonal already (fixed
+    variables, symmetry pairs, one family of assignment rows): they go in as
+    they are, and only the rest, projected off them, needs dense algebra.
+    """
+    R = _canonical_rows(sp.csr_matrix(R))
+    m, n = R.shape
+    disjoint = _disjoint_rows(R)
+    S = R[disjoint]
+    T = R[np.setdiff1d(np.arange(m), disjoint)]
+    for _ in range(2):  # "twice is enough" for Gram-Schmidt against S
+        T = sp.csr_matrix(T - (T @ S.T) @ S)
+    T = T.toarray()
+    norms = np.linalg.norm(T, axis=1)
+    T = T[norms > RANK_RTOL] / norms[norms > RANK_RTOL, None]
+    rest = _orthonormal_rows(T)
+    if len(rest) and S.shape[0]:
+        # Re-project: rounding in the dense step must not leak back into span(S).
+        rest = _cholesky_qr(rest - (rest @ S.T) @ S)
+    return _canonical_signs(np.vstack([S.toarray(), rest]))
+
+
+def _orthonormal_rows(T: np.ndarray) -> np.ndarray:
+    """Orthonormal rows spanning the rows of a dense ``T`` (unit rows expected).
+
+    SVD when small; otherwise ``eigh`` of the ``(k, k)`` Gram matrix, then one
+    Cholesky re-orthonormalisation to undo the error the squaring brings.
+    """
+    k, n = T.shape
+    if k == 0:
+        return np.zeros((0, n))
+    if min(k, n) ** 2 * max(k, n) <= SVD_FLOPS:
+        _, s, vh = np.linalg.svd(T, full_matrices=False)
+        return vh[s > RANK_RTOL * s.max()]
+    values, vectors = np.linalg.eigh(T @ T.T)
+    # eigh resolves eigenvalues to about k * eps * largest: RANK_RTOL**2 is out of reach.
+    keep = values > max(RANK_RTOL**2, 100 * k * np.finfo(float).eps) * values.max()
+    return _cholesky_qr((vectors[:, keep].T @ T) / np.sqrt(values[keep])[:, None])
+
+
+def _cholesky_qr(basis: np.ndarray) -> np.ndarray:
+    """Re-orthonormalise nearly orthonormal rows: ``L^-1 B`` with ``B B^T = L L^T``."""
+    chol = np.linalg.cholesky(basis @ basis.T)
+    return scipy.linalg.solve_triangular(chol, basis, lower=True)
+
+
+def _canonical_rows(R: sp.csr_matrix) -> sp.csr_matrix:
+    """Unit rows, first entry positive, exact duplicates and zero rows removed."""
+    R = _unit_rows(R)
+    R.eliminate_zeros()
+    R.sort_indices()
+    keep, seen, signs = [], set(), np.ones(R.shape[0])
+    for i in range(R.shape[0]):
+        start, end = R.indptr[i], R.indptr[i + 1]
+        if start == end:
+            continue
+        signs[i] = 1.0 if R.data[start] > 0 else -1.0
+        key = (tuple(R.indices[start:end]), tuple(np.round(signs[i] * R.data[start:end], 12)))
+        if key not in seen:
+            seen.add(key)
+            keep.append(i)
+    return sp.csr_matrix(sp.diags(signs) @ R)[keep]
+
+
+def _disjoint_rows(R: sp.csr_matrix) -> np.ndarray:
+    """A greedy set of rows with pairwise disjoint supports, sparsest first."""
+    used = np.zeros(R.shape[1], dtype=bool)
+    chosen = []
+    for i in np.argsort(np.diff(R.indptr), kind="stable"):
+        cols = R.indices[R.indptr[i]:R.indptr[i + 1]]
+        if not used[cols].any():
+            used[cols] = True
+            chosen.append(i)
+    return np.sort(np.asarray(chosen, dtype=int))
+
+
+def _canonical_signs(basis: np.ndarray) -> np.ndarray:
+    """Flip each row so its largest entry (the first among ties) is positive."""
+    if not len(basis):
+        return basis
+    size = np.abs(basis)
+    largest = np.argmax(size >= size.max(axis=1, keepdims=True) - 1e-9, axis=1)
+    lead = basis[np.arange(len(basis)), largest]
+    return np.ascontiguousarray(basis * np.where(lead < 0, -1.0, 1.0)[:, None])
+
+
+# -- exact mode: the affine hull of the integer solutions ----------------------------
+
+
+def _exact_hull(spec: Spec, relaxed: AffineHull) -> AffineHull:
+    """Grow the equations and the point span of the integer solutions until they meet.
+
+    Every direction ``c`` orthogonal to both is optimised both ways. If both
+    optima lie in the span of the points seen so far, ``<c, y>`` is the same for
+    every solution and ``c`` is a new equation; otherwise the new point extends
+    the span. Each round fixes one more dimension, with two solves.
+    """
+    from .backends.registry import make_solver
+
+    solver = make_solver(spec, "highs")
+    n = relaxed.num_outputs
+    normals = [row for row in relaxed.normals]
+    span: list[np.ndarray] = []
+    origin = _solve_flat(solver, np.zeros(n))
+    while len(normals) + len(span) < n:
+        known = np.array(normals + span).reshape(-1, n)
+        c = scipy.linalg.null_space(known)[:, 0] if len(known) else np.eye(n)[0]
+        grew = False
+        for cost in (c, -c):
+            y = _solve_flat(solver, cost)
+            residual = y - origin
+            if len(known):
+                residual = residual - known.T @ (known @ residual)
+            size = np.linalg.norm(residual)
+            if size > 1e-6 * max(1.0, np.linalg.norm(y - origin)):
+                span.append(residual / size)
+                known = np.vstack([known, span[-1]])
+                grew = True
+        if not grew:
+            normals.append(c)
+    basis = _row_basis(np.array(normals).reshape(-1, n)) if normals else np.zeros((0, n))
+    return _hull(basis, origin, relaxed.cost_shape, exact=True)
+
+
+def _solve_flat(solver, cost: np.ndarray) -> np.ndarray:
+    costs = cost.reshape(1, *solver.cost_shape)
+    return np.asarray(solver.solve_min(costs), dtype=np.float64).reshape(-1)
