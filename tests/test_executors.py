@@ -1,0 +1,192 @@
+"""Thread, process and Ray executors: order, dedupe, serial fallback, crash and hang recovery."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+import combolayer as cl
+from combolayer.backends import executors, register_backend
+from combolayer.backends.highs import HighsBackend
+
+#: A cost row starting with +-this value makes the test backends misbehave...
+CRASH, HANG = 999.0, 777.0
+#: ...in workers only: never in the test process itself (inherited by workers).
+os.environ.setdefault("COMBOLAYER_TEST_PID", str(os.getpid()))
+
+
+def in_worker() -> bool:
+    return os.getpid() != int(os.environ["COMBOLAYER_TEST_PID"])
+
+
+class MisbehavingKernel:
+    """HiGHS, except that it kills its process or hangs on marked rows."""
+
+    array_api = "numpy"
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __call__(self, costs):
+        marks = np.abs(costs[:, 0])  # costs arrive sense-folded
+        if in_worker() and (marks == CRASH).any():
+            os._exit(1)
+        if (marks == HANG).any():
+            time.sleep(5)
+        return self.inner(costs)
+
+
+@register_backend
+class MisbehavingBackend(HighsBackend):
+    name: ClassVar[str] = "test_misbehaving"
+    priority: ClassVar[int] = 10_000
+
+    def compile(self, spec, config):
+        return MisbehavingKernel(super().compile(spec, config))
+
+
+def knapsack(n: int = 12) -> cl.ILP:
+    rng = np.random.default_rng(0)
+    return cl.ILP.from_matrices(shape=[n], A_ub=rng.integers(1, 10, size=(2, n)),
+                                b_ub=[20, 25], sense="max")
+
+
+@pytest.fixture
+def always_parallel(monkeypatch):
+    """Hand every batch to the workers, however small the solves."""
+    monkeypatch.setattr(executors, "MIN_CHUNK_SECONDS", dict.fromkeys(("thread", "process", "ray"),
+                                                                      0.0))
+
+
+def batch_with_duplicates(spec, rows=12, seed=0):
+    rng = np.random.default_rng(seed)
+    unique = rng.normal(size=(rows // 2, *spec.cost_shape))
+    return unique[rng.integers(0, len(unique), size=rows)]
+
+
+def spy_unique_rows(monkeypatch) -> list[int]:
+    seen: list[int] = []
+    original = executors.ParallelKernel._solve_unique
+
+    def spy(self, costs):
+        seen.append(len(costs))
+        return original(self, costs)
+
+    monkeypatch.setattr(executors.ParallelKernel, "_solve_unique", spy)
+    return seen
+
+
+@pytest.mark.parametrize("backend", ["highs", "scip"])
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_results_in_order_and_duplicates_solved_once(backend, executor, always_parallel,
+                                                     monkeypatch):
+    spec = knapsack()
+    costs = batch_with_duplicates(spec)
+    seen = spy_unique_rows(monkeypatch)
+    serial = cl.make_solver(spec, backend).solve(costs)
+    solver = cl.make_solver(spec, {"name": backend, "executor": executor, "workers": 2})
+    np.testing.assert_array_equal(solver.solve(costs), serial)
+    assert seen == [len(np.unique(costs, axis=0))] < [len(costs)]
+    # Torch in, torch out, through the same executor.
+    import torch
+
+    out = solver.solve(torch.from_numpy(costs[:3]).float())
+    np.testing.assert_array_equal(out.numpy(), serial[:3])
+    solver.kernel.close()
+
+
+def test_sub_millisecond_solves_stay_serial():
+    """No pool is started when handing rows over would cost more than solving them."""
+    spec = cl.ILP.from_matrices(shape=[6], A_ub=np.ones((1, 6)), b_ub=[3],
+                                integrality="continuous")  # an LP: ~0.1 ms per solve
+    costs = np.random.default_rng(1).normal(size=(64, 6))
+    solver = cl.make_solver(spec, {"name": "highs", "executor": "process", "workers": 2})
+    np.testing.assert_array_equal(solver.solve(costs), cl.make_solver(spec, "highs").solve(costs))
+    assert solver.kernel.per_solve < executors.MIN_CHUNK_SECONDS["process"]
+    assert solver.kernel._pool is None
+
+
+def test_problem_errors_from_workers_keep_their_type(always_parallel):
+    spec = cl.ILP(shape=[2], constraints=[cl.Constraint(coefs=[1, 1], sense=">=", rhs=3)])
+    for executor in ("thread", "process"):
+        solver = cl.make_solver(spec, {"name": "highs", "executor": executor, "workers": 2})
+        with pytest.raises(cl.InfeasibleError, match="no feasible solution"):
+            solver.solve(np.random.default_rng(0).normal(size=(6, 2)))
+        solver.kernel.close()
+
+
+def test_crashed_process_raises_solver_error_then_pool_recovers(always_parallel):
+    spec = knapsack()
+    costs = batch_with_duplicates(spec)
+    solver = cl.make_solver(spec, {"name": "test_misbehaving", "executor": "process",
+                                   "workers": 2})
+    solver.solve(costs)  # timed warm-up in this process, then workers only
+    bad = costs.copy()
+    bad[5, 0] = CRASH
+    with pytest.raises(cl.SolverError, match="process executor: a worker process crashed"):
+        solver.solve(bad)
+    expected = cl.make_solver(spec, "highs").solve(costs)
+    np.testing.assert_array_equal(solver.solve(costs), expected)
+    solver.kernel.close()
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_hung_worker_raises_solver_error_then_recovers(executor, always_parallel):
+    spec = knapsack()
+    costs = batch_with_duplicates(spec)
+    solver = cl.make_solver(spec, {"name": "test_misbehaving", "executor": executor,
+                                   "workers": 2, "time_limit": 0.05})
+    solver.solve(costs)  # start the workers outside the timed call
+    bad = costs.copy()
+    bad[7, 0] = HANG
+    start = time.perf_counter()
+    with pytest.raises(cl.SolverError, match="ran past the .* s budget"):
+        solver.solve(bad)
+    assert time.perf_counter() - start < 4.5  # the hang lasts 5 s; we gave up before
+    expected = cl.make_solver(spec, "highs").solve(costs)
+    np.testing.assert_array_equal(solver.solve(costs), expected)
+    solver.kernel.close()
+
+
+def test_unknown_executor_is_rejected():
+    with pytest.raises(cl.SpecError, match="executor"):
+        cl.make_solver(knapsack(), {"name": "highs", "executor": "mpi"})
+
+
+# -- Ray: one local cluster for the module, few and fast tests ---------------------------
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray = pytest.importorskip("ray", reason="the ray executor needs the optional ray package")
+    from ray import cloudpickle
+
+    # Ray workers cannot import this test module: ship its classes by value.
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+    cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+def test_ray_actors_in_order_dedupe_and_recover_from_a_dead_actor(local_ray, always_parallel,
+                                                                   monkeypatch):
+    spec = knapsack()
+    costs = batch_with_duplicates(spec)
+    seen = spy_unique_rows(monkeypatch)
+    expected = cl.make_solver(spec, "highs").solve(costs)
+    solver = cl.make_solver(spec, {"name": "test_misbehaving", "executor": "ray", "workers": 2})
+    np.testing.assert_array_equal(solver.solve(costs), expected)
+    assert seen == [len(np.unique(costs, axis=0))]
+    assert len(solver.kernel._actors) == 2
+    bad = costs.copy()
+    bad[3, 0] = CRASH
+    with pytest.raises(cl.SolverError, match="ray executor: a Ray actor died"):
+        solver.solve(bad)
+    np.testing.assert_array_equal(solver.solve(costs), expected)
+    solver.kernel.close()
