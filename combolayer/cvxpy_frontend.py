@@ -69,9 +69,12 @@ def _problem_data(problem: Any, cost: Any, solver: str) -> dict:
     try:
         data, _, _ = problem.get_problem_data(solver)
     except cp.error.DCPError as error:
-        raise SpecError(f"the problem is not a linear program: {error}") from None
+        raise SpecError(f"the problem must be linear, and is not even DCP: {error}") from None
     except cp.error.SolverError as error:
-        raise SpecError(f"cvxpy cannot write this problem as an ILP: {error}") from None
+        raise SpecError(
+            "the objective and constraints must be linear: Minimize/Maximize(cost @ x) with "
+            f"linear constraints (cvxpy: {error})"
+        ) from None
     finally:
         cost.value = saved
     return data

@@ -1,0 +1,129 @@
+"""``ILP.from_cvxpy``: the ILP solves to what cvxpy itself finds, for every problem shape."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import combolayer as cl
+
+cp = pytest.importorskip("cvxpy", reason="ILP.from_cvxpy needs the optional cvxpy package")
+
+
+def check_against_cvxpy(problem, cost, variable, seeds=range(4)):
+    """Solve with cvxpy directly and through the converted ILP (HiGHS): same optimum."""
+    spec = cl.ILP.from_cvxpy(problem, cost=cost)
+    assert spec.cost_shape == cost.shape
+    solver = cl.make_solver(spec, "highs")
+    for seed in seeds:
+        w = np.random.default_rng(seed).normal(size=cost.shape)
+        cost.value = w
+        problem.solve(solver="HIGHS")
+        y = solver.solve(w)
+        assert y.shape == cost.shape
+        np.testing.assert_allclose((w * y).sum(), problem.value, atol=1e-6)
+        # Continuous random costs: the optimal solution is unique.
+        np.testing.assert_allclose(y, variable.value, atol=1e-6)
+    return spec
+
+
+def test_boolean_vector_with_equality():
+    x = cp.Variable(5, boolean=True)
+    w = cp.Parameter(5)
+    spec = check_against_cvxpy(cp.Problem(cp.Minimize(w @ x), [cp.sum(x) == 2]), w, x)
+    assert spec.num_aux == 0 and spec.sense == "min"
+
+
+def test_inequalities_and_integer_bounds_maximize():
+    x = cp.Variable(4, integer=True)
+    w = cp.Parameter(4)
+    problem = cp.Problem(cp.Maximize(w @ x),
+                         [x >= -2, x <= 3, cp.sum(x) <= 4, x[0] - x[1] >= -1])
+    spec = check_against_cvxpy(problem, w, x)
+    assert spec.sense == "max" and spec.integrality == ["integer"] * 4
+
+
+def test_matrix_variable_keeps_row_major_layout():
+    """cvxpy flattens column-major; the ILP's outputs follow numpy's row-major order."""
+    X = cp.Variable((3, 4), boolean=True)
+    W = cp.Parameter((3, 4))
+    problem = cp.Problem(cp.Minimize(cp.sum(cp.multiply(W, X))),
+                         [cp.sum(X, axis=1) == 1, cp.sum(X, axis=0) <= 1])
+    check_against_cvxpy(problem, W, X)
+
+
+def test_only_some_variables_carry_the_cost():
+    x = cp.Variable(3, boolean=True)
+    z = cp.Variable(2, integer=True)
+    t = cp.Variable()
+    w = cp.Parameter(3)
+    problem = cp.Problem(cp.Minimize(w @ x), [
+        z >= 0, z <= 2, cp.sum(x) == z[0] + z[1] - 1, t >= 0.5 * z[0], t <= 1.5, z[1] <= 1,
+    ])
+    spec = check_against_cvxpy(problem, w, x)
+    assert spec.num_aux == 3
+    assert spec.integrality == ["binary"] * 3 + ["integer", "integer", "continuous"]
+
+
+def test_cost_on_an_expression_adds_free_outputs():
+    """w @ (2 * x[:, 1]) is not a plain variable: y is the expression the cost multiplies."""
+    X = cp.Variable((3, 2), boolean=True)
+    w = cp.Parameter(3)
+    problem = cp.Problem(cp.Minimize(w @ (2 * X[:, 1])), [cp.sum(X) == 3, cp.sum(X[:, 1]) <= 2])
+    spec = cl.ILP.from_cvxpy(problem, cost=w)
+    y = cl.make_solver(spec, "highs").solve(np.array([-1.0, 0.5, -2.0]))
+    np.testing.assert_allclose(y, [2.0, 0.0, 2.0])
+
+
+def test_spec_round_trips_and_trains_in_a_layer():
+    x = cp.Variable(4, integer=True)  # unbounded below in cvxpy: -inf lower bounds
+    w = cp.Parameter(4)
+    problem = cp.Problem(cp.Minimize(w @ x), [x >= -1, x <= 1, cp.sum(x) == 0])
+    spec = cl.ILP.from_cvxpy(problem, cost=w)
+    assert cl.load_spec(spec.model_dump_json()) == spec
+    layer = cl.ComboLayer(spec)
+    theta = torch.randn(2, 4, requires_grad=True)
+    y = layer(theta)
+    assert y.shape == (2, 4)
+    (y * torch.arange(4.0)).sum().backward()
+    assert theta.grad is not None and theta.grad.abs().sum() > 0
+
+
+def test_cost_must_be_a_parameter():
+    x = cp.Variable(3, boolean=True)
+    problem = cp.Problem(cp.Minimize(np.ones(3) @ x), [cp.sum(x) == 1])
+    with pytest.raises(cl.SpecError, match="cost must be a cvxpy Parameter.*got ndarray"):
+        cl.ILP.from_cvxpy(problem, cost=np.ones(3))
+    with pytest.raises(cl.SpecError, match="does not appear in the objective"):
+        cl.ILP.from_cvxpy(problem, cost=cp.Parameter(3))
+
+
+def test_non_linear_objectives_are_rejected():
+    x = cp.Variable(3, integer=True)
+    w = cp.Parameter(3)
+    bounds = [x >= 0, x <= 2]
+    with pytest.raises(cl.SpecError, match="must be linear"):
+        cl.ILP.from_cvxpy(cp.Problem(cp.Minimize(w @ x + cp.sum_squares(x)), bounds), cost=w)
+    with pytest.raises(cl.SpecError, match="must be linear"):
+        cl.ILP.from_cvxpy(cp.Problem(cp.Minimize(w @ x + cp.norm(x, 1)), bounds), cost=w)
+    v = cp.Parameter(3, nonneg=True)
+    v.value = np.ones(3)
+    with pytest.raises(cl.SpecError, match="must be linear"):
+        cl.ILP.from_cvxpy(cp.Problem(cp.Minimize(cp.multiply(w, v) @ x), bounds), cost=w)
+
+
+def test_objective_terms_without_the_cost_are_rejected():
+    x = cp.Variable(3, integer=True)
+    w = cp.Parameter(3)
+    problem = cp.Problem(cp.Minimize(w @ x + 2 * cp.sum(x)), [x >= 0, x <= 2])
+    with pytest.raises(cl.SpecError, match="cost @ x only"):
+        cl.ILP.from_cvxpy(problem, cost=w)
+
+
+def test_cost_in_a_constraint_is_rejected():
+    x = cp.Variable(3, boolean=True)
+    w = cp.Parameter(3)
+    problem = cp.Problem(cp.Minimize(w @ x), [w @ x >= -1])
+    with pytest.raises(cl.SpecError, match="appears in a constraint"):
+        cl.ILP.from_cvxpy(problem, cost=w)
