@@ -368,13 +368,25 @@ def test_wrong_cost_shape_names_expected_and_got():
 
 
 def test_fractional_knapsack_falls_back_to_a_mip_backend():
-    spec = Knapsack(weights=[[1.5, 2.25, 1.0, 3.0]], capacities=[4.0])
+    spec = Knapsack(weights=[[1.5, 2.255, 1.0, 3.0]], capacities=[4.0])
     solver = cl.make_solver(spec)
     assert solver.backend != "scipy"
-    with pytest.raises(cl.BackendUnavailable, match="needs integer weights"):
+    with pytest.raises(cl.BackendUnavailable, match="at most 2 decimals"):
         cl.make_solver(spec, "scipy")
     y = solver.solve(np.array([3.0, 4.0, 1.0, 5.0]))
-    np.testing.assert_array_equal(y, [1, 1, 0, 0])  # 3.75 <= 4, value 7 beats 6
+    np.testing.assert_array_equal(y, [1, 1, 0, 0])  # 3.755 <= 4, value 7 beats 6
+
+
+def test_knapsack_dp_scales_decimal_weights():
+    rng = np.random.default_rng(11)
+    weights = rng.uniform(3, 8, (2, 10)).round(1)  # PyEPO's weights
+    spec = Knapsack(weights=weights.tolist(), capacities=[20.0, 20.3])
+    assert cl.make_solver(spec).backend == "scipy"
+    values = rng.random((4, 10))
+    y = cl.make_solver(spec).solve(values)
+    assert (y @ weights.T <= np.array([20.0, 20.3]) + 1e-9).all()
+    np.testing.assert_allclose((values * y).sum(1), [
+        best_value(spec, enumerate_solutions(spec), v) for v in values])
 
 
 def test_specialised_backends_refuse_other_kinds():
