@@ -263,6 +263,14 @@ def _run_lp(model) -> np.ndarray:
     model.clearSolver()
     model.run()
     status = model.getModelStatus()
+    if status == highspy.HighsModelStatus.kUnknown:
+        # The interior-point solver sometimes stops short of a certificate on
+        # tiny degenerate LPs; simplex always finishes (a vertex needs more rounds).
+        model.setOptionValue("solver", "simplex")
+        model.clearSolver()
+        model.run()
+        model.setOptionValue("solver", "ipm")
+        status = model.getModelStatus()
     if status == highspy.HighsModelStatus.kOptimal:
         return np.asarray(model.getSolution().col_value)
     if status == highspy.HighsModelStatus.kInfeasible:

@@ -94,7 +94,7 @@ def make_projection(projection: str | Transform, spec) -> Transform:
         from .analysis import analyze
 
         hull = analyze(spec)
-        flat = project_plane(torch.as_tensor(hull.normals, dtype=torch.float64))
+        flat = project_plane(torch.tensor(hull.normals, dtype=torch.float64))
         if projection == "auto":
             flat = chain(flat, normalize)
         return on_cost_shape(flat, spec.cost_shape)

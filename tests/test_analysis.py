@@ -1,0 +1,342 @@
+"""cl.analyze: the affine hull of a problem's solutions, checked against known
+structure and against brute-force enumeration."""
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.sparse as sp
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import combolayer as cl
+from combolayer.analysis import analyze
+from combolayer.cli import main as cli_main
+from combolayer.data import grid_edges, shortest_path_spec
+
+P = cl.problems
+
+
+# -- helpers -------------------------------------------------------------------
+
+
+def projector(rows) -> np.ndarray:
+    """The orthogonal projector onto the span of ``rows``."""
+    rows = np.asarray(rows, dtype=float)
+    if rows.size == 0:
+        return 0.0
+    basis = scipy.linalg.orth(rows.T)
+    return basis @ basis.T
+
+
+def assert_same_span(normals, expected_rows):
+    n = normals.shape[1]
+    got = normals.T @ normals if len(normals) else np.zeros((n, n))
+    want = projector(expected_rows) if len(expected_rows) else np.zeros((n, n))
+    assert np.allclose(got, want, atol=1e-8), (
+        f"normal space differs: got rank {len(normals)}, "
+        f"expected rank {np.linalg.matrix_rank(np.asarray(expected_rows).reshape(-1, n))}"
+    )
+
+
+def hull_normals(points: np.ndarray) -> np.ndarray:
+    """Rows spanning the directions orthogonal to the affine hull of ``points``."""
+    differences = points[1:] - points[0]
+    if len(differences) == 0:
+        return np.eye(points.shape[1])
+    return scipy.linalg.null_space(differences).T
+
+
+def brute_force(spec: cl.ILP) -> np.ndarray:
+    """The distinct output parts of every feasible 0/1 point of a small binary ILP."""
+    A_ub, b_ub, A_eq, b_eq = spec.to_matrices()
+    n = spec.num_vars
+    grid = np.array(list(itertools.product([0.0, 1.0], repeat=n)))
+    ok = np.ones(len(grid), dtype=bool)
+    if A_ub.shape[0]:
+        ok &= (grid @ A_ub.T.toarray() <= b_ub + 1e-9).all(axis=1)
+    if A_eq.shape[0]:
+        ok &= (np.abs(grid @ A_eq.T.toarray() - b_eq) <= 1e-9).all(axis=1)
+    return np.unique(grid[ok][:, : spec.num_outputs], axis=0)
+
+
+def tours(n: int) -> np.ndarray:
+    """Every tour on n nodes as a flat symmetric adjacency matrix."""
+    out = set()
+    for perm in itertools.permutations(range(1, n)):
+        order = (0, *perm)
+        y = np.zeros((n, n))
+        for a, b in zip(order, order[1:] + (0,), strict=True):
+            y[a, b] = y[b, a] = 1
+        out.add(tuple(y.ravel()))
+    return np.array(sorted(out))
+
+
+def flow_incidence(num_nodes, edges) -> np.ndarray:
+    A = np.zeros((num_nodes, len(edges)))
+    for k, (u, v) in enumerate(edges):
+        A[u, k], A[v, k] = 1.0, -1.0
+    return A
+
+
+# -- the expected hulls of the named problems ------------------------------------
+
+
+@pytest.mark.parametrize("spec", [
+    P.TopK(n=10, k=3),
+    cl.ILP.from_matrices(10, A_eq=np.ones((1, 10)), b_eq=[3]),
+    P.Ranking(n=6),
+])
+def test_topk_and_ranking_normal_is_all_ones(spec):
+    hull = analyze(spec)
+    assert hull.dim == spec.num_outputs - 1
+    assert_same_span(hull.normals, np.ones((1, spec.num_outputs)))
+    assert hull.fixed.size == 0
+
+
+def test_ranking_built_with_auxiliary_assignment_is_all_ones():
+    """Ranks as ``y_i = sum_q q * x_iq`` over an assignment x: the auxiliaries are eliminated."""
+    n = 5
+    A, b = [], []
+    for i in range(n):
+        row = np.zeros(n + n * n)
+        row[i] = 1
+        row[n + i * n: n + (i + 1) * n] = -np.arange(1, n + 1)
+        A.append(row)
+        b.append(0)
+    for i in range(n):
+        row = np.zeros(n + n * n)
+        row[n + i * n: n + (i + 1) * n] = 1
+        col = np.zeros(n + n * n)
+        col[n + i: n + n * n: n] = 1
+        A += [row, col]
+        b += [1, 1]
+    spec = cl.ILP.from_matrices(n, A_eq=np.array(A), b_eq=b, num_aux=n * n,
+                                integrality=["integer"] * n + ["binary"] * n * n,
+                                upper=[n] * n + [1] * n * n)
+    hull = analyze(spec)
+    assert hull.dim == n - 1
+    assert_same_span(hull.normals, np.ones((1, n)))
+    assert np.isclose(hull.offsets[0] * np.sqrt(n), n * (n + 1) / 2)
+
+
+def test_square_matching_has_row_and_column_potentials():
+    n = 4
+    hull = analyze(P.Matching(rows=n, cols=n))
+    rows = [np.kron(np.eye(n)[i], np.ones(n)) for i in range(n)]
+    cols = [np.kron(np.ones(n), np.eye(n)[j]) for j in range(n)]
+    assert len(hull.normals) == 2 * n - 1
+    assert_same_span(hull.normals, rows + cols)
+
+
+def tsp_expected(n: int) -> list[np.ndarray]:
+    rows = []
+    for i in range(n):
+        rows.append(np.eye(n * n)[i * n + i])  # no self-loops
+        degree = np.zeros((n, n))
+        degree[i] = 1
+        degree[i, i] = 0
+        rows.append(degree.ravel())
+        for j in range(i + 1, n):
+            anti = np.zeros((n, n))
+            anti[i, j], anti[j, i] = 1, -1
+            rows.append(anti.ravel())
+    return rows
+
+
+@pytest.mark.parametrize("n", [5, 6])
+def test_tsp_lp_hull_is_diagonal_antisymmetric_and_degree(n):
+    hull = analyze(P.TSP(num_nodes=n))
+    assert hull.dim == n * (n - 3) // 2  # dim of the symmetric TSP polytope
+    assert_same_span(hull.normals, tsp_expected(n))
+    assert sorted(hull.fixed.tolist()) == [i * n + i for i in range(n)]
+
+
+@pytest.mark.parametrize("n", [5, 6])
+def test_tsp_exact_hull_matches_brute_force_tours(n):
+    hull = analyze(P.TSP(num_nodes=n), exact=True)
+    assert_same_span(hull.normals, hull_normals(tours(n)))
+    assert np.allclose(tours(n) @ hull.normals.T, hull.offsets, atol=1e-8)
+
+
+def test_pyepo_grid_edges_have_node_potentials_including_all_ones():
+    spec = shortest_path_spec((5, 5))
+    hull = analyze(spec)
+    incidence = flow_incidence(25, grid_edges(5, 5))
+    assert hull.dim == 40 - 24
+    assert_same_span(hull.normals, incidence)
+    ones = torch.ones(40, dtype=torch.float64)
+    assert torch.linalg.vector_norm(hull.project(ones)) < 1e-10  # every path has 8 edges
+
+
+def test_pyepo_grid_as_ilp_matches_the_named_spec():
+    edges = grid_edges(5, 5)
+    A = flow_incidence(25, edges)
+    b = np.zeros(25)
+    b[0], b[24] = 1, -1
+    hull = analyze(cl.ILP.from_matrices(40, A_eq=A, b_eq=b))
+    assert np.allclose(hull.projector(), analyze(shortest_path_spec((5, 5))).projector())
+
+
+def test_grid_vertex_costs_fix_source_and_target():
+    hull = analyze(P.ShortestPath.grid(5, 5))
+    assert hull.fixed.tolist() == [0, 24]
+    assert_same_span(hull.normals, np.eye(25)[[0, 24]])
+    assert np.allclose(hull.point[[0, 24]], 1.0)
+
+
+def test_grid_four_neighbours_finds_the_colouring_equation():
+    """On a bipartite 4-grid every path alternates colours: #black - #white = 1."""
+    hull = analyze(P.ShortestPath.grid(3, 3, neighborhood=4))
+    colour = np.array([(i + j) % 2 == 0 for i in range(3) for j in range(3)], float)
+    assert_same_span(hull.normals, [np.eye(9)[0], np.eye(9)[8], 2 * colour - 1])
+
+
+def test_knapsack_has_no_invariance():
+    hull = analyze(P.Knapsack(weights=[[3, 4, 5, 2, 6]], capacities=[10]))
+    assert hull.normals.shape == (0, 5)
+    assert hull.dim == 5
+    w = torch.randn(3, 5)
+    assert torch.equal(hull.project(w), w)
+
+
+def test_equality_hidden_as_two_inequalities_is_found():
+    A = np.array([[1, 1, 1, 0], [-1, -1, -1, 0]])
+    hull = analyze(cl.ILP.from_matrices(4, A_ub=A, b_ub=[2, -2]))
+    assert_same_span(hull.normals, [[1, 1, 1, 0]])
+    assert np.isclose(hull.offsets[0] * np.sqrt(3), 2)
+
+
+def test_integer_only_equality_needs_exact_mode():
+    # 0.5 <= y0 + y1 <= 1.5 is y0 + y1 == 1 at integer points only
+    spec = cl.ILP.from_matrices(3, A_ub=[[1, 1, 0], [-1, -1, 0]], b_ub=[1.5, -0.5])
+    assert analyze(spec).dim == 3
+    exact = analyze(spec, exact=True)
+    assert exact.dim == 2
+    assert_same_span(exact.normals, [[1, 1, 0]])
+
+
+def test_implicit_bound_makes_a_fixed_output():
+    # y0 + y1 >= 2 forces both to 1; y2 is free
+    hull = analyze(cl.ILP.from_matrices(3, A_ub=[[-1, -1, 0]], b_ub=[-2]))
+    assert hull.fixed.tolist() == [0, 1]
+    assert np.allclose(hull.point[:2], 1.0)
+
+
+def test_badly_scaled_rows_are_handled():
+    scale = np.array([[1e-6], [1e6]])
+    A = scale * np.array([[1.0, 1, 1, 0], [-1, -1, -1, 0]])
+    hull = analyze(cl.ILP.from_matrices(4, A_ub=A, b_ub=scale.ravel() * [2, -2]))
+    assert_same_span(hull.normals, [[1, 1, 1, 0]])
+
+
+def test_infeasible_relaxation_raises():
+    spec = cl.ILP.from_matrices(2, A_ub=[[1, 1]], b_ub=[-1])
+    with pytest.raises(cl.InfeasibleError, match="infeasible"):
+        analyze(spec)
+
+
+# -- the result object ----------------------------------------------------------
+
+
+def test_results_are_cached_per_spec():
+    assert analyze(P.TopK(n=7, k=2)) is analyze(P.TopK(n=7, k=2))
+    assert analyze(P.TopK(n=7, k=2)) is not analyze(P.TopK(n=7, k=3))
+
+
+def test_project_shapes_dtypes_and_gradients():
+    hull = analyze(P.Matching(rows=3, cols=3))
+    w = torch.randn(4, 3, 3, dtype=torch.float32)
+    out = hull.project(w)
+    assert out.shape == w.shape and out.dtype == torch.float32
+    assert torch.allclose(out.reshape(4, 9), hull.project(w.reshape(4, 9)))
+    w64 = torch.randn(2, 3, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(hull.project, (w64,))
+    with pytest.raises(ValueError, match=r"trailing shape \(3, 3\) or \(9,\)"):
+        hull.project(torch.zeros(2, 4))
+
+
+def test_layer_auto_projection_removes_invariant_gradient():
+    layer = cl.ComboLayer(P.TopK(n=6, k=2))  # projection="auto" is the default
+    w = torch.randn(3, 6, requires_grad=True)
+    y = layer(w)
+    assert torch.equal(y.sum(-1), torch.full((3,), 2.0))
+    (y * torch.randn(3, 6)).sum().backward()
+    assert torch.allclose(w.grad.sum(-1), torch.zeros(3), atol=1e-6)
+
+
+def test_layer_plane_projection_on_ilp():
+    spec = cl.ILP.from_matrices(4, A_ub=[[1, 1, 1, 0], [-1, -1, -1, 0]], b_ub=[2, -2])
+    layer = cl.ComboLayer(spec, projection="plane")
+    w = torch.randn(5, 4)
+    assert torch.equal(layer(w), cl.make_solver(spec, "highs").solve(w))
+
+
+def test_cli_prints_dimension_equations_fixed_and_auto(tmp_path, capsys):
+    path = tmp_path / "topk.json"
+    path.write_text(P.TopK(n=10, k=3).model_dump_json())
+    assert cli_main(["analyze", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "affine hull of dimension 9" in out
+    assert "y[0] + ... + y[9] = 3" in out
+    assert "fixed outputs: none" in out
+    assert '"std"' in out
+
+
+def test_cli_names_multi_index_outputs_and_fixed_values(tmp_path, capsys):
+    path = tmp_path / "tsp.json"
+    path.write_text(json.dumps(json.loads(P.TSP(num_nodes=5).model_dump_json())))
+    assert cli_main(["analyze", str(path), "--exact"]) == 0
+    out = capsys.readouterr().out
+    assert "affine hull of dimension 5" in out
+    assert "y[1,3] = y[3,1]" in out
+    assert "y[0,0] = 0" in out
+
+
+# -- properties on random small ILPs ----------------------------------------------
+
+
+@st.composite
+def small_ilps(draw):
+    """A feasible random binary ILP with 3-6 outputs and up to 2 auxiliaries."""
+    n = draw(st.integers(3, 6))
+    aux = draw(st.integers(0, 2))
+    total = n + aux
+    point = np.array(draw(st.lists(st.integers(0, 1), min_size=total, max_size=total)), float)
+    coefs = st.lists(st.integers(-2, 2), min_size=total, max_size=total)
+    A_ub = np.array(draw(st.lists(coefs, min_size=0, max_size=3)), float).reshape(-1, total)
+    A_eq = np.array(draw(st.lists(coefs, min_size=0, max_size=2)), float).reshape(-1, total)
+    slack = np.array(draw(st.lists(st.integers(0, 1), min_size=len(A_ub), max_size=len(A_ub))))
+    return cl.ILP.from_matrices(
+        n, A_ub=sp.csr_matrix(A_ub), b_ub=A_ub @ point + slack,
+        A_eq=sp.csr_matrix(A_eq), b_eq=A_eq @ point, num_aux=aux,
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(spec=small_ilps(), seed=st.integers(0, 2**16))
+def test_random_ilp_hulls(spec, seed):
+    solutions = brute_force(spec)
+    lp, exact = analyze(spec), analyze(spec, exact=True)
+    # LP mode is sound: every integer solution satisfies every equation
+    assert np.allclose(solutions @ lp.normals.T, lp.offsets, atol=1e-7)
+    # exact mode is the affine hull of the solution set
+    assert_same_span(exact.normals, hull_normals(solutions))
+    assert np.allclose(solutions @ exact.normals.T, exact.offsets, atol=1e-7)
+    assert set(lp.fixed.tolist()) <= set(exact.fixed.tolist())
+
+    rng = np.random.default_rng(seed)
+    solver = cl.make_solver(spec, "highs")
+    w = rng.normal(size=(4, spec.num_outputs))
+    for hull in (lp, exact):
+        shifted = w + rng.normal(scale=5.0, size=(4, len(hull.normals))) @ hull.normals
+        y, y_shifted = solver.solve(w), solver.solve(shifted)
+        # same optimal value under w, and the same solution (w has no ties a.s.)
+        assert np.allclose((y * w).sum(-1), (y_shifted * w).sum(-1))
+        assert np.array_equal(y, y_shifted)
+        projected = hull.project(torch.from_numpy(w))
+        assert torch.allclose(hull.project(projected), projected, atol=1e-12)
+        assert np.array_equal(solver.solve(projected.numpy()), y)
