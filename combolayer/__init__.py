@@ -1,6 +1,7 @@
 """combolayer: combinatorial solvers as differentiable PyTorch layers."""
 
 from . import problems
+from .analysis import AffineHull, analyze
 from .backends import BackendConfig, make_solver
 from .errors import (
     BackendUnavailable,
@@ -19,6 +20,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ILP",
+    "AffineHull",
     "BackendConfig",
     "BackendUnavailable",
     "Blackbox",
@@ -32,6 +34,7 @@ __all__ = [
     "Perturbed",
     "SolverError",
     "SpecError",
+    "analyze",
     "load_spec",
     "make_solver",
     "problems",
