@@ -1,0 +1,269 @@
+"""Perturbed, IMLE and Margin against their published formulas, on enumerable problems."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import combolayer as cl
+from combolayer.backends.registry import capable_backends
+from combolayer.data import shortest_path
+from combolayer.estimators import METHODS, GumbelNoise, SumOfGamma
+
+# A tiny binary problem whose 16 points enumerate: at most one of y0, y1; at least one of y2, y3.
+SPEC_MIN = cl.ILP(
+    shape=[4],
+    constraints=[
+        cl.Constraint(coefs={0: 1, 1: 1}, sense="<=", rhs=1),
+        cl.Constraint(coefs={2: 1, 3: 1}, sense=">=", rhs=1),
+    ],
+)
+SPEC_MAX = SPEC_MIN.model_copy(update={"sense": "max"})
+POINTS = torch.tensor(
+    [p for p in itertools.product([0.0, 1.0], repeat=4) if p[0] + p[1] <= 1 and p[2] + p[3] >= 1],
+    dtype=torch.float64,
+)
+BACKENDS = ["highs", "scip"]
+
+
+def brute_min(costs: torch.Tensor) -> torch.Tensor:
+    """argmin over the enumerated points, for any batch shape (random costs: no ties)."""
+    values = costs @ POINTS.T
+    return POINTS[values.argmin(-1)]
+
+
+class FixedNoise:
+    """Deterministic 'noise': returns the given draws, so the formulas can be checked exactly."""
+
+    def __init__(self, z: torch.Tensor, grad_nu=lambda z: z) -> None:
+        self.z = z
+        self._grad_nu = grad_nu
+
+    def sample(self, shape, generator=None):
+        assert tuple(shape) == tuple(self.z.shape)
+        return self.z.clone()
+
+    def grad_nu(self, z):
+        return self._grad_nu(z)
+
+
+def backend_or_skip(name: str, spec) -> str:
+    if name not in capable_backends(spec):
+        pytest.skip(f"backend {name!r} is not installed or cannot solve {spec.label}")
+    return name
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("spec", [SPEC_MIN, SPEC_MAX], ids=["min", "max"])
+def test_perturbed_matches_berthet_formula(spec, backend):
+    backend = backend_or_skip(backend, spec)
+    gen = torch.Generator().manual_seed(1)
+    sigma, samples, batch = 0.7, 5, 3
+    w = torch.randn(batch, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    z = torch.randn(samples, batch, 4, generator=gen, dtype=torch.float64)
+    g = torch.randn(batch, 4, generator=gen, dtype=torch.float64)
+    method = cl.Perturbed(sigma=sigma, num_samples=samples, noise=FixedNoise(z))
+    layer = cl.ComboLayer(spec, method=method, projection="none", backend=backend)
+    y = layer(w)
+    (y * g).sum().backward()
+
+    sign = 1.0 if spec.sense == "min" else -1.0
+    c = sign * w.detach()
+    ys = brute_min(c - sigma * z)  # the paper's argmax <theta + sigma Z, y>, theta = -c
+    assert torch.equal(y.detach(), ys.mean(0))
+    grad_c = -((ys * g).sum(-1, keepdim=True) * z).mean(0) / sigma
+    torch.testing.assert_close(w.grad, sign * grad_c)
+
+
+def test_perturbed_max_sees_w_plus_sigma_z():
+    """For a max problem the solver input is w + sigma Z: the Gumbel-max direction."""
+    z = torch.tensor([[[3.0, 0.0, 0.0, 0.0]]], dtype=torch.float64)
+    layer = cl.ComboLayer(SPEC_MAX, method=cl.Perturbed(noise=FixedNoise(z)), projection="none")
+    w = torch.zeros(1, 4, dtype=torch.float64) - torch.tensor([[0.0, 1.0, 0.0, 0.0]])
+    assert layer(w)[0, 0] == 1.0  # item 0 pushed up by +3 wins the max
+
+
+@pytest.mark.parametrize("sense", ["min", "max"])
+def test_gumbel_perturbed_mean_is_softmax(sense):
+    """On one-hot choices, E[argmax(theta + sigma G)] = softmax(theta / sigma): Gumbel-max."""
+    spec = cl.problems.TopK(n=3, k=1, sense=sense)
+    sigma = 0.5
+    gen = torch.Generator().manual_seed(0)
+    method = cl.Perturbed(sigma=sigma, num_samples=20000, noise="gumbel", generator=gen)
+    layer = cl.ComboLayer(spec, method=method, projection="none", backend="torch")
+    w = torch.tensor([0.1, 0.3, -0.2], dtype=torch.float64)
+    theta = w if sense == "max" else -w
+    torch.testing.assert_close(layer(w), torch.softmax(theta / sigma, 0), atol=0.015, rtol=0)
+
+
+def test_gumbel_perturbed_gradient_uses_grad_nu():
+    """With the real Gumbel sampler (seeded), the backward equals the formula with 1 - exp(-Z)."""
+    sigma, samples = 0.5, 7
+    w = torch.tensor([[0.2, -0.4, 0.9, 0.1]], dtype=torch.float64, requires_grad=True)
+    g = torch.tensor([[1.0, -2.0, 0.5, 3.0]], dtype=torch.float64)
+    method = cl.Perturbed(sigma, samples, "gumbel", generator=torch.Generator().manual_seed(3))
+    layer = cl.ComboLayer(SPEC_MIN, method=method, projection="none")
+    (layer(w) * g).sum().backward()
+    z = GumbelNoise().sample((samples, 1, 4), generator=torch.Generator().manual_seed(3))
+    ys = brute_min(w.detach() - sigma * z)
+    expected = -((ys * g).sum(-1, keepdim=True) * (1 - torch.exp(-z))).mean(0) / sigma
+    torch.testing.assert_close(w.grad, expected)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("spec", [SPEC_MIN, SPEC_MAX], ids=["min", "max"])
+def test_imle_matches_niepert_formula(spec, backend):
+    backend = backend_or_skip(backend, spec)
+    gen = torch.Generator().manual_seed(2)
+    lam, tau, samples, batch = 3.0, 0.8, 4, 2
+    w = torch.randn(batch, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    z = torch.randn(samples, batch, 4, generator=gen, dtype=torch.float64)
+    g = torch.randn(batch, 4, generator=gen, dtype=torch.float64)
+    method = cl.IMLE(lam=lam, num_samples=samples, noise=FixedNoise(z), tau=tau)
+    layer = cl.ComboLayer(spec, method=method, projection="none", backend=backend)
+    y = layer(w)
+    (y * g).sum().backward()
+
+    sign = 1.0 if spec.sense == "min" else -1.0
+    c, eps = sign * w.detach(), -tau * z  # the same eps in both solves
+    forward = brute_min(c + eps)
+    assert torch.equal(y.detach(), forward.mean(0))
+    grad_c = ((brute_min(c + lam * g + eps) - forward) / lam).mean(0)
+    torch.testing.assert_close(w.grad, sign * grad_c)
+
+
+def test_sum_of_gamma_moments():
+    """SoG(k, 1, s): mean (H_s - log s)/k and variance (sum 1/i^2)/k, from its Gamma terms."""
+    torch.manual_seed(0)
+    k, s = 3.0, 10
+    z = SumOfGamma(k=k, s=s).sample((100_000,))
+    harmonic = sum(1 / i for i in range(1, s + 1))
+    assert abs(z.mean().item() - (harmonic - math.log(s)) / k) < 0.01
+    assert abs(z.var().item() - sum(1 / i**2 for i in range(1, s + 1)) / k) < 0.02
+    # the sum of k samples approximates a standard Gumbel: mean ~ Euler's gamma, variance ~ pi^2/6
+    summed = SumOfGamma(k=4, s=100).sample((4, 20_000)).sum(0)
+    assert abs(summed.mean().item() - 0.5772) < 0.03
+    assert abs(summed.var().item() - math.pi**2 / 6) < 0.1
+
+
+def test_imle_takes_k_from_the_problem():
+    topk = cl.problems.TopK(n=6, k=2)
+    assert cl.IMLE()._noise(topk) == SumOfGamma(k=2)
+    assert cl.IMLE()._noise(SPEC_MIN) == SumOfGamma(k=5)
+    assert cl.IMLE(k=3)._noise(topk) == SumOfGamma(k=3)
+
+
+@pytest.mark.parametrize("method", [cl.Perturbed(num_samples=3), cl.IMLE(num_samples=3)])
+def test_sampling_estimators_are_exact_in_eval_mode(method):
+    layer = cl.ComboLayer(SPEC_MAX, method=method, projection="none").eval()
+    w = torch.randn(5, 4, dtype=torch.float64)
+    assert torch.equal(layer(w), brute_min(-w))
+
+
+@pytest.mark.parametrize("spec", [SPEC_MIN, SPEC_MAX], ids=["min", "max"])
+def test_margin_adds_rolinek_term_in_training_only(spec):
+    alpha = 0.6
+    layer = cl.ComboLayer(spec, method=cl.Margin(alpha=alpha), projection="none")
+    w = torch.randn(6, 4, dtype=torch.float64, requires_grad=True)
+    sign = 1.0 if spec.sense == "min" else -1.0
+    target = brute_min(sign * torch.randn(6, 4, dtype=torch.float64))
+    y = layer(w, target=target)
+    expected = brute_min(sign * w.detach() + alpha / 2 * (2 * target - 1))
+    assert torch.equal(y.detach(), expected)
+    y.sum().backward()  # the base (identity) gradient passes through the margin
+    torch.testing.assert_close(w.grad, -sign * torch.ones_like(w))
+    layer.eval()
+    assert torch.equal(layer(w, target=target), brute_min(sign * w.detach()))
+
+
+def test_margin_errors():
+    layer = cl.ComboLayer(SPEC_MIN, method={"name": "margin", "alpha": 0.1, "method": "blackbox"})
+    with pytest.raises(ValueError, match="target=y_true"):
+        layer(torch.randn(4))
+    with pytest.raises(ValueError, match="needs a binary problem"):
+        cl.ComboLayer(cl.problems.Ranking(n=3), method=cl.Margin())
+
+
+def test_bad_parameters_name_the_argument():
+    with pytest.raises(ValueError, match="sigma must be > 0"):
+        cl.Perturbed(sigma=0)
+    with pytest.raises(ValueError, match="num_samples must be an int >= 1"):
+        cl.IMLE(num_samples=0)
+    with pytest.raises(ValueError, match="noise must be one of"):
+        cl.Perturbed(noise="cauchy")
+    with pytest.raises(ValueError, match="lacks method"):
+        cl.Perturbed(noise=object())
+    assert {"perturbed", "imle", "margin"} <= set(METHODS)
+
+
+PROBLEMS = [
+    cl.problems.ShortestPath.grid(3, 3),
+    cl.problems.TSP(num_nodes=4),
+    cl.problems.Matching(rows=2, cols=3),
+    cl.problems.Knapsack(weights=[[2, 3, 4, 1]], capacities=[5]),
+    cl.problems.TopK(n=5, k=2),
+    cl.problems.Ranking(n=4),
+]
+CASES = [(spec, name) for spec in PROBLEMS for name in capable_backends(spec)]
+
+
+# Small noise and positive costs: Dijkstra-based backends reject negative costs on graphs
+# with cycles, and a large perturbation would create some.
+SMALL_NOISE = [cl.Perturbed(sigma=0.1, num_samples=2), cl.IMLE(lam=0.5, tau=0.1, num_samples=2),
+               cl.Margin(alpha=0.2, method=cl.Perturbed(sigma=0.1))]
+
+
+# Margin is for binary problems only; its refusal of Ranking is tested in test_margin_errors.
+METHOD_CASES = [
+    pytest.param(spec, backend, method, id=f"{spec.kind}-{backend}-{name}")
+    for spec, backend in CASES
+    for name, method in zip(["perturbed", "imle", "margin"], SMALL_NOISE, strict=True)
+    if not (name == "margin" and spec.kind == "ranking")
+]
+
+
+@pytest.mark.parametrize(("spec", "backend", "method"), METHOD_CASES)
+def test_every_estimator_on_every_problem_and_backend(spec, backend, method):
+    layer = cl.ComboLayer(spec, method=method, projection="none", backend=backend)
+    w = 1.0 + torch.rand(2, *spec.cost_shape, dtype=torch.float64)
+    w.requires_grad_(True)
+    reference = cl.make_solver(spec, "highs")
+    target = reference.solve(torch.rand(2, *spec.cost_shape, dtype=torch.float64))
+    y = layer(w, target=target)
+    assert y.shape == w.shape
+    (y * 0.1 * torch.randn_like(y)).sum().backward()
+    assert torch.isfinite(w.grad).all()
+    layer.eval()
+    np.testing.assert_allclose(layer(w.detach()).numpy(), reference.solve(w.detach()).numpy())
+
+
+@pytest.mark.parametrize(
+    "method",
+    [cl.Perturbed(sigma=0.5, num_samples=4), cl.IMLE(lam=5.0, num_samples=2),
+     cl.Margin(alpha=0.1, method="blackbox")],
+    ids=["perturbed", "imle", "margin"],
+)
+def test_training_reduces_the_loss(method):
+    """A linear model learns PyEPO shortest paths: the Hamming loss to the true paths drops."""
+    data = shortest_path(200, 5, grid=(3, 3), deg=2, noise_width=0.0, seed=7)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(5, data.costs.shape[1]).double()
+    layer = cl.ComboLayer(data.spec, method=method, projection="none")
+    x, y_true = data.features.double(), data.solutions.double()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+
+    def loss_now():
+        with torch.no_grad():
+            return cl.losses.hamming(layer.eval()(model(x)), y_true).item()
+
+    before = loss_now()
+    layer.train()
+    for _ in range(30):
+        optimizer.zero_grad()
+        cl.losses.hamming(layer(model(x), target=y_true), y_true).backward()
+        optimizer.step()
+    assert loss_now() < 0.7 * before
