@@ -1,0 +1,218 @@
+"""Losses and metrics against their closed forms on enumerable problems."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import combolayer as cl
+from combolayer.backends.registry import capable_backends
+from combolayer.data import shortest_path
+
+# Pick 2 of 4 items under a weight limit: 0/1, enumerable, min and max versions.
+SPEC_MIN = cl.ILP(
+    shape=[4],
+    constraints=[
+        cl.Constraint(coefs=[1, 1, 1, 1], sense="==", rhs=2),
+        cl.Constraint(coefs=[3, 1, 2, 2], sense="<=", rhs=4),
+    ],
+)
+SPEC_MAX = SPEC_MIN.model_copy(update={"sense": "max"})
+POINTS = torch.tensor(
+    [p for p in itertools.product([0.0, 1.0], repeat=4)
+     if sum(p) == 2 and 3 * p[0] + p[1] + 2 * p[2] + 2 * p[3] <= 4],
+    dtype=torch.float64,
+)
+BACKENDS = ["highs", "scip"]
+
+
+def best(costs: torch.Tensor, sense: str) -> torch.Tensor:
+    values = costs @ POINTS.T
+    return POINTS[(values.argmin(-1) if sense == "min" else values.argmax(-1))]
+
+
+def backend_or_skip(name: str, spec) -> str:
+    if name not in capable_backends(spec):
+        pytest.skip(f"backend {name!r} is not installed or cannot solve {spec.label}")
+    return name
+
+
+class FixedNoise:
+    def __init__(self, z):
+        self.z = z
+
+    def sample(self, shape, generator=None):
+        return self.z.clone()
+
+    def grad_nu(self, z):
+        return z
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("spec", [SPEC_MIN, SPEC_MAX], ids=["min", "max"])
+def test_spo_plus_closed_form(spec, backend):
+    backend = backend_or_skip(backend, spec)
+    gen = torch.Generator().manual_seed(0)
+    c_hat = torch.randn(5, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    c = torch.randn(5, 4, generator=gen, dtype=torch.float64)
+    loss = cl.losses.SPOPlusLoss(spec, reduction="none", backend=backend)(c_hat, c)
+
+    y_star = best(c, spec.sense)
+    shifted = 2 * c_hat.detach() - c
+    if spec.sense == "min":  # Elmachtoub & Grigas: -min<2c^ - c, y> + 2<c^, y*> - <c, y*>
+        y_tilde = best(shifted, "min")
+        expected = (-(shifted * y_tilde).sum(-1) + 2 * (c_hat.detach() * y_star).sum(-1)
+                    - (c * y_star).sum(-1))
+        grad = 2 * (y_star - y_tilde)
+    else:  # the same on -c^, -c: max<2c^ - c, y> - 2<c^, y*> + <c, y*>
+        y_tilde = best(shifted, "max")
+        expected = ((shifted * y_tilde).sum(-1) - 2 * (c_hat.detach() * y_star).sum(-1)
+                    + (c * y_star).sum(-1))
+        grad = 2 * (y_tilde - y_star)
+    torch.testing.assert_close(loss, expected)
+    loss.sum().backward()
+    torch.testing.assert_close(c_hat.grad, grad)
+
+
+def test_spo_plus_reductions_and_y_true():
+    c_hat, c = torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64)
+    per = cl.losses.SPOPlusLoss(SPEC_MIN, reduction="none")(c_hat, c)
+    torch.testing.assert_close(cl.losses.SPOPlusLoss(SPEC_MIN)(c_hat, c), per.mean())
+    summed = cl.losses.SPOPlusLoss(SPEC_MIN, "sum")(c_hat, c, best(c, "min"))
+    torch.testing.assert_close(summed, per.sum())
+    with pytest.raises(ValueError, match="reduction must be one of"):
+        cl.losses.SPOPlusLoss(SPEC_MIN, reduction="max")
+    with pytest.raises(ValueError, match=r"y_true has shape \(3, 3\) but the costs have \(3, 4\)"):
+        cl.losses.SPOPlusLoss(SPEC_MIN)(c_hat, c, torch.zeros(3, 3))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.floats(-3, 3), min_size=8, max_size=8), st.sampled_from(["min", "max"]))
+def test_spo_plus_bounds_the_regret(values, sense):
+    """SPO+ is an upper bound of the SPO loss (regret of the decision y(c^))."""
+    spec = SPEC_MIN if sense == "min" else SPEC_MAX
+    c_hat = torch.tensor(values[:4], dtype=torch.float64)
+    c = torch.tensor(values[4:], dtype=torch.float64)
+    solver = cl.make_solver(spec)
+    regret = cl.metrics.regret(spec, c, solver.solve(c_hat), solver=solver)
+    assert cl.losses.SPOPlusLoss(spec, backend=solver)(c_hat, c) >= regret - 1e-9
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("spec", [SPEC_MIN, SPEC_MAX], ids=["min", "max"])
+def test_fenchel_young_closed_form(spec, backend):
+    backend = backend_or_skip(backend, spec)
+    gen = torch.Generator().manual_seed(1)
+    sigma, samples = 0.5, 3
+    cost = torch.randn(2, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    z = torch.randn(samples, 2, 4, generator=gen, dtype=torch.float64)
+    y_true = best(torch.randn(2, 4, generator=gen, dtype=torch.float64), spec.sense)
+    loss_fn = cl.losses.FenchelYoungLoss(spec, sigma=sigma, num_samples=samples,
+                                         noise=FixedNoise(z), reduction="none", backend=backend)
+    loss = loss_fn(cost, y_true)
+
+    sign = 1.0 if spec.sense == "min" else -1.0
+    c = sign * cost.detach()
+    ys = best(c - sigma * z, "min")
+    expected = (c * y_true).sum(-1) - ((c - sigma * z) * ys).sum(-1).mean(0)
+    torch.testing.assert_close(loss, expected)
+    loss.sum().backward()
+    # Berthet et al.: grad_theta = y_sigma(theta) - y_true with theta = -c
+    torch.testing.assert_close(cost.grad, sign * (y_true - ys.mean(0)))
+
+
+def test_hamming_and_loglog_recall_values():
+    y = torch.tensor([[1.0, 0.0, 1.0, 0.0]], requires_grad=True)
+    t = torch.tensor([[1.0, 1.0, 0.0, 0.0]])
+    loss = cl.losses.hamming(y, t)
+    assert loss.item() == pytest.approx(0.5)
+    loss.backward()
+    torch.testing.assert_close(y.grad, (1 - 2 * t) / 4)
+
+    # positives at ranks 2 and 5: negatives above them are 1 and 3
+    ranks = torch.tensor([[2.0, 1.0, 5.0, 3.0, 4.0]], requires_grad=True)
+    relevance = torch.tensor([[1.0, 0.0, 1.0, 0.0, 0.0]])
+    value = cl.losses.loglog_recall(ranks, relevance)
+    expected = (np.log1p(np.log1p(1.0)) + np.log1p(np.log1p(3.0))) / 2
+    assert value.item() == pytest.approx(expected)
+    value.backward()
+    assert ranks.grad[0, 1] == 0 and ranks.grad[0, 0] > ranks.grad[0, 2] > 0
+    perfect = torch.tensor([[1.0, 2.0, 3.0]])
+    assert cl.losses.loglog_recall(perfect, torch.tensor([[1.0, 1.0, 0.0]])).item() == 0.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_metrics_by_hand(backend):
+    backend = backend_or_skip(backend, SPEC_MIN)
+    c = torch.tensor([[1.0, 2.0, 3.0, 4.0], [4.0, 1.0, 1.0, 2.0]], dtype=torch.float64)
+    # feasible pairs: {0,1}, {1,2}, {1,3}, {2,3}; min optima {0,1} (obj 3) and {1,2} (obj 2)
+    assert best(c, "min").tolist() == [[1, 1, 0, 0], [0, 1, 1, 0]]
+    y_pred = torch.tensor([[0.0, 1.0, 0.0, 1.0], [1.0, 1.0, 0.0, 0.0]], dtype=torch.float64)
+    regret = cl.metrics.regret(SPEC_MIN, c, y_pred, backend=backend)
+    torch.testing.assert_close(regret, torch.tensor([6.0 - 3.0, 5.0 - 2.0], dtype=torch.float64))
+    nreg = cl.metrics.normalized_regret(SPEC_MIN, c, y_pred, backend=backend)
+    assert nreg.item() == pytest.approx(6.0 / 5.0)
+    ratio = cl.metrics.cost_ratio(SPEC_MIN, c, y_pred, backend=backend)
+    torch.testing.assert_close(ratio, torch.tensor([6 / 3, 5 / 2], dtype=torch.float64))
+    # max optima {2,3} (obj 7) and {0,1} (obj 5); regret is the optimum minus the achieved
+    assert best(c, "max").tolist() == [[0, 0, 1, 1], [1, 1, 0, 0]]
+    y_max = torch.tensor([[0.0, 1.0, 1.0, 0.0], [0.0, 1.0, 0.0, 1.0]], dtype=torch.float64)
+    regret = cl.metrics.regret(SPEC_MAX, c, y_max, backend=backend)
+    torch.testing.assert_close(regret, torch.tensor([7.0 - 5.0, 5.0 - 3.0], dtype=torch.float64))
+    assert cl.metrics.normalized_regret(SPEC_MAX, c, y_max).item() == pytest.approx(4 / 12)
+
+
+def test_metrics_accept_solver_and_y_true():
+    c = torch.rand(6, 4, dtype=torch.float64)
+    solver = cl.make_solver(SPEC_MIN)
+    y_star = best(c, "min")
+    y_pred = best(torch.rand(6, 4, dtype=torch.float64), "min")
+    with_solver = cl.metrics.regret(SPEC_MIN, c, y_pred, solver=solver)
+    with_truth = cl.metrics.regret(SPEC_MIN, c.numpy(), y_pred.numpy(), y_true=y_star)
+    torch.testing.assert_close(with_solver, with_truth)
+    assert (with_solver >= -1e-12).all()
+    assert cl.metrics.regret(SPEC_MIN, c, y_star).abs().max() < 1e-12
+    with pytest.raises(ValueError, match=r"y_pred has shape \(6, 3\) but cost_true has \(6, 4\)"):
+        cl.metrics.regret(SPEC_MIN, c, torch.zeros(6, 3))
+    with pytest.raises(ValueError, match="cost_true has trailing shape"):
+        cl.metrics.regret(SPEC_MIN, torch.zeros(6, 3), torch.zeros(6, 3))
+
+
+def _train(loss_name: str) -> tuple[float, float]:
+    data = shortest_path(300, 5, grid=(3, 3), deg=4, noise_width=0.5, seed=3)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(5, data.costs.shape[1])
+    solver = cl.make_solver(data.spec)
+    spo = cl.losses.SPOPlusLoss(data.spec, backend=solver)
+    fy = cl.losses.FenchelYoungLoss(data.spec, sigma=0.5, num_samples=2, backend=solver)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+
+    def test_regret() -> float:
+        with torch.no_grad():
+            decisions = solver.solve(model(data.features))
+        return cl.metrics.normalized_regret(
+            data.spec, data.costs, decisions, y_true=data.solutions
+        ).item()
+
+    before = test_regret()
+    for _ in range(25):
+        optimizer.zero_grad()
+        pred = model(data.features)
+        if loss_name == "spo":
+            loss = spo(pred, data.costs, data.solutions)
+        else:
+            loss = fy(pred, data.solutions)
+        loss.backward()
+        optimizer.step()
+    return before, test_regret()
+
+
+@pytest.mark.parametrize("loss_name", ["spo", "fy"])
+def test_training_reduces_the_regret(loss_name):
+    before, after = _train(loss_name)
+    assert after < 0.6 * before
