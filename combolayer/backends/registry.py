@@ -31,7 +31,8 @@ class Backend(Protocol):
     requires: ClassVar[tuple[str, ...]]
     capabilities: ClassVar[frozenset[str]]
     #: Lower is preferred by ``"auto"`` among backends of the same tier
-    #: (native solvers before generic ones).
+    #: (native solvers before generic ones). A backend whose speed depends on
+    #: the problem may also define ``rank(spec) -> int`` to override it.
     priority: ClassVar[int]
 
     def accepts(self, spec: Spec) -> str | None:
@@ -111,7 +112,12 @@ def why_not(cls: type, spec: Spec) -> str | None:
 
 def _ranked(spec: Spec) -> list[type]:
     """All backends, best first: native solvers, then generic ones, by priority."""
-    return sorted(backends().values(), key=lambda cls: (not is_native(cls, spec), cls.priority))
+
+    def key(cls: type) -> tuple[bool, int]:
+        rank = getattr(cls, "rank", None)
+        return not is_native(cls, spec), rank(spec) if rank is not None else cls.priority
+
+    return sorted(backends().values(), key=key)
 
 
 def capable_backends(spec: Spec) -> list[str]:

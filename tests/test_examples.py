@@ -1,0 +1,21 @@
+"""Every example runs, so none goes stale."""
+
+import runpy
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
+
+
+def test_there_are_examples():
+    assert len(EXAMPLES) >= 3
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_runs(path, capsys):
+    namespace = runpy.run_path(str(path))
+    result = namespace["main"]()
+    assert capsys.readouterr().out
+    if path.name == "custom_ilp.py":
+        assert result > 0.5
