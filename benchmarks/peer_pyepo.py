@@ -1,0 +1,157 @@
+"""combolayer's estimators and losses on PyEPO's shortest-path benchmark.
+
+Setting (PyEPO, Tang & Khalil 2022): 5x5 grid of right/down edges (40 costs),
+5 features, polynomial degree 4, noise half-width 0.5, 1000 training and 1000
+test instances (one seed-135 draw of 2000, split in order), a linear model,
+Adam lr 1e-2, batch 32, 20 epochs. Reported: normalized test regret after the
+last epoch and seconds per training epoch (the test evaluation is not timed).
+
+Layer methods train on the Hamming loss to the true paths; SPO+ on the true
+costs; PFYL is the perturbed Fenchel-Young loss; DPO the Perturbed layer.
+
+    python benchmarks/peer_pyepo.py [--epochs 20] [--plot docs/img/peer_pyepo.png]
+
+If ``import pyepo`` works (optional, never a dependency), PyEPO's SPO+ runs on
+the same data and the ratio of our epoch time to PyEPO's is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import torch
+from tqdm.auto import tqdm
+
+import combolayer as cl
+from combolayer.data import Data, shortest_path
+
+PUBLISHED = {"SPO+": 0.076, "PFYL": 0.073, "DPO": 0.099, "I-MLE": 0.121, "DBB": 0.151,
+             "NID": 0.089}
+
+
+def methods(spec, solver) -> dict[str, tuple[str, Callable]]:
+    """Name -> (PyEPO's name for the method, loss(pred, batch_costs, batch_solutions))."""
+
+    def through(method, projection: str = "none"):
+        layer = cl.ComboLayer(spec, method=method, projection=projection, backend=solver.backend)
+        return lambda pred, c, y: cl.losses.hamming(layer(pred, target=y), y), layer
+
+    spo = cl.losses.SPOPlusLoss(spec, backend=solver)
+    fy = cl.losses.FenchelYoungLoss(spec, sigma=1.0, num_samples=1, backend=solver)
+    table = {
+        "SPO+": ("SPO+", lambda pred, c, y: spo(pred, c, y), None),
+        "Fenchel-Young (sigma=1)": ("PFYL", lambda pred, c, y: fy(pred, y), None),
+        "Perturbed (sigma=1)": ("DPO", *through(cl.Perturbed(sigma=1.0))),
+        "I-MLE (lam=10, SoG)": ("I-MLE", *through(cl.IMLE(lam=10.0))),
+        "Blackbox (lam=20)": ("DBB", *through(cl.Blackbox(lam=20.0))),
+        "Identity, projection none": ("NID", *through(cl.Identity(), "none")),
+        "Identity, projection std": ("NID", *through(cl.Identity(), "std")),
+        "Identity, projection auto": ("NID", *through(cl.Identity(), "auto")),
+    }
+    return table
+
+
+def run(loss_fn, layer, train: Data, test: Data, solver, epochs: int, bar) -> tuple[list, list]:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(train.features.shape[1], train.costs.shape[1])
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(train.features, train.costs, train.solutions),
+        batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(0),
+    )
+    regrets, seconds = [], []
+    for _ in range(epochs):
+        if layer is not None:
+            layer.train()
+        start = time.perf_counter()
+        for x, c, y in loader:
+            loss = loss_fn(model(x), c, y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        seconds.append(time.perf_counter() - start)
+        with torch.no_grad():
+            decisions = solver.solve(model(test.features))
+        regrets.append(cl.metrics.normalized_regret(
+            test.spec, test.costs, decisions, solver=solver, y_true=test.solutions).item())
+        bar.set_postfix(regret=f"{regrets[-1]:.3f}")
+        bar.update()
+    return regrets, seconds
+
+
+def pyepo_spo_seconds(train: Data, epochs: int) -> float | None:
+    """PyEPO's own SPO+ epoch time on the same data, or None without pyepo (and gurobipy)."""
+    try:
+        import pyepo
+        optmodel = pyepo.model.grb.shortestPathModel(grid=(5, 5))
+    except Exception as error:  # pyepo or its solver missing: skip the side-by-side
+        print(f"PyEPO side-by-side skipped: {type(error).__name__}: {error}")
+        return None
+    dataset = pyepo.data.dataset.optDataset(optmodel, train.features.numpy(), train.costs.numpy())
+    loader = torch.utils.data.DataLoader(dataset, batch_size=32, shuffle=True)
+    model = torch.nn.Linear(train.features.shape[1], train.costs.shape[1])
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    spop = pyepo.func.SPOPlus(optmodel, processes=1)
+    start = time.perf_counter()
+    for _ in range(epochs):
+        for x, c, w, z in loader:
+            loss = spop(model(x), c, w, z)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return (time.perf_counter() - start) / epochs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--backend", default="auto")
+    parser.add_argument("--plot", default="docs/img/peer_pyepo.png", help="'' to skip")
+    args = parser.parse_args()
+
+    data = shortest_path(2000, 5, grid=(5, 5), deg=4, noise_width=0.5, seed=135,
+                         backend=args.backend)
+    train, test = data.split(1000)
+    solver = cl.make_solver(data.spec, args.backend)
+    print(f"{data.spec.label}, backend {solver.backend!r}, {args.epochs} epochs")
+    table = methods(data.spec, solver)
+    results = {}
+    with tqdm(total=args.epochs * len(table), desc="peer_pyepo") as bar:
+        for name, (peer, loss_fn, layer) in table.items():
+            bar.set_description(name)
+            results[name] = (peer, *run(loss_fn, layer, train, test, solver, args.epochs, bar))
+
+    print("\n| method | normalized test regret | PyEPO published | s / epoch |")
+    print("|---|---|---|---|")
+    for name, (peer, regrets, seconds) in results.items():
+        print(f"| {name} | {regrets[-1]:.3f} | {peer} {PUBLISHED[peer]:.3f} | "
+              f"{sum(seconds) / len(seconds):.3f} |")
+
+    theirs = pyepo_spo_seconds(train, args.epochs)
+    if theirs is not None:
+        ours = sum(results["SPO+"][2]) / len(results["SPO+"][2])
+        print(f"SPO+ epoch time, ours / PyEPO's: {ours / theirs:.3f} "
+              f"({ours:.3f} s / {theirs:.3f} s)")
+
+    if args.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for name, (_, regrets, _) in results.items():
+            ax.plot(range(1, len(regrets) + 1), regrets, label=name)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("normalized test regret")
+        ax.set_title("PyEPO shortest path 5x5, deg 4, noise 0.5")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(args.plot, dpi=120)
+        print(f"plot saved to {args.plot}")
+
+
+if __name__ == "__main__":
+    main()
