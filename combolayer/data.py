@@ -88,3 +88,86 @@ def shortest_path(
     x = rnd.normal(0, 1, (num_data, num_features))
     c = _polynomial_costs(rnd, B, x, deg, noise_width)
     return _solved(spec, x, c, backend)
+
+
+def knapsack(
+    num_data: int,
+    num_features: int,
+    num_items: int,
+    dim: int = 1,
+    deg: int = 1,
+    noise_width: float = 0.0,
+    seed: int = 135,
+    capacities: list[float] | None = None,
+    backend: Any = "auto",
+) -> Data:
+    """PyEPO's multi-dimensional 0/1 knapsack data: item values from features.
+
+    With ``m = num_items``, ``p = num_features`` and PyEPO's draw order:
+    weights ``W = choice({300, ..., 799})^{dim x m} / 100`` (fixed across
+    instances, so in [3, 8) at a precision of 0.01, PyEPO's values),
+    ``B ~ Bernoulli(0.5)^{m x p}``, ``x_i ~ N(0, I_p)``, and item values
+    ``c_ij = ceil(5 [((B x_i)_j / sqrt(p) + 3)^deg + 1] / 3.5^deg * eps_ij)``
+    with ``eps_ij ~ U[1 - noise_width, 1 + noise_width]``. PyEPO leaves the
+    capacities to the user; the default here is half of each dimension's total
+    weight. The spec is ``Knapsack(W, capacities)`` (maximise the value).
+    """
+    from .problems import Knapsack
+
+    rnd = np.random.RandomState(seed)
+    weights = rnd.choice(range(300, 800), size=(dim, num_items)) / 100
+    B = rnd.binomial(1, 0.5, (num_items, num_features))
+    x = rnd.normal(0, 1, (num_data, num_features))
+    values = ((x @ B.T) / np.sqrt(num_features) + 3.0) ** deg + 1.0
+    values *= 5.0 / 3.5**deg
+    values = np.ceil(values * rnd.uniform(1 - noise_width, 1 + noise_width, values.shape))
+    if capacities is None:
+        capacities = (0.5 * weights.sum(axis=1)).tolist()
+    spec = Knapsack(weights=weights.tolist(), capacities=list(capacities))
+    return _solved(spec, x, values, backend)
+
+
+def tsp(
+    num_data: int,
+    num_features: int,
+    num_nodes: int,
+    deg: int = 1,
+    noise_width: float = 0.0,
+    seed: int = 135,
+    backend: Any = "auto",
+) -> Data:
+    """PyEPO's symmetric TSP data: Euclidean distances plus a feature-driven part.
+
+    With ``n = num_nodes``, ``E = n (n - 1) / 2`` node pairs ``i < j`` in
+    row-major order and PyEPO's draw order: coordinates, ``n // 2`` of them
+    ``U(-2, 2)^2`` and the rest ``N(0, I_2)``; ``B = Bernoulli(0.5)^{E x p} *
+    U(-2, 2)^{E x p}`` (elementwise); ``x_i ~ N(0, I_p)``; and edge costs
+    ``c_ie = round(d_e + ((B x_i)_e / sqrt(p) + 3)^deg / 3^(deg - 1) * eps_ie, 4)``
+    with ``d_e`` the Euclidean distance and ``eps_ie ~ U[1 - noise_width, 1 + noise_width]``.
+    The costs come back as symmetric ``(n, n)`` matrices (zero diagonal), the
+    cost shape of ``TSP(n)``, whose solutions are symmetric adjacency matrices,
+    so ``<c, y>`` is twice the tour length.
+    """
+    from scipy.spatial.distance import pdist
+
+    from .problems import TSP
+
+    rnd = np.random.RandomState(seed)
+    half = num_nodes // 2
+    coords = np.concatenate(
+        (rnd.uniform(-2, 2, (half, 2)), rnd.normal(0, 1, (num_nodes - half, 2)))
+    )
+    distance = pdist(coords, "euclidean")
+    num_edges = len(distance)
+    B = rnd.binomial(1, 0.5, (num_edges, num_features)) * rnd.uniform(
+        -2, 2, (num_edges, num_features)
+    )
+    x = rnd.normal(0, 1, (num_data, num_features))
+    feature_cost = ((x @ B.T) / np.sqrt(num_features) + 3.0) ** deg / 3.0 ** (deg - 1)
+    noise = rnd.uniform(1 - noise_width, 1 + noise_width, (num_data, num_edges))
+    edge_costs = np.around(distance + feature_cost * noise, decimals=4)
+    rows, cols = np.triu_indices(num_nodes, k=1)  # row-major i < j, pdist's order
+    costs = np.zeros((num_data, num_nodes, num_nodes))
+    costs[:, rows, cols] = edge_costs
+    costs[:, cols, rows] = edge_costs
+    return _solved(TSP(num_nodes=num_nodes), x, costs, backend)
