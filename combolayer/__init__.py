@@ -1,6 +1,6 @@
 """combolayer: combinatorial solvers as differentiable PyTorch layers."""
 
-from . import problems
+from . import backends, data, losses, metrics, problems, transforms
 from .analysis import AffineHull, analyze
 from .backends import BackendConfig, make_solver
 from .errors import (
@@ -10,7 +10,6 @@ from .errors import (
     SolverError,
     SpecError,
 )
-from . import losses, metrics
 from .estimators import IMLE, Blackbox, Identity, Margin, Perturbed
 from .io import load_spec
 from .layer import ComboLayer
@@ -20,6 +19,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ILP",
+    "IMLE",
     "AffineHull",
     "BackendConfig",
     "BackendUnavailable",
@@ -27,7 +27,6 @@ __all__ = [
     "ComboLayer",
     "ComboLayerError",
     "Constraint",
-    "IMLE",
     "Identity",
     "InfeasibleError",
     "Margin",
@@ -35,7 +34,12 @@ __all__ = [
     "SolverError",
     "SpecError",
     "analyze",
+    "backends",
+    "data",
     "load_spec",
+    "losses",
     "make_solver",
+    "metrics",
     "problems",
+    "transforms",
 ]

@@ -6,6 +6,8 @@ import argparse
 import importlib
 import sys
 
+from .errors import ComboLayerError
+
 # Each subcommand lives next to the code it exercises: "module:function",
 # called with the parsed arguments.
 COMMANDS = {
@@ -45,7 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     target, _ = COMMANDS[args.command]
     module, function = target.split(":")
-    return getattr(importlib.import_module(module), function)(args) or 0
+    try:
+        return getattr(importlib.import_module(module), function)(args) or 0
+    except (ComboLayerError, ValueError, OSError) as error:
+        print(f"combolayer {args.command}: {type(error).__name__}: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

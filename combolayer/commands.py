@@ -7,6 +7,11 @@ an exit code (``None`` means 0).
 from __future__ import annotations
 
 import argparse
+import io
+import json
+from pathlib import Path
+
+import numpy as np
 
 
 def analyze(args: argparse.Namespace) -> int:
@@ -18,4 +23,54 @@ def analyze(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     print(describe(spec, analyze_spec(spec, exact=args.exact)))
+    return 0
+
+
+def load_costs(path: Path) -> np.ndarray:
+    """Costs from ``.npy``, a JSON array, or whitespace/comma-separated text."""
+    if path.suffix == ".npy":
+        return np.load(path, allow_pickle=False)
+    text = path.read_text()
+    if text.lstrip().startswith("["):
+        return np.asarray(json.loads(text), dtype=float)
+    return np.loadtxt(io.StringIO(text), delimiter="," if "," in text else None, ndmin=1)
+
+
+def solve(args: argparse.Namespace) -> int:
+    """``combolayer solve SPEC --costs FILE``: print the optimal solution of each cost row."""
+    from .backends.registry import make_solver
+
+    solver = make_solver(args.spec, args.backend)
+    costs = load_costs(Path(args.costs))
+    shape = solver.cost_shape
+    if costs.shape[max(costs.ndim - len(shape), 0):] != shape and costs.size % solver.num_outputs == 0:
+        costs = costs.reshape(-1, *shape)  # one flat row per instance
+    y = solver.solve(costs)
+    objective = (costs * y).reshape(*y.shape[: y.ndim - len(shape)], -1).sum(-1)
+    print(f"{solver.spec.label} on backend {solver.backend!r}")
+    print(json.dumps({"solution": y.tolist(), "objective": objective.tolist()}))
+    return 0
+
+
+def reproduce(args: argparse.Namespace) -> int:
+    """``combolayer reproduce EXPERIMENT``: re-run a documented experiment: ``demo``,
+    or ``benchmarks/EXPERIMENT.py`` from a source checkout."""
+    import runpy
+    import sys
+    from pathlib import Path
+
+    if args.experiment == "demo":
+        from .demo import run
+
+        run()
+        return 0
+    folder = Path(__file__).resolve().parents[1] / "benchmarks"
+    experiments = sorted(p.stem for p in folder.glob("*.py")) if folder.is_dir() else []
+    if args.experiment not in experiments:
+        print(f"unknown experiment {args.experiment!r}: expected one of {['demo', *experiments]}"
+              + ("" if experiments else " (the benchmarks/ folder of a source checkout)"),
+              file=sys.stderr)
+        return 2
+    sys.argv = [str(folder / f"{args.experiment}.py")]
+    runpy.run_path(sys.argv[0], run_name="__main__")
     return 0

@@ -1,0 +1,52 @@
+import json
+import subprocess
+import sys
+
+import numpy as np
+import yaml
+
+
+def run(*args, check=True):
+    result = subprocess.run([sys.executable, "-m", "combolayer", *args], capture_output=True,
+                            text=True, check=False)
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_solve_reads_npy_json_and_text(tmp_path):
+    spec = tmp_path / "topk.yaml"
+    spec.write_text("kind: topk\nn: 4\nk: 1\n")
+    costs = np.array([[0.0, 3.0, 1.0, 2.0], [5.0, 0.0, 0.0, 0.0]])
+    np.save(tmp_path / "c.npy", costs)
+    (tmp_path / "c.json").write_text(json.dumps(costs.tolist()))
+    (tmp_path / "c.csv").write_text("0,3,1,2\n5,0,0,0\n")
+    for name in ("c.npy", "c.json", "c.csv"):
+        out = run("solve", str(spec), "--costs", str(tmp_path / name)).stdout
+        answer = json.loads(out.splitlines()[-1])
+        assert answer == {"solution": [[0, 1, 0, 0], [1, 0, 0, 0]], "objective": [3.0, 5.0]}
+
+
+def test_solve_reports_bad_costs_without_a_traceback(tmp_path):
+    (tmp_path / "c.json").write_text("[1, 2]")
+    result = run("solve", "{kind: tsp, num_nodes: 3}", "--costs", str(tmp_path / "c.json"),
+                 check=False)
+    assert result.returncode == 2
+    assert "trailing shape (2,) but TSP(num_nodes=3) expects (3, 3)" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_train_from_config(tmp_path):
+    config = {
+        "data": {"name": "shortest_path", "num_features": 5, "grid": [3, 3], "deg": 2},
+        "layer": {"method": "identity", "projection": "std"},
+        "epochs": 2, "num_train": 64, "num_test": 64,
+    }
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert "normalized test regret" in run("train", str(path)).stdout
+
+
+def test_reproduce_unknown_experiment_lists_the_known_ones():
+    result = run("reproduce", "nonsense", check=False)
+    assert result.returncode == 2 and "expected one of ['demo'" in result.stderr
