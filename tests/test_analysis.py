@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import combolayer as cl
-from combolayer.analysis import analyze
 from combolayer.cli import main as cli_main
 from combolayer.data import grid_edges, shortest_path_spec
 
 P = cl.problems
+analyze = cl.analyze
 
 
 # -- helpers -------------------------------------------------------------------
