@@ -43,7 +43,8 @@ def solve(args: argparse.Namespace) -> int:
     solver = make_solver(args.spec, args.backend)
     costs = load_costs(Path(args.costs))
     shape = solver.cost_shape
-    if costs.shape[max(costs.ndim - len(shape), 0):] != shape and costs.size % solver.num_outputs == 0:
+    trailing = costs.shape[max(costs.ndim - len(shape), 0) :]
+    if trailing != shape and costs.size % solver.num_outputs == 0:
         costs = costs.reshape(-1, *shape)  # one flat row per instance
     y = solver.solve(costs)
     objective = (costs * y).reshape(*y.shape[: y.ndim - len(shape)], -1).sum(-1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any, Union
+from typing import Annotated, Union
 
 import yaml
 from pydantic import Discriminator, TypeAdapter, ValidationError
@@ -39,9 +39,7 @@ def read_mapping(source: str | os.PathLike | dict, what: str = "spec") -> dict:
         hint = ""
         if isinstance(source, str) and "\n" not in source and not Path(source).exists():
             hint = f" (there is no file named {source!r} either)"
-        raise SpecError(
-            f"{what} from {origin} must be a mapping, got {type(data).__name__}{hint}"
-        )
+        raise SpecError(f"{what} from {origin} must be a mapping, got {type(data).__name__}{hint}")
     return data
 
 
@@ -52,8 +50,12 @@ def _read_text(source: str | os.PathLike) -> tuple[str, str]:
             raise SpecError(f"no file named {str(path)!r}")
         return path.read_text(), str(path)
     if not isinstance(source, str):
-        raise SpecError(f"expected a path, a YAML/JSON string or a dict, got {type(source).__name__}")
-    looks_like_path = "\n" not in source and len(source) < 4096 and not source.lstrip().startswith("{")
+        raise SpecError(
+            f"expected a path, a YAML/JSON string or a dict, got {type(source).__name__}"
+        )
+    looks_like_path = (
+        "\n" not in source and len(source) < 4096 and not source.lstrip().startswith("{")
+    )
     if looks_like_path and Path(source).is_file():
         return Path(source).read_text(), source
     return source, "a string"

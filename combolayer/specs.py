@@ -208,7 +208,7 @@ class ILP(Spec):
         sense: Sense = "min",
         num_aux: int = 0,
     ) -> ILP:
-        """Build an ILP from numpy or scipy.sparse matrices (``A_ub x <= b_ub``, ``A_eq x == b_eq``)."""
+        """An ILP from numpy or scipy.sparse matrices: ``A_ub x <= b_ub``, ``A_eq x == b_eq``."""
         shape = [int(shape)] if np.isscalar(shape) else [int(d) for d in shape]
         n = math.prod(shape) + num_aux
         constraints: list[Constraint] = []

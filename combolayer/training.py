@@ -91,7 +91,10 @@ def load_data(config: dict[str, Any], num_train: int, num_test: int) -> tuple[da
 
 
 def train(args: Any) -> int:
-    """``combolayer train CONFIG``: keys data, layer, epochs, lr, batch_size, num_train, num_test."""
+    """``combolayer train CONFIG``.
+
+    Keys: data, layer, epochs, lr, batch_size, num_train, num_test.
+    """
     config = dict(read_mapping(args.config, what="train config"))
     train_data, test_data = load_data(
         config["data"], config.get("num_train", 1000), config.get("num_test", 1000)

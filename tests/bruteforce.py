@@ -1,4 +1,4 @@
-"""Brute-force enumeration of small integer programs: the ground truth backends are checked against."""
+"""Brute-force enumeration of small integer programs: the ground truth for every backend."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ def feasible_points(spec: cl.ILP, tol: float = 1e-9) -> np.ndarray:
     form = spec.to_canonical()
     assert form.integer.all(), "brute force needs integer variables"
     assert np.isfinite(form.upper).all(), "brute force needs finite bounds"
-    ranges = [range(int(np.ceil(lo)), int(np.floor(hi)) + 1) for lo, hi in zip(form.lower, form.upper)]
+    ranges = [
+        range(int(np.ceil(lo)), int(np.floor(hi)) + 1) for lo, hi in zip(form.lower, form.upper)
+    ]
     points = np.array(list(itertools.product(*ranges)), dtype=float).reshape(-1, form.num_vars)
     ok = np.ones(len(points), dtype=bool)
     if form.A_ub.shape[0]:

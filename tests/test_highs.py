@@ -36,23 +36,35 @@ def test_batches_of_any_leading_shape_and_array_kind():
 
 
 def test_max_sense_is_argmax():
-    spec = cl.ILP(shape=[4], sense="max", constraints=[cl.Constraint(coefs=[1] * 4, sense="==", rhs=1)])
+    spec = cl.ILP(
+        shape=[4], sense="max", constraints=[cl.Constraint(coefs=[1] * 4, sense="==", rhs=1)]
+    )
     y = cl.make_solver(spec, "highs").solve(np.array([0.1, 3.0, -1.0, 2.0]))
     np.testing.assert_array_equal(y, [0, 1, 0, 0])
 
 
 def test_auxiliary_variables_are_not_returned():
     # y0 + y1 == 2 * z with z an integer auxiliary: y is all zeros or all ones.
-    spec = cl.ILP(shape=[2], num_aux=1, integrality="integer", upper=[1, 1, 1],
-                  constraints=[cl.Constraint(coefs=[1, 1, -2], sense="==", rhs=0)])
+    spec = cl.ILP(
+        shape=[2],
+        num_aux=1,
+        integrality="integer",
+        upper=[1, 1, 1],
+        constraints=[cl.Constraint(coefs=[1, 1, -2], sense="==", rhs=0)],
+    )
     solver = cl.make_solver(spec, "highs")
-    np.testing.assert_array_equal(solver.solve(np.array([[-1.0, 0.5], [1.0, -0.5]])),
-                                  [[1, 1], [0, 0]])
+    np.testing.assert_array_equal(
+        solver.solve(np.array([[-1.0, 0.5], [1.0, -0.5]])), [[1, 1], [0, 0]]
+    )
 
 
 def test_continuous_lp():
-    spec = cl.ILP(shape=[2], integrality="continuous", upper=[2, 2],
-                  constraints=[cl.Constraint(coefs=[1, 1], sense="<=", rhs=3)])
+    spec = cl.ILP(
+        shape=[2],
+        integrality="continuous",
+        upper=[2, 2],
+        constraints=[cl.Constraint(coefs=[1, 1], sense="<=", rhs=3)],
+    )
     y = cl.make_solver(spec, "highs").solve(np.array([-1.0, -2.0]))
     np.testing.assert_allclose(y, [1, 2])
 
@@ -65,16 +77,24 @@ def test_infeasible_raises():
 
 @pytest.mark.parametrize("integrality", ["integer", "continuous"])
 def test_unbounded_raises(integrality):
-    spec = cl.ILP(shape=[2], integrality=integrality, upper=None,
-                  constraints=[cl.Constraint(coefs=[1, -1], sense="<=", rhs=1)])
+    spec = cl.ILP(
+        shape=[2],
+        integrality=integrality,
+        upper=None,
+        constraints=[cl.Constraint(coefs=[1, -1], sense="<=", rhs=1)],
+    )
     with pytest.raises(cl.SolverError, match="unbounded") as info:
         cl.make_solver(spec, "highs").solve(np.array([-1.0, -1.0]))
     assert not isinstance(info.value, cl.InfeasibleError)
 
 
 def test_integer_infeasible_but_lp_feasible_raises():
-    spec = cl.ILP(shape=[2], integrality="integer", upper=None,
-                  constraints=[cl.Constraint(coefs=[2, 2], sense="==", rhs=1)])
+    spec = cl.ILP(
+        shape=[2],
+        integrality="integer",
+        upper=None,
+        constraints=[cl.Constraint(coefs=[2, 2], sense="==", rhs=1)],
+    )
     with pytest.raises(cl.InfeasibleError):
         cl.make_solver(spec, "highs").solve(np.array([1.0, 1.0]))
 
@@ -99,8 +119,12 @@ def test_time_limit_without_solution_raises():
     rng = np.random.default_rng(0)
     n = 60
     weights = rng.integers(10_000, 20_000, n) * 2
-    spec = cl.ILP(shape=[n], constraints=[cl.Constraint(coefs=weights.tolist(), sense="==",
-                                                       rhs=float(weights.sum() // 2 + 1))])
+    spec = cl.ILP(
+        shape=[n],
+        constraints=[
+            cl.Constraint(coefs=weights.tolist(), sense="==", rhs=float(weights.sum() // 2 + 1))
+        ],
+    )
     solver = cl.make_solver(spec, cl.BackendConfig(name="highs", time_limit=0.05))
     with pytest.raises(cl.SolverError, match="time limit|no feasible solution"):
         solver.solve(rng.normal(size=n))

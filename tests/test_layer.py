@@ -14,14 +14,15 @@ PROJECTIONS = ["none", "mean", "norm", "std", lambda w: 2.0 * w - w.sum(-1, keep
 
 
 def choose(k=2, n=5, sense="min"):
-    return cl.ILP(shape=[n], sense=sense,
-                  constraints=[cl.Constraint(coefs=[1] * n, sense="==", rhs=k)])
+    return cl.ILP(
+        shape=[n], sense=sense, constraints=[cl.Constraint(coefs=[1] * n, sense="==", rhs=k)]
+    )
 
 
 def assignment(n=3, sense="min"):
     A_eq = np.zeros((2 * n, n * n))
     for i in range(n):
-        A_eq[i, i * n:(i + 1) * n] = 1
+        A_eq[i, i * n : (i + 1) * n] = 1
         A_eq[n + i, i::n] = 1
     return cl.ILP.from_matrices(shape=(n, n), A_eq=A_eq, b_eq=np.ones(2 * n), sense=sense)
 
@@ -85,8 +86,9 @@ def test_norm_of_zero_cost_is_finite():
 def test_noise_is_off_in_eval_and_has_the_right_support_in_train():
     spec = choose(k=2, n=5)
     alpha = 0.8
-    layer = cl.ComboLayer(spec, projection="std", noise=alpha,
-                          generator=torch.Generator().manual_seed(3))
+    layer = cl.ComboLayer(
+        spec, projection="std", noise=alpha, generator=torch.Generator().manual_seed(3)
+    )
     solver = cl.make_solver(spec, "highs")
     w = torch.randn(200, 5, dtype=torch.float64)
     p = project_std(w)
@@ -112,7 +114,9 @@ def test_output_keeps_shape_dtype_and_nothing_is_saved_without_grad():
     assert layer(torch.randn(3, 3, requires_grad=True)).grad_fn is not None
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device; none on this machine")
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device; none on this machine"
+)
 def test_cuda_tensors_come_back_on_their_device():
     layer = cl.ComboLayer(choose())
     w = torch.randn(4, 5, device="cuda", requires_grad=True)

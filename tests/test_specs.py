@@ -34,8 +34,17 @@ def test_to_matrices_negates_ge_rows():
 def test_from_matrices_round_trips_through_to_matrices(rng):
     A_ub = rng.integers(-2, 3, (3, 6)).astype(float)
     A_eq = sp.csr_matrix(rng.integers(-2, 3, (2, 6)).astype(float))
-    spec = cl.ILP.from_matrices(shape=(2, 2), A_ub=A_ub, b_ub=[1, 2, 3], A_eq=A_eq, b_eq=[0, 1],
-                                num_aux=2, integrality="integer", upper=[3] * 6, sense="max")
+    spec = cl.ILP.from_matrices(
+        shape=(2, 2),
+        A_ub=A_ub,
+        b_ub=[1, 2, 3],
+        A_eq=A_eq,
+        b_eq=[0, 1],
+        num_aux=2,
+        integrality="integer",
+        upper=[3] * 6,
+        sense="max",
+    )
     got = spec.to_matrices()
     np.testing.assert_array_equal(got[0].toarray(), A_ub)
     np.testing.assert_array_equal(got[1], [1, 2, 3])
@@ -51,10 +60,14 @@ def test_from_matrices_checks_columns():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(constraints=[cl.Constraint(coefs={7: 1.0}, sense="<=", rhs=1)]),
-         r"constraints\[0\]\.coefs index 7 is out of range: expected 0 <= index < 3"),
-        (dict(constraints=[cl.Constraint(coefs=[1, 1], sense="<=", rhs=1)]),
-         r"constraints\[0\]\.coefs has 2 entries but the ILP has 3 variables"),
+        (
+            dict(constraints=[cl.Constraint(coefs={7: 1.0}, sense="<=", rhs=1)]),
+            r"constraints\[0\]\.coefs index 7 is out of range: expected 0 <= index < 3",
+        ),
+        (
+            dict(constraints=[cl.Constraint(coefs=[1, 1], sense="<=", rhs=1)]),
+            r"constraints\[0\]\.coefs has 2 entries but the ILP has 3 variables",
+        ),
         (dict(lower=[0, 0]), "lower has 2 entries but the ILP has 3 variables"),
         (dict(integrality=["binary"] * 4), "integrality has 4 entries but the ILP has 3"),
         (dict(lower=[0, 2, 0], upper=[1, 1, 1]), r"lower\[1\] = 2.0 exceeds upper\[1\] = 1.0"),
@@ -83,11 +96,16 @@ def test_spec_error_is_a_value_error():
 
 
 def test_json_and_yaml_round_trip(tmp_path):
-    spec = choose(n=4, k=2, sense="max", integrality=["binary"] * 3 + ["integer"], upper=[1, 1, 1, 3])
+    spec = choose(
+        n=4, k=2, sense="max", integrality=["binary"] * 3 + ["integer"], upper=[1, 1, 1, 3]
+    )
     assert cl.load_spec(spec.model_dump_json()) == spec
     assert cl.load_spec(yaml.safe_dump(spec.model_dump())) == spec
     assert cl.load_spec(json.loads(spec.model_dump_json())) == spec
-    for suffix, text in ((".json", spec.model_dump_json()), (".yaml", yaml.safe_dump(spec.model_dump()))):
+    for suffix, text in (
+        (".json", spec.model_dump_json()),
+        (".yaml", yaml.safe_dump(spec.model_dump())),
+    ):
         path = tmp_path / f"spec{suffix}"
         path.write_text(text)
         assert cl.load_spec(path) == spec
@@ -95,8 +113,12 @@ def test_json_and_yaml_round_trip(tmp_path):
 
 
 def test_upper_none_means_unbounded_and_round_trips():
-    spec = cl.ILP(shape=[2], integrality="integer", upper=None,
-                  constraints=[cl.Constraint(coefs=[1, 1], sense="<=", rhs=3)])
+    spec = cl.ILP(
+        shape=[2],
+        integrality="integer",
+        upper=None,
+        constraints=[cl.Constraint(coefs=[1, 1], sense="<=", rhs=3)],
+    )
     assert np.isinf(spec.to_canonical().upper).all()
     assert cl.load_spec(spec.model_dump_json()) == spec
 
@@ -110,8 +132,10 @@ def test_upper_none_means_unbounded_and_round_trips():
         ("missing_file.yaml", "no file named 'missing_file.yaml'"),
         ({"kind": "hexagon"}, "does not match any of the expected tags"),
         ({"shape": [3]}, "kind"),
-        ("kind: ilp\nshape: [3]\nconstraints: !!python/object/apply:os.system ['true']\n",
-         "could not parse spec"),
+        (
+            "kind: ilp\nshape: [3]\nconstraints: !!python/object/apply:os.system ['true']\n",
+            "could not parse spec",
+        ),
     ],
 )
 def test_malformed_input_raises_spec_error(source, match):
@@ -119,11 +143,13 @@ def test_malformed_input_raises_spec_error(source, match):
         cl.load_spec(source)
 
 
-row = st.fixed_dictionaries({
-    "coefs": st.lists(st.integers(-3, 3), min_size=4, max_size=4),
-    "sense": st.sampled_from(["<=", "==", ">="]),
-    "rhs": st.integers(-4, 4),
-})
+row = st.fixed_dictionaries(
+    {
+        "coefs": st.lists(st.integers(-3, 3), min_size=4, max_size=4),
+        "sense": st.sampled_from(["<=", "==", ">="]),
+        "rhs": st.integers(-4, 4),
+    }
+)
 
 
 @settings(max_examples=40, deadline=None)
@@ -135,8 +161,14 @@ row = st.fixed_dictionaries({
 )
 def test_any_valid_spec_round_trips(rows, sense, integrality, num_aux):
     rows = [{**r, "coefs": r["coefs"] + [1] * num_aux} for r in rows]
-    spec = cl.ILP(shape=[2, 2], num_aux=num_aux, sense=sense, integrality=integrality,
-                  upper=3, constraints=rows)
+    spec = cl.ILP(
+        shape=[2, 2],
+        num_aux=num_aux,
+        sense=sense,
+        integrality=integrality,
+        upper=3,
+        constraints=rows,
+    )
     assert cl.load_spec(spec.model_dump_json()) == spec
     assert cl.load_spec(yaml.safe_dump(spec.model_dump())) == spec
     A_ub, b_ub, A_eq, b_eq = spec.to_matrices()

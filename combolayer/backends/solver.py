@@ -31,10 +31,12 @@ def check_costs(spec: Spec, costs: Any, name: str = "costs") -> None:
     k = len(spec.cost_shape)
     if shape[len(shape) - k :] != spec.cost_shape or len(shape) < k:
         raise ValueError(
-            f"{name} has trailing shape {shape[len(shape) - k:] if len(shape) >= k else shape} "
+            f"{name} has trailing shape {shape[len(shape) - k :] if len(shape) >= k else shape} "
             f"but {spec.label} expects {spec.cost_shape} (got full shape {shape})"
         )
-    finite = torch.isfinite(costs).all() if isinstance(costs, torch.Tensor) else np.isfinite(costs).all()
+    finite = (
+        torch.isfinite(costs).all() if isinstance(costs, torch.Tensor) else np.isfinite(costs).all()
+    )
     if not bool(finite):
         raise ValueError(f"{name} must be finite, got NaN or inf entries for {spec.label}")
 
@@ -59,7 +61,7 @@ class Solver:
         return f"Solver({self.spec.label}, backend={self.backend!r})"
 
     def solve(self, costs: Any) -> Any:
-        """``argmin`` (or ``argmax`` for ``sense="max"``) of ``<costs, y>`` over the feasible set."""
+        """``argmin`` (``argmax`` for ``sense="max"``) of ``<costs, y>`` over the feasible set."""
         is_torch = isinstance(costs, torch.Tensor)
         if not is_torch:
             costs = np.asarray(costs, dtype=np.float64)
