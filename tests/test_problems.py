@@ -389,9 +389,24 @@ def test_knapsack_dp_scales_decimal_weights():
         best_value(spec, enumerate_solutions(spec), v) for v in values])
 
 
+def test_scipy_steps_aside_where_a_native_scip_is_faster(monkeypatch):
+    from combolayer.backends import backends
+
+    scip = backends().get("scip")
+    if scip is None or cl.backends.registry.missing_packages(scip):
+        pytest.skip("SCIP backend not installed (pip install pyscipopt)")
+    assert cl.make_solver(TSP(num_nodes=5)).backend == "scipy"
+    monkeypatch.setattr(scip, "capabilities", scip.capabilities | {"tsp", "knapsack"})
+    assert cl.make_solver(TSP(num_nodes=5)).backend == "scip"
+    small = Knapsack(weights=[[3, 4, 5]], capacities=[8])
+    large = Knapsack(weights=[[3.5, 4.5, 5.5]] * 2, capacities=[5000.0, 5000.0])
+    assert cl.make_solver(small).backend == "scipy"
+    assert cl.make_solver(large).backend == "scip"
+
+
 def test_specialised_backends_refuse_other_kinds():
     with pytest.raises(cl.BackendUnavailable, match="backends that can: .*highs"):
-        cl.make_solver(TSP(num_nodes=4), "scipy")
+        cl.make_solver(Ranking(n=4), "scipy")
     with pytest.raises(cl.BackendUnavailable, match="torch"):
         cl.make_solver(Knapsack(weights=[[1]], capacities=[1]), "torch")
 
