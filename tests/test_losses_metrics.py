@@ -216,3 +216,56 @@ def _train(loss_name: str) -> tuple[float, float]:
 def test_training_reduces_the_regret(loss_name):
     before, after = _train(loss_name)
     assert after < 0.6 * before
+
+
+# --- PyEPO-compatible generators (knapsack, TSP) -------------------------------------
+
+
+def test_knapsack_data_follows_pyepo_and_is_optimal():
+    from combolayer.data import knapsack
+
+    data = knapsack(20, 4, 8, dim=2, deg=2, noise_width=0.3, seed=11, backend="highs")
+    # PyEPO's per-instance loop, written independently of the vectorised generator
+    rnd = np.random.RandomState(11)
+    weights = rnd.choice(range(300, 800), size=(2, 8)) / 100
+    B = rnd.binomial(1, 0.5, (8, 4))
+    x = rnd.normal(0, 1, (20, 4))
+    expected = np.zeros((20, 8))
+    for i in range(20):
+        values = (B @ x[i] / np.sqrt(4) + 3) ** 2 + 1
+        values = values * 5 / 3.5**2
+        expected[i] = np.ceil(values * rnd.uniform(0.7, 1.3, 8))
+    np.testing.assert_allclose(data.spec.weights, weights)
+    np.testing.assert_allclose(data.features.numpy(), x, rtol=1e-6)
+    np.testing.assert_array_equal(data.costs.numpy(), expected)
+    np.testing.assert_allclose(data.spec.capacities, weights.sum(1) / 2)
+    # solutions: the brute-force optimum over all 256 subsets
+    subsets = np.array(list(itertools.product([0, 1], repeat=8)), dtype=float)
+    feasible = subsets[(subsets @ weights.T <= weights.sum(1) / 2 + 1e-9).all(1)]
+    np.testing.assert_allclose((data.solutions.numpy() * expected).sum(1),
+                               (expected @ feasible.T).max(1))
+
+
+def test_tsp_data_follows_pyepo_and_is_optimal():
+    from scipy.spatial.distance import pdist
+
+    from combolayer.data import tsp
+
+    n, p = 5, 3
+    data = tsp(6, p, n, deg=3, noise_width=0.2, seed=4)
+    rnd = np.random.RandomState(4)
+    coords = np.concatenate((rnd.uniform(-2, 2, (2, 2)), rnd.normal(0, 1, (3, 2))))
+    B = rnd.binomial(1, 0.5, (10, p)) * rnd.uniform(-2, 2, (10, p))
+    x = rnd.normal(0, 1, (6, p))
+    edge = pdist(coords) + ((x @ B.T) / np.sqrt(p) + 3) ** 3 / 9 * rnd.uniform(0.8, 1.2, (6, 10))
+    costs = data.costs.numpy()
+    np.testing.assert_allclose(costs, np.transpose(costs, (0, 2, 1)))
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    np.testing.assert_allclose([[c[i, j] for i, j in pairs] for c in costs],
+                               np.around(edge, 4), rtol=1e-6)
+    # every tour through 5 cities: the solution's tour is the cheapest
+    tours = [(0, *perm) for perm in itertools.permutations(range(1, n))]
+    for c, y in zip(costs, data.solutions.numpy(), strict=True):
+        lengths = [sum(c[t[k], t[(k + 1) % n]] for k in range(n)) for t in tours]
+        assert (y.sum(0) == 2).all() and np.allclose(y, y.T)
+        assert (c * y).sum() / 2 == pytest.approx(min(lengths), rel=1e-5)
