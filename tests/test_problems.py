@@ -389,19 +389,31 @@ def test_knapsack_dp_scales_decimal_weights():
         best_value(spec, enumerate_solutions(spec), v) for v in values])
 
 
-def test_scipy_steps_aside_where_a_native_scip_is_faster(monkeypatch):
-    from combolayer.backends import backends
+def test_scipy_steps_aside_where_scip_is_faster(monkeypatch):
+    from combolayer.backends import scipy as scipy_backend
 
-    scip = backends().get("scip")
-    if scip is None or cl.backends.registry.missing_packages(scip):
-        pytest.skip("SCIP backend not installed (pip install pyscipopt)")
-    assert cl.make_solver(TSP(num_nodes=5)).backend == "scipy"
-    monkeypatch.setattr(scip, "capabilities", scip.capabilities | {"tsp", "knapsack"})
-    assert cl.make_solver(TSP(num_nodes=5)).backend == "scip"
+    monkeypatch.setattr(scipy_backend, "_scip_installed", lambda: True)
     small = Knapsack(weights=[[3, 4, 5]], capacities=[8])
-    large = Knapsack(weights=[[3.5, 4.5, 5.5]] * 2, capacities=[5000.0, 5000.0])
-    assert cl.make_solver(small).backend == "scipy"
-    assert cl.make_solver(large).backend == "scip"
+    large = Knapsack(weights=[[3.5, 4.5, 5.5]] * 2, capacities=[300.0, 300.0])
+    assert scipy_backend.ScipyBackend().accepts(small) is None
+    assert "SCIP is measured faster" in scipy_backend.ScipyBackend().accepts(large)
+    assert "backend='scip'" in scipy_backend.ScipyBackend().accepts(TSP(num_nodes=5))
+    monkeypatch.setattr(scipy_backend, "_scip_installed", lambda: False)
+    assert cl.make_solver(TSP(num_nodes=5)).backend == "scipy"
+    assert cl.make_solver(large).backend == "scipy"
+
+
+def test_scipy_tsp_kernel_matches_brute_force():
+    """The scipy TSP solver, called directly (auto prefers SCIP where installed)."""
+    from combolayer.backends.scipy import ScipyBackend
+
+    spec = TSP(num_nodes=6)
+    kernel = ScipyBackend().compile(spec, cl.BackendConfig())
+    costs = np.random.default_rng(12).random((3, 6, 6))
+    y = kernel(costs.reshape(3, -1)).reshape(3, 6, 6)
+    solutions = enumerate_solutions(spec)
+    for b in range(3):
+        assert np.sum(costs[b] * y[b]) == pytest.approx(best_value(spec, solutions, costs[b]))
 
 
 def test_specialised_backends_refuse_other_kinds():

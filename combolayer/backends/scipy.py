@@ -7,8 +7,8 @@
   spec says ``negative_costs="clip"``.
 - Matching: ``scipy.optimize.linear_sum_assignment``.
 - TSP: ``scipy.optimize.milp`` over the n(n-1)/2 symmetric edges, re-solved
-  with subtour cuts; SCIP, where installed and native for "tsp", is faster and
-  preferred.
+  with subtour cuts: the fallback when SCIP (measured 1.3-2x faster with its
+  lazy constraint handler) is not installed.
 - Knapsack: a dynamic program over integer weights, a table of
   ``prod(capacities + 1)`` states per item, batched (weights with one or two
   decimals are scaled to integers first). Measured faster than SCIP and HiGHS
@@ -36,8 +36,8 @@ from .registry import register_backend
 #: Largest ``num_items * prod(capacities + 1)`` the knapsack DP takes on.
 KNAPSACK_MAX_WORK = 5e7
 #: Above this many table cells per item SCIP beats the DP (measured ~1.6 ns per
-#: cell and item against ~0.25 ms per item for SCIP, docs/problems.md).
-KNAPSACK_MAX_CELLS_VS_SCIP = 150_000
+#: cell and item against 0.1-0.3 ms per item for SCIP, docs/problems.md).
+KNAPSACK_MAX_CELLS_VS_SCIP = 50_000
 #: Cells of the knapsack DP table per chunk of the batch (memory bound).
 _KNAPSACK_CHUNK_CELLS = 2_000_000
 
@@ -374,13 +374,12 @@ _BUILDERS: dict[str, Callable[[Spec], Callable]] = {
 }
 
 
-def _scip_native(kind: str) -> bool:
-    """Whether an installed SCIP backend declares ``kind`` native, so that ``"auto"``
-    reaches it when this backend steps aside (generic SCIP ranks after HiGHS)."""
+def _scip_installed() -> bool:
+    """Whether SCIP is there for ``"auto"`` to use instead (it ranks SCIP first for MIPs)."""
     from .registry import backends, missing_packages
 
     scip = backends().get("scip")
-    return scip is not None and kind in scip.capabilities and not missing_packages(scip)
+    return scip is not None and not missing_packages(scip)
 
 
 @register_backend
@@ -394,7 +393,7 @@ class ScipyBackend:
     array_api: ClassVar[str] = "numpy"
 
     def accepts(self, spec: Spec) -> str | None:
-        if isinstance(spec, TSP) and _scip_native("tsp"):
+        if isinstance(spec, TSP) and _scip_installed():
             return ("SCIP separates subtours inside one solve, measured 1.3-2.6x faster on "
                     "TSP (docs/problems.md): use backend='scip'")
         if isinstance(spec, Knapsack):
@@ -402,7 +401,7 @@ class ScipyBackend:
                 return (f"its knapsack dynamic program needs weights with at most "
                         f"{KNAPSACK_MAX_DECIMALS} decimals")
             cells = knapsack_work(spec) / spec.num_items
-            if _scip_native("knapsack") and cells > KNAPSACK_MAX_CELLS_VS_SCIP:
+            if _scip_installed() and cells > KNAPSACK_MAX_CELLS_VS_SCIP:
                 return (f"its knapsack table has {cells:.3g} cells per item, where SCIP is "
                         "measured faster: use backend='scip'")
             if knapsack_work(spec) > KNAPSACK_MAX_WORK:

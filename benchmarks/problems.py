@@ -1,0 +1,137 @@
+"""Per-instance solve time of each named problem: specialised solver vs the ILP path.
+
+    python benchmarks/problems.py            # ~2 minutes on 2 CPU cores
+
+For every problem at two sizes it times the solver ``backend="auto"`` picks
+(the specialised one) against the generic MIP path (HiGHS; SCIP too where it
+is installed), all on the same random costs, measured in this one run. For
+top-k and ranking it also compares the layer's forward pass with the raw
+``torch.topk`` / ``torch.argsort`` call it wraps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import time
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+import combolayer as cl
+from combolayer.problems import TSP, Knapsack, Matching, Ranking, ShortestPath, TopK
+
+
+def per_instance(solver, costs, repeats: int = 3) -> float:
+    """Best-of-``repeats`` seconds per instance for one batched ``solve`` call."""
+    solver.solve(costs[:1])  # warm-up (imports, first-call allocations)
+    best = np.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        solver.solve(costs)
+        best = min(best, time.perf_counter() - start)
+    return best / len(costs)
+
+
+def best_seconds(fn, repeats: int = 20) -> float:
+    fn()
+    best = np.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def tsp_costs(rng, batch: int, n: int) -> np.ndarray:
+    points = rng.random((batch, n, 2))
+    return np.linalg.norm(points[:, :, None] - points[:, None], axis=-1)
+
+
+def knapsack_spec(rng, m: int, n: int, decimals: int = 1) -> Knapsack:
+    weights = rng.uniform(3, 8, (m, n)).round(decimals)  # PyEPO's: one decimal
+    return Knapsack(weights=weights.tolist(), capacities=(weights.sum(1) / 4).round(1).tolist())
+
+
+def cases(rng):
+    """(name, spec, costs for the specialised solver, number of instances for the MIPs)."""
+    yield "grid path 12x12", ShortestPath.grid(12, 12), rng.random((50, 12, 12)), 5
+    yield "grid path 30x30", ShortestPath.grid(30, 30), rng.random((20, 30, 30)), 2
+    yield "assignment 20", Matching(rows=20, cols=20), rng.random((200, 20, 20)), 10
+    yield "assignment 100", Matching(rows=100, cols=100), rng.random((20, 100, 100)), 2
+    yield "knapsack 2x32", knapsack_spec(rng, 2, 32), rng.random((100, 32)), 10
+    yield "knapsack 2x100", knapsack_spec(rng, 2, 100), rng.random((20, 100)), 3
+    yield "knapsack 2x32 int", knapsack_spec(rng, 2, 32, 0), rng.random((100, 32)), 10
+    yield "knapsack 2x100 int", knapsack_spec(rng, 2, 100, 0), rng.random((20, 100)), 3
+    yield "TSP 20", TSP(num_nodes=20), tsp_costs(rng, 5, 20), 5
+    yield "TSP 50", TSP(num_nodes=50), tsp_costs(rng, 3, 50), 2
+    yield "top-10 of 100", TopK(n=100, k=10), torch.rand(256, 100), 10
+    yield "ranking 128 (batch 256)", Ranking(n=128), torch.rand(256, 128), 1
+
+
+def mip_backends() -> list[str]:
+    names = ["highs"]
+    if importlib.util.find_spec("pyscipopt") is not None:
+        names.append("scip")
+    return names
+
+
+def solver_table(rng) -> list[tuple]:
+    rows = []
+    for name, spec, costs, num_mip in tqdm(list(cases(rng)), desc="problems"):
+        auto = cl.make_solver(spec)
+        times = {auto.backend: per_instance(auto, costs)}
+        mip_costs = costs[:num_mip]
+        for backend in mip_backends():
+            if backend not in times:
+                times[backend] = per_instance(cl.make_solver(spec, backend), mip_costs,
+                                              repeats=1)
+        rows.append((name, auto.backend, times))
+    return rows
+
+
+def torch_row(name: str, spec, w: torch.Tensor, raw) -> tuple[str, float, float, float]:
+    solver = cl.make_solver(spec)
+    layer = cl.ComboLayer(spec, projection="none").eval()
+    with torch.no_grad():
+        return (name, best_seconds(raw, 200), best_seconds(lambda: solver.solve(w), 200),
+                best_seconds(lambda: layer(w), 200))
+
+
+def torch_table() -> list[tuple[str, float, float, float]]:
+    """(name, raw torch op, solver.solve, layer forward) seconds per batch of 256."""
+    w_topk, w_rank = torch.rand(256, 100), torch.rand(256, 128)
+    return [
+        torch_row("top-10 of 100", TopK(n=100, k=10), w_topk,
+                  lambda: torch.topk(w_topk, 10, dim=-1)),
+        torch_row("ranking 128", Ranking(n=128), w_rank, lambda: torch.argsort(w_rank, dim=-1)),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(args.seed)
+    rows = solver_table(rng)
+    print("\nper-instance solve time (ms); ratio = fastest MIP / auto")
+    print(f"{'problem':26s} {'auto':>8s} {'auto ms':>10s} {'highs ms':>10s} {'scip ms':>10s}"
+          f" {'ratio':>8s}")
+    for name, auto, times in rows:
+        mips = [t for b, t in times.items() if b in ("highs", "scip") and b != auto]
+        ratio = f"{min(mips) / times[auto]:8.1f}x" if mips else "       -"
+        fmt = {b: f"{1e3 * t:10.3f}" for b, t in times.items()}
+        print(f"{name:26s} {auto:>8s} {1e3 * times[auto]:10.3f} {fmt.get('highs', '-'):>10s} "
+              f"{fmt.get('scip', '         -'):>10s} {ratio}")
+    print("\ntorch top-k / ranking, batch of 256 (ms per batch)")
+    print(f"{'problem':16s} {'raw torch':>10s} {'solve':>10s} {'layer':>10s} "
+          f"{'solve/raw':>10s} {'layer/raw':>10s}")
+    for name, raw, solve, layer in torch_table():
+        print(f"{name:16s} {1e3 * raw:10.4f} {1e3 * solve:10.4f} {1e3 * layer:10.4f} "
+              f"{solve / raw:9.2f}x {layer / raw:9.2f}x")
+
+
+if __name__ == "__main__":
+    main()
