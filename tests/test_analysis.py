@@ -268,6 +268,17 @@ def test_layer_auto_projection_removes_invariant_gradient():
     assert torch.allclose(w.grad.sum(-1), torch.zeros(3), atol=1e-6)
 
 
+def test_layer_default_auto_on_ilp_with_auxiliaries():
+    spec = P.TSP(num_nodes=5)
+    layer = cl.ComboLayer(spec)  # projection="auto"
+    w = torch.randn(2, 5, 5, requires_grad=True)
+    y = layer(w)
+    assert torch.equal(y, cl.make_solver(spec, "highs").solve(w.detach()))
+    (y * torch.randn(2, 5, 5)).sum().backward()
+    normals = torch.from_numpy(analyze(spec).normals).float()
+    assert torch.allclose(w.grad.reshape(2, 25) @ normals.T, torch.zeros(2, 20), atol=1e-5)
+
+
 def test_layer_plane_projection_on_ilp():
     spec = cl.ILP.from_matrices(4, A_ub=[[1, 1, 1, 0], [-1, -1, -1, 0]], b_ub=[2, -2])
     layer = cl.ComboLayer(spec, projection="plane")
