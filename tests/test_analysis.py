@@ -275,7 +275,7 @@ def test_layer_default_auto_on_ilp_with_auxiliaries():
     y = layer(w)
     assert torch.equal(y, cl.make_solver(spec, "highs").solve(w.detach()))
     (y * torch.randn(2, 5, 5)).sum().backward()
-    normals = torch.from_numpy(analyze(spec).normals).float()
+    normals = torch.tensor(analyze(spec).normals, dtype=torch.float32)
     assert torch.allclose(w.grad.reshape(2, 25) @ normals.T, torch.zeros(2, 20), atol=1e-5)
 
 
