@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import combolayer as cl
-from combolayer.backends import executors, register_backend
+from combolayer.backends import executors, registry
 from combolayer.backends.highs import HighsBackend
 
 #: A cost row starting with +-this value makes the test backends misbehave...
@@ -41,13 +41,19 @@ class MisbehavingKernel:
         return self.inner(costs)
 
 
-@register_backend
 class MisbehavingBackend(HighsBackend):
     name: ClassVar[str] = "test_misbehaving"
     priority: ClassVar[int] = 10_000
 
     def compile(self, spec, config):
         return MisbehavingKernel(super().compile(spec, config))
+
+
+@pytest.fixture(autouse=True)
+def misbehaving_backend(monkeypatch):
+    """Registered only while these tests run, so other tests never see it."""
+    registry.backends()
+    monkeypatch.setitem(registry._REGISTRY, MisbehavingBackend.name, MisbehavingBackend)
 
 
 def knapsack(n: int = 12) -> cl.ILP:
