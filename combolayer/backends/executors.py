@@ -212,26 +212,33 @@ class ThreadKernel(ParallelKernel):
             returned.append(kernel)
 
         n = min(self.workers, len(chunks))
+        handed = [self._kernel() for _ in range(n)]
         # Daemon threads: a hung solve must not block interpreter exit.
-        threads = [threading.Thread(target=work, args=(self._kernel(),), daemon=True)
-                   for _ in range(n)]
+        threads = [threading.Thread(target=work, args=(kernel,), daemon=True)
+                   for kernel in handed]
         for thread in threads:
             thread.start()
         end = None if deadline is None else time.monotonic() + deadline
         for thread in threads:
             thread.join(None if end is None else max(0.0, end - time.monotonic()))
         # Kernels of finished threads are reused; a hung thread keeps its own.
-        self._idle.extend(returned)
+        back = list(returned)
+        self._idle.extend(back)
         if any(thread.is_alive() for thread in threads):
             errors.append(TimeoutError())  # stops the hung thread taking more chunks
+            if not any(kernel is self.local for kernel in back):
+                # The serial path must never share a model with a running thread.
+                self.local = self._kernel()
             raise _WorkerFailure(f"a worker thread ran past the {deadline:.1f} s budget")
         if errors:
             raise errors[0]
         return results
 
     def _reset(self) -> None:
-        if not self._idle:
-            self._idle.append(self.cls().compile(self.spec, self.config))
+        pass  # hung threads keep their models; _kernel() builds new ones on demand
+
+    def close(self) -> None:
+        self._idle.clear()
 
 
 # -- processes ------------------------------------------------------------------------
