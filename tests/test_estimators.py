@@ -267,3 +267,40 @@ def test_training_reduces_the_loss(method):
         cl.losses.hamming(layer(model(x), target=y_true), y_true).backward()
         optimizer.step()
     assert loss_now() < 0.7 * before
+
+
+class CountingKernel:
+    """Wraps a kernel and records the batch size of every call."""
+
+    def __init__(self, kernel):
+        self.kernel, self.array_api, self.calls = kernel, kernel.array_api, []
+
+    def __call__(self, costs):
+        self.calls.append(len(costs))
+        return self.kernel(costs)
+
+
+@pytest.mark.parametrize(("method", "forward", "backward"), [
+    (cl.Perturbed(num_samples=5), [15], []),
+    (cl.IMLE(num_samples=5), [15], [15]),
+    (cl.Margin(alpha=0.1, method=cl.Blackbox()), [3], [3]),
+])
+def test_all_samples_are_one_solver_call(method, forward, backward):
+    layer = cl.ComboLayer(SPEC_MIN, method=method, projection="none")
+    layer.solver.kernel = counter = CountingKernel(layer.solver.kernel)
+    w = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    y = layer(w, target=brute_min(torch.randn(3, 4, dtype=torch.float64)))
+    assert counter.calls == forward
+    (y * torch.randn_like(y)).sum().backward()
+    assert counter.calls == forward + backward
+
+
+def test_losses_make_one_solver_call():
+    spo = cl.losses.SPOPlusLoss(SPEC_MIN)
+    fy = cl.losses.FenchelYoungLoss(SPEC_MIN, num_samples=4)
+    spo.solver.kernel = spo_counter = CountingKernel(spo.solver.kernel)
+    fy.solver.kernel = fy_counter = CountingKernel(fy.solver.kernel)
+    c_hat, c = torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64)
+    spo(c_hat, c)
+    fy(c_hat, brute_min(c))
+    assert spo_counter.calls == [6] and fy_counter.calls == [12]
