@@ -111,6 +111,10 @@ def throughput(args: argparse.Namespace, rng: np.random.Generator) -> None:
     print(f"{'problem':<15} {'backend':<7} {'batch':>5} {'serial':>8} {'thread':>15} "
           f"{'process':>15}")
     cases = {k: v for k, v in problems(args, rng).items() if not k.startswith("knapsack")}
+    # Sub-millisecond solves: the executors must fall back to serial, not lose time.
+    tiny = cl.ILP.from_matrices(shape=[8], A_ub=np.ones((1, 8)), b_ub=[3],
+                                integrality="continuous")
+    cases["tiny LP (8 vars)"] = (tiny, lambda b: rng.normal(size=(b, 8)))
     for label, (spec, make_costs) in cases.items():
         batch = args.tsp_batch if label.startswith("TSP") else args.batch
         for name in ("highs", "scip"):
