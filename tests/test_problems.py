@@ -392,16 +392,17 @@ def test_knapsack_dp_scales_decimal_weights():
         best_value(spec, enumerate_solutions(spec), v) for v in values])
 
 
-def test_scipy_steps_aside_where_scip_is_faster(monkeypatch):
-    from combolayer.backends import scipy as scipy_backend
+def test_scipy_ranks_behind_scip_only_where_scip_is_faster(monkeypatch):
+    from combolayer.backends import registry
 
-    monkeypatch.setattr(scipy_backend, "_scip_installed", lambda: True)
     small = Knapsack(weights=[[3, 4, 5]], capacities=[8])
     large = Knapsack(weights=[[3.5, 4.5, 5.5]] * 2, capacities=[300.0, 300.0])
-    assert scipy_backend.ScipyBackend().accepts(small) is None
-    assert "SCIP is measured faster" in scipy_backend.ScipyBackend().accepts(large)
-    assert "backend='scip'" in scipy_backend.ScipyBackend().accepts(TSP(num_nodes=5))
-    monkeypatch.setattr(scipy_backend, "_scip_installed", lambda: False)
+    assert cl.make_solver(small).backend == "scipy"
+    for spec in (large, TSP(num_nodes=5)):
+        assert registry.capable_backends(spec)[:3] == ["scip", "scipy", "highs"]
+        assert cl.make_solver(spec, "scipy").backend == "scipy"  # still selectable by name
+    monkeypatch.setitem(registry._REGISTRY, "scip", type(
+        "MissingScip", (), {**vars(registry.backends()["scip"]), "requires": ("no_such_pkg",)}))
     assert cl.make_solver(TSP(num_nodes=5)).backend == "scipy"
     assert cl.make_solver(large).backend == "scipy"
 

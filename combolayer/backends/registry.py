@@ -30,9 +30,9 @@ class Backend(Protocol):
     name: ClassVar[str]
     requires: ClassVar[tuple[str, ...]]
     capabilities: ClassVar[frozenset[str]]
-    #: Lower is preferred by ``"auto"`` among backends of the same tier
-    #: (native solvers before generic ones). A backend whose speed depends on
-    #: the problem may also define ``rank(spec) -> int`` to override it.
+    #: Lower is preferred by ``"auto"``; generic solvers rank GENERIC_TIER
+    #: behind native ones (see :func:`preference`). A backend whose speed
+    #: depends on the problem may define ``rank(spec) -> int`` on that scale.
     priority: ClassVar[int]
 
     def accepts(self, spec: Spec) -> str | None:
@@ -110,14 +110,21 @@ def why_not(cls: type, spec: Spec) -> str | None:
     return accepts(cls(), spec) if accepts is not None else None
 
 
+#: Added to a generic backend's priority: native solvers come first by default.
+GENERIC_TIER = 100
+
+
+def preference(cls: type, spec: Spec) -> int:
+    """Where ``"auto"`` ranks backend ``cls`` for ``spec``; lower is tried first."""
+    rank = getattr(cls, "rank", None)
+    if rank is not None:
+        return rank(spec)
+    return cls.priority + (0 if is_native(cls, spec) else GENERIC_TIER)
+
+
 def _ranked(spec: Spec) -> list[type]:
-    """All backends, best first: native solvers, then generic ones, by priority."""
-
-    def key(cls: type) -> tuple[bool, int]:
-        rank = getattr(cls, "rank", None)
-        return not is_native(cls, spec), rank(spec) if rank is not None else cls.priority
-
-    return sorted(backends().values(), key=key)
+    """All backends, best first."""
+    return sorted(backends().values(), key=lambda cls: preference(cls, spec))
 
 
 def capable_backends(spec: Spec) -> list[str]:

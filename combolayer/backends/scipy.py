@@ -374,14 +374,6 @@ _BUILDERS: dict[str, Callable[[Spec], Callable]] = {
 }
 
 
-def _scip_installed() -> bool:
-    """Whether SCIP is there for ``"auto"`` to use instead (it ranks SCIP first for MIPs)."""
-    from .registry import backends, missing_packages
-
-    scip = backends().get("scip")
-    return scip is not None and not missing_packages(scip)
-
-
 @register_backend
 class ScipyBackend:
     """Specialised exact algorithms: Dijkstra / DAG DP, assignment, knapsack DP."""
@@ -392,18 +384,25 @@ class ScipyBackend:
     priority: ClassVar[int] = 1
     array_api: ClassVar[str] = "numpy"
 
+    @classmethod
+    def rank(cls, spec: Spec) -> int:
+        """First, except where SCIP was measured faster (docs/problems.md): TSP,
+        where SCIP separates subtours inside one solve (1.3-2.6x), and knapsacks
+        whose table has more than KNAPSACK_MAX_CELLS_VS_SCIP cells per item. There
+        it ranks just behind SCIP (generic priority 20) and ahead of HiGHS's MIPs."""
+        from .registry import GENERIC_TIER
+
+        slow = isinstance(spec, TSP) or (
+            isinstance(spec, Knapsack)
+            and knapsack_work(spec) / spec.num_items > KNAPSACK_MAX_CELLS_VS_SCIP
+        )
+        return GENERIC_TIER + 22 if slow else cls.priority
+
     def accepts(self, spec: Spec) -> str | None:
-        if isinstance(spec, TSP) and _scip_installed():
-            return ("SCIP separates subtours inside one solve, measured 1.3-2.6x faster on "
-                    "TSP (docs/problems.md): use backend='scip'")
         if isinstance(spec, Knapsack):
             if _integer_knapsack(spec) is None:
                 return (f"its knapsack dynamic program needs weights with at most "
                         f"{KNAPSACK_MAX_DECIMALS} decimals")
-            cells = knapsack_work(spec) / spec.num_items
-            if _scip_installed() and cells > KNAPSACK_MAX_CELLS_VS_SCIP:
-                return (f"its knapsack table has {cells:.3g} cells per item, where SCIP is "
-                        "measured faster: use backend='scip'")
             if knapsack_work(spec) > KNAPSACK_MAX_WORK:
                 return (f"its knapsack dynamic program would need {knapsack_work(spec):.3g} "
                         f"steps (limit {KNAPSACK_MAX_WORK:.3g}); a MIP backend is faster")
