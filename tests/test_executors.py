@@ -65,8 +65,10 @@ def knapsack(n: int = 12) -> cl.ILP:
 @pytest.fixture
 def always_parallel(monkeypatch):
     """Hand every batch to the workers, however small the solves."""
-    monkeypatch.setattr(executors, "MIN_CHUNK_SECONDS", dict.fromkeys(("thread", "process", "ray"),
-                                                                      0.0))
+    zero = dict.fromkeys(("thread", "process", "ray"), 0.0)
+    monkeypatch.setattr(executors, "MIN_CHUNK_SECONDS", zero)
+    monkeypatch.setattr(executors, "START_SECONDS", zero)
+    monkeypatch.setattr(executors, "MIN_SOLVE_SECONDS", 0.0)
 
 
 def batch_with_duplicates(spec, rows=12, seed=0):
@@ -113,8 +115,24 @@ def test_sub_millisecond_solves_stay_serial():
     costs = np.random.default_rng(1).normal(size=(64, 6))
     solver = cl.make_solver(spec, {"name": "highs", "executor": "process", "workers": 2})
     np.testing.assert_array_equal(solver.solve(costs), cl.make_solver(spec, "highs").solve(costs))
-    assert solver.kernel.per_solve < executors.MIN_CHUNK_SECONDS["process"]
+    assert solver.kernel.per_solve < executors.MIN_SOLVE_SECONDS
     assert solver.kernel._pool is None
+
+
+def test_pool_starts_only_for_enough_work(monkeypatch):
+    """A solve >= 1 ms goes to the pool only once the batch pays for starting it."""
+    spec = knapsack()
+    solver = cl.make_solver(spec, {"name": "highs", "executor": "process", "workers": 2})
+    kernel = solver.kernel
+    kernel.per_solve = 2e-3
+    assert kernel._num_chunks(64) == 1  # 0.13 s of work: not worth a fresh pool
+    kernel.per_solve = 0.1
+    assert kernel._num_chunks(64) == 2 * executors.CHUNKS_PER_WORKER
+    kernel._started = lambda: True
+    kernel.per_solve = 2e-3
+    assert kernel._num_chunks(64) == 2 * executors.CHUNKS_PER_WORKER  # running pool: chunk
+    kernel.per_solve = 0.5e-3
+    assert kernel._num_chunks(64) == 1  # sub-millisecond: always serial
 
 
 def test_problem_errors_from_workers_keep_their_type(always_parallel):
