@@ -15,8 +15,9 @@ costs; PFYL (Fenchel-Young, sigma 0.5, 10 samples) on the true solutions.
 
     python benchmarks/peer_pyepo.py [--epochs 20] [--plot docs/img/peer_pyepo.png]
 
-If ``import pyepo`` works (optional, never a dependency), PyEPO's SPO+ runs on
-the same data and the ratio of our epoch time to PyEPO's is printed.
+If ``import pyepo`` works (optional, never a dependency; with gurobipy), PyEPO's
+SPO+, NID and DBB run on the same data, batches and initial model, in this
+process, and their regret, epoch time and our epoch time over theirs are printed.
 """
 
 from __future__ import annotations
@@ -95,27 +96,45 @@ def run(loss_fn, layer, train: Data, test: Data, solver, epochs: int, bar) -> tu
     return regrets, seconds
 
 
-def pyepo_spo_seconds(train: Data, epochs: int) -> float | None:
-    """PyEPO's own SPO+ epoch time on the same data, or None without pyepo (and gurobipy)."""
+def pyepo_side_by_side(train: Data, test: Data, epochs: int) -> dict | None:
+    """PyEPO's own SPO+, NID and DBB (lam 20) on the same data, batches, initial model and
+    epochs, one process: PyEPO's name -> (normalized test regret by ``pyepo.metric.regret``,
+    seconds per epoch), or None without pyepo (and gurobipy)."""
     try:
         import pyepo
         optmodel = pyepo.model.grb.shortestPathModel(grid=(5, 5))
     except Exception as error:  # pyepo or its solver missing: skip the side-by-side
         print(f"PyEPO side-by-side skipped: {type(error).__name__}: {error}")
         return None
-    dataset = pyepo.data.dataset.optDataset(optmodel, train.features.numpy(), train.costs.numpy())
-    loader = torch.utils.data.DataLoader(dataset, batch_size=32, shuffle=True)
-    model = torch.nn.Linear(train.features.shape[1], train.costs.shape[1])
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    trainset = pyepo.data.dataset.optDataset(optmodel, train.features.numpy(),
+                                             train.costs.numpy())
+    testset = pyepo.data.dataset.optDataset(optmodel, test.features.numpy(), test.costs.numpy())
+    by_regret = {"NID": pyepo.func.negativeIdentity(optmodel, processes=1),
+                 "DBB": pyepo.func.blackboxOpt(optmodel, lambd=20, processes=1)}
     spop = pyepo.func.SPOPlus(optmodel, processes=1)
-    start = time.perf_counter()
-    for _ in range(epochs):
-        for x, c, w, z in loader:
-            loss = spop(model(x), c, w, z)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-    return (time.perf_counter() - start) / epochs
+    losses = {"SPO+": lambda cp, c, w, z: spop(cp, c, w, z)}
+    for peer, layer in by_regret.items():  # PyEPO's lossfunc="r", as regret_loss above
+        losses[peer] = lambda cp, c, w, z, layer=layer: (((layer(cp) - w) * c).sum(-1)).mean()
+    results = {}
+    for peer, loss_fn in losses.items():
+        torch.manual_seed(0)  # same initial model and batch order as run()
+        model = torch.nn.Linear(train.features.shape[1], train.costs.shape[1])
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+        loader = torch.utils.data.DataLoader(trainset, batch_size=32, shuffle=True,
+                                             generator=torch.Generator().manual_seed(0))
+        seconds = []
+        for _ in range(epochs):
+            start = time.perf_counter()
+            for x, c, w, z in loader:
+                loss = loss_fn(model(x), c, w, z)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            seconds.append(time.perf_counter() - start)
+        regret = pyepo.metric.regret(model, optmodel,
+                                     torch.utils.data.DataLoader(testset, batch_size=32))
+        results[peer] = (regret, sum(seconds) / len(seconds))
+    return results
 
 
 def main() -> None:
@@ -143,11 +162,20 @@ def main() -> None:
         print(f"| {name} | {regrets[-1]:.3f} | {peer} {PUBLISHED[peer]:.3f} | "
               f"{sum(seconds) / len(seconds):.3f} |")
 
-    theirs = pyepo_spo_seconds(train, args.epochs)
+    theirs = pyepo_side_by_side(train, test, args.epochs)
     if theirs is not None:
-        ours = sum(results["SPO+"][2]) / len(results["SPO+"][2])
-        print(f"SPO+ epoch time, ours / PyEPO's: {ours / theirs:.3f} "
-              f"({ours:.3f} s / {theirs:.3f} s)")
+        import pyepo
+
+        print(f"\nSide by side with PyEPO {pyepo.__version__} (Gurobi), same data and batches:")
+        print("| ours | regret | s / epoch | PyEPO | regret | s / epoch | ratio ours / PyEPO |")
+        print("|---|---|---|---|---|---|---|")
+        for name, peer in [("SPO+", "SPO+"), ("Identity, projection none", "NID"),
+                           ("Blackbox (lam 20)", "DBB")]:
+            _, regrets, seconds = results[name]
+            ours = sum(seconds) / len(seconds)
+            regret, epoch = theirs[peer]
+            print(f"| {name} | {regrets[-1]:.3f} | {ours:.3f} | {peer} | {regret:.3f} | "
+                  f"{epoch:.3f} | {ours / epoch:.3f} |")
 
     if args.plot:
         import matplotlib
