@@ -63,6 +63,12 @@ class CanonicalForm:
         """Whether a solver must branch: integer variables whose LP vertices may be fractional."""
         return bool(self.integer.any()) and not self.lp_is_integral
 
+    def outputs(self, x: np.ndarray) -> np.ndarray:
+        """The outputs of solver values ``x`` (``(..., num_vars)`` or ``(..., N)``):
+        the first N, rounded where integer. "+ 0.0" turns rint's -0.0 into 0.0."""
+        y = x[..., : self.num_outputs]
+        return np.where(self.integer[: self.num_outputs], np.rint(y), y) + 0.0
+
     def rows(self) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
         """All rows stacked as ``row_lower <= A x <= row_upper``."""
         A = sp.vstack([self.A_ub, self.A_eq], format="csr")

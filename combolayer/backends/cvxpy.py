@@ -22,6 +22,7 @@ from ..errors import InfeasibleError, SolverError
 from ..specs import Spec
 from .config import BackendConfig
 from .registry import register_backend
+from .solver import RowKernel
 
 DEFAULT_SOLVER = "HIGHS"
 
@@ -49,10 +50,8 @@ def _solver_options(solver: str, config: BackendConfig, options: dict[str, Any])
     return kwargs
 
 
-class CvxpyKernel:
+class CvxpyKernel(RowKernel):
     """One kept cvxpy Problem; ``__call__`` solves a batch of minimisation costs."""
-
-    array_api = "numpy"
 
     def __init__(self, form: CanonicalForm, config: BackendConfig) -> None:
         import cvxpy as cp
@@ -76,12 +75,6 @@ class CvxpyKernel:
             constraints.append(form.A_eq @ self.x == form.b_eq)
         self.problem = cp.Problem(cp.Minimize(self.cost @ self.x[: form.num_outputs]),
                                   constraints)
-
-    def __call__(self, costs: np.ndarray) -> np.ndarray:
-        out = np.empty_like(costs)
-        for b, row in enumerate(costs):
-            out[b] = self.solve_one(row)
-        return out
 
     def solve_one(self, cost: np.ndarray) -> np.ndarray:
         import cvxpy as cp
@@ -111,9 +104,7 @@ class CvxpyKernel:
                 raise SolverError(f"cvxpy ({self.solver}) hit the time limit without a feasible "
                                   "solution; raise BackendConfig.time_limit")
             raise SolverError(f"cvxpy ({self.solver}) stopped with status {status!r}")
-        y = np.asarray(x, dtype=float)[: self.form.num_outputs]
-        # "+ 0.0" turns the -0.0 that rint gives for tiny negatives into 0.0.
-        return np.where(self.form.integer[: len(y)], np.rint(y), y) + 0.0
+        return np.asarray(x, dtype=float)
 
 
     def _feasible(self, x: np.ndarray, tol: float = 1e-6) -> bool:

@@ -17,6 +17,7 @@ from ..errors import InfeasibleError, SolverError
 from ..specs import Spec
 from .config import BackendConfig
 from .registry import register_backend
+from .solver import RowKernel
 
 
 def _build_model(form: CanonicalForm, config: BackendConfig):
@@ -62,10 +63,8 @@ def _build_model(form: CanonicalForm, config: BackendConfig):
     return h
 
 
-class HighsKernel:
+class HighsKernel(RowKernel):
     """One kept HiGHS model; ``__call__`` solves a batch of minimisation costs."""
-
-    array_api = "numpy"
 
     def __init__(self, form: CanonicalForm, config: BackendConfig) -> None:
         import highspy
@@ -76,35 +75,28 @@ class HighsKernel:
         self._columns = np.arange(form.num_outputs, dtype=np.int32)
         self._base_rows = self.model.getNumRow()
 
-    def __call__(self, costs: np.ndarray) -> np.ndarray:
-        out = np.empty_like(costs)
-        for b, row in enumerate(costs):
-            out[b] = self.solve_one(row)
-        return out
-
     def solve_one(self, cost: np.ndarray) -> np.ndarray:
+        self.model.changeColsCost(len(self._columns), self._columns, cost)
+        if self.form.separator is None:
+            return self._run()
+        return self._run_with_cuts(self.form.separator)
+
+    def _run_with_cuts(self, separator) -> np.ndarray:
         h = self.model
-        h.changeColsCost(len(self._columns), self._columns, cost)
         try:
             x = self._run()
-            separator = self.form.separator
-            while separator is not None:
-                cuts = separator(x)
-                if not cuts:
-                    break
+            while cuts := separator(x):
                 for cut in cuts:
                     h.addRow(cut.lower, cut.upper, len(cut.index), cut.index.astype(np.int32),
                              cut.value.astype(np.float64))
                 x = self._run()
+            return x
         finally:
             # Cuts kept across calls made later solves 15x slower: drop them.
             extra = h.getNumRow() - self._base_rows
             if extra:
                 h.deleteRows(extra, np.arange(self._base_rows, self._base_rows + extra,
                                               dtype=np.int32))
-        y = x[: self.form.num_outputs]
-        # "+ 0.0" turns the -0.0 that rint gives for tiny negatives into 0.0.
-        return np.where(self.form.integer[: len(y)], np.rint(y), y) + 0.0
 
     def _run(self) -> np.ndarray:
         h = self.model

@@ -24,6 +24,7 @@ from ..errors import InfeasibleError, SolverError
 from ..specs import Spec
 from .config import BackendConfig
 from .registry import register_backend
+from .solver import RowKernel
 
 #: Problem kinds on which SCIP's presolve/heuristics/separation pay for
 #: themselves (TSP-50: measured slower with them off).
@@ -141,10 +142,8 @@ def _build_model(form: CanonicalForm, config: BackendConfig, kind: str):
     return model, variables, terms
 
 
-class ScipKernel:
+class ScipKernel(RowKernel):
     """One kept SCIP model; ``__call__`` solves a batch of minimisation costs."""
-
-    array_api = "numpy"
 
     def __init__(self, form: CanonicalForm, config: BackendConfig, kind: str = "ilp") -> None:
         self.form = form
@@ -152,21 +151,12 @@ class ScipKernel:
         self._outputs = self._terms[: form.num_outputs]
         self._nogil = hasattr(self.model, "optimizeNogil")
 
-    def __call__(self, costs: np.ndarray) -> np.ndarray:
-        out = np.empty_like(costs)
-        for b, row in enumerate(costs):
-            out[b] = self.solve_one(row)
-        return out
-
     def solve_one(self, cost: np.ndarray) -> np.ndarray:
         from pyscipopt.scip import Expr
 
         values = np.asarray(cost, dtype=float).tolist()
         objective = Expr(dict(zip(self._outputs, values, strict=True)))
-        x = self._optimize(objective)
-        y = x[: self.form.num_outputs]
-        # "+ 0.0" turns the -0.0 that rint gives for tiny negatives into 0.0.
-        return np.where(self.form.integer[: len(y)], np.rint(y), y) + 0.0
+        return self._optimize(objective)
 
     def _run(self, objective) -> str:
         model = self.model

@@ -25,6 +25,27 @@ class Kernel(Protocol):
     def __call__(self, costs: Any) -> Any: ...
 
 
+class RowKernel:
+    """A numpy kernel for solvers that take one cost vector at a time.
+
+    Subclasses set ``form`` and define ``solve_one(cost) -> x`` (solver values,
+    outputs first); the loop and the rounding of outputs are done here, once.
+    """
+
+    array_api = "numpy"
+    form: Any
+
+    def solve_one(self, cost: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def __call__(self, costs: np.ndarray) -> np.ndarray:
+        n = costs.shape[1]
+        out = np.empty_like(costs)
+        for b, row in enumerate(costs):
+            out[b] = self.solve_one(row)[:n]
+        return self.form.outputs(out)
+
+
 def check_costs(spec: Spec, costs: Any, name: str = "costs") -> None:
     """Raise ValueError on a wrong trailing shape or NaN/inf entries."""
     shape = tuple(costs.shape)
