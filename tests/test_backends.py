@@ -152,6 +152,11 @@ def test_scip_fast_settings_are_a_per_kind_default():
 
     assert _fast_default("ilp") and _fast_default("knapsack")
     assert not _fast_default("tsp")
+    big_lp = cl.ILP(shape=[6000], integrality="continuous").to_canonical()
+    small_lp = cl.ILP(shape=[60], integrality="continuous").to_canonical()
+    big_mip = cl.ILP(shape=[6000]).to_canonical()
+    assert not _fast_default("ilp", big_lp)
+    assert _fast_default("ilp", small_lp) and _fast_default("ilp", big_mip)
     spec = random_ilp(4)
     costs = np.random.default_rng(0).normal(size=(3, *spec.cost_shape))
     fast = cl.make_solver(spec, {"name": "scip", "options": {"fast": True}}).solve(costs)
