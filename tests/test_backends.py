@@ -236,3 +236,19 @@ def test_capability_mismatch_names_backends_that_can():
         cl.make_solver(spec, "bruteforce")
     with pytest.raises(cl.BackendUnavailable, match=r"'torch' cannot solve.*it solves only"):
         cl.make_solver(spec, "torch")
+
+
+def test_same_layer_on_every_backend_by_changing_one_field():
+    import torch
+
+    spec = random_ilp(7)
+    w = torch.randn(3, *spec.cost_shape, dtype=torch.float64, requires_grad=True)
+    outs = []
+    for backend in BACKENDS.values():
+        config = cl.BackendConfig.load(backend)
+        layer = cl.ComboLayer(spec, backend=config)
+        y = layer(w)
+        y.sum().backward()
+        outs.append(y.detach())
+    for y in outs[1:]:
+        torch.testing.assert_close(y, outs[0])
