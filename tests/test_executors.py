@@ -214,3 +214,11 @@ def test_ray_actors_in_order_dedupe_and_recover_from_a_dead_actor(local_ray, alw
         solver.solve(bad)
     np.testing.assert_array_equal(solver.solve(costs), expected)
     solver.kernel.close()
+
+
+def test_ray_refuses_more_actors_than_the_cluster_has_cpus(local_ray, always_parallel):
+    spec = knapsack()
+    solver = cl.make_solver(spec, {"name": "highs", "executor": "ray", "workers": 3})
+    with pytest.raises(cl.SolverError, match="workers=3 actors x 1 CPUs, but the Ray cluster "
+                                             "has 2 CPUs"):
+        solver.solve(batch_with_duplicates(spec))

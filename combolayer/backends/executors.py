@@ -387,6 +387,14 @@ class RayKernel(ParallelKernel):
         if not ray.is_initialized():
             ray.init(include_dashboard=False, log_to_driver=False)
         cpus = float(self.config.options.get("ray_num_cpus", 1))
+        total = ray.cluster_resources().get("CPU", 0.0)
+        if self.workers * cpus > total:
+            # Actors beyond the cluster's CPUs would stay pending forever.
+            raise SolverError(
+                f"executor 'ray' asks for workers={self.workers} actors x {cpus:g} CPUs, "
+                f"but the Ray cluster has {total:g} CPUs: lower workers or "
+                f"options['ray_num_cpus'], or add nodes"
+            )
         remote = ray.remote(num_cpus=cpus)(_Actor)
         self._actors = [remote.remote(self.cls, self.spec, self.config)
                         for _ in range(self.workers)]
