@@ -176,13 +176,16 @@ def speed_table() -> list[str]:
 def plot(results: dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
+    titles = {"sp": "shortest path 5x5", "topk": "top-k subset", "tsp": "TSP-10, noisy gradients"}
+    metrics = {"sp": "normalised regret (lower is better)", "topk": "accuracy (higher is better)",
+               "tsp": "normalised regret (lower is better)"}
     names = sorted({task for task, _ in results})
-    fig, axes = plt.subplots(1, len(names), figsize=(4 * len(names), 3))
+    fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.4))
     for ax, name in zip(np.atleast_1d(axes), names, strict=True):
         values = [results[name, p] for p in PROJECTIONS]
         ax.boxplot(values)
         ax.set_xticks(range(1, len(PROJECTIONS) + 1), PROJECTIONS)
-        ax.set_title(name)
+        ax.set(title=titles.get(name, name), ylabel=metrics.get(name, ""), xlabel="projection")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
