@@ -51,7 +51,7 @@ def tsp_costs(rng, batch: int, n: int) -> np.ndarray:
 
 
 def knapsack_spec(rng, m: int, n: int, decimals: int = 1) -> Knapsack:
-    weights = rng.uniform(3, 8, (m, n)).round(decimals)  # PyEPO's: one decimal
+    weights = rng.uniform(3, 8, (m, n)).round(decimals)  # fractional, like PyEPO's weights
     return Knapsack(weights=weights.tolist(), capacities=(weights.sum(1) / 4).round(1).tolist())
 
 
