@@ -214,25 +214,21 @@ def _tight_rows(form: CanonicalForm, G: sp.csr_matrix,
     """
     import highspy
 
+    from .backends.highs import highs_lp
+
     n, c = form.num_vars, G.shape[0]
-    inf = highspy.kHighsInf
     A_all = sp.vstack([
         sp.hstack([G, sp.identity(c, format="csr")]),
         sp.hstack([form.A_eq, sp.csr_matrix((form.A_eq.shape[0], c))]),
-    ], format="csc")
-    lp = highspy.HighsLp()
-    lp.num_col_ = n + c
-    lp.num_row_ = A_all.shape[0]
-    lp.col_cost_ = np.concatenate([np.zeros(n), -np.ones(c)])
-    lp.col_lower_ = np.concatenate([form.lower, np.zeros(c)])
-    lp.col_upper_ = np.concatenate([np.where(np.isinf(form.upper), inf, form.upper), np.ones(c)])
-    lp.col_lower_ = np.where(np.isinf(lp.col_lower_), -inf, lp.col_lower_)
-    lp.row_lower_ = np.concatenate([np.full(c, -inf), form.b_eq])
-    lp.row_upper_ = np.concatenate([h, form.b_eq])
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = A_all.indptr.astype(np.int32)
-    lp.a_matrix_.index_ = A_all.indices.astype(np.int32)
-    lp.a_matrix_.value_ = A_all.data.astype(np.float64)
+    ])
+    lp = highs_lp(
+        cost=np.concatenate([np.zeros(n), -np.ones(c)]),
+        lower=np.concatenate([form.lower, np.zeros(c)]),
+        upper=np.concatenate([form.upper, np.ones(c)]),
+        A=A_all,
+        row_lower=np.concatenate([np.full(c, -np.inf), form.b_eq]),
+        row_upper=np.concatenate([h, form.b_eq]),
+    )
     model = highspy.Highs()
     model.setOptionValue("output_flag", False)
     model.setOptionValue("solver", "ipm")

@@ -39,6 +39,7 @@ def load_costs(path: Path) -> np.ndarray:
 def solve(args: argparse.Namespace) -> int:
     """``combolayer solve SPEC --costs FILE``: print the optimal solution of each cost row."""
     from .backends.registry import make_solver
+    from .backends.solver import inner
 
     solver = make_solver(args.spec, args.backend)
     costs = load_costs(Path(args.costs))
@@ -47,7 +48,7 @@ def solve(args: argparse.Namespace) -> int:
     if trailing != shape and costs.size % solver.num_outputs == 0:
         costs = costs.reshape(-1, *shape)  # one flat row per instance
     y = solver.solve(costs)
-    objective = (costs * y).reshape(*y.shape[: y.ndim - len(shape)], -1).sum(-1)
+    objective = inner(costs, y, len(shape))
     print(f"{solver.spec.label} on backend {solver.backend!r}")
     print(json.dumps({"solution": y.tolist(), "objective": objective.tolist()}))
     return 0

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from .backends.solver import Solver
+from .backends.solver import Solver, inner
 
 DifferentiableSolve = Callable[..., Tensor]
 
@@ -88,31 +88,46 @@ class Blackbox:
             raise ValueError(f"Blackbox lam must be > 0, got {self.lam}")
 
     def build(self, solver: Solver) -> DifferentiableSolve:
-        lam = self.lam
-
-        class _Blackbox(torch.autograd.Function):
-            @staticmethod
-            def forward(costs: Tensor, solution: Tensor) -> Tensor:
-                return solution.clone()
-
-            @staticmethod
-            def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
-                costs, solution = inputs
-                ctx.save_for_backward(costs, solution)
-
-            @staticmethod
-            @once_differentiable
-            def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
-                costs, solution = ctx.saved_tensors
-                shifted = solver.solve_min(costs + lam * grad)
-                return (shifted - solution) / lam, None
+        interpolation = _interpolation(solver, self.lam)
 
         def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
                   training: bool = True) -> Tensor:
             solution = solver.solve_min(costs)
-            return _Blackbox.apply(costs, solution) if needs_grad else solution
+            if not needs_grad:
+                return solution
+            # One unperturbed sample: eps = 0, samples = the solution.
+            return interpolation.apply(costs, solution, costs.new_zeros(()), solution[None])
 
         return solve
+
+
+def _interpolation(solver: Solver, lam: float) -> type[torch.autograd.Function]:
+    """Blackbox's backward at (perturbed) solver inputs ``c + eps_s``, shared by
+    :class:`Blackbox` (``eps = 0``, one sample) and :class:`IMLE`.
+
+    ``apply(costs, output, eps, samples)`` returns ``output``; its backward is
+    ``dL/dc = 1/S sum_s (y(c + lam dL/dy + eps_s) - samples_s) / lam``, with all
+    S shifted solves in one batched call.
+    """
+
+    class _Interpolation(torch.autograd.Function):
+        @staticmethod
+        def forward(costs: Tensor, output: Tensor, eps: Tensor, samples: Tensor) -> Tensor:
+            return output.clone()
+
+        @staticmethod
+        def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
+            costs, _, eps, samples = inputs
+            ctx.save_for_backward(costs, eps, samples)
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+            costs, eps, samples = ctx.saved_tensors
+            shifted = solver.solve_min(costs + lam * grad + eps)
+            return (shifted - samples).mean(0) / lam, None, None, None
+
+    return _Interpolation
 
 
 # --- Perturbation-based estimators -------------------------------------------
@@ -199,11 +214,6 @@ def _make_noise(noise: Any, allowed: dict[str, Any], who: str, need: tuple[str, 
     return noise
 
 
-def _sum_cost_dims(x: Tensor, num_cost_dims: int) -> Tensor:
-    """<., .> over the trailing cost dimensions, kept as size-1 dims for broadcasting."""
-    return x.sum(dim=tuple(range(x.ndim - num_cost_dims, x.ndim)), keepdim=True)
-
-
 @dataclass(frozen=True)
 class Perturbed:
     """The perturbed optimizer: ``y_sigma(c) = E[y(c - sigma Z)]`` and its Jacobian.
@@ -264,7 +274,7 @@ class Perturbed:
             @once_differentiable
             def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
                 z, samples = ctx.saved_tensors
-                weight = _sum_cost_dims(samples * grad, num_cost_dims)
+                weight = inner(samples, grad, num_cost_dims, keepdim=True)
                 return -(weight * noise.grad_nu(z)).mean(0) / sigma, None, None, None
 
         def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
@@ -320,25 +330,9 @@ class IMLE:
         return _make_noise(self.noise, allowed, "IMLE", ("sample",))
 
     def build(self, solver: Solver) -> DifferentiableSolve:
-        lam, tau, num_samples = self.lam, self.tau, self.num_samples
+        tau, num_samples = self.tau, self.num_samples
         noise = self._noise(solver.spec)
-
-        class _IMLE(torch.autograd.Function):
-            @staticmethod
-            def forward(costs: Tensor, mean: Tensor, eps: Tensor, samples: Tensor) -> Tensor:
-                return mean.clone()
-
-            @staticmethod
-            def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
-                costs, _, eps, samples = inputs
-                ctx.save_for_backward(costs, eps, samples)
-
-            @staticmethod
-            @once_differentiable
-            def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
-                costs, eps, samples = ctx.saved_tensors
-                shifted = solver.solve_min(costs + lam * grad + eps)
-                return (shifted - samples).mean(0) / lam, None, None, None
+        interpolation = _interpolation(solver, self.lam)
 
         def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
                   training: bool = True) -> Tensor:
@@ -348,7 +342,7 @@ class IMLE:
             eps = -tau * z.to(costs)
             samples = solver.solve_min(costs.detach() + eps)
             mean = samples.mean(0)
-            return _IMLE.apply(costs, mean, eps, samples) if needs_grad else mean
+            return interpolation.apply(costs, mean, eps, samples) if needs_grad else mean
 
         return solve
 

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from .backends.registry import make_solver
-from .backends.solver import Solver, check_costs
+from .backends.solver import Solver, check_costs, inner
 from .estimators import Perturbed
 from .io import load_spec
 
@@ -34,11 +34,6 @@ def _reduce(per_instance: Tensor, reduction: str) -> Tensor:
     if reduction == "sum":
         return per_instance.sum()
     return per_instance
-
-
-def _dot(a: Tensor, b: Tensor, num_cost_dims: int) -> Tensor:
-    """<a, b> over the trailing cost dimensions: one value per instance."""
-    return (a * b).sum(dim=tuple(range(a.ndim - num_cost_dims, a.ndim)))
 
 
 def _solver(spec: Any, backend: Any) -> Solver:
@@ -94,7 +89,7 @@ class SPOPlusLoss:
         else:
             y_star = _check_solution(self.solver, y_true, cost_pred, "y_true")
             y_tilde = self.solver.solve_min(shifted.detach())
-        loss = _dot(shifted, y_star - y_tilde, len(self.spec.cost_shape))
+        loss = inner(shifted, y_star - y_tilde, len(self.spec.cost_shape))
         return _reduce(loss, self.reduction)
 
 
@@ -133,8 +128,8 @@ class FenchelYoungLoss:
         c = self.solver.sign * cost_pred
         z, samples = self.perturbed.perturbed_solutions(self.solver, c)
         k = len(self.spec.cost_shape)
-        perturbed_value = _dot(c - self.perturbed.sigma * z, samples, k).mean(0)
-        return _reduce(_dot(c, y_true, k) - perturbed_value, self.reduction)
+        perturbed_value = inner(c - self.perturbed.sigma * z, samples, k).mean(0)
+        return _reduce(inner(c, y_true, k) - perturbed_value, self.reduction)
 
 
 def hamming(y: Tensor, y_true: Tensor) -> Tensor:

@@ -15,8 +15,7 @@ import torch
 from torch import Tensor
 
 from .backends.registry import make_solver
-from .backends.solver import Solver, check_costs
-from .io import load_spec
+from .backends.solver import Solver, check_costs, inner
 
 #: PyEPO's guard against an all-zero optimal objective in normalized regret.
 REGRET_EPS = 1e-7
@@ -30,7 +29,7 @@ def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, b
                 y_true: Any) -> tuple[Tensor, Tensor, float]:
     """``(<c, y_pred>, <c, y*>, sign)`` per instance, as float64 tensors."""
     if solver is None:
-        solver = make_solver(load_spec(spec), backend)
+        solver = make_solver(spec, backend)
     cost, pred = _as64(cost_true), _as64(y_pred)
     check_costs(solver.spec, cost, "cost_true")
     if pred.shape != cost.shape:
@@ -45,8 +44,8 @@ def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, b
             raise ValueError(
                 f"y_true has shape {tuple(best.shape)} but cost_true has {tuple(cost.shape)}"
             )
-    dims = tuple(range(cost.ndim - len(solver.cost_shape), cost.ndim))
-    return (cost * pred).sum(dims), (cost * best).sum(dims), solver.sign
+    k = len(solver.cost_shape)
+    return inner(cost, pred, k), inner(cost, best, k), solver.sign
 
 
 def regret(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None = None,

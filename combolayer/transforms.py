@@ -93,11 +93,10 @@ def make_projection(projection: str | Transform, spec) -> Transform:
     if projection in ("plane", "auto"):
         from .analysis import analyze
 
-        hull = analyze(spec)
-        flat = project_plane(torch.tensor(hull.normals, dtype=torch.float64))
-        if projection == "auto":
-            flat = chain(flat, normalize)
-        return on_cost_shape(flat, spec.cost_shape)
+        plane = analyze(spec).transform()
+        if projection == "plane":
+            return plane
+        return chain(plane, on_cost_shape(normalize, spec.cost_shape))
     if projection not in PROJECTIONS:
         raise ValueError(
             f"unknown projection {projection!r}: expected one of "

@@ -11,6 +11,7 @@ import warnings
 from typing import ClassVar
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..canonical import CanonicalForm
 from ..errors import InfeasibleError, SolverError
@@ -18,6 +19,34 @@ from ..specs import Spec
 from .config import BackendConfig
 from .registry import register_backend
 from .solver import RowKernel
+
+
+def highs_lp(cost: np.ndarray, lower: np.ndarray, upper: np.ndarray, A: sp.spmatrix,
+             row_lower: np.ndarray, row_upper: np.ndarray, integer: np.ndarray | None = None):
+    """A ``highspy.HighsLp`` for ``min cost.x`` s.t. ``row_lower <= A x <= row_upper``,
+    ``lower <= x <= upper`` (infinite bounds allowed), ``x[j]`` integer where ``integer[j]``."""
+    import highspy
+
+    def bounded(values: np.ndarray) -> np.ndarray:
+        return np.clip(np.asarray(values, dtype=np.float64), -highspy.kHighsInf,
+                       highspy.kHighsInf)
+
+    A = sp.csc_matrix(A)
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = A.shape[1], A.shape[0]
+    lp.col_cost_ = np.asarray(cost, dtype=np.float64)
+    lp.col_lower_, lp.col_upper_ = bounded(lower), bounded(upper)
+    lp.row_lower_, lp.row_upper_ = bounded(row_lower), bounded(row_upper)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = A.indptr.astype(np.int32)
+    lp.a_matrix_.index_ = A.indices.astype(np.int32)
+    lp.a_matrix_.value_ = A.data.astype(np.float64)
+    if integer is not None:
+        lp.integrality_ = [
+            highspy.HighsVarType.kInteger if flag else highspy.HighsVarType.kContinuous
+            for flag in integer
+        ]
+    return lp
 
 
 def _build_model(form: CanonicalForm, config: BackendConfig):
@@ -41,25 +70,9 @@ def _build_model(form: CanonicalForm, config: BackendConfig):
             raise ValueError(f"HiGHS rejected option {key}={value!r}")
 
     A, row_lower, row_upper = form.rows()
-    A = A.tocsc()
-    lp = highspy.HighsLp()
-    lp.num_col_ = form.num_vars
-    lp.num_row_ = A.shape[0]
-    lp.col_cost_ = np.zeros(form.num_vars)
-    lp.col_lower_ = form.lower
-    lp.col_upper_ = np.where(np.isinf(form.upper), highspy.kHighsInf, form.upper)
-    lp.row_lower_ = np.where(np.isinf(row_lower), -highspy.kHighsInf, row_lower)
-    lp.row_upper_ = np.where(np.isinf(row_upper), highspy.kHighsInf, row_upper)
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = A.indptr.astype(np.int32)
-    lp.a_matrix_.index_ = A.indices.astype(np.int32)
-    lp.a_matrix_.value_ = A.data.astype(np.float64)
-    if form.is_mip:
-        lp.integrality_ = [
-            highspy.HighsVarType.kInteger if flag else highspy.HighsVarType.kContinuous
-            for flag in form.integer
-        ]
-    h.passModel(lp)
+    integer = form.integer if form.is_mip else None
+    h.passModel(highs_lp(np.zeros(form.num_vars), form.lower, form.upper, A,
+                         row_lower, row_upper, integer))
     return h
 
 

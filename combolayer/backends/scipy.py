@@ -29,6 +29,7 @@ import scipy.sparse as sp
 from ..errors import InfeasibleError, SolverError
 from ..problems import TSP, GridShortestPath, Knapsack, Matching, ShortestPath
 from ..problems.shortest_path import topological_order
+from ..problems.tsp import subtours
 from ..specs import Spec
 from .config import BackendConfig
 from .registry import register_backend
@@ -327,7 +328,6 @@ def _tsp_kernel(spec: TSP) -> Callable:
     inequalities of every subtour until the solution is one tour. Cuts stay
     within one instance: each instance starts again from the degree rows."""
     from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse.csgraph import connected_components
 
     n = spec.num_nodes
     iu, ju = np.triu_indices(n, k=1)
@@ -349,12 +349,11 @@ def _tsp_kernel(spec: TSP) -> Callable:
             chosen = result.x > 0.5
             adjacency = sp.csr_matrix((np.ones(chosen.sum()), (iu[chosen], ju[chosen])),
                                       shape=(n, n))
-            count, labels = connected_components(adjacency, directed=False)
-            if count == 1:
+            components = subtours(adjacency)
+            if not components:
                 y = adjacency.toarray()
                 return y + y.T
-            for component in range(count):
-                inside = labels == component
+            for inside in components:
                 rows.append(sp.csr_matrix((inside[iu] != inside[ju]).astype(float)[None]))
                 lower.append(np.array([2.0]))
                 upper.append(np.array([np.inf]))

@@ -46,6 +46,16 @@ class RowKernel:
         return self.form.outputs(out)
 
 
+def inner(a: Any, b: Any, num_cost_dims: int, keepdim: bool = False) -> Any:
+    """``<a, b>`` over the trailing ``num_cost_dims`` axes: one value per instance
+    (numpy or torch; ``keepdim`` keeps size-1 axes for broadcasting)."""
+    product = a * b
+    dims = tuple(range(product.ndim - num_cost_dims, product.ndim))
+    if isinstance(product, torch.Tensor):
+        return product.sum(dim=dims, keepdim=keepdim)
+    return product.sum(axis=dims, keepdims=keepdim)
+
+
 def check_costs(spec: Spec, costs: Any, name: str = "costs") -> None:
     """Raise ValueError on a wrong trailing shape or NaN/inf entries."""
     shape = tuple(costs.shape)

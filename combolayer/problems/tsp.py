@@ -38,6 +38,15 @@ def _degree_rows(n: int, num_vars: int) -> tuple[sp.csr_matrix, np.ndarray, sp.c
     return degree, np.full(n, 2.0), symmetry
 
 
+def subtours(adjacency: sp.spmatrix | np.ndarray) -> list[np.ndarray]:
+    """The node masks of the connected components of a 0/1 adjacency matrix,
+    or ``[]`` when it is a single tour."""
+    from scipy.sparse.csgraph import connected_components
+
+    count, labels = connected_components(sp.csr_matrix(adjacency), directed=False)
+    return [] if count == 1 else [labels == component for component in range(count)]
+
+
 @dataclasses.dataclass(frozen=True)
 class SubtourSeparator:
     """Cut-set inequalities ``sum_{i in S, j not in S} y_ij >= 2`` for every connected
@@ -46,16 +55,9 @@ class SubtourSeparator:
     num_nodes: int
 
     def __call__(self, x: np.ndarray) -> list[Cut]:
-        from scipy.sparse.csgraph import connected_components
-
         n = self.num_nodes
-        adjacency = np.asarray(x[: n * n]).reshape(n, n) > 0.5
-        count, labels = connected_components(sp.csr_matrix(adjacency), directed=False)
-        if count == 1:
-            return []
         cuts = []
-        for component in range(count):
-            inside = labels == component
+        for inside in subtours(np.asarray(x[: n * n]).reshape(n, n) > 0.5):
             i, j = np.nonzero(np.outer(inside, ~inside))
             cuts.append(Cut(index=i * n + j, value=np.ones(len(i)), lower=2.0, upper=np.inf))
         return cuts
