@@ -9,9 +9,9 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from testkit import FixedNoise, backend_or_skip
 
 import combolayer as cl
-from combolayer.backends.registry import capable_backends
 from combolayer.data import shortest_path
 
 # Pick 2 of 4 items under a weight limit: 0/1, enumerable, min and max versions.
@@ -34,23 +34,6 @@ BACKENDS = ["highs", "scip"]
 def best(costs: torch.Tensor, sense: str) -> torch.Tensor:
     values = costs @ POINTS.T
     return POINTS[(values.argmin(-1) if sense == "min" else values.argmax(-1))]
-
-
-def backend_or_skip(name: str, spec) -> str:
-    if name not in capable_backends(spec):
-        pytest.skip(f"backend {name!r} is not installed or cannot solve {spec.label}")
-    return name
-
-
-class FixedNoise:
-    def __init__(self, z):
-        self.z = z
-
-    def sample(self, shape, generator=None):
-        return self.z.clone()
-
-    def grad_nu(self, z):
-        return z
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
