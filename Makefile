@@ -1,31 +1,60 @@
 # Two commands do all of the setup on a fresh machine: `make demo` and `make test`.
+#
+# Everything runs in a virtual environment of its own (.venv), so PEP 668
+# system Pythons (Debian, Ubuntu, Homebrew) are never pip-installed into.
+# requirements.lock pins the exact versions the suite passed with; `make
+# test-latest` tries the newest releases in .venv-latest, and `make lock`
+# writes them into requirements.lock once they pass (docs/dependencies.md).
 PYTHON ?= python3
-PIP := $(PYTHON) -m pip
-STAMP := .make-installed
+VENV ?= .venv
+LOCK := requirements.lock
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+LATEST := .venv-latest
+# torch==2.13.0 is a CPU build. It is installed before anything else, so pip
+# never resolves "torch" to a CUDA build of several GB.
+TORCH := torch==2.13.0
 
-.PHONY: install demo test bench lint clean
+.PHONY: install demo test test-latest lock bench lint docs docs-serve clean
 
 install: $(STAMP)
 
-# torch==2.13.0 first, pinned: a CPU build. Installing it before the package
-# keeps pip from resolving "torch" to a CUDA build of several GB.
-$(STAMP): pyproject.toml Makefile
-	$(PIP) install "torch==2.13.0"
-	$(PIP) install -e ".[dev]"
-	$(PIP) install -e tests/plugin_backend
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml $(LOCK) Makefile | $(PY)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c $(LOCK) "$(TORCH)"
+	$(PY) -m pip install -q -c $(LOCK) -e ".[dev]" -e tests/plugin_backend
 	touch $(STAMP)
 
 demo: install
-	$(PYTHON) -m combolayer demo
+	$(PY) -m combolayer demo
 
 test: install
-	$(PYTHON) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider
+
+# The newest releases of every dependency (torch stays the CPU build), in a
+# separate environment; the lock is untouched.
+test-latest:
+	rm -rf $(LATEST)
+	$(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/python -m pip install -q --upgrade pip
+	$(LATEST)/bin/python -m pip install -q "$(TORCH)"
+	$(LATEST)/bin/python -m pip install -q --upgrade -e ".[dev]" -e tests/plugin_backend
+	$(LATEST)/bin/python -m pip freeze --exclude-editable > $(LATEST)/freeze.txt
+	$(LATEST)/bin/python -m pytest -q -p no:cacheprovider
+
+# Refresh the lock from the newest releases, only after they pass the suite.
+lock: test-latest
+	{ echo "# The exact set the test suite passed with (make lock writes it; docs/dependencies.md)."; \
+	  sed -e 's/+cpu$$//' $(LATEST)/freeze.txt; } > $(LOCK)
 
 bench: install
-	$(PYTHON) -m combolayer bench
+	$(PY) -m combolayer bench
 
 lint: install
-	ruff check combolayer tests benchmarks examples
+	$(VENV)/bin/ruff check combolayer tests benchmarks examples
 
 clean:
-	rm -f $(STAMP)
+	rm -rf $(VENV) $(LATEST)

@@ -212,9 +212,7 @@ def _tight_rows(form: CanonicalForm, G: sp.csr_matrix,
     lands in the relative interior of the optimal face, so usually every
     slack row shows up at once and the loop runs twice.
     """
-    import highspy
-
-    from .backends.highs import highs_lp
+    from .backends.highs import check_status, highs_lp, new_highs
 
     n, c = form.num_vars, G.shape[0]
     A_all = sp.vstack([
@@ -229,11 +227,10 @@ def _tight_rows(form: CanonicalForm, G: sp.csr_matrix,
         row_lower=np.concatenate([np.full(c, -np.inf), form.b_eq]),
         row_upper=np.concatenate([h, form.b_eq]),
     )
-    model = highspy.Highs()
-    model.setOptionValue("output_flag", False)
-    model.setOptionValue("solver", "ipm")
-    model.setOptionValue("run_crossover", "off")
-    model.passModel(lp)
+    model = new_highs(threads=1)
+    check_status(model.setOptionValue("solver", "ipm"), "setOptionValue(solver)")
+    check_status(model.setOptionValue("run_crossover", "off"), "setOptionValue(run_crossover)")
+    check_status(model.passModel(lp), "passModel")
 
     candidate = np.ones(c, dtype=bool)
     x = _run_lp(model)
@@ -256,15 +253,17 @@ def _tight_rows(form: CanonicalForm, G: sp.csr_matrix,
 def _run_lp(model) -> np.ndarray:
     import highspy
 
+    from .backends.highs import run_highs
+
     model.clearSolver()
-    model.run()
+    run_highs(model)
     status = model.getModelStatus()
     if status == highspy.HighsModelStatus.kUnknown:
         # The interior-point solver sometimes stops short of a certificate on
         # tiny degenerate LPs; simplex always finishes (a vertex needs more rounds).
         model.setOptionValue("solver", "simplex")
         model.clearSolver()
-        model.run()
+        run_highs(model)
         model.setOptionValue("solver", "ipm")
         status = model.getModelStatus()
     if status == highspy.HighsModelStatus.kOptimal:

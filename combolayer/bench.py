@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .backends.highs import _build_model
+from .backends.highs import _build_model, run_highs
 from .backends.registry import canonical_form
 from .layer import ComboLayer
 
@@ -47,7 +47,7 @@ def raw_highs_loop(spec, costs: np.ndarray):
     def solve_one(row: np.ndarray) -> list[float]:
         model.changeColsCost(len(columns), columns, row)
         model.clearSolver()
-        model.run()
+        run_highs(model)
         return model.getSolution().col_value
 
     return solve_all

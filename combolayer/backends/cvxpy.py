@@ -58,6 +58,10 @@ class CvxpyKernel(RowKernel):
 
         options = dict(config.options)
         self.solver = str(options.pop("solver", DEFAULT_SOLVER)).upper()
+        if self.solver == "HIGHS" and not config.verbose:
+            from .highs import absorb_banner
+
+            absorb_banner()
         if self.solver not in cp.installed_solvers():
             raise ValueError(f"cvxpy solver {self.solver!r} is not installed: expected one of "
                              f"{cp.installed_solvers()}")

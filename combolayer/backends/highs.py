@@ -3,11 +3,28 @@
 The model is passed once; each solve changes only the column costs, clears
 the solver state and runs again with presolve off. Measured on the demo's
 LPs, reusing the previous basis was 2-5x slower when every cost changes.
+
+Two pieces of HiGHS state are process-global, and every HiGHS model in
+combolayer (kernels and :mod:`combolayer.analysis`) is made by
+:func:`new_highs` and run by :func:`run_highs` to handle them:
+
+- the banner, which highspy 1.16 prints to the C-level stdout when the first
+  model of the process is made, before any option can turn it off;
+- the thread scheduler, which the first ``run()`` of the process creates with
+  that model's ``threads`` option and never resizes. A later model asking for
+  another count gets ``kError`` and model status 'Not Set' (a warning before
+  highspy 1.15, an error since). :func:`run_highs` then resets the scheduler,
+  with no other solve of ours running, and runs again.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
+import sys
+import threading
 import warnings
+from contextlib import contextmanager
 from typing import ClassVar
 
 import numpy as np
@@ -19,6 +36,111 @@ from ..specs import Spec
 from .config import BackendConfig
 from .registry import register_backend
 from .solver import RowKernel
+
+
+class _SharedLock:
+    """Many solves share the scheduler; a reset needs it to itself."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._users = 0
+
+    @contextmanager
+    def shared(self):
+        with self._condition:
+            self._users += 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._users -= 1
+                self._condition.notify_all()
+
+    @contextmanager
+    def exclusive(self):
+        with self._condition:
+            self._condition.wait_for(lambda: self._users == 0)
+            yield
+
+
+_SCHEDULER = _SharedLock()
+_BANNER_LOCK = threading.Lock()
+_banner_done = False
+
+
+@contextmanager
+def _c_stdout_silenced():
+    """Point file descriptor 1 at /dev/null, flushing C's and Python's buffers
+    on both sides so nothing printed inside leaks out after."""
+    libc = ctypes.CDLL(None)
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        libc.fflush(None)
+        os.dup2(saved, 1)
+        os.close(devnull)
+        os.close(saved)
+
+
+def absorb_banner() -> None:
+    """Make the process's first HiGHS model with stdout silenced, so the banner
+    highspy prints then is not seen; also for models made by others (cvxpy)."""
+    global _banner_done
+    import highspy
+
+    with _BANNER_LOCK:
+        if not _banner_done:
+            with _c_stdout_silenced():
+                highspy.Highs()
+            _banner_done = True
+
+
+def new_highs(threads: int = 1, verbose: bool = False):
+    """A ``highspy.Highs`` with its output off (unless ``verbose``) and ``threads`` set
+    (0 leaves HiGHS's default)."""
+    import highspy
+
+    if not verbose:
+        absorb_banner()
+    h = highspy.Highs()
+    check_status(h.setOptionValue("output_flag", bool(verbose)), "setOptionValue(output_flag)")
+    if threads:
+        check_status(h.setOptionValue("threads", int(threads)), "setOptionValue(threads)")
+    return h
+
+
+def check_status(status, call: str) -> None:
+    """Raise :class:`SolverError` naming ``call`` unless highspy returned kOk or kWarning."""
+    import highspy
+
+    if status not in (highspy.HighsStatus.kOk, highspy.HighsStatus.kWarning):
+        raise SolverError(f"HiGHS: {call} returned {status.name}, expected kOk")
+
+
+def run_highs(h) -> None:
+    """``h.run()``, resetting HiGHS's process-global scheduler once if another
+    thread count created it; any other failure raises :class:`SolverError`."""
+    import highspy
+
+    with _SCHEDULER.shared():
+        status = h.run()
+    if status == highspy.HighsStatus.kError and (
+        h.getModelStatus() == highspy.HighsModelStatus.kNotset
+    ):
+        with _SCHEDULER.exclusive():
+            highspy.Highs.resetGlobalScheduler(True)
+            status = h.run()
+    if status == highspy.HighsStatus.kError:
+        threads = h.getOptionValue("threads")
+        raise SolverError(
+            f"HiGHS: Highs.run() returned kError with model status "
+            f"{h.modelStatusToString(h.getModelStatus())!r} (threads={threads}); "
+            "rerun with BackendConfig(verbose=True) to see HiGHS's log"
+        )
 
 
 def highs_lp(cost: np.ndarray, lower: np.ndarray, upper: np.ndarray, A: sp.spmatrix,
@@ -52,27 +174,28 @@ def highs_lp(cost: np.ndarray, lower: np.ndarray, upper: np.ndarray, A: sp.spmat
 def _build_model(form: CanonicalForm, config: BackendConfig):
     import highspy
 
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", bool(config.verbose))
-    # Presolve costs more than it saves when only the costs change, except on
-    # the MIPs re-solved with subtour cuts (TSP-50: 106 ms on, 144 ms off).
-    h.setOptionValue("presolve", "on" if form.separator is not None else "off")
-    h.setOptionValue("mip_rel_gap", float(config.mip_gap))
-    # The default absolute gap (1e-6) and relative gap (1e-4) returned a
-    # non-optimal knapsack solution in our measurements: exact by default.
-    h.setOptionValue("mip_abs_gap", 0.0 if config.mip_gap == 0 else 1e-6)
-    if config.threads:
-        h.setOptionValue("threads", int(config.threads))
+    h = new_highs(config.threads, config.verbose)
+    options = {
+        # Presolve costs more than it saves when only the costs change, except on
+        # the MIPs re-solved with subtour cuts (TSP-50: 106 ms on, 144 ms off).
+        "presolve": "on" if form.separator is not None else "off",
+        "mip_rel_gap": float(config.mip_gap),
+        # The default absolute gap (1e-6) and relative gap (1e-4) returned a
+        # non-optimal knapsack solution in our measurements: exact by default.
+        "mip_abs_gap": 0.0 if config.mip_gap == 0 else 1e-6,
+    }
     if config.time_limit is not None:
-        h.setOptionValue("time_limit", float(config.time_limit))
+        options["time_limit"] = float(config.time_limit)
+    for key, value in options.items():
+        check_status(h.setOptionValue(key, value), f"setOptionValue({key})")
     for key, value in config.options.items():
         if h.setOptionValue(key, value) != highspy.HighsStatus.kOk:
             raise ValueError(f"HiGHS rejected option {key}={value!r}")
 
     A, row_lower, row_upper = form.rows()
     integer = form.integer if form.is_mip else None
-    h.passModel(highs_lp(np.zeros(form.num_vars), form.lower, form.upper, A,
-                         row_lower, row_upper, integer))
+    check_status(h.passModel(highs_lp(np.zeros(form.num_vars), form.lower, form.upper, A,
+                                      row_lower, row_upper, integer)), "passModel")
     return h
 
 
@@ -89,7 +212,8 @@ class HighsKernel(RowKernel):
         self._base_rows = self.model.getNumRow()
 
     def solve_one(self, cost: np.ndarray) -> np.ndarray:
-        self.model.changeColsCost(len(self._columns), self._columns, cost)
+        check_status(self.model.changeColsCost(len(self._columns), self._columns, cost),
+                     "changeColsCost")
         if self.form.separator is None:
             return self._run()
         return self._run_with_cuts(self.form.separator)
@@ -100,21 +224,22 @@ class HighsKernel(RowKernel):
             x = self._run()
             while cuts := separator(x):
                 for cut in cuts:
-                    h.addRow(cut.lower, cut.upper, len(cut.index), cut.index.astype(np.int32),
-                             cut.value.astype(np.float64))
+                    check_status(h.addRow(cut.lower, cut.upper, len(cut.index),
+                                          cut.index.astype(np.int32),
+                                          cut.value.astype(np.float64)), "addRow")
                 x = self._run()
             return x
         finally:
             # Cuts kept across calls made later solves 15x slower: drop them.
             extra = h.getNumRow() - self._base_rows
             if extra:
-                h.deleteRows(extra, np.arange(self._base_rows, self._base_rows + extra,
-                                              dtype=np.int32))
+                check_status(h.deleteRows(extra, np.arange(
+                    self._base_rows, self._base_rows + extra, dtype=np.int32)), "deleteRows")
 
     def _run(self) -> np.ndarray:
         h = self.model
-        h.clearSolver()
-        h.run()
+        check_status(h.clearSolver(), "clearSolver")
+        run_highs(h)
         status = h.getModelStatus()
         S = self._status
         if status == S.kOptimal:
@@ -144,7 +269,7 @@ class HighsKernel(RowKernel):
         saved = np.asarray(h.getLp().col_cost_)
         h.changeColsCost(len(saved), np.arange(len(saved), dtype=np.int32), np.zeros(len(saved)))
         h.clearSolver()
-        h.run()
+        run_highs(h)
         infeasible = h.getModelStatus() != self._status.kOptimal
         h.changeColsCost(len(saved), np.arange(len(saved), dtype=np.int32), saved)
         return infeasible

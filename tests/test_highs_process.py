@@ -1,0 +1,77 @@
+"""HiGHS keeps process-global state (its thread scheduler and its banner), so
+these checks run in a fresh interpreter each: the first solver use is the
+code under test, as it is for a user's script."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("highspy")
+
+
+def run_fresh(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_first_solver_use_is_a_layer_and_mips_stay_exact():
+    # projection="auto" runs cl.analyze (HiGHS) before the layer's own MIP model:
+    # with highspy 1.16 every later solve returned 'Not Set'.
+    result = run_fresh("""
+        import itertools
+        import numpy as np, torch, combolayer as cl
+        spec = cl.ILP(shape=[6], constraints=[
+            cl.Constraint(coefs=[3, 1, 4, 1, 5, 2], sense="<=", rhs=7),
+            cl.Constraint(coefs=[1, 1, 1, 1, 1, 1], sense=">=", rhs=2)])
+        layer = cl.ComboLayer(spec, backend="highs")
+        w = torch.randn(16, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        y = layer(w).numpy()
+        points = [p for p in itertools.product([0, 1], repeat=6)
+                  if np.dot([3, 1, 4, 1, 5, 2], p) <= 7 and sum(p) >= 2]
+        best = np.array([min(np.dot(c, p) for p in points) for c in w.numpy()])
+        assert np.allclose((y * w.numpy()).sum(1), best), (y, best)
+        print("ok")
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ok\n"  # and no banner or solver log on stdout
+    assert "HiGHS" not in result.stderr
+
+
+def test_mixed_thread_counts_and_a_cvxpy_solve_first_all_solve_exactly():
+    pytest.importorskip("cvxpy")
+    result = run_fresh("""
+        import numpy as np, combolayer as cl
+        spec = cl.ILP(shape=[6], integrality="integer", upper=3, constraints=[
+            cl.Constraint(coefs=[1, 2, 3, 1, 1, 2], sense="<=", rhs=7)])
+        costs = np.random.default_rng(0).normal(size=(4, 6))
+        first = cl.make_solver(spec, "cvxpy").solve(costs)  # HiGHS via cvxpy, default threads
+        outs = [cl.make_solver(spec, {"name": "highs", "threads": t}).solve(costs)
+                for t in (1, 2, 1, 0, 2)]
+        assert all(np.array_equal(o, first) for o in outs)
+        print("ok")
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ok\n"
+
+
+def test_verbose_shows_the_solver_log():
+    result = run_fresh("""
+        import numpy as np, combolayer as cl
+        spec = cl.ILP(shape=[3], constraints=[cl.Constraint(coefs=[1, 1, 1], sense="==", rhs=1)])
+        cl.make_solver(spec, {"name": "highs", "verbose": True}).solve(np.array([1.0, 0, 2]))
+    """)
+    assert result.returncode == 0, result.stderr
+    assert "HiGHS" in result.stdout
+
+
+def test_a_failed_solver_call_names_the_call_and_the_status():
+    import highspy
+
+    from combolayer.backends.highs import check_status
+    from combolayer.errors import SolverError
+
+    with pytest.raises(SolverError, match=r"passModel returned kError, expected kOk"):
+        check_status(highspy.HighsStatus.kError, "passModel")
+    check_status(highspy.HighsStatus.kWarning, "passModel")  # a warning is not an error
