@@ -16,7 +16,7 @@ COMMANDS = {
     "analyze": ("combolayer.commands:analyze", "print a spec's invariances"),
     "train": ("combolayer.training:train", "train from a YAML/JSON config"),
     "bench": ("combolayer.bench:main", "measure layer overhead against the raw solver"),
-    "reproduce": ("combolayer.commands:reproduce", "re-run an experiment from the docs"),
+    "reproduce": ("combolayer.commands:reproduce", "run a paper experiment (--list)"),
 }
 
 
@@ -38,9 +38,33 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("config")
     bench = sub.add_parser("bench", help=COMMANDS["bench"][1])
     bench.add_argument("--batch", type=int, default=256)
-    reproduce = sub.add_parser("reproduce", help=COMMANDS["reproduce"][1])
-    reproduce.add_argument("experiment")
+    add_reproduce_arguments(sub.add_parser(
+        "reproduce", help=COMMANDS["reproduce"][1], description=reproduce_description(),
+        formatter_class=argparse.RawDescriptionHelpFormatter))
     return parser
+
+
+def reproduce_description() -> str:
+    from .experiments import describe, experiments
+
+    names = "\n".join(f"  {name:<16} {describe(module)}"
+                       for name, module in experiments().items())
+    return ("Run a paper experiment at CPU scale and write DIR/results.json, details.json "
+            f"and curves.png.\n\nexperiments:\n{names}")
+
+
+def add_reproduce_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("experiment", nargs="?", help="an experiment name (see --list)")
+    parser.add_argument("--list", action="store_true", help="name every experiment")
+    parser.add_argument("--quick", action="store_true",
+                        help="the seconds-long smoke version of the same code path")
+    parser.add_argument("--seeds", type=int, help="number of seeds (0..N-1)")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default=None)
+    parser.add_argument("--out", help="output folder (default runs/NAME)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config field, e.g. --set epochs=5 (YAML value)")
+    parser.add_argument("--report", action="store_true",
+                        help="render docs/results.md from docs/results/*/results.json")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -55,24 +55,53 @@ def solve(args: argparse.Namespace) -> int:
 
 
 def reproduce(args: argparse.Namespace) -> int:
-    """``combolayer reproduce EXPERIMENT``: re-run a documented experiment: ``demo``,
-    or ``benchmarks/EXPERIMENT.py`` from a source checkout."""
-    import runpy
+    """``combolayer reproduce [NAME] [--list] [--quick] [--seeds N] [--device D] [--out DIR]
+    [--set KEY=VALUE ...] [--report]``: run a paper experiment, list them, or render
+    docs/results.md from the committed runs."""
     import sys
-    from pathlib import Path
+    import time
 
-    if args.experiment == "demo":
-        from .demo import run
+    import yaml
 
-        run()
+    from .experiments import describe, experiments, get
+    from .experiments.report import render
+
+    if args.list:
+        for name, module in experiments().items():
+            print(f"{name:<16} {describe(module)}")
         return 0
-    folder = Path(__file__).resolve().parents[1] / "benchmarks"
-    experiments = sorted(p.stem for p in folder.glob("*.py")) if folder.is_dir() else []
-    if args.experiment not in experiments:
-        print(f"unknown experiment {args.experiment!r}: expected one of {['demo', *experiments]}"
-              + ("" if experiments else " (the benchmarks/ folder of a source checkout)"),
+    if args.report:
+        print(f"wrote {render()}", file=sys.stderr)
+        return 0
+    if args.experiment is None:
+        print("combolayer reproduce: name an experiment, or use --list / --report",
               file=sys.stderr)
         return 2
-    sys.argv = [str(folder / f"{args.experiment}.py")]
-    runpy.run_path(sys.argv[0], run_name="__main__")
+    try:
+        module = get(args.experiment)
+    except KeyError as error:
+        print(f"combolayer reproduce: {error.args[0]}", file=sys.stderr)
+        return 2
+    overrides = dict(module.QUICK) if args.quick else {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
+        overrides[key.strip()] = yaml.safe_load(value)
+    if args.quick:
+        overrides["quick"] = True
+    if args.seeds is not None:
+        overrides["seeds"] = list(range(args.seeds))
+    if args.device is not None:
+        overrides["device"] = args.device
+    if args.out is not None:
+        overrides["out"] = args.out
+    config = module.Config(**overrides)
+    start = time.perf_counter()
+    result = module.run(config)
+    for claim in result.claims:
+        print(f"[{claim.verdict}] {claim.claim}: {claim.evidence}")
+    out = config.out or f"runs/{args.experiment}"
+    print(f"{args.experiment}: {time.perf_counter() - start:.0f} s; results in {out}/",
+          file=sys.stderr)
     return 0

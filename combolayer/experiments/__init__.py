@@ -1,0 +1,45 @@
+"""The paper's experiments at CPU scale, run by ``combolayer reproduce NAME``.
+
+Each experiment is one module in this package, and adding one touches that
+file only: the module's docstring (first line: the one-line description), a
+pydantic ``Config`` (a subclass of :class:`~combolayer.experiments.core.ExperimentConfig`
+with the paper's values as defaults and the CPU-scale changes named), a
+``QUICK`` dict of overrides for the seconds-long smoke run, and
+``run(config) -> Result``. :func:`experiments` finds them by scanning the package.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from functools import cache
+from types import ModuleType
+
+#: Modules of this package that hold the shared machinery, not experiments.
+_INFRASTRUCTURE = {"core", "report", "verdicts", "plots"}
+
+
+@cache
+def experiments() -> dict[str, ModuleType]:
+    """Every experiment module, by name, in alphabetical order."""
+    found = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_") or info.name in _INFRASTRUCTURE:
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if hasattr(module, "run") and hasattr(module, "Config"):
+            found[info.name] = module
+    return dict(sorted(found.items()))
+
+
+def describe(module: ModuleType) -> str:
+    """The experiment's one-line description: its docstring's first line."""
+    return (module.__doc__ or "").strip().splitlines()[0].rstrip(".") if module.__doc__ else ""
+
+
+def get(name: str) -> ModuleType:
+    """The experiment module called ``name``; ``KeyError`` names the known ones."""
+    found = experiments()
+    if name not in found:
+        raise KeyError(f"unknown experiment {name!r}: expected one of {sorted(found)}")
+    return found[name]

@@ -1,0 +1,340 @@
+"""What every experiment shares: its config base, the results schema, the
+seeds x variants loop with progress bars, the learning-curve plot, and saving.
+
+An experiment module describes *what* to train (its variants) and *how one
+run goes* (``train_one(variant, seed) -> Outcome``); :func:`run_variants`
+does the rest, and :func:`finish` writes ``results.json`` (the schema below,
+exactly these keys), ``details.json`` (curves and secondary metrics) and
+``curves.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from tqdm.auto import tqdm
+
+from . import verdicts
+
+Margin = Literal["noise", "informed"] | None
+
+
+class ExperimentConfig(BaseModel):
+    """Fields every experiment has; each experiment subclasses it with its own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seeds: list[int] = Field(default=[0, 1, 2], min_length=1)
+    device: str = "cpu"
+    quick: bool = False
+    out: Path | None = None  # default: runs/NAME
+    progress: bool = True
+
+
+# -- the results schema (results.json: exactly these keys) -----------------------------
+
+
+class Row(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    method: str
+    projection: str | None
+    noise: float | None
+    margin: Margin
+    values: list[float]
+    mean: float
+    std: float
+    train_s: float
+
+
+class PaperNumber(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    method: str
+    projection: str | None
+    value: float
+    note: str
+
+
+class Claim(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    claim: str
+    verdict: Literal["agrees", "disagrees", "inconclusive"]
+    evidence: str
+
+
+class Metric(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    higher_is_better: bool
+
+
+class Result(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    experiment: str
+    quick: bool
+    seeds: list[int]
+    metric: Metric
+    rows: list[Row]
+    paper: list[PaperNumber]
+    claims: list[Claim]
+    runtime_s: float
+    versions: dict[str, str]
+
+    def row(self, label: str) -> Row:
+        """The row whose :func:`label` is ``label``."""
+        for row in self.rows:
+            if label_of(row) == label:
+                return row
+        raise KeyError(f"no row {label!r}; rows are {[label_of(r) for r in self.rows]}")
+
+
+# -- variants and outcomes ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One compared setting: a method with its projection, noise and margin.
+
+    ``options`` carries whatever else the experiment's ``train_one`` needs (a
+    lambda, a setting such as ``k``), and ``setting`` is shown in the row's
+    method name, e.g. ``"identity [k=5]"``.
+    """
+
+    method: str
+    projection: str | None = "none"
+    noise: float | None = 0.0
+    margin: Margin = None
+    setting: str = ""
+    options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        return f"{self.method} [{self.setting}]" if self.setting else self.method
+
+    @property
+    def label(self) -> str:
+        return row_label(self.name, self.projection, self.noise, self.margin)
+
+
+def row_label(method: str, projection: str | None, noise: float | None, margin: Margin) -> str:
+    """A short unique name for a row: ``"identity, P=std, noise 0.2"``."""
+    parts = [method]
+    if projection not in (None, "none"):
+        parts.append(f"P={projection}")
+    if noise:
+        parts.append(f"{margin or 'noise'} {noise:g}")
+    return ", ".join(parts)
+
+
+def label_of(row: Row) -> str:
+    return row_label(row.method, row.projection, row.noise, row.margin)
+
+
+@dataclass
+class Outcome:
+    """What one training run reports: the headline metric on the test split,
+    its curve over epochs, secondary metrics, and the training seconds."""
+
+    value: float
+    curve: list[float] = field(default_factory=list)
+    extras: dict[str, float] = field(default_factory=dict)
+    train_s: float = 0.0
+    series: dict[str, list[float]] = field(default_factory=dict)
+
+
+@dataclass
+class Runs:
+    """Every variant's outcomes over the seeds, in run order."""
+
+    variants: list[Variant]
+    outcomes: dict[str, list[Outcome]]
+
+    def values(self, variant: Variant | str) -> list[float]:
+        key = variant if isinstance(variant, str) else variant.label
+        return [o.value for o in self.outcomes[key]]
+
+    def extra(self, variant: Variant | str, name: str) -> list[float]:
+        key = variant if isinstance(variant, str) else variant.label
+        return [o.extras[name] for o in self.outcomes[key]]
+
+    def rows(self) -> list[Row]:
+        rows = []
+        for v in self.variants:
+            values = self.values(v)
+            rows.append(Row(
+                method=v.name, projection=v.projection, noise=v.noise, margin=v.margin,
+                values=values, mean=float(np.mean(values)),
+                std=float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
+                train_s=float(np.mean([o.train_s for o in self.outcomes[v.label]])),
+            ))
+        return rows
+
+
+@contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Torch's global generator seeded inside, restored after: for module
+    initialisers that draw from it; data and noise take explicit generators."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
+def run_variants(variants: Sequence[Variant], seeds: Sequence[int],
+                 train_one: Callable[[Variant, int, tqdm | None], Outcome],
+                 *, desc: str, progress: bool = True) -> Runs:
+    """Train every variant on every seed, seeds outermost, with a progress bar.
+
+    ``train_one(variant, seed, bar)`` may call ``bar.update()`` per epoch; the
+    bar's total is ``len(seeds) * len(variants)`` runs.
+    """
+    labels = [v.label for v in variants]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"variants must have distinct labels, got {labels}")
+    outcomes: dict[str, list[Outcome]] = {label: [] for label in labels}
+    with tqdm(total=len(seeds) * len(variants), desc=desc, disable=not progress,
+              unit="run") as bar:
+        for seed in seeds:
+            for variant in variants:
+                bar.set_postfix_str(f"seed {seed}: {variant.label}")
+                start = time.perf_counter()
+                outcome = train_one(variant, seed, bar)
+                if not outcome.train_s:
+                    outcome.train_s = time.perf_counter() - start
+                outcomes[variant.label].append(outcome)
+                bar.update()
+    return Runs(list(variants), outcomes)
+
+
+# -- claims -------------------------------------------------------------------------
+
+
+def claim(text: str, verdict_and_evidence: tuple[str, str]) -> Claim:
+    verdict, evidence = verdict_and_evidence
+    return Claim(claim=text, verdict=verdict, evidence=evidence)
+
+
+def claim_better(text: str, runs: Runs, a: Variant, b: Variant, metric: Metric,
+                 min_gap: float = 0.0) -> Claim:
+    """"``a`` beats ``b``", judged by :func:`verdicts.better` on the per-seed values."""
+    verdict, evidence = verdicts.better(runs.values(a), runs.values(b), metric.higher_is_better,
+                                        min_gap)
+    return Claim(claim=text, verdict=verdict,
+                 evidence=f"{_mean(runs, a)} vs {_mean(runs, b)}: {evidence}")
+
+
+def claim_on_par(text: str, runs: Runs, a: Variant, b: Variant, metric: Metric,
+                 tolerance: float) -> Claim:
+    """"``a`` is on par with ``b``", judged by :func:`verdicts.on_par`."""
+    verdict, evidence = verdicts.on_par(runs.values(a), runs.values(b), metric.higher_is_better,
+                                        tolerance)
+    return Claim(claim=text, verdict=verdict,
+                 evidence=f"{_mean(runs, a)} vs {_mean(runs, b)}: {evidence}")
+
+
+def _mean(runs: Runs, v: Variant) -> str:
+    values = runs.values(v)
+    std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+    return f"{v.label} {np.mean(values):.4g}±{std:.2g}"
+
+
+# -- finishing: results.json, details.json, curves.png ---------------------------------
+
+
+def versions() -> dict[str, str]:
+    found = {"python": platform.python_version(), "torch": torch.__version__}
+    for package in ("combolayer", "numpy", "highspy", "pyscipopt", "scipy", "networkx",
+                    "cvxpy"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def output_dir(name: str, config: ExperimentConfig) -> Path:
+    return Path(config.out) if config.out is not None else Path("runs") / name
+
+
+def finish(name: str, config: ExperimentConfig, metric: Metric, runs: Runs,
+           paper: Sequence[PaperNumber], claims: Sequence[Claim], started: float,
+           curve_label: str | None = None, details: dict[str, Any] | None = None) -> Result:
+    """Assemble the :class:`Result`, write it with the details and the plot, return it."""
+    result = Result(
+        experiment=name, quick=config.quick, seeds=list(config.seeds), metric=metric,
+        rows=runs.rows(), paper=list(paper), claims=list(claims),
+        runtime_s=time.perf_counter() - started, versions=versions(),
+    )
+    out = output_dir(name, config)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(result.model_dump_json(indent=2) + "\n")
+    curves = {v.label: _mean_curve([o.curve for o in runs.outcomes[v.label]])
+              for v in runs.variants}
+    series: dict[str, dict[str, list[float]]] = {}
+    for v in runs.variants:
+        for key in runs.outcomes[v.label][0].series:
+            series.setdefault(key, {})[v.label] = _mean_curve(
+                [o.series[key] for o in runs.outcomes[v.label]])
+    extras = {
+        v.label: {key: _summary([o.extras[key] for o in runs.outcomes[v.label]])
+                  for key in runs.outcomes[v.label][0].extras}
+        for v in runs.variants
+    }
+    payload = {"curves": curves, "series": series, "extras": extras,
+               "config": json.loads(config.model_dump_json()), **(details or {})}
+    (out / "details.json").write_text(json.dumps(payload, indent=2, default=float) + "\n")
+    plot_curves({f"test {metric.name}": curves, **series}, out / "curves.png",
+                title=f"{name}{' (quick)' if config.quick else ''}")
+    return result
+
+
+def _mean_curve(curves: list[list[float]]) -> list[float]:
+    length = min((len(c) for c in curves), default=0)
+    return [float(np.mean([c[i] for c in curves])) for i in range(length)]
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    return {"mean": float(np.mean(values)),
+            "std": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0}
+
+
+def plot_curves(panels: dict[str, dict[str, list[float]]], path: Path, title: str) -> None:
+    """One panel per quantity, one line per row, over epochs (mean over seeds)."""
+    panels = {name: lines for name, lines in panels.items() if any(lines.values())}
+    if not panels:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    width = min(len(panels), 3)
+    height = math.ceil(len(panels) / width)
+    fig, axes = plt.subplots(height, width, figsize=(5.2 * width, 3.8 * height), squeeze=False)
+    for ax, (name, lines) in zip(axes.flat, panels.items()):
+        for label, curve in lines.items():
+            ax.plot(range(1, len(curve) + 1), curve, label=label, lw=1.4)
+        ax.set(xlabel="epoch", ylabel=name)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7, loc="best")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
