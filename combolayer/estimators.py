@@ -74,21 +74,36 @@ class Identity:
 class Blackbox:
     """Blackbox backpropagation: the gradient of a piecewise-linear interpolation.
 
-    With ``c`` the solver input, ``c' = c + lam * dL/dy`` and
-    ``dL/dc = (y(c') - y(c)) / lam``; one extra batched solver call per backward.
+    With ``c`` the solver input of one instance, ``L_i`` its own loss,
+    ``c' = c + lam * dL_i/dy`` and ``dL_i/dc = (y(c') - y(c)) / lam``; one
+    extra batched solver call per backward.
+
+    ``lam`` is per instance, so it means the same at every batch size. The
+    backward sees the gradient of the batch loss, which a ``"mean"``
+    reduction (the default, ``reduction="mean"``) divides by the batch size
+    ``B``: the step is then ``lam * B * dL/dy``. With ``reduction="sum"`` the
+    gradient is taken as it comes, which is also what the original code did
+    at any reduction. To convert a paper's lambda (original code, mean loss
+    at batch size ``B``): ``lam_per_instance = lam_paper / B``.
 
     Reference: Vlastelica, Paulus, Musil, Martius, Rolinek, "Differentiation of
     Blackbox Combinatorial Solvers", ICLR 2020.
     """
 
     lam: float = 20.0
+    reduction: str = "mean"
 
     def __post_init__(self) -> None:
         if not self.lam > 0:
             raise ValueError(f"Blackbox lam must be > 0, got {self.lam}")
+        if self.reduction not in ("mean", "sum"):
+            raise ValueError(
+                f"Blackbox reduction must be 'mean' or 'sum' (how the loss reduces over "
+                f"the batch), got {self.reduction!r}"
+            )
 
     def build(self, solver: Solver) -> DifferentiableSolve:
-        interpolation = _interpolation(solver, self.lam)
+        interpolation = _interpolation(solver, self.lam, per_instance=self.reduction == "mean")
 
         def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
                   training: bool = True) -> Tensor:
@@ -101,13 +116,15 @@ class Blackbox:
         return solve
 
 
-def _interpolation(solver: Solver, lam: float) -> type[torch.autograd.Function]:
+def _interpolation(solver: Solver, lam: float,
+                  per_instance: bool = False) -> type[torch.autograd.Function]:
     """Blackbox's backward at (perturbed) solver inputs ``c + eps_s``, shared by
     :class:`Blackbox` (``eps = 0``, one sample) and :class:`IMLE`.
 
     ``apply(costs, output, eps, samples)`` returns ``output``; its backward is
     ``dL/dc = 1/S sum_s (y(c + lam dL/dy + eps_s) - samples_s) / lam``, with all
-    S shifted solves in one batched call.
+    S shifted solves in one batched call. ``per_instance`` multiplies ``lam``
+    by the number of instances in the batch (see :class:`Blackbox`).
     """
 
     class _Interpolation(torch.autograd.Function):
@@ -124,8 +141,9 @@ def _interpolation(solver: Solver, lam: float) -> type[torch.autograd.Function]:
         @once_differentiable
         def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
             costs, eps, samples = ctx.saved_tensors
-            shifted = solver.solve_min(costs + lam * grad + eps)
-            return (shifted - samples).mean(0) / lam, None, None, None
+            step = lam * (costs.numel() // solver.num_outputs if per_instance else 1)
+            shifted = solver.solve_min(costs + step * grad + eps)
+            return (shifted - samples).mean(0) / step, None, None, None
 
     return _Interpolation
 

@@ -13,6 +13,7 @@ from .backends.registry import make_solver
 from .backends.solver import check_costs
 from .estimators import Estimator, resolve_method
 from .io import load_spec, read_mapping
+from .schedules import Schedule, make_schedule
 from .specs import Spec
 from .transforms import SignNoise, Transform, make_projection
 
@@ -29,7 +30,13 @@ class ComboLayer(nn.Module):
             ``"norm"``, ``"std"``, ``"none"`` or a callable on costs of shape
             ``(..., *cost_shape)``.
         noise: ``alpha`` for xi ~ U({-alpha/2, alpha/2}^N) in training mode, or
-            any object with ``sample(shape, generator=...)``.
+            any object with ``sample(shape, generator=...)``. Change it later
+            with :meth:`set_noise`.
+        noise_schedule: the noise level per epoch, applied by :meth:`set_epoch`:
+            a callable ``epoch -> alpha``, or a name from
+            :mod:`combolayer.schedules` (``"constant"``, ``"step_off"``,
+            ``"linear_decay"``) or a dict with ``name`` and its arguments
+            (``{"name": "step_off", "until": 10}``), starting at ``noise``.
         backend: a backend name, a :class:`BackendConfig` or a dict.
         generator: the ``torch.Generator`` noise is drawn from (seed it to
             reproduce a run).
@@ -46,17 +53,16 @@ class ComboLayer(nn.Module):
         noise: float | Any = 0.0,
         backend: str | BackendConfig | dict = "auto",
         generator: torch.Generator | None = None,
+        noise_schedule: str | dict | Schedule | None = None,
     ) -> None:
         super().__init__()
         self.spec = load_spec(spec)
         self.solver = make_solver(self.spec, backend)
         self.method = resolve_method(method)
         self.projection = make_projection(projection, self.spec)
-        if isinstance(noise, (int, float)):
-            if noise < 0:
-                raise ValueError(f"noise must be >= 0, got {noise}")
-            noise = SignNoise(float(noise)) if noise > 0 else None
-        self.noise = noise
+        self.set_noise(noise)
+        self.noise_schedule = (None if noise_schedule is None else
+                               make_schedule(noise_schedule, self.noise_level))
         self.generator = generator
         self._solve = self.method.build(self.solver)
 
@@ -64,7 +70,7 @@ class ComboLayer(nn.Module):
     def from_config(cls, source: str | os.PathLike | dict) -> ComboLayer:
         """Build from a dict or YAML/JSON with keys problem, method, projection, noise, backend."""
         config = dict(read_mapping(source, what="layer config"))
-        known = {"problem", "method", "projection", "noise", "backend"}
+        known = {"problem", "method", "projection", "noise", "backend", "noise_schedule"}
         unknown = set(config) - known
         if unknown or "problem" not in config:
             raise ValueError(
@@ -72,6 +78,31 @@ class ComboLayer(nn.Module):
                 f"got keys {sorted(config)}"
             )
         return cls(config.pop("problem"), **config)
+
+    def set_noise(self, noise: float | Any | None) -> None:
+        """Set the training-mode noise: ``alpha`` for xi ~ U({-alpha/2, alpha/2}^N),
+        a noise object with ``sample(shape, generator=...)``, or 0 / None for none.
+
+        Eval mode never adds noise, whatever is set here.
+        """
+        if noise is None or isinstance(noise, (int, float)):
+            alpha = float(noise or 0.0)
+            if not alpha >= 0 or alpha == float("inf"):
+                raise ValueError(f"noise must be a finite alpha >= 0, got {noise}")
+            noise = SignNoise(alpha) if alpha > 0 else None
+        self.noise = noise
+
+    def set_epoch(self, epoch: int) -> float:
+        """Apply ``noise_schedule`` for ``epoch`` and return the noise level now in force
+        (without a schedule the noise is left as it is)."""
+        if self.noise_schedule is not None:
+            self.set_noise(self.noise_schedule(epoch))
+        return self.noise_level
+
+    @property
+    def noise_level(self) -> float:
+        """The current margin noise ``alpha`` (0 when there is none)."""
+        return float(getattr(self.noise, "alpha", 0.0)) if self.noise is not None else 0.0
 
     def extra_repr(self) -> str:
         return f"{self.spec.label}, method={self.method}, backend={self.solver.backend!r}"

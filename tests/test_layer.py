@@ -48,17 +48,23 @@ def test_identity_gradient_is_minus_projection_jacobian_transpose(sense, project
 @pytest.mark.parametrize("sense", ["min", "max"])
 @pytest.mark.parametrize("projection", PROJECTIONS)
 @pytest.mark.parametrize("lam", [0.5, 20.0])
-def test_blackbox_gradient_matches_formula(sense, projection, lam):
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_blackbox_gradient_matches_formula(sense, projection, lam, reduction):
+    # lam is per instance: with a batch-mean loss (gradient g / B) the solver
+    # still sees u + lam * g, the step of each instance's own loss.
     spec = assignment(sense=sense)
-    layer = cl.ComboLayer(spec, method=cl.Blackbox(lam=lam), projection=projection)
+    method = cl.Blackbox(lam=lam, reduction=reduction)
+    layer = cl.ComboLayer(spec, method=method, projection=projection)
     solver = cl.make_solver(spec, "highs")
-    w = torch.randn(6, 3, 3, dtype=torch.float64, requires_grad=True)
-    g = torch.randn(6, 3, 3, dtype=torch.float64)
-    (layer(w) * g).sum().backward()
+    batch = 6
+    w = torch.randn(batch, 3, 3, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(batch, 3, 3, dtype=torch.float64)
+    scale = batch if reduction == "mean" else 1
+    ((layer(w) * g).sum() / scale).backward()
     sign = 1.0 if sense == "min" else -1.0
     u = layer.projection(w.detach())
     shifted = u + sign * lam * g
-    grad_u = sign * (solver.solve(shifted) - solver.solve(u)) / lam
+    grad_u = sign * (solver.solve(shifted) - solver.solve(u)) / (lam * scale)
     _, expected = torch.autograd.functional.vjp(layer.projection, w.detach(), grad_u)
     torch.testing.assert_close(w.grad, expected, rtol=0, atol=1e-12)
     assert (shifted != u).any()
@@ -145,7 +151,7 @@ def test_bad_layer_arguments():
         cl.ComboLayer(choose(), method="magic")
     with pytest.raises(ValueError, match="Blackbox lam must be > 0, got 0"):
         cl.Blackbox(lam=0)
-    with pytest.raises(ValueError, match="noise must be >= 0"):
+    with pytest.raises(ValueError, match="noise must be a finite alpha >= 0"):
         cl.ComboLayer(choose(), noise=-1.0)
 
 

@@ -1,0 +1,68 @@
+"""Noise schedules: the margin noise level ``alpha`` as a function of the epoch.
+
+The paper keeps the noise on for the whole run in Warcraft and switches it
+off after the first half of training in Globe TSP. A schedule is any callable
+``epoch -> alpha``; :class:`~combolayer.ComboLayer` takes one as
+``noise_schedule=`` (a callable, a name, or a dict with ``name`` and its
+arguments) and applies it in :meth:`~combolayer.ComboLayer.set_epoch`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+Schedule = Callable[[int], float]
+
+
+@dataclass(frozen=True)
+class Constant:
+    """``alpha`` at every epoch."""
+
+    alpha: float
+
+    def __call__(self, epoch: int) -> float:
+        return self.alpha
+
+
+@dataclass(frozen=True)
+class StepOff:
+    """``alpha`` for epochs ``0 .. until - 1``, then 0 (the paper's Globe TSP)."""
+
+    alpha: float
+    until: int
+
+    def __call__(self, epoch: int) -> float:
+        return self.alpha if epoch < self.until else 0.0
+
+
+@dataclass(frozen=True)
+class LinearDecay:
+    """``alpha`` at epoch 0, falling linearly to 0 at epoch ``until`` and after."""
+
+    alpha: float
+    until: int
+
+    def __call__(self, epoch: int) -> float:
+        return self.alpha * max(0.0, 1.0 - epoch / self.until)
+
+
+SCHEDULES: dict[str, type] = {"constant": Constant, "step_off": StepOff,
+                              "linear_decay": LinearDecay}
+
+
+def make_schedule(schedule: str | dict | Schedule, alpha: float) -> Schedule:
+    """A schedule from a callable, a name (``"constant"``) or a dict
+    (``{"name": "step_off", "until": 10}``); named ones start at ``alpha``."""
+    if callable(schedule):
+        return schedule
+    spec = {"name": schedule} if isinstance(schedule, str) else dict(schedule)
+    name = spec.pop("name", None)
+    if name not in SCHEDULES:
+        raise ValueError(f"unknown noise schedule {name!r}: expected one of {sorted(SCHEDULES)} "
+                         "or a callable epoch -> alpha")
+    spec.setdefault("alpha", alpha)
+    try:
+        return SCHEDULES[name](**spec)
+    except TypeError as error:
+        raise ValueError(f"noise schedule {name!r}: {error}") from None
