@@ -49,4 +49,5 @@ def test_train_from_config(tmp_path):
 
 def test_reproduce_unknown_experiment_lists_the_known_ones():
     result = run("reproduce", "nonsense", check=False)
-    assert result.returncode == 2 and "expected one of ['demo'" in result.stderr
+    assert result.returncode == 2
+    assert "unknown experiment 'nonsense': expected one of [" in result.stderr

@@ -192,7 +192,8 @@ def local_ray():
 
     # Ray workers cannot import this test module: ship its classes by value.
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # address="local": a new cluster of our own, never one another process started.
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
     cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
