@@ -75,3 +75,19 @@ def test_a_failed_solver_call_names_the_call_and_the_status():
     with pytest.raises(SolverError, match=r"passModel returned kError, expected kOk"):
         check_status(highspy.HighsStatus.kError, "passModel")
     check_status(highspy.HighsStatus.kWarning, "passModel")  # a warning is not an error
+
+
+def test_every_solver_is_silent_by_default():
+    pytest.importorskip("pyscipopt")
+    pytest.importorskip("cvxpy")
+    result = run_fresh("""
+        import numpy as np, combolayer as cl
+        spec = cl.ILP(shape=[6], constraints=[
+            cl.Constraint(coefs=[3, 1, 4, 1, 5, 2], sense="<=", rhs=7)])
+        costs = np.random.default_rng(0).normal(size=(3, 6))
+        for backend in ["scip", "cvxpy", "highs", {"name": "cvxpy", "options": {"solver": "SCIP"}}]:
+            cl.make_solver(spec, backend).solve(costs)
+        cl.analyze(spec, exact=True)
+    """)
+    assert result.returncode == 0, result.stderr
+    assert (result.stdout, result.stderr) == ("", "")
