@@ -66,9 +66,12 @@ def reproduce(args: argparse.Namespace) -> int:
     from .experiments import describe, experiments, get
     from .experiments.report import render
 
+    benchmarks = _benchmarks()
     if args.list:
         for name, module in experiments().items():
             print(f"{name:<16} {describe(module)}")
+        for name, path in benchmarks.items():
+            print(f"{name:<16} library benchmark: python {path.relative_to(path.parents[1])}")
         return 0
     if args.report:
         print(f"wrote {render()}", file=sys.stderr)
@@ -77,6 +80,12 @@ def reproduce(args: argparse.Namespace) -> int:
         print("combolayer reproduce: name an experiment, or use --list / --report",
               file=sys.stderr)
         return 2
+    if args.experiment in benchmarks and args.experiment not in experiments():
+        import runpy
+
+        sys.argv = [str(benchmarks[args.experiment])]
+        runpy.run_path(sys.argv[0], run_name="__main__")
+        return 0
     try:
         module = get(args.experiment)
     except KeyError as error:
@@ -105,3 +114,9 @@ def reproduce(args: argparse.Namespace) -> int:
     print(f"{args.experiment}: {time.perf_counter() - start:.0f} s; results in {out}/",
           file=sys.stderr)
     return 0
+
+
+def _benchmarks() -> dict[str, Path]:
+    """The library's own benchmarks, ``benchmarks/NAME.py``, when run from a source checkout."""
+    folder = Path(__file__).resolve().parents[1] / "benchmarks"
+    return {p.stem: p for p in sorted(folder.glob("*.py"))} if folder.is_dir() else {}
