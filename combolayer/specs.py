@@ -23,6 +23,8 @@ from .errors import SpecError
 Sense = Literal["min", "max"]
 Integrality = Literal["binary", "integer", "continuous"]
 RowSense = Literal["<=", "==", ">="]
+#: An integer bound within this of a whole number is that number (float noise).
+INTEGER_TOL = 1e-9
 
 
 def _as_spec_error(error: ValidationError) -> SpecError:
@@ -35,7 +37,25 @@ def _as_spec_error(error: ValidationError) -> SpecError:
     return SpecError(f"invalid {title}: " + "; ".join(lines))
 
 
-class Spec(BaseModel):
+class _Validated(BaseModel):
+    """Pydantic's ValidationError becomes :class:`SpecError`, keeping its locations
+    and messages, for direct construction and for ``model_validate`` alike."""
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as error:
+            raise _as_spec_error(error) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any):  # type: ignore[override]
+        try:
+            return super().model_validate(obj, **kwargs)
+        except ValidationError as error:
+            raise _as_spec_error(error) from None
+
+
+class Spec(_Validated):
     """Base of every spec: frozen, no unknown fields, pydantic errors become SpecError."""
 
     # "constants" writes infinite bounds as -Infinity/Infinity, which JSON
@@ -48,19 +68,6 @@ class Spec(BaseModel):
     #: True for problems whose ``to_ilp()`` is totally unimodular with integral
     #: data (flows, assignments, cardinality): the LP relaxation is exact.
     lp_is_integral: ClassVar[bool] = False
-
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as error:
-            raise _as_spec_error(error) from None
-
-    @classmethod
-    def model_validate(cls, obj: Any, **kwargs: Any) -> Spec:  # type: ignore[override]
-        try:
-            return super().model_validate(obj, **kwargs)
-        except ValidationError as error:
-            raise _as_spec_error(error) from None
 
     @property
     def cost_shape(self) -> tuple[int, ...]:
@@ -86,7 +93,7 @@ class Spec(BaseModel):
         return replace(form, lp_is_integral=self.lp_is_integral)
 
 
-class Constraint(BaseModel):
+class Constraint(_Validated):
     """One linear row ``sum_j coefs[j] * x[j]  sense  rhs``.
 
     ``coefs`` is either a sparse ``{index: value}`` dict or a dense list over all
@@ -167,6 +174,14 @@ class ILP(Spec):
         if bad.size:
             j = int(bad[0])
             raise ValueError(f"lower[{j}] = {lower[j]} exceeds upper[{j}] = {upper[j]}")
+        binary = np.array([k == "binary" for k in _broadcast(self.integrality, n, "integrality")])
+        bad = np.flatnonzero(binary & ((lower > 1) | (upper < 0)))
+        if bad.size:
+            j = int(bad[0])
+            raise ValueError(
+                f"variable {j} is binary but its bounds [{lower[j]:g}, {upper[j]:g}] exclude "
+                "both 0 and 1: make it 'integer', or give bounds that meet [0, 1]"
+            )
         for i, row in enumerate(self.constraints):
             if isinstance(row.coefs, list) and len(row.coefs) != n:
                 raise ValueError(
@@ -287,8 +302,13 @@ class ILP(Spec):
         lower = np.asarray(_broadcast(self.lower, self.num_vars, "lower"), dtype=float)
         upper = self._upper_array()
         binary = np.array([k == "binary" for k in kinds])
+        integer = np.array([k != "continuous" for k in kinds])
         lower = np.where(binary, np.maximum(lower, 0.0), lower)
         upper = np.where(binary, np.minimum(upper, 1.0), upper)
+        # Integer bounds rounded inward: highspy 1.15.1 returned non-optimal or
+        # wrongly infeasible answers on fractional ones (40 of 365 random ILPs).
+        lower = np.where(integer, np.ceil(lower - INTEGER_TOL), lower)
+        upper = np.where(integer, np.floor(upper + INTEGER_TOL), upper)
         return CanonicalForm(
             cost_shape=self.cost_shape,
             sign=1.0 if self.sense == "min" else -1.0,
@@ -298,5 +318,5 @@ class ILP(Spec):
             b_eq=b_eq,
             lower=lower,
             upper=upper,
-            integer=np.array([k != "continuous" for k in kinds]),
+            integer=integer,
         )
