@@ -71,3 +71,15 @@ def test_fractional_bounds_on_integer_variables_are_rounded_inward(name):
     np.testing.assert_array_equal(form.upper[4:6], [-1, 2])
     costs = np.array([1, 1, 0, -2, -2, 0, 1, 1.0])
     assert cl.make_solver(spec, name).solve(costs) @ costs == -4
+
+
+@pytest.mark.parametrize("solver", ["HIGHS", "SCIP"])
+def test_cvxpy_resolves_with_new_costs_never_return_the_previous_point(solver):
+    # cvxpy's warm start made HiGHS report the first point as optimal again: [-6, 2].
+    available("cvxpy")
+    spec = cl.ILP(shape=[3], integrality="integer", lower=-2, upper=2, constraints=[
+        cl.Constraint(coefs=[1, -2, 1], sense="<=", rhs=0),
+        cl.Constraint(coefs=[-2, -1, -1], sense="<=", rhs=2)])
+    costs = np.array([[-1, 2, 2], [-1, 2, -2.0]])
+    y = cl.make_solver(spec, {"name": "cvxpy", "options": {"solver": solver}}).solve(costs)
+    np.testing.assert_array_equal((y * costs).sum(1), [-6, -2])

@@ -29,7 +29,9 @@ DEFAULT_SOLVER = "HIGHS"
 
 def _solver_options(solver: str, config: BackendConfig, options: dict[str, Any]) -> dict:
     """Map time_limit, mip_gap and verbose onto the named solver's own keywords."""
-    kwargs: dict[str, Any] = {"verbose": bool(config.verbose)}
+    # warm_start (cvxpy's default) made HiGHS return the previous point on a
+    # re-solve while reporting it optimal: every solve starts cold.
+    kwargs: dict[str, Any] = {"verbose": bool(config.verbose), "warm_start": False}
     if solver == "HIGHS":
         # HiGHS's default gaps (1e-4 relative, 1e-6 absolute) can return a
         # non-optimal solution: exact unless a gap is asked for.
