@@ -41,7 +41,16 @@ class _Validated(BaseModel):
     """Pydantic's ValidationError becomes :class:`SpecError`, keeping its locations
     and messages, for direct construction and for ``model_validate`` alike."""
 
-    def __init__(self, **data: Any) -> None:
+    def __init__(self, *args: Any, **data: Any) -> None:
+        # Positional arguments in field order, as API.md writes them: TSP(5), TopK(10, 3).
+        names = [name for name in type(self).model_fields if name != "kind"]
+        if len(args) > len(names):
+            raise SpecError(f"{type(self).__name__} takes at most {len(names)} positional "
+                            f"arguments ({', '.join(names)}), got {len(args)}")
+        for name, value in zip(names, args):
+            if name in data:
+                raise SpecError(f"{type(self).__name__} got two values for {name!r}")
+            data[name] = value
         try:
             super().__init__(**data)
         except ValidationError as error:

@@ -8,9 +8,10 @@ error; the reproducers of wrong answers return the right one.
 
 import numpy as np
 import pytest
+import torch
 
 import combolayer as cl
-from combolayer.backends.registry import backends, missing_packages
+from combolayer.backends.registry import backends, capable_backends, missing_packages
 
 
 def choose(k=2, n=5):
@@ -83,3 +84,27 @@ def test_cvxpy_resolves_with_new_costs_never_return_the_previous_point(solver):
     costs = np.array([[-1, 2, 2], [-1, 2, -2.0]])
     y = cl.make_solver(spec, {"name": "cvxpy", "options": {"solver": solver}}).solve(costs)
     np.testing.assert_array_equal((y * costs).sum(1), [-6, -2])
+
+
+def test_named_problems_take_positional_arguments_as_api_md_writes_them():
+    assert cl.problems.TSP(5) == cl.problems.TSP(num_nodes=5)
+    assert cl.problems.TopK(10, 3).k == 3 and cl.problems.Matching(2, 3).cols == 3
+    with pytest.raises(cl.SpecError, match=r"TopK got two values for 'n'"):
+        cl.problems.TopK(10, n=4, k=2)
+    with pytest.raises(cl.SpecError, match=r"Ranking takes at most 2 positional arguments"):
+        cl.problems.Ranking(3, "min", 1)
+
+
+EMPTY_CASES = [(spec, name) for spec in [
+    cl.problems.Knapsack(weights=[[1, 2, 3]], capacities=[3]), cl.problems.TSP(5),
+    cl.problems.Matching(3, 3), cl.problems.TopK(4, 2), cl.problems.ShortestPath.grid(3, 3)]
+    for name in capable_backends(spec)]
+
+
+@pytest.mark.parametrize(("spec", "name"), EMPTY_CASES,
+                         ids=[f"{s.kind}-{n}" for s, n in EMPTY_CASES])
+def test_an_empty_batch_returns_shape_zero_on_every_path(spec, name):
+    solver = cl.make_solver(spec, name)
+    costs = np.zeros((0, *spec.cost_shape))
+    assert solver.solve(costs).shape == costs.shape
+    assert solver.solve(torch.tensor(costs)).shape == costs.shape

@@ -107,6 +107,8 @@ class Solver:
         and returns the same kind, shape, dtype and device.
         """
         batch = costs.shape[: costs.ndim - len(self.cost_shape)]
+        if math.prod(batch) == 0:  # nothing to solve: no kernel sees an empty batch
+            return costs * 0
         if isinstance(costs, torch.Tensor):
             flat = costs.detach().reshape(-1, self.num_outputs)
             if self.kernel.array_api == "torch":
