@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -108,6 +109,13 @@ class ComboLayer(nn.Module):
         return f"{self.spec.label}, method={self.method}, backend={self.solver.backend!r}"
 
     def forward(self, w: Tensor, target: Tensor | None = None) -> Tensor:
+        if not isinstance(w, Tensor):
+            if not isinstance(w, np.ndarray):
+                raise TypeError(f"w must be a torch.Tensor (or a numpy array), got "
+                                f"{type(w).__name__}")
+            w = torch.from_numpy(w)
+        if not w.is_floating_point():
+            raise TypeError(f"w must be a floating-point tensor, got {w.dtype}: pass w.float()")
         check_costs(self.spec, w, "w")
         u = self.projection(w)
         if self.training and self.noise is not None:

@@ -108,3 +108,40 @@ def test_an_empty_batch_returns_shape_zero_on_every_path(spec, name):
     costs = np.zeros((0, *spec.cost_shape))
     assert solver.solve(costs).shape == costs.shape
     assert solver.solve(torch.tensor(costs)).shape == costs.shape
+
+
+def test_costs_that_no_solver_can_represent_raise_value_error_before_the_solver():
+    spec = knapsack_ilp()
+    solver = cl.make_solver(spec, "highs")
+    with pytest.raises(ValueError, match=r"costs must be below 1e\+15 in magnitude .* got 1e\+20"):
+        solver.solve(np.array([1e20, 0, 0, 0, 0, 0]))
+    with pytest.raises(ValueError, match="costs must be finite, got NaN or inf"):
+        solver.solve(np.array([np.nan, 0, 0, 0, 0, 0]))
+    with pytest.raises(ValueError, match="costs must be real, got complex"):
+        solver.solve(np.array([1j, 0, 0, 0, 0, 0]))
+    layer = cl.ComboLayer(spec)
+    big = torch.full((1, 6), 1e20, dtype=torch.float32)
+    with pytest.raises(ValueError, match=r"w must be below 1e\+15"):
+        layer(big)
+
+
+def test_a_layer_takes_numpy_and_explains_integer_tensors():
+    layer = cl.ComboLayer(choose())
+    y = layer(np.array([[0.0, 1, 2, 3, 4]]))
+    assert isinstance(y, torch.Tensor) and y.tolist() == [[1, 1, 0, 0, 0]]
+    with pytest.raises(TypeError, match=r"w must be a floating-point tensor, got torch.int64: "
+                                        r"pass w.float\(\)"):
+        layer(torch.tensor([[0, 1, 2, 3, 4]]))
+    with pytest.raises(TypeError, match="w must be a torch.Tensor"):
+        layer([[0.0, 1, 2, 3, 4]])
+
+
+@pytest.mark.parametrize("noise", [float("nan"), float("inf"), -0.5])
+def test_noise_must_be_a_finite_nonnegative_alpha(noise):
+    with pytest.raises(ValueError, match="noise must be a finite alpha >= 0"):
+        cl.ComboLayer(choose(), noise=noise)
+
+
+def test_time_limit_must_be_finite():
+    with pytest.raises(cl.SpecError, match="time_limit"):
+        cl.BackendConfig.load({"name": "scip", "time_limit": float("inf")})

@@ -23,9 +23,9 @@ class BackendConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = "auto"
-    time_limit: float | None = Field(default=None, gt=0)
+    time_limit: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     threads: int = Field(default=1, ge=0)
-    mip_gap: float = Field(default=0.0, ge=0)
+    mip_gap: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     verbose: bool = False
     workers: int = Field(default=1, ge=1)
     executor: Executor = "serial"

@@ -56,8 +56,15 @@ def inner(a: Any, b: Any, num_cost_dims: int, keepdim: bool = False) -> Any:
     return product.sum(axis=dims, keepdims=keepdim)
 
 
+#: Costs at or above this magnitude are refused: solvers treat 1e20 as infinite
+#: (SCIP raised a bare Exception there, HiGHS said 'Unknown'), their tolerances
+#: are relative, and float32 norms of such costs overflow.
+MAX_COST = 1e15
+
+
 def check_costs(spec: Spec, costs: Any, name: str = "costs") -> None:
-    """Raise ValueError on a wrong trailing shape or NaN/inf entries."""
+    """Raise ValueError on a wrong trailing shape, non-real dtype, NaN/inf, or entries of
+    magnitude MAX_COST or more (one fused reduction when all is well)."""
     shape = tuple(costs.shape)
     k = len(spec.cost_shape)
     if shape[len(shape) - k :] != spec.cost_shape or len(shape) < k:
@@ -65,11 +72,18 @@ def check_costs(spec: Spec, costs: Any, name: str = "costs") -> None:
             f"{name} has trailing shape {shape[len(shape) - k :] if len(shape) >= k else shape} "
             f"but {spec.label} expects {spec.cost_shape} (got full shape {shape})"
         )
-    finite = (
-        torch.isfinite(costs).all() if isinstance(costs, torch.Tensor) else np.isfinite(costs).all()
-    )
-    if not bool(finite):
-        raise ValueError(f"{name} must be finite, got NaN or inf entries for {spec.label}")
+    is_torch = isinstance(costs, torch.Tensor)
+    if costs.is_complex() if is_torch else np.iscomplexobj(costs):
+        raise ValueError(f"{name} must be real, got complex dtype {costs.dtype} for {spec.label}")
+    if costs.numel() == 0 if is_torch else costs.size == 0:
+        return
+    ok = (costs.abs() < MAX_COST).all() if is_torch else (np.abs(costs) < MAX_COST).all()
+    if not bool(ok):
+        finite = torch.isfinite(costs).all() if is_torch else np.isfinite(costs).all()
+        if not bool(finite):
+            raise ValueError(f"{name} must be finite, got NaN or inf entries for {spec.label}")
+        raise ValueError(f"{name} must be below {MAX_COST:g} in magnitude for {spec.label}, "
+                         f"got {float(abs(costs).max()):.3g}: rescale the costs")
 
 
 class Solver:
@@ -95,8 +109,11 @@ class Solver:
         """``argmin`` (``argmax`` for ``sense="max"``) of ``<costs, y>`` over the feasible set."""
         is_torch = isinstance(costs, torch.Tensor)
         if not is_torch:
-            costs = np.asarray(costs, dtype=np.float64)
-        check_costs(self.spec, costs)
+            costs = np.asarray(costs)
+            check_costs(self.spec, costs)  # before the cast, which would drop imaginary parts
+            costs = costs.astype(np.float64, copy=False)
+        else:
+            check_costs(self.spec, costs)
         y = self.solve_min(self.sign * costs)
         return y
 
