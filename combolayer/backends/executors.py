@@ -233,8 +233,18 @@ class ThreadKernel(ParallelKernel):
         for thread in threads:
             thread.start()
         end = None if deadline is None else time.monotonic() + deadline
-        for thread in threads:
-            thread.join(None if end is None else max(0.0, end - time.monotonic()))
+        try:
+            for thread in threads:
+                thread.join(None if end is None else max(0.0, end - time.monotonic()))
+        except BaseException:
+            # Ctrl-C in the caller: no thread may go on solving with our models
+            # after we return, so stop handing out chunks and wait for the ones
+            # in flight (a second Ctrl-C abandons them).
+            errors.append(KeyboardInterrupt())
+            for thread in threads:
+                thread.join()
+            self._idle.extend(returned)
+            raise
         # Kernels of finished threads are reused; a hung thread keeps its own.
         back = list(returned)
         self._idle.extend(back)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -30,10 +31,20 @@ class RowKernel:
 
     Subclasses set ``form`` and define ``solve_one(cost) -> x`` (solver values,
     outputs first); the loop and the rounding of outputs are done here, once.
+
+    A kept solver model is not thread-safe (two threads sharing one SCIP model
+    crashed the process; HiGHS returned garbage), so each kernel holds a lock:
+    threads that share a layer take turns. ``executor="thread"`` gives every
+    worker thread a model of its own instead.
     """
 
     array_api = "numpy"
     form: Any
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> RowKernel:
+        kernel = super().__new__(cls)
+        kernel._lock = threading.Lock()
+        return kernel
 
     def solve_one(self, cost: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -41,8 +52,9 @@ class RowKernel:
     def __call__(self, costs: np.ndarray) -> np.ndarray:
         n = costs.shape[1]
         out = np.empty_like(costs)
-        for b, row in enumerate(costs):
-            out[b] = self.solve_one(row)[:n]
+        with self._lock:
+            for b, row in enumerate(costs):
+                out[b] = self.solve_one(row)[:n]
         return self.form.outputs(out)
 
 
