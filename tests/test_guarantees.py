@@ -205,3 +205,12 @@ def test_ctrl_c_in_the_caller_stops_the_thread_executor_before_it_returns(monkey
     y = solver.solve(costs)
     expected = cl.make_solver(spec, "highs").solve(costs)
     np.testing.assert_array_equal((y * costs).sum(1), (expected * costs).sum(1))
+
+
+def test_ctrl_c_during_a_scip_solve_surfaces_as_keyboard_interrupt(monkeypatch):
+    available("scip")
+    solver = cl.make_solver(knapsack_ilp(), "scip")
+    # SCIP catches SIGINT itself and stops with status "userinterrupt".
+    monkeypatch.setattr(type(solver.kernel), "_run", lambda self, objective: "userinterrupt")
+    with pytest.raises(KeyboardInterrupt):
+        solver.solve(np.ones(6))

@@ -190,6 +190,8 @@ class ScipKernel(RowKernel):
         has_solution = self.model.getNSols() > 0
         if status in ("optimal", "gaplimit") and has_solution:
             return self._values()
+        if status == "userinterrupt":
+            raise KeyboardInterrupt  # SCIP caught the Ctrl-C; hand it back to Python
         if status == "infeasible":
             raise InfeasibleError("SCIP: the problem has no feasible solution")
         if status in ("unbounded", "inforunbd"):
