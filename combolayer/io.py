@@ -8,6 +8,7 @@ every spec kind.
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Annotated, Union
@@ -61,16 +62,47 @@ def _read_text(source: str | os.PathLike) -> tuple[str, str]:
     return source, "a string"
 
 
-def load_spec(source: Spec | str | os.PathLike | dict) -> Spec:
+#: Specs read from text (a file or a YAML/JSON string) may have at most this many
+#: variables: ``shape: [1000000000]`` would otherwise take minutes and ~50 GB.
+#: Pass ``max_variables=None`` to :func:`load_spec` for trusted input.
+MAX_TEXT_VARIABLES = 10_000_000
+
+
+def load_spec(source: Spec | str | os.PathLike | dict, *,
+              max_variables: int | None = MAX_TEXT_VARIABLES) -> Spec:
     """Read a spec from a YAML/JSON file path, a YAML/JSON string or a dict.
 
     ``spec.model_dump_json()`` round-trips through it. Raises
-    :class:`~combolayer.SpecError` on malformed text, unknown kinds or invalid fields.
+    :class:`~combolayer.SpecError` on malformed text, unknown kinds or invalid
+    fields, and for text declaring more than ``max_variables`` variables
+    (default :data:`MAX_TEXT_VARIABLES`; ``None`` lifts the limit).
     """
     if isinstance(source, Spec):
         return source
     data = read_mapping(source)
+    from_text = not isinstance(source, dict)
+    if from_text and max_variables is not None:
+        _check_ilp_size(data, max_variables)  # before validation allocates per variable
     try:
-        return SPEC_ADAPTER.validate_python(data)
+        spec = SPEC_ADAPTER.validate_python(data)
     except ValidationError as error:
         raise _as_spec_error(error) from None
+    if from_text and max_variables is not None and spec.num_outputs > max_variables:
+        raise SpecError(f"{spec.label} has {spec.num_outputs} outputs, above the limit of "
+                        f"{max_variables} for specs read from text; pass max_variables=None "
+                        "to load_spec for trusted input")
+    return spec
+
+
+def _check_ilp_size(data: dict, max_variables: int) -> None:
+    if data.get("kind") != "ilp":
+        return
+    shape, num_aux = data.get("shape"), data.get("num_aux", 0)
+    if not (isinstance(shape, list) and all(isinstance(d, int) for d in shape)
+            and isinstance(num_aux, int)):
+        return  # malformed: validation says what is wrong
+    size = math.prod(shape) + num_aux
+    if size > max_variables:
+        raise SpecError(f"ilp with shape {shape} and num_aux={num_aux} has {size} variables, "
+                        f"above the limit of {max_variables} for specs read from text; pass "
+                        "max_variables=None to load_spec for trusted input")
