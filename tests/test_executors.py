@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from typing import ClassVar
@@ -15,7 +16,7 @@ from combolayer.backends import executors, registry
 from combolayer.backends.highs import HighsBackend
 
 #: A cost row starting with +-this value makes the test backends misbehave...
-CRASH, HANG = 999.0, 777.0
+CRASH, HANG, KILL, RAISE = 999.0, 777.0, 555.0, 333.0
 #: ...in workers only: never in the test process itself (inherited by workers).
 os.environ.setdefault("COMBOLAYER_TEST_PID", str(os.getpid()))
 
@@ -36,6 +37,10 @@ class MisbehavingKernel:
         marks = np.abs(costs[:, 0])  # costs arrive sense-folded
         if in_worker() and (marks == CRASH).any():
             os._exit(1)
+        if in_worker() and (marks == KILL).any():
+            os.kill(os.getpid(), signal.SIGKILL)
+        if in_worker() and (marks == RAISE).any():
+            raise RuntimeError("injected fault in a worker")
         if (marks == HANG).any():
             time.sleep(5)
         return self.inner(costs)
@@ -69,6 +74,16 @@ def always_parallel(monkeypatch):
     monkeypatch.setattr(executors, "MIN_CHUNK_SECONDS", zero)
     monkeypatch.setattr(executors, "START_SECONDS", zero)
     monkeypatch.setattr(executors, "MIN_SOLVE_SECONDS", 0.0)
+    # A pool also waits until a batch's work exceeds one model build, which a
+    # loaded machine makes slow: the thresholds above alone left crash rows
+    # in the caller's process.
+    original = executors.ParallelKernel._num_chunks
+
+    def eager(self, rows):
+        self.build_seconds = 0.0
+        return original(self, rows)
+
+    monkeypatch.setattr(executors.ParallelKernel, "_num_chunks", eager)
 
 
 def batch_with_duplicates(spec, rows=12, seed=0):
@@ -144,15 +159,23 @@ def test_problem_errors_from_workers_keep_their_type(always_parallel):
         solver.kernel.close()
 
 
-def test_crashed_process_raises_solver_error_then_pool_recovers(always_parallel):
+# The review's fault injections into process workers: os._exit, SIGKILL, a raise.
+FAULTS = {"exit": ("CRASH", cl.SolverError, "process executor: a worker process crashed"),
+          "sigkill": ("KILL", cl.SolverError, "process executor: a worker process crashed"),
+          "raise": ("RAISE", RuntimeError, "injected fault in a worker")}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_crashed_process_raises_solver_error_then_pool_recovers(fault, always_parallel):
+    mark, error, message = FAULTS[fault]
     spec = knapsack()
     costs = batch_with_duplicates(spec)
     solver = cl.make_solver(spec, {"name": "test_misbehaving", "executor": "process",
                                    "workers": 2})
     solver.solve(costs)  # timed warm-up in this process, then workers only
     bad = costs.copy()
-    bad[5, 0] = CRASH
-    with pytest.raises(cl.SolverError, match="process executor: a worker process crashed"):
+    bad[5, 0] = globals()[mark]
+    with pytest.raises(error, match=message):
         solver.solve(bad)
     expected = cl.make_solver(spec, "highs").solve(costs)
     np.testing.assert_array_equal(solver.solve(costs), expected)
