@@ -67,25 +67,6 @@ def knapsack(n: int = 12) -> cl.ILP:
                                 b_ub=[20, 25], sense="max")
 
 
-@pytest.fixture
-def always_parallel(monkeypatch):
-    """Hand every batch to the workers, however small the solves."""
-    zero = dict.fromkeys(("thread", "process", "ray"), 0.0)
-    monkeypatch.setattr(executors, "MIN_CHUNK_SECONDS", zero)
-    monkeypatch.setattr(executors, "START_SECONDS", zero)
-    monkeypatch.setattr(executors, "MIN_SOLVE_SECONDS", 0.0)
-    # A pool also waits until a batch's work exceeds one model build, which a
-    # loaded machine makes slow: the thresholds above alone left crash rows
-    # in the caller's process.
-    original = executors.ParallelKernel._num_chunks
-
-    def eager(self, rows):
-        self.build_seconds = 0.0
-        return original(self, rows)
-
-    monkeypatch.setattr(executors.ParallelKernel, "_num_chunks", eager)
-
-
 def batch_with_duplicates(spec, rows=12, seed=0):
     rng = np.random.default_rng(seed)
     unique = rng.normal(size=(rows // 2, *spec.cost_shape))

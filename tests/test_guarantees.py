@@ -178,15 +178,10 @@ def test_two_threads_sharing_a_serial_layer_take_turns_and_stay_exact(name):
         np.testing.assert_array_equal((r * costs).sum(1), (expected * costs).sum(1))
 
 
-def test_ctrl_c_in_the_caller_stops_the_thread_executor_before_it_returns(monkeypatch):
-    from combolayer.backends import executors
-
+def test_ctrl_c_in_the_caller_stops_the_thread_executor_before_it_returns(monkeypatch,
+                                                                          always_parallel):
     spec = knapsack_ilp()
     solver = cl.make_solver(spec, {"name": "highs", "executor": "thread", "workers": 2})
-    zero = dict.fromkeys(("thread", "process", "ray"), 0.0)  # hand every batch to workers
-    monkeypatch.setattr(executors, "MIN_CHUNK_SECONDS", zero)
-    monkeypatch.setattr(executors, "START_SECONDS", zero)
-    monkeypatch.setattr(executors, "MIN_SOLVE_SECONDS", 0.0)
     costs = np.random.default_rng(1).normal(size=(64, 6))
     real_join = threading.Thread.join
     calls = []
