@@ -18,6 +18,8 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
+from . import cvxpy_frontend
+from .canonical import CanonicalForm
 from .errors import SpecError
 
 Sense = Literal["min", "max"]
@@ -79,7 +81,7 @@ class Spec(BaseModel):
     def to_ilp(self) -> ILP:
         raise NotImplementedError
 
-    def to_canonical(self, lazy: bool = True):
+    def to_canonical(self, lazy: bool = True) -> CanonicalForm:
         """The matrix form solvers compile. ``lazy=False`` asks for a form without
         lazily separated constraints, for backends that cannot separate them."""
         form = self.to_ilp().to_canonical()
@@ -245,10 +247,9 @@ class ILP(Spec):
     def from_cvxpy(cls, problem: Any, cost: Any) -> ILP:
         """The ILP equivalent to a cvxpy ``Minimize/Maximize(cost @ x)`` problem with
         boolean/integer/continuous variables and linear constraints; ``cost`` is the
-        ``cp.Parameter`` whose shape becomes ``shape``. See :mod:`combolayer.cvxpy_frontend`."""
-        from .cvxpy_frontend import ilp_from_cvxpy
-
-        return ilp_from_cvxpy(problem, cost)
+        ``cp.Parameter`` whose shape becomes ``shape``. The conversion is
+        :func:`combolayer.cvxpy_frontend.ilp_arguments` (cvxpy is imported only then)."""
+        return cls.from_matrices(**cvxpy_frontend.ilp_arguments(problem, cost))
 
     def to_matrices(self) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix, np.ndarray]:
         """``(A_ub, b_ub, A_eq, b_eq)``; ``>=`` rows are negated into ``A_ub``."""
@@ -279,9 +280,7 @@ class ILP(Spec):
         A_eq, b_eq = build(eq)
         return A_ub, b_ub, A_eq, b_eq
 
-    def to_canonical(self, lazy: bool = True):
-        from .canonical import CanonicalForm
-
+    def to_canonical(self, lazy: bool = True) -> CanonicalForm:
         A_ub, b_ub, A_eq, b_eq = self.to_matrices()
         kinds = _broadcast(self.integrality, self.num_vars, "integrality")
         lower = np.asarray(_broadcast(self.lower, self.num_vars, "lower"), dtype=float)
@@ -291,7 +290,6 @@ class ILP(Spec):
         upper = np.where(binary, np.minimum(upper, 1.0), upper)
         return CanonicalForm(
             cost_shape=self.cost_shape,
-            sign=1.0 if self.sense == "min" else -1.0,
             A_ub=A_ub,
             b_ub=b_ub,
             A_eq=A_eq,

@@ -23,17 +23,18 @@ import ctypes
 import os
 import sys
 import threading
-import warnings
 from contextlib import contextmanager
 from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..canonical import CanonicalForm
-from ..errors import InfeasibleError, SolverError
+from ..canonical import CanonicalForm, canonical_form
+from ..errors import SolverError
 from ..specs import Spec
+from .base import Backend, Capability, Tier
 from .config import BackendConfig
+from .outcome import Outcome, settle
 from .registry import register_backend
 from .solver import RowKernel
 
@@ -241,59 +242,54 @@ class HighsKernel(RowKernel):
         check_status(h.clearSolver(), "clearSolver")
         run_highs(h)
         status = h.getModelStatus()
-        S = self._status
-        if status == S.kOptimal:
-            return np.asarray(h.getSolution().col_value)
-        if status == S.kInfeasible:
-            raise InfeasibleError("HiGHS: the problem has no feasible solution")
-        if status in (S.kUnbounded, S.kUnboundedOrInfeasible):
-            if status == S.kUnboundedOrInfeasible and self._infeasible():
-                raise InfeasibleError("HiGHS: the problem has no feasible solution")
-            raise SolverError(
-                "HiGHS: the problem is unbounded for these costs; add finite bounds "
-                "(lower/upper) to the variables"
-            )
-        has_solution = h.getInfo().primal_solution_status == 2  # kSolutionStatusFeasible
-        if status == S.kTimeLimit:
-            if has_solution:
-                warnings.warn("HiGHS hit the time limit; returning the best feasible solution "
-                              "found, which may not be optimal", RuntimeWarning, stacklevel=4)
-                return np.asarray(h.getSolution().col_value)
-            raise SolverError("HiGHS hit the time limit without finding a feasible solution; "
-                              "raise BackendConfig.time_limit")
-        raise SolverError(f"HiGHS stopped with status {h.modelStatusToString(status)!r}")
+        return settle(
+            highs_outcome(status), "HiGHS", lambda: np.asarray(h.getSolution().col_value),
+            has_solution=h.getInfo().primal_solution_status == 2,  # kSolutionStatusFeasible
+            status=h.modelStatusToString(status), is_infeasible=self._infeasible,
+        )
 
     def _infeasible(self) -> bool:
         """Tell infeasible from unbounded by solving with zero costs."""
         h = self.model
         saved = np.asarray(h.getLp().col_cost_)
-        h.changeColsCost(len(saved), np.arange(len(saved), dtype=np.int32), np.zeros(len(saved)))
-        h.clearSolver()
+        columns = np.arange(len(saved), dtype=np.int32)
+        check_status(h.changeColsCost(len(saved), columns, np.zeros(len(saved))),
+                     "changeColsCost")
+        check_status(h.clearSolver(), "clearSolver")
         run_highs(h)
         infeasible = h.getModelStatus() != self._status.kOptimal
-        h.changeColsCost(len(saved), np.arange(len(saved), dtype=np.int32), saved)
+        check_status(h.changeColsCost(len(saved), columns, saved), "changeColsCost")
         return infeasible
 
 
+def highs_outcome(status) -> Outcome:
+    """HiGHS's model status as an :class:`Outcome`."""
+    import highspy
+
+    S = highspy.HighsModelStatus
+    return {
+        S.kOptimal: Outcome.OPTIMAL,
+        S.kInfeasible: Outcome.INFEASIBLE,
+        S.kUnbounded: Outcome.UNBOUNDED,
+        S.kUnboundedOrInfeasible: Outcome.INFEASIBLE_OR_UNBOUNDED,
+        S.kTimeLimit: Outcome.TIME_LIMIT,
+    }.get(status, Outcome.STOPPED)
+
+
 @register_backend
-class HighsBackend:
+class HighsBackend(Backend):
     """HiGHS (highspy): any linear or mixed-integer program, with lazy cuts."""
 
     name: ClassVar[str] = "highs"
     requires: ClassVar[tuple[str, ...]] = ("highspy",)
-    capabilities: ClassVar[frozenset[str]] = frozenset({"linear", "integer", "lazy"})
-    priority: ClassVar[int] = 10
+    capabilities: ClassVar[Capability] = Capability.LP | Capability.MIP | Capability.LAZY_CUTS
 
     @classmethod
     def rank(cls, spec: Spec) -> int:
-        """First for LPs; after SCIP (priority 20) for MIPs, where HiGHS's per-solve
-        setup dominates small problems (measured: 10 ms against SCIP's 0.44 ms on an
-        8-variable selection ILP, examples/custom_ilp.py)."""
-        from .registry import GENERIC_TIER, canonical_form
-
-        return GENERIC_TIER + (cls.priority if not canonical_form(spec).is_mip else 25)
+        """First for LPs; after SCIP for MIPs, where HiGHS's per-solve setup dominates
+        small problems (measured: 10 ms against SCIP's 0.44 ms on an 8-variable
+        selection ILP, examples/custom_ilp.py)."""
+        return Tier.MIP_SOLVER_SLOW if canonical_form(spec).is_mip else Tier.LP_SOLVER
 
     def compile(self, spec: Spec, config: BackendConfig) -> HighsKernel:
-        from .registry import canonical_form
-
         return HighsKernel(canonical_form(spec, lazy=True), config)
