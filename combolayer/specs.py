@@ -4,6 +4,10 @@ A spec is a frozen pydantic model with a ``kind`` tag. :class:`ILP` is the
 general one; the named problems in :mod:`combolayer.problems` build on
 :class:`Spec` too and convert themselves to an :class:`ILP` with ``to_ilp()``.
 Every validation failure raises :class:`~combolayer.errors.SpecError`.
+
+Each spec class joins :data:`SPEC_KINDS` with the :func:`register_spec`
+decorator, next to its definition; :func:`combolayer.load_spec` reads every
+registered kind, so adding a problem is one new module.
 """
 
 from __future__ import annotations
@@ -88,6 +92,24 @@ class Spec(BaseModel):
         return replace(form, lp_is_integral=self.lp_is_integral)
 
 
+#: Every spec class by its ``kind`` tag: the discriminated union that
+#: :func:`combolayer.load_spec` reads is built from it.
+SPEC_KINDS: dict[str, type[Spec]] = {}
+
+
+def register_spec(cls: type[Spec]) -> type[Spec]:
+    """Class decorator: make ``cls`` loadable by its ``kind`` tag (YAML, JSON, dicts).
+
+    ``cls`` needs a tag field ``kind: Literal["name"] = "name"``.
+    """
+    kind = cls.model_fields["kind"].default if "kind" in cls.model_fields else None
+    if not isinstance(kind, str):
+        raise TypeError(f"{cls.__name__} needs a tag field kind: Literal[{'...'}] = '...' "
+                        "to be registered")
+    SPEC_KINDS[kind] = cls
+    return cls
+
+
 class Constraint(BaseModel):
     """One linear row ``sum_j coefs[j] * x[j]  sense  rhs``.
 
@@ -123,6 +145,7 @@ def _broadcast(value: Any, n: int, field: str) -> list:
     return [value] * n
 
 
+@register_spec
 class ILP(Spec):
     """A (mixed-)integer linear program ``min/max <w, y>`` over the first N variables.
 

@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import model_validator
 
-from ..specs import ILP, Sense, Spec
+from ..specs import ILP, Sense, Spec, register_spec
 
 NegativeCosts = Literal["error", "clip"]
 
@@ -76,6 +76,7 @@ def clip_negative_costs(spec: ShortestPath | GridShortestPath, weights: np.ndarr
 
 
 
+@register_spec
 class ShortestPath(Spec):
     """A cheapest source-target path in a graph with edge costs ``(num_edges,)``.
 
@@ -175,6 +176,7 @@ _MOVES = {
 }
 
 
+@register_spec
 class GridShortestPath(Spec):
     """A cheapest path on a ``rows x cols`` grid with vertex costs ``(rows, cols)``.
 

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from pydantic import model_validator
 
 from ..canonical import Cut
-from ..specs import ILP, Sense, Spec
+from ..specs import ILP, Sense, Spec, register_spec
 
 
 def _degree_rows(n: int, num_vars: int) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix]:
@@ -63,6 +63,7 @@ class SubtourSeparator:
         return cuts
 
 
+@register_spec
 class TSP(Spec):
     """A cheapest tour through ``num_nodes`` cities; cost ``(n, n)``, any matrix.
 
