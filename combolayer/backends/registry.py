@@ -13,7 +13,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import warnings
 from importlib.metadata import entry_points
+from typing import Any
 
 from ..canonical import canonical_form  # noqa: F401  (its home is combolayer.canonical)
 from ..errors import BackendUnavailable
@@ -139,6 +141,35 @@ def make_solver(
     cls = select_backend(spec, config.name)
     kernel = _executor_kernel(cls, spec, config)
     return Solver(spec, kernel, cls.name, config)
+
+
+def as_solver(problem: Any, backend: Any = "auto") -> Solver:
+    """The compiled solver a loss or metric works with.
+
+    ``problem`` is a spec (or a dict/YAML/JSON of one), a compiled
+    :class:`Solver`, or anything holding one as ``.solver`` (a
+    :class:`~combolayer.ComboLayer`); ``backend`` (a name, a config, or a
+    compiled :class:`Solver`) is used only to compile a spec.
+    """
+    compiled = problem if isinstance(problem, Solver) else getattr(problem, "solver", None)
+    if isinstance(compiled, Solver):
+        if isinstance(backend, Solver) and backend is not compiled:
+            raise ValueError("got a compiled solver twice (as the problem and as backend=); "
+                             "pass one")
+        return compiled
+    if isinstance(backend, Solver):
+        return backend
+    return make_solver(problem, backend)
+
+
+def renamed_solver_keyword(solver: Any, backend: Any, where: str) -> Any:
+    """``backend`` after the deprecated ``solver=`` keyword of ``where``, which it replaces."""
+    if solver is None:
+        return backend
+    warnings.warn(f"{where}(solver=...) is deprecated: pass backend=... (a name, a config or "
+                  "a compiled solver), or the solver itself in place of the spec",
+                  DeprecationWarning, stacklevel=4)
+    return solver
 
 
 def _executor_kernel(cls: type, spec: Spec, config: BackendConfig) -> Kernel:
