@@ -137,3 +137,28 @@ def test_a_backend_defined_here_declares_what_it_solves(argmin_backend):
     refusal = r"'test_argmin' cannot solve TopK.*it solves only \['test_pick_one'\]"
     with pytest.raises(cl.BackendUnavailable, match=refusal):
         cl.make_solver(cl.problems.TopK(n=3, k=1), "test_argmin")
+
+
+class WordsBackend:
+    """A plugin written for combolayer 0.1: no base class, capabilities as words."""
+
+    name: ClassVar[str] = "test_words"
+    requires: ClassVar[tuple[str, ...]] = ("numpy",)
+    capabilities: ClassVar[frozenset[str]] = frozenset({"linear", "test_pick_one"})
+    priority: ClassVar[int] = 7
+
+    def compile(self, spec, config):
+        return ArgminBackend().compile(spec, config)
+
+
+def test_a_backend_of_the_0_1_protocol_still_works(monkeypatch):
+    registry.backends()
+    monkeypatch.setitem(registry._REGISTRY, WordsBackend.name, WordsBackend)
+    assert registry.preference(WordsBackend, PickOne(n=3)) == 7
+    lp = cl.ILP(shape=[2], integrality="continuous")
+    assert registry.preference(WordsBackend, lp) == 7 + Tier.GENERIC
+    assert registry.why_not(WordsBackend, lp) is None
+    mip = cl.ILP(shape=[2], constraints=[cl.Constraint(coefs=[2, 2], sense="==", rhs=2)])
+    assert registry.why_not(WordsBackend, mip) == "it cannot handle integer variables"
+    y = cl.make_solver(PickOne(n=3), "test_words").solve(np.array([2.0, -1.0, 0.0]))
+    np.testing.assert_array_equal(y, [0, 1, 0])
