@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+import highspy
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
@@ -251,8 +252,6 @@ def _tight_rows(form: CanonicalForm, G: sp.csr_matrix,
 
 
 def _run_lp(model) -> np.ndarray:
-    import highspy
-
     check_status(model.clearSolver(), "clearSolver")
     run_highs(model)
     status = model.getModelStatus()

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import torch
+from scipy.spatial.distance import pdist
 
 from .backends.registry import make_solver
 from .problems import TSP, Knapsack, ShortestPath
@@ -145,8 +146,6 @@ def tsp(
     cost shape of ``TSP(n)``, whose solutions are symmetric adjacency matrices,
     so ``<c, y>`` is twice the tour length.
     """
-    from scipy.spatial.distance import pdist
-
     rnd = np.random.RandomState(seed)
     half = num_nodes // 2
     coords = np.concatenate(

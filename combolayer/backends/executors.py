@@ -26,6 +26,9 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 
@@ -293,8 +296,6 @@ class ProcessKernel(ParallelKernel):
 
     def _start(self) -> None:
         if self._pool is None:
-            from concurrent.futures import ProcessPoolExecutor
-
             self._pool = ProcessPoolExecutor(
                 max_workers=self.workers,
                 mp_context=_process_context(),
@@ -303,9 +304,6 @@ class ProcessKernel(ParallelKernel):
             )
 
     def _map(self, chunks, deadline):
-        from concurrent.futures import TimeoutError as FutureTimeout
-        from concurrent.futures.process import BrokenProcessPool
-
         futures = [self._pool.submit(_solve_in_process, chunk) for chunk in chunks]
         end = None if deadline is None else time.monotonic() + deadline
         results = []

@@ -26,6 +26,7 @@ import threading
 from contextlib import contextmanager
 from typing import ClassVar
 
+import highspy
 import numpy as np
 import scipy.sparse as sp
 
@@ -91,8 +92,6 @@ def absorb_banner() -> None:
     """Make the process's first HiGHS model with stdout silenced, so the banner
     highspy prints then is not seen; also for models made by others (cvxpy)."""
     global _banner_done
-    import highspy
-
     with _BANNER_LOCK:
         if not _banner_done:
             with _c_stdout_silenced():
@@ -103,8 +102,6 @@ def absorb_banner() -> None:
 def new_highs(threads: int = 1, verbose: bool = False):
     """A ``highspy.Highs`` with its output off (unless ``verbose``) and ``threads`` set
     (0 leaves HiGHS's default)."""
-    import highspy
-
     if not verbose:
         absorb_banner()
     h = highspy.Highs()
@@ -116,8 +113,6 @@ def new_highs(threads: int = 1, verbose: bool = False):
 
 def check_status(status, call: str) -> None:
     """Raise :class:`SolverError` naming ``call`` unless highspy returned kOk or kWarning."""
-    import highspy
-
     if status not in (highspy.HighsStatus.kOk, highspy.HighsStatus.kWarning):
         raise SolverError(f"HiGHS: {call} returned {status.name}, expected kOk")
 
@@ -125,8 +120,6 @@ def check_status(status, call: str) -> None:
 def run_highs(h) -> None:
     """``h.run()``, resetting HiGHS's process-global scheduler once if another
     thread count created it; any other failure raises :class:`SolverError`."""
-    import highspy
-
     with _SCHEDULER.shared():
         status = h.run()
     if status == highspy.HighsStatus.kError and (
@@ -148,8 +141,6 @@ def highs_lp(cost: np.ndarray, lower: np.ndarray, upper: np.ndarray, A: sp.spmat
              row_lower: np.ndarray, row_upper: np.ndarray, integer: np.ndarray | None = None):
     """A ``highspy.HighsLp`` for ``min cost.x`` s.t. ``row_lower <= A x <= row_upper``,
     ``lower <= x <= upper`` (infinite bounds allowed), ``x[j]`` integer where ``integer[j]``."""
-    import highspy
-
     def bounded(values: np.ndarray) -> np.ndarray:
         return np.clip(np.asarray(values, dtype=np.float64), -highspy.kHighsInf,
                        highspy.kHighsInf)
@@ -173,8 +164,6 @@ def highs_lp(cost: np.ndarray, lower: np.ndarray, upper: np.ndarray, A: sp.spmat
 
 
 def _build_model(form: CanonicalForm, config: BackendConfig):
-    import highspy
-
     h = new_highs(config.threads, config.verbose)
     options = {
         # Presolve costs more than it saves when only the costs change, except on
@@ -204,8 +193,6 @@ class HighsKernel(RowKernel):
     """One kept HiGHS model; ``__call__`` solves a batch of minimisation costs."""
 
     def __init__(self, form: CanonicalForm, config: BackendConfig) -> None:
-        import highspy
-
         self._status = highspy.HighsModelStatus
         self.form = form
         self.model = _build_model(form, config)
@@ -264,8 +251,6 @@ class HighsKernel(RowKernel):
 
 def highs_outcome(status) -> Outcome:
     """HiGHS's model status as an :class:`Outcome`."""
-    import highspy
-
     S = highspy.HighsModelStatus
     return {
         S.kOptimal: Outcome.OPTIMAL,

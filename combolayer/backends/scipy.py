@@ -25,6 +25,7 @@ from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse import csgraph
 
 from ..errors import InfeasibleError
 from ..problems import TSP, GridShortestPath, Knapsack, Matching, ShortestPath
@@ -137,10 +138,8 @@ class _Dijkstra:
         self.arc_of = {pair: a for a, pair in enumerate(pairs)}
 
     def parents(self, weights: np.ndarray, source: int) -> np.ndarray:
-        from scipy.sparse.csgraph import dijkstra
-
         self.graph.data = weights[self.entry_arc]
-        _, pred = dijkstra(self.graph, directed=self.directed, indices=source,
+        _, pred = csgraph.dijkstra(self.graph, directed=self.directed, indices=source,
                            return_predecessors=True)
         return pred
 
@@ -204,6 +203,7 @@ def _grid_kernel(spec: GridShortestPath) -> Callable:
 
 
 def _matching_kernel(spec: Matching) -> Callable:
+    # scipy.optimize takes 0.5 s to import: only when a kernel needs it.
     from scipy.optimize import linear_sum_assignment
 
     def solve(costs: np.ndarray) -> np.ndarray:
@@ -302,6 +302,7 @@ def _tsp_kernel(spec: TSP) -> Callable:
     ``scipy.optimize.milp`` (HiGHS with presolve), re-solved with the cut-set
     inequalities of every subtour until the solution is one tour. Cuts stay
     within one instance: each instance starts again from the degree rows."""
+    # scipy.optimize takes 0.5 s to import: only when a kernel needs it.
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     n = spec.num_nodes
