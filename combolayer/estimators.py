@@ -136,9 +136,10 @@ class Estimator(BaseModel):
         raise NotImplementedError
 
     def build(self, solver: Solver) -> DifferentiableSolve:
-        shell = differentiable(lambda grad, costs, *saved: self.backward(solver, grad, costs,
-                                                                         *saved),
-                               once=not self.differentiable_backward)
+        def backward(grad: Tensor, costs: Tensor, *saved: Tensor) -> Tensor:
+            return self.backward(solver, grad, costs, *saved)
+
+        shell = differentiable(backward, once=not self.differentiable_backward)
 
         def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
                   training: bool = True) -> Tensor:

@@ -17,6 +17,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from .noise import SignNoise  # noqa: F401  (moved to combolayer.noise; importable here too)
+
 Transform = Callable[[Tensor], Tensor]
 
 #: ``normalize`` divides by ``max(||w||, NORM_EPS)``: a zero cost stays zero
@@ -73,7 +75,3 @@ def on_cost_shape(transform: Transform, cost_shape: tuple[int, ...]) -> Transfor
 
 
 project_std = chain(project_mean, normalize)
-
-
-# Moved to combolayer.noise (noise distributions live there); kept importable from here.
-from .noise import SignNoise  # noqa: E402, F401
