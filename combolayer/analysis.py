@@ -35,10 +35,11 @@ import scipy.sparse as sp
 import torch
 from torch import Tensor
 
-from .backends.highs import check_status, highs_lp, new_highs, run_highs
+from .backends.highs import check_status, highs_lp, highs_outcome, new_highs, run_highs
+from .backends.outcome import settle
 from .backends.registry import make_solver
 from .canonical import CanonicalForm, canonical_form
-from .errors import InfeasibleError, SolverError
+from .errors import InfeasibleError
 from .io import load_spec
 from .specs import Spec
 from .transforms import Transform, on_cost_shape, project_plane
@@ -263,13 +264,13 @@ def _run_lp(model) -> np.ndarray:
         run_highs(model)
         check_status(model.setOptionValue("solver", "ipm"), "setOptionValue(solver)")
         status = model.getModelStatus()
-    if status == highspy.HighsModelStatus.kOptimal:
-        return np.asarray(model.getSolution().col_value)
-    if status == highspy.HighsModelStatus.kInfeasible:
-        raise InfeasibleError("the LP relaxation is infeasible, so the problem has no solution")
-    raise SolverError(
-        f"HiGHS stopped with status {model.modelStatusToString(status)!r} "
-        "while looking for the implicit equalities"
+    optimal = status == highspy.HighsModelStatus.kOptimal
+    return settle(
+        highs_outcome(status), "HiGHS (the LP relaxation, looking for implicit equalities)",
+        lambda: np.asarray(model.getSolution().col_value),
+        # without crossover, an optimal interior point is all the solution there is
+        has_solution=optimal or model.getInfo().primal_solution_status == 2,
+        status=model.modelStatusToString(status),
     )
 
 

@@ -58,7 +58,7 @@ def settle(
         infeasible = is_infeasible is not None and is_infeasible()
         outcome = Outcome.INFEASIBLE if infeasible else Outcome.UNBOUNDED
     if outcome is Outcome.INFEASIBLE:
-        raise InfeasibleError(f"{solver}: the problem has no feasible solution")
+        raise InfeasibleError(f"{solver}: the problem is infeasible, it has no feasible solution")
     if outcome is Outcome.UNBOUNDED:
         raise SolverError(
             f"{solver}: the problem is unbounded for these costs; add finite bounds "
