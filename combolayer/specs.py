@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import cached_property
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -97,15 +97,18 @@ class Spec(BaseModel):
 SPEC_KINDS: dict[str, type[Spec]] = {}
 
 
-def register_spec(cls: type[Spec]) -> type[Spec]:
+SpecClass = TypeVar("SpecClass", bound=type)
+
+
+def register_spec(cls: SpecClass) -> SpecClass:
     """Class decorator: make ``cls`` loadable by its ``kind`` tag (YAML, JSON, dicts).
 
     ``cls`` needs a tag field ``kind: Literal["name"] = "name"``.
     """
     kind = cls.model_fields["kind"].default if "kind" in cls.model_fields else None
     if not isinstance(kind, str):
-        raise TypeError(f"{cls.__name__} needs a tag field kind: Literal[{'...'}] = '...' "
-                        "to be registered")
+        raise TypeError(f"{cls.__name__} needs a tag field such as "
+                        "kind: Literal['my_problem'] = 'my_problem' to be registered")
     SPEC_KINDS[kind] = cls
     return cls
 
