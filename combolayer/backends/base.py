@@ -34,9 +34,8 @@ class Capability(enum.Flag):
     #: Lazily separated constraints (``CanonicalForm.separator``).
     LAZY_CUTS = enum.auto()
     #: A whole batch in one vectorised call rather than a loop over instances.
+    #: (Whether kernels take torch tensors on any device is ``Backend.array_api``.)
     BATCHED = enum.auto()
-    #: Torch tensors on any device, without a copy to numpy.
-    TORCH = enum.auto()
 
     @classmethod
     def parse(cls, words: frozenset[str] | set[str]) -> tuple[Capability, frozenset[str]]:

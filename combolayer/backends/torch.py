@@ -50,7 +50,7 @@ class TorchBackend(FunctionBackend):
 
     name: ClassVar[str] = "torch"
     requires: ClassVar[tuple[str, ...]] = ("torch",)
-    capabilities: ClassVar[Capability] = Capability.BATCHED | Capability.TORCH
+    capabilities: ClassVar[Capability] = Capability.BATCHED
     native_tier: ClassVar[int] = Tier.CLOSED_FORM
     array_api: ClassVar[str] = "torch"
     builders: ClassVar[dict[str, Callable[[Spec], Callable]]] = {
