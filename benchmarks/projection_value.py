@@ -96,7 +96,7 @@ def evaluate(task: Task, layer: cl.ComboLayer, model: nn.Module) -> float:
         y = layer.solver.solve(cost)
     if task.name == "topk":
         return float((y * task.solutions[1]).sum(-1).mean() / task.spec.k)
-    return float(normalized_regret(task.spec, task.costs[1], y, solver=layer.solver))
+    return float(normalized_regret(layer, task.costs[1], y))
 
 
 def train_one(task: Task, projection: str, seed: int) -> float:

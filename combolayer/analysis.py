@@ -17,7 +17,8 @@ Identity gradient along ``a`` is pure noise (Sahoo et al. 2023, sec. 3.3).
   known; it needs at most about ``2 N`` solves.
 
 Results are cached per spec, so a layer pays for the analysis once, at
-construction.
+construction. :mod:`combolayer.hull_text` renders a hull for people
+(``combolayer analyze``).
 """
 
 from __future__ import annotations
@@ -27,14 +28,19 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+import highspy
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 import torch
 from torch import Tensor
 
-from .canonical import CanonicalForm
-from .errors import InfeasibleError, SolverError
+from .backends.highs import check_status, highs_lp, highs_outcome, new_highs, run_highs
+from .backends.outcome import settle
+from .backends.registry import make_solver
+from .canonical import CanonicalForm, canonical_form
+from .errors import InfeasibleError
+from .io import load_spec
 from .specs import Spec
 from .transforms import Transform, on_cost_shape, project_plane
 
@@ -117,16 +123,12 @@ def analyze(spec: Spec, exact: bool = False) -> AffineHull:
     equations that hold only for integer points); ``exact=True`` uses the MIP
     solver to find the affine hull of the integer solutions (about ``2 N`` solves).
     """
-    from .io import load_spec
-
     spec = load_spec(spec)
     return _analyze(type(spec), spec.model_dump_json(), bool(exact))
 
 
 @lru_cache(maxsize=128)
 def _analyze(cls: type, spec_json: str, exact: bool) -> AffineHull:
-    from .backends.registry import canonical_form
-
     spec = cls.model_validate_json(spec_json)
     if exact:
         return _exact_hull(spec, _analyze(cls, spec_json, False))
@@ -212,8 +214,6 @@ def _tight_rows(form: CanonicalForm, G: sp.csr_matrix,
     lands in the relative interior of the optimal face, so usually every
     slack row shows up at once and the loop runs twice.
     """
-    from .backends.highs import check_status, highs_lp, new_highs
-
     n, c = form.num_vars, G.shape[0]
     A_all = sp.vstack([
         sp.hstack([G, sp.identity(c, format="csr")]),
@@ -242,8 +242,10 @@ def _tight_rows(form: CanonicalForm, G: sp.csr_matrix,
         candidate &= ~loose
         drop = np.flatnonzero(loose).astype(np.int32) + n
         # A dropped row keeps its constraint G x <= h through t = 0.
-        model.changeColsBounds(len(drop), drop, np.zeros(len(drop)), np.zeros(len(drop)))
-        model.changeColsCost(len(drop), drop, np.zeros(len(drop)))
+        check_status(model.changeColsBounds(len(drop), drop, np.zeros(len(drop)),
+                                            np.zeros(len(drop))), "changeColsBounds")
+        check_status(model.changeColsCost(len(drop), drop, np.zeros(len(drop))),
+                     "changeColsCost")
         if not candidate.any():
             break
         x = _run_lp(model)
@@ -251,28 +253,24 @@ def _tight_rows(form: CanonicalForm, G: sp.csr_matrix,
 
 
 def _run_lp(model) -> np.ndarray:
-    import highspy
-
-    from .backends.highs import run_highs
-
-    model.clearSolver()
+    check_status(model.clearSolver(), "clearSolver")
     run_highs(model)
     status = model.getModelStatus()
     if status == highspy.HighsModelStatus.kUnknown:
         # The interior-point solver sometimes stops short of a certificate on
         # tiny degenerate LPs; simplex always finishes (a vertex needs more rounds).
-        model.setOptionValue("solver", "simplex")
-        model.clearSolver()
+        check_status(model.setOptionValue("solver", "simplex"), "setOptionValue(solver)")
+        check_status(model.clearSolver(), "clearSolver")
         run_highs(model)
-        model.setOptionValue("solver", "ipm")
+        check_status(model.setOptionValue("solver", "ipm"), "setOptionValue(solver)")
         status = model.getModelStatus()
-    if status == highspy.HighsModelStatus.kOptimal:
-        return np.asarray(model.getSolution().col_value)
-    if status == highspy.HighsModelStatus.kInfeasible:
-        raise InfeasibleError("the LP relaxation is infeasible, so the problem has no solution")
-    raise SolverError(
-        f"HiGHS stopped with status {model.modelStatusToString(status)!r} "
-        "while looking for the implicit equalities"
+    optimal = status == highspy.HighsModelStatus.kOptimal
+    return settle(
+        highs_outcome(status), "HiGHS (the LP relaxation, looking for implicit equalities)",
+        lambda: np.asarray(model.getSolution().col_value),
+        # without crossover, an optimal interior point is all the solution there is
+        has_solution=optimal or model.getInfo().primal_solution_status == 2,
+        status=model.modelStatusToString(status),
     )
 
 
@@ -442,8 +440,6 @@ def _exact_hull(spec: Spec, relaxed: AffineHull) -> AffineHull:
     every solution and ``c`` is a new equation; otherwise the new point extends
     the span. Each round fixes one more dimension, with two solves.
     """
-    from .backends.registry import make_solver
-
     solver = make_solver(spec, "highs")
     n = relaxed.num_outputs
     normals = [row for row in relaxed.normals]
@@ -472,138 +468,3 @@ def _exact_hull(spec: Spec, relaxed: AffineHull) -> AffineHull:
 def _solve_flat(solver, cost: np.ndarray) -> np.ndarray:
     costs = cost.reshape(1, *solver.cost_shape)
     return np.asarray(solver.solve_min(costs), dtype=np.float64).reshape(-1)
-
-
-# -- reading a hull ------------------------------------------------------------------
-
-#: :func:`describe` lists at most this many equations and fixed outputs.
-MAX_SHOWN = 20
-#: Above this many flops (r^2 * N) the equations are shown as the basis rows
-#: instead of the reduced row echelon form, which reads better but costs more.
-RREF_FLOPS = 5e9
-
-
-def describe(spec: Spec, hull: AffineHull) -> str:
-    """A person's summary of ``hull``: dimension, equations, fixed outputs, ``"auto"``."""
-    mode = "integer solutions (exact, MIP)" if hull.exact else "LP relaxation (sound)"
-    lines = [f"{spec.label}: {hull.num_outputs} outputs, affine hull of dimension "
-             f"{hull.dim} [{mode}]"]
-    equations = readable_equations(hull)
-    fixed = hull.fixed.tolist()
-    r = len(hull.normals)
-    lines.append(f"{r} independent equation{'' if r == 1 else 's'}"
-                 + (f", {len(fixed)} of them fixing an output" if fixed else "")
-                 + (":" if equations else ""))
-    lines += [f"  {line}" for line in equations[:MAX_SHOWN]]
-    if len(equations) > MAX_SHOWN:
-        lines.append(f"  ... and {len(equations) - MAX_SHOWN} more")
-    shown = ", ".join(f"{_name(j, hull.cost_shape)} = {_number(hull.point[j])}"
-                      for j in fixed[:MAX_SHOWN])
-    more = f", ... ({len(fixed)} in all)" if len(fixed) > MAX_SHOWN else ""
-    lines.append(f"fixed outputs: {shown}{more}" if fixed else "fixed outputs: none")
-    lines.append(f'projection "auto": {describe_auto(hull)}')
-    return "\n".join(lines)
-
-
-def describe_auto(hull: AffineHull) -> str:
-    """What ``projection="auto"`` does for this hull, in words."""
-    r = len(hull.normals)
-    if r == 0:
-        return 'normalise only (= "norm"): the solutions span every direction'
-    ones = np.full(hull.num_outputs, 1.0 / math.sqrt(hull.num_outputs))
-    if r == 1 and abs(float(hull.normals[0] @ ones)) > 1.0 - 1e-9:
-        return 'subtract the mean, then normalise (= "std", the paper\'s P_std)'
-    return (f"remove the {r} normal direction{'' if r == 1 else 's'} "
-            f"(project onto the {hull.dim}-dimensional hull), then normalise")
-
-
-def readable_equations(hull: AffineHull) -> list[str]:
-    """The hull's equations other than the fixed outputs, e.g. ``y[2,0] = y[0,2]``.
-
-    The normals, with the fixed outputs' columns cleared, in reduced row echelon
-    form, each rescaled to small integers when it can be.
-    """
-    normals = np.array(hull.normals)
-    normals[:, hull.fixed] = 0.0
-    r, n = normals.shape
-    rows = _rref(normals) if r * r * n <= RREF_FLOPS else normals
-    rows = rows[np.abs(rows).max(axis=1, initial=0.0) > 1e-9]
-    return [_equation(row, float(row @ hull.point), hull.cost_shape) for row in rows]
-
-
-def _rref(A: np.ndarray, tol: float = 1e-9) -> np.ndarray:
-    A = A.copy()
-    r, n = A.shape
-    pivot_row = 0
-    for col in range(n):
-        if pivot_row == r:
-            break
-        below = np.abs(A[pivot_row:, col])
-        best = int(np.argmax(below))
-        if below[best] <= tol:
-            continue
-        A[[pivot_row, pivot_row + best]] = A[[pivot_row + best, pivot_row]]
-        A[pivot_row] /= A[pivot_row, col]
-        factors = A[:, col].copy()
-        factors[pivot_row] = 0.0
-        A -= np.outer(factors, A[pivot_row])
-        A[np.abs(A) < tol] = 0.0
-        pivot_row += 1
-    return A[:pivot_row]
-
-
-def _equation(row: np.ndarray, rhs: float, shape: tuple[int, ...]) -> str:
-    nonzero = np.flatnonzero(np.abs(row) > 1e-9)
-    coefs, rhs = _small_integers(row[nonzero], rhs)
-    if coefs[0] < 0:
-        coefs, rhs = -coefs, -rhs
-    names = [_name(j, shape) for j in nonzero]
-    if abs(rhs) < 1e-9 and (coefs > 0).any() and (coefs < 0).any():
-        # "a = b" reads better than "a - b = 0"
-        left = _sum(coefs[coefs > 0], [m for m, c in zip(names, coefs, strict=True) if c > 0])
-        right = _sum(-coefs[coefs < 0], [m for m, c in zip(names, coefs, strict=True) if c < 0])
-        text = f"{left} = {right}"
-    else:
-        text = f"{_sum(coefs, names)} = {_number(rhs)}"
-    return text + (f"   ({len(names)} terms)" if len(names) > 6 else "")
-
-
-def _small_integers(coefs: np.ndarray, rhs: float) -> tuple[np.ndarray, float]:
-    """Scale so the coefficients are small integers when some multiplier up to 12 does it."""
-    scaled = coefs / np.abs(coefs).min()
-    for multiplier in range(1, 13):
-        candidate = scaled * multiplier
-        if np.allclose(candidate, np.round(candidate), atol=1e-6):
-            factor = multiplier / np.abs(coefs).min()
-            return np.round(candidate), rhs * factor
-    return coefs, rhs
-
-
-def _sum(coefs: np.ndarray, names: list[str]) -> str:
-    """``y[0] + 2*y[3] - y[4]``; a long sum shows its ends: ``y[0] + ... + y[9]``."""
-    terms = [(float(c), name) for c, name in zip(coefs, names, strict=True)]
-    if len(terms) <= 6:
-        return " ".join(_term(c, name, lead=i == 0) for i, (c, name) in enumerate(terms))
-    first = _term(*terms[0], lead=True)
-    last = _term(*terms[-1], lead=False)
-    if np.allclose(coefs, coefs[0]):
-        return f"{first} {last[0]} ... {last}"
-    middle = " ".join(_term(c, name, lead=False) for c, name in terms[1:3])
-    return f"{first} {middle} ... {last}"
-
-
-def _term(coef: float, name: str, lead: bool) -> str:
-    size = abs(coef)
-    body = name if abs(size - 1.0) < 1e-9 else f"{_number(size)}*{name}"
-    if lead:
-        return body if coef > 0 else f"-{body}"
-    return f"+ {body}" if coef > 0 else f"- {body}"
-
-
-def _name(flat: int, shape: tuple[int, ...]) -> str:
-    return "y[" + ",".join(str(int(i)) for i in np.unravel_index(flat, shape)) + "]"
-
-
-def _number(value: float) -> str:
-    value = float(np.round(value, 6)) + 0.0
-    return str(int(value)) if value == int(value) else f"{value:g}"

@@ -16,8 +16,10 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from . import data, problems
+from .backends.config import BackendConfig
 from .backends.highs import _build_model, run_highs
-from .backends.registry import canonical_form
+from .canonical import canonical_form
 from .layer import ComboLayer
 
 
@@ -69,14 +71,10 @@ def overhead(spec, costs: np.ndarray, repeats: int = 3, **layer_args: Any) -> tu
 
 
 def _default_config():
-    from .backends.config import BackendConfig
-
     return BackendConfig(name="highs")
 
 
 def cases():
-    from . import data, problems
-
     return {
         "shortest path 5x5 (PyEPO, 40 edges)": data.shortest_path_spec((5, 5)),
         "assignment 20x20": problems.Matching(rows=20, cols=20),

@@ -5,8 +5,9 @@
                x[j] integer where integer[j],
                every cut the separator returns (lazy constraints).
 
-The objective sense is folded in once, here, as ``sign`` (+1 min, -1 max):
-backends only ever minimise.
+Backends only ever minimise: the objective sense is folded into the costs
+once, as ``Solver.sign``, before they reach a kernel. :func:`canonical_form`
+builds a spec's form once and caches it.
 """
 
 from __future__ import annotations
@@ -14,9 +15,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    from .specs import Spec
 
 
 @dataclass(frozen=True)
@@ -37,7 +43,6 @@ Separator = Callable[[np.ndarray], list[Cut]]
 @dataclass(frozen=True, eq=False)
 class CanonicalForm:
     cost_shape: tuple[int, ...]
-    sign: float
     A_ub: sp.csr_matrix
     b_ub: np.ndarray
     A_eq: sp.csr_matrix
@@ -75,3 +80,13 @@ class CanonicalForm:
         row_lower = np.concatenate([np.full(len(self.b_ub), -np.inf), self.b_eq])
         row_upper = np.concatenate([self.b_ub, self.b_eq])
         return A, row_lower, row_upper
+
+
+def canonical_form(spec: Spec, lazy: bool = True) -> CanonicalForm:
+    """The spec's canonical form, built once per (spec, lazy) and shared: do not modify it."""
+    return _canonical_form(type(spec), spec.model_dump_json(), lazy)
+
+
+@lru_cache(maxsize=64)
+def _canonical_form(cls: type, spec_json: str, lazy: bool) -> CanonicalForm:
+    return cls.model_validate_json(spec_json).to_canonical(lazy=lazy)

@@ -18,7 +18,7 @@ def analyze(args: argparse.Namespace) -> int:
     """``combolayer analyze SPEC [--exact]``: the hull dimension, its equations,
     the fixed outputs and the projection ``"auto"`` will use."""
     from .analysis import analyze as analyze_spec
-    from .analysis import describe
+    from .hull_text import describe
     from .io import load_spec
 
     spec = load_spec(args.spec)

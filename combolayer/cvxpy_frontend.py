@@ -1,5 +1,10 @@
 """``ILP.from_cvxpy``: a cvxpy problem with integer variables becomes an :class:`ILP`.
 
+This module owns the conversion: :func:`ilp_arguments` reads a cvxpy problem
+into the arguments of ``ILP.from_matrices``, and ``ILP.from_cvxpy`` is the
+thin alias that builds the spec from them (so this module never imports the
+specs, and cvxpy is imported only when a problem is converted).
+
 cvxpylayers differentiates convex programs but cannot take integer
 variables; a cvxpy problem ``Minimize/Maximize(cost @ x)`` with boolean or
 integer variables and linear constraints converts here into an ILP that
@@ -21,7 +26,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from .errors import SpecError
-from .specs import ILP
 
 #: cvxpy solvers whose problem data is a MIP in the conic "zero + nonneg" form.
 _DATA_SOLVERS = ("HIGHS", "SCIP", "SCIPY")
@@ -122,10 +126,11 @@ def _selected_columns(M: sp.csc_matrix) -> np.ndarray | None:
     return rows if len(np.unique(rows)) == len(rows) else None
 
 
-def ilp_from_cvxpy(problem: Any, cost: Any) -> ILP:
-    """The ILP equivalent to ``problem`` whose cost vector is the parameter ``cost``.
+def ilp_arguments(problem: Any, cost: Any) -> dict[str, Any]:
+    """The ``ILP.from_matrices`` arguments of the ILP equivalent to ``problem``, whose
+    cost vector is the parameter ``cost`` (``ILP.from_cvxpy`` builds it).
 
-    The returned ILP's ``shape`` is ``cost.shape`` and its solution ``y`` is the
+    The ILP's ``shape`` is ``cost.shape`` and its solution ``y`` is the
     expression the cost multiplies (usually a variable ``x`` of the same shape):
     ``argmin/argmax <cost, y>`` over the problem's feasible set. Every other
     variable becomes an auxiliary; parameters other than ``cost`` are fixed at
@@ -180,7 +185,7 @@ def ilp_from_cvxpy(problem: Any, cost: Any) -> ILP:
         lower = np.concatenate([np.full(N, -np.inf), lower])
         upper = np.concatenate([np.full(N, np.inf), upper])
 
-    return ILP.from_matrices(
+    return dict(
         shape=shape,
         A_ub=A_ub if A_ub.shape[0] else None,
         b_ub=b_ub if A_ub.shape[0] else None,

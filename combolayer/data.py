@@ -12,8 +12,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import torch
+from scipy.spatial.distance import pdist
 
 from .backends.registry import make_solver
+from .problems import TSP, Knapsack, ShortestPath
 
 
 class Data(NamedTuple):
@@ -42,8 +44,6 @@ def grid_edges(rows: int, cols: int) -> list[tuple[int, int]]:
 
 def shortest_path_spec(grid: tuple[int, int] = (5, 5)):
     """PyEPO's grid shortest path: edge costs, from the top-left to the bottom-right node."""
-    from .problems import ShortestPath
-
     rows, cols = grid
     return ShortestPath(
         num_nodes=rows * cols, edges=grid_edges(rows, cols), source=0, target=rows * cols - 1
@@ -112,8 +112,6 @@ def knapsack(
     capacities to the user; the default here is half of each dimension's total
     weight. The spec is ``Knapsack(W, capacities)`` (maximise the value).
     """
-    from .problems import Knapsack
-
     rnd = np.random.RandomState(seed)
     weights = rnd.choice(range(300, 800), size=(dim, num_items)) / 100
     B = rnd.binomial(1, 0.5, (num_items, num_features))
@@ -148,10 +146,6 @@ def tsp(
     cost shape of ``TSP(n)``, whose solutions are symmetric adjacency matrices,
     so ``<c, y>`` is twice the tour length.
     """
-    from scipy.spatial.distance import pdist
-
-    from .problems import TSP
-
     rnd = np.random.RandomState(seed)
     half = num_nodes // 2
     coords = np.concatenate(

@@ -2,56 +2,168 @@
 
 Every estimator sees minimisation costs: the layer folds the objective sense
 into the cost once (``costs = sign * P(w)``) and autograd carries the sign back,
-so nothing here tests for min or max. ``build(solver)`` runs once, when a layer
-is built, and returns the differentiable solve
+so nothing here tests for min or max.
+
+An estimator is a subclass of :class:`Estimator`: a frozen pydantic model of its
+hyperparameters with a ``name`` (which registers it, so ``method="name"`` and
+``{"name": ..., **params}`` find it) and two methods,
+
+- ``forward(solver, costs, *, target, training) -> (output, saved)``: the
+  layer's output and the tensors its backward needs (``saved=None``: no
+  gradient path, e.g. the exact solution in eval mode);
+- ``backward(solver, grad, costs, *saved) -> dL/dcosts``.
+
+The autograd shell around them is written once, in :func:`differentiable`.
+``build(solver)`` runs once, when a layer is built, and returns the
+differentiable solve
 
     solve(costs, *, target, needs_grad, training=True) -> y
 
 where ``needs_grad`` is decided by the layer, outside any autograd.Function,
-and ``training`` is the layer's mode (sampling estimators return the exact
-solution in eval mode).
-The solver is captured by the returned closure, never passed through ``.apply``.
+and ``training`` is the layer's mode. The solver is captured by the returned
+closure, never passed through ``.apply``.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar
 
-import numpy as np
 import torch
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from .backends.solver import Solver, inner
+from .canonical import canonical_form
+from .noise import (  # noqa: F401  (GaussianNoise, GumbelNoise, SumOfGamma: moved to .noise)
+    DEFAULT_SOG_K,
+    NOISES,
+    GaussianNoise,
+    GumbelNoise,
+    SumOfGamma,
+    make_noise,
+)
 
 DifferentiableSolve = Callable[..., Tensor]
+#: ``backward(grad, costs, *saved) -> dL/dcosts``.
+Backward = Callable[..., Tensor]
+
+#: Every estimator by name, as in ``method="blackbox"`` or ``{"name": "blackbox", "lam": 10}``;
+#: a subclass of :class:`Estimator` with a ``name`` joins it when defined.
+METHODS: dict[str, type[Estimator]] = {}
 
 
-class Estimator(Protocol):
-    def build(self, solver: Solver) -> DifferentiableSolve: ...
+def differentiable(backward: Backward, once: bool = True) -> Callable[..., Tensor]:
+    """The one autograd shell of every estimator.
+
+    Returns ``apply(costs, output, *saved) -> output`` whose backward is
+    ``dL/dcosts = backward(grad, costs, *saved)``. ``once=True`` marks it
+    ``@once_differentiable``, as every backward that calls a solver must be.
+    """
+
+    def vjp(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        costs, *saved = ctx.saved_tensors
+        return (backward(grad, costs, *saved), None, *(None for _ in saved))
+
+    class _Shell(torch.autograd.Function):
+        @staticmethod
+        def forward(costs: Tensor, output: Tensor, *saved: Tensor) -> Tensor:
+            return output.clone()
+
+        @staticmethod
+        def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
+            costs, _, *saved = inputs
+            ctx.save_for_backward(costs, *saved)
+
+        backward = staticmethod(once_differentiable(vjp) if once else vjp)
+
+    return _Shell.apply
 
 
-class _NegativeIdentity(torch.autograd.Function):
-    """Forward: the given solution. Backward: the negative identity, ``dL/dc = -dL/dy``."""
-
-    @staticmethod
-    def forward(costs: Tensor, solution: Tensor) -> Tensor:
-        return solution.clone()
-
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
-        pass
-
-    @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
-        return -grad, None
+def _error_message(error: ValidationError, who: str) -> str:
+    parts = []
+    for item in error.errors():
+        message = item["msg"].removeprefix("Value error, ")
+        where = ".".join(str(part) for part in item["loc"])
+        parts.append(f"{where}: {message}" if where else message)
+    return f"invalid {who} parameters: " + "; ".join(parts)
 
 
-@dataclass(frozen=True)
-class Identity:
+class Estimator(BaseModel):
+    """Base of every gradient estimator: its validated hyperparameters and the autograd shell.
+
+    Subclasses set ``name`` and define ``forward`` and ``backward`` (see the
+    module docstring); a wrapper around another estimator may define ``build``
+    instead. Arguments may be given by keyword or in field order.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    #: The name ``method=`` finds this estimator by; set it to register a subclass.
+    name: ClassVar[str] = ""
+    #: True when ``backward`` is pure torch (no solver call) and may be differentiated again.
+    differentiable_backward: ClassVar[bool] = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        fields = list(type(self).model_fields)
+        if len(args) > len(fields):
+            raise TypeError(f"{type(self).__name__} takes at most {len(fields)} positional "
+                            f"arguments ({', '.join(fields)}), got {len(args)}")
+        for field, value in zip(fields, args, strict=False):
+            if field in kwargs:
+                raise TypeError(f"{type(self).__name__} got {field!r} twice")
+            kwargs[field] = value
+        try:
+            super().__init__(**kwargs)
+        except ValidationError as error:
+            raise ValueError(_error_message(error, type(self).__name__)) from None
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        if cls.__dict__.get("name"):
+            METHODS[cls.name] = cls
+
+    def __str__(self) -> str:
+        return repr(self)
+
+    def forward(self, solver: Solver, costs: Tensor, *, target: Tensor | None,
+                training: bool) -> tuple[Tensor, tuple[Tensor, ...] | None]:
+        raise NotImplementedError
+
+    def backward(self, solver: Solver, grad: Tensor, costs: Tensor, *saved: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def build(self, solver: Solver) -> DifferentiableSolve:
+        def backward(grad: Tensor, costs: Tensor, *saved: Tensor) -> Tensor:
+            return self.backward(solver, grad, costs, *saved)
+
+        shell = differentiable(backward, once=not self.differentiable_backward)
+
+        def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
+                  training: bool = True) -> Tensor:
+            output, saved = self.forward(solver, costs, target=target, training=training)
+            if not needs_grad or saved is None:
+                return output
+            return shell(costs, output, *saved)
+
+        return solve
+
+
+def _positive(value: float, info: Any, who: str) -> float:
+    if not value > 0:
+        raise ValueError(f"{who} {info.field_name} must be > 0, got {value}")
+    return value
+
+
+def _sample_count(value: Any, who: str) -> int:
+    if not (isinstance(value, int) and value >= 1):
+        raise ValueError(f"{who} num_samples must be an int >= 1, got {value}")
+    return value
+
+
+class Identity(Estimator):
     """Identity with projection: the solver is a negative identity on the backward pass.
 
     ``dL/dw = -(dP/dw)^T dL/dy`` for min problems (``+`` for max); no extra solver
@@ -61,17 +173,29 @@ class Identity:
     through Combinatorial Algorithms: Identity with Projection Works", ICLR 2023.
     """
 
-    def build(self, solver: Solver) -> DifferentiableSolve:
-        def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
-                  training: bool = True) -> Tensor:
-            solution = solver.solve_min(costs)
-            return _NegativeIdentity.apply(costs, solution) if needs_grad else solution
+    name: ClassVar[str] = "identity"
+    differentiable_backward: ClassVar[bool] = True
 
-        return solve
+    def forward(self, solver, costs, *, target, training):
+        return solver.solve_min(costs), ()
+
+    def backward(self, solver, grad, costs):
+        return -grad
 
 
-@dataclass(frozen=True)
-class Blackbox:
+def _interpolation(solver: Solver, lam: float, grad: Tensor, costs: Tensor, eps: Tensor,
+                   samples: Tensor, per_instance: bool = False) -> Tensor:
+    """Blackbox's backward at (perturbed) solver inputs ``c + eps_s``, shared by
+    :class:`Blackbox` (``eps = 0``, one sample) and :class:`IMLE`:
+    ``dL/dc = 1/S sum_s (y(c + lam dL/dy + eps_s) - samples_s) / lam``, with all
+    S shifted solves in one batched call. ``per_instance`` multiplies ``lam`` by
+    the number of instances in the batch (see :class:`Blackbox`)."""
+    step = lam * (costs.numel() // solver.num_outputs if per_instance else 1)
+    shifted = solver.solve_min(costs + step * grad + eps)
+    return (shifted - samples).mean(0) / step
+
+
+class Blackbox(Estimator):
     """Blackbox backpropagation: the gradient of a piecewise-linear interpolation.
 
     With ``c`` the solver input of one instance, ``L_i`` its own loss,
@@ -90,62 +214,32 @@ class Blackbox:
     Blackbox Combinatorial Solvers", ICLR 2020.
     """
 
+    name: ClassVar[str] = "blackbox"
+
     lam: float = 20.0
     reduction: str = "mean"
 
-    def __post_init__(self) -> None:
-        if not self.lam > 0:
-            raise ValueError(f"Blackbox lam must be > 0, got {self.lam}")
-        if self.reduction not in ("mean", "sum"):
-            raise ValueError(
-                f"Blackbox reduction must be 'mean' or 'sum' (how the loss reduces over "
-                f"the batch), got {self.reduction!r}"
-            )
+    @field_validator("lam")
+    @classmethod
+    def _check_lam(cls, value: float, info: Any) -> float:
+        return _positive(value, info, "Blackbox")
 
-    def build(self, solver: Solver) -> DifferentiableSolve:
-        interpolation = _interpolation(solver, self.lam, per_instance=self.reduction == "mean")
+    @field_validator("reduction")
+    @classmethod
+    def _check_reduction(cls, value: str) -> str:
+        if value not in ("mean", "sum"):
+            raise ValueError(f"Blackbox reduction must be 'mean' or 'sum' (how the loss "
+                             f"reduces over the batch), got {value!r}")
+        return value
 
-        def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
-                  training: bool = True) -> Tensor:
-            solution = solver.solve_min(costs)
-            if not needs_grad:
-                return solution
-            # One unperturbed sample: eps = 0, samples = the solution.
-            return interpolation.apply(costs, solution, costs.new_zeros(()), solution[None])
+    def forward(self, solver, costs, *, target, training):
+        solution = solver.solve_min(costs)
+        # One unperturbed sample: eps = 0, samples = the solution.
+        return solution, (costs.new_zeros(()), solution[None])
 
-        return solve
-
-
-def _interpolation(solver: Solver, lam: float,
-                  per_instance: bool = False) -> type[torch.autograd.Function]:
-    """Blackbox's backward at (perturbed) solver inputs ``c + eps_s``, shared by
-    :class:`Blackbox` (``eps = 0``, one sample) and :class:`IMLE`.
-
-    ``apply(costs, output, eps, samples)`` returns ``output``; its backward is
-    ``dL/dc = 1/S sum_s (y(c + lam dL/dy + eps_s) - samples_s) / lam``, with all
-    S shifted solves in one batched call. ``per_instance`` multiplies ``lam``
-    by the number of instances in the batch (see :class:`Blackbox`).
-    """
-
-    class _Interpolation(torch.autograd.Function):
-        @staticmethod
-        def forward(costs: Tensor, output: Tensor, eps: Tensor, samples: Tensor) -> Tensor:
-            return output.clone()
-
-        @staticmethod
-        def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
-            costs, _, eps, samples = inputs
-            ctx.save_for_backward(costs, eps, samples)
-
-        @staticmethod
-        @once_differentiable
-        def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
-            costs, eps, samples = ctx.saved_tensors
-            step = lam * (costs.numel() // solver.num_outputs if per_instance else 1)
-            shifted = solver.solve_min(costs + step * grad + eps)
-            return (shifted - samples).mean(0) / step, None, None, None
-
-    return _Interpolation
+    def backward(self, solver, grad, costs, eps, samples):
+        return _interpolation(solver, self.lam, grad, costs, eps, samples,
+                              per_instance=self.reduction == "mean")
 
 
 # --- Perturbation-based estimators -------------------------------------------
@@ -158,82 +252,7 @@ def _interpolation(solver: Solver, lam: float,
 # noise: a Gumbel perturbation of a max problem is the Gumbel-max trick.
 
 
-@dataclass(frozen=True)
-class GaussianNoise:
-    """Z ~ N(0, I); its log-density gradient term is ``grad_nu(z) = z``."""
-
-    def sample(self, shape: tuple[int, ...], generator: torch.Generator | None = None) -> Tensor:
-        return torch.randn(tuple(shape), generator=generator, dtype=torch.float64)
-
-    def grad_nu(self, z: Tensor) -> Tensor:
-        return z
-
-
-@dataclass(frozen=True)
-class GumbelNoise:
-    """Z ~ Gumbel(0, 1) entrywise: ``nu(z) = z + exp(-z)``, ``grad_nu(z) = 1 - exp(-z)``."""
-
-    def sample(self, shape: tuple[int, ...], generator: torch.Generator | None = None) -> Tensor:
-        u = torch.rand(tuple(shape), generator=generator, dtype=torch.float64)
-        return -torch.log(-torch.log(u.clamp_min(torch.finfo(torch.float64).tiny)))
-
-    def grad_nu(self, z: Tensor) -> Tensor:
-        return 1.0 - torch.exp(-z)
-
-
-@dataclass(frozen=True)
-class SumOfGamma:
-    """Sum-of-Gamma noise SoG(k, 1, s) = 1/k (sum_{i=1..s} Gamma(1/k, k/i) - log s).
-
-    Gamma(shape 1/k, scale k/i). The sum of k independent samples is
-    approximately Gumbel(0, 1) (exactly in the limit s -> inf), so perturbing a
-    k-subset problem with it samples like the Gumbel-max trick. The Gamma draws
-    come from numpy (9x faster than ``torch.distributions.Gamma`` at shape 1/k,
-    measured), seeded from the torch ``generator`` (or torch's global one), so
-    ``torch.manual_seed`` reproduces them. Multiply by tau for SoG(k, tau, s).
-
-    Reference: Niepert, Minervini, Franceschi, "Implicit MLE: Backpropagating
-    Through Discrete Exponential Family Distributions", NeurIPS 2021.
-    """
-
-    k: float = 5.0
-    s: int = 10
-
-    def __post_init__(self) -> None:
-        if not self.k > 0 or self.s < 1:
-            raise ValueError(f"SumOfGamma needs k > 0 and s >= 1, got k={self.k}, s={self.s}")
-
-    def sample(self, shape: tuple[int, ...], generator: torch.Generator | None = None) -> Tensor:
-        shape = tuple(shape)
-        seed = int(torch.randint(0, 2**62, (1,), generator=generator))
-        standard = np.random.default_rng(seed).standard_gamma(1.0 / self.k, (self.s, *shape))
-        scale = self.k / np.arange(1, self.s + 1)
-        total = np.tensordot(scale, standard, axes=1)
-        return torch.from_numpy((total - math.log(self.s)) / self.k)
-
-
-#: Noise by name for :class:`Perturbed` (which needs ``grad_nu``).
-NOISES: dict[str, type] = {"gaussian": GaussianNoise, "gumbel": GumbelNoise}
-
-#: The SoG ``k`` used when the problem does not say (PyEPO's default kappa).
-DEFAULT_SOG_K = 5
-
-
-def _make_noise(noise: Any, allowed: dict[str, Any], who: str, need: tuple[str, ...]) -> Any:
-    if isinstance(noise, str):
-        if noise not in allowed:
-            raise ValueError(
-                f"{who} noise must be one of {sorted(allowed)} or an object, got {noise!r}"
-            )
-        return allowed[noise]()
-    missing = [name for name in need if not callable(getattr(noise, name, None))]
-    if missing:
-        raise ValueError(f"{who} noise object {noise!r} lacks method(s) {missing}")
-    return noise
-
-
-@dataclass(frozen=True)
-class Perturbed:
+class Perturbed(Estimator):
     """The perturbed optimizer: ``y_sigma(c) = E[y(c - sigma Z)]`` and its Jacobian.
 
     Training forward: the mean of ``num_samples`` perturbed solutions
@@ -255,59 +274,49 @@ class Perturbed:
     Differentiable Perturbed Optimizers", NeurIPS 2020.
     """
 
+    name: ClassVar[str] = "perturbed"
+
     sigma: float = 1.0
     num_samples: int = 1
     noise: Any = "gaussian"
     generator: torch.Generator | None = None
 
-    def __post_init__(self) -> None:
-        if not self.sigma > 0:
-            raise ValueError(f"Perturbed sigma must be > 0, got {self.sigma}")
-        if not (isinstance(self.num_samples, int) and self.num_samples >= 1):
-            raise ValueError(f"Perturbed num_samples must be an int >= 1, got {self.num_samples}")
-        _make_noise(self.noise, NOISES, "Perturbed", ("sample", "grad_nu"))
+    @field_validator("sigma")
+    @classmethod
+    def _check_sigma(cls, value: float, info: Any) -> float:
+        return _positive(value, info, "Perturbed")
+
+    @field_validator("num_samples", mode="before")
+    @classmethod
+    def _check_samples(cls, value: Any) -> int:
+        return _sample_count(value, "Perturbed")
+
+    @model_validator(mode="after")
+    def _check_noise(self) -> Perturbed:
+        self._noise()
+        return self
+
+    def _noise(self) -> Any:
+        return make_noise(self.noise, NOISES, "Perturbed", ("sample", "grad_nu"))
 
     def perturbed_solutions(self, solver: Solver, costs: Tensor) -> tuple[Tensor, Tensor]:
         """``(Z, y(c - sigma Z))``, each ``(num_samples, *costs.shape)``, from one solver call."""
-        noise = _make_noise(self.noise, NOISES, "Perturbed", ("sample", "grad_nu"))
-        z = noise.sample((self.num_samples, *costs.shape), generator=self.generator).to(costs)
+        z = self._noise().sample((self.num_samples, *costs.shape),
+                                 generator=self.generator).to(costs)
         return z, solver.solve_min(costs.detach() - self.sigma * z)
 
-    def build(self, solver: Solver) -> DifferentiableSolve:
-        sigma = self.sigma
-        noise = _make_noise(self.noise, NOISES, "Perturbed", ("sample", "grad_nu"))
-        num_cost_dims = len(solver.cost_shape)
+    def forward(self, solver, costs, *, target, training):
+        if not training:
+            return solver.solve_min(costs), None
+        z, samples = self.perturbed_solutions(solver, costs)
+        return samples.mean(0), (z, samples)
 
-        class _Perturbed(torch.autograd.Function):
-            @staticmethod
-            def forward(costs: Tensor, mean: Tensor, z: Tensor, samples: Tensor) -> Tensor:
-                return mean.clone()
-
-            @staticmethod
-            def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
-                _, _, z, samples = inputs
-                ctx.save_for_backward(z, samples)
-
-            @staticmethod
-            @once_differentiable
-            def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
-                z, samples = ctx.saved_tensors
-                weight = inner(samples, grad, num_cost_dims, keepdim=True)
-                return -(weight * noise.grad_nu(z)).mean(0) / sigma, None, None, None
-
-        def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
-                  training: bool = True) -> Tensor:
-            if not training:
-                return solver.solve_min(costs)
-            z, samples = self.perturbed_solutions(solver, costs)
-            mean = samples.mean(0)
-            return _Perturbed.apply(costs, mean, z, samples) if needs_grad else mean
-
-        return solve
+    def backward(self, solver, grad, costs, z, samples):
+        weight = inner(samples, grad, len(solver.cost_shape), keepdim=True)
+        return -(weight * self._noise().grad_nu(z)).mean(0) / self.sigma
 
 
-@dataclass(frozen=True)
-class IMLE:
+class IMLE(Estimator):
     """Implicit maximum-likelihood estimation with perturb-and-MAP sampling.
 
     With ``eps_s = -tau * Z_s`` a min-space noise sample (``Z`` Sum-of-Gamma by
@@ -326,6 +335,8 @@ class IMLE:
     Through Discrete Exponential Family Distributions", NeurIPS 2021.
     """
 
+    name: ClassVar[str] = "imle"
+
     lam: float = 10.0
     num_samples: int = 1
     noise: Any = "sog"
@@ -333,41 +344,40 @@ class IMLE:
     k: float | None = None
     generator: torch.Generator | None = None
 
-    def __post_init__(self) -> None:
-        if not self.lam > 0:
-            raise ValueError(f"IMLE lam must be > 0, got {self.lam}")
-        if not self.tau > 0:
-            raise ValueError(f"IMLE tau must be > 0, got {self.tau}")
-        if not (isinstance(self.num_samples, int) and self.num_samples >= 1):
-            raise ValueError(f"IMLE num_samples must be an int >= 1, got {self.num_samples}")
+    @field_validator("lam", "tau")
+    @classmethod
+    def _check_positive(cls, value: float, info: Any) -> float:
+        return _positive(value, info, "IMLE")
+
+    @field_validator("num_samples", mode="before")
+    @classmethod
+    def _check_samples(cls, value: Any) -> int:
+        return _sample_count(value, "IMLE")
+
+    @model_validator(mode="after")
+    def _check_noise(self) -> IMLE:
         self._noise(None)
+        return self
 
     def _noise(self, spec: Any) -> Any:
         k = self.k if self.k is not None else getattr(spec, "k", None) or DEFAULT_SOG_K
         allowed = {"sog": lambda: SumOfGamma(k=k), **NOISES}
-        return _make_noise(self.noise, allowed, "IMLE", ("sample",))
+        return make_noise(self.noise, allowed, "IMLE", ("sample",))
 
-    def build(self, solver: Solver) -> DifferentiableSolve:
-        tau, num_samples = self.tau, self.num_samples
-        noise = self._noise(solver.spec)
-        interpolation = _interpolation(solver, self.lam)
+    def forward(self, solver, costs, *, target, training):
+        if not training:
+            return solver.solve_min(costs), None
+        z = self._noise(solver.spec).sample((self.num_samples, *costs.shape),
+                                            generator=self.generator)
+        eps = -self.tau * z.to(costs)
+        samples = solver.solve_min(costs.detach() + eps)
+        return samples.mean(0), (eps, samples)
 
-        def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
-                  training: bool = True) -> Tensor:
-            if not training:
-                return solver.solve_min(costs)
-            z = noise.sample((num_samples, *costs.shape), generator=self.generator)
-            eps = -tau * z.to(costs)
-            samples = solver.solve_min(costs.detach() + eps)
-            mean = samples.mean(0)
-            return interpolation.apply(costs, mean, eps, samples) if needs_grad else mean
-
-        return solve
+    def backward(self, solver, grad, costs, eps, samples):
+        return _interpolation(solver, self.lam, grad, costs, eps, samples)
 
 
 def _check_binary(spec: Any, who: str) -> None:
-    from .backends.registry import canonical_form
-
     form = canonical_form(spec)
     n = form.num_outputs
     binary = (
@@ -377,8 +387,7 @@ def _check_binary(spec: Any, who: str) -> None:
         raise ValueError(f"{who} needs a binary problem (0/1 outputs), got {spec.label}")
 
 
-@dataclass(frozen=True)
-class Margin:
+class Margin(Estimator):
     """Informed margin: wraps any estimator and, in training, adds
     ``(alpha / 2) * (2 y_true - 1)`` to the minimisation cost.
 
@@ -394,13 +403,22 @@ class Margin:
     "Optimizing Rank-based Metrics with Blackbox Differentiation", CVPR 2020.
     """
 
+    name: ClassVar[str] = "margin"
+
     alpha: float = 0.1
     method: Any = "identity"
 
-    def __post_init__(self) -> None:
-        if not self.alpha >= 0:
-            raise ValueError(f"Margin alpha must be >= 0, got {self.alpha}")
+    @field_validator("alpha")
+    @classmethod
+    def _check_alpha(cls, value: float) -> float:
+        if not value >= 0:
+            raise ValueError(f"Margin alpha must be >= 0, got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _check_method(self) -> Margin:
         resolve_method(self.method)
+        return self
 
     def build(self, solver: Solver) -> DifferentiableSolve:
         _check_binary(solver.spec, "Margin")
@@ -420,17 +438,9 @@ class Margin:
         return solve
 
 
-#: Estimators by name, as in ``method="blackbox"`` or ``{"name": "blackbox", "lam": 10}``.
-METHODS: dict[str, type] = {
-    "identity": Identity,
-    "blackbox": Blackbox,
-    "perturbed": Perturbed,
-    "imle": IMLE,
-    "margin": Margin,
-}
-
-
 def resolve_method(method: str | dict | Estimator) -> Estimator:
+    """An estimator from a name, a dict ``{"name": ..., **params}`` or an estimator object
+    (anything with ``build(solver)``)."""
     if isinstance(method, str):
         method = {"name": method}
     if isinstance(method, dict):

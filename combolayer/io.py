@@ -2,7 +2,8 @@
 
 Loading never evaluates code: YAML goes through ``yaml.safe_load`` and the
 result through one pydantic ``TypeAdapter`` over the discriminated union of
-every spec kind.
+every spec kind registered in :data:`combolayer.specs.SPEC_KINDS` (built
+again when a kind joins).
 """
 
 from __future__ import annotations
@@ -10,21 +11,34 @@ from __future__ import annotations
 import json
 import math
 import os
+from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Union
+from typing import Annotated, Any, Union
 
 import yaml
 from pydantic import Discriminator, TypeAdapter, ValidationError
 
+from . import problems  # noqa: F401  (the named problems join SPEC_KINDS when imported)
 from .errors import SpecError
-from .problems import TSP, GridShortestPath, Knapsack, Matching, Ranking, ShortestPath, TopK
-from .specs import ILP, Spec, _as_spec_error
+from .specs import SPEC_KINDS, Spec, _as_spec_error
 
-AnySpec = Annotated[
-    Union[ILP, ShortestPath, GridShortestPath, TSP, Matching, Knapsack, TopK, Ranking],  # noqa: UP007
-    Discriminator("kind"),
-]
-SPEC_ADAPTER: TypeAdapter[Spec] = TypeAdapter(AnySpec)
+
+def spec_adapter() -> TypeAdapter[Spec]:
+    """The ``TypeAdapter`` over the discriminated union of every registered spec kind."""
+    return _adapter(tuple(SPEC_KINDS.values()))
+
+
+@lru_cache(maxsize=8)
+def _adapter(classes: tuple[type[Spec], ...]) -> TypeAdapter[Spec]:
+    any_spec = Annotated[Union[classes], Discriminator("kind")]  # noqa: UP007
+    return TypeAdapter(any_spec)
+
+
+def __getattr__(name: str) -> Any:
+    # SPEC_ADAPTER, the name of combolayer 0.1, follows the registry.
+    if name == "SPEC_ADAPTER":
+        return spec_adapter()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def read_mapping(source: str | os.PathLike | dict, what: str = "spec") -> dict:
@@ -84,7 +98,7 @@ def load_spec(source: Spec | str | os.PathLike | dict, *,
     if from_text and max_variables is not None:
         _check_ilp_size(data, max_variables)  # before validation allocates per variable
     try:
-        spec = SPEC_ADAPTER.validate_python(data)
+        spec = spec_adapter().validate_python(data)
     except ValidationError as error:
         raise _as_spec_error(error) from None
     if from_text and max_variables is not None and spec.num_outputs > max_variables:

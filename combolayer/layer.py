@@ -14,9 +14,11 @@ from .backends.registry import make_solver
 from .backends.solver import check_costs
 from .estimators import Estimator, resolve_method
 from .io import load_spec, read_mapping
+from .noise import SignNoise
+from .projections import make_projection
 from .schedules import Schedule, make_schedule
 from .specs import Spec
-from .transforms import SignNoise, Transform, make_projection
+from .transforms import Transform
 
 
 class ComboLayer(nn.Module):

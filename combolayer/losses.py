@@ -1,10 +1,12 @@
 """Losses for decision-focused learning.
 
-A loss maps (cost, target) to a scalar and may hold a compiled solver; it is
-not a layer. Like the estimators, the losses fold the objective sense once,
-``c = solver.sign * cost``, and are written for minimisation only; autograd
-carries the sign back to the caller's costs. All solves of a call are one
-batch call to the solver.
+A loss maps (cost, target) to a scalar and holds a compiled solver; it is
+not a layer. The problem is given as a value: a spec, a compiled
+:class:`~combolayer.backends.Solver` (``cl.make_solver(...)``) or a
+:class:`~combolayer.ComboLayer`, whose solver is then shared. Like the
+estimators, the losses fold the objective sense once, ``c = solver.sign * cost``,
+and are written for minimisation only; autograd carries the sign back to the
+caller's costs. All solves of a call are one batch call to the solver.
 """
 
 from __future__ import annotations
@@ -14,10 +16,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .backends.registry import make_solver
+from .backends.registry import as_solver
 from .backends.solver import Solver, check_costs, inner
 from .estimators import Perturbed
-from .io import load_spec
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -34,10 +35,6 @@ def _reduce(per_instance: Tensor, reduction: str) -> Tensor:
     if reduction == "sum":
         return per_instance.sum()
     return per_instance
-
-
-def _solver(spec: Any, backend: Any) -> Solver:
-    return backend if isinstance(backend, Solver) else make_solver(load_spec(spec), backend)
 
 
 def _check_solution(solver: Solver, y: Tensor, like: Tensor, name: str) -> Tensor:
@@ -59,16 +56,17 @@ class SPOPlusLoss:
     one batch call; pass ``y_true`` (the optimal solutions) to skip solving ``y*``.
 
     Args:
-        spec: the problem.
+        spec: the problem: a spec, a compiled :class:`Solver` or a ComboLayer.
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"`` over instances.
-        backend: a backend name/config, or an already compiled :class:`Solver`.
+        backend: a backend name/config to compile a spec with (or a compiled
+            :class:`Solver`).
 
     Reference: Elmachtoub, Grigas, "Smart 'Predict, then Optimize'",
     Management Science 68(1), 2022.
     """
 
     def __init__(self, spec: Any, reduction: str = "mean", backend: Any = "auto") -> None:
-        self.solver = _solver(spec, backend)
+        self.solver = as_solver(spec, backend)
         self.spec = self.solver.spec
         self.reduction = _check_reduction(reduction)
 
@@ -102,7 +100,8 @@ class FenchelYoungLoss:
     estimate of ``F_sigma(theta) - <theta, y_true>`` (the constant
     ``Omega(y_true)`` is dropped, so the value is >= 0 only in expectation), and
     ``d loss / d c = y_true - mean_s y_s``, i.e. ``y_sigma(theta) - y_true`` in
-    the paper's form. All samples are one batch call.
+    the paper's form. All samples are one batch call. ``spec`` is a spec, a
+    compiled :class:`Solver` or a ComboLayer; ``backend`` compiles a spec.
 
     Reference: Berthet, Blondel, Teboul, Cuturi, Vert, Bach, "Learning with
     Differentiable Perturbed Optimizers", NeurIPS 2020.
@@ -111,7 +110,7 @@ class FenchelYoungLoss:
     def __init__(self, spec: Any, sigma: float = 1.0, num_samples: int = 1,
                  noise: Any = "gaussian", reduction: str = "mean", backend: Any = "auto",
                  generator: torch.Generator | None = None) -> None:
-        self.solver = _solver(spec, backend)
+        self.solver = as_solver(spec, backend)
         self.spec = self.solver.spec
         self.perturbed = Perturbed(sigma=sigma, num_samples=num_samples, noise=noise,
                                    generator=generator)

@@ -4,6 +4,10 @@ A spec is a frozen pydantic model with a ``kind`` tag. :class:`ILP` is the
 general one; the named problems in :mod:`combolayer.problems` build on
 :class:`Spec` too and convert themselves to an :class:`ILP` with ``to_ilp()``.
 Every validation failure raises :class:`~combolayer.errors.SpecError`.
+
+Each spec class joins :data:`SPEC_KINDS` with the :func:`register_spec`
+decorator, next to its definition; :func:`combolayer.load_spec` reads every
+registered kind, so adding a problem is one new module.
 """
 
 from __future__ import annotations
@@ -12,12 +16,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import cached_property
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
+from . import cvxpy_frontend
+from .canonical import CanonicalForm
 from .errors import SpecError
 
 Sense = Literal["min", "max"]
@@ -95,11 +101,32 @@ class Spec(_Validated):
     def to_ilp(self) -> ILP:
         raise NotImplementedError
 
-    def to_canonical(self, lazy: bool = True):
+    def to_canonical(self, lazy: bool = True) -> CanonicalForm:
         """The matrix form solvers compile. ``lazy=False`` asks for a form without
         lazily separated constraints, for backends that cannot separate them."""
         form = self.to_ilp().to_canonical()
         return replace(form, lp_is_integral=self.lp_is_integral)
+
+
+#: Every spec class by its ``kind`` tag: the discriminated union that
+#: :func:`combolayer.load_spec` reads is built from it.
+SPEC_KINDS: dict[str, type[Spec]] = {}
+
+
+SpecClass = TypeVar("SpecClass", bound=type)
+
+
+def register_spec(cls: SpecClass) -> SpecClass:
+    """Class decorator: make ``cls`` loadable by its ``kind`` tag (YAML, JSON, dicts).
+
+    ``cls`` needs a tag field ``kind: Literal["name"] = "name"``.
+    """
+    kind = cls.model_fields["kind"].default if "kind" in cls.model_fields else None
+    if not isinstance(kind, str):
+        raise TypeError(f"{cls.__name__} needs a tag field such as "
+                        "kind: Literal['my_problem'] = 'my_problem' to be registered")
+    SPEC_KINDS[kind] = cls
+    return cls
 
 
 class Constraint(_Validated):
@@ -137,6 +164,7 @@ def _broadcast(value: Any, n: int, field: str) -> list:
     return [value] * n
 
 
+@register_spec
 class ILP(Spec):
     """A (mixed-)integer linear program ``min/max <w, y>`` over the first N variables.
 
@@ -269,10 +297,9 @@ class ILP(Spec):
     def from_cvxpy(cls, problem: Any, cost: Any) -> ILP:
         """The ILP equivalent to a cvxpy ``Minimize/Maximize(cost @ x)`` problem with
         boolean/integer/continuous variables and linear constraints; ``cost`` is the
-        ``cp.Parameter`` whose shape becomes ``shape``. See :mod:`combolayer.cvxpy_frontend`."""
-        from .cvxpy_frontend import ilp_from_cvxpy
-
-        return ilp_from_cvxpy(problem, cost)
+        ``cp.Parameter`` whose shape becomes ``shape``. The conversion is
+        :func:`combolayer.cvxpy_frontend.ilp_arguments` (cvxpy is imported only then)."""
+        return cls.from_matrices(**cvxpy_frontend.ilp_arguments(problem, cost))
 
     def to_matrices(self) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix, np.ndarray]:
         """``(A_ub, b_ub, A_eq, b_eq)``; ``>=`` rows are negated into ``A_ub``."""
@@ -303,9 +330,7 @@ class ILP(Spec):
         A_eq, b_eq = build(eq)
         return A_ub, b_ub, A_eq, b_eq
 
-    def to_canonical(self, lazy: bool = True):
-        from .canonical import CanonicalForm
-
+    def to_canonical(self, lazy: bool = True) -> CanonicalForm:
         A_ub, b_ub, A_eq, b_eq = self.to_matrices()
         kinds = _broadcast(self.integrality, self.num_vars, "integrality")
         lower = np.asarray(_broadcast(self.lower, self.num_vars, "lower"), dtype=float)
@@ -320,7 +345,6 @@ class ILP(Spec):
         upper = np.where(integer, np.floor(upper + INTEGER_TOL), upper)
         return CanonicalForm(
             cost_shape=self.cost_shape,
-            sign=1.0 if self.sense == "min" else -1.0,
             A_ub=A_ub,
             b_ub=b_ub,
             A_eq=A_eq,

@@ -5,16 +5,19 @@ A projection ``P`` maps costs to costs without changing the solver's answer,
 the gradient directions the solver is invariant to (Sahoo et al. 2023, sec. 3.3).
 The built-in projections act on the last axis of a flattened cost ``(..., N)``;
 :func:`on_cost_shape` lifts one to costs of shape ``(..., *cost_shape)``.
+Choosing a projection by name for a problem is :mod:`combolayer.projections`;
+noise distributions are :mod:`combolayer.noise`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+from .noise import SignNoise  # noqa: F401  (moved to combolayer.noise; importable here too)
 
 Transform = Callable[[Tensor], Tensor]
 
@@ -72,46 +75,3 @@ def on_cost_shape(transform: Transform, cost_shape: tuple[int, ...]) -> Transfor
 
 
 project_std = chain(project_mean, normalize)
-
-#: Projections that need nothing but the cost; "plane" and "auto" need the
-#: problem's affine hull (:func:`combolayer.analyze`).
-PROJECTIONS: dict[str, Transform] = {
-    "none": identity,
-    "mean": project_mean,
-    "norm": normalize,
-    "std": project_std,
-}
-
-
-def make_projection(projection: str | Transform, spec) -> Transform:
-    """The projection for a layer on ``spec``, acting on costs of shape ``(..., *cost_shape)``.
-
-    A callable is used as it is and receives costs of shape ``(..., *cost_shape)``.
-    """
-    if callable(projection):
-        return projection
-    if projection in ("plane", "auto"):
-        from .analysis import analyze
-
-        plane = analyze(spec).transform()
-        if projection == "plane":
-            return plane
-        return chain(plane, on_cost_shape(normalize, spec.cost_shape))
-    if projection not in PROJECTIONS:
-        raise ValueError(
-            f"unknown projection {projection!r}: expected one of "
-            f"{['auto', 'plane', *PROJECTIONS]} or a callable Tensor -> Tensor"
-        )
-    return on_cost_shape(PROJECTIONS[projection], spec.cost_shape)
-
-
-@dataclass(frozen=True)
-class SignNoise:
-    """xi ~ Uniform({-alpha/2, +alpha/2}^N): the paper's margin-inducing noise (sec. 3.5)."""
-
-    alpha: float
-
-    def sample(self, shape: torch.Size | tuple[int, ...],
-               generator: torch.Generator | None = None) -> Tensor:
-        signs = torch.randint(0, 2, tuple(shape), generator=generator, dtype=torch.float64)
-        return (2.0 * signs - 1.0) * (self.alpha / 2.0)

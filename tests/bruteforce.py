@@ -1,4 +1,5 @@
-"""Brute-force enumeration of small integer programs: the ground truth for every backend."""
+"""Brute-force enumeration of small integer programs: the ground truth for every backend
+and for ``analyze(exact=True)``; the one enumerator of the test suite."""
 
 from __future__ import annotations
 
@@ -26,10 +27,14 @@ def feasible_points(spec: cl.ILP, tol: float = 1e-9) -> np.ndarray:
     return points[ok]
 
 
+def feasible_outputs(spec: cl.ILP) -> np.ndarray:
+    """The distinct output parts ``(K, N)`` of every feasible point, in lexicographic order."""
+    return np.unique(feasible_points(spec)[:, : spec.num_outputs], axis=0)
+
+
 def optimum(spec: cl.ILP, costs: np.ndarray) -> tuple[float, np.ndarray]:
     """The optimal objective and the set of optimal output vectors ``(K, N)``."""
-    n = spec.num_outputs
-    outputs = np.unique(feasible_points(spec)[:, :n], axis=0)
+    outputs = feasible_outputs(spec)
     values = outputs @ np.ravel(costs)
     best = values.min() if spec.sense == "min" else values.max()
     return float(best), outputs[np.isclose(values, best)]

@@ -9,6 +9,7 @@ import pytest
 import scipy.linalg
 import scipy.sparse as sp
 import torch
+from bruteforce import feasible_outputs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -48,19 +49,6 @@ def hull_normals(points: np.ndarray) -> np.ndarray:
     if len(differences) == 0:
         return np.eye(points.shape[1])
     return scipy.linalg.null_space(differences).T
-
-
-def brute_force(spec: cl.ILP) -> np.ndarray:
-    """The distinct output parts of every feasible 0/1 point of a small binary ILP."""
-    A_ub, b_ub, A_eq, b_eq = spec.to_matrices()
-    n = spec.num_vars
-    grid = np.array(list(itertools.product([0.0, 1.0], repeat=n)))
-    ok = np.ones(len(grid), dtype=bool)
-    if A_ub.shape[0]:
-        ok &= (grid @ A_ub.T.toarray() <= b_ub + 1e-9).all(axis=1)
-    if A_eq.shape[0]:
-        ok &= (np.abs(grid @ A_eq.T.toarray() - b_eq) <= 1e-9).all(axis=1)
-    return np.unique(grid[ok][:, : spec.num_outputs], axis=0)
 
 
 def tours(n: int) -> np.ndarray:
@@ -330,7 +318,7 @@ def small_ilps(draw):
 @settings(max_examples=25, deadline=None)
 @given(spec=small_ilps(), seed=st.integers(0, 2**16))
 def test_random_ilp_hulls(spec, seed):
-    solutions = brute_force(spec)
+    solutions = feasible_outputs(spec)
     lp, exact = analyze(spec), analyze(spec, exact=True)
     # LP mode is sound: every integer solution satisfies every equation
     assert np.allclose(solutions @ lp.normals.T, lp.offsets, atol=1e-7)

@@ -9,6 +9,7 @@ from importlib.metadata import entry_points
 
 import numpy as np
 import pytest
+from bruteforce import optimum
 
 import combolayer as cl
 from combolayer.backends import registry
@@ -48,23 +49,10 @@ def random_ilp(seed: int) -> cl.ILP:
 
 
 def enumerate_optimum(spec: cl.ILP, cost: np.ndarray) -> tuple[float, np.ndarray]:
-    """Independent brute force: every integer point, feasibility from the spec's rows."""
-    form = spec.to_canonical()
-    ranges = [range(int(lo), int(up) + 1) for lo, up in zip(form.lower, form.upper, strict=True)]
-    best, best_y = None, None
-    for point in itertools.product(*ranges):
-        x = np.array(point, dtype=float)
-        ok = all(
-            {"<=": v <= c.rhs + 1e-9, ">=": v >= c.rhs - 1e-9, "==": abs(v - c.rhs) < 1e-9}[c.sense]
-            for c in spec.constraints
-            for v in [sum(coef * x[j] for j, coef in c.items())]
-        )
-        if not ok:
-            continue
-        value = float(cost @ x[: spec.num_outputs])
-        if best is None or (value < best if spec.sense == "min" else value > best):
-            best, best_y = value, x[: spec.num_outputs]
-    return best, best_y
+    """The optimum by enumeration; continuous random costs make it unique (probability one)."""
+    best, best_ys = optimum(spec, cost)
+    assert len(best_ys) == 1, best_ys
+    return best, best_ys[0]
 
 
 @pytest.mark.parametrize("backend", list(BACKENDS))

@@ -29,10 +29,12 @@ BLOCK = textwrap.dedent("""
 
     for finder in sys.meta_path:
         if hasattr(finder, "find_spec"):
-            try:
+            if isinstance(finder, type):
+                # A class-level finder (PathFinder): a staticmethod, so that calls on an
+                # instance, as dill makes (PathFinder().find_spec(...)), bind no self.
+                finder.find_spec = staticmethod(hide(finder))
+            else:
                 finder.find_spec = hide(finder)
-            except (AttributeError, TypeError):  # a class-level finder: patch its class
-                setattr(finder, "find_spec", staticmethod(hide(finder)))
     try:
         __import__(BLOCKED)
     except ImportError:

@@ -82,8 +82,8 @@ def test_spo_plus_bounds_the_regret(values, sense):
     c_hat = torch.tensor(values[:4], dtype=torch.float64)
     c = torch.tensor(values[4:], dtype=torch.float64)
     solver = cl.make_solver(spec)
-    regret = cl.metrics.regret(spec, c, solver.solve(c_hat), solver=solver)
-    assert cl.losses.SPOPlusLoss(spec, backend=solver)(c_hat, c) >= regret - 1e-9
+    regret = cl.metrics.regret(solver, c, solver.solve(c_hat))
+    assert cl.losses.SPOPlusLoss(solver)(c_hat, c) >= regret - 1e-9
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -155,7 +155,7 @@ def test_metrics_accept_solver_and_y_true():
     solver = cl.make_solver(SPEC_MIN)
     y_star = best(c, "min")
     y_pred = best(torch.rand(6, 4, dtype=torch.float64), "min")
-    with_solver = cl.metrics.regret(SPEC_MIN, c, y_pred, solver=solver)
+    with_solver = cl.metrics.regret(SPEC_MIN, c, y_pred, backend=solver)
     with_truth = cl.metrics.regret(SPEC_MIN, c.numpy(), y_pred.numpy(), y_true=y_star)
     torch.testing.assert_close(with_solver, with_truth)
     assert (with_solver >= -1e-12).all()
@@ -164,6 +164,39 @@ def test_metrics_accept_solver_and_y_true():
         cl.metrics.regret(SPEC_MIN, c, torch.zeros(6, 3))
     with pytest.raises(ValueError, match="cost_true has trailing shape"):
         cl.metrics.regret(SPEC_MIN, torch.zeros(6, 3), torch.zeros(6, 3))
+
+
+def test_losses_and_metrics_take_the_solver_as_a_value():
+    """A spec, a compiled solver or a layer: the same loss and the same regret, and a
+    solver or a layer is used as it is, never recompiled."""
+    gen = torch.Generator().manual_seed(2)
+    c_hat, c = torch.randn(2, 5, 4, generator=gen, dtype=torch.float64)
+    solver = cl.make_solver(SPEC_MIN, "highs")
+    layer = cl.ComboLayer(SPEC_MIN, backend="highs")
+    losses = [cl.losses.SPOPlusLoss(problem, reduction="none")
+              for problem in (SPEC_MIN, solver, layer)]
+    assert losses[1].solver is solver and losses[2].solver is layer.solver
+    values = [loss(c_hat, c) for loss in losses]
+    torch.testing.assert_close(values[1], values[0])
+    torch.testing.assert_close(values[2], values[0])
+    fy = cl.losses.FenchelYoungLoss(layer, sigma=0.5)
+    assert fy.solver is layer.solver
+    y_pred = solver.solve(c_hat)
+    regrets = [cl.metrics.regret(problem, c, y_pred) for problem in (SPEC_MIN, solver, layer)]
+    torch.testing.assert_close(regrets[1], regrets[0])
+    torch.testing.assert_close(regrets[2], regrets[0])
+    with pytest.raises(ValueError, match="compiled solver twice"):
+        cl.losses.SPOPlusLoss(layer, backend=solver)
+
+
+def test_the_solver_keyword_is_deprecated_for_backend():
+    c = torch.rand(3, 4, dtype=torch.float64)
+    solver = cl.make_solver(SPEC_MIN)
+    y = solver.solve(c)
+    renamed = r"regret\(solver=...\) is deprecated: pass backend"
+    with pytest.warns(DeprecationWarning, match=renamed):
+        old = cl.metrics.regret(SPEC_MIN, c, y, solver=solver)
+    torch.testing.assert_close(old, cl.metrics.regret(SPEC_MIN, c, y, backend=solver))
 
 
 def _train(loss_name: str) -> tuple[float, float]:

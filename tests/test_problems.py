@@ -402,7 +402,7 @@ def test_scipy_ranks_behind_scip_only_where_scip_is_faster(monkeypatch):
         assert registry.capable_backends(spec)[:3] == ["scip", "scipy", "highs"]
         assert cl.make_solver(spec, "scipy").backend == "scipy"  # still selectable by name
     monkeypatch.setitem(registry._REGISTRY, "scip", type(
-        "MissingScip", (), {**vars(registry.backends()["scip"]), "requires": ("no_such_pkg",)}))
+        "MissingScip", (registry.backends()["scip"],), {"requires": ("no_such_pkg",)}))
     assert cl.make_solver(TSP(num_nodes=5)).backend == "scipy"
     assert cl.make_solver(large).backend == "scipy"
 

@@ -1,22 +1,31 @@
 """Solver backends: HiGHS, SCIP, cvxpy, networkx, scipy and torch, plus plugins."""
 
+from ..canonical import canonical_form
+from .base import Backend, Capability, FunctionBackend, Tier
 from .config import BackendConfig
+from .outcome import Outcome, settle
 from .registry import (
     ENTRY_POINT_GROUP,
     backends,
-    canonical_form,
     capable_backends,
     make_solver,
     register_backend,
     select_backend,
 )
-from .solver import Kernel, Solver, check_costs
+from .solver import FunctionKernel, Kernel, RowKernel, Solver, check_costs
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "Backend",
     "BackendConfig",
+    "Capability",
+    "FunctionBackend",
+    "FunctionKernel",
     "Kernel",
+    "Outcome",
+    "RowKernel",
     "Solver",
+    "Tier",
     "backends",
     "canonical_form",
     "capable_backends",
@@ -24,4 +33,5 @@ __all__ = [
     "make_solver",
     "register_backend",
     "select_backend",
+    "settle",
 ]

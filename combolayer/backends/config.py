@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import SpecError
+from ..io import read_mapping
 
 Executor = Literal["serial", "thread", "process", "ray"]
 
@@ -34,8 +35,6 @@ class BackendConfig(BaseModel):
     @classmethod
     def load(cls, source: BackendConfig | str | os.PathLike | dict | None) -> BackendConfig:
         """From a config, a backend name, a dict, or a YAML/JSON file or string."""
-        from ..io import read_mapping
-
         if source is None:
             return cls()
         if isinstance(source, BackendConfig):

@@ -17,10 +17,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..canonical import CanonicalForm
-from ..errors import InfeasibleError, SolverError
+from ..canonical import CanonicalForm, canonical_form
+from ..errors import SolverError
 from ..specs import Spec
+from .base import Backend, Capability, Tier
 from .config import BackendConfig
+from .highs import absorb_banner
+from .outcome import Outcome, settle
 from .registry import register_backend
 from .solver import RowKernel
 
@@ -61,8 +64,6 @@ class CvxpyKernel(RowKernel):
         options = dict(config.options)
         self.solver = str(options.pop("solver", DEFAULT_SOLVER)).upper()
         if self.solver == "HIGHS" and not config.verbose:
-            from .highs import absorb_banner
-
             absorb_banner()
         if self.solver not in cp.installed_solvers():
             raise ValueError(f"cvxpy solver {self.solver!r} is not installed: expected one of "
@@ -94,24 +95,11 @@ class CvxpyKernel(RowKernel):
         except cp.error.SolverError as error:
             raise SolverError(f"cvxpy ({self.solver}) failed: {error}") from error
         status = self.problem.status
-        if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
-            raise InfeasibleError(f"cvxpy ({self.solver}): the problem has no feasible solution")
-        if status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
-            raise SolverError(
-                f"cvxpy ({self.solver}): the problem is unbounded for these costs; add finite "
-                "bounds (lower/upper) to the variables"
-            )
         x = self.x.value
-        if status == cp.USER_LIMIT and x is not None and self._feasible(x):
-            warnings.warn(f"cvxpy ({self.solver}) hit a limit; returning the best feasible "
-                          "solution found, which may not be optimal", RuntimeWarning, stacklevel=3)
-        elif status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or x is None:
-            if status == cp.USER_LIMIT:
-                raise SolverError(f"cvxpy ({self.solver}) hit the time limit without a feasible "
-                                  "solution; raise BackendConfig.time_limit")
-            raise SolverError(f"cvxpy ({self.solver}) stopped with status {status!r}")
-        return np.asarray(x, dtype=float)
-
+        outcome = cvxpy_outcome(status)
+        feasible = x is not None and (outcome is Outcome.OPTIMAL or self._feasible(x))
+        return settle(outcome, f"cvxpy ({self.solver})", lambda: np.asarray(x, dtype=float),
+                      has_solution=feasible, status=str(status))
 
     def _feasible(self, x: np.ndarray, tol: float = 1e-6) -> bool:
         # cvxpy hands back HiGHS's last iterate after a time limit even when
@@ -127,16 +115,30 @@ class CvxpyKernel(RowKernel):
         )
 
 
+def cvxpy_outcome(status: str) -> Outcome:
+    """cvxpy's problem status as an :class:`Outcome`; cvxpy reports a time limit as
+    ``USER_LIMIT``."""
+    import cvxpy as cp
+
+    return {
+        cp.OPTIMAL: Outcome.OPTIMAL,
+        cp.OPTIMAL_INACCURATE: Outcome.OPTIMAL,
+        cp.INFEASIBLE: Outcome.INFEASIBLE,
+        cp.INFEASIBLE_INACCURATE: Outcome.INFEASIBLE,
+        cp.UNBOUNDED: Outcome.UNBOUNDED,
+        cp.UNBOUNDED_INACCURATE: Outcome.UNBOUNDED,
+        cp.USER_LIMIT: Outcome.TIME_LIMIT,
+    }.get(status, Outcome.STOPPED)
+
+
 @register_backend
-class CvxpyBackend:
+class CvxpyBackend(Backend):
     """cvxpy with a MIP solver from ``options["solver"]`` (HIGHS by default, or SCIP)."""
 
     name: ClassVar[str] = "cvxpy"
     requires: ClassVar[tuple[str, ...]] = ("cvxpy",)
-    capabilities: ClassVar[frozenset[str]] = frozenset({"linear", "integer"})
-    priority: ClassVar[int] = 30
+    capabilities: ClassVar[Capability] = Capability.LP | Capability.MIP
+    generic_tier: ClassVar[int] = Tier.MODELLING
 
     def compile(self, spec: Spec, config: BackendConfig) -> CvxpyKernel:
-        from .registry import canonical_form
-
         return CvxpyKernel(canonical_form(spec, lazy=False), config)

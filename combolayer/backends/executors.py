@@ -12,6 +12,7 @@ that
   its chunk, into :class:`~combolayer.errors.SolverError`, and starts fresh
   workers on the next call.
 
+An executor receives the backend class itself (never a name to look up), and
 highspy and pyscipopt models cannot be pickled, so workers never receive a
 model: each builds its own once (thread: on first use; process: in the pool
 initializer; Ray: in the actor constructor) and keeps it across calls.
@@ -25,13 +26,15 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 
-from ..errors import SolverError
+from ..errors import BackendUnavailable, SolverError
 from ..specs import Spec
 from .config import BackendConfig
-from .registry import backends, compile_kernel, register_backend
 from .solver import Kernel
 
 #: Work per chunk (seconds) below which handing rows to a worker costs more
@@ -272,9 +275,7 @@ _WORKER_KERNEL: Kernel | None = None
 
 def _init_process(cls: type, spec: Spec, config: BackendConfig) -> None:
     global _WORKER_KERNEL
-    if cls.name not in backends():
-        register_backend(cls)  # e.g. a backend defined outside any installed package
-    _WORKER_KERNEL = compile_kernel(cls.name, spec, config)
+    _WORKER_KERNEL = cls().compile(spec, config)
 
 
 def _solve_in_process(costs: np.ndarray) -> tuple[np.ndarray, float]:
@@ -305,8 +306,6 @@ class ProcessKernel(ParallelKernel):
 
     def _start(self) -> None:
         if self._pool is None:
-            from concurrent.futures import ProcessPoolExecutor
-
             self._pool = ProcessPoolExecutor(
                 max_workers=self.workers,
                 mp_context=_process_context(),
@@ -315,9 +314,6 @@ class ProcessKernel(ParallelKernel):
             )
 
     def _map(self, chunks, deadline):
-        from concurrent.futures import TimeoutError as FutureTimeout
-        from concurrent.futures.process import BrokenProcessPool
-
         futures = [self._pool.submit(_solve_in_process, chunk) for chunk in chunks]
         end = None if deadline is None else time.monotonic() + deadline
         results = []
@@ -364,8 +360,6 @@ def _ray():
     try:
         import ray
     except ImportError as error:
-        from ..errors import BackendUnavailable
-
         raise BackendUnavailable(
             "executor 'ray' needs the ray package (pip install 'combolayer[ray]'); "
             "executors that need nothing extra: serial, thread, process"
@@ -445,10 +439,11 @@ _EXECUTORS: dict[str, Callable[..., ParallelKernel]] = {
 }
 
 
-def parallel_kernel(backend_name: str, spec: Spec, config: BackendConfig) -> Kernel:
-    """A kernel that spreads batches over ``config.workers`` workers of ``config.executor``."""
+def parallel_kernel(cls: type, spec: Spec, config: BackendConfig) -> Kernel:
+    """A kernel of backend ``cls`` that spreads batches over ``config.workers`` workers
+    of ``config.executor``."""
     if config.executor not in _EXECUTORS:
         raise ValueError(
             f"executor must be one of {['serial', *_EXECUTORS]}, got {config.executor!r}"
         )
-    return _EXECUTORS[config.executor](backends()[backend_name], spec, config)
+    return _EXECUTORS[config.executor](cls, spec, config)

@@ -23,17 +23,19 @@ import ctypes
 import os
 import sys
 import threading
-import warnings
 from contextlib import contextmanager
 from typing import ClassVar
 
+import highspy
 import numpy as np
 import scipy.sparse as sp
 
-from ..canonical import CanonicalForm
-from ..errors import InfeasibleError, SolverError
+from ..canonical import CanonicalForm, canonical_form
+from ..errors import SolverError
 from ..specs import Spec
+from .base import Backend, Capability, Tier
 from .config import BackendConfig
+from .outcome import Outcome, settle
 from .registry import register_backend
 from .solver import RowKernel
 
@@ -90,8 +92,6 @@ def absorb_banner() -> None:
     """Make the process's first HiGHS model with stdout silenced, so the banner
     highspy prints then is not seen; also for models made by others (cvxpy)."""
     global _banner_done
-    import highspy
-
     with _BANNER_LOCK:
         if not _banner_done:
             with _c_stdout_silenced():
@@ -102,8 +102,6 @@ def absorb_banner() -> None:
 def new_highs(threads: int = 1, verbose: bool = False):
     """A ``highspy.Highs`` with its output off (unless ``verbose``) and ``threads`` set
     (0 leaves HiGHS's default)."""
-    import highspy
-
     if not verbose:
         absorb_banner()
     h = highspy.Highs()
@@ -115,8 +113,6 @@ def new_highs(threads: int = 1, verbose: bool = False):
 
 def check_status(status, call: str) -> None:
     """Raise :class:`SolverError` naming ``call`` unless highspy returned kOk or kWarning."""
-    import highspy
-
     if status not in (highspy.HighsStatus.kOk, highspy.HighsStatus.kWarning):
         raise SolverError(f"HiGHS: {call} returned {status.name}, expected kOk")
 
@@ -124,8 +120,6 @@ def check_status(status, call: str) -> None:
 def run_highs(h) -> None:
     """``h.run()``, resetting HiGHS's process-global scheduler once if another
     thread count created it; any other failure raises :class:`SolverError`."""
-    import highspy
-
     with _SCHEDULER.shared():
         status = h.run()
     if status == highspy.HighsStatus.kError and (
@@ -147,8 +141,6 @@ def highs_lp(cost: np.ndarray, lower: np.ndarray, upper: np.ndarray, A: sp.spmat
              row_lower: np.ndarray, row_upper: np.ndarray, integer: np.ndarray | None = None):
     """A ``highspy.HighsLp`` for ``min cost.x`` s.t. ``row_lower <= A x <= row_upper``,
     ``lower <= x <= upper`` (infinite bounds allowed), ``x[j]`` integer where ``integer[j]``."""
-    import highspy
-
     def bounded(values: np.ndarray) -> np.ndarray:
         return np.clip(np.asarray(values, dtype=np.float64), -highspy.kHighsInf,
                        highspy.kHighsInf)
@@ -172,8 +164,6 @@ def highs_lp(cost: np.ndarray, lower: np.ndarray, upper: np.ndarray, A: sp.spmat
 
 
 def _build_model(form: CanonicalForm, config: BackendConfig):
-    import highspy
-
     h = new_highs(config.threads, config.verbose)
     options = {
         # Presolve costs more than it saves when only the costs change, except on
@@ -203,8 +193,6 @@ class HighsKernel(RowKernel):
     """One kept HiGHS model; ``__call__`` solves a batch of minimisation costs."""
 
     def __init__(self, form: CanonicalForm, config: BackendConfig) -> None:
-        import highspy
-
         self._status = highspy.HighsModelStatus
         self.form = form
         self.model = _build_model(form, config)
@@ -241,59 +229,53 @@ class HighsKernel(RowKernel):
         check_status(h.clearSolver(), "clearSolver")
         run_highs(h)
         status = h.getModelStatus()
-        S = self._status
-        if status == S.kOptimal:
-            return np.asarray(h.getSolution().col_value)
-        if status == S.kInfeasible:
-            raise InfeasibleError("HiGHS: the problem has no feasible solution")
-        if status in (S.kUnbounded, S.kUnboundedOrInfeasible):
-            if status == S.kUnboundedOrInfeasible and self._infeasible():
-                raise InfeasibleError("HiGHS: the problem has no feasible solution")
-            raise SolverError(
-                "HiGHS: the problem is unbounded for these costs; add finite bounds "
-                "(lower/upper) to the variables"
-            )
-        has_solution = h.getInfo().primal_solution_status == 2  # kSolutionStatusFeasible
-        if status == S.kTimeLimit:
-            if has_solution:
-                warnings.warn("HiGHS hit the time limit; returning the best feasible solution "
-                              "found, which may not be optimal", RuntimeWarning, stacklevel=4)
-                return np.asarray(h.getSolution().col_value)
-            raise SolverError("HiGHS hit the time limit without finding a feasible solution; "
-                              "raise BackendConfig.time_limit")
-        raise SolverError(f"HiGHS stopped with status {h.modelStatusToString(status)!r}")
+        return settle(
+            highs_outcome(status), "HiGHS", lambda: np.asarray(h.getSolution().col_value),
+            has_solution=h.getInfo().primal_solution_status == 2,  # kSolutionStatusFeasible
+            status=h.modelStatusToString(status), is_infeasible=self._infeasible,
+        )
 
     def _infeasible(self) -> bool:
         """Tell infeasible from unbounded by solving with zero costs."""
         h = self.model
         saved = np.asarray(h.getLp().col_cost_)
-        h.changeColsCost(len(saved), np.arange(len(saved), dtype=np.int32), np.zeros(len(saved)))
-        h.clearSolver()
+        columns = np.arange(len(saved), dtype=np.int32)
+        check_status(h.changeColsCost(len(saved), columns, np.zeros(len(saved))),
+                     "changeColsCost")
+        check_status(h.clearSolver(), "clearSolver")
         run_highs(h)
         infeasible = h.getModelStatus() != self._status.kOptimal
-        h.changeColsCost(len(saved), np.arange(len(saved), dtype=np.int32), saved)
+        check_status(h.changeColsCost(len(saved), columns, saved), "changeColsCost")
         return infeasible
 
 
+def highs_outcome(status) -> Outcome:
+    """HiGHS's model status as an :class:`Outcome`."""
+    S = highspy.HighsModelStatus
+    return {
+        S.kOptimal: Outcome.OPTIMAL,
+        S.kInfeasible: Outcome.INFEASIBLE,
+        S.kUnbounded: Outcome.UNBOUNDED,
+        S.kUnboundedOrInfeasible: Outcome.INFEASIBLE_OR_UNBOUNDED,
+        S.kTimeLimit: Outcome.TIME_LIMIT,
+        S.kInterrupt: Outcome.INTERRUPTED,
+    }.get(status, Outcome.STOPPED)
+
+
 @register_backend
-class HighsBackend:
+class HighsBackend(Backend):
     """HiGHS (highspy): any linear or mixed-integer program, with lazy cuts."""
 
     name: ClassVar[str] = "highs"
     requires: ClassVar[tuple[str, ...]] = ("highspy",)
-    capabilities: ClassVar[frozenset[str]] = frozenset({"linear", "integer", "lazy"})
-    priority: ClassVar[int] = 10
+    capabilities: ClassVar[Capability] = Capability.LP | Capability.MIP | Capability.LAZY_CUTS
 
     @classmethod
     def rank(cls, spec: Spec) -> int:
-        """First for LPs; after SCIP (priority 20) for MIPs, where HiGHS's per-solve
-        setup dominates small problems (measured: 10 ms against SCIP's 0.44 ms on an
-        8-variable selection ILP, examples/custom_ilp.py)."""
-        from .registry import GENERIC_TIER, canonical_form
-
-        return GENERIC_TIER + (cls.priority if not canonical_form(spec).is_mip else 25)
+        """First for LPs; after SCIP for MIPs, where HiGHS's per-solve setup dominates
+        small problems (measured: 10 ms against SCIP's 0.44 ms on an 8-variable
+        selection ILP, examples/custom_ilp.py)."""
+        return Tier.MIP_SOLVER_SLOW if canonical_form(spec).is_mip else Tier.LP_SOLVER
 
     def compile(self, spec: Spec, config: BackendConfig) -> HighsKernel:
-        from .registry import canonical_form
-
         return HighsKernel(canonical_form(spec, lazy=True), config)

@@ -1,7 +1,7 @@
 """networkx: a slow, independent reference for shortest paths and matchings.
 
 Useful to cross-check the fast solvers; ``backend="auto"`` prefers those
-(this backend's priority is 50). networkx is imported lazily.
+(this backend ranks in the reference tier). networkx is imported lazily.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import numpy as np
 
 from ..errors import InfeasibleError
 from ..problems import GridShortestPath, Matching, ShortestPath
+from ..problems.shortest_path import clip_negative_costs
 from ..specs import Spec
-from .config import BackendConfig
+from .base import FunctionBackend, Tier
 from .registry import register_backend
-from .scipy import FunctionKernel, _clip_or_raise
 
 
 def _path_nodes(graph, source, target, label: str, negative: bool) -> list:
@@ -40,7 +40,7 @@ def _graph_kernel(spec: ShortestPath) -> Callable:
 
     def solve(costs: np.ndarray) -> np.ndarray:
         if not acyclic:
-            costs = _clip_or_raise(spec, costs, slice(None))
+            costs = clip_negative_costs(spec, costs, slice(None))
         y = np.zeros_like(costs)
         for b, weights in enumerate(costs):
             for _, _, data in graph.edges(data=True):
@@ -65,7 +65,7 @@ def _grid_kernel(spec: GridShortestPath) -> Callable:
     inner[[spec.source_index, spec.target_index]] = False
 
     def solve(costs: np.ndarray) -> np.ndarray:
-        costs = _clip_or_raise(spec, costs, inner)
+        costs = clip_negative_costs(spec, costs, inner)
         y = np.zeros_like(costs)
         for b, vertex_costs in enumerate(costs):
             vertex_costs = np.where(inner, vertex_costs, 0.0)
@@ -99,22 +99,15 @@ def _matching_kernel(spec: Matching) -> Callable:
     return solve
 
 
-_BUILDERS: dict[str, Callable[[Spec], Callable]] = {
-    "shortest_path": _graph_kernel,
-    "grid_shortest_path": _grid_kernel,
-    "matching": _matching_kernel,
-}
-
-
 @register_backend
-class NetworkxBackend:
+class NetworkxBackend(FunctionBackend):
     """networkx shortest paths (Dijkstra, Bellman-Ford on DAGs) and blossom matching."""
 
     name: ClassVar[str] = "networkx"
     requires: ClassVar[tuple[str, ...]] = ("networkx",)
-    capabilities: ClassVar[frozenset[str]] = frozenset(_BUILDERS)
-    priority: ClassVar[int] = 50
-    array_api: ClassVar[str] = "numpy"
-
-    def compile(self, spec: Spec, config: BackendConfig) -> FunctionKernel:
-        return FunctionKernel(_BUILDERS[spec.kind](spec))
+    native_tier: ClassVar[int] = Tier.REFERENCE
+    builders: ClassVar[dict[str, Callable[[Spec], Callable]]] = {
+        "shortest_path": _graph_kernel,
+        "grid_shortest_path": _grid_kernel,
+        "matching": _matching_kernel,
+    }

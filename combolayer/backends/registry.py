@@ -1,45 +1,32 @@
-"""Backend registry, capability checks, and ``make_solver``.
+"""The backend registry: the one place that maps names to backends, and ``make_solver``.
 
-A backend is a class with a ``name``, the Python packages it ``requires``,
-its ``capabilities`` and ``compile(spec, config) -> Kernel``. Capabilities are
-``"linear"`` (solves any canonical form), ``"integer"`` (integer variables),
-``"lazy"`` (lazily separated constraints) and the problem kinds it solves
-natively (``"topk"``, ``"matching"``, ...). Third-party backends register under
-the entry-point group ``combolayer.backends``.
+A backend is a :class:`~combolayer.backends.base.Backend` subclass (see there
+for what it declares). Built-in backends register when their module is
+imported; third-party ones register under the entry-point group
+``combolayer.backends``. Plugins written for combolayer 0.1, whose classes
+declare ``capabilities`` as a set of words (``"linear"``, ``"integer"``,
+``"lazy"`` and problem kinds) and a ``priority``, are still accepted.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
-from functools import lru_cache
+import warnings
 from importlib.metadata import entry_points
-from typing import ClassVar, Protocol
+from typing import Any
 
-from ..canonical import CanonicalForm
+from ..canonical import canonical_form  # noqa: F401  (its home is combolayer.canonical)
 from ..errors import BackendUnavailable
 from ..io import load_spec
 from ..specs import Spec
+from .base import Backend, Capability, Tier, capability_check
 from .config import BackendConfig
+from .executors import parallel_kernel
 from .solver import Kernel, Solver
 
 ENTRY_POINT_GROUP = "combolayer.backends"
-
-
-class Backend(Protocol):
-    name: ClassVar[str]
-    requires: ClassVar[tuple[str, ...]]
-    capabilities: ClassVar[frozenset[str]]
-    #: Lower is preferred by ``"auto"``; generic solvers rank GENERIC_TIER
-    #: behind native ones (see :func:`preference`). A backend whose speed
-    #: depends on the problem may define ``rank(spec) -> int`` on that scale.
-    priority: ClassVar[int]
-
-    def accepts(self, spec: Spec) -> str | None:
-        """Why this backend cannot solve ``spec`` beyond its capabilities, or None."""
-
-    def compile(self, spec: Spec, config: BackendConfig) -> Kernel: ...
-
 
 _REGISTRY: dict[str, type] = {}
 _BUILTIN_MODULES = (
@@ -81,18 +68,12 @@ def missing_packages(cls: type) -> list[str]:
     return [pkg for pkg in cls.requires if importlib.util.find_spec(pkg) is None]
 
 
-def canonical_form(spec: Spec, lazy: bool = True) -> CanonicalForm:
-    """The spec's canonical form, built once per (spec, lazy)."""
-    return _canonical_form(type(spec), spec.model_dump_json(), lazy)
-
-
-@lru_cache(maxsize=64)
-def _canonical_form(cls: type, spec_json: str, lazy: bool) -> CanonicalForm:
-    return cls.model_validate_json(spec_json).to_canonical(lazy=lazy)
-
-
-def is_native(cls: type, spec: Spec) -> bool:
-    return spec.kind in cls.capabilities
+def _declared(cls: type) -> tuple[Capability, frozenset[str]]:
+    """A backend's capability flags and native problem kinds, also from a 0.1 plugin."""
+    capabilities = getattr(cls, "capabilities", Capability.NONE)
+    if isinstance(capabilities, Capability):
+        return capabilities, frozenset(getattr(cls, "kinds", ()))
+    return Capability.parse(capabilities)
 
 
 def why_not(cls: type, spec: Spec) -> str | None:
@@ -100,18 +81,11 @@ def why_not(cls: type, spec: Spec) -> str | None:
     missing = missing_packages(cls)
     if missing:
         return f"package {', '.join(missing)} is not installed (pip install {' '.join(missing)})"
-    if not is_native(cls, spec):
-        if "linear" not in cls.capabilities:
-            return f"it solves only {sorted(cls.capabilities)}, not {spec.kind!r}"
-        form = canonical_form(spec, lazy="lazy" in cls.capabilities)
-        if form.is_mip and "integer" not in cls.capabilities:
-            return "it cannot handle integer variables"
+    if issubclass(cls, Backend):
+        return cls().accepts(spec)
+    reason = capability_check(*_declared(cls), spec)
     accepts = getattr(cls, "accepts", None)
-    return accepts(cls(), spec) if accepts is not None else None
-
-
-#: Added to a generic backend's priority: native solvers come first by default.
-GENERIC_TIER = 100
+    return reason or (accepts(cls(), spec) if accepts is not None else None)
 
 
 def preference(cls: type, spec: Spec) -> int:
@@ -119,7 +93,8 @@ def preference(cls: type, spec: Spec) -> int:
     rank = getattr(cls, "rank", None)
     if rank is not None:
         return rank(spec)
-    return cls.priority + (0 if is_native(cls, spec) else GENERIC_TIER)
+    native = spec.kind in _declared(cls)[1]
+    return getattr(cls, "priority", Tier.LAST) + (0 if native else Tier.GENERIC)
 
 
 def _ranked(spec: Spec) -> list[type]:
@@ -153,11 +128,6 @@ def select_backend(spec: Spec, name: str = "auto") -> type:
     return registry[name]
 
 
-def compile_kernel(backend_name: str, spec: Spec, config: BackendConfig) -> Kernel:
-    """Build one kernel; module-level so executors can call it in worker processes."""
-    return backends()[backend_name]().compile(spec, config)
-
-
 def make_solver(
     spec: Spec | str | os.PathLike | dict,
     backend: str | BackendConfig | dict = "auto",
@@ -173,9 +143,36 @@ def make_solver(
     return Solver(spec, kernel, cls.name, config)
 
 
+def as_solver(problem: Any, backend: Any = "auto") -> Solver:
+    """The compiled solver a loss or metric works with.
+
+    ``problem`` is a spec (or a dict/YAML/JSON of one), a compiled
+    :class:`Solver`, or anything holding one as ``.solver`` (a
+    :class:`~combolayer.ComboLayer`); ``backend`` (a name, a config, or a
+    compiled :class:`Solver`) is used only to compile a spec.
+    """
+    compiled = problem if isinstance(problem, Solver) else getattr(problem, "solver", None)
+    if isinstance(compiled, Solver):
+        if isinstance(backend, Solver) and backend is not compiled:
+            raise ValueError("got a compiled solver twice (as the problem and as backend=); "
+                             "pass one")
+        return compiled
+    if isinstance(backend, Solver):
+        return backend
+    return make_solver(problem, backend)
+
+
+def renamed_solver_keyword(solver: Any, backend: Any, where: str) -> Any:
+    """``backend`` after the deprecated ``solver=`` keyword of ``where``, which it replaces."""
+    if solver is None:
+        return backend
+    warnings.warn(f"{where}(solver=...) is deprecated: pass backend=... (a name, a config or "
+                  "a compiled solver), or the solver itself in place of the spec",
+                  DeprecationWarning, stacklevel=4)
+    return solver
+
+
 def _executor_kernel(cls: type, spec: Spec, config: BackendConfig) -> Kernel:
     if config.executor == "serial" or getattr(cls, "array_api", "numpy") == "torch":
         return cls().compile(spec, config)
-    from .executors import parallel_kernel
-
-    return parallel_kernel(cls.name, spec, config)
+    return parallel_kernel(cls, spec, config)

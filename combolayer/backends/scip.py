@@ -15,15 +15,15 @@ option goes to ``Model.setParam`` verbatim.
 
 from __future__ import annotations
 
-import warnings
 from typing import ClassVar
 
 import numpy as np
 
-from ..canonical import CanonicalForm
-from ..errors import InfeasibleError, SolverError
+from ..canonical import CanonicalForm, canonical_form
 from ..specs import Spec
+from .base import Backend, Capability, Tier
 from .config import BackendConfig
+from .outcome import Outcome, settle
 from .registry import register_backend
 from .solver import RowKernel
 
@@ -187,40 +187,34 @@ class ScipKernel(RowKernel):
         from pyscipopt.scip import Expr
 
         status = self._run(objective)
-        has_solution = self.model.getNSols() > 0
-        if status in ("optimal", "gaplimit") and has_solution:
-            return self._values()
-        if status == "userinterrupt":
-            raise KeyboardInterrupt  # SCIP caught the Ctrl-C; hand it back to Python
-        if status == "infeasible":
-            raise InfeasibleError("SCIP: the problem has no feasible solution")
-        if status in ("unbounded", "inforunbd"):
-            if status == "inforunbd" and self._run(Expr()) == "infeasible":
-                raise InfeasibleError("SCIP: the problem has no feasible solution")
-            raise SolverError(
-                "SCIP: the problem is unbounded for these costs; add finite bounds "
-                "(lower/upper) to the variables"
-            )
-        if status == "timelimit":
-            if has_solution:
-                warnings.warn("SCIP hit the time limit; returning the best feasible solution "
-                              "found, which may not be optimal", RuntimeWarning, stacklevel=4)
-                return self._values()
-            raise SolverError("SCIP hit the time limit without finding a feasible solution; "
-                              "raise BackendConfig.time_limit")
-        raise SolverError(f"SCIP stopped with status {status!r}")
+        return settle(
+            scip_outcome(status), "SCIP", self._values, has_solution=self.model.getNSols() > 0,
+            status=status, is_infeasible=lambda: self._run(Expr()) == "infeasible",
+        )
+
+
+def scip_outcome(status: str) -> Outcome:
+    """SCIP's status string as an :class:`Outcome` (a gap limit counts as optimal:
+    it is the ``mip_gap`` asked for)."""
+    return {
+        "optimal": Outcome.OPTIMAL,
+        "gaplimit": Outcome.OPTIMAL,
+        "infeasible": Outcome.INFEASIBLE,
+        "unbounded": Outcome.UNBOUNDED,
+        "inforunbd": Outcome.INFEASIBLE_OR_UNBOUNDED,
+        "timelimit": Outcome.TIME_LIMIT,
+        "userinterrupt": Outcome.INTERRUPTED,
+    }.get(status, Outcome.STOPPED)
 
 
 @register_backend
-class ScipBackend:
+class ScipBackend(Backend):
     """SCIP (pyscipopt): any linear or mixed-integer program, with lazy cuts."""
 
     name: ClassVar[str] = "scip"
     requires: ClassVar[tuple[str, ...]] = ("pyscipopt",)
-    capabilities: ClassVar[frozenset[str]] = frozenset({"linear", "integer", "lazy"})
-    priority: ClassVar[int] = 20
+    capabilities: ClassVar[Capability] = Capability.LP | Capability.MIP | Capability.LAZY_CUTS
+    generic_tier: ClassVar[int] = Tier.MIP_SOLVER
 
     def compile(self, spec: Spec, config: BackendConfig) -> ScipKernel:
-        from .registry import canonical_form
-
         return ScipKernel(canonical_form(spec, lazy=True), config, kind=spec.kind)

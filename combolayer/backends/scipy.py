@@ -25,13 +25,15 @@ from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse import csgraph
 
-from ..errors import InfeasibleError, SolverError
+from ..errors import InfeasibleError
 from ..problems import TSP, GridShortestPath, Knapsack, Matching, ShortestPath
-from ..problems.shortest_path import topological_order
+from ..problems.shortest_path import clip_negative_costs, topological_order
 from ..problems.tsp import subtours
 from ..specs import Spec
-from .config import BackendConfig
+from .base import Capability, FunctionBackend, Tier
+from .outcome import Outcome, settle
 from .registry import register_backend
 
 #: Largest ``num_items * prod(capacities + 1)`` the knapsack DP takes on.
@@ -43,38 +45,7 @@ KNAPSACK_MAX_CELLS_VS_SCIP = 50_000
 _KNAPSACK_CHUNK_CELLS = 2_000_000
 
 
-@dataclass(frozen=True)
-class FunctionKernel:
-    """A kernel that is just a function on a ``(B, N)`` batch of minimisation costs."""
-
-    function: Callable
-    array_api: str = "numpy"
-
-    def __call__(self, costs):
-        return self.function(costs)
-
-
 # -- shortest paths ---------------------------------------------------------------
-
-
-def _negative_cost_error(spec: Spec, where: str) -> ValueError:
-    return ValueError(
-        f"{spec.label} got negative costs ({where}) on a graph with cycles, where the "
-        "cheapest path is not computable by Dijkstra (and NP-hard in general). Fix: make "
-        "the costs non-negative (e.g. softplus or a shift in your model), or build the spec "
-        "with negative_costs='clip' to set them to 0, or use an acyclic graph"
-    )
-
-
-def _clip_or_raise(spec: Spec, weights: np.ndarray, checked: np.ndarray | slice) -> np.ndarray:
-    part = weights[:, checked]
-    if (part < 0).any():
-        if spec.negative_costs == "error":
-            b, j = np.argwhere(part < 0)[0]
-            raise _negative_cost_error(spec, f"instance {b}, value {part[b, j]:.4g}")
-        weights = weights.copy()
-        weights[:, checked] = np.maximum(part, 0.0)
-    return weights
 
 
 @dataclass(frozen=True)
@@ -167,10 +138,8 @@ class _Dijkstra:
         self.arc_of = {pair: a for a, pair in enumerate(pairs)}
 
     def parents(self, weights: np.ndarray, source: int) -> np.ndarray:
-        from scipy.sparse.csgraph import dijkstra
-
         self.graph.data = weights[self.entry_arc]
-        _, pred = dijkstra(self.graph, directed=self.directed, indices=source,
+        _, pred = csgraph.dijkstra(self.graph, directed=self.directed, indices=source,
                            return_predecessors=True)
         return pred
 
@@ -183,7 +152,7 @@ def _graph_kernel(spec: ShortestPath) -> Callable:
     dijkstra = _Dijkstra(spec.num_nodes, tails, heads, spec.directed)
 
     def solve(costs: np.ndarray) -> np.ndarray:
-        costs = _clip_or_raise(spec, costs, slice(None))
+        costs = clip_negative_costs(spec, costs, slice(None))
         y = np.zeros_like(costs)
         for b, weights in enumerate(costs):
             pred = dijkstra.parents(weights, spec.source)
@@ -213,7 +182,7 @@ def _grid_kernel(spec: GridShortestPath) -> Callable:
     inner[[s, t]] = False
 
     def solve(costs: np.ndarray) -> np.ndarray:
-        costs = _clip_or_raise(spec, costs, inner)
+        costs = clip_negative_costs(spec, costs, inner)
         y = np.zeros_like(costs)
         for b, vertex_costs in enumerate(costs):
             vertex_costs = np.where(inner, vertex_costs, 0.0)
@@ -234,6 +203,7 @@ def _grid_kernel(spec: GridShortestPath) -> Callable:
 
 
 def _matching_kernel(spec: Matching) -> Callable:
+    # scipy.optimize takes 0.5 s to import: only when a kernel needs it.
     from scipy.optimize import linear_sum_assignment
 
     def solve(costs: np.ndarray) -> np.ndarray:
@@ -322,11 +292,17 @@ def _knapsack_kernel(spec: Knapsack) -> Callable:
 # -- TSP ----------------------------------------------------------------------------
 
 
+#: ``scipy.optimize.milp``'s status codes (1: iteration or time limit).
+_MILP_OUTCOMES = {0: Outcome.OPTIMAL, 1: Outcome.TIME_LIMIT, 2: Outcome.INFEASIBLE,
+                  3: Outcome.UNBOUNDED}
+
+
 def _tsp_kernel(spec: TSP) -> Callable:
     """Symmetric TSP over the n(n-1)/2 edges (cost ``w_ij + w_ji``) with
     ``scipy.optimize.milp`` (HiGHS with presolve), re-solved with the cut-set
     inequalities of every subtour until the solution is one tour. Cuts stay
     within one instance: each instance starts again from the degree rows."""
+    # scipy.optimize takes 0.5 s to import: only when a kernel needs it.
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     n = spec.num_nodes
@@ -343,10 +319,10 @@ def _tsp_kernel(spec: TSP) -> Callable:
             result = milp(cost, integrality=np.ones(m), bounds=Bounds(0.0, 1.0),
                           constraints=LinearConstraint(sp.vstack(rows), np.concatenate(lower),
                                                        np.concatenate(upper)))
-            if result.status != 0 or result.x is None:
-                raise SolverError(f"scipy milp (HiGHS) failed on {spec.label}: "
-                                  f"{result.message}")
-            chosen = result.x > 0.5
+            x = settle(_MILP_OUTCOMES.get(result.status, Outcome.STOPPED), "scipy milp (HiGHS)",
+                       lambda result=result: result.x, has_solution=result.x is not None,
+                       status=result.message)
+            chosen = x > 0.5
             adjacency = sp.csr_matrix((np.ones(chosen.sum()), (iu[chosen], ju[chosen])),
                                       shape=(n, n))
             components = subtours(adjacency)
@@ -364,48 +340,40 @@ def _tsp_kernel(spec: TSP) -> Callable:
     return solve
 
 
-_BUILDERS: dict[str, Callable[[Spec], Callable]] = {
-    "shortest_path": _graph_kernel,
-    "grid_shortest_path": _grid_kernel,
-    "matching": _matching_kernel,
-    "knapsack": _knapsack_kernel,
-    "tsp": _tsp_kernel,
-}
-
-
 @register_backend
-class ScipyBackend:
+class ScipyBackend(FunctionBackend):
     """Specialised exact algorithms: Dijkstra / DAG DP, assignment, knapsack DP."""
 
     name: ClassVar[str] = "scipy"
     requires: ClassVar[tuple[str, ...]] = ("scipy",)
-    capabilities: ClassVar[frozenset[str]] = frozenset(_BUILDERS)
-    priority: ClassVar[int] = 1
-    array_api: ClassVar[str] = "numpy"
+    capabilities: ClassVar[Capability] = Capability.BATCHED
+    builders: ClassVar[dict[str, Callable[[Spec], Callable]]] = {
+        "shortest_path": _graph_kernel,
+        "grid_shortest_path": _grid_kernel,
+        "matching": _matching_kernel,
+        "knapsack": _knapsack_kernel,
+        "tsp": _tsp_kernel,
+    }
 
     @classmethod
     def rank(cls, spec: Spec) -> int:
         """First, except where SCIP was measured faster (docs/problems.md): TSP,
         where SCIP separates subtours inside one solve (1.3-2.6x), and knapsacks
         whose table has more than KNAPSACK_MAX_CELLS_VS_SCIP cells per item. There
-        it ranks just behind SCIP (generic priority 20) and ahead of HiGHS's MIPs."""
-        from .registry import GENERIC_TIER
-
+        it ranks just behind SCIP and ahead of HiGHS's MIPs."""
         slow = isinstance(spec, TSP) or (
             isinstance(spec, Knapsack)
             and knapsack_work(spec) / spec.num_items > KNAPSACK_MAX_CELLS_VS_SCIP
         )
-        return GENERIC_TIER + 22 if slow else cls.priority
+        return Tier.SPECIALISED_SLOW if slow else super().rank(spec)
 
     def accepts(self, spec: Spec) -> str | None:
-        if isinstance(spec, Knapsack):
+        reason = super().accepts(spec)
+        if reason is None and isinstance(spec, Knapsack):
             if _integer_knapsack(spec) is None:
                 return (f"its knapsack dynamic program needs weights with at most "
                         f"{KNAPSACK_MAX_DECIMALS} decimals")
             if knapsack_work(spec) > KNAPSACK_MAX_WORK:
                 return (f"its knapsack dynamic program would need {knapsack_work(spec):.3g} "
                         f"steps (limit {KNAPSACK_MAX_WORK:.3g}); a MIP backend is faster")
-        return None
-
-    def compile(self, spec: Spec, config: BackendConfig) -> FunctionKernel:
-        return FunctionKernel(_BUILDERS[spec.kind](spec))
+        return reason

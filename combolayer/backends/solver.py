@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -56,6 +58,17 @@ class RowKernel:
             for b, row in enumerate(costs):
                 out[b] = self.solve_one(row)[:n]
         return self.form.outputs(out)
+
+
+@dataclass(frozen=True)
+class FunctionKernel:
+    """A kernel that is just a function on a ``(B, N)`` batch of minimisation costs."""
+
+    function: Callable
+    array_api: str = "numpy"
+
+    def __call__(self, costs: Any) -> Any:
+        return self.function(costs)
 
 
 def inner(a: Any, b: Any, num_cost_dims: int, keepdim: bool = False) -> Any:

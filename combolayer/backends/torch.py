@@ -7,14 +7,15 @@ pure torch, so they also run under ``torch.func.vmap`` and ``torch.compile``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from functools import partial
 from typing import ClassVar
 
 import torch
 from torch import Tensor
 
 from ..specs import Spec
-from .config import BackendConfig
+from .base import Capability, FunctionBackend, Tier
 from .registry import register_backend
 
 
@@ -43,28 +44,16 @@ def ranks(costs: Tensor) -> Tensor:
     return torch.zeros_like(costs).scatter(-1, order, position.expand_as(costs))
 
 
-@dataclass(frozen=True)
-class TorchKernel:
-    """Minimisation costs ``(B, N)`` in, solutions out, on the same device."""
-
-    spec: Spec
-    array_api: ClassVar[str] = "torch"
-
-    def __call__(self, costs: Tensor) -> Tensor:
-        if self.spec.kind == "topk":
-            return topk_indicator(costs, self.spec.k)
-        return ranks(costs)
-
-
 @register_backend
-class TorchBackend:
+class TorchBackend(FunctionBackend):
     """Top-k and ranking in closed form, batched on any device."""
 
     name: ClassVar[str] = "torch"
     requires: ClassVar[tuple[str, ...]] = ("torch",)
-    capabilities: ClassVar[frozenset[str]] = frozenset({"topk", "ranking"})
-    priority: ClassVar[int] = 0
+    capabilities: ClassVar[Capability] = Capability.BATCHED
+    native_tier: ClassVar[int] = Tier.CLOSED_FORM
     array_api: ClassVar[str] = "torch"
-
-    def compile(self, spec: Spec, config: BackendConfig) -> TorchKernel:
-        return TorchKernel(spec)
+    builders: ClassVar[dict[str, Callable[[Spec], Callable]]] = {
+        "topk": lambda spec: partial(topk_indicator, k=spec.k),
+        "ranking": lambda spec: ranks,
+    }

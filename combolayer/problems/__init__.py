@@ -9,6 +9,10 @@
 | ``Knapsack(weights, capacities)`` | item values ``(n,)``, y = chosen items |
 | ``TopK(n, k)`` | ``(n,)``, y = k-hot |
 | ``Ranking(n)`` | ``(n,)``, y = ranks 1..n, rank 1 to the largest score |
+
+Each module defines its spec with ``@register_spec`` (:mod:`combolayer.specs`),
+which makes its kind loadable; the imports below only make the classes
+reachable as ``cl.problems.Name``.
 """
 
 from .knapsack import Knapsack
@@ -17,11 +21,7 @@ from .selection import Ranking, TopK
 from .shortest_path import GridShortestPath, ShortestPath
 from .tsp import TSP
 
-#: Every named problem spec class, for the discriminated union in ``combolayer.io``.
-PROBLEM_SPECS = (ShortestPath, GridShortestPath, TSP, Matching, Knapsack, TopK, Ranking)
-
 __all__ = [
-    "PROBLEM_SPECS",
     "TSP",
     "GridShortestPath",
     "Knapsack",

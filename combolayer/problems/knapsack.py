@@ -8,9 +8,10 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import model_validator
 
-from ..specs import ILP, Sense, Spec
+from ..specs import ILP, Sense, Spec, register_spec
 
 
+@register_spec
 class Knapsack(Spec):
     """Pick items of value ``w`` (shape ``(n,)``) within ``m`` capacities.
 

@@ -8,9 +8,10 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import model_validator
 
-from ..specs import ILP, Sense, Spec
+from ..specs import ILP, Sense, Spec, register_spec
 
 
+@register_spec
 class Matching(Spec):
     """Assign each of ``rows`` to a distinct one of ``cols`` (``rows <= cols``).
 

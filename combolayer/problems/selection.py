@@ -8,9 +8,10 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import model_validator
 
-from ..specs import ILP, Sense, Spec
+from ..specs import ILP, Sense, Spec, register_spec
 
 
+@register_spec
 class TopK(Spec):
     """A k-hot vector ``(n,)``: the ``k`` largest scores (``sense="max"``) or smallest."""
 
@@ -39,6 +40,7 @@ class TopK(Spec):
                                  sense=self.sense)
 
 
+@register_spec
 class Ranking(Spec):
     """Ranks ``(n,)``: a permutation of 1..n. ``argmin <w, y>`` gives rank 1 to the
     largest score (rearrangement inequality), so a ranking of scores ``s`` is

@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import model_validator
 
-from ..specs import ILP, Sense, Spec
+from ..specs import ILP, Sense, Spec, register_spec
 
 NegativeCosts = Literal["error", "clip"]
 
@@ -51,6 +51,32 @@ def topological_order(num_nodes: int, tails: np.ndarray, heads: np.ndarray) -> n
     return np.asarray(order, dtype=np.int64) if len(order) == num_nodes else None
 
 
+def _negative_cost_error(spec: ShortestPath | GridShortestPath, where: str) -> ValueError:
+    return ValueError(
+        f"{spec.label} got negative costs ({where}) on a graph with cycles, where the "
+        "cheapest path is not computable by Dijkstra (and NP-hard in general). Fix: make "
+        "the costs non-negative (e.g. softplus or a shift in your model), or build the spec "
+        "with negative_costs='clip' to set them to 0, or use an acyclic graph"
+    )
+
+
+def clip_negative_costs(spec: ShortestPath | GridShortestPath, weights: np.ndarray,
+                        checked: np.ndarray | slice) -> np.ndarray:
+    """Apply ``spec.negative_costs`` to the columns ``checked`` of a ``(B, M)`` batch of
+    weights, for solvers that need non-negative costs (Dijkstra): raise on a
+    negative one (``"error"``) or set it to 0 (``"clip"``)."""
+    part = weights[:, checked]
+    if (part < 0).any():
+        if spec.negative_costs == "error":
+            b, j = np.argwhere(part < 0)[0]
+            raise _negative_cost_error(spec, f"instance {b}, value {part[b, j]:.4g}")
+        weights = weights.copy()
+        weights[:, checked] = np.maximum(part, 0.0)
+    return weights
+
+
+
+@register_spec
 class ShortestPath(Spec):
     """A cheapest source-target path in a graph with edge costs ``(num_edges,)``.
 
@@ -150,6 +176,7 @@ _MOVES = {
 }
 
 
+@register_spec
 class GridShortestPath(Spec):
     """A cheapest path on a ``rows x cols`` grid with vertex costs ``(rows, cols)``.
 

@@ -20,9 +20,10 @@ from typing import ClassVar, Literal
 import numpy as np
 import scipy.sparse as sp
 from pydantic import model_validator
+from scipy.sparse.csgraph import connected_components
 
 from ..canonical import Cut
-from ..specs import ILP, Sense, Spec
+from ..specs import ILP, Sense, Spec, register_spec
 
 
 def _degree_rows(n: int, num_vars: int) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix]:
@@ -41,8 +42,6 @@ def _degree_rows(n: int, num_vars: int) -> tuple[sp.csr_matrix, np.ndarray, sp.c
 def subtours(adjacency: sp.spmatrix | np.ndarray) -> list[np.ndarray]:
     """The node masks of the connected components of a 0/1 adjacency matrix,
     or ``[]`` when it is a single tour."""
-    from scipy.sparse.csgraph import connected_components
-
     count, labels = connected_components(sp.csr_matrix(adjacency), directed=False)
     return [] if count == 1 else [labels == component for component in range(count)]
 
@@ -63,6 +62,7 @@ class SubtourSeparator:
         return cuts
 
 
+@register_spec
 class TSP(Spec):
     """A cheapest tour through ``num_nodes`` cities; cost ``(n, n)``, any matrix.
 

@@ -1,8 +1,9 @@
 """An example combolayer plugin: solve tiny ILPs by enumerating every integer point.
 
-It shows the whole backend interface (``name``, ``requires``, ``capabilities``,
-``priority``, ``accepts``, ``compile``) and doubles as the reference the test
-suite checks every other backend against.
+It shows the whole backend interface (a :class:`~combolayer.backends.Backend`
+subclass with ``name``, ``requires``, ``capabilities``, a tier, ``accepts`` and
+``compile``) and doubles as the reference the test suite checks every other
+backend against.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from combolayer.backends.registry import canonical_form
+from combolayer.backends import Backend, Capability, Tier
+from combolayer.canonical import canonical_form
 from combolayer.errors import InfeasibleError
 
 #: Enumerating more points than this is too slow to be useful.
@@ -47,15 +49,18 @@ class BruteForceKernel:
         return self.feasible[best]
 
 
-class BruteForceBackend:
+class BruteForceBackend(Backend):
     """Enumerates every integer point of a small, bounded, pure-integer ILP."""
 
     name: ClassVar[str] = "bruteforce"
     requires: ClassVar[tuple[str, ...]] = ("numpy",)
-    capabilities: ClassVar[frozenset[str]] = frozenset({"linear", "integer"})
-    priority: ClassVar[int] = 1000  # a reference, never the automatic choice
+    capabilities: ClassVar[Capability] = Capability.LP | Capability.MIP | Capability.BATCHED
+    generic_tier: ClassVar[int] = Tier.LAST  # a reference, never the automatic choice
 
     def accepts(self, spec) -> str | None:
+        reason = super().accepts(spec)
+        if reason is not None:
+            return reason
         form = canonical_form(spec, lazy=False)
         if not form.integer.all():
             return "it enumerates integer points only, and this problem has continuous variables"

@@ -1,0 +1,139 @@
+"""What a backend is: its declared capabilities, where ``"auto"`` ranks it, and
+the default check of a problem against them.
+
+A backend subclasses :class:`Backend`, sets ``name``, ``requires`` (the
+packages it imports), ``capabilities`` (a :class:`Capability` flag set),
+``kinds`` (the problem kinds it solves with an algorithm of its own) and its
+tiers, and defines ``compile(spec, config) -> Kernel``. Registering it
+(:func:`~combolayer.backends.register_backend` or the entry-point group
+``combolayer.backends``) is the only other step.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from typing import ClassVar
+
+from ..canonical import canonical_form
+from ..specs import Spec
+from .config import BackendConfig
+from .solver import FunctionKernel, Kernel
+
+
+class Capability(enum.Flag):
+    """What a backend can solve beyond its own problem kinds."""
+
+    NONE = 0
+    #: Any canonical form with continuous variables (a linear program).
+    LP = enum.auto()
+    #: Integer variables that need branching (a mixed-integer program).
+    MIP = enum.auto()
+    #: Quadratic objectives (no built-in problem needs it yet).
+    QUADRATIC = enum.auto()
+    #: Lazily separated constraints (``CanonicalForm.separator``).
+    LAZY_CUTS = enum.auto()
+    #: A whole batch in one vectorised call rather than a loop over instances.
+    #: (Whether kernels take torch tensors on any device is ``Backend.array_api``.)
+    BATCHED = enum.auto()
+
+    @classmethod
+    def parse(cls, words: frozenset[str] | set[str]) -> tuple[Capability, frozenset[str]]:
+        """The flags and the problem kinds in a set of words, as plugins written for
+        combolayer 0.1 declare them (``{"linear", "integer", "lazy", "topk", ...}``)."""
+        flags = cls.NONE
+        for word in words:
+            flags |= _WORDS.get(word, cls.NONE)
+        return flags, frozenset(word for word in words if word not in _WORDS)
+
+
+_WORDS = {"linear": Capability.LP, "integer": Capability.MIP, "lazy": Capability.LAZY_CUTS}
+
+
+class Tier(enum.IntEnum):
+    """Where ``backend="auto"`` looks for a solver; lower is tried first.
+
+    The order is measured (docs/backends.md, docs/problems.md): a dedicated
+    algorithm beats any generic solver on its problem kind, and among generic
+    solvers the per-solve set-up decides on small problems.
+    """
+
+    #: A formula on the tensor itself, batched on its device (top-k, ranking).
+    CLOSED_FORM = 0
+    #: An algorithm for the problem kind (Dijkstra, assignment, knapsack DP).
+    SPECIALISED = 1
+    #: Slow but independent: for cross-checks, never faster.
+    REFERENCE = 50
+    #: Every generic solver ranks above this; a backend of the 0.1 protocol adds
+    #: it to its ``priority`` on problems it does not solve natively.
+    GENERIC = 100
+    #: A fast LP solver on LPs (HiGHS).
+    LP_SOLVER = 110
+    #: The MIP solver with the least set-up per solve (SCIP: 0.44 ms against
+    #: HiGHS's 10 ms on an 8-variable ILP).
+    MIP_SOLVER = 120
+    #: A dedicated algorithm measured slower than the MIP solver on this instance.
+    SPECIALISED_SLOW = 122
+    #: A MIP solver with more set-up per solve (HiGHS on MIPs).
+    MIP_SOLVER_SLOW = 125
+    #: A modelling layer in front of a solver (cvxpy).
+    MODELLING = 130
+    #: Never the automatic choice while anything else can solve the problem.
+    LAST = 1000
+
+
+def capability_check(capabilities: Capability, kinds: frozenset[str], spec: Spec) -> str | None:
+    """Why a backend with these capabilities and native kinds cannot solve ``spec``, or None."""
+    if spec.kind in kinds:
+        return None
+    if not capabilities & Capability.LP:
+        return f"it solves only {sorted(kinds)}, not {spec.kind!r}"
+    form = canonical_form(spec, lazy=bool(capabilities & Capability.LAZY_CUTS))
+    if form.is_mip and not capabilities & Capability.MIP:
+        return "it cannot handle integer variables"
+    return None
+
+
+class Backend:
+    """Base of every backend: the default capability check and ranking."""
+
+    name: ClassVar[str]
+    #: Python packages the backend imports (checked with ``importlib.util.find_spec``).
+    requires: ClassVar[tuple[str, ...]] = ()
+    capabilities: ClassVar[Capability] = Capability.NONE
+    #: Problem kinds solved by an algorithm of the backend's own.
+    kinds: ClassVar[frozenset[str]] = frozenset()
+    #: The tier on the problem kinds in ``kinds``, and on everything else.
+    native_tier: ClassVar[int] = Tier.SPECIALISED
+    generic_tier: ClassVar[int] = Tier.LAST
+    #: What the compiled kernels take: ``"numpy"`` or ``"torch"``.
+    array_api: ClassVar[str] = "numpy"
+
+    @classmethod
+    def rank(cls, spec: Spec) -> int:
+        """Where ``"auto"`` ranks this backend for ``spec``; lower is tried first.
+        Override when the speed depends on the instance."""
+        return cls.native_tier if spec.kind in cls.kinds else cls.generic_tier
+
+    def accepts(self, spec: Spec) -> str | None:
+        """Why this backend cannot solve ``spec`` (its packages being installed), or None.
+        Extend it with ``super().accepts(spec) or <own checks>``."""
+        return capability_check(self.capabilities, self.kinds, spec)
+
+    def compile(self, spec: Spec, config: BackendConfig) -> Kernel:
+        raise NotImplementedError
+
+
+class FunctionBackend(Backend):
+    """A backend made of one kernel builder per problem kind, each returning a
+    function on a ``(B, N)`` batch of minimisation costs."""
+
+    builders: ClassVar[dict[str, Callable[[Spec], Callable]]] = {}
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "builders" in cls.__dict__ and "kinds" not in cls.__dict__:
+            cls.kinds = frozenset(cls.builders)
+
+    def compile(self, spec: Spec, config: BackendConfig) -> FunctionKernel:
+        return FunctionKernel(self.builders[spec.kind](spec), self.array_api)

@@ -1,0 +1,146 @@
+"""The text of ``combolayer analyze``: a hull's dimension, equations and fixed outputs.
+
+:func:`describe` renders an :class:`~combolayer.AffineHull` for a person, e.g.
+``y[2,0] = y[0,2]`` rather than a row of the normal matrix.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .analysis import AffineHull
+from .specs import Spec
+
+#: :func:`describe` lists at most this many equations and fixed outputs.
+MAX_SHOWN = 20
+#: Above this many flops (r^2 * N) the equations are shown as the basis rows
+#: instead of the reduced row echelon form, which reads better but costs more.
+RREF_FLOPS = 5e9
+
+
+def describe(spec: Spec, hull: AffineHull) -> str:
+    """A person's summary of ``hull``: dimension, equations, fixed outputs, ``"auto"``."""
+    mode = "integer solutions (exact, MIP)" if hull.exact else "LP relaxation (sound)"
+    lines = [f"{spec.label}: {hull.num_outputs} outputs, affine hull of dimension "
+             f"{hull.dim} [{mode}]"]
+    equations = readable_equations(hull)
+    fixed = hull.fixed.tolist()
+    r = len(hull.normals)
+    lines.append(f"{r} independent equation{'' if r == 1 else 's'}"
+                 + (f", {len(fixed)} of them fixing an output" if fixed else "")
+                 + (":" if equations else ""))
+    lines += [f"  {line}" for line in equations[:MAX_SHOWN]]
+    if len(equations) > MAX_SHOWN:
+        lines.append(f"  ... and {len(equations) - MAX_SHOWN} more")
+    shown = ", ".join(f"{_name(j, hull.cost_shape)} = {_number(hull.point[j])}"
+                      for j in fixed[:MAX_SHOWN])
+    more = f", ... ({len(fixed)} in all)" if len(fixed) > MAX_SHOWN else ""
+    lines.append(f"fixed outputs: {shown}{more}" if fixed else "fixed outputs: none")
+    lines.append(f'projection "auto": {describe_auto(hull)}')
+    return "\n".join(lines)
+
+
+def describe_auto(hull: AffineHull) -> str:
+    """What ``projection="auto"`` does for this hull, in words."""
+    r = len(hull.normals)
+    if r == 0:
+        return 'normalise only (= "norm"): the solutions span every direction'
+    ones = np.full(hull.num_outputs, 1.0 / math.sqrt(hull.num_outputs))
+    if r == 1 and abs(float(hull.normals[0] @ ones)) > 1.0 - 1e-9:
+        return 'subtract the mean, then normalise (= "std", the paper\'s P_std)'
+    return (f"remove the {r} normal direction{'' if r == 1 else 's'} "
+            f"(project onto the {hull.dim}-dimensional hull), then normalise")
+
+
+def readable_equations(hull: AffineHull) -> list[str]:
+    """The hull's equations other than the fixed outputs, e.g. ``y[2,0] = y[0,2]``.
+
+    The normals, with the fixed outputs' columns cleared, in reduced row echelon
+    form, each rescaled to small integers when it can be.
+    """
+    normals = np.array(hull.normals)
+    normals[:, hull.fixed] = 0.0
+    r, n = normals.shape
+    rows = _rref(normals) if r * r * n <= RREF_FLOPS else normals
+    rows = rows[np.abs(rows).max(axis=1, initial=0.0) > 1e-9]
+    return [_equation(row, float(row @ hull.point), hull.cost_shape) for row in rows]
+
+
+def _rref(A: np.ndarray, tol: float = 1e-9) -> np.ndarray:
+    A = A.copy()
+    r, n = A.shape
+    pivot_row = 0
+    for col in range(n):
+        if pivot_row == r:
+            break
+        below = np.abs(A[pivot_row:, col])
+        best = int(np.argmax(below))
+        if below[best] <= tol:
+            continue
+        A[[pivot_row, pivot_row + best]] = A[[pivot_row + best, pivot_row]]
+        A[pivot_row] /= A[pivot_row, col]
+        factors = A[:, col].copy()
+        factors[pivot_row] = 0.0
+        A -= np.outer(factors, A[pivot_row])
+        A[np.abs(A) < tol] = 0.0
+        pivot_row += 1
+    return A[:pivot_row]
+
+
+def _equation(row: np.ndarray, rhs: float, shape: tuple[int, ...]) -> str:
+    nonzero = np.flatnonzero(np.abs(row) > 1e-9)
+    coefs, rhs = _small_integers(row[nonzero], rhs)
+    if coefs[0] < 0:
+        coefs, rhs = -coefs, -rhs
+    names = [_name(j, shape) for j in nonzero]
+    if abs(rhs) < 1e-9 and (coefs > 0).any() and (coefs < 0).any():
+        # "a = b" reads better than "a - b = 0"
+        left = _sum(coefs[coefs > 0], [m for m, c in zip(names, coefs, strict=True) if c > 0])
+        right = _sum(-coefs[coefs < 0], [m for m, c in zip(names, coefs, strict=True) if c < 0])
+        text = f"{left} = {right}"
+    else:
+        text = f"{_sum(coefs, names)} = {_number(rhs)}"
+    return text + (f"   ({len(names)} terms)" if len(names) > 6 else "")
+
+
+def _small_integers(coefs: np.ndarray, rhs: float) -> tuple[np.ndarray, float]:
+    """Scale so the coefficients are small integers when some multiplier up to 12 does it."""
+    scaled = coefs / np.abs(coefs).min()
+    for multiplier in range(1, 13):
+        candidate = scaled * multiplier
+        if np.allclose(candidate, np.round(candidate), atol=1e-6):
+            factor = multiplier / np.abs(coefs).min()
+            return np.round(candidate), rhs * factor
+    return coefs, rhs
+
+
+def _sum(coefs: np.ndarray, names: list[str]) -> str:
+    """``y[0] + 2*y[3] - y[4]``; a long sum shows its ends: ``y[0] + ... + y[9]``."""
+    terms = [(float(c), name) for c, name in zip(coefs, names, strict=True)]
+    if len(terms) <= 6:
+        return " ".join(_term(c, name, lead=i == 0) for i, (c, name) in enumerate(terms))
+    first = _term(*terms[0], lead=True)
+    last = _term(*terms[-1], lead=False)
+    if np.allclose(coefs, coefs[0]):
+        return f"{first} {last[0]} ... {last}"
+    middle = " ".join(_term(c, name, lead=False) for c, name in terms[1:3])
+    return f"{first} {middle} ... {last}"
+
+
+def _term(coef: float, name: str, lead: bool) -> str:
+    size = abs(coef)
+    body = name if abs(size - 1.0) < 1e-9 else f"{_number(size)}*{name}"
+    if lead:
+        return body if coef > 0 else f"-{body}"
+    return f"+ {body}" if coef > 0 else f"- {body}"
+
+
+def _name(flat: int, shape: tuple[int, ...]) -> str:
+    return "y[" + ",".join(str(int(i)) for i in np.unravel_index(flat, shape)) + "]"
+
+
+def _number(value: float) -> str:
+    value = float(np.round(value, 6)) + 0.0
+    return str(int(value)) if value == int(value) else f"{value:g}"

@@ -1,0 +1,50 @@
+"""Projections by name: the cost projection P of a layer, built for one problem.
+
+The transforms themselves are small pure functions in :mod:`combolayer.transforms`;
+``"plane"`` and ``"auto"`` also need the problem's affine hull, computed by
+:func:`combolayer.analyze`. This module sits above both and is the one place
+that maps a projection's name to its transform.
+"""
+
+from __future__ import annotations
+
+from .analysis import analyze
+from .specs import Spec
+from .transforms import (
+    Transform,
+    chain,
+    identity,
+    normalize,
+    on_cost_shape,
+    project_mean,
+    project_std,
+)
+
+#: Projections that need nothing but the cost; "plane" and "auto" need the
+#: problem's affine hull (:func:`combolayer.analyze`).
+PROJECTIONS: dict[str, Transform] = {
+    "none": identity,
+    "mean": project_mean,
+    "norm": normalize,
+    "std": project_std,
+}
+
+
+def make_projection(projection: str | Transform, spec: Spec) -> Transform:
+    """The projection for a layer on ``spec``, acting on costs of shape ``(..., *cost_shape)``.
+
+    A callable is used as it is and receives costs of shape ``(..., *cost_shape)``.
+    """
+    if callable(projection):
+        return projection
+    if projection in ("plane", "auto"):
+        plane = analyze(spec).transform()
+        if projection == "plane":
+            return plane
+        return chain(plane, on_cost_shape(normalize, spec.cost_shape))
+    if projection not in PROJECTIONS:
+        raise ValueError(
+            f"unknown projection {projection!r}: expected one of "
+            f"{['auto', 'plane', *PROJECTIONS]} or a callable Tensor -> Tensor"
+        )
+    return on_cost_shape(PROJECTIONS[projection], spec.cost_shape)
