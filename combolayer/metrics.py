@@ -102,7 +102,14 @@ def recall_at_k(x: Any, labels: Any, ks: tuple[int, ...] = (1, 2, 4, 8), *,
     similarity.fill_diagonal_(-torch.inf)
     if any(int(k) < 1 for k in ks):
         raise ValueError(f"ks must be >= 1, got {tuple(ks)}")
-    order = torch.sort(similarity, dim=1, descending=True, stable=True).indices
-    hits = labels[order[:, : n - 1]] == labels[:, None]  # the query itself sorts last
-    first_hit = torch.where(hits.any(1), hits.float().argmax(1) + 1, n)  # 1-based rank
+    # The rank of the first same-class item, without sorting (O(N^2), no log factor):
+    # 1 + the items strictly more similar than the best positive + those as similar
+    # with a lower index than the first positive at that similarity (a stable sort's order).
+    same = labels[:, None] == labels[None, :]
+    same.fill_diagonal_(False)
+    best = torch.where(same, similarity, -torch.inf).max(1, keepdim=True).values
+    index = torch.arange(n)
+    first_positive = torch.where(same & (similarity == best), index, n).min(1, keepdim=True).values
+    ahead = (similarity > best) | ((similarity == best) & (index < first_positive))
+    first_hit = torch.where(same.any(1), 1.0 + ahead.sum(1), torch.inf)
     return {int(k): float((first_hit <= int(k)).double().mean()) for k in ks}
