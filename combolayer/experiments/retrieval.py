@@ -32,15 +32,22 @@ ResNet). Metric: R@1 on the held-out classes (every test item queries all
 the others, cosine similarity), R@2, R@4, R@8 as extras; 3 seeds instead of
 the paper's 5. Compared: Identity with no projection, P_mean, P_norm and
 P_std, each with and without the noise margin, and Blackbox (no projection,
-the paper's headline row) with and without it. The noise margin is
+the paper's headline row) with and without it, and with P_std (the paper
+runs Blackbox with every projection). The noise margin is
 alpha = 0.01 on the projected scores; the library's P_std divides by the
 norm, sqrt(63) = 7.9 times the standard deviation the paper divides by, so
 this is about the paper's alpha = 0.1 (its table shows 0.001 to 0.1 changing
 Identity by under 1 point). Blackbox's lambda: the paper's 0.2 acts on ranks
 divided by the list length with the original code's loss scaling, which does
-not carry over to integer ranks, so lambda (per instance) was chosen by a
-sweep at this scale, 30 epochs and 2 seeds, on the held-out R@1: 0.03 ->
-0.531, 0.1 -> 0.554, 0.3 -> 0.545, 1.0 -> 0.524; 0.1 is used. The informed
+not carry over to integer ranks, so lambda (per instance) and the shared
+learning rate were chosen by sweeps on two draws of the task not used for
+the reported runs (seeds 10 and 11: other class centres, rotation and
+items), 30 epochs, held-out R@1. Blackbox at lr 1e-3: lambda 0.03 -> 0.562,
+0.1 -> 0.594, 0.3 -> 0.575, 1.0 -> 0.568; so 0.1. Learning rate (Identity
+P_std / Blackbox): 3e-4 -> 0.481 / 0.519, 1e-3 -> 0.463 / 0.594, 3e-3 ->
+0.372 / 0.583. One rate for both methods, as in the paper: 1e-3; Identity's
+own best, 3e-4, is 0.02 higher on these draws (within the seed spread of
+about 0.09) and still well below Blackbox. The informed
 margin of the paper's table needs a 0/1 solution and does not apply to ranks
 in this library (`cl.Margin` is for binary problems), so it is not run.
 """
@@ -81,7 +88,7 @@ class Config(ExperimentConfig):
     # Training. Paper: Adam, lr 5e-7 (pretrained backbone), weight decay 4e-4, lr x0.3
     # after epoch 35 of 80, embedding layer lr x3, batches of 128 (+ 3 batches of memory).
     epochs: int = 30  # paper 80
-    lr: float = 1e-3  # paper 5e-7 for a pretrained ResNet; a fresh MLP needs a larger one
+    lr: float = 1e-3  # paper 5e-7 (pretrained ResNet); here by a sweep, see the docstring
     weight_decay: float = 4e-4  # paper
     lr_drop_epoch: int = 13  # paper: epoch 35 of 80, the same fraction of the run
     lr_drop: float = 0.3  # paper: the learning rate drops by 70%
@@ -180,15 +187,18 @@ class RetrievalNet(nn.Module):
 
 def variants(config: Config) -> list[Variant]:
     """Identity with each projection, with and without the noise margin; Blackbox
-    (no projection, the paper's headline row) with and without it."""
+    (no projection, the paper's headline row) with and without it, and with P_std."""
     out = []
     for projection in config.projections:
         for alpha in (0.0, config.noise):
             out.append(Variant("identity", projection, alpha, "noise" if alpha else None,
                                options={"method": "identity"}))
+    blackbox = {"method": cl.Blackbox(lam=config.blackbox_lam)}
     for alpha in (0.0, config.noise):
         out.append(Variant("blackbox", "none", alpha, "noise" if alpha else None,
-                           options={"method": cl.Blackbox(lam=config.blackbox_lam)}))
+                           options=blackbox))
+    if "std" in config.projections:
+        out.append(Variant("blackbox", "std", 0.0, None, options=blackbox))
     return out
 
 
@@ -311,6 +321,11 @@ def claims(config: Config, runs: core.Runs) -> list[core.Claim]:
         out.append(core.claim_on_par(
             "...but only slightly: Identity with P_std is within 0.05 R@1 of Blackbox "
             "(CUB: 2.4 points)", runs, identity["std"], blackbox, METRIC, tolerance=0.05))
+    if ("blackbox", "std", False) in by:
+        out.append(core.claim_on_par(
+            "Blackbox needs no projection: with P_std it is on par with none (CUB: 62.4 vs "
+            "62.6; here within 0.03)", runs, by[("blackbox", "std", False)], blackbox, METRIC,
+            tolerance=0.03))
     parts, evidence = [], []
     for projection, variant in identity.items():
         noisy = by[("identity", projection, True)]
