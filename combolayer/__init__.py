@@ -1,6 +1,6 @@
 """combolayer: combinatorial solvers as differentiable PyTorch layers."""
 
-from . import backends, data, losses, metrics, problems, transforms
+from . import backends, data, losses, metrics, problems, retrieval, transforms
 from .analysis import AffineHull, analyze
 from .backends import BackendConfig, make_solver
 from .errors import (
@@ -41,5 +41,6 @@ __all__ = [
     "make_solver",
     "metrics",
     "problems",
+    "retrieval",
     "transforms",
 ]

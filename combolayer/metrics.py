@@ -70,3 +70,49 @@ def cost_ratio(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None 
     value, best, _ = _objectives(spec, cost_true, y_pred, solver, backend, y_true,
                                  "cost_ratio")
     return value / best
+
+
+def recall_at_k(x: Any, labels: Any, ks: tuple[int, ...] = (1, 2, 4, 8), *,
+                input: str = "auto") -> dict[int, float]:
+    """Retrieval recall at K: the fraction of queries with a same-class item among
+    the K items most similar to them (the query itself excluded).
+
+    Every item queries all the others, as in the usual CUB/SOP evaluation (the
+    paper's ``R@K``). ``x`` is either ``(N, D)`` embeddings, compared by cosine
+    similarity, or an ``(N, N)`` similarity matrix (higher = more similar);
+    ``input="auto"`` takes a square ``(N, N)`` input with ``N = len(labels)`` as
+    similarities, so pass ``input="embeddings"`` when ``D == N``. Ties go to the
+    lower index (a stable sort), so the result does not depend on the platform.
+    Queries whose class has no other item can never score and still count.
+
+    Returns ``{K: recall}`` with floats in [0, 1].
+    """
+    from .retrieval import cosine_similarities
+
+    x = torch.as_tensor(x).detach().to("cpu", torch.float64)
+    labels = torch.as_tensor(labels).detach().cpu()
+    n = labels.shape[0] if labels.ndim == 1 else -1
+    if labels.ndim != 1 or x.ndim != 2 or x.shape[0] != n:
+        raise ValueError(f"recall_at_k needs labels (N,) and x (N, D) or (N, N); got labels "
+                         f"{tuple(labels.shape)} and x {tuple(x.shape)}")
+    if input not in ("auto", "embeddings", "similarities"):
+        raise ValueError(f"input must be 'auto', 'embeddings' or 'similarities', got {input!r}")
+    if input == "similarities" and x.shape[1] != n:
+        raise ValueError(f"similarities must be (N, N) = ({n}, {n}), got {tuple(x.shape)}")
+    is_similarity = input == "similarities" or (input == "auto" and x.shape[1] == n)
+    similarity = x if is_similarity else cosine_similarities(x)
+    similarity = similarity.clone()
+    similarity.fill_diagonal_(-torch.inf)
+    if any(int(k) < 1 for k in ks):
+        raise ValueError(f"ks must be >= 1, got {tuple(ks)}")
+    # The rank of the first same-class item, without sorting (O(N^2), no log factor):
+    # 1 + the items strictly more similar than the best positive + those as similar
+    # with a lower index than the first positive at that similarity (a stable sort's order).
+    same = labels[:, None] == labels[None, :]
+    same.fill_diagonal_(False)
+    best = torch.where(same, similarity, -torch.inf).max(1, keepdim=True).values
+    index = torch.arange(n)
+    first_positive = torch.where(same & (similarity == best), index, n).min(1, keepdim=True).values
+    ahead = (similarity > best) | ((similarity == best) & (index < first_positive))
+    first_hit = torch.where(same.any(1), 1.0 + ahead.sum(1), torch.inf)
+    return {int(k): float((first_hit <= int(k)).double().mean()) for k in ks}
