@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
+from .analysis import analyze
 from .backends.config import BackendConfig
 from .backends.registry import make_solver
 from .backends.solver import check_costs
@@ -18,7 +20,7 @@ from .noise import SignNoise
 from .projections import make_projection
 from .schedules import Schedule, make_schedule
 from .specs import Spec
-from .transforms import Transform
+from .transforms import NORM_EPS, Transform
 
 
 class ComboLayer(nn.Module):
@@ -67,7 +69,14 @@ class ComboLayer(nn.Module):
         self.noise_schedule = (None if noise_schedule is None else
                                make_schedule(noise_schedule, self.noise_level))
         self.generator = generator
-        self._solve = self.method.build(self.solver)
+        # Problems that need non-negative costs (shortest paths on graphs with
+        # cycles): the solver must be able to take what the layer gives it.
+        floor = self.spec.nonnegative_costs()
+        self._floor = None if floor is None else torch.as_tensor(floor)
+        self._normals = (torch.tensor(analyze(self.spec).normals)
+                         if floor is not None and projection in ("plane", "auto") else None)
+        solver = self.solver if floor is None else _ClipPerturbations(self.solver, self._floor)
+        self._solve = self.method.build(solver)
 
     @classmethod
     def from_config(cls, source: str | os.PathLike | dict) -> ComboLayer:
@@ -107,6 +116,33 @@ class ComboLayer(nn.Module):
         """The current margin noise ``alpha`` (0 when there is none)."""
         return float(getattr(self.noise, "alpha", 0.0)) if self.noise is not None else 0.0
 
+    def _hull_offset(self, w: Tensor, u: Tensor) -> Tensor:
+        """A constant that gives the solver the cost before the hull step, and the check
+        that this cost is one the problem accepts (:meth:`Spec.nonnegative_costs`).
+
+        ``"plane"`` and ``"auto"`` remove the components of ``w`` along directions on
+        which every solution has the same objective, then ``"auto"`` scales by a
+        positive factor: ``s * w`` has the argmin of ``P(w)`` and the signs of
+        ``w``. The solver sees ``s * w`` while gradients flow through ``P(w)``
+        unchanged, so a positive cost stays one that Dijkstra can take.
+        """
+        with torch.no_grad():
+            offset = torch.zeros((), dtype=u.dtype, device=u.device)
+            n = self.spec.num_outputs
+            flat_w = w.reshape(-1, n)
+            if self._normals is not None:
+                basis = self._normals.to(dtype=w.dtype, device=w.device)
+                removed = (flat_w @ basis.T) @ basis
+                scale = u.reshape(-1, n).norm(dim=-1, keepdim=True) / (
+                    (flat_w - removed).norm(dim=-1, keepdim=True).clamp_min(NORM_EPS))
+                offset = (self.solver.sign * scale * removed).reshape(u.shape)
+            given = (self.solver.sign * u + offset).reshape(-1, n)[:, self._floor.to(w.device)]
+            if (given < 0).any():
+                b, j = (given < 0).nonzero()[0].tolist()
+                raise self.spec.negative_cost_error(
+                    f"w after projection, instance {b}, value {float(given[b, j]):.4g}")
+        return offset
+
     def extra_repr(self) -> str:
         return f"{self.spec.label}, method={self.method}, backend={self.solver.backend!r}"
 
@@ -120,11 +156,47 @@ class ComboLayer(nn.Module):
             raise TypeError(f"w must be a floating-point tensor, got {w.dtype}: pass w.float()")
         check_costs(self.spec, w, "w")
         u = self.projection(w)
-        if self.training and self.noise is not None:
-            u = u + self.noise.sample(u.shape, generator=self.generator).to(u)
         costs = self.solver.sign * u  # the objective sense, folded in once
+        if self._floor is not None:
+            costs = costs + self._hull_offset(w, u)
+        if self.training and self.noise is not None:
+            costs = costs + self.solver.sign * self.noise.sample(
+                u.shape, generator=self.generator).to(u)
         needs_grad = torch.is_grad_enabled() and costs.requires_grad
         if target is not None:
             check_costs(self.spec, target, "target")
             target = target.to(costs)
         return self._solve(costs, target=target, needs_grad=needs_grad, training=self.training)
+
+
+class _ClipPerturbations:
+    """The layer's solver for problems that need non-negative costs: the user's cost is
+    checked in ``forward``, so a negative entry here comes from the layer's own noise or
+    an estimator's step (Blackbox's ``c + lam dL/dy``, a perturbation). It is set to 0,
+    with a warning the first time."""
+
+    def __init__(self, solver: Any, floor: Tensor) -> None:
+        self._solver = solver
+        self._floor = floor
+        self._warned = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._solver, name)
+
+    def solve_min(self, costs: Any) -> Any:
+        n = self._solver.num_outputs
+        flat = costs.reshape(-1, n)
+        floor = self._floor.to(flat.device) if isinstance(flat, Tensor) else self._floor.numpy()
+        negative = (flat[:, floor] < 0).any()
+        if bool(negative):
+            if not self._warned:
+                warnings.warn(f"{self._solver.spec.label}: the layer's noise or the estimator's "
+                              "step made some costs negative, which this problem cannot take; "
+                              "they are set to 0 (warned once per layer)", RuntimeWarning,
+                              stacklevel=3)
+                self._warned = True
+            flat = flat.clone() if isinstance(flat, Tensor) else flat.copy()
+            flat[:, floor] = flat[:, floor].clamp_min(0) if isinstance(flat, Tensor) else \
+                np.maximum(flat[:, floor], 0)
+            costs = flat.reshape(costs.shape)
+        return self._solver.solve_min(costs)

@@ -101,6 +101,19 @@ class Spec(_Validated):
     def to_ilp(self) -> ILP:
         raise NotImplementedError
 
+    def nonnegative_costs(self) -> np.ndarray | None:
+        """The flat cost entries that must be >= 0 for this problem to be well posed
+        (a boolean mask over ``num_outputs``), or None when any sign is fine.
+
+        A layer refuses a user's cost that breaks it (``negative_cost_error``) and
+        clips the negatives its own noise or a Blackbox step creates, warning once.
+        """
+        return None
+
+    def negative_cost_error(self, where: str) -> ValueError:
+        """The error for a cost that breaks :meth:`nonnegative_costs` at ``where``."""
+        return ValueError(f"{self.label} needs non-negative costs, got a negative one ({where})")
+
     def to_canonical(self, lazy: bool = True) -> CanonicalForm:
         """The matrix form solvers compile. ``lazy=False`` asks for a form without
         lazily separated constraints, for backends that cannot separate them."""

@@ -225,3 +225,56 @@ def test_specs_from_text_have_a_size_limit_that_trusted_input_can_lift():
     assert time.perf_counter() - start < 5
     assert cl.load_spec("kind: ilp\nshape: [20]\n", max_variables=None).num_outputs == 20
     assert cl.load_spec('{"kind": "tsp", "num_nodes": 4000}', max_variables=None).num_nodes == 4000
+
+
+# -- the projection never changes which backend can solve the problem ----------------
+
+
+def test_the_default_layer_solves_positive_costs_on_graphs_with_cycles():
+    # "auto" made these costs negative, and the default Dijkstra refused them
+    # (52 of 183 random cyclic graphs in the review).
+    from test_problems import enumerate_solutions, random_cyclic_graph
+
+    rng = np.random.default_rng(7)
+    checked = 0
+    for _ in range(40):
+        spec = random_cyclic_graph(rng, n=5, m=int(rng.integers(6, 11)),
+                                   directed=bool(rng.integers(0, 2)))
+        solutions = enumerate_solutions(spec)
+        w = torch.tensor(rng.random((8, *spec.cost_shape)) + 0.05)
+        for projection in ("auto", "plane"):
+            layer = cl.ComboLayer(spec, projection=projection)
+            assert layer.solver.backend == "scipy"  # Dijkstra, as before the projection
+            y = layer(w).numpy()
+            best = (solutions @ w.numpy().T).min(axis=0)
+            np.testing.assert_allclose((y * w.numpy()).sum(1), best, atol=1e-9)
+            checked += len(w)
+    assert checked == 640
+    spec = cl.problems.ShortestPath(num_nodes=3, edges=[(0, 1), (1, 0), (1, 2), (0, 2), (2, 1)],
+                                    source=0, target=2)
+    w = torch.tensor([1.0173, 0.6269, 0.8371, 0.1991, 0.4562])
+    assert cl.ComboLayer(spec)(w).tolist() == [0, 0, 0, 1, 0]
+
+
+def test_a_negative_user_cost_still_raises_the_specs_error():
+    spec = cl.problems.ShortestPath.grid(4, 4)
+    w = torch.ones(2, 4, 4)
+    w[1, 2, 1] = -0.5
+    with pytest.raises(ValueError, match=r"got negative costs \(w after projection, instance 1"):
+        cl.ComboLayer(spec, projection="none")(w)
+
+
+def test_noise_and_blackbox_steps_on_a_vertex_grid_are_clipped_with_one_warning():
+    # The paper's Warcraft setting: Blackbox (lam 20) perturbs vertex costs, which
+    # turn negative; the default Dijkstra would raise on them.
+    spec = cl.problems.ShortestPath.grid(6, 6)
+    layer = cl.ComboLayer(spec, method=cl.Blackbox(lam=20.0), projection="none", noise=0.5)
+    w = torch.rand(4, 6, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    w = (w + 0.01).requires_grad_()
+    target = cl.make_solver(spec).solve(torch.rand(4, 6, 6, dtype=torch.float64))
+    with pytest.warns(RuntimeWarning, match="made some costs negative.*set to 0") as record:
+        y = layer(w)
+        (y - target).abs().sum().backward()
+        layer(w)
+    assert len([r for r in record if "made some costs negative" in str(r.message)]) == 1
+    assert torch.isfinite(w.grad).all() and w.grad.abs().sum() > 0

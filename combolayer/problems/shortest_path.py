@@ -51,13 +51,25 @@ def topological_order(num_nodes: int, tails: np.ndarray, heads: np.ndarray) -> n
     return np.asarray(order, dtype=np.int64) if len(order) == num_nodes else None
 
 
-def _negative_cost_error(spec: ShortestPath | GridShortestPath, where: str) -> ValueError:
-    return ValueError(
-        f"{spec.label} got negative costs ({where}) on a graph with cycles, where the "
-        "cheapest path is not computable by Dijkstra (and NP-hard in general). Fix: make "
-        "the costs non-negative (e.g. softplus or a shift in your model), or build the spec "
-        "with negative_costs='clip' to set them to 0, or use an acyclic graph"
-    )
+class _NonnegativeOnCycles:
+    """What both shortest-path specs share about signs: on a graph with cycles
+    (and ``negative_costs="error"``) costs must be non-negative."""
+
+    negative_costs: NegativeCosts
+
+    def _checked(self) -> np.ndarray | None:
+        raise NotImplementedError
+
+    def nonnegative_costs(self) -> np.ndarray | None:
+        return None if self.negative_costs == "clip" else self._checked()
+
+    def negative_cost_error(self, where: str) -> ValueError:
+        return ValueError(
+            f"{self.label} got negative costs ({where}) on a graph with cycles, where the "
+            "cheapest path is not computable by Dijkstra (and NP-hard in general). Fix: make "
+            "the costs non-negative (e.g. softplus or a shift in your model), or build the "
+            "spec with negative_costs='clip' to set them to 0, or use an acyclic graph"
+        )
 
 
 def clip_negative_costs(spec: ShortestPath | GridShortestPath, weights: np.ndarray,
@@ -69,7 +81,7 @@ def clip_negative_costs(spec: ShortestPath | GridShortestPath, weights: np.ndarr
     if (part < 0).any():
         if spec.negative_costs == "error":
             b, j = np.argwhere(part < 0)[0]
-            raise _negative_cost_error(spec, f"instance {b}, value {part[b, j]:.4g}")
+            raise spec.negative_cost_error(f"instance {b}, value {part[b, j]:.4g}")
         weights = weights.copy()
         weights[:, checked] = np.maximum(part, 0.0)
     return weights
@@ -77,7 +89,7 @@ def clip_negative_costs(spec: ShortestPath | GridShortestPath, weights: np.ndarr
 
 
 @register_spec
-class ShortestPath(Spec):
+class ShortestPath(_NonnegativeOnCycles, Spec):
     """A cheapest source-target path in a graph with edge costs ``(num_edges,)``.
 
     ``y`` is the 0/1 indicator of the path's edges. ``directed=False`` lets every
@@ -149,6 +161,12 @@ class ShortestPath(Spec):
         e = np.asarray(self.edges, dtype=np.int64).reshape(-1, 2)
         return e[:, 0], e[:, 1]
 
+    def _checked(self) -> np.ndarray | None:
+        tails, heads = self.arrays
+        if self.directed and topological_order(self.num_nodes, tails, heads) is not None:
+            return None  # acyclic: any costs
+        return np.ones(len(self.edges), dtype=bool)
+
     def to_ilp(self) -> ILP:
         tails, heads = self.arrays
         m = len(tails)
@@ -177,7 +195,7 @@ _MOVES = {
 
 
 @register_spec
-class GridShortestPath(Spec):
+class GridShortestPath(_NonnegativeOnCycles, Spec):
     """A cheapest path on a ``rows x cols`` grid with vertex costs ``(rows, cols)``.
 
     ``y`` is the 0/1 indicator of the vertices on the path, source and target
@@ -228,6 +246,12 @@ class GridShortestPath(Spec):
     @property
     def source_index(self) -> int:
         return self.source[0] * self.cols + self.source[1]
+
+    def _checked(self) -> np.ndarray:
+        # The source and target lie on every path: their costs never change the choice.
+        inner = np.ones(self.rows * self.cols, dtype=bool)
+        inner[[self.source_index, self.target_index]] = False
+        return inner
 
     @property
     def target_index(self) -> int:
