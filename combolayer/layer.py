@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from typing import Any
 
 import torch
@@ -15,6 +17,8 @@ from .estimators import Estimator, resolve_method
 from .io import load_spec, read_mapping
 from .specs import Spec
 from .transforms import SignNoise, Transform, make_projection
+
+logger = logging.getLogger(__name__)
 
 
 class ComboLayer(nn.Module):
@@ -52,6 +56,9 @@ class ComboLayer(nn.Module):
         self.solver = make_solver(self.spec, backend)
         self.method = resolve_method(method)
         self.projection = make_projection(projection, self.spec)
+        self._projection_name = (
+            projection if isinstance(projection, str) else getattr(projection, "__name__", "custom")
+        )
         if isinstance(noise, (int, float)):
             if noise < 0:
                 raise ValueError(f"noise must be >= 0, got {noise}")
@@ -59,6 +66,7 @@ class ComboLayer(nn.Module):
         self.noise = noise
         self.generator = generator
         self._solve = self.method.build(self.solver)
+        logger.debug("ComboLayer(%s): backend %r chosen", self.spec.label, self.solver.backend)
 
     @classmethod
     def from_config(cls, source: str | os.PathLike | dict) -> ComboLayer:
@@ -74,7 +82,13 @@ class ComboLayer(nn.Module):
         return cls(config.pop("problem"), **config)
 
     def extra_repr(self) -> str:
-        return f"{self.spec.label}, method={self.method}, backend={self.solver.backend!r}"
+        config = self.solver.config
+        noise = getattr(self.noise, "alpha", self.noise) if self.noise is not None else 0.0
+        return (
+            f"{self.spec.label}, method={self.method}, projection={self._projection_name!r}, "
+            f"noise={noise}, backend={self.solver.backend!r}, "
+            f"time_limit={config.time_limit}, workers={config.workers}"
+        )
 
     def forward(self, w: Tensor, target: Tensor | None = None) -> Tensor:
         check_costs(self.spec, w, "w")
@@ -86,4 +100,11 @@ class ComboLayer(nn.Module):
         if target is not None:
             check_costs(self.spec, target, "target")
             target = target.to(costs)
-        return self._solve(costs, target=target, needs_grad=needs_grad, training=self.training)
+        if not logger.isEnabledFor(logging.DEBUG):
+            return self._solve(costs, target=target, needs_grad=needs_grad, training=self.training)
+        start = time.perf_counter()
+        y = self._solve(costs, target=target, needs_grad=needs_grad, training=self.training)
+        logger.debug("%s: batch of %d solved on %r in %.4f s", self.spec.label,
+                     y.numel() // self.spec.num_outputs, self.solver.backend,
+                     time.perf_counter() - start)
+        return y

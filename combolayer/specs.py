@@ -250,6 +250,15 @@ class ILP(Spec):
 
         return ilp_from_cvxpy(problem, cost)
 
+    @classmethod
+    def from_file(cls, path: Any) -> ILP:
+        """The ILP in an MPS or LP file, read by HiGHS: bounds, integrality, the
+        objective sense and row names kept; ``shape = [num_vars]``; the file's
+        objective is attached as ``spec.default_cost``. See :mod:`combolayer.files`."""
+        from .files import from_file
+
+        return from_file(path)
+
     def to_matrices(self) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix, np.ndarray]:
         """``(A_ub, b_ub, A_eq, b_eq)``; ``>=`` rows are negated into ``A_ub``."""
         return self._matrices
