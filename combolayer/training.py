@@ -29,6 +29,8 @@ from .io import read_mapping
 from .layer import ComboLayer
 from .losses import FenchelYoungLoss, SPOPlusLoss, hamming
 
+#: The training losses ``loss`` may name.
+LOSSES = ("hamming", "regret", "spo+", "fenchel_young")
 #: The built-in data generators ``data.name`` may name (PyEPO's formulas).
 GENERATORS = ("shortest_path", "knapsack", "tsp")
 #: Generator arguments the config does not set: the count comes from
@@ -121,9 +123,10 @@ class TrainConfig(_Strict):
             file). Built-in generators bring their own problem.
         layer: a :class:`LayerConfig`.
         model: a :class:`ModelConfig`.
-        loss: ``"hamming"`` through the layer (default), or ``"spo+"`` /
-            ``"fenchel_young"``, which hold their own solver (the layer then only
-            decides at test time).
+        loss: through the layer, ``"hamming"`` (default) or ``"regret"`` (the
+            decision's regret under the true costs, PyEPO's ``lossfunc="r"``); or
+            ``"spo+"`` / ``"fenchel_young"``, which hold their own solver (the layer
+            then only decides at test time).
         epochs, lr, batch_size, seed: the optimisation (Adam).
         num_train, num_test: instances to train and test on. Default: 1000 each
             for generators; for ``npz`` the first 80% train and the rest test.
@@ -135,7 +138,7 @@ class TrainConfig(_Strict):
     problem: str | dict[str, Any] | None = None
     layer: LayerConfig = LayerConfig()
     model: ModelConfig = ModelConfig()
-    loss: Literal["hamming", "spo+", "fenchel_young"] = "hamming"
+    loss: Literal["hamming", "regret", "spo+", "fenchel_young"] = "hamming"
     epochs: int = Field(20, ge=1)
     lr: float = Field(1e-2, gt=0.0)
     batch_size: int = Field(32, ge=1)
@@ -359,7 +362,8 @@ def fit(
         train, test: :class:`combolayer.data.Data` splits.
         model: features ``(B, p)`` -> costs ``(B, *cost_shape)``; default linear.
             Trained in place.
-        loss: ``"hamming"`` (through the layer), ``"spo+"`` or ``"fenchel_young"``.
+        loss: one of :data:`LOSSES`: ``"hamming"`` or ``"regret"`` (through the
+            layer), ``"spo+"`` or ``"fenchel_young"``.
 
     The Hamming loss is PyEPO's form, linear in y: its gradient is nonzero on
     correct outputs too, unlike ``|y - y_true|``, whose gradient vanishes there
@@ -399,13 +403,18 @@ def fit(
 def _criterion(loss: str, layer: ComboLayer):
     if loss == "hamming":
         return lambda w, c, y_true: hamming(layer(w), y_true)
+    if loss == "regret":
+        from .backends.solver import inner
+
+        k, sign = len(layer.spec.cost_shape), layer.solver.sign
+        return lambda w, c, y_true: (sign * inner(c, layer(w) - y_true, k)).mean()
     if loss == "spo+":
         spo = SPOPlusLoss(layer.spec, backend=layer.solver)
         return lambda w, c, y_true: spo(w, c, y_true)
     if loss == "fenchel_young":
         fy = FenchelYoungLoss(layer.spec, backend=layer.solver)
         return lambda w, c, y_true: fy(w, y_true)
-    raise ConfigError(f"unknown loss {loss!r}: expected 'hamming', 'spo+' or 'fenchel_young'")
+    raise ConfigError(f"unknown loss {loss!r}: expected one of {list(LOSSES)}")
 
 
 def save_plot(histories: list[History], path: Path, title: str = "") -> Path | None:
