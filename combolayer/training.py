@@ -359,7 +359,8 @@ def fit(
 
     Args:
         layer: the layer the model's costs go through.
-        train, test: :class:`combolayer.data.Data` splits.
+        train: the :class:`combolayer.data.Data` split to train on.
+        test: the split the regret is measured on after each epoch.
         model: features ``(B, p)`` -> costs ``(B, *cost_shape)``; default linear.
             Trained in place.
         loss: one of :data:`LOSSES`: ``"hamming"`` or ``"regret"`` (through the
