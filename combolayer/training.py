@@ -14,13 +14,21 @@ import json
 import math
 import os
 import time
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 from torch import nn
 from tqdm.auto import tqdm
 
@@ -81,10 +89,17 @@ class DataConfig(BaseModel):
             return self
         parameters = inspect.signature(getattr(datasets, self.name)).parameters
         allowed = [p for p in parameters if p not in _NOT_CONFIGURABLE]
+        hints = typing.get_type_hints(getattr(datasets, self.name))
         for key in extra:
             if key not in allowed:
                 raise ValueError(f"unknown key {key!r} for {self.name}{_did_you_mean(key, allowed)}"
                                  f"; expected some of {allowed}")
+            try:  # the generator's own annotations: grid: tuple[int, int], deg: int, ...
+                self.model_extra[key] = TypeAdapter(hints[key]).validate_python(
+                    self.model_extra[key])
+            except ValidationError as error:
+                message = error.errors()[0]["msg"]
+                raise ValueError(f"{key}: {message} (got {self.model_extra[key]!r})") from None
         missing = [p for p in allowed if parameters[p].default is inspect.Parameter.empty
                    and p not in extra]
         if missing:
@@ -242,10 +257,8 @@ def load_data(config: TrainConfig) -> tuple[datasets.Data, datasets.Data]:
         num_train = config.num_train or 1000
         num_test = config.num_test or 1000
         generator = getattr(datasets, config.data.name)
-        options = dict(config.data.options)
-        if "grid" in options:
-            options["grid"] = tuple(options["grid"])
-        data = generator(num_data=num_train + num_test, backend=config.layer.backend, **options)
+        data = generator(num_data=num_train + num_test, backend=config.layer.backend,
+                         **config.data.options)
         return data.split(num_train)
     return _npz_data(config)
 

@@ -26,6 +26,8 @@ SMALL = {"data": {"name": "shortest_path", "num_features": 5, "grid": [3, 3], "d
     ({**SMALL, "data": {"name": "shortest_path", "num_features": 5, "degg": 2}},
      "unknown key 'degg' for shortest_path (did you mean 'deg'?)"),
     ({**SMALL, "data": {"name": "knapsack", "num_features": 5}}, "knapsack needs ['num_items']"),
+    ({**SMALL, "data": {"name": "shortest_path", "num_features": 5, "grid": 5}},
+     "data: grid: Input should be a valid tuple (got 5)"),
     ({**SMALL, "data": {}}, "needs exactly one of 'name'"),
     ({**SMALL, "data": {"npz": "x.npz"}}, "'problem' is required with npz data"),
     ({**SMALL, "epochs": 0}, "epochs: Input should be greater than or equal to 1"),
