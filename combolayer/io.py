@@ -64,8 +64,26 @@ def _read_text(source: str | os.PathLike) -> tuple[str, str]:
 def load_spec(source: Spec | str | os.PathLike | dict) -> Spec:
     """Read a spec from a YAML/JSON file path, a YAML/JSON string or a dict.
 
-    ``spec.model_dump_json()`` round-trips through it. Raises
-    :class:`~combolayer.SpecError` on malformed text, unknown kinds or invalid fields.
+    ``spec.model_dump_json()`` round-trips through it. Loading never evaluates
+    code (``yaml.safe_load``, no pickle). MPS/LP files go through
+    :meth:`combolayer.ILP.from_file` instead.
+
+    Args:
+        source: a spec (returned as is), a path, a YAML/JSON string, or a dict
+            with a ``kind`` tag (``"ilp"``, ``"shortest_path"``, ``"tsp"``, ...).
+
+    Returns:
+        The spec: an :class:`~combolayer.ILP` or a problem from
+        :mod:`combolayer.problems`.
+
+    Raises:
+        SpecError: malformed text, a missing file, an unknown kind or an invalid
+            field (the message names it).
+
+    Examples:
+        >>> import combolayer as cl
+        >>> cl.load_spec("{kind: topk, n: 5, k: 2}").label
+        'TopK(n=5, k=2)'
     """
     if isinstance(source, Spec):
         return source

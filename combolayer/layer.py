@@ -39,7 +39,22 @@ class ComboLayer(nn.Module):
             reproduce a run).
 
     Everything is compiled here, once; ``forward`` only checks, transforms and
-    dispatches.
+    dispatches. Costs and solutions have shape ``(*batch, *spec.cost_shape)``.
+
+    Raises:
+        SpecError: ``spec`` is invalid.
+        BackendUnavailable: the backend's package is missing or it cannot solve
+            ``spec``; the message names backends that can.
+        ValueError: an unknown method or projection, or ``noise < 0``.
+
+    Examples:
+        >>> import torch, combolayer as cl
+        >>> layer = cl.ComboLayer(cl.problems.TopK(n=4, k=2), projection="auto")
+        >>> w = torch.tensor([[0.1, 0.9, 0.5, 0.2]], requires_grad=True)
+        >>> y = layer(w)
+        >>> y.tolist()
+        [[0.0, 1.0, 1.0, 0.0]]
+        >>> (y * torch.tensor([1.0, 0, 0, 0])).sum().backward()  # w.grad: the identity gradient
     """
 
     def __init__(
@@ -70,7 +85,15 @@ class ComboLayer(nn.Module):
 
     @classmethod
     def from_config(cls, source: str | os.PathLike | dict) -> ComboLayer:
-        """Build from a dict or YAML/JSON with keys problem, method, projection, noise, backend."""
+        """Build from a dict or YAML/JSON with keys problem, method, projection, noise, backend.
+
+        Raises:
+            ValueError: ``problem`` is missing or a key is unknown.
+
+        Examples:
+            >>> layer = cl.ComboLayer.from_config(
+            ...     {"problem": {"kind": "topk", "n": 5, "k": 2}, "method": "blackbox"})
+        """
         config = dict(read_mapping(source, what="layer config"))
         known = {"problem", "method", "projection", "noise", "backend"}
         unknown = set(config) - known
@@ -91,6 +114,23 @@ class ComboLayer(nn.Module):
         )
 
     def forward(self, w: Tensor, target: Tensor | None = None) -> Tensor:
+        """Solve for costs ``w``; the backward pass is the estimator's.
+
+        Args:
+            w: costs of shape ``(*batch, *cost_shape)``, any float dtype and device.
+            target: the true solutions, same shape, for estimators that use one
+                (the informed margin); ignored by the others.
+
+        Returns:
+            The optimal solutions, with the shape, dtype and device of ``w``.
+
+        Raises:
+            ValueError: ``w`` (or ``target``) has NaN/inf or a trailing shape other
+                than ``cost_shape``; the message names expected and got.
+            InfeasibleError: the problem has no feasible solution.
+            SolverError: the solver failed (time limit without a solution, a
+                crashed worker, ...).
+        """
         check_costs(self.spec, w, "w")
         u = self.projection(w)
         if self.training and self.noise is not None:
