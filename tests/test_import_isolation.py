@@ -29,10 +29,16 @@ BLOCK = textwrap.dedent("""
 
     for finder in sys.meta_path:
         if hasattr(finder, "find_spec"):
+            hiding = hide(finder)
+            if isinstance(finder, type):
+                # A class (PathFinder): a staticmethod, so that its instances hide
+                # too (dill, which torch imports when installed, calls
+                # PathFinder().find_spec).
+                hiding = staticmethod(hiding)
             try:
-                finder.find_spec = hide(finder)
+                finder.find_spec = hiding
             except (AttributeError, TypeError):  # a class-level finder: patch its class
-                setattr(finder, "find_spec", staticmethod(hide(finder)))
+                setattr(type(finder), "find_spec", staticmethod(hide(finder)))
     try:
         __import__(BLOCKED)
     except ImportError:
