@@ -43,7 +43,9 @@ def solve(args: argparse.Namespace) -> int:
     nothing else, so the output pipes into ``jq``; the spec and backend line goes
     to stderr. Without ``--costs``, an MPS/LP file's own objective is solved.
     """
+    import logging
     import sys
+    import time
 
     from .backends.registry import make_solver
     from .backends.solver import inner
@@ -62,7 +64,11 @@ def solve(args: argparse.Namespace) -> int:
     trailing = costs.shape[max(costs.ndim - len(shape), 0) :]
     if trailing != shape and costs.size % solver.num_outputs == 0:
         costs = costs.reshape(-1, *shape)  # one flat row per instance
+    start = time.perf_counter()
     y = solver.solve(costs)
+    logging.getLogger(__name__).debug(
+        "%s: %d cost rows solved on %r in %.4f s", solver.spec.label,
+        y.size // solver.num_outputs, solver.backend, time.perf_counter() - start)
     objective = inner(costs, y, len(shape))
     print(f"{solver.spec.label} on backend {solver.backend!r}", file=sys.stderr)
     print(json.dumps({"solution": y.tolist(), "objective": objective.tolist()}))
