@@ -56,7 +56,11 @@ def test_wheel_installs_into_a_fresh_venv_and_imports(tmp_path):
         "y = cl.make_solver(cl.problems.TopK(n=4, k=1)).solve(np.array([3.0, 1, 2, 0]))\n"
         "print(here, y.tolist())\n"
     )
-    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # only the wheel
+    # The checkout must not shadow the wheel; other PYTHONPATH entries (a plugin's
+    # source, say) stay.
+    kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if p and not (Path(p).resolve() / "combolayer" / "__init__.py").is_file()]
+    clean = {**os.environ, "PYTHONPATH": os.pathsep.join(kept)}
     out = subprocess.run([str(python), "-c", check], capture_output=True, text=True,
                          cwd=tmp_path, env=clean)
     assert out.returncode == 0, out.stderr
