@@ -53,6 +53,15 @@ lock: test-latest
 bench: install
 	$(PY) -m combolayer bench
 
+# The documentation site (MkDocs Material + mkdocstrings) in site/; --strict
+# turns every warning (a broken link, a docstring argument that is not in the
+# signature) into an error, as tests/test_docs.py does.
+docs: install
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
+docs-serve: install
+	$(VENV)/bin/mkdocs serve
+
 lint: install
 	$(VENV)/bin/ruff check combolayer tests benchmarks examples
 

@@ -1,5 +1,7 @@
 """combolayer: combinatorial solvers as differentiable PyTorch layers."""
 
+import logging as _logging
+
 from . import backends, data, losses, metrics, problems, retrieval, transforms
 from .analysis import AffineHull, analyze
 from .backends import BackendConfig, make_solver
@@ -16,6 +18,10 @@ from .layer import ComboLayer
 from .specs import ILP, Constraint
 
 __version__ = "0.1.0"
+
+# Quiet unless the application configures logging: the backend chosen and the
+# solver time per batch are logged at DEBUG under "combolayer".
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 __all__ = [
     "ILP",

@@ -119,9 +119,28 @@ class AffineHull:
 def analyze(spec: Spec, exact: bool = False) -> AffineHull:
     """The affine hull of ``spec``'s solutions: what the solver is invariant to.
 
-    ``exact=False`` uses the LP relaxation of the compact ILP (sound, may miss
-    equations that hold only for integer points); ``exact=True`` uses the MIP
-    solver to find the affine hull of the integer solutions (about ``2 N`` solves).
+    Args:
+        spec: a spec, or a dict / YAML / JSON of one.
+        exact: ``False`` uses the LP relaxation of the compact ILP (sound: every
+            equation found holds for every integer solution, but it may miss
+            equations that hold only for integer points); ``True`` uses the MIP
+            solver to find the affine hull of the integer solutions (about
+            ``2 N`` solves).
+
+    Returns:
+        An :class:`AffineHull`: ``normals`` ``(r, N)`` with orthonormal rows,
+        ``offsets`` ``(r,)``, ``dim = N - r``, the ``fixed`` outputs, and
+        ``project(w)`` for costs ``(..., *cost_shape)``. Cached per spec.
+
+    Raises:
+        SpecError: ``spec`` is invalid.
+        InfeasibleError: the problem has no feasible solution.
+
+    Examples:
+        >>> import combolayer as cl
+        >>> hull = cl.analyze(cl.problems.TopK(n=4, k=2))
+        >>> hull.dim, hull.normals.round(2).tolist()
+        (3, [[0.5, 0.5, 0.5, 0.5]])
     """
     spec = load_spec(spec)
     return _analyze(type(spec), spec.model_dump_json(), bool(exact))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 
 from .errors import ComboLayerError
@@ -14,7 +15,7 @@ COMMANDS = {
     "demo": ("combolayer.demo:main", "train on built-in shortest-path data (the main job)"),
     "solve": ("combolayer.commands:solve", "solve a spec for costs from a file"),
     "analyze": ("combolayer.commands:analyze", "print a spec's invariances"),
-    "train": ("combolayer.training:train", "train from a YAML/JSON config"),
+    "train": ("combolayer.training:train", "train a model through a layer from a YAML/JSON config"),
     "bench": ("combolayer.bench:main", "measure layer overhead against the raw solver"),
     "reproduce": ("combolayer.commands:reproduce", "run a paper experiment (--list)"),
 }
@@ -22,20 +23,33 @@ COMMANDS = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="combolayer", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="log the backend chosen and solver times to stderr (DEBUG)")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help=COMMANDS["demo"][1])
     demo.add_argument("--epochs", type=int, default=20)
     demo.add_argument("--out", default="runs/demo", help="folder for the plot and table")
     demo.add_argument("--seed", type=int, default=135)
-    solve = sub.add_parser("solve", help=COMMANDS["solve"][1])
-    solve.add_argument("spec")
-    solve.add_argument("--costs", required=True, help=".npy, .csv/.txt or .json array")
+    solve = sub.add_parser(
+        "solve", help=COMMANDS["solve"][1],
+        description="Solve SPEC for each cost row. Prints JSON {solution, objective} to "
+                    "stdout (pipe it to jq); everything else goes to stderr.")
+    solve.add_argument("spec", help=SPEC_HELP)
+    solve.add_argument("--costs", help=".npy, .csv/.txt or .json array (default for an "
+                                       "MPS/LP file: the file's objective)")
     solve.add_argument("--backend", default="auto")
     analyze = sub.add_parser("analyze", help=COMMANDS["analyze"][1])
-    analyze.add_argument("spec")
+    analyze.add_argument("spec", help=SPEC_HELP)
     analyze.add_argument("--exact", action="store_true")
-    train = sub.add_parser("train", help=COMMANDS["train"][1])
-    train.add_argument("config")
+    train = sub.add_parser(
+        "train", help=COMMANDS["train"][1],
+        description="Train a cost model through a ComboLayer on built-in PyEPO data or an "
+                    ".npz file, writing history.csv, regret.png and model.pt to the run "
+                    "directory.",
+        epilog="Every config key, with a full example: docs/training.md in the source, "
+               "the 'Training' page of the documentation site (make docs).")
+    train.add_argument("config", help="a YAML/JSON file (see docs/training.md)")
+    train.add_argument("--out", help="run directory (overrides the config's 'out')")
     bench = sub.add_parser("bench", help=COMMANDS["bench"][1])
     bench.add_argument("--batch", type=int, default=256)
     add_reproduce_arguments(sub.add_parser(
@@ -67,11 +81,29 @@ def add_reproduce_arguments(parser: argparse.ArgumentParser) -> None:
                         help="render docs/results.md from docs/results/*/results.json")
 
 
+SPEC_HELP = "a YAML/JSON spec file or string, or an MPS/LP model file (.mps, .lp)"
+
+
+def _read_model_files(args: argparse.Namespace) -> None:
+    """A SPEC naming an MPS/LP file becomes the ILP HiGHS reads from it."""
+    from .files import from_file, is_model_file
+
+    if isinstance(getattr(args, "spec", None), str) and is_model_file(args.spec):
+        args.spec = from_file(args.spec)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.verbose:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        logging.getLogger("combolayer").addHandler(handler)
+        logging.getLogger("combolayer").setLevel(logging.DEBUG)
     target, _ = COMMANDS[args.command]
     module, function = target.split(":")
     try:
+        if args.command in ("solve", "analyze"):
+            _read_model_files(args)
         return getattr(importlib.import_module(module), function)(args) or 0
     except (ComboLayerError, ValueError, OSError) as error:
         print(f"combolayer {args.command}: {type(error).__name__}: {error}", file=sys.stderr)

@@ -37,19 +37,40 @@ def load_costs(path: Path) -> np.ndarray:
 
 
 def solve(args: argparse.Namespace) -> int:
-    """``combolayer solve SPEC --costs FILE``: print the optimal solution of each cost row."""
+    """``combolayer solve SPEC [--costs FILE]``: the optimal solution of each cost row.
+
+    Prints one JSON object ``{"solution": ..., "objective": ...}`` to stdout and
+    nothing else, so the output pipes into ``jq``; the spec and backend line goes
+    to stderr. Without ``--costs``, an MPS/LP file's own objective is solved.
+    """
+    import logging
+    import sys
+    import time
+
     from .backends.registry import make_solver
     from .backends.solver import inner
 
     solver = make_solver(args.spec, args.backend)
-    costs = load_costs(Path(args.costs))
+    if args.costs is not None:
+        costs = load_costs(Path(args.costs))
+    elif getattr(solver.spec, "default_cost", None) is not None:
+        costs = np.asarray(solver.spec.default_cost, dtype=float)
+    else:
+        raise ValueError(
+            f"--costs is required for {solver.spec.label}: only MPS/LP files carry a "
+            "default cost (their objective)"
+        )
     shape = solver.cost_shape
     trailing = costs.shape[max(costs.ndim - len(shape), 0) :]
     if trailing != shape and costs.size % solver.num_outputs == 0:
         costs = costs.reshape(-1, *shape)  # one flat row per instance
+    start = time.perf_counter()
     y = solver.solve(costs)
+    logging.getLogger(__name__).debug(
+        "%s: %d cost rows solved on %r in %.4f s", solver.spec.label,
+        y.size // solver.num_outputs, solver.backend, time.perf_counter() - start)
     objective = inner(costs, y, len(shape))
-    print(f"{solver.spec.label} on backend {solver.backend!r}")
+    print(f"{solver.spec.label} on backend {solver.backend!r}", file=sys.stderr)
     print(json.dumps({"solution": y.tolist(), "objective": objective.tolist()}))
     return 0
 

@@ -86,10 +86,30 @@ def load_spec(source: Spec | str | os.PathLike | dict, *,
               max_variables: int | None = MAX_TEXT_VARIABLES) -> Spec:
     """Read a spec from a YAML/JSON file path, a YAML/JSON string or a dict.
 
-    ``spec.model_dump_json()`` round-trips through it. Raises
-    :class:`~combolayer.SpecError` on malformed text, unknown kinds or invalid
-    fields, and for text declaring more than ``max_variables`` variables
-    (default :data:`MAX_TEXT_VARIABLES`; ``None`` lifts the limit).
+    ``spec.model_dump_json()`` round-trips through it. Loading never evaluates
+    code (``yaml.safe_load``, no pickle). MPS/LP files go through
+    :meth:`combolayer.ILP.from_file` instead.
+
+    Args:
+        source: a spec (returned as is), a path, a YAML/JSON string, or a dict
+            with a ``kind`` tag (``"ilp"``, ``"shortest_path"``, ``"tsp"``, ...).
+
+    Returns:
+        The spec: an :class:`~combolayer.ILP` or a problem from
+        :mod:`combolayer.problems`.
+
+        max_variables: for text (a path or a YAML/JSON string), the most
+            variables a spec may declare (default :data:`MAX_TEXT_VARIABLES`);
+            ``None`` lifts the limit for trusted input.
+
+    Raises:
+        SpecError: malformed text, a missing file, an unknown kind, an invalid
+            field (the message names it), or text above ``max_variables``.
+
+    Examples:
+        >>> import combolayer as cl
+        >>> cl.load_spec("{kind: topk, n: 5, k: 2}").label
+        'TopK(n=5, k=2)'
     """
     if isinstance(source, Spec):
         return source

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 import warnings
 from typing import Any
 
@@ -21,6 +23,8 @@ from .projections import make_projection
 from .schedules import Schedule, make_schedule
 from .specs import Spec
 from .transforms import NORM_EPS, Transform
+
+logger = logging.getLogger(__name__)
 
 
 class ComboLayer(nn.Module):
@@ -47,7 +51,22 @@ class ComboLayer(nn.Module):
             reproduce a run).
 
     Everything is compiled here, once; ``forward`` only checks, transforms and
-    dispatches.
+    dispatches. Costs and solutions have shape ``(*batch, *spec.cost_shape)``.
+
+    Raises:
+        SpecError: ``spec`` is invalid.
+        BackendUnavailable: the backend's package is missing or it cannot solve
+            ``spec``; the message names backends that can.
+        ValueError: an unknown method or projection, or ``noise < 0``.
+
+    Examples:
+        >>> import torch, combolayer as cl
+        >>> layer = cl.ComboLayer(cl.problems.TopK(n=4, k=2), projection="auto")
+        >>> w = torch.tensor([[0.1, 0.9, 0.5, 0.2]], requires_grad=True)
+        >>> y = layer(w)
+        >>> y.tolist()
+        [[0.0, 1.0, 1.0, 0.0]]
+        >>> (y * torch.tensor([1.0, 0, 0, 0])).sum().backward()  # w.grad: the identity gradient
     """
 
     def __init__(
@@ -65,6 +84,9 @@ class ComboLayer(nn.Module):
         self.solver = make_solver(self.spec, backend)
         self.method = resolve_method(method)
         self.projection = make_projection(projection, self.spec)
+        self._projection_name = (
+            projection if isinstance(projection, str) else getattr(projection, "__name__", "custom")
+        )
         self.set_noise(noise)
         self.noise_schedule = (None if noise_schedule is None else
                                make_schedule(noise_schedule, self.noise_level))
@@ -77,10 +99,19 @@ class ComboLayer(nn.Module):
                          if floor is not None and projection in ("plane", "auto") else None)
         solver = self.solver if floor is None else _ClipPerturbations(self.solver, self._floor)
         self._solve = self.method.build(solver)
+        logger.debug("ComboLayer(%s): backend %r chosen", self.spec.label, self.solver.backend)
 
     @classmethod
     def from_config(cls, source: str | os.PathLike | dict) -> ComboLayer:
-        """Build from a dict or YAML/JSON with keys problem, method, projection, noise, backend."""
+        """Build from a dict or YAML/JSON with keys problem, method, projection, noise, backend.
+
+        Raises:
+            ValueError: ``problem`` is missing or a key is unknown.
+
+        Examples:
+            >>> layer = cl.ComboLayer.from_config(
+            ...     {"problem": {"kind": "topk", "n": 5, "k": 2}, "method": "blackbox"})
+        """
         config = dict(read_mapping(source, what="layer config"))
         known = {"problem", "method", "projection", "noise", "backend", "noise_schedule"}
         unknown = set(config) - known
@@ -144,9 +175,33 @@ class ComboLayer(nn.Module):
         return offset
 
     def extra_repr(self) -> str:
-        return f"{self.spec.label}, method={self.method}, backend={self.solver.backend!r}"
+        config = self.solver.config
+        noise = self.noise if self.noise is not None and not hasattr(self.noise, "alpha") \
+            else self.noise_level
+        return (
+            f"{self.spec.label}, method={self.method}, projection={self._projection_name!r}, "
+            f"noise={noise}, backend={self.solver.backend!r}, "
+            f"time_limit={config.time_limit}, workers={config.workers}"
+        )
 
     def forward(self, w: Tensor, target: Tensor | None = None) -> Tensor:
+        """Solve for costs ``w``; the backward pass is the estimator's.
+
+        Args:
+            w: costs of shape ``(*batch, *cost_shape)``, any float dtype and device.
+            target: the true solutions, same shape, for estimators that use one
+                (the informed margin); ignored by the others.
+
+        Returns:
+            The optimal solutions, with the shape, dtype and device of ``w``.
+
+        Raises:
+            ValueError: ``w`` (or ``target``) has NaN/inf or a trailing shape other
+                than ``cost_shape``; the message names expected and got.
+            InfeasibleError: the problem has no feasible solution.
+            SolverError: the solver failed (time limit without a solution, a
+                crashed worker, ...).
+        """
         if not isinstance(w, Tensor):
             if not isinstance(w, np.ndarray):
                 raise TypeError(f"w must be a torch.Tensor (or a numpy array), got "
@@ -166,7 +221,14 @@ class ComboLayer(nn.Module):
         if target is not None:
             check_costs(self.spec, target, "target")
             target = target.to(costs)
-        return self._solve(costs, target=target, needs_grad=needs_grad, training=self.training)
+        if not logger.isEnabledFor(logging.DEBUG):
+            return self._solve(costs, target=target, needs_grad=needs_grad, training=self.training)
+        start = time.perf_counter()
+        y = self._solve(costs, target=target, needs_grad=needs_grad, training=self.training)
+        logger.debug("%s: batch of %d solved on %r in %.4f s", self.spec.label,
+                     y.numel() // self.spec.num_outputs, self.solver.backend,
+                     time.perf_counter() - start)
+        return y
 
 
 class _ClipPerturbations:

@@ -6,6 +6,19 @@ optimum ``y*(c)``. The optimum is solved in one batch call unless ``y_true``
 (the optimal solutions, e.g. from :mod:`combolayer.data`) is given. The
 problem is a spec, a compiled solver or a ComboLayer; pass a compiled one
 (as the problem or as ``backend=``) to avoid recompiling per call.
+
+Every metric raises ``ValueError`` when ``cost_true`` has NaN/inf or a trailing
+shape other than ``cost_shape``, or when ``y_pred`` / ``y_true`` do not have
+``cost_true``'s shape (the message names expected and got).
+
+Examples:
+    >>> import torch, combolayer as cl
+    >>> spec = cl.problems.TopK(n=3, k=1)                   # pick the largest value
+    >>> cost = torch.tensor([[1.0, 3.0, 2.0]])
+    >>> cl.metrics.regret(spec, cost, torch.tensor([[0.0, 0.0, 1.0]])).tolist()
+    [1.0]
+    >>> round(float(cl.metrics.normalized_regret(spec, cost, torch.tensor([[0.0, 0.0, 1.0]]))), 4)
+    0.3333
 """
 
 from __future__ import annotations
@@ -50,7 +63,19 @@ def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, b
 
 def regret(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None = None,
            backend: Any = "auto", y_true: Any = None) -> Tensor:
-    """Per-instance regret: ``<c, y_pred> - <c, y*(c)>`` (min), the reverse for max; >= 0."""
+    """Per-instance regret: ``<c, y_pred> - <c, y*(c)>`` (min), the reverse for max; >= 0.
+
+    Args:
+        spec: the problem.
+        cost_true: the true costs, ``(*batch, *cost_shape)``.
+        y_pred: the decisions taken, same shape.
+        solver: a compiled solver for ``spec`` (skips compiling one).
+        backend: the backend to compile with when ``solver`` is not given.
+        y_true: the optimal solutions for ``cost_true`` (skips solving them).
+
+    Returns:
+        A float64 tensor of shape ``batch``.
+    """
     value, best, sign = _objectives(spec, cost_true, y_pred, solver, backend, y_true,
                                     "regret")
     return sign * (value - best)
@@ -58,7 +83,10 @@ def regret(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None = No
 
 def normalized_regret(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None = None,
                       backend: Any = "auto", y_true: Any = None) -> Tensor:
-    """Scalar ``sum regret / (sum |<c, y*(c)>| + 1e-7)`` over the batch (PyEPO's ``regret``)."""
+    """Scalar ``sum regret / (sum |<c, y*(c)>| + 1e-7)`` over the batch (PyEPO's ``regret``).
+
+    Arguments as :func:`regret`; returns a float64 scalar tensor.
+    """
     value, best, sign = _objectives(spec, cost_true, y_pred, solver, backend, y_true,
                                     "normalized_regret")
     return (sign * (value - best)).sum() / (best.abs().sum() + REGRET_EPS)

@@ -182,7 +182,34 @@ class ILP(Spec):
     """A (mixed-)integer linear program ``min/max <w, y>`` over the first N variables.
 
     The N = prod(shape) output variables come first, then ``num_aux`` auxiliary
-    variables that carry zero cost and are not returned.
+    variables that carry zero cost and are not returned. Costs and solutions
+    have shape ``(*batch, *shape)``.
+
+    Attributes:
+        shape: the cost/solution shape.
+        num_aux: auxiliary variables after the outputs.
+        sense: ``"min"`` (default) or ``"max"``.
+        integrality: ``"binary"`` (default), ``"integer"`` or ``"continuous"``,
+            or one of those per variable.
+        lower: lower bounds, one number or one per variable (default 0).
+        upper: upper bounds, one number or one per variable; ``None`` is +inf
+            (default 1).
+        constraints: the rows, :class:`Constraint` objects.
+
+    Other constructors: :meth:`from_matrices`, :meth:`from_cvxpy`,
+    :meth:`from_file` (MPS/LP), and :func:`combolayer.load_spec` (YAML/JSON).
+
+    Raises:
+        SpecError: an invalid field: an index out of range, lengths that do not
+            match the number of variables, NaN, ``lower > upper``; the message
+            names the field.
+
+    Examples:
+        >>> import combolayer as cl
+        >>> spec = cl.ILP(shape=[3], constraints=[
+        ...     cl.Constraint(coefs=[1, 1, 1], sense="==", rhs=1, name="pick one")])
+        >>> cl.make_solver(spec).solve([0.3, -0.2, 0.1]).tolist()
+        [0.0, 1.0, 0.0]
     """
 
     kind: Literal["ilp"] = "ilp"
@@ -313,6 +340,15 @@ class ILP(Spec):
         ``cp.Parameter`` whose shape becomes ``shape``. The conversion is
         :func:`combolayer.cvxpy_frontend.ilp_arguments` (cvxpy is imported only then)."""
         return cls.from_matrices(**cvxpy_frontend.ilp_arguments(problem, cost))
+
+    @classmethod
+    def from_file(cls, path: Any) -> ILP:
+        """The ILP in an MPS or LP file, read by HiGHS: bounds, integrality, the
+        objective sense and row names kept; ``shape = [num_vars]``; the file's
+        objective is attached as ``spec.default_cost``. See :mod:`combolayer.files`."""
+        from .files import from_file
+
+        return from_file(path)
 
     def to_matrices(self) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix, np.ndarray]:
         """``(A_ub, b_ub, A_eq, b_eq)``; ``>=`` rows are negated into ``A_ub``."""

@@ -1,36 +1,350 @@
-"""A small training loop for predict-then-optimise: features -> costs -> layer -> loss.
+"""Predict-then-optimise training: features -> cost model -> layer -> loss.
 
-Used by ``combolayer demo`` and ``combolayer train CONFIG``.
+Used by ``combolayer demo`` and ``combolayer train CONFIG``. The config is a
+:class:`TrainConfig` (pydantic, unknown keys rejected by name); every key and a
+full example are in ``docs/training.md``.
 """
 
 from __future__ import annotations
 
+import csv
+import difflib
+import inspect
+import json
+import math
+import os
 import time
+import typing
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
+import numpy as np
 import torch
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 from torch import nn
 from tqdm.auto import tqdm
 
 from . import data as datasets
 from .io import read_mapping
 from .layer import ComboLayer
-from .losses import hamming
+from .losses import FenchelYoungLoss, SPOPlusLoss, hamming
+
+#: The training losses ``loss`` may name.
+LOSSES = ("hamming", "regret", "spo+", "fenchel_young")
+#: The built-in data generators ``data.name`` may name (PyEPO's formulas).
+GENERATORS = ("shortest_path", "knapsack", "tsp")
+#: Generator arguments the config does not set: the count comes from
+#: num_train + num_test, the backend from the layer.
+_NOT_CONFIGURABLE = {"num_data", "backend"}
+
+
+class ConfigError(ValueError):
+    """An invalid training config; the message names the key and what is expected."""
+
+
+# -- the config -------------------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DataConfig(BaseModel):
+    """Where the training data comes from: exactly one of ``name`` or ``npz``.
+
+    - ``name``: a built-in generator (``shortest_path``, ``knapsack``, ``tsp``,
+      see :mod:`combolayer.data`); its other arguments (``num_features``,
+      ``grid``, ``deg``, ``noise_width``, ``seed``, ...) sit next to ``name``.
+      The problem comes with the data.
+    - ``npz``: a file with arrays ``features`` ``(n, p)``, ``costs``
+      ``(n, *cost_shape)`` and optionally ``solutions`` ``(n, *cost_shape)``
+      (solved when missing); the config's ``problem`` says what is solved.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: Literal["shortest_path", "knapsack", "tsp"] | None = None
+    npz: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> DataConfig:
+        extra = sorted(self.model_extra or {})
+        if (self.name is None) == (self.npz is None):
+            raise ValueError(
+                "needs exactly one of 'name' (a built-in generator: "
+                f"{', '.join(GENERATORS)}) or 'npz' (a file with features, costs and "
+                "optional solutions)"
+            )
+        if self.npz is not None:
+            if extra:
+                raise ValueError(f"unknown key {extra[0]!r} next to 'npz': expected only 'npz'")
+            return self
+        parameters = inspect.signature(getattr(datasets, self.name)).parameters
+        allowed = [p for p in parameters if p not in _NOT_CONFIGURABLE]
+        hints = typing.get_type_hints(getattr(datasets, self.name))
+        for key in extra:
+            if key not in allowed:
+                raise ValueError(f"unknown key {key!r} for {self.name}{_did_you_mean(key, allowed)}"
+                                 f"; expected some of {allowed}")
+            try:  # the generator's own annotations: grid: tuple[int, int], deg: int, ...
+                self.model_extra[key] = TypeAdapter(hints[key]).validate_python(
+                    self.model_extra[key])
+            except ValidationError as error:
+                message = error.errors()[0]["msg"]
+                raise ValueError(f"{key}: {message} (got {self.model_extra[key]!r})") from None
+        missing = [p for p in allowed if parameters[p].default is inspect.Parameter.empty
+                   and p not in extra]
+        if missing:
+            raise ValueError(f"{self.name} needs {missing}")
+        return self
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The generator's arguments (everything but ``name``)."""
+        return dict(self.model_extra or {})
+
+
+class LayerConfig(_Strict):
+    """The :class:`~combolayer.ComboLayer` arguments (see its docstring)."""
+
+    method: str | dict[str, Any] = "identity"
+    projection: str = "auto"
+    noise: float = Field(0.0, ge=0.0)
+    backend: str | dict[str, Any] = "auto"
+
+
+class ModelConfig(_Strict):
+    """The cost model: a linear map from features to costs, or an MLP with
+    ReLU ``hidden`` layers."""
+
+    hidden: list[int] = []
+
+
+class TrainConfig(_Strict):
+    """A ``combolayer train`` run. Unknown keys raise :class:`ConfigError`.
+
+    Attributes:
+        data: a :class:`DataConfig` (built-in generator or ``.npz`` file).
+        problem: the spec solved, for ``npz`` data: a YAML/JSON spec file, an MPS/LP
+            file, or an inline mapping (relative paths are read next to the config
+            file). Built-in generators bring their own problem.
+        layer: a :class:`LayerConfig`.
+        model: a :class:`ModelConfig`.
+        loss: through the layer, ``"hamming"`` (default) or ``"regret"`` (the
+            decision's regret under the true costs, PyEPO's ``lossfunc="r"``); or
+            ``"spo+"`` / ``"fenchel_young"``, which hold their own solver (the layer
+            then only decides at test time).
+        epochs, lr, batch_size, seed: the optimisation (Adam).
+        num_train, num_test: instances to train and test on. Default: 1000 each
+            for generators; for ``npz`` the first 80% train and the rest test.
+        out: the run directory for ``history.csv``, ``regret.png``, ``model.pt``
+            and ``config.json`` (default ``runs/train``).
+    """
+
+    data: DataConfig
+    problem: str | dict[str, Any] | None = None
+    layer: LayerConfig = LayerConfig()
+    model: ModelConfig = ModelConfig()
+    loss: Literal["hamming", "regret", "spo+", "fenchel_young"] = "hamming"
+    epochs: int = Field(20, ge=1)
+    lr: float = Field(1e-2, gt=0.0)
+    batch_size: int = Field(32, ge=1)
+    num_train: int | None = Field(None, ge=1)
+    num_test: int | None = Field(None, ge=1)
+    seed: int = 0
+    out: str = "runs/train"
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainConfig:
+        if self.data.npz is not None and self.problem is None:
+            raise ValueError("'problem' is required with npz data: the spec the costs are for "
+                             "(a YAML/JSON spec, an MPS/LP file or a mapping)")
+        if self.data.name is not None and self.problem is not None:
+            raise ValueError(f"'problem' is set by the {self.data.name} generator; "
+                             "remove it, or use npz data for your own problem")
+        return self
+
+
+def _did_you_mean(key: str, options: list[str]) -> str:
+    close = difflib.get_close_matches(key, options, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _fields(model: type[BaseModel], loc: tuple) -> list[str]:
+    """The field names of the (nested) model a validation error points into."""
+    for part in loc[:-1]:
+        annotation = model.model_fields[part].annotation if part in model.model_fields else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return list(model.model_fields)
+
+
+def load_config(source: str | os.PathLike | dict) -> TrainConfig:
+    """A :class:`TrainConfig` from a YAML/JSON file path, string or dict.
+
+    Raises:
+        ConfigError: unknown or missing keys and bad values, each named, e.g.
+            ``unknown key 'epoch' (did you mean 'epochs'?)``.
+    """
+    raw = dict(read_mapping(source, what="train config"))
+    try:
+        config = TrainConfig.model_validate(raw)
+    except ValidationError as error:
+        problems = []
+        for item in error.errors():
+            loc = tuple(item["loc"])
+            where = ".".join(str(p) for p in loc)
+            if item["type"] == "extra_forbidden":
+                hint = _did_you_mean(str(loc[-1]), _fields(TrainConfig, loc))
+                problems.append(f"unknown key {where!r}{hint}")
+            elif item["type"] == "missing":
+                problems.append(f"missing key {where!r}")
+            else:
+                message = item["msg"].removeprefix("Value error, ")
+                problems.append(f"{where}: {message}" if where else message)
+        raise ConfigError("invalid train config: " + "; ".join(problems)
+                          + " (every key: docs/training.md)") from None
+    base = Path(source).parent if _is_file(source) else Path.cwd()
+    return config.model_copy(update={"problem": _resolve(config.problem, base),
+                                     "data": _resolve_npz(config.data, base)})
+
+
+def _is_file(source: Any) -> bool:
+    if isinstance(source, os.PathLike):
+        return True
+    return isinstance(source, str) and "\n" not in source and Path(source).is_file()
+
+
+def _resolve(problem: Any, base: Path) -> Any:
+    """A relative spec path, read next to the config file when it is there."""
+    if isinstance(problem, str) and "\n" not in problem and not Path(problem).is_absolute():
+        if (base / problem).is_file():
+            return str(base / problem)
+    return problem
+
+
+def _resolve_npz(data: DataConfig, base: Path) -> DataConfig:
+    if data.npz is None:
+        return data
+    return DataConfig(npz=_resolve(data.npz, base))
+
+
+# -- data -------------------------------------------------------------------------
+
+
+def load_spec_or_model_file(problem: Any):
+    """A spec from a YAML/JSON path/string/dict, or an MPS/LP file through HiGHS."""
+    from .files import from_file, is_model_file
+    from .io import load_spec
+
+    if isinstance(problem, (str, os.PathLike)) and is_model_file(problem):
+        return from_file(problem)
+    return load_spec(problem)
+
+
+def load_data(config: TrainConfig) -> tuple[datasets.Data, datasets.Data]:
+    """The train and test split the config asks for."""
+    if config.data.name is not None:
+        num_train = config.num_train or 1000
+        num_test = config.num_test or 1000
+        generator = getattr(datasets, config.data.name)
+        data = generator(num_data=num_train + num_test, backend=config.layer.backend,
+                         **config.data.options)
+        return data.split(num_train)
+    return _npz_data(config)
+
+
+def _npz_data(config: TrainConfig) -> tuple[datasets.Data, datasets.Data]:
+    from .backends.registry import make_solver
+
+    path = Path(config.data.npz)
+    if not path.is_file():
+        raise ConfigError(f"data.npz: no file named {str(path)!r}")
+    spec = load_spec_or_model_file(config.problem)
+    with np.load(path, allow_pickle=False) as arrays:
+        missing = [key for key in ("features", "costs") if key not in arrays]
+        if missing:
+            raise ConfigError(f"{path} has no array named {missing[0]!r}: expected 'features' "
+                              f"(n, p), 'costs' (n, *cost_shape) and optional 'solutions'; "
+                              f"found {sorted(arrays)}")
+        features = np.asarray(arrays["features"], dtype=float)
+        costs = np.asarray(arrays["costs"], dtype=float)
+        solutions = np.asarray(arrays["solutions"], dtype=float) if "solutions" in arrays else None
+    n, shape = len(costs), tuple(spec.cost_shape)
+    if features.ndim != 2 or len(features) != n:
+        raise ConfigError(f"{path}: features has shape {features.shape}, expected "
+                          f"({n}, num_features) to match costs' {n} rows")
+    if costs.shape[1:] != shape:
+        if costs[0].size != math.prod(shape):
+            raise ConfigError(f"{path}: costs has shape {costs.shape} but {spec.label} expects "
+                              f"({n}, {', '.join(map(str, shape))})")
+        costs = costs.reshape(n, *shape)
+    if solutions is None:
+        solutions = make_solver(spec, config.layer.backend).solve(costs)
+    elif solutions.shape != costs.shape:
+        raise ConfigError(f"{path}: solutions has shape {solutions.shape}, expected {costs.shape}")
+    num_train = config.num_train or max(1, int(0.8 * n))
+    num_test = config.num_test or n - num_train
+    if num_train + num_test > n or num_test < 1:
+        raise ConfigError(f"{path} has {n} instances: not enough for num_train={num_train} "
+                          f"and num_test={num_test}")
+    as_tensor = lambda a: torch.as_tensor(a, dtype=torch.float32)  # noqa: E731
+    data = datasets.Data(as_tensor(features), as_tensor(costs), as_tensor(solutions), spec)
+    train, test = data.split(num_train)
+    return train, datasets.Data(*(t[:num_test] for t in test[:3]), spec)
+
+
+# -- the loop ---------------------------------------------------------------------
 
 
 @dataclass
 class History:
+    """Per-epoch records of one training run."""
+
     name: str
     regret: list[float] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
+    loss: list[float] = field(default_factory=list)
 
     @property
     def seconds_per_epoch(self) -> float:
         return sum(self.seconds) / max(len(self.seconds), 1)
 
+    def write_csv(self, path: Path) -> Path:
+        """``epoch, train_loss, test_regret, seconds`` per epoch."""
+        with open(path, "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["epoch", "train_loss", "test_regret", "seconds"])
+            for i, row in enumerate(zip(self.loss, self.regret, self.seconds), start=1):
+                writer.writerow([i, *(f"{v:.6g}" for v in row)])
+        return path
+
+
+def cost_model(num_features: int, cost_shape: tuple[int, ...], hidden: list[int] = ()) -> nn.Module:
+    """Features ``(B, p)`` to costs ``(B, *cost_shape)``: linear, or an MLP with ReLU
+    ``hidden`` layers."""
+    sizes = [num_features, *hidden, math.prod(cost_shape)]
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
+        layers.append(nn.Linear(a, b))
+        if i < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    if len(cost_shape) > 1:
+        layers.append(nn.Unflatten(1, cost_shape))
+    return layers[0] if len(layers) == 1 else nn.Sequential(*layers)
+
 
 def normalized_regret(layer: ComboLayer, model: nn.Module, test: datasets.Data) -> float:
+    """PyEPO's normalized regret of the model's decisions on ``test``."""
     from .metrics import normalized_regret as metric
 
     layer.eval()
@@ -50,20 +364,32 @@ def fit(
     lr: float = 1e-2,
     batch_size: int = 32,
     seed: int = 0,
+    model: nn.Module | None = None,
+    loss: str = "hamming",
     progress: tqdm | None = None,
 ) -> History:
-    """Train a linear cost model through ``layer`` with the Hamming loss; record test regret.
+    """Train a cost model through ``layer``; record the training loss and test regret.
 
-    The loss is PyEPO's Hamming form, linear in y: its gradient is nonzero on
+    Args:
+        layer: the layer the model's costs go through.
+        train: the :class:`combolayer.data.Data` split to train on.
+        test: the split the regret is measured on after each epoch.
+        model: features ``(B, p)`` -> costs ``(B, *cost_shape)``; default linear.
+            Trained in place.
+        loss: one of :data:`LOSSES`: ``"hamming"`` or ``"regret"`` (through the
+            layer), ``"spo+"`` or ``"fenchel_young"``.
+
+    The Hamming loss is PyEPO's form, linear in y: its gradient is nonzero on
     correct outputs too, unlike ``|y - y_true|``, whose gradient vanishes there
     (measured on the demo: 0.088 against 0.155 normalized regret for Identity).
     """
     torch.manual_seed(seed)
-    num_costs = train.costs.shape[1]
-    model = nn.Linear(train.features.shape[1], num_costs)
+    if model is None:
+        model = cost_model(train.features.shape[1], tuple(layer.spec.cost_shape))
+    criterion = _criterion(loss, layer)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     loader = torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(train.features, train.solutions),
+        torch.utils.data.TensorDataset(train.features, train.costs, train.solutions),
         batch_size=batch_size,
         shuffle=True,
         generator=torch.Generator().manual_seed(seed),
@@ -72,12 +398,15 @@ def fit(
     for _ in range(epochs):
         start = time.perf_counter()
         layer.train()
-        for x, y_true in loader:
-            loss = hamming(layer(model(x)), y_true)
+        total = 0.0
+        for x, c, y_true in loader:
+            value = criterion(model(x), c, y_true)
             optimizer.zero_grad()
-            loss.backward()
+            value.backward()
             optimizer.step()
+            total += float(value.detach()) * len(x)
         history.seconds.append(time.perf_counter() - start)
+        history.loss.append(total / len(train.features))
         history.regret.append(normalized_regret(layer, model, test))
         if progress is not None:
             progress.set_postfix(method=name, regret=f"{history.regret[-1]:.3f}")
@@ -85,27 +414,80 @@ def fit(
     return history
 
 
-def load_data(config: dict[str, Any], num_train: int, num_test: int) -> tuple[datasets.Data, ...]:
-    params = dict(config)
-    generator = getattr(datasets, params.pop("name"))
-    return generator(num_data=num_train + num_test, **params).split(num_train)
+def _criterion(loss: str, layer: ComboLayer):
+    if loss == "hamming":
+        return lambda w, c, y_true: hamming(layer(w), y_true)
+    if loss == "regret":
+        from .backends.solver import inner
+
+        k, sign = len(layer.spec.cost_shape), layer.solver.sign
+        return lambda w, c, y_true: (sign * inner(c, layer(w) - y_true, k)).mean()
+    if loss == "spo+":
+        spo = SPOPlusLoss(layer.spec, backend=layer.solver)
+        return lambda w, c, y_true: spo(w, c, y_true)
+    if loss == "fenchel_young":
+        fy = FenchelYoungLoss(layer.spec, backend=layer.solver)
+        return lambda w, c, y_true: fy(w, y_true)
+    raise ConfigError(f"unknown loss {loss!r}: expected one of {list(LOSSES)}")
+
+
+def save_plot(histories: list[History], path: Path, title: str = "") -> Path | None:
+    """Test regret per epoch, one line per history; None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        import warnings
+
+        warnings.warn("matplotlib is not installed: no plot (pip install combolayer[plot])",
+                      stacklevel=2)
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for h in histories:
+        ax.plot(range(1, len(h.regret) + 1), h.regret, marker="o", markersize=3, label=h.name)
+    ax.set(xlabel="epoch", ylabel="normalized test regret", title=title)
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def run(config: TrainConfig, out: str | os.PathLike | None = None) -> tuple[History, Path]:
+    """Train as ``config`` says; write ``history.csv``, ``regret.png``, ``model.pt``
+    (the cost model's ``state_dict``) and ``config.json`` to the run directory."""
+    folder = Path(out if out is not None else config.out)
+    train_data, test_data = load_data(config)
+    layer = ComboLayer(train_data.spec, **config.layer.model_dump())
+    torch.manual_seed(config.seed)
+    model = cost_model(train_data.features.shape[1], tuple(train_data.spec.cost_shape),
+                       config.model.hidden)
+    with tqdm(total=config.epochs, desc="train") as bar:
+        history = fit(layer, train_data, test_data, name=_run_name(config), epochs=config.epochs,
+                      lr=config.lr, batch_size=config.batch_size, seed=config.seed, model=model,
+                      loss=config.loss, progress=bar)
+    folder.mkdir(parents=True, exist_ok=True)
+    history.write_csv(folder / "history.csv")
+    save_plot([history], folder / "regret.png", title=train_data.spec.label)
+    torch.save(model.state_dict(), folder / "model.pt")
+    (folder / "config.json").write_text(json.dumps(config.model_dump(), indent=2) + "\n")
+    return history, folder
+
+
+def _run_name(config: TrainConfig) -> str:
+    layer = config.layer
+    method = layer.method if isinstance(layer.method, str) else layer.method.get("name", "method")
+    return f"{method}, {layer.projection} projection, {config.loss} loss"
 
 
 def train(args: Any) -> int:
-    """``combolayer train CONFIG``.
-
-    Keys: data, layer, epochs, lr, batch_size, num_train, num_test.
-    """
-    config = dict(read_mapping(args.config, what="train config"))
-    train_data, test_data = load_data(
-        config["data"], config.get("num_train", 1000), config.get("num_test", 1000)
-    )
-    layer = ComboLayer(train_data.spec, **config.get("layer", {}))
-    epochs = config.get("epochs", 20)
-    with tqdm(total=epochs, desc="train") as bar:
-        history = fit(layer, train_data, test_data, name="train", epochs=epochs,
-                      lr=config.get("lr", 1e-2), batch_size=config.get("batch_size", 32),
-                      progress=bar)
-    print(f"normalized test regret {history.regret[-1]:.4f}, "
+    """``combolayer train CONFIG [--out DIR]`` (keys: docs/training.md)."""
+    config = load_config(args.config)
+    history, folder = run(config, out=getattr(args, "out", None))
+    print(f"normalized test regret {history.regret[-1]:.4f} after {len(history.regret)} epochs, "
           f"{history.seconds_per_epoch:.3f} s/epoch")
+    print(f"wrote {folder / 'history.csv'}, {folder / 'regret.png'}, {folder / 'model.pt'}")
     return 0

@@ -134,7 +134,28 @@ def make_solver(
 ) -> Solver:
     """Compile ``spec`` for a backend: the model is built here, once.
 
-    ``backend`` is a name, a :class:`BackendConfig`, or a dict/YAML/JSON of one.
+    Args:
+        spec: a spec, or a dict / YAML / JSON of one (see :func:`combolayer.load_spec`).
+        backend: a name (``"auto"``, ``"highs"``, ``"scip"``, ``"cvxpy"``,
+            ``"networkx"``, ``"scipy"``, ``"torch"`` or a plugin's), a
+            :class:`BackendConfig`, or a dict/YAML/JSON of one. ``"auto"`` picks the
+            fastest exact backend that supports the problem.
+
+    Returns:
+        A :class:`Solver` whose ``solve(costs)`` takes costs of shape
+        ``(*batch, *spec.cost_shape)`` (numpy in, numpy out; torch in, torch out)
+        and returns the optimal solutions in the same shape.
+
+    Raises:
+        SpecError: ``spec`` is invalid.
+        BackendUnavailable: the backend's package is missing, the name is unknown,
+            or it cannot solve ``spec``; the message names backends that can.
+
+    Examples:
+        >>> import numpy as np, combolayer as cl
+        >>> solver = cl.make_solver(cl.problems.TopK(n=4, k=2), backend="highs")
+        >>> solver.solve(np.array([0.1, 0.9, 0.5, 0.2])).tolist()
+        [0.0, 1.0, 1.0, 0.0]
     """
     spec = load_spec(spec)
     config = BackendConfig.load(backend)

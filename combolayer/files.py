@@ -1,0 +1,176 @@
+"""Bring your own model: MPS and LP files as :class:`~combolayer.ILP` specs.
+
+HiGHS reads the file (``Highs.readModel``), so every MPS/LP dialect HiGHS
+accepts works here; the model is then read back column-wise with
+``Highs.getLp()`` and turned into an ILP:
+
+- every column is an output variable (``shape = [num_vars]``), with its
+  bounds and integrality (integer columns bounded by [0, 1] become
+  ``"binary"``);
+- rows with ``lower == upper`` become ``==``, one-sided rows ``<=`` or
+  ``>=``, ranged rows two constraints; HiGHS's row names become the
+  constraints' ``name`` (``name`` and ``name:lower``/``name:upper`` for
+  ranged rows);
+- the objective sense is kept, and the objective's coefficients become the
+  spec's default cost (``spec.default_cost``, also
+  :attr:`FileModel.cost`), which ``combolayer solve`` uses without
+  ``--costs``. A constant objective offset does not change the argmin and is
+  dropped.
+
+Example:
+    >>> spec = cl.ILP.from_file("model.mps")            # doctest: +SKIP
+    >>> layer = cl.ComboLayer(spec, method="identity")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from .errors import SpecError
+from .specs import ILP, Constraint
+
+#: Suffixes HiGHS's reader accepts (also gzipped: ``model.mps.gz``).
+SUFFIXES = (".mps", ".lp", ".mps.gz", ".lp.gz")
+
+
+class FileModel(NamedTuple):
+    """What :func:`read_model` found in a file.
+
+    Attributes:
+        spec: the equivalent :class:`~combolayer.ILP`, ``shape = [num_vars]``.
+        cost: the file's objective coefficients, shape ``(num_vars,)``.
+        offset: the objective's constant term (not part of the spec).
+        names: the column names, in variable order (empty strings when the
+            file has none).
+    """
+
+    spec: ILP
+    cost: np.ndarray
+    offset: float
+    names: list[str]
+
+
+def is_model_file(path: str | os.PathLike) -> bool:
+    """True when ``path`` names an MPS or LP file by its suffix (case-insensitive)."""
+    return str(path).lower().endswith(SUFFIXES)
+
+
+def read_model(path: str | os.PathLike) -> FileModel:
+    """Read an MPS or LP file with HiGHS's reader.
+
+    Args:
+        path: a ``.mps`` or ``.lp`` file (optionally ``.gz``).
+
+    Returns:
+        A :class:`FileModel` with the spec, the objective as a default cost,
+        the objective offset and the column names.
+
+    Raises:
+        SpecError: the file is missing, HiGHS cannot read it, it has no
+            variables, or it uses semi-continuous / semi-integer variables.
+    """
+    import highspy
+
+    from .backends.highs import new_highs
+
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"no model file named {str(path)!r}")
+    h = new_highs(threads=1)
+    status = h.readModel(str(path))
+    if status not in (highspy.HighsStatus.kOk, highspy.HighsStatus.kWarning):
+        raise SpecError(
+            f"HiGHS could not read {str(path)!r} ({status.name}): expected an MPS or LP file"
+        )
+    lp = h.getLp()
+    n = int(lp.num_col_)
+    if n == 0:
+        raise SpecError(f"{str(path)!r} has no variables")
+    cost = np.asarray(lp.col_cost_, dtype=float)
+    lower = np.asarray(lp.col_lower_, dtype=float)
+    upper = np.asarray(lp.col_upper_, dtype=float)
+    integrality = _integrality(lp, lower, upper, path)
+    sense = "max" if lp.sense_ == highspy.ObjSense.kMaximize else "min"
+    names = [str(name) for name in lp.col_names_] or [""] * n
+    spec = ILP(
+        shape=[n],
+        sense=sense,
+        integrality=integrality,
+        lower=lower.tolist(),
+        upper=upper.tolist(),
+        constraints=_constraints(lp),
+    )
+    return FileModel(spec, cost, float(lp.offset_), names)
+
+
+def from_file(path: str | os.PathLike) -> ILP:
+    """The :class:`~combolayer.ILP` in an MPS or LP file, with the file's objective
+    attached as ``spec.default_cost`` (a tuple of floats, not a spec field: it is
+    not serialised). See :func:`read_model`."""
+    model = read_model(path)
+    # Not a pydantic field (the spec's fields are the problem, not one cost):
+    # a plain attribute that model_dump leaves out. A tuple keeps the frozen
+    # spec's equality and hashing well defined.
+    object.__setattr__(model.spec, "default_cost", tuple(model.cost.tolist()))
+    return model.spec
+
+
+def _integrality(lp, lower: np.ndarray, upper: np.ndarray, path: Path) -> list[str]:
+    import highspy
+
+    n = len(lower)
+    kinds = list(lp.integrality_) or [highspy.HighsVarType.kContinuous] * n
+    out = []
+    for j, kind in enumerate(kinds):
+        if kind == highspy.HighsVarType.kContinuous:
+            out.append("continuous")
+        elif kind in (highspy.HighsVarType.kInteger, highspy.HighsVarType.kImplicitInteger):
+            out.append("binary" if lower[j] >= 0.0 and upper[j] <= 1.0 else "integer")
+        else:
+            raise SpecError(
+                f"{str(path)!r}: column {j} is {kind.name[1:]}, which combolayer does not "
+                "support; expected continuous or integer variables"
+            )
+    return out
+
+
+def _constraints(lp) -> list[Constraint]:
+    """Rows from HiGHS's matrix (column-wise as read, row-wise handled too), in the
+    file's order."""
+    import highspy
+
+    m = int(lp.num_row_)
+    matrix = lp.a_matrix_
+    start = np.asarray(matrix.start_, dtype=np.int64)
+    index = np.asarray(matrix.index_, dtype=np.int64)
+    value = np.asarray(matrix.value_, dtype=float)
+    rows: list[dict[int, float]] = [{} for _ in range(m)]
+    if matrix.format_ == highspy.MatrixFormat.kRowwise:
+        for i in range(m):
+            for k in range(start[i], start[i + 1]):
+                rows[i][int(index[k])] = float(value[k])
+    else:
+        for j in range(int(lp.num_col_)):
+            for k in range(start[j], start[j + 1]):
+                rows[int(index[k])][j] = float(value[k])
+    names = list(lp.row_names_) or [None] * m
+    constraints = []
+    for i in range(m):
+        lo, up, coefs = float(lp.row_lower_[i]), float(lp.row_upper_[i]), rows[i]
+        name = str(names[i]) if names[i] else None
+        if lo == up:
+            constraints.append(Constraint(coefs=coefs, sense="==", rhs=lo, name=name))
+            continue
+        ranged = not math.isinf(lo) and not math.isinf(up)
+        if not math.isinf(up):
+            row_name = f"{name}:upper" if ranged and name else name
+            constraints.append(Constraint(coefs=coefs, sense="<=", rhs=up, name=row_name))
+        if not math.isinf(lo):
+            row_name = f"{name}:lower" if ranged and name else name
+            constraints.append(Constraint(coefs=coefs, sense=">=", rhs=lo, name=row_name))
+    return constraints

@@ -1,0 +1,172 @@
+"""MPS and LP files as specs: cl.ILP.from_file against HiGHS's own solve of the file."""
+
+import json
+import subprocess
+import sys
+
+import highspy
+import numpy as np
+import pytest
+
+import combolayer as cl
+from combolayer.backends.highs import new_highs, run_highs
+from combolayer.files import read_model
+
+INF = highspy.kHighsInf
+INTEGER = highspy.HighsVarType.kInteger
+
+
+def write_model(path, cost, lower, upper, rows, integer=(), sense="min", names=True):
+    """Build a model in HiGHS and let HiGHS write it: rows are (lower, upper, {j: a})."""
+    h = new_highs()
+    n = len(cost)
+    h.addVars(n, np.asarray(lower, dtype=float), np.asarray(upper, dtype=float))
+    h.changeColsCost(n, np.arange(n), np.asarray(cost, dtype=float))
+    if integer:
+        kinds = np.array([INTEGER] * len(integer))
+        h.changeColsIntegrality(len(integer), np.asarray(integer), kinds)
+    for i, (lo, up, coefs) in enumerate(rows):
+        h.addRow(lo, up, len(coefs), np.array(list(coefs)), np.array(list(coefs.values()), float))
+        if names:
+            h.passRowName(i, f"row{i}")
+    if sense == "max":
+        h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+    h.writeModel(str(path))
+    return path
+
+
+def highs_solve(path, cost=None):
+    """HiGHS's own optimum of the file (optionally with another cost vector)."""
+    h = new_highs()
+    h.readModel(str(path))
+    if cost is not None:
+        h.changeColsCost(len(cost), np.arange(len(cost)), np.asarray(cost, dtype=float))
+    run_highs(h)
+    return np.array(h.getSolution().col_value), h.getInfo().objective_function_value
+
+
+MODELS = {
+    # max, binary and general integer columns, a ranged row and a one-sided row
+    "ranged_max.mps": dict(cost=[3, -2, 1, -1, 2], lower=[0] * 5, upper=[1, 1, 1, 5, 3],
+                           rows=[(1, 3, {0: 1, 1: 1, 2: 1}), (-INF, 4, {1: 1, 3: 1, 4: 1}),
+                                 (-1, 2, {0: 1, 3: -1})],
+                           integer=(0, 1, 2, 3), sense="max"),
+    # min, mixed integer/continuous, an equality and a >= row, a free-above column
+    "mixed_min.mps": dict(cost=[1.5, 2, -1, 0.5], lower=[0, 0, 0, -2], upper=[1, 1, 4, INF],
+                          rows=[(2, 2, {0: 1, 1: 1, 3: 1}), (1, INF, {1: 2, 2: -1, 3: 1}),
+                                (-INF, 3, {2: 1, 3: 1})],
+                          integer=(0, 1)),
+    # an LP: every column continuous
+    "lp.mps": dict(cost=[-1, -2, 0.5], lower=[0, 0, 0], upper=[2, 2, 2],
+                   rows=[(-INF, 3, {0: 1, 1: 1}), (-INF, 2, {1: 1, 2: -1})]),
+}
+
+
+@pytest.fixture(params=sorted(MODELS))
+def model_file(request, tmp_path):
+    return write_model(tmp_path / request.param, **MODELS[request.param])
+
+
+@pytest.mark.parametrize("backend", ["auto", "highs"])
+def test_file_solutions_match_highs_on_the_file(model_file, backend, rng):
+    spec = cl.ILP.from_file(model_file)
+    solver = cl.make_solver(spec, backend=backend)
+    costs = [np.array(spec.default_cost), *rng.normal(size=(3, spec.num_outputs))]
+    for cost in costs:
+        x_highs, obj_highs = highs_solve(model_file, cost)
+        y = solver.solve(cost)
+        assert float(cost @ y) == pytest.approx(obj_highs, abs=1e-6)
+        assert spec.sense == "min" or float(cost @ y) == pytest.approx(float(cost @ x_highs))
+        # random costs make the optimum unique
+        if cost is not costs[0]:
+            np.testing.assert_allclose(y, x_highs, atol=1e-6)
+
+
+def test_file_keeps_shape_sense_bounds_integrality_and_row_names(tmp_path):
+    path = write_model(tmp_path / "m.mps", **MODELS["ranged_max.mps"])
+    spec = cl.ILP.from_file(path)
+    assert spec.shape == [5] and spec.sense == "max" and spec.default_cost == (3, -2, 1, -1, 2)
+    assert spec.integrality == ["binary", "binary", "binary", "integer", "continuous"]
+    assert spec.upper == [1, 1, 1, 5, 3]
+    rows = {(c.name, c.sense, c.rhs) for c in spec.constraints}
+    assert rows == {("row0:upper", "<=", 3), ("row0:lower", ">=", 1), ("row1", "<=", 4),
+                    ("row2:upper", "<=", 2), ("row2:lower", ">=", -1)}
+    # the default cost is not a field: the spec round-trips through JSON without it
+    again = cl.load_spec(spec.model_dump_json())
+    assert again == spec and not hasattr(again, "default_cost")
+
+
+def test_equality_rows_and_infinite_bounds(tmp_path):
+    path = write_model(tmp_path / "m.mps", **MODELS["mixed_min.mps"])
+    spec = cl.ILP.from_file(path)
+    assert [c.sense for c in spec.constraints] == ["==", ">=", "<="]
+    assert spec.lower == [0, 0, 0, -2] and spec.upper == [1, 1, 4, np.inf]
+    assert cl.load_spec(spec.model_dump_json()) == spec
+
+
+LP_FILE = """\\ choose two of four items, the cheapest pair that respects a conflict
+Minimize
+ obj: 4 a + 3 b + 5 c + 1 d
+Subject To
+ pick: a + b + c + d = 2
+ conflict: b + d <= 1
+ budget: 2 a + b + 3 c + d >= 2
+Bounds
+ 0 <= a <= 1
+ 0 <= b <= 1
+ 0 <= c <= 1
+ 0 <= d <= 1
+Binaries
+ a b c d
+End
+"""
+
+
+def test_hand_written_lp_file(tmp_path):
+    path = tmp_path / "pair.lp"
+    path.write_text(LP_FILE)
+    model = read_model(path)
+    spec = model.spec
+    assert model.names == ["a", "b", "c", "d"]
+    assert [c.name for c in spec.constraints] == ["pick", "conflict", "budget"]
+    assert spec.integrality == ["binary"] * 4
+    y = cl.make_solver(spec).solve(model.cost)
+    x_highs, obj = highs_solve(path)
+    np.testing.assert_allclose(y, x_highs)
+    assert y.tolist() == [1.0, 0.0, 0.0, 1.0] and model.cost @ y == obj == 5.0
+    # the layer on a file, in two lines
+    import torch
+
+    layer = cl.ComboLayer(cl.ILP.from_file(path))
+    assert layer(torch.tensor(model.cost)).tolist() == y.tolist()
+
+
+def test_unreadable_and_missing_files_raise_spec_errors(tmp_path):
+    with pytest.raises(cl.SpecError, match="no model file named"):
+        cl.ILP.from_file(tmp_path / "missing.mps")
+    bad = tmp_path / "bad.lp"
+    bad.write_text("this is not an LP file\n")
+    with pytest.raises(cl.SpecError, match="could not read"):
+        cl.ILP.from_file(bad)
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "combolayer", *args], capture_output=True,
+                          text=True, check=False)
+
+
+def test_cli_solves_and_analyzes_model_files(tmp_path):
+    path = tmp_path / "pair.lp"
+    path.write_text(LP_FILE)
+    result = cli("solve", str(path))
+    assert result.returncode == 0, result.stderr
+    # stdout is the JSON alone (pipes into jq); the talk is on stderr
+    assert json.loads(result.stdout) == {"solution": [1.0, 0.0, 0.0, 1.0], "objective": 5.0}
+    assert "ILP(shape=[4])" in result.stderr
+    np.save(tmp_path / "c.npy", np.array([[1.0, 1, 0, 0], [0, 0, 1, 1]]))
+    result = cli("solve", str(path), "--costs", str(tmp_path / "c.npy"))
+    assert json.loads(result.stdout) == {"solution": [[0, 0, 1, 1], [1, 1, 0, 0]],
+                                         "objective": [0.0, 0.0]}
+    result = cli("analyze", str(write_model(tmp_path / "m.mps", **MODELS["mixed_min.mps"])))
+    assert result.returncode == 0, result.stderr
+    assert "ILP(shape=[4])" in result.stdout

@@ -1,0 +1,123 @@
+"""combolayer train: a strict config, built-in or .npz data, any spec, and a run directory."""
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+import combolayer as cl
+from combolayer.training import ConfigError, TrainConfig, load_config, run
+
+SMALL = {"data": {"name": "shortest_path", "num_features": 5, "grid": [3, 3], "deg": 2},
+         "epochs": 2, "num_train": 64, "num_test": 64}
+
+
+@pytest.mark.parametrize("config, message", [
+    ({**SMALL, "epoch": 3}, "unknown key 'epoch' (did you mean 'epochs'?)"),
+    ({**SMALL, "layr": {}}, "unknown key 'layr' (did you mean 'layer'?)"),
+    ({**SMALL, "layer": {"projecton": "std"}}, "unknown key 'layer.projecton' (did you mean"),
+    ({"epochs": 2}, "missing key 'data'"),
+    ({**SMALL, "data": {"name": "shortest_path", "num_features": 5, "degg": 2}},
+     "unknown key 'degg' for shortest_path (did you mean 'deg'?)"),
+    ({**SMALL, "data": {"name": "knapsack", "num_features": 5}}, "knapsack needs ['num_items']"),
+    ({**SMALL, "data": {"name": "shortest_path", "num_features": 5, "grid": 5}},
+     "data: grid: Input should be a valid tuple (got 5)"),
+    ({**SMALL, "data": {}}, "needs exactly one of 'name'"),
+    ({**SMALL, "data": {"npz": "x.npz"}}, "'problem' is required with npz data"),
+    ({**SMALL, "epochs": 0}, "epochs: Input should be greater than or equal to 1"),
+])
+def test_config_errors_name_the_key(config, message):
+    with pytest.raises(ConfigError, match="invalid train config") as error:
+        load_config(config)
+    assert message in str(error.value)
+
+
+def test_train_config_is_documented_key_by_key():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text()
+    for key in TrainConfig.model_fields:
+        assert f"`{key}`" in text, key
+
+
+def write_npz(path, spec, n=120, p=4, seed=0, with_solutions=True):
+    rng = np.random.default_rng(seed)
+    features = rng.normal(size=(n, p))
+    B = rng.normal(size=(p, spec.num_outputs))
+    costs = features @ B + rng.normal(scale=0.1, size=(n, spec.num_outputs))
+    arrays = {"features": features, "costs": costs}
+    if with_solutions:
+        arrays["solutions"] = cl.make_solver(spec).solve(costs)
+    np.savez(path, **arrays)
+    return path
+
+
+def test_npz_data_with_an_mps_problem_writes_history_plot_and_checkpoint(tmp_path):
+    from test_files import LP_FILE
+
+    (tmp_path / "pair.lp").write_text(LP_FILE)
+    spec = cl.ILP.from_file(tmp_path / "pair.lp")
+    write_npz(tmp_path / "data.npz", spec, with_solutions=False)
+    config = {"problem": "pair.lp", "data": {"npz": "data.npz"}, "epochs": 3,
+              "layer": {"projection": "auto", "noise": 0.5}, "model": {"hidden": [8]},
+              "out": str(tmp_path / "run")}
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump(config))
+    history, folder = run(load_config(path))
+    assert len(history.regret) == 3 and history.regret[-1] < history.regret[0] + 1e-9
+    rows = list(csv.DictReader(open(folder / "history.csv")))
+    assert [r["epoch"] for r in rows] == ["1", "2", "3"]
+    assert set(rows[0]) == {"epoch", "train_loss", "test_regret", "seconds"}
+    assert (folder / "regret.png").stat().st_size > 5_000
+    state = torch.load(folder / "model.pt")
+    assert state["0.weight"].shape == (8, 4)
+    assert json.loads((folder / "config.json").read_text())["problem"].endswith("pair.lp")
+
+
+@pytest.mark.parametrize("loss", ["spo+", "fenchel_young"])
+def test_npz_with_a_yaml_spec_and_other_losses(tmp_path, loss):
+    spec = cl.problems.TopK(n=6, k=2)
+    (tmp_path / "topk.yaml").write_text(yaml.safe_dump(spec.model_dump()))
+    write_npz(tmp_path / "d.npz", spec)
+    config = {"problem": str(tmp_path / "topk.yaml"), "data": {"npz": str(tmp_path / "d.npz")},
+              "loss": loss, "epochs": 5, "lr": 0.05, "out": str(tmp_path / "run")}
+    history, _ = run(load_config(config))
+    assert history.regret[-1] < 0.2
+
+
+def test_npz_errors_are_messages(tmp_path):
+    spec = cl.problems.TopK(n=6, k=2)
+    np.savez(tmp_path / "d.npz", features=np.zeros((10, 3)))
+    config = load_config({"problem": spec.model_dump(), "data": {"npz": str(tmp_path / "d.npz")}})
+    with pytest.raises(ConfigError, match="has no array named 'costs'"):
+        run(config, out=tmp_path)
+    np.savez(tmp_path / "d.npz", features=np.zeros((10, 3)), costs=np.zeros((10, 5)))
+    with pytest.raises(ConfigError, match=r"costs has shape \(10, 5\) but TopK\(n=6, k=2\)"):
+        run(config, out=tmp_path)
+
+
+def test_cli_train_on_generated_data(tmp_path):
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump({**SMALL, "data": {"name": "tsp", "num_features": 3,
+                                                      "num_nodes": 5}}))
+    result = subprocess.run([sys.executable, "-m", "combolayer", "train", str(path),
+                             "--out", str(tmp_path / "run")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "normalized test regret" in result.stdout
+    assert (tmp_path / "run" / "model.pt").is_file()
+
+
+def test_cli_train_typo_and_help(tmp_path):
+    path = tmp_path / "train.yaml"
+    path.write_text("data: {name: shortest_path, num_features: 5}\nepoch: 3\n")
+    result = subprocess.run([sys.executable, "-m", "combolayer", "train", str(path)],
+                            capture_output=True, text=True)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "unknown key 'epoch' (did you mean 'epochs'?)" in result.stderr
+    result = subprocess.run([sys.executable, "-m", "combolayer", "train", "--help"],
+                            capture_output=True, text=True, check=True)
+    assert "docs/training.md" in result.stdout
