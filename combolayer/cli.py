@@ -86,10 +86,11 @@ SPEC_HELP = "a YAML/JSON spec file or string, or an MPS/LP model file (.mps, .lp
 
 def _read_model_files(args: argparse.Namespace) -> None:
     """A SPEC naming an MPS/LP file becomes the ILP HiGHS reads from it."""
-    from .files import from_file, is_model_file
+    from .files import is_model_file
+    from .specs import ILP
 
     if isinstance(getattr(args, "spec", None), str) and is_model_file(args.spec):
-        args.spec = from_file(args.spec)
+        args.spec = ILP.from_file(args.spec)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,8 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from . import data as datasets
-from .analysis import analyze, describe_auto, readable_equations
+from .analysis import analyze
+from .hull_text import describe_auto, readable_equations
 from .layer import ComboLayer
 from .training import History, fit, save_plot
 

@@ -32,7 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .errors import SpecError
-from .specs import ILP, Constraint
+from .highs_runtime import new_highs
 
 #: Suffixes HiGHS's reader accepts (also gzipped: ``model.mps.gz``).
 SUFFIXES = (".mps", ".lp", ".mps.gz", ".lp.gz")
@@ -42,14 +42,16 @@ class FileModel(NamedTuple):
     """What :func:`read_model` found in a file.
 
     Attributes:
-        spec: the equivalent :class:`~combolayer.ILP`, ``shape = [num_vars]``.
+        arguments: the keyword arguments of the equivalent
+            :class:`~combolayer.ILP` (``shape = [num_vars]``); ``ILP.from_file``
+            builds it (this module never imports the specs).
         cost: the file's objective coefficients, shape ``(num_vars,)``.
         offset: the objective's constant term (not part of the spec).
         names: the column names, in variable order (empty strings when the
             file has none).
     """
 
-    spec: ILP
+    arguments: dict
     cost: np.ndarray
     offset: float
     names: list[str]
@@ -76,8 +78,6 @@ def read_model(path: str | os.PathLike) -> FileModel:
     """
     import highspy
 
-    from .backends.highs import new_highs
-
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"no model file named {str(path)!r}")
@@ -97,27 +97,9 @@ def read_model(path: str | os.PathLike) -> FileModel:
     integrality = _integrality(lp, lower, upper, path)
     sense = "max" if lp.sense_ == highspy.ObjSense.kMaximize else "min"
     names = [str(name) for name in lp.col_names_] or [""] * n
-    spec = ILP(
-        shape=[n],
-        sense=sense,
-        integrality=integrality,
-        lower=lower.tolist(),
-        upper=upper.tolist(),
-        constraints=_constraints(lp),
-    )
-    return FileModel(spec, cost, float(lp.offset_), names)
-
-
-def from_file(path: str | os.PathLike) -> ILP:
-    """The :class:`~combolayer.ILP` in an MPS or LP file, with the file's objective
-    attached as ``spec.default_cost`` (a tuple of floats, not a spec field: it is
-    not serialised). See :func:`read_model`."""
-    model = read_model(path)
-    # Not a pydantic field (the spec's fields are the problem, not one cost):
-    # a plain attribute that model_dump leaves out. A tuple keeps the frozen
-    # spec's equality and hashing well defined.
-    object.__setattr__(model.spec, "default_cost", tuple(model.cost.tolist()))
-    return model.spec
+    arguments = dict(shape=[n], sense=sense, integrality=integrality, lower=lower.tolist(),
+                     upper=upper.tolist(), constraints=_constraints(lp))
+    return FileModel(arguments, cost, float(lp.offset_), names)
 
 
 def _integrality(lp, lower: np.ndarray, upper: np.ndarray, path: Path) -> list[str]:
@@ -139,7 +121,7 @@ def _integrality(lp, lower: np.ndarray, upper: np.ndarray, path: Path) -> list[s
     return out
 
 
-def _constraints(lp) -> list[Constraint]:
+def _constraints(lp) -> list[dict]:
     """Rows from HiGHS's matrix (column-wise as read, row-wise handled too), in the
     file's order."""
     import highspy
@@ -164,13 +146,13 @@ def _constraints(lp) -> list[Constraint]:
         lo, up, coefs = float(lp.row_lower_[i]), float(lp.row_upper_[i]), rows[i]
         name = str(names[i]) if names[i] else None
         if lo == up:
-            constraints.append(Constraint(coefs=coefs, sense="==", rhs=lo, name=name))
+            constraints.append(dict(coefs=coefs, sense="==", rhs=lo, name=name))
             continue
         ranged = not math.isinf(lo) and not math.isinf(up)
         if not math.isinf(up):
             row_name = f"{name}:upper" if ranged and name else name
-            constraints.append(Constraint(coefs=coefs, sense="<=", rhs=up, name=row_name))
+            constraints.append(dict(coefs=coefs, sense="<=", rhs=up, name=row_name))
         if not math.isinf(lo):
             row_name = f"{name}:lower" if ranged and name else name
-            constraints.append(Constraint(coefs=coefs, sense=">=", rhs=lo, name=row_name))
+            constraints.append(dict(coefs=coefs, sense=">=", rhs=lo, name=row_name))
     return constraints

@@ -6,6 +6,8 @@ import logging
 import os
 import time
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,7 +17,7 @@ from torch import Tensor, nn
 from .analysis import analyze
 from .backends.config import BackendConfig
 from .backends.registry import make_solver
-from .backends.solver import check_costs
+from .backends.solver import Solver, check_costs
 from .estimators import Estimator, resolve_method
 from .io import load_spec, read_mapping
 from .noise import SignNoise
@@ -81,9 +83,9 @@ class ComboLayer(nn.Module):
     ) -> None:
         super().__init__()
         self.spec = load_spec(spec)
-        self.solver = make_solver(self.spec, backend)
+        self.backend_config = BackendConfig.load(backend)
         self.method = resolve_method(method)
-        self.projection = make_projection(projection, self.spec)
+        self._projection_arg = projection
         self._projection_name = (
             projection if isinstance(projection, str) else getattr(projection, "__name__", "custom")
         )
@@ -91,15 +93,50 @@ class ComboLayer(nn.Module):
         self.noise_schedule = (None if noise_schedule is None else
                                make_schedule(noise_schedule, self.noise_level))
         self.generator = generator
+        self._compile()
+        logger.debug("ComboLayer(%s): backend %r chosen", self.spec.label, self.solver.backend)
+
+    def _compile(self) -> _Compiled:
+        """Build the solver, projection and differentiable solve. Done in ``__init__``,
+        and again on first use after unpickling or deep-copying, which leave solver
+        state (models, worker pools, closures) behind."""
+        solver = make_solver(self.spec, self.backend_config)
         # Problems that need non-negative costs (shortest paths on graphs with
         # cycles): the solver must be able to take what the layer gives it.
         floor = self.spec.nonnegative_costs()
-        self._floor = None if floor is None else torch.as_tensor(floor)
-        self._normals = (torch.tensor(analyze(self.spec).normals)
-                         if floor is not None and projection in ("plane", "auto") else None)
-        solver = self.solver if floor is None else _ClipPerturbations(self.solver, self._floor)
-        self._solve = self.method.build(solver)
-        logger.debug("ComboLayer(%s): backend %r chosen", self.spec.label, self.solver.backend)
+        floor = None if floor is None else torch.as_tensor(floor)
+        hull = floor is not None and self._projection_arg in ("plane", "auto")
+        compiled = _Compiled(
+            solver=solver,
+            projection=make_projection(self._projection_arg, self.spec),
+            floor=floor,
+            normals=torch.tensor(analyze(self.spec).normals) if hull else None,
+            solve=self.method.build(solver if floor is None else
+                                    _ClipPerturbations(solver, floor)),
+        )
+        self.__dict__["_compiled"] = compiled
+        return compiled
+
+    @property
+    def compiled(self) -> _Compiled:
+        return self.__dict__.get("_compiled") or self._compile()
+
+    @property
+    def solver(self) -> Solver:
+        """The compiled solver (``layer.solver.solve(costs)`` solves without gradients)."""
+        return self.compiled.solver
+
+    @property
+    def projection(self) -> Transform:
+        """The cost projection P, on costs of shape ``(..., *cost_shape)``."""
+        return self.compiled.projection
+
+    def __getstate__(self) -> dict:
+        # Pickling, torch.save and deepcopy keep the recipe, never the solver:
+        # HiGHS and SCIP models, worker pools and closures cannot be pickled.
+        state = self.__dict__.copy()
+        state.pop("_compiled", None)
+        return state
 
     @classmethod
     def from_config(cls, source: str | os.PathLike | dict) -> ComboLayer:
@@ -161,13 +198,14 @@ class ComboLayer(nn.Module):
             offset = torch.zeros((), dtype=u.dtype, device=u.device)
             n = self.spec.num_outputs
             flat_w = w.reshape(-1, n)
-            if self._normals is not None:
-                basis = self._normals.to(dtype=w.dtype, device=w.device)
+            if self.compiled.normals is not None:
+                basis = self.compiled.normals.to(dtype=w.dtype, device=w.device)
                 removed = (flat_w @ basis.T) @ basis
                 scale = u.reshape(-1, n).norm(dim=-1, keepdim=True) / (
                     (flat_w - removed).norm(dim=-1, keepdim=True).clamp_min(NORM_EPS))
                 offset = (self.solver.sign * scale * removed).reshape(u.shape)
-            given = (self.solver.sign * u + offset).reshape(-1, n)[:, self._floor.to(w.device)]
+            floor = self.compiled.floor.to(w.device)
+            given = (self.solver.sign * u + offset).reshape(-1, n)[:, floor]
             if (given < 0).any():
                 b, j = (given < 0).nonzero()[0].tolist()
                 raise self.spec.negative_cost_error(
@@ -210,26 +248,27 @@ class ComboLayer(nn.Module):
         if not w.is_floating_point():
             raise TypeError(f"w must be a floating-point tensor, got {w.dtype}: pass w.float()")
         check_costs(self.spec, w, "w")
-        u = self.projection(w)
-        costs = self.solver.sign * u  # the objective sense, folded in once
-        if self._floor is not None:
+        compiled = self.compiled
+        u = compiled.projection(w)
+        sign = compiled.solver.sign
+        costs = sign * u  # the objective sense, folded in once
+        if compiled.floor is not None:
             costs = costs + self._hull_offset(w, u)
         if self.training and self.noise is not None:
-            costs = costs + self.solver.sign * self.noise.sample(
-                u.shape, generator=self.generator).to(u)
+            costs = costs + sign * self.noise.sample(u.shape, generator=self.generator).to(u)
         needs_grad = torch.is_grad_enabled() and costs.requires_grad
         if target is not None:
             check_costs(self.spec, target, "target")
             target = target.to(costs)
         if not logger.isEnabledFor(logging.DEBUG):
-            return self._solve(costs, target=target, needs_grad=needs_grad, training=self.training)
+            return compiled.solve(costs, target=target, needs_grad=needs_grad,
+                                  training=self.training)
         start = time.perf_counter()
-        y = self._solve(costs, target=target, needs_grad=needs_grad, training=self.training)
+        y = compiled.solve(costs, target=target, needs_grad=needs_grad, training=self.training)
         logger.debug("%s: batch of %d solved on %r in %.4f s", self.spec.label,
-                     y.numel() // self.spec.num_outputs, self.solver.backend,
+                     y.numel() // self.spec.num_outputs, compiled.solver.backend,
                      time.perf_counter() - start)
         return y
-
 
 class _ClipPerturbations:
     """The layer's solver for problems that need non-negative costs: the user's cost is
@@ -262,3 +301,14 @@ class _ClipPerturbations:
                 np.maximum(flat[:, floor], 0)
             costs = flat.reshape(costs.shape)
         return self._solver.solve_min(costs)
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """Everything a layer builds from its recipe; never pickled (see ``__getstate__``)."""
+
+    solver: Solver
+    projection: Transform
+    floor: Tensor | None
+    normals: Tensor | None
+    solve: Callable[..., Tensor]

@@ -346,9 +346,15 @@ class ILP(Spec):
         """The ILP in an MPS or LP file, read by HiGHS: bounds, integrality, the
         objective sense and row names kept; ``shape = [num_vars]``; the file's
         objective is attached as ``spec.default_cost``. See :mod:`combolayer.files`."""
-        from .files import from_file
+        from .files import read_model
 
-        return from_file(path)
+        model = read_model(path)
+        spec = cls(**model.arguments)
+        # Not a pydantic field (the spec's fields are the problem, not one cost):
+        # a plain attribute that model_dump leaves out. A tuple keeps the frozen
+        # spec's equality and hashing well defined.
+        object.__setattr__(spec, "default_cost", tuple(model.cost.tolist()))
+        return spec
 
     def to_matrices(self) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix, np.ndarray]:
         """``(A_ub, b_ub, A_eq, b_eq)``; ``>=`` rows are negated into ``A_ub``."""

@@ -243,11 +243,12 @@ def _resolve_npz(data: DataConfig, base: Path) -> DataConfig:
 
 def load_spec_or_model_file(problem: Any):
     """A spec from a YAML/JSON path/string/dict, or an MPS/LP file through HiGHS."""
-    from .files import from_file, is_model_file
+    from .files import is_model_file
     from .io import load_spec
+    from .specs import ILP
 
     if isinstance(problem, (str, os.PathLike)) and is_model_file(problem):
-        return from_file(problem)
+        return ILP.from_file(problem)
     return load_spec(problem)
 
 

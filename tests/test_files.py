@@ -126,7 +126,7 @@ def test_hand_written_lp_file(tmp_path):
     path = tmp_path / "pair.lp"
     path.write_text(LP_FILE)
     model = read_model(path)
-    spec = model.spec
+    spec = cl.ILP(**model.arguments)
     assert model.names == ["a", "b", "c", "d"]
     assert [c.name for c in spec.constraints] == ["pick", "conflict", "budget"]
     assert spec.integrality == ["binary"] * 4

@@ -19,10 +19,10 @@ import numpy as np
 
 from ..canonical import CanonicalForm, canonical_form
 from ..errors import SolverError
+from ..highs_runtime import absorb_banner
 from ..specs import Spec
 from .base import Backend, Capability, Tier
 from .config import BackendConfig
-from .highs import absorb_banner
 from .outcome import Outcome, settle
 from .registry import register_backend
 from .solver import RowKernel
