@@ -484,5 +484,27 @@ def run(config: Config) -> core.Result:
                                  progress=config.progress)
     finally:
         torch.set_num_threads(threads)
-    return core.finish(NAME, config, METRIC, runs, paper=paper_numbers(),
-                       claims=claims(config, runs), started=started)
+    result = core.finish(NAME, config, METRIC, runs, paper=paper_numbers(),
+                         claims=claims(config, runs), started=started)
+    plot(config, runs)
+    return result
+
+
+def plot(config: Config, runs: core.Runs) -> None:
+    """curves.png with one panel per loss and projection, so that each shows six
+    lines (both methods without margin and with each margin at one alpha) instead
+    of all 42 rows in one panel; every row's mean curve is in details.json. Under
+    the Hamming loss the Identity lines coincide (see the module docstring)."""
+    alpha = 1.0 if 1.0 in config.alphas else config.alphas[-1]
+    panels: dict[str, dict[str, list[float]]] = {}
+    for v in runs.variants:
+        if v.margin is not None and v.noise != (config.l1_alpha if v.setting else alpha):
+            continue
+        loss = "L1 loss" if v.setting else "Hamming loss"
+        projection = "P_norm" if v.projection == "norm" else "no projection"
+        curve = core._mean_curve([o.curve for o in runs.outcomes[v.label]])
+        label = core.row_label(v.method, None, v.noise, v.margin)  # same legend in each panel
+        panels.setdefault(f"test accuracy, {loss}, {projection}", {})[label] = curve
+    core.plot_curves(panels, core.output_dir(NAME, config) / "curves.png",
+                     title=f"{NAME}{' (quick)' if config.quick else ''}: mean over "
+                           f"{len(config.seeds)} seed(s), margins at alpha={alpha:g}")
