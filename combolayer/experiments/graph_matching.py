@@ -369,6 +369,14 @@ def claims(config: Config, runs: core.Runs) -> list[core.Claim]:
         "Without projection, Identity is on par with Blackbox (Hamming loss, no margin; "
         "VOC 77.2 vs 74.9)", runs, plain["identity"], plain["blackbox"], METRIC,
         tolerance=0.03))
+    hamming = {m: [v for v in runs.variants if v.method == m and not v.setting]
+               for m in ("identity", "blackbox")}
+    best = {m: best_margin(runs, vs) for m, vs in hamming.items()}
+    out.append(core.claim_on_par(
+        "At its best setting (Hamming loss, any projection and margin), Identity is on par "
+        f"with Blackbox (VOC: 79.7 vs 81.2; the best of {len(hamming['identity'])} rows "
+        "each is picked)",
+        runs, best["identity"], best["blackbox"], METRIC, tolerance=0.03))
     for projection in config.projections:
         for method in ("identity", "blackbox"):
             margined = [v for key, v in by.items()
