@@ -338,3 +338,13 @@ def test_noise_and_blackbox_steps_on_a_vertex_grid_are_clipped_with_one_warning(
         layer(w)
     assert len([r for r in record if "made some costs negative" in str(r.message)]) == 1
     assert torch.isfinite(w.grad).all() and w.grad.abs().sum() > 0
+
+
+def test_the_pure_torch_solvers_vmap_and_compile():
+    from combolayer.backends.torch import ranks, topk_indicator
+
+    costs = torch.randn(3, 4, 6, generator=torch.Generator().manual_seed(0))
+    batched = torch.func.vmap(lambda c: topk_indicator(c, 2))(costs)
+    torch.testing.assert_close(batched, topk_indicator(costs, 2))
+    compiled = torch.compile(ranks, backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(costs), ranks(costs))

@@ -285,3 +285,25 @@ def test_tsp_data_follows_pyepo_and_is_optimal():
         lengths = [sum(c[t[k], t[(k + 1) % n]] for k in range(n)) for t in tours]
         assert (y.sum(0) == 2).all() and np.allclose(y, y.T)
         assert (c * y).sum() / 2 == pytest.approx(min(lengths), rel=1e-5)
+
+
+def test_hamming_makes_margins_inert_under_identity_and_l1_does_not():
+    # The documented pitfall: Hamming's gradient 1 - 2 y* ignores y, so noise cannot act.
+    spec = cl.problems.Matching(4, 4)
+    w = torch.randn(8, 4, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    y_true = cl.make_solver(spec).solve(torch.randn(8, 4, 4, dtype=torch.float64))
+
+    def grad(loss_fn, noise):
+        layer = cl.ComboLayer(spec, projection="none", noise=noise,
+                              generator=torch.Generator().manual_seed(1))
+        x = w.clone().requires_grad_()
+        loss_fn(layer(x), y_true).backward()
+        return x.grad
+
+    hamming = cl.losses.hamming
+    torch.testing.assert_close(grad(hamming, 0.0), grad(hamming, 5.0))
+
+    def l1(y, t):
+        return (y - t).abs().mean()
+
+    assert not torch.allclose(grad(l1, 0.0), grad(l1, 5.0))
