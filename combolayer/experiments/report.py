@@ -64,7 +64,7 @@ def _summary(results: dict[str, Result]) -> list[str]:
     for name, r in results.items():
         counts = {v: sum(c.verdict == v for c in r.claims)
                   for v in ("agrees", "disagrees", "inconclusive")}
-        lines.append(f"| [{name}](#{name.replace('_', '-')}) | {r.metric.name} "
+        lines.append(f"| [{name}](#{name}) | {r.metric.name} "
                      f"({'higher' if r.metric.higher_is_better else 'lower'} is better) | "
                      f"{counts['agrees']} | {counts['disagrees']} | {counts['inconclusive']} | "
                      f"{r.runtime_s / 60:.1f} min |")
