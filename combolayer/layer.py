@@ -19,7 +19,7 @@ from .transforms import SignNoise, Transform, make_projection
 
 
 class ComboLayer(nn.Module):
-    """``y = argmin_{y in Y} <P(w) + xi, y>`` (or argmax) with a gradient estimator.
+    """``y = argmin_{y in Y} <P(w + eps) + xi, y>`` (or argmax) with a gradient estimator.
 
     Args:
         spec: the problem (a spec, a dict, or a YAML/JSON file or string).
@@ -32,6 +32,12 @@ class ComboLayer(nn.Module):
         noise: ``alpha`` for xi ~ U({-alpha/2, alpha/2}^N) in training mode, or
             any object with ``sample(shape, generator=...)``. Change it later
             with :meth:`set_noise`.
+        sample_noise: sampling noise ``eps``, added to ``w`` *before* the
+            projection, so the layer samples ``y(P(w + eps))``, perturb-and-MAP
+            as in the paper's discrete samplers (e.g. :class:`SumOfGamma` for
+            top-k, Gumbel for one-hot): an object with ``sample(shape,
+            generator=...)``, or None. Drawn in training mode and by
+            :meth:`sample`; eval-mode ``forward`` never draws it.
         noise_schedule: the noise level per epoch, applied by :meth:`set_epoch`:
             a callable ``epoch -> alpha``, or a name from
             :mod:`combolayer.schedules` (``"constant"``, ``"step_off"``,
@@ -54,6 +60,7 @@ class ComboLayer(nn.Module):
         backend: str | BackendConfig | dict = "auto",
         generator: torch.Generator | None = None,
         noise_schedule: str | dict | Schedule | None = None,
+        sample_noise: Any = None,
     ) -> None:
         super().__init__()
         self.spec = load_spec(spec)
@@ -64,6 +71,12 @@ class ComboLayer(nn.Module):
         self.noise_schedule = (None if noise_schedule is None else
                                make_schedule(noise_schedule, self.noise_level))
         self.generator = generator
+        if sample_noise is not None and not callable(getattr(sample_noise, "sample", None)):
+            raise ValueError(
+                f"sample_noise must be None or an object with sample(shape, generator=...), "
+                f"e.g. cl.SumOfGamma(k=10, tau=10); got {sample_noise!r}"
+            )
+        self.sample_noise = sample_noise
         self._solve = self.method.build(self.solver)
 
     @classmethod
@@ -108,7 +121,23 @@ class ComboLayer(nn.Module):
         return f"{self.spec.label}, method={self.method}, backend={self.solver.backend!r}"
 
     def forward(self, w: Tensor, target: Tensor | None = None) -> Tensor:
+        return self._forward(w, target, sampling=self.training)
+
+    def sample(self, w: Tensor, target: Tensor | None = None) -> Tensor:
+        """A sampled forward in either mode: ``y(P(w + eps))`` with ``eps`` drawn
+        from ``sample_noise``, and the estimator run as in training (so
+        :class:`IMLE` and :class:`Perturbed` draw their own noise too). The margin
+        ``noise`` is a training device, not part of the sampler: it is added only
+        in training mode, as in ``forward``. Differentiable like ``forward``; use
+        it for a test-time ELBO, which is an expectation over samples.
+        """
+        return self._forward(w, target, sampling=True)
+
+    def _forward(self, w: Tensor, target: Tensor | None, sampling: bool) -> Tensor:
         check_costs(self.spec, w, "w")
+        if sampling and self.sample_noise is not None:
+            # Before the projection: the paper's samplers perturb the logits.
+            w = w + self.sample_noise.sample(w.shape, generator=self.generator).to(w)
         u = self.projection(w)
         if self.training and self.noise is not None:
             u = u + self.noise.sample(u.shape, generator=self.generator).to(u)
@@ -117,4 +146,5 @@ class ComboLayer(nn.Module):
         if target is not None:
             check_costs(self.spec, target, "target")
             target = target.to(costs)
-        return self._solve(costs, target=target, needs_grad=needs_grad, training=self.training)
+        return self._solve(costs, target=target, needs_grad=needs_grad,
+                           training=self.training or sampling)
