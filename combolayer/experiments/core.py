@@ -327,8 +327,10 @@ def plot_curves(panels: dict[str, dict[str, list[float]]], path: Path, title: st
     height = math.ceil(len(panels) / width)
     fig, axes = plt.subplots(height, width, figsize=(5.2 * width, 3.8 * height), squeeze=False)
     for ax, (name, lines) in zip(axes.flat, panels.items()):
-        for label, curve in lines.items():
-            ax.plot(range(1, len(curve) + 1), curve, label=label, lw=1.4)
+        # more rows than the default cycle's 10 colours would repeat them
+        colors = plt.get_cmap("tab20").colors if len(lines) > 10 else [None] * len(lines)
+        for (label, curve), color in zip(lines.items(), colors):
+            ax.plot(range(1, len(curve) + 1), curve, label=label, lw=1.4, color=color)
         ax.set(xlabel="epoch", ylabel=name)
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(panels):]:
