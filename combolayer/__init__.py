@@ -12,7 +12,7 @@ from .errors import (
     SolverError,
     SpecError,
 )
-from .estimators import IMLE, Blackbox, Identity, Margin, Perturbed
+from .estimators import IMLE, Blackbox, Identity, Margin, Perturbed, SumOfGamma
 from .io import load_spec
 from .layer import ComboLayer
 from .specs import ILP, Constraint
@@ -39,6 +39,7 @@ __all__ = [
     "Perturbed",
     "SolverError",
     "SpecError",
+    "SumOfGamma",
     "analyze",
     "backends",
     "data",

@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 
 class ComboLayer(nn.Module):
-    """``y = argmin_{y in Y} <P(w) + xi, y>`` (or argmax) with a gradient estimator.
+    """``y = argmin_{y in Y} <P(w + eps) + xi, y>`` (or argmax) with a gradient estimator.
 
     Args:
         spec: the problem (a spec, a dict, or a YAML/JSON file or string).
@@ -43,6 +43,12 @@ class ComboLayer(nn.Module):
         noise: ``alpha`` for xi ~ U({-alpha/2, alpha/2}^N) in training mode, or
             any object with ``sample(shape, generator=...)``. Change it later
             with :meth:`set_noise`.
+        sample_noise: sampling noise ``eps``, added to ``w`` *before* the
+            projection, so the layer samples ``y(P(w + eps))``, perturb-and-MAP
+            as in the paper's discrete samplers (e.g. :class:`SumOfGamma` for
+            top-k, Gumbel for one-hot): an object with ``sample(shape,
+            generator=...)``, or None. Drawn in training mode and by
+            :meth:`sample`; eval-mode ``forward`` never draws it.
         noise_schedule: the noise level per epoch, applied by :meth:`set_epoch`:
             a callable ``epoch -> alpha``, or a name from
             :mod:`combolayer.schedules` (``"constant"``, ``"step_off"``,
@@ -80,6 +86,7 @@ class ComboLayer(nn.Module):
         backend: str | BackendConfig | dict = "auto",
         generator: torch.Generator | None = None,
         noise_schedule: str | dict | Schedule | None = None,
+        sample_noise: Any = None,
     ) -> None:
         super().__init__()
         self.spec = load_spec(spec)
@@ -93,6 +100,12 @@ class ComboLayer(nn.Module):
         self.noise_schedule = (None if noise_schedule is None else
                                make_schedule(noise_schedule, self.noise_level))
         self.generator = generator
+        if sample_noise is not None and not callable(getattr(sample_noise, "sample", None)):
+            raise ValueError(
+                f"sample_noise must be None or an object with sample(shape, generator=...), "
+                f"e.g. cl.SumOfGamma(k=10, tau=10); got {sample_noise!r}"
+            )
+        self.sample_noise = sample_noise
         self._compile()
         logger.debug("ComboLayer(%s): backend %r chosen", self.spec.label, self.solver.backend)
 
@@ -240,6 +253,19 @@ class ComboLayer(nn.Module):
             SolverError: the solver failed (time limit without a solution, a
                 crashed worker, ...).
         """
+        return self._forward(w, target, sampling=self.training)
+
+    def sample(self, w: Tensor, target: Tensor | None = None) -> Tensor:
+        """A sampled forward in either mode: ``y(P(w + eps))`` with ``eps`` drawn
+        from ``sample_noise``, and the estimator run as in training (so
+        :class:`IMLE` and :class:`Perturbed` draw their own noise too). The margin
+        ``noise`` is a training device, not part of the sampler: it is added only
+        in training mode, as in ``forward``. Differentiable like ``forward``; use
+        it for a test-time ELBO, which is an expectation over samples.
+        """
+        return self._forward(w, target, sampling=True)
+
+    def _forward(self, w: Tensor, target: Tensor | None, sampling: bool) -> Tensor:
         if not isinstance(w, Tensor):
             if not isinstance(w, np.ndarray):
                 raise TypeError(f"w must be a torch.Tensor (or a numpy array), got "
@@ -248,6 +274,9 @@ class ComboLayer(nn.Module):
         if not w.is_floating_point():
             raise TypeError(f"w must be a floating-point tensor, got {w.dtype}: pass w.float()")
         check_costs(self.spec, w, "w")
+        if sampling and self.sample_noise is not None:
+            # Before the projection: the paper's samplers perturb the logits.
+            w = w + self.sample_noise.sample(w.shape, generator=self.generator).to(w)
         compiled = self.compiled
         u = compiled.projection(w)
         sign = compiled.solver.sign
@@ -262,13 +291,15 @@ class ComboLayer(nn.Module):
             target = target.to(costs)
         if not logger.isEnabledFor(logging.DEBUG):
             return compiled.solve(costs, target=target, needs_grad=needs_grad,
-                                  training=self.training)
+                                  training=self.training or sampling)
         start = time.perf_counter()
-        y = compiled.solve(costs, target=target, needs_grad=needs_grad, training=self.training)
+        y = compiled.solve(costs, target=target, needs_grad=needs_grad,
+                           training=self.training or sampling)
         logger.debug("%s: batch of %d solved on %r in %.4f s", self.spec.label,
                      y.numel() // self.spec.num_outputs, compiled.solver.backend,
                      time.perf_counter() - start)
         return y
+
 
 class _ClipPerturbations:
     """The layer's solver for problems that need non-negative costs: the user's cost is

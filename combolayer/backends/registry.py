@@ -55,7 +55,14 @@ def _load_all() -> None:
         if importlib.util.find_spec(module) is not None:
             importlib.import_module(module)
     for entry in entry_points(group=ENTRY_POINT_GROUP):
-        register_backend(entry.load())
+        try:
+            plugin = entry.load()
+        except Exception as error:  # a broken plugin must not take the built-ins down
+            warnings.warn(f"combolayer: backend plugin {entry.name!r} ({entry.value}) failed "
+                          f"to load and is skipped: {type(error).__name__}: {error}",
+                          stacklevel=2)
+            continue
+        register_backend(plugin)
 
 
 def backends() -> dict[str, type]:

@@ -327,10 +327,11 @@ def plot_curves(panels: dict[str, dict[str, list[float]]], path: Path, title: st
     height = math.ceil(len(panels) / width)
     fig, axes = plt.subplots(height, width, figsize=(5.2 * width, 3.8 * height), squeeze=False)
     for ax, (name, lines) in zip(axes.flat, panels.items()):
+        # past the default cycle's 10 colours, tab20's; past 20, new line styles too
+        colors = plt.get_cmap("tab20").colors if len(lines) > 10 else [None] * 10
         for i, (label, curve) in enumerate(lines.items()):
-            # past the 10 colours of the default cycle, a new line style keeps rows apart
             ax.plot(range(1, len(curve) + 1), curve, label=label, lw=1.4,
-                    ls=("-", "--", ":", "-.")[(i // 10) % 4])
+                    color=colors[i % len(colors)], ls=("-", "--", ":", "-.")[(i // 20) % 4])
         ax.set(xlabel="epoch", ylabel=name)
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(panels):]:

@@ -12,6 +12,9 @@ deviations over seeds):
 - "A is on par with B" (within ``tolerance``, in metric units) **agrees**
   when ``|d| <= tolerance``, **disagrees** when ``|d| - 2 se > tolerance``
   (clearly outside it), and is **inconclusive** otherwise.
+- "A is on par with or better than B" **agrees** when ``|d| <= tolerance``
+  or ``d > 2 se``, **disagrees** when ``d < -(tolerance + 2 se)`` (A clearly
+  worse by more than the tolerance), and is **inconclusive** otherwise.
 
 Two standard errors is about a 95% two-sided level for large samples; with 3
 seeds it is a heuristic, stated as such in docs/results.md. Nothing here is
@@ -84,3 +87,18 @@ def all_of(verdicts: Sequence[Verdict]) -> Verdict:
     if all(v == "agrees" for v in verdicts):
         return "agrees"
     return "inconclusive"
+
+
+def on_par_or_better(a: Sequence[float], b: Sequence[float] | float, higher_is_better: bool,
+                     tolerance: float) -> tuple[Verdict, str]:
+    """Verdict on "a is on par with b (within ``tolerance``) or better": **agrees** when
+    ``|d| <= tolerance`` or ``d > 2 se``, **disagrees** when ``d < -(tolerance + 2 se)``
+    (a is clearly worse by more than the tolerance), **inconclusive** otherwise."""
+    d, se = difference(a, b, higher_is_better)
+    if abs(d) <= tolerance or d > Z * se:
+        verdict = "agrees"
+    elif d < -(tolerance + Z * se):
+        verdict = "disagrees"
+    else:
+        verdict = "inconclusive"
+    return verdict, f"advantage {d:+.4g} (2 SE = {Z * se:.3g}, tolerance {tolerance:.4g})"
