@@ -21,7 +21,7 @@ from .backends.solver import Solver, check_costs
 from .estimators import Estimator, resolve_method
 from .io import load_spec, read_mapping
 from .noise import SignNoise
-from .projections import make_projection
+from .projections import HULL_PROJECTIONS, make_projection
 from .schedules import Schedule, make_schedule
 from .specs import Spec
 from .transforms import NORM_EPS, Transform
@@ -37,9 +37,10 @@ class ComboLayer(nn.Module):
         method: the gradient estimator: a name (``"identity"``, ``"blackbox"``,
             ...), a dict ``{"name": ..., **params}``, or an estimator object.
         projection: the cost projection P, applied on the forward pass and
-            differentiated through: ``"auto"``, ``"plane"``, ``"mean"``,
-            ``"norm"``, ``"std"``, ``"none"`` or a callable on costs of shape
-            ``(..., *cost_shape)``.
+            differentiated through: ``"auto"``, ``"auto-exact"`` (the hull of
+            the integer solutions, a few MIP solves at build), ``"plane"``,
+            ``"mean"``, ``"norm"``, ``"std"``, ``"none"`` or a callable on costs of
+            shape ``(..., *cost_shape)``.
         noise: ``alpha`` for xi ~ U({-alpha/2, alpha/2}^N) in training mode, or
             any object with ``sample(shape, generator=...)``. Change it later
             with :meth:`set_noise`.
@@ -118,12 +119,13 @@ class ComboLayer(nn.Module):
         # cycles): the solver must be able to take what the layer gives it.
         floor = self.spec.nonnegative_costs()
         floor = None if floor is None else torch.as_tensor(floor)
-        hull = floor is not None and self._projection_arg in ("plane", "auto")
+        hull = floor is not None and self._projection_arg in HULL_PROJECTIONS
+        exact = hull and self._projection_arg.endswith("-exact")
         compiled = _Compiled(
             solver=solver,
             projection=make_projection(self._projection_arg, self.spec),
             floor=floor,
-            normals=torch.tensor(analyze(self.spec).normals) if hull else None,
+            normals=torch.tensor(analyze(self.spec, exact=exact).normals) if hull else None,
             solve=self.method.build(solver if floor is None else
                                     _ClipPerturbations(solver, floor)),
         )
@@ -201,7 +203,8 @@ class ComboLayer(nn.Module):
         """A constant that gives the solver the cost before the hull step, and the check
         that this cost is one the problem accepts (:meth:`Spec.nonnegative_costs`).
 
-        ``"plane"`` and ``"auto"`` remove the components of ``w`` along directions on
+        ``"plane"`` and ``"auto"`` (and ``"auto-exact"``) remove the components of ``w``
+        along directions on
         which every solution has the same objective, then ``"auto"`` scales by a
         positive factor: ``s * w`` has the argmin of ``P(w)`` and the signs of
         ``w``. The solver sees ``s * w`` while gradients flow through ``P(w)``

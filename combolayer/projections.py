@@ -30,6 +30,13 @@ PROJECTIONS: dict[str, Transform] = {
 }
 
 
+#: Projections built on the problem's affine hull: ``"plane"`` removes its normal
+#: directions, ``"auto"`` then normalises; ``"auto-exact"`` uses the hull of the
+#: integer solutions (``cl.analyze(spec, exact=True)``, a few MIP solves at build)
+#: instead of the LP relaxation's.
+HULL_PROJECTIONS = ("auto", "auto-exact", "plane")
+
+
 def make_projection(projection: str | Transform, spec: Spec) -> Transform:
     """The projection for a layer on ``spec``, acting on costs of shape ``(..., *cost_shape)``.
 
@@ -37,14 +44,14 @@ def make_projection(projection: str | Transform, spec: Spec) -> Transform:
     """
     if callable(projection):
         return projection
-    if projection in ("plane", "auto"):
-        plane = analyze(spec).transform()
+    if projection in HULL_PROJECTIONS:
+        plane = analyze(spec, exact=projection.endswith("-exact")).transform()
         if projection == "plane":
             return plane
         return chain(plane, on_cost_shape(normalize, spec.cost_shape))
     if projection not in PROJECTIONS:
         raise ValueError(
             f"unknown projection {projection!r}: expected one of "
-            f"{['auto', 'plane', *PROJECTIONS]} or a callable Tensor -> Tensor"
+            f"{[*HULL_PROJECTIONS, *PROJECTIONS]} or a callable Tensor -> Tensor"
         )
     return on_cost_shape(PROJECTIONS[projection], spec.cost_shape)

@@ -334,11 +334,35 @@ class ILP(Spec):
         )
 
     @classmethod
-    def from_cvxpy(cls, problem: Any, cost: Any) -> ILP:
+    def from_cvxpy(cls, problem: Any, cost: Any = None, *, parameters: Any = None,
+                   variables: Any = None) -> ILP:
         """The ILP equivalent to a cvxpy ``Minimize/Maximize(cost @ x)`` problem with
         boolean/integer/continuous variables and linear constraints; ``cost`` is the
         ``cp.Parameter`` whose shape becomes ``shape``. The conversion is
-        :func:`combolayer.cvxpy_frontend.ilp_arguments` (cvxpy is imported only then)."""
+        :func:`combolayer.cvxpy_frontend.ilp_arguments` (cvxpy is imported only then).
+
+        cvxpylayers' spelling works too, so a ``CvxpyLayer(problem, parameters=[w],
+        variables=[x])`` becomes ``ILP.from_cvxpy(problem, parameters=[w],
+        variables=[x])``: ``parameters`` holds the one cost parameter (other
+        parameters keep their current values), and ``variables``, if given, must be
+        the variables the objective multiplies (the returned solution).
+        """
+        if parameters is not None:
+            if cost is not None:
+                raise SpecError("from_cvxpy takes the cost as cost=w or as parameters=[w], "
+                                "not both")
+            if len(parameters) != 1:
+                raise SpecError(f"from_cvxpy(parameters=...) expects exactly one parameter, the "
+                                f"cost multiplying the variables; got {len(parameters)}")
+            cost = parameters[0]
+        if cost is None:
+            raise SpecError("from_cvxpy needs the cost parameter: cost=w or parameters=[w]")
+        if variables is not None:
+            expected = sorted(v.name() for v in problem.objective.variables())
+            got = sorted(v.name() for v in variables)
+            if {v.id for v in variables} != {v.id for v in problem.objective.variables()}:
+                raise SpecError(f"variables must be the ones the objective multiplies by the "
+                                f"cost: expected {expected}, got {got}")
         return cls.from_matrices(**cvxpy_frontend.ilp_arguments(problem, cost))
 
     @classmethod

@@ -128,3 +128,19 @@ def test_cost_in_a_constraint_is_rejected():
     problem = cp.Problem(cp.Minimize(w @ x), [w @ x >= -1])
     with pytest.raises(cl.SpecError, match="appears in a constraint"):
         cl.ILP.from_cvxpy(problem, cost=w)
+
+
+def test_cvxpylayers_spelling_parameters_and_variables():
+    cp = pytest.importorskip("cvxpy")
+    x = cp.Variable(4, boolean=True)
+    w = cp.Parameter(4)
+    problem = cp.Problem(cp.Minimize(w @ x), [cp.sum(x) == 2])
+    spec = cl.ILP.from_cvxpy(problem, parameters=[w], variables=[x])
+    assert spec == cl.ILP.from_cvxpy(problem, cost=w)
+    other = cp.Variable(2)
+    with pytest.raises(cl.SpecError, match="variables must be the ones the objective"):
+        cl.ILP.from_cvxpy(problem, parameters=[w], variables=[other])
+    with pytest.raises(cl.SpecError, match="expects exactly one parameter"):
+        cl.ILP.from_cvxpy(problem, parameters=[w, cp.Parameter(2)])
+    with pytest.raises(cl.SpecError, match="not both"):
+        cl.ILP.from_cvxpy(problem, w, parameters=[w])

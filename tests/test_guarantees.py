@@ -348,3 +348,16 @@ def test_the_pure_torch_solvers_vmap_and_compile():
     torch.testing.assert_close(batched, topk_indicator(costs, 2))
     compiled = torch.compile(ranks, backend="eager", fullgraph=True)
     torch.testing.assert_close(compiled(costs), ranks(costs))
+
+
+def test_auto_exact_uses_the_hull_of_the_integer_solutions():
+    # 0.5 <= x2 + x3 <= 1 holds with equality only at integer points: LP mode
+    # cannot see x2 + x3 == 1, exact mode (and so "auto-exact") does.
+    spec = cl.ILP(shape=[4], constraints=[
+        cl.Constraint(coefs=[0, 0, 1, 1], sense="<=", rhs=1),
+        cl.Constraint(coefs=[0, 0, 1, 1], sense=">=", rhs=0.5)])
+    assert cl.analyze(spec).dim == 4 and cl.analyze(spec, exact=True).dim == 3
+    w = torch.tensor([[1.0, 2.0, 3.0, 5.0]])
+    exact = cl.ComboLayer(spec, projection="auto-exact").projection(w)
+    torch.testing.assert_close(exact[0, 2] + exact[0, 3], torch.tensor(0.0))
+    assert not torch.allclose(cl.ComboLayer(spec, projection="auto").projection(w), exact)
