@@ -40,7 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     solve.add_argument("--backend", default="auto")
     analyze = sub.add_parser("analyze", help=COMMANDS["analyze"][1])
     analyze.add_argument("spec", help=SPEC_HELP)
-    analyze.add_argument("--exact", action="store_true")
+    analyze.add_argument("--exact", action="store_true",
+                         help="the hull of the integer solutions (MIP solves), not the LP's")
+    analyze.add_argument("--full", action="store_true",
+                         help="list every equation and constraint (by default the first 20)")
     train = sub.add_parser(
         "train", help=COMMANDS["train"][1],
         description="Train a cost model through a ComboLayer on built-in PyEPO data or an "

@@ -15,14 +15,14 @@ import numpy as np
 
 
 def analyze(args: argparse.Namespace) -> int:
-    """``combolayer analyze SPEC [--exact]``: the hull dimension, its equations,
+    """``combolayer analyze SPEC [--exact] [--full]``: the hull dimension, its equations,
     the fixed outputs and the projection ``"auto"`` will use."""
     from .analysis import analyze as analyze_spec
     from .hull_text import describe
     from .io import load_spec
 
     spec = load_spec(args.spec)
-    print(describe(spec, analyze_spec(spec, exact=args.exact)))
+    print(describe(spec, analyze_spec(spec, exact=args.exact), full=args.full))
     return 0
 
 

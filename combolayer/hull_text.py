@@ -20,26 +20,69 @@ MAX_SHOWN = 20
 RREF_FLOPS = 5e9
 
 
-def describe(spec: Spec, hull: AffineHull) -> str:
-    """A person's summary of ``hull``: dimension, equations, fixed outputs, ``"auto"``."""
+def describe(spec: Spec, hull: AffineHull, full: bool = False) -> str:
+    """A person's summary of ``hull``: the dimension, the spec's own constraints that
+    hold with equality for every solution, the equations, the fixed outputs and what
+    ``"auto"`` does. Lists are cut at :data:`MAX_SHOWN` entries unless ``full``."""
+    most = None if full else MAX_SHOWN
     mode = "integer solutions (exact, MIP)" if hull.exact else "LP relaxation (sound)"
     lines = [f"{spec.label}: {hull.num_outputs} outputs, affine hull of dimension "
              f"{hull.dim} [{mode}]"]
+    rows = tight_constraints(spec, hull)
+    if rows:
+        lines.append("your constraints that hold with equality for every solution:")
+        lines += [f"  {line}" for line in rows[:most]]
+        if most is not None and len(rows) > most:
+            lines.append(f"  ... and {len(rows) - most} more (--full shows all)")
     equations = readable_equations(hull)
     fixed = hull.fixed.tolist()
     r = len(hull.normals)
     lines.append(f"{r} independent equation{'' if r == 1 else 's'}"
                  + (f", {len(fixed)} of them fixing an output" if fixed else "")
                  + (":" if equations else ""))
-    lines += [f"  {line}" for line in equations[:MAX_SHOWN]]
-    if len(equations) > MAX_SHOWN:
-        lines.append(f"  ... and {len(equations) - MAX_SHOWN} more")
+    lines += [f"  {line}" for line in equations[:most]]
+    if most is not None and len(equations) > most:
+        lines.append(f"  ... and {len(equations) - most} more (--full shows all)")
     shown = ", ".join(f"{_name(j, hull.cost_shape)} = {_number(hull.point[j])}"
-                      for j in fixed[:MAX_SHOWN])
-    more = f", ... ({len(fixed)} in all)" if len(fixed) > MAX_SHOWN else ""
+                      for j in fixed[:most])
+    more = f", ... ({len(fixed)} in all)" if most is not None and len(fixed) > most else ""
     lines.append(f"fixed outputs: {shown}{more}" if fixed else "fixed outputs: none")
     lines.append(f'projection "auto": {describe_auto(hull)}')
     return "\n".join(lines)
+
+
+def tight_constraints(spec: Spec, hull: AffineHull) -> list[str]:
+    """The spec's own rows that every solution meets with equality, in the user's
+    names: ``row "budget" (<=) holds with equality``.
+
+    A row over the outputs alone holds with equality on the hull exactly when its
+    coefficients lie in the span of the normals and the shared point meets it; rows
+    that involve auxiliary variables are left out (the hull lives in output space).
+    """
+    if not hasattr(spec, "constraints"):
+        return []
+    n = hull.num_outputs
+    basis = np.asarray(hull.normals)
+    out = []
+    for i, row in enumerate(spec.constraints):
+        coefs = np.zeros(n)
+        touches_aux = False
+        for j, value in row.items():
+            if j < n:
+                coefs[j] += value
+            else:
+                touches_aux = True
+        if touches_aux or not coefs.any():
+            continue
+        residual = coefs - basis.T @ (basis @ coefs) if len(basis) else coefs
+        if np.abs(residual).max() > 1e-7 * max(1.0, np.abs(coefs).max()):
+            continue
+        if abs(float(coefs @ hull.point) - row.rhs) > 1e-6 * max(1.0, abs(row.rhs)):
+            continue
+        name = f'row "{row.name}"' if row.name else f"constraints[{i}]"
+        how = "is an equation" if row.sense == "==" else "holds with equality"
+        out.append(f"{name} ({row.sense} {_number(row.rhs)}) {how}")
+    return out
 
 
 def describe_auto(hull: AffineHull) -> str:

@@ -51,3 +51,21 @@ def test_reproduce_unknown_experiment_lists_the_known_ones():
     result = run("reproduce", "nonsense", check=False)
     assert result.returncode == 2
     assert "unknown experiment 'nonsense': expected one of [" in result.stderr
+
+
+def test_analyze_names_the_users_own_constraints_and_full_lists_everything(tmp_path):
+    spec = tmp_path / "jobs.yaml"
+    spec.write_text(
+        "kind: ilp\nshape: [2, 3]\nconstraints:\n"
+        '  - {coefs: [1, 1, 1, 0, 0, 0], sense: "==", rhs: 1, name: "worker[0]"}\n'
+        '  - {coefs: [0, 0, 0, 1, 1, 1], sense: "<=", rhs: 1, name: "worker[1]"}\n'
+        '  - {coefs: [0, 0, 0, 1, 1, 1], sense: ">=", rhs: 1}\n'
+        '  - {coefs: [1, 0, 0, 1, 0, 0], sense: "<=", rhs: 1, name: "jobs[0]"}\n')
+    out = run("analyze", str(spec), "--full").stdout
+    assert 'row "worker[0]" (== 1) is an equation' in out
+    assert 'row "worker[1]" (<= 1) holds with equality' in out
+    assert "constraints[2] (>= 1) holds with equality" in out
+    assert "jobs[0]" not in out  # slack in some solution
+    tour = '{"kind": "tsp", "num_nodes": 8}'  # 44 equations, more than the 20 shown
+    assert "more (--full shows all)" in run("analyze", tour).stdout
+    assert "more (--full shows all)" not in run("analyze", tour, "--full").stdout
