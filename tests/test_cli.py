@@ -69,3 +69,16 @@ def test_analyze_names_the_users_own_constraints_and_full_lists_everything(tmp_p
     tour = '{"kind": "tsp", "num_nodes": 8}'  # 44 equations, more than the 20 shown
     assert "more (--full shows all)" in run("analyze", tour).stdout
     assert "more (--full shows all)" not in run("analyze", tour, "--full").stdout
+
+
+def test_reproduce_help_names_the_experiments_and_set_passes_options(tmp_path):
+    from combolayer.experiments import experiments
+
+    text = run("reproduce", "--help").stdout
+    assert all(name in text for name in experiments())
+    out = tmp_path / "retrieval"
+    run("reproduce", "retrieval", "--quick", "--set", "epochs=2", "--out", str(out))
+    details = json.loads((out / "details.json").read_text())
+    assert details["config"]["epochs"] == 2
+    bad = run("reproduce", "retrieval", "--quick", "--set", "epochz=2", check=False)
+    assert bad.returncode == 2 and "epochz" in bad.stderr
