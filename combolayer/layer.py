@@ -112,7 +112,7 @@ class ComboLayer(nn.Module):
         u = self.projection(w)
         if self.training and self.noise is not None:
             u = u + self.noise.sample(u.shape, generator=self.generator).to(u)
-        costs = self.solver.sign * u  # the objective sense, folded in once
+        costs = u if self.solver.sign == 1.0 else -u  # the objective sense, folded in once
         needs_grad = torch.is_grad_enabled() and costs.requires_grad
         if target is not None:
             check_costs(self.spec, target, "target")

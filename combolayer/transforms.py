@@ -37,12 +37,40 @@ def normalize(w: Tensor) -> Tensor:
     return w / torch.linalg.vector_norm(w, dim=-1, keepdim=True).clamp_min(NORM_EPS)
 
 
+#: Up to this many outputs, P_plane is one matmul with the dense ``(N, N)``
+#: projector: fewer torch ops (1 instead of 3) than the low-rank form, which
+#: is what costs at small N (measured in docs/performance.md).
+DENSE_PROJECTOR_MAX = 128
+
+
 def project_plane(normals: Tensor) -> Transform:
-    """P_plane: remove the components along orthonormal rows ``normals`` of shape ``(r, N)``."""
+    """P_plane: remove the components along orthonormal rows ``normals`` of shape ``(r, N)``.
+
+    The operator is built once per device and dtype, on first use there: the
+    all-ones normal alone is :func:`project_mean`; up to
+    :data:`DENSE_PROJECTOR_MAX` outputs it is ``w @ (I - normals.T normals)``;
+    above, ``w - (w @ normals.T) @ normals``.
+    """
+    r, n = normals.shape
+    if r == 0:
+        return identity
+    ones = torch.full((1, n), 1.0 / math.sqrt(n), dtype=normals.dtype)
+    if r == 1 and torch.allclose(normals.abs(), ones, rtol=0, atol=1e-12) and (
+            bool((normals[0] > 0).all()) or bool((normals[0] < 0).all())):
+        return project_mean
+    basis64 = normals.to(torch.float64)
+    dense = n <= DENSE_PROJECTOR_MAX
+    operator64 = torch.eye(n, dtype=torch.float64) - basis64.T @ basis64 if dense else basis64
+    cache: dict[tuple, Tensor] = {}
 
     def project(w: Tensor) -> Tensor:
-        basis = normals.to(device=w.device, dtype=w.dtype)
-        return w - (w @ basis.T) @ basis
+        key = (w.device, w.dtype)
+        operator = cache.get(key)
+        if operator is None:
+            operator = cache[key] = operator64.to(device=w.device, dtype=w.dtype)
+        if dense:
+            return w @ operator  # symmetric: the backward is the same matmul
+        return w - (w @ operator.T) @ operator
 
     return project
 
