@@ -66,3 +66,19 @@ def test_identity_backward_is_negative_identity_without_a_copy_of_the_solution()
     y.backward(grad)
     torch.testing.assert_close(w.grad, grad)  # max problem: dL/dw = +dL/dy
     assert y.grad_fn is not None
+
+
+@pytest.mark.parametrize("k", [1, 3, 6])
+def test_topk_fast_path_and_tie_path_agree_with_a_stable_sort(k):
+    from combolayer.backends.torch import ranks, topk_indicator
+
+    rng = np.random.default_rng(k)
+    for costs in (torch.tensor(rng.normal(size=(20, 6))),
+                  torch.tensor(rng.integers(0, 3, size=(20, 6)).astype(float))):
+        order = torch.sort(costs, dim=-1, stable=True).indices
+        expected = torch.zeros_like(costs).scatter(-1, order[:, :k], 1.0)
+        torch.testing.assert_close(topk_indicator(costs, k), expected)
+        descending = torch.sort(costs, dim=-1, descending=True, stable=True).indices
+        expected_ranks = torch.zeros_like(costs).scatter(
+            -1, descending, torch.arange(1.0, 7.0, dtype=costs.dtype).expand_as(costs))
+        torch.testing.assert_close(ranks(costs), expected_ranks)
