@@ -18,6 +18,13 @@ from .config import BackendConfig
 from .registry import register_backend
 
 
+def _host_readable(costs: Tensor) -> bool:
+    """Whether reading one value back is free: a CPU tensor outside vmap/grad
+    transforms (where ``bool(tensor)`` is not allowed) and outside tracing."""
+    return (costs.device.type == "cpu" and not torch._C._are_functorch_transforms_active()
+            and not torch.compiler.is_compiling())
+
+
 def topk_indicator(costs: Tensor, k: int) -> Tensor:
     """The 0/1 indicator of the ``k`` smallest entries along the last axis.
 
@@ -28,7 +35,7 @@ def topk_indicator(costs: Tensor, k: int) -> Tensor:
     the threshold (measured 1.35x a bare ``torch.topk``) and equal entries are
     admitted in index order.
     """
-    if costs.device.type == "cpu" and costs.ndim == 2:
+    if _host_readable(costs) and costs.ndim == 2:
         values, index = torch.topk(costs, k, dim=-1, largest=False)
         # each row holds its k-th value at least once; more often only on a tie
         if int(costs.eq(values[:, k - 1:]).sum()) == costs.shape[0]:
@@ -49,12 +56,12 @@ def ranks(costs: Tensor) -> Tensor:
     equal neighbours, where both sorts agree.
     """
     position = torch.arange(1, costs.shape[-1] + 1, device=costs.device, dtype=costs.dtype)
-    if costs.device.type == "cpu":
+    if _host_readable(costs):
         values, order = torch.sort(costs, dim=-1, descending=True)
         if not bool(values[..., 1:].eq(values[..., :-1]).any()):
             return torch.empty_like(costs).scatter_(-1, order, position.expand_as(costs))
     order = torch.sort(costs, dim=-1, descending=True, stable=True).indices
-    return torch.empty_like(costs).scatter_(-1, order, position.expand_as(costs))
+    return torch.zeros_like(costs).scatter(-1, order, position.expand_as(costs))  # vmap-able
 
 
 @dataclass(frozen=True)
