@@ -51,7 +51,9 @@ START_SECONDS = {"thread": 0.0, "process": 0.5, "ray": 5.0}
 
 
 def _serial_config(config: BackendConfig) -> BackendConfig:
-    return config.model_copy(update={"executor": "serial", "workers": 1})
+    # One solver thread per worker: workers x threads must not exceed the cores
+    # (docs/performance.md, "Threads under load").
+    return config.model_copy(update={"executor": "serial", "workers": 1, "threads": 1})
 
 
 def _timed(kernel: Kernel, costs: np.ndarray) -> tuple[np.ndarray, float]:
@@ -262,6 +264,9 @@ _WORKER_KERNEL: Kernel | None = None
 
 def _init_process(cls: type, spec: Spec, config: BackendConfig) -> None:
     global _WORKER_KERNEL
+    import torch
+
+    torch.set_num_threads(1)  # the pool supplies the parallelism, not torch
     if cls.name not in backends():
         register_backend(cls)  # e.g. a backend defined outside any installed package
     _WORKER_KERNEL = compile_kernel(cls.name, spec, config)
