@@ -47,6 +47,15 @@ def subtours(adjacency: sp.spmatrix | np.ndarray) -> list[np.ndarray]:
     return [] if count == 1 else [labels == component for component in range(count)]
 
 
+#: Edge values are scaled to integers for scipy's max-flow; a cut counts as
+#: violated below ``2 - _FLOW_TOLERANCE / _FLOW_SCALE``.
+_FLOW_SCALE = 1_000_000
+_FLOW_TOLERANCE = 1_000
+#: Cut pool size per node (see :attr:`SubtourSeparator.pool_size`); 0 turns the
+#: pool off, the fastest once the LP rounds find the cuts (docs/problems.md).
+CUT_POOL_PER_NODE = 0
+
+
 @dataclasses.dataclass(frozen=True)
 class SubtourSeparator:
     """Cut-set inequalities ``sum_{i in S, j not in S} y_ij >= 2`` for every connected
@@ -54,10 +63,49 @@ class SubtourSeparator:
 
     num_nodes: int
 
-    def __call__(self, x: np.ndarray) -> list[Cut]:
+    @property
+    def pool_size(self) -> int:
+        """How many recently binding cuts a solver may keep and seed every solve with
+        (the cuts hold for any costs): measured best in docs/problems.md."""
+        return CUT_POOL_PER_NODE * self.num_nodes
+
+    def fractional(self, x: np.ndarray, max_cuts: int = 8) -> list[Cut]:
+        """Violated cut-set inequalities for a fractional solution: the components of
+        its support graph (nothing crosses them), else minimum 0-t cuts below 2,
+        found by max-flow on the edge values (scaled to integers for scipy)."""
+        cuts = self(x, threshold=1e-6)
+        if cuts:
+            return cuts
+        from scipy.sparse.csgraph import breadth_first_order, maximum_flow
+
+        n = self.num_nodes
+        values = np.asarray(x[: n * n]).reshape(n, n)
+        capacity = np.round((values + values.T) * (0.5 * _FLOW_SCALE)).astype(np.int32)
+        graph = sp.csr_matrix(capacity)
+        seen = set()
+        for t in range(1, n):
+            result = maximum_flow(graph, 0, t)
+            if result.flow_value >= 2 * _FLOW_SCALE - _FLOW_TOLERANCE:
+                continue
+            residual = graph - result.flow
+            residual.data = (residual.data > 0).astype(np.int8)
+            residual.eliminate_zeros()
+            inside = np.zeros(n, dtype=bool)
+            inside[breadth_first_order(residual, 0, return_predecessors=False)] = True
+            key = inside.tobytes()
+            if key in seen:
+                continue
+            seen.add(key)
+            i, j = np.nonzero(np.outer(inside, ~inside))
+            cuts.append(Cut(index=i * n + j, value=np.ones(len(i)), lower=2.0, upper=np.inf))
+            if len(cuts) >= max_cuts:
+                break
+        return cuts
+
+    def __call__(self, x: np.ndarray, threshold: float = 0.5) -> list[Cut]:
         n = self.num_nodes
         cuts = []
-        for inside in subtours(np.asarray(x[: n * n]).reshape(n, n) > 0.5):
+        for inside in subtours(np.asarray(x[: n * n]).reshape(n, n) > threshold):
             i, j = np.nonzero(np.outer(inside, ~inside))
             cuts.append(Cut(index=i * n + j, value=np.ones(len(i)), lower=2.0, upper=np.inf))
         return cuts

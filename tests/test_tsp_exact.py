@@ -1,0 +1,89 @@
+"""TSP stays exact through every speed-up: the LP cut rounds, the integral-LP
+shortcut and the cut pool (initial or lazy rows), against brute force for
+n <= 8 and against the compact MTZ formulation (``spec.to_ilp()``) up to n = 15."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import combolayer as cl
+import combolayer.backends.highs as highs_backend
+import combolayer.problems.tsp as tsp_module
+from combolayer.problems import TSP
+
+
+def tour_lengths(costs: np.ndarray) -> float:
+    """The cheapest ``<w, y>`` over every tour, by enumeration (node 0 first)."""
+    n = len(costs)
+    sym = costs + costs.T
+    best = np.inf
+    for rest in itertools.permutations(range(1, n)):
+        if rest[0] > rest[-1]:
+            continue  # each undirected tour once
+        order = (0, *rest)
+        best = min(best, sum(sym[order[i], order[(i + 1) % n]] for i in range(n)))
+    return best
+
+
+def instances(n: int, count: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    points = rng.random((count, n, 2))
+    euclid = np.linalg.norm(points[:, :, None] - points[:, None], axis=-1)
+    asymmetric = rng.random((count, n, n))
+    return np.concatenate([euclid, asymmetric])
+
+
+@pytest.fixture(params=["off", "initial", "lazy"])
+def pool(request, monkeypatch):
+    """The cut pool off (the default), or on with either way of seeding it."""
+    if request.param != "off":
+        monkeypatch.setattr(tsp_module, "CUT_POOL_PER_NODE", 3)
+        monkeypatch.setattr(highs_backend, "CUT_POOL_MODE", request.param)
+    return request.param
+
+
+def check_tour(y: np.ndarray) -> None:
+    n = len(y)
+    np.testing.assert_array_equal(y, y.T)
+    np.testing.assert_array_equal(y.sum(1), np.full(n, 2.0))
+    assert tsp_module.subtours(y > 0.5) == []
+
+
+@pytest.mark.parametrize("n", [4, 5, 7, 8])
+def test_highs_tsp_matches_brute_force(n, pool):
+    costs = instances(n, 3, seed=n)
+    solver = cl.make_solver(TSP(num_nodes=n), "highs")
+    assert (solver.kernel.cut_pool is not None) == (pool != "off")
+    y = solver.solve(costs)  # one batch: later instances see the pool of earlier ones
+    for b in range(len(costs)):
+        check_tour(y[b])
+        assert np.sum(costs[b] * y[b]) == pytest.approx(tour_lengths(costs[b]), abs=1e-9)
+
+
+@pytest.mark.parametrize("n", [10, 13, 15])
+def test_highs_tsp_matches_the_mtz_formulation(n, pool):
+    costs = instances(n, 2, seed=100 + n)
+    y = cl.make_solver(TSP(num_nodes=n), "highs").solve(costs)
+    mtz = cl.make_solver(TSP(num_nodes=n).to_ilp(), "highs").solve(costs)
+    for b in range(len(costs)):
+        check_tour(y[b])
+        assert np.sum(costs[b] * y[b]) == pytest.approx(np.sum(costs[b] * mtz[b]), abs=1e-7)
+
+
+def test_default_tsp_backend_is_highs_without_a_pool():
+    solver = cl.make_solver(TSP(num_nodes=6))
+    assert solver.backend == "highs" and solver.kernel.cut_pool is None
+
+
+def test_fractional_separator_finds_violated_min_cuts():
+    n = 6
+    # two triangles joined by edges of value 0.5: connected support, cut value 1 < 2
+    x = np.zeros((n, n))
+    for a, b in [(0, 1), (1, 2), (0, 2), (3, 4), (4, 5), (3, 5)]:
+        x[a, b] = x[b, a] = 0.75
+    x[2, 3] = x[3, 2] = x[0, 5] = x[5, 0] = 0.5
+    cuts = tsp_module.SubtourSeparator(n).fractional(x.ravel())
+    assert cuts
+    for cut in cuts:
+        assert x.ravel()[cut.index].sum() < 2 - 1e-6
