@@ -87,3 +87,28 @@ def test_fractional_separator_finds_violated_min_cuts():
     assert cuts
     for cut in cuts:
         assert x.ravel()[cut.index].sum() < 2 - 1e-6
+
+
+@pytest.mark.parametrize("n", [5, 8, 12, 15])
+def test_scip_tsp_with_fractional_cuts_is_exact(n):
+    pytest.importorskip("pyscipopt")
+    costs = instances(n, 2, seed=200 + n)
+    y = cl.make_solver(TSP(num_nodes=n), "scip").solve(costs)
+    if n <= 8:
+        expected = [tour_lengths(c) for c in costs]
+    else:
+        mtz = cl.make_solver(TSP(num_nodes=n).to_ilp(), "highs").solve(costs)
+        expected = [np.sum(c * m) for c, m in zip(costs, mtz, strict=True)]
+    for b in range(len(costs)):
+        check_tour(y[b])
+        assert np.sum(costs[b] * y[b]) == pytest.approx(expected[b], abs=1e-7)
+
+
+def test_scip_separates_fractional_lp_solutions(monkeypatch):
+    pytest.importorskip("pyscipopt")
+    calls = []
+    original = tsp_module.SubtourSeparator.fractional
+    monkeypatch.setattr(tsp_module.SubtourSeparator, "fractional",
+                        lambda self, x, **kw: calls.append(1) or original(self, x, **kw))
+    cl.make_solver(TSP(num_nodes=30), "scip").solve(instances(30, 1, seed=3)[0])
+    assert calls
