@@ -26,26 +26,13 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from .backends.solver import Solver, inner
+from .transforms import fast_apply
 
 DifferentiableSolve = Callable[..., Tensor]
 
 
 class Estimator(Protocol):
     def build(self, solver: Solver) -> DifferentiableSolve: ...
-
-
-def fast_apply(function: type[torch.autograd.Function]) -> Callable[..., Any]:
-    """``function.apply`` without its per-call ``inspect.signature`` binding of
-    default arguments (measured 51 -> 12 us a call), for functions whose
-    ``forward`` has none; under functorch transforms (vmap, grad) the full
-    ``apply`` runs as before."""
-    direct = super(torch.autograd.Function, function).apply
-    transforms_active = torch._C._are_functorch_transforms_active
-
-    def apply(*args: Any) -> Any:
-        return function.apply(*args) if transforms_active() else direct(*args)
-
-    return apply
 
 
 def _negative_identity(solver: Solver) -> type[torch.autograd.Function]:

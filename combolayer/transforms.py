@@ -37,6 +37,20 @@ def normalize(w: Tensor) -> Tensor:
     return w / torch.linalg.vector_norm(w, dim=-1, keepdim=True).clamp_min(NORM_EPS)
 
 
+def fast_apply(function: type[torch.autograd.Function]) -> Callable:
+    """``function.apply`` without its per-call ``inspect.signature`` binding of
+    default arguments (measured 51 -> 12 us a call), for functions whose
+    ``forward`` has none; under functorch transforms (vmap, grad) the full
+    ``apply`` runs as before."""
+    direct = super(torch.autograd.Function, function).apply
+    transforms_active = torch._C._are_functorch_transforms_active
+
+    def apply(*args):
+        return function.apply(*args) if transforms_active() else direct(*args)
+
+    return apply
+
+
 #: Up to this many outputs, P_plane is one matmul with the dense ``(N, N)``
 #: projector: fewer torch ops (1 instead of 3) than the low-rank form, which
 #: is what costs at small N (measured in docs/performance.md).
@@ -99,7 +113,47 @@ def on_cost_shape(transform: Transform, cost_shape: tuple[int, ...]) -> Transfor
     return lifted
 
 
-project_std = chain(project_mean, normalize)
+def normalized(project: Transform) -> Transform:
+    """``chain(project, normalize)`` as one autograd node, for an orthogonal
+    projection ``project`` (symmetric and idempotent: mean, plane).
+
+    Same values and gradient as the chain: with ``c = P w``, ``n = max(||c||,
+    NORM_EPS)`` and ``u = c / n``, the backward is ``P ((g - u <g, u>) / n)``
+    (``P g / n`` where the norm was clamped). Autograd would record about ten
+    nodes for the chain; this is one, applied without ``Function.apply``'s
+    per-call signature binding (docs/performance.md).
+    """
+
+    class _Normalized(torch.autograd.Function):
+        @staticmethod
+        def forward(w: Tensor) -> Tensor:
+            c = project(w)
+            norm = torch.linalg.vector_norm(c, dim=-1, keepdim=True)
+            clamped = norm < NORM_EPS
+            norm = norm.clamp_min(NORM_EPS)
+            return c / norm, norm, clamped
+
+        @staticmethod
+        def setup_context(ctx, inputs, output) -> None:
+            u, norm, clamped = output
+            ctx.mark_non_differentiable(norm, clamped)
+            ctx.save_for_backward(u, norm, clamped)
+
+        @staticmethod
+        def backward(ctx, grad: Tensor, _norm_grad=None, _clamped_grad=None) -> Tensor:
+            u, norm, clamped = ctx.saved_tensors
+            along = (grad * u).sum(-1, keepdim=True).masked_fill_(clamped, 0.0)
+            return project((grad - u * along) / norm)
+
+    apply = fast_apply(_Normalized)
+
+    def transform(w: Tensor) -> Tensor:
+        return apply(w)[0]
+
+    return transform
+
+
+project_std = normalized(project_mean)
 
 #: Projections that need nothing but the cost; "plane" and "auto" need the
 #: problem's affine hull (:func:`combolayer.analyze`).
@@ -121,10 +175,11 @@ def make_projection(projection: str | Transform, spec) -> Transform:
     if projection in ("plane", "auto"):
         from .analysis import analyze
 
-        plane = analyze(spec).transform()
+        hull = analyze(spec)
         if projection == "plane":
-            return plane
-        return chain(plane, on_cost_shape(normalize, spec.cost_shape))
+            return hull.transform()
+        plane = project_plane(torch.tensor(hull.normals, dtype=torch.float64))
+        return on_cost_shape(normalized(plane), spec.cost_shape)
     if projection not in PROJECTIONS:
         raise ValueError(
             f"unknown projection {projection!r}: expected one of "

@@ -82,3 +82,28 @@ def test_topk_fast_path_and_tie_path_agree_with_a_stable_sort(k):
         expected_ranks = torch.zeros_like(costs).scatter(
             -1, descending, torch.arange(1.0, 7.0, dtype=costs.dtype).expand_as(costs))
         torch.testing.assert_close(ranks(costs), expected_ranks)
+
+
+@pytest.mark.parametrize("plane", ["mean", "dense", "low-rank"])
+def test_fused_normalized_projection_matches_the_chain(plane):
+    from combolayer.transforms import chain, normalize, normalized
+
+    n = {"mean": 7, "dense": 9, "low-rank": DENSE_PROJECTOR_MAX + 3}[plane]
+    if plane == "mean":
+        project = project_mean
+    else:
+        project = project_plane(torch.linalg.qr(torch.randn(n, 2, dtype=torch.float64)).Q.T)
+    fused, reference = normalized(project), chain(project, normalize)
+    w = torch.randn(4, n, dtype=torch.float64, requires_grad=True)
+    w0 = torch.ones(1, n, dtype=torch.float64) * 3.0  # the mean projection of it is 0
+    grad = torch.randn(4, n, dtype=torch.float64)
+    torch.testing.assert_close(fused(w), reference(w))
+    (a,) = torch.autograd.grad(fused(w), w, grad)
+    (b,) = torch.autograd.grad(reference(w), w, grad)
+    torch.testing.assert_close(a, b)
+    torch.autograd.gradcheck(fused, (w,))
+    if plane == "mean":
+        w0.requires_grad_()
+        (a,) = torch.autograd.grad(fused(w0), w0, grad[:1])
+        (b,) = torch.autograd.grad(reference(w0), w0, grad[:1])
+        torch.testing.assert_close(a, b)
