@@ -114,3 +114,18 @@ def test_scip_separates_fractional_lp_solutions(monkeypatch):
                         lambda self, x, **kw: calls.append(1) or original(self, x, **kw))
     cl.make_solver(TSP(num_nodes=30), "scip").solve(instances(30, 1, seed=3)[0])
     assert calls
+
+
+def test_stoer_wagner_cuts_find_the_global_minimum_cut():
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        n = int(rng.integers(3, 9))
+        w = rng.random((n, n)) * (rng.random((n, n)) < 0.6)
+        w = w + w.T
+        np.fill_diagonal(w, 0.0)
+        best = min(w[np.ix_(mask, ~mask)].sum()
+                   for bits in range(1, 2 ** (n - 1))
+                   for mask in [np.array([(bits >> i) & 1 for i in range(n)], dtype=bool)])
+        cuts = tsp_module._stoer_wagner_cuts(w, best + 1e-9)
+        assert cuts and min(w[np.ix_(c, ~c)].sum() for c in cuts) == pytest.approx(best)
+        assert tsp_module._stoer_wagner_cuts(w, best - 1e-9) == []
