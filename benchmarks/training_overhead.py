@@ -122,6 +122,15 @@ def render(results, profile, loads, command: str, threads: int, seconds: float) 
         "- *Workers*: `BackendConfig(executor=\"process\", workers=2)` against the serial "
         "solver on one batch of TSP-50 instances.",
         "",
+        "Where a goal is not met, the floor rows say why: with `projection=\"none\"` "
+        "the TopK layer is one `topk`, a tie check and a scatter forward and one `neg` "
+        "backward, so what remains above the floor is the projection the method needs "
+        "(mean, norm and divide forward, six ops backward) on a problem whose raw op "
+        "costs a few tens of microseconds. The Ranking layer's floor is one sort plus "
+        "the same projection. TSP times depend on the instance: most Euclidean "
+        "instances end with an integral LP after a few warm-started LP rounds (no MIP); "
+        "the others pay one or more MIP solves (see docs/problems.md).",
+        "",
         "## The fixed per-call cost",
         "",
         "One layer call on a 5-variable top-k (batch 1), split into its stages, each timed "
@@ -139,7 +148,9 @@ def render(results, profile, loads, command: str, threads: int, seconds: float) 
         "",
         "- the projection operator is built once per device and dtype (the all-ones "
         "normal is a mean; up to 128 outputs the plane projection is one matmul with "
-        "the dense projector, above that two low-rank matmuls);",
+        "the dense projector, above that two low-rank matmuls), and the default "
+        "projection (plane or mean, then normalize) is one autograd node with a "
+        "closed-form backward instead of about ten;",
         "- the finite check is one `sum` (a NaN or inf entry makes it non-finite; only "
         "a sum that overflows on finite entries pays for the entrywise test);",
         "- costs cross to numpy with at most one copy (none for float64 CPU tensors);",

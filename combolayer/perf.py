@@ -151,6 +151,7 @@ def selection_ratios(batch: int = 256, n: int = 100, k: int = 10,
     w = torch.randn(batch, n, generator=generator, requires_grad=True)
     grad = torch.randn(batch, n, generator=generator)
     topk_layer = cl.ComboLayer(cl.problems.TopK(n=n, k=k))
+    topk_bare = cl.ComboLayer(cl.problems.TopK(n=n, k=k), projection="none")
     rank_layer = cl.ComboLayer(cl.problems.Ranking(n=n))
     grad_k = grad[:, :k].contiguous()
 
@@ -172,6 +173,8 @@ def selection_ratios(batch: int = 256, n: int = 100, k: int = 10,
     return [
         _measure(f"TopK layer / torch.topk, fwd+bwd, batch {batch}, n={n}, k={k}", "<= 1.5",
                  layer_step(topk_layer), raw_topk, rounds),
+        _measure(f"TopK layer, projection none / torch.topk (the floor), batch {batch}",
+                 "(floor)", layer_step(topk_bare), raw_topk, rounds),
         _measure(f"Ranking layer fwd+bwd / raw torch ranks (argsort of argsort), batch "
                  f"{batch}, n={n}", "<= 1.0", layer_step(rank_layer), raw_ranks, rounds),
         _measure(f"Ranking layer / one torch.sort, fwd+bwd (the floor), batch {batch}, n={n}",
