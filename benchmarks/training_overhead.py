@@ -120,7 +120,8 @@ def render(results, profile, loads, command: str, threads: int, seconds: float) 
         "- *TSP per solve*: `cl.make_solver(TSP(n))` (the default backend) on Euclidean "
         "instances, median over instances, one solver thread.",
         "- *Workers*: `BackendConfig(executor=\"process\", workers=2)` against the serial "
-        "solver on one batch of TSP-50 instances.",
+        "solver on one batch of TSP-50 instances; it needs two idle cores to show "
+        "the speed-up (on a loaded machine it measures the contention).",
         "",
         "Where a goal is not met, the floor rows say why: with `projection=\"none\"` "
         "the TopK layer is one `topk`, a tie check and a scatter forward and one `neg` "
@@ -133,8 +134,8 @@ def render(results, profile, loads, command: str, threads: int, seconds: float) 
         "",
         "## The fixed per-call cost",
         "",
-        "One layer call on a 5-variable top-k (batch 1), split into its stages, each timed "
-        "alone (medians, microseconds):",
+        "One layer call on a 5-variable top-k (batch 1), split into its stages, timed in "
+        "turns (medians, microseconds):",
         "",
         "| stage | us |",
         "|---|---|",

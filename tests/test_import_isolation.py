@@ -29,6 +29,11 @@ BLOCK = textwrap.dedent("""
 
     for finder in sys.meta_path:
         if hasattr(finder, "find_spec"):
+            if isinstance(finder, type):
+                # a class (PathFinder): a static method, so that instance calls
+                # such as dill's PathFinder().find_spec("numpy") work too
+                setattr(finder, "find_spec", staticmethod(hide(finder)))
+                continue
             try:
                 finder.find_spec = hide(finder)
             except (AttributeError, TypeError):  # a class-level finder: patch its class
