@@ -9,6 +9,7 @@ of ``repeats``.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -136,5 +137,29 @@ def run(batch: int = 256, repeats: int = 3) -> list[tuple[str, float, float]]:
 
 
 def main(args: Any) -> int:
+    if getattr(args, "check", False):
+        return check()
     run(batch=args.batch)
     return 0
+
+
+def check() -> int:
+    """``combolayer bench --check``: the quick training-overhead ratios against the
+    committed baseline; 1 when one regressed by more than ``perf.CHECK_FACTOR``."""
+    from . import perf
+
+    if not perf.BASELINE.exists():
+        print(f"combolayer bench --check: no baseline at {perf.BASELINE} (it lives in the "
+              "source tree; write it with benchmarks/training_overhead.py --baseline)")
+        return 2
+    results = perf.measure_all(quick=True)
+    baseline = json.loads(perf.BASELINE.read_text())
+    print(f"{'ratio':<40} {'now':>9} {'baseline':>9}")
+    for r in results:
+        base = baseline.get(perf.key(r.name), float("nan"))
+        print(f"{perf.key(r.name)[:40]:<40} {r.ratio:>9.3f} {base:>9.3f}")
+    failures = perf.check(results)
+    for failure in failures:
+        print(f"REGRESSION {failure}")
+    print("bench --check:", "FAILED" if failures else f"ok (limit {perf.CHECK_FACTOR}x baseline)")
+    return 1 if failures else 0

@@ -55,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out", help="run directory (overrides the config's 'out')")
     bench = sub.add_parser("bench", help=COMMANDS["bench"][1])
     bench.add_argument("--batch", type=int, default=256)
+    bench.add_argument("--check", action="store_true",
+                       help="run the training-overhead ratios (under a minute) and exit 1 when "
+                            "one exceeds 1.5x its committed baseline (docs/performance.md)")
     add_reproduce_arguments(sub.add_parser(
         "reproduce", help=COMMANDS["reproduce"][1], description=reproduce_description(),
         formatter_class=argparse.RawDescriptionHelpFormatter))

@@ -44,6 +44,7 @@ from .noise import (  # noqa: F401  (GaussianNoise, GumbelNoise, SumOfGamma: mov
     SumOfGamma,
     make_noise,
 )
+from .transforms import fast_apply
 
 DifferentiableSolve = Callable[..., Tensor]
 #: ``backward(grad, costs, *saved) -> dL/dcosts``.
@@ -79,6 +80,26 @@ def differentiable(backward: Backward, once: bool = True) -> Callable[..., Tenso
         backward = staticmethod(once_differentiable(vjp) if once else vjp)
 
     return _Shell.apply
+
+
+def _negative_identity(solver: Solver) -> type[torch.autograd.Function]:
+    """Forward: the solution, solved inside (no copy of it). Backward: the negative
+    identity, ``dL/dc = -dL/dy``, one op with nothing saved."""
+
+    class _NegativeIdentity(torch.autograd.Function):
+        @staticmethod
+        def forward(costs: Tensor) -> Tensor:
+            return solver.solve_min(costs)
+
+        @staticmethod
+        def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
+            pass
+
+        @staticmethod
+        def backward(ctx: Any, grad: Tensor) -> Tensor:
+            return grad.neg()
+
+    return _NegativeIdentity
 
 
 def _error_message(error: ValidationError, who: str) -> str:
@@ -175,6 +196,19 @@ class Identity(Estimator):
 
     name: ClassVar[str] = "identity"
     differentiable_backward: ClassVar[bool] = True
+
+    def build(self, solver: Solver) -> DifferentiableSolve:
+        # The hot path of every Identity layer: the solve runs inside one autograd
+        # Function whose backward is one op, applied without Function.apply's
+        # argument binding (docs/performance.md), instead of the shared shell.
+        negative_identity = fast_apply(_negative_identity(solver))
+        solve_min = solver.solve_min
+
+        def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
+                  training: bool = True) -> Tensor:
+            return negative_identity(costs) if needs_grad else solve_min(costs)
+
+        return solve
 
     def forward(self, solver, costs, *, target, training):
         return solver.solve_min(costs), ()

@@ -281,13 +281,13 @@ class ComboLayer(nn.Module):
             # Before the projection: the paper's samplers perturb the logits.
             w = w + self.sample_noise.sample(w.shape, generator=self.generator).to(w)
         compiled = self.compiled
-        u = compiled.projection(w)
-        sign = compiled.solver.sign
-        costs = sign * u  # the objective sense, folded in once
-        if compiled.floor is not None:
-            costs = costs + self._hull_offset(w, u)
+        projected = u = compiled.projection(w)
         if self.training and self.noise is not None:
-            costs = costs + sign * self.noise.sample(u.shape, generator=self.generator).to(u)
+            u = u + self.noise.sample(u.shape, generator=self.generator).to(u)
+        # The objective sense, folded in once (a min problem skips the multiply).
+        costs = u if compiled.solver.sign == 1.0 else -u
+        if compiled.floor is not None:
+            costs = costs + self._hull_offset(w, projected)
         needs_grad = torch.is_grad_enabled() and costs.requires_grad
         if target is not None:
             check_costs(self.spec, target, "target")

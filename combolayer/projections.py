@@ -8,15 +8,18 @@ that maps a projection's name to its transform.
 
 from __future__ import annotations
 
+import torch
+
 from .analysis import analyze
 from .specs import Spec
 from .transforms import (
     Transform,
-    chain,
     identity,
     normalize,
+    normalized,
     on_cost_shape,
     project_mean,
+    project_plane,
     project_std,
 )
 
@@ -45,10 +48,12 @@ def make_projection(projection: str | Transform, spec: Spec) -> Transform:
     if callable(projection):
         return projection
     if projection in HULL_PROJECTIONS:
-        plane = analyze(spec, exact=projection.endswith("-exact")).transform()
+        hull = analyze(spec, exact=projection.endswith("-exact"))
         if projection == "plane":
-            return plane
-        return chain(plane, on_cost_shape(normalize, spec.cost_shape))
+            return hull.transform()
+        # plane then normalise, as one autograd node (docs/performance.md)
+        plane = project_plane(torch.tensor(hull.normals, dtype=torch.float64))
+        return on_cost_shape(normalized(plane), spec.cost_shape)
     if projection not in PROJECTIONS:
         raise ValueError(
             f"unknown projection {projection!r}: expected one of "

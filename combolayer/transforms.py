@@ -40,12 +40,54 @@ def normalize(w: Tensor) -> Tensor:
     return w / torch.linalg.vector_norm(w, dim=-1, keepdim=True).clamp_min(NORM_EPS)
 
 
+def fast_apply(function: type[torch.autograd.Function]) -> Callable:
+    """``function.apply`` without its per-call ``inspect.signature`` binding of
+    default arguments (measured 51 -> 12 us a call), for functions whose
+    ``forward`` has none; under functorch transforms (vmap, grad) the full
+    ``apply`` runs as before."""
+    direct = super(torch.autograd.Function, function).apply
+    transforms_active = torch._C._are_functorch_transforms_active
+
+    def apply(*args):
+        return function.apply(*args) if transforms_active() else direct(*args)
+
+    return apply
+
+
+#: Up to this many outputs, P_plane is one matmul with the dense ``(N, N)``
+#: projector: fewer torch ops (1 instead of 3) than the low-rank form, which
+#: is what costs at small N (measured in docs/performance.md).
+DENSE_PROJECTOR_MAX = 128
+
+
 def project_plane(normals: Tensor) -> Transform:
-    """P_plane: remove the components along orthonormal rows ``normals`` of shape ``(r, N)``."""
+    """P_plane: remove the components along orthonormal rows ``normals`` of shape ``(r, N)``.
+
+    The operator is built once per device and dtype, on first use there: the
+    all-ones normal alone is :func:`project_mean`; up to
+    :data:`DENSE_PROJECTOR_MAX` outputs it is ``w @ (I - normals.T normals)``;
+    above, ``w - (w @ normals.T) @ normals``.
+    """
+    r, n = normals.shape
+    if r == 0:
+        return identity
+    ones = torch.full((1, n), 1.0 / math.sqrt(n), dtype=normals.dtype)
+    if r == 1 and torch.allclose(normals.abs(), ones, rtol=0, atol=1e-12) and (
+            bool((normals[0] > 0).all()) or bool((normals[0] < 0).all())):
+        return project_mean
+    basis64 = normals.to(torch.float64)
+    dense = n <= DENSE_PROJECTOR_MAX
+    operator64 = torch.eye(n, dtype=torch.float64) - basis64.T @ basis64 if dense else basis64
+    cache: dict[tuple, Tensor] = {}
 
     def project(w: Tensor) -> Tensor:
-        basis = normals.to(device=w.device, dtype=w.dtype)
-        return w - (w @ basis.T) @ basis
+        key = (w.device, w.dtype)
+        operator = cache.get(key)
+        if operator is None:
+            operator = cache[key] = operator64.to(device=w.device, dtype=w.dtype)
+        if dense:
+            return w @ operator  # symmetric: the backward is the same matmul
+        return w - (w @ operator.T) @ operator
 
     return project
 
@@ -74,4 +116,44 @@ def on_cost_shape(transform: Transform, cost_shape: tuple[int, ...]) -> Transfor
     return lifted
 
 
-project_std = chain(project_mean, normalize)
+def normalized(project: Transform) -> Transform:
+    """``chain(project, normalize)`` as one autograd node, for an orthogonal
+    projection ``project`` (symmetric and idempotent: mean, plane).
+
+    Same values and gradient as the chain: with ``c = P w``, ``n = max(||c||,
+    NORM_EPS)`` and ``u = c / n``, the backward is ``P ((g - u <g, u>) / n)``
+    (``P g / n`` where the norm was clamped). Autograd would record about ten
+    nodes for the chain; this is one, applied without ``Function.apply``'s
+    per-call signature binding (docs/performance.md).
+    """
+
+    class _Normalized(torch.autograd.Function):
+        @staticmethod
+        def forward(w: Tensor) -> Tensor:
+            c = project(w)
+            norm = torch.linalg.vector_norm(c, dim=-1, keepdim=True)
+            clamped = norm < NORM_EPS
+            norm = norm.clamp_min(NORM_EPS)
+            return c / norm, norm, clamped
+
+        @staticmethod
+        def setup_context(ctx, inputs, output) -> None:
+            u, norm, clamped = output
+            ctx.mark_non_differentiable(norm, clamped)
+            ctx.save_for_backward(u, norm, clamped)
+
+        @staticmethod
+        def backward(ctx, grad: Tensor, _norm_grad=None, _clamped_grad=None) -> Tensor:
+            u, norm, clamped = ctx.saved_tensors
+            along = (grad * u).sum(-1, keepdim=True).masked_fill_(clamped, 0.0)
+            return project((grad - u * along) / norm)
+
+    apply = fast_apply(_Normalized)
+
+    def transform(w: Tensor) -> Tensor:
+        return apply(w)[0]
+
+    return transform
+
+
+project_std = normalized(project_mean)

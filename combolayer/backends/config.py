@@ -17,7 +17,11 @@ class BackendConfig(BaseModel):
     """Which backend solves a problem, and how.
 
     ``name`` is a backend name or ``"auto"`` (the fastest exact backend that
-    supports the problem). ``options`` go to the solver verbatim (for HiGHS,
+    supports the problem). ``threads`` is the solver's thread count per model,
+    1 by default: on a shared or busy machine, solver threads, executor workers
+    and torch's intra-op threads multiply, so parallelism comes from
+    ``workers`` (whose solvers always run single-threaded) and 0 leaves the
+    solver's own default (all cores for HiGHS). ``options`` go to the solver verbatim (for HiGHS,
     ``setOptionValue``; for SCIP, ``setParam``; for cvxpy, ``solve(**options)``).
     """
 

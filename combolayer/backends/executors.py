@@ -31,6 +31,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
+import torch
 
 from ..errors import BackendUnavailable, SolverError
 from ..specs import Spec
@@ -54,7 +55,9 @@ START_SECONDS = {"thread": 0.0, "process": 0.5, "ray": 5.0}
 
 
 def _serial_config(config: BackendConfig) -> BackendConfig:
-    return config.model_copy(update={"executor": "serial", "workers": 1})
+    # One solver thread per worker: workers x threads must not exceed the cores
+    # (docs/performance.md, "Threads under load").
+    return config.model_copy(update={"executor": "serial", "workers": 1, "threads": 1})
 
 
 def _timed(kernel: Kernel, costs: np.ndarray) -> tuple[np.ndarray, float]:
@@ -275,6 +278,7 @@ _WORKER_KERNEL: Kernel | None = None
 
 def _init_process(cls: type, spec: Spec, config: BackendConfig) -> None:
     global _WORKER_KERNEL
+    torch.set_num_threads(1)  # the pool supplies the parallelism, not torch
     _WORKER_KERNEL = cls().compile(spec, config)
 
 

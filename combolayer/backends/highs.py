@@ -78,6 +78,48 @@ def _build_model(form: CanonicalForm, config: BackendConfig):
     return h
 
 
+#: How pooled cuts enter a solve: "initial" (all added as rows before the first
+#: solve) or "lazy" (added only when the LP optimum violates them, before the
+#: separator is asked); measured in docs/problems.md.
+CUT_POOL_MODE = "lazy"
+
+
+def _violated(cuts, x: np.ndarray, tol: float = 1e-6) -> list:
+    return [cut for cut in cuts
+            if not cut.lower - tol <= float(cut.value @ x[cut.index]) <= cut.upper + tol]
+
+
+class CutPool:
+    """A bounded pool of the cuts that were binding at recent optima.
+
+    Only for separators whose cuts hold for every cost vector (subtour cuts
+    depend on n alone), so seeding a solve with them keeps it exact: the
+    separation loop still runs until the candidate violates nothing. A cut
+    enters or is refreshed when it is tight at a solve's optimum; the least
+    recently tight ones leave first once ``size`` is reached.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._cuts: dict[bytes, object] = {}
+
+    def __len__(self) -> int:
+        return len(self._cuts)
+
+    def cuts(self) -> list:
+        return list(self._cuts.values())
+
+    def update(self, cuts, x: np.ndarray, tol: float = 1e-6) -> None:
+        for cut in cuts:
+            activity = float(cut.value @ x[cut.index])
+            if abs(activity - cut.lower) <= tol or abs(activity - cut.upper) <= tol:
+                key = cut.index.tobytes()
+                self._cuts.pop(key, None)
+                self._cuts[key] = cut  # most recently tight last
+        while len(self._cuts) > self.size:
+            del self._cuts[next(iter(self._cuts))]
+
+
 class HighsKernel(RowKernel):
     """One kept HiGHS model; ``__call__`` solves a batch of minimisation costs."""
 
@@ -87,6 +129,10 @@ class HighsKernel(RowKernel):
         self.model = _build_model(form, config)
         self._columns = np.arange(form.num_outputs, dtype=np.int32)
         self._base_rows = self.model.getNumRow()
+        #: Cuts valid for every cost (subtour cuts depend only on n), recently
+        #: binding, seeded into each solve (see :class:`CutPool`).
+        self.cut_pool = (CutPool(form.separator.pool_size)
+                         if getattr(form.separator, "pool_size", 0) else None)
 
     def solve_one(self, cost: np.ndarray) -> np.ndarray:
         check_status(self.model.changeColsCost(len(self._columns), self._columns, cost),
@@ -95,27 +141,72 @@ class HighsKernel(RowKernel):
             return self._run()
         return self._run_with_cuts(self.form.separator)
 
+    def _add_cuts(self, cuts) -> None:
+        for cut in cuts:
+            check_status(self.model.addRow(cut.lower, cut.upper, len(cut.index),
+                                           cut.index.astype(np.int32),
+                                           cut.value.astype(np.float64)), "addRow")
+
     def _run_with_cuts(self, separator) -> np.ndarray:
         h = self.model
+        pool = self.cut_pool
         try:
-            x = self._run()
+            seeded = pool.cuts() if pool is not None and CUT_POOL_MODE == "initial" else []
+            self._add_cuts(seeded)
+            found, x = self._relaxation_cuts(separator)
+            if x is None or not self._integral(x):
+                x = self._run()  # the MIP; an integral LP optimum is already its optimum
             while cuts := separator(x):
-                for cut in cuts:
-                    check_status(h.addRow(cut.lower, cut.upper, len(cut.index),
-                                          cut.index.astype(np.int32),
-                                          cut.value.astype(np.float64)), "addRow")
+                self._add_cuts(cuts)
+                found += cuts
                 x = self._run()
+            if pool is not None:
+                pool.update([*seeded, *found], x)
             return x
         finally:
-            # Cuts kept across calls made later solves 15x slower: drop them.
+            # Every cut ever found, kept as rows, made later solves 15x slower:
+            # drop them; only the pool's few binding ones are seeded next time.
             extra = h.getNumRow() - self._base_rows
             if extra:
                 check_status(h.deleteRows(extra, np.arange(
                     self._base_rows, self._base_rows + extra, dtype=np.int32)), "deleteRows")
 
-    def _run(self) -> np.ndarray:
+    def _integral(self, x: np.ndarray, tol: float = 1e-9) -> bool:
+        values = x[self.form.integer]
+        return bool(np.all(np.abs(values - np.round(values)) <= tol))
+
+    def _relaxation_cuts(self, separator) -> tuple[list, np.ndarray | None]:
+        """Cuts found on the LP relaxation first (``separator.fractional``), where a
+        round costs an LP solve instead of a MIP solve; they stay as rows for the MIP.
+        Returns the cuts and the last LP optimum (None without an LP phase)."""
+        fractional = getattr(separator, "fractional", None)
+        if fractional is None or not self.form.is_mip:
+            return [], None
         h = self.model
-        check_status(h.clearSolver(), "clearSolver")
+        integer = np.flatnonzero(self.form.integer).astype(np.int32)
+        kind = np.uint8(1)  # HighsVarType.kInteger
+        check_status(h.changeColsIntegrality(len(integer), integer,
+                                             np.zeros(len(integer), np.uint8)),
+                     "changeColsIntegrality")
+        found = []
+        lazy = self.cut_pool.cuts() if self.cut_pool is not None and (
+            CUT_POOL_MODE == "lazy") else []
+        try:
+            x = self._run()
+            while cuts := (_violated(lazy, x) or fractional(x)):
+                self._add_cuts(cuts)
+                found += cuts
+                x = self._run(warm=True)
+        finally:
+            check_status(h.changeColsIntegrality(len(integer), integer,
+                                                 np.full(len(integer), kind)),
+                         "changeColsIntegrality")
+        return found, x
+
+    def _run(self, warm: bool = False) -> np.ndarray:
+        h = self.model
+        if not warm:  # a warm start only pays within a cut loop (same costs)
+            check_status(h.clearSolver(), "clearSolver")
         run_highs(h)
         status = h.getModelStatus()
         return settle(
@@ -136,6 +227,12 @@ class HighsKernel(RowKernel):
         infeasible = h.getModelStatus() != self._status.kOptimal
         check_status(h.changeColsCost(len(saved), columns, saved), "changeColsCost")
         return infeasible
+
+
+#: HiGHS is the TSP default up to this many nodes: measured faster than SCIP
+#: at n = 10, 20 and 50 and 5x slower at n = 100, where the MIP re-solves
+#: dominate (docs/problems.md); the crossover in between is not measured.
+TSP_MAX_NODES_FIRST = 60
 
 
 def highs_outcome(status) -> Outcome:
@@ -163,7 +260,11 @@ class HighsBackend(Backend):
     def rank(cls, spec: Spec) -> int:
         """First for LPs; after SCIP for MIPs, where HiGHS's per-solve setup dominates
         small problems (measured: 10 ms against SCIP's 0.44 ms on an 8-variable
-        selection ILP, examples/custom_ilp.py)."""
+        selection ILP, examples/custom_ilp.py). Ahead of SCIP for TSP up to
+        ``TSP_MAX_NODES_FIRST`` nodes, where the warm-started LP cut rounds beat
+        SCIP's branch and cut (docs/problems.md, TSP table)."""
+        if spec.kind == "tsp" and spec.num_nodes <= TSP_MAX_NODES_FIRST:
+            return Tier.MIP_SOLVER - 1
         return Tier.MIP_SOLVER_SLOW if canonical_form(spec).is_mip else Tier.LP_SOLVER
 
     def compile(self, spec: Spec, config: BackendConfig) -> HighsKernel:

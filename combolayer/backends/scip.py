@@ -88,6 +88,33 @@ def _lazy_handler_class():
         def consenfops(self, constraints, nusefulconss, solinfeasible, objinfeasible):
             return self._enforce()
 
+        def consinitsol(self, constraints):
+            self._transformed = None  # the transformed variables of this solve
+
+        def conssepalp(self, constraints, nusefulconss):
+            """Cuts on fractional LP solutions (``separator.fractional``): branch and
+            cut instead of waiting for integer candidates."""
+            fractional = getattr(self.separator, "fractional", None)
+            if fractional is None:
+                return {"result": SCIP_RESULT.DIDNOTRUN}
+            cuts = fractional(np.array([self.model.getSolVal(None, v) for v in self.variables]))
+            if not cuts:
+                return {"result": SCIP_RESULT.DIDNOTFIND}
+            if getattr(self, "_transformed", None) is None:
+                self._transformed = [self.model.getTransformedVar(v) for v in self.variables]
+            for cut in cuts:
+                row = self.model.createEmptyRowUnspec(
+                    name="cut", lhs=float(cut.lower) if np.isfinite(cut.lower) else None,
+                    rhs=float(cut.upper) if np.isfinite(cut.upper) else None,
+                    local=False, removable=True)
+                self.model.cacheRowExtensions(row)
+                for j, value in zip(cut.index.tolist(), cut.value.tolist(), strict=True):
+                    self.model.addVarToRow(row, self._transformed[j], value)
+                self.model.flushRowExtensions(row)
+                self.model.addCut(row, forcecut=True)
+                self.model.releaseRow(row)
+            return {"result": SCIP_RESULT.SEPARATED}
+
         def conslock(self, constraint, locktype, nlockspos, nlocksneg):
             # No constraint objects (needscons=False); dual reductions are off instead.
             pass
@@ -144,8 +171,11 @@ def _build_model(form: CanonicalForm, config: BackendConfig, kind: str):
 
     if form.separator is not None:
         handler = _lazy_handler_class()(variables, form.separator)
+        fractional = getattr(form.separator, "fractional", None) is not None
         model.includeConshdlr(handler, "combolayer_lazy", "lazy constraints from a separator",
-                              enfopriority=-1, chckpriority=-1, needscons=False)
+                              enfopriority=-1, chckpriority=-1, needscons=False,
+                              sepapriority=1 if fractional else 0,
+                              sepafreq=1 if fractional else -1)
         # Without constraint objects the handler cannot lock variables, so
         # SCIP must not fix variables by dual arguments that ignore the cuts.
         model.setParam("misc/allowstrongdualreds", False)

@@ -59,6 +59,10 @@ class DagPlan:
     tails: np.ndarray
     #: per level: (head nodes, padded (nodes, width) table of entering arcs, valid mask)
     levels: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]
+    #: ``(num_paths, num_arcs)`` 0/1 arc indicators of every source-target path, when
+    #: there are few enough (:data:`MAX_ENUMERATED_PATHS`); then a solve is one matmul
+    #: and an argmin instead of a Python loop over the levels.
+    path_arcs: np.ndarray | None = None
 
     @classmethod
     def build(cls, num_nodes: int, tails: np.ndarray, heads: np.ndarray, order: np.ndarray,
@@ -84,11 +88,15 @@ class DagPlan:
             table[slot, rank] = arcs
             valid[slot, rank] = True
             levels.append((nodes, table, valid))
-        return cls(num_nodes, source, target, tails, tuple(levels))
+        path_arcs = _enumerate_paths(num_nodes, tails, heads, order, source, target)
+        return cls(num_nodes, source, target, tails, tuple(levels), path_arcs)
 
     def paths(self, arc_costs: np.ndarray) -> np.ndarray:
         """Cheapest source-target paths for a batch ``(B, num_arcs)`` of arc costs (any sign):
-        the ``(B, num_arcs)`` 0/1 arc indicators; ties go to the lowest arc index."""
+        the ``(B, num_arcs)`` 0/1 arc indicators; ties go to the first path in
+        enumeration order, or with the level DP to the lowest arc index."""
+        if self.path_arcs is not None:
+            return self.path_arcs[np.argmin(arc_costs @ self.path_arcs.T, axis=1)]
         batch = arc_costs.shape[0]
         dist = np.full((batch, self.num_nodes), np.inf)
         dist[:, self.source] = 0.0
@@ -102,6 +110,44 @@ class DagPlan:
             pred[:, nodes] = table[np.arange(nodes.size), best]
         return _walk_back(pred, self.tails, self.source, self.target, arc_costs.shape[1],
                           dist[:, self.target])
+
+
+#: Enumerate a DAG's source-target paths up to this many (PyEPO's 5x5 grid: 70),
+#: and while ``num_paths * num_arcs`` stays under ``_MAX_PATH_TABLE``: one
+#: ``(B, A) @ (A, K)`` matmul beats the level DP's per-level numpy calls there
+#: (docs/performance.md).
+MAX_ENUMERATED_PATHS = 4096
+_MAX_PATH_TABLE = 1 << 20
+
+
+def _enumerate_paths(num_nodes: int, tails: np.ndarray, heads: np.ndarray, order: np.ndarray,
+                     source: int, target: int) -> np.ndarray | None:
+    """Every source-target path's 0/1 arc indicator, or None when there are none or too many."""
+    num_arcs = len(tails)
+    count = np.zeros(num_nodes, dtype=object)  # exact Python ints: counts can be huge
+    count[target] = 1
+    out_arcs: list[list[int]] = [[] for _ in range(num_nodes)]
+    for a in range(num_arcs):
+        out_arcs[int(tails[a])].append(a)
+    for u in reversed(order.tolist()):
+        if u != target:
+            count[u] = sum(count[int(heads[a])] for a in out_arcs[u])
+    total = int(count[source])
+    if total == 0 or total > MAX_ENUMERATED_PATHS or total * num_arcs > _MAX_PATH_TABLE:
+        return None
+    paths: list[tuple[int, ...]] = []
+    stack: list[tuple[int, tuple[int, ...]]] = [(source, ())]
+    while stack:  # depth first, lower arc indices first
+        node, arcs = stack.pop()
+        if node == target:
+            paths.append(arcs)
+            continue
+        stack.extend((int(heads[a]), (*arcs, a))
+                     for a in reversed(out_arcs[node]) if count[int(heads[a])])
+    table = np.zeros((len(paths), num_arcs))
+    for k, arcs in enumerate(paths):
+        table[k, arcs] = 1.0
+    return table
 
 
 def _walk_back(pred: np.ndarray, tails: np.ndarray, source: int, target: int, num_arcs: int,

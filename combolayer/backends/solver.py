@@ -102,13 +102,28 @@ def check_costs(spec: Spec, costs: Any, name: str = "costs") -> None:
         raise ValueError(f"{name} must be real, got complex dtype {costs.dtype} for {spec.label}")
     if costs.numel() == 0 if is_torch else costs.size == 0:
         return
-    ok = (costs.abs() < MAX_COST).all() if is_torch else (np.abs(costs) < MAX_COST).all()
-    if not bool(ok):
-        finite = torch.isfinite(costs).all() if is_torch else np.isfinite(costs).all()
-        if not bool(finite):
-            raise ValueError(f"{name} must be finite, got NaN or inf entries for {spec.label}")
-        raise ValueError(f"{name} must be below {MAX_COST:g} in magnitude for {spec.label}, "
-                         f"got {float(abs(costs).max()):.3g}: rescale the costs")
+    # One reduction in the usual case; NaN fails the comparison too.
+    largest = float(costs.detach().abs().max()) if is_torch else float(np.abs(costs).max())
+    if largest < MAX_COST:
+        return
+    if not all_finite(costs):
+        raise ValueError(f"{name} must be finite, got NaN or inf entries for {spec.label}")
+    raise ValueError(f"{name} must be below {MAX_COST:g} in magnitude for {spec.label}, "
+                     f"got {largest:.3g}: rescale the costs")
+
+
+def all_finite(costs: Any) -> bool:
+    """Whether every entry is finite, in one fused reduction: a NaN or inf entry
+    makes the sum NaN or inf. Only a sum that overflows on finite entries pays
+    for the entrywise test."""
+    if isinstance(costs, torch.Tensor):
+        if math.isfinite(costs.sum().item()):
+            return True
+        return bool(torch.isfinite(costs).all())
+    with np.errstate(over="ignore", invalid="ignore"):
+        if math.isfinite(np.add.reduce(costs, axis=None)):
+            return True
+    return bool(np.isfinite(costs).all())
 
 
 class Solver:
@@ -126,6 +141,15 @@ class Solver:
         self.sign = 1.0 if spec.sense == "min" else -1.0
         self.cost_shape = spec.cost_shape
         self.num_outputs = math.prod(spec.cost_shape)
+
+    @property
+    def kernel(self) -> Kernel:
+        return self._kernel
+
+    @kernel.setter
+    def kernel(self, kernel: Kernel) -> None:
+        self._kernel = kernel
+        self._torch_kernel = kernel.array_api == "torch"  # read on every solve
 
     def __repr__(self) -> str:
         return f"Solver({self.spec.label}, backend={self.backend!r})"
@@ -148,19 +172,22 @@ class Solver:
         Takes a numpy array or a torch tensor of shape ``(*batch, *cost_shape)``
         and returns the same kind, shape, dtype and device.
         """
-        batch = costs.shape[: costs.ndim - len(self.cost_shape)]
-        if math.prod(batch) == 0:  # nothing to solve: no kernel sees an empty batch
-            return costs * 0
+        shape = costs.shape
+        if costs.size == 0 if isinstance(costs, np.ndarray) else costs.numel() == 0:
+            return costs * 0  # nothing to solve: no kernel sees an empty batch
         if isinstance(costs, torch.Tensor):
             flat = costs.detach().reshape(-1, self.num_outputs)
-            if self.kernel.array_api == "torch":
+            if self._torch_kernel:
                 y = self.kernel(flat)
             else:
+                # one copy at most: none for float64 CPU costs, which numpy shares
                 y = torch.from_numpy(self.kernel(flat.to("cpu", torch.float64).numpy()))
-            return y.to(device=costs.device, dtype=costs.dtype).reshape(*batch, *self.cost_shape)
+            if y.device != costs.device or y.dtype != costs.dtype:
+                y = y.to(device=costs.device, dtype=costs.dtype)
+            return y.reshape(shape)
         flat = np.ascontiguousarray(costs, dtype=np.float64).reshape(-1, self.num_outputs)
-        if self.kernel.array_api == "torch":
+        if self._torch_kernel:
             y = self.kernel(torch.from_numpy(flat)).numpy()
         else:
             y = self.kernel(flat)
-        return np.asarray(y, dtype=np.float64).reshape(*batch, *self.cost_shape)
+        return np.asarray(y, dtype=np.float64).reshape(shape)

@@ -46,6 +46,13 @@ def subtours(adjacency: sp.spmatrix | np.ndarray) -> list[np.ndarray]:
     return [] if count == 1 else [labels == component for component in range(count)]
 
 
+#: A fractional cut counts as violated below ``2 - _CUT_TOLERANCE``.
+_CUT_TOLERANCE = 1e-6
+#: Cut pool size per node (see :attr:`SubtourSeparator.pool_size`); 0 turns the
+#: pool off, the fastest once the LP rounds find the cuts (docs/problems.md).
+CUT_POOL_PER_NODE = 0
+
+
 @dataclasses.dataclass(frozen=True)
 class SubtourSeparator:
     """Cut-set inequalities ``sum_{i in S, j not in S} y_ij >= 2`` for every connected
@@ -53,13 +60,70 @@ class SubtourSeparator:
 
     num_nodes: int
 
-    def __call__(self, x: np.ndarray) -> list[Cut]:
+    @property
+    def pool_size(self) -> int:
+        """How many recently binding cuts a solver may keep and seed every solve with
+        (the cuts hold for any costs): measured best in docs/problems.md."""
+        return CUT_POOL_PER_NODE * self.num_nodes
+
+    def fractional(self, x: np.ndarray, max_cuts: int = 8) -> list[Cut]:
+        """Violated cut-set inequalities for a fractional solution: the components of
+        its support graph (nothing crosses them), else the cuts below 2 that
+        Stoer-Wagner's phases find (their minimum is the global minimum cut, so
+        an empty answer proves every subtour inequality holds)."""
+        cuts = self(x, threshold=1e-6)
+        if cuts:
+            return cuts
         n = self.num_nodes
-        cuts = []
-        for inside in subtours(np.asarray(x[: n * n]).reshape(n, n) > 0.5):
-            i, j = np.nonzero(np.outer(inside, ~inside))
-            cuts.append(Cut(index=i * n + j, value=np.ones(len(i)), lower=2.0, upper=np.inf))
-        return cuts
+        values = np.asarray(x[: n * n]).reshape(n, n)
+        return [self._cut(inside) for inside in
+                _stoer_wagner_cuts((values + values.T) / 2, 2.0 - _CUT_TOLERANCE)[:max_cuts]]
+
+    def __call__(self, x: np.ndarray, threshold: float = 0.5) -> list[Cut]:
+        n = self.num_nodes
+        return [self._cut(inside)
+                for inside in subtours(np.asarray(x[: n * n]).reshape(n, n) > threshold)]
+
+    def _cut(self, inside: np.ndarray) -> Cut:
+        n = self.num_nodes
+        i, j = np.nonzero(np.outer(inside, ~inside))
+        return Cut(index=i * n + j, value=np.ones(len(i)), lower=2.0, upper=np.inf)
+
+
+def _stoer_wagner_cuts(weights: np.ndarray, below: float) -> list[np.ndarray]:
+    """Node masks of the distinct cuts-of-the-phase of Stoer-Wagner on a symmetric
+    weight matrix whose value is below ``below`` (the global minimum cut is one
+    of the phases, so ``[]`` means no cut is below it)."""
+    n = len(weights)
+    w = weights.astype(np.float64, copy=True)
+    np.fill_diagonal(w, 0.0)
+    members = np.eye(n, dtype=bool)  # row v: the original nodes merged into v
+    alive = np.ones(n, dtype=bool)
+    found: dict[bytes, np.ndarray] = {}
+    for _ in range(n - 1):
+        nodes = np.flatnonzero(alive)
+        added = np.zeros(n, dtype=bool)
+        key = np.where(alive, 0.0, -np.inf)
+        prev = last = int(nodes[0])
+        for _ in range(len(nodes)):
+            prev, last = last, int(np.argmax(key))
+            added[last] = True
+            key += w[last]
+            key[added] = -np.inf
+        # key of `last` when it was added is the cut of the phase: its connection
+        # to everything added before it
+        cut_value = float(w[last, nodes].sum())
+        if cut_value < below:
+            inside = members[last].copy()
+            found.setdefault(inside.tobytes(), inside)
+        w[prev] += w[last]
+        w[:, prev] += w[:, last]
+        w[prev, prev] = 0.0
+        w[last] = 0.0
+        w[:, last] = 0.0
+        members[prev] |= members[last]
+        alive[last] = False
+    return list(found.values())
 
 
 @register_spec

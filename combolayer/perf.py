@@ -1,0 +1,339 @@
+"""Training-overhead ratios: what a combinatorial layer adds to a training step.
+
+Each ratio times two sides in one process, interleaved (A, B, A, B, ...), and
+reports the median of the per-round ratios A/B, so that a load change on a
+shared machine hits both sides of a round alike. ``torch.set_num_threads`` is
+pinned (default 1) for both sides. Used by ``benchmarks/training_overhead.py``
+(which writes docs/performance.md) and by ``combolayer bench --check``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+#: The committed baseline ``combolayer bench --check`` compares against.
+BASELINE = Path(__file__).resolve().parents[1] / "benchmarks" / "training_overhead_baseline.json"
+#: ``--check`` fails when a ratio exceeds its baseline by more than this factor.
+CHECK_FACTOR = 1.5
+
+
+@dataclass
+class Ratio:
+    """One measured ratio: median seconds of each side and the median per-round ratio."""
+
+    name: str
+    a_ms: float
+    b_ms: float
+    ratio: float
+    goal: str
+    rounds: int
+
+    def row(self) -> str:
+        return (f"| {self.name} | {self.a_ms:.3f} | {self.b_ms:.3f} | {self.ratio:.2f} | "
+                f"{self.goal} |")
+
+
+def interleaved(a: Callable[[], object], b: Callable[[], object], rounds: int,
+                warmup: int = 2) -> tuple[float, float, float]:
+    """Time ``a`` and ``b`` in turns: (median seconds of a, of b, median of a/b per round)."""
+    for _ in range(warmup):
+        a()
+        b()
+    times_a, times_b, ratios = [], [], []
+    for r in range(rounds):
+        # alternate which side goes first, so neither always follows the other
+        order = ((a, times_a), (b, times_b)) if r % 2 == 0 else ((b, times_b), (a, times_a))
+        for fn, times in order:
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        ratios.append(times_a[-1] / times_b[-1])
+    return statistics.median(times_a), statistics.median(times_b), statistics.median(ratios)
+
+
+def _measure(name: str, goal: str, a, b, rounds: int) -> Ratio:
+    ta, tb, ratio = interleaved(a, b, rounds)
+    return Ratio(name, ta * 1e3, tb * 1e3, ratio, goal, rounds)
+
+
+# -- training epochs on PyEPO's shortest path -------------------------------------
+
+
+def _epoch_runner(features: torch.Tensor, loss_fn: Callable, num_outputs: int,
+                  batch: int = 32, seed: int = 0) -> Callable[[], None]:
+    """One epoch of Adam on a linear model, shuffled batches of ``batch``; the same
+    initial model and batch order for every side built with the same seed."""
+    torch.manual_seed(seed)
+    model = torch.nn.Linear(features.shape[1], num_outputs)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    generator = torch.Generator().manual_seed(seed)
+    n = len(features)
+
+    def epoch() -> None:
+        order = torch.randperm(n, generator=generator)
+        for start in range(0, n, batch):
+            index = order[start:start + batch]
+            loss = loss_fn(model(features[index]), index)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+    return epoch
+
+
+def shortest_path_epochs(num_data: int = 1000, rounds: int = 15) -> list[Ratio]:
+    """Identity epoch / two-stage epoch, and our Identity / PyEPO's NID when pyepo runs."""
+    import combolayer as cl
+
+    data = cl.data.shortest_path(num_data, 5, grid=(5, 5), deg=4, noise_width=0.5, seed=135)
+    x, c, y = data.features, data.costs, data.solutions
+    layer = cl.ComboLayer(data.spec)  # the defaults: Identity, projection "auto"
+    sign = layer.solver.sign
+    num_outputs = c.shape[1]
+
+    def regret(pred: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        # PyEPO's lossfunc="r": the regret of the decision under the true costs
+        return (sign * ((layer(pred) - y[index]) * c[index]).sum(-1)).mean()
+
+    def mse(pred: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.mse_loss(pred, c[index])
+
+    identity = _epoch_runner(x, regret, num_outputs)
+    two_stage = _epoch_runner(x, mse, num_outputs)
+    results = [_measure("Identity epoch / two-stage epoch (shortest path 5x5, linear, "
+                        f"batch 32, {num_data} instances)", "<= 2.0", identity, two_stage,
+                        rounds)]
+    nid = pyepo_nid_loss(c, y)
+    if nid is not None:
+        peer = _epoch_runner(x, nid, num_outputs)
+        results.append(_measure("our Identity epoch / PyEPO NID epoch (same data, model, "
+                                "batches)", "<= 0.2", identity, peer, max(3, rounds // 3)))
+    return results
+
+
+def pyepo_nid_loss(c: torch.Tensor, y: torch.Tensor) -> Callable | None:
+    """PyEPO's negativeIdentity with its OR-Tools (GLOP) shortest-path model, or None
+    when pyepo or OR-Tools is missing (pyepo is optional, never a dependency)."""
+    try:
+        import pyepo
+        from pyepo.model.ort import shortestPathModel
+
+        optmodel = shortestPathModel(grid=(5, 5))
+        nid = pyepo.func.negativeIdentity(optmodel, processes=1)
+    except Exception as error:  # any missing piece means: not measurable here
+        print(f"PyEPO NID not measured: {type(error).__name__}: {error}")
+        return None
+
+    def loss(pred: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return (((nid(pred) - y[index]) * c[index]).sum(-1)).mean()
+
+    return loss
+
+
+# -- top-k and ranking --------------------------------------------------------------
+
+
+def selection_ratios(batch: int = 256, n: int = 100, k: int = 10,
+                     rounds: int = 200) -> list[Ratio]:
+    """Layer forward+backward over the raw torch op forward+backward, same input."""
+    import combolayer as cl
+
+    generator = torch.Generator().manual_seed(0)
+    w = torch.randn(batch, n, generator=generator, requires_grad=True)
+    grad = torch.randn(batch, n, generator=generator)
+    topk_layer = cl.ComboLayer(cl.problems.TopK(n=n, k=k))
+    topk_bare = cl.ComboLayer(cl.problems.TopK(n=n, k=k), projection="none")
+    rank_layer = cl.ComboLayer(cl.problems.Ranking(n=n))
+    grad_k = grad[:, :k].contiguous()
+
+    def layer_step(layer):
+        def step() -> None:
+            layer(w).backward(grad)
+        return step
+
+    def raw_topk() -> None:
+        torch.topk(w, k, dim=-1).values.backward(grad_k)
+
+    def raw_ranks() -> None:
+        # ranks as torch users write them; argsort has no backward
+        torch.argsort(torch.argsort(w.detach(), dim=-1, descending=True), dim=-1)
+
+    def raw_sort() -> None:
+        torch.sort(w, dim=-1).values.backward(grad)
+
+    return [
+        _measure(f"TopK layer / torch.topk, fwd+bwd, batch {batch}, n={n}, k={k}", "<= 1.5",
+                 layer_step(topk_layer), raw_topk, rounds),
+        _measure(f"TopK layer, projection none / torch.topk (the floor), batch {batch}",
+                 "(floor)", layer_step(topk_bare), raw_topk, rounds),
+        _measure(f"Ranking layer fwd+bwd / raw torch ranks (argsort of argsort), batch "
+                 f"{batch}, n={n}", "<= 1.0", layer_step(rank_layer), raw_ranks, rounds),
+        _measure(f"Ranking layer / one torch.sort, fwd+bwd (the floor), batch {batch}, n={n}",
+                 "(floor)", layer_step(rank_layer), raw_sort, rounds),
+    ]
+
+
+def fixed_overhead(rounds: int = 2000) -> Ratio:
+    """A 5-variable top-k, batch 1: layer forward+backward against the raw kernel call
+    (the torch solve on the already projected cost), in microseconds."""
+    import combolayer as cl
+
+    layer = cl.ComboLayer(cl.problems.TopK(n=5, k=2))
+    w = torch.randn(1, 5, requires_grad=True)
+    grad = torch.randn(1, 5)
+    kernel = layer.solver.kernel
+    with torch.no_grad():
+        solver_input = layer.solver.sign * layer.projection(w)
+
+    def layer_call() -> None:
+        layer(w).backward(grad)
+
+    def raw_call() -> None:
+        kernel(solver_input)
+
+    ta, tb, _ = interleaved(layer_call, raw_call, rounds, warmup=50)
+    return Ratio("fixed per-call overhead, 5-variable top-k (layer fwd+bwd minus raw kernel), "
+                 "us", ta * 1e3, tb * 1e3, (ta - tb) * 1e6, "torch's own floor", rounds)
+
+
+def _medians_us(fns: dict[str, Callable[[], object]], repeats: int = 2000,
+                chunks: int = 40) -> dict[str, float]:
+    """Median microseconds per call of each function, timed in chunks taken in turns
+    so that every stage sees the same machine load."""
+    for fn in fns.values():
+        for _ in range(50):
+            fn()
+    per = max(1, repeats // chunks)
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(chunks):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(per):
+                fn()
+            samples[name].append((time.perf_counter() - start) / per)
+    return {name: statistics.median(values) * 1e6 for name, values in samples.items()}
+
+
+def call_profile(repeats: int = 2000) -> dict[str, float]:
+    """The stages of one layer call on a 5-variable top-k (batch 1), in microseconds."""
+    import combolayer as cl
+    from combolayer.backends.solver import check_costs
+
+    layer = cl.ComboLayer(cl.problems.TopK(n=5, k=2))
+    w = torch.randn(1, 5, requires_grad=True)
+    grad = torch.randn(1, 5)
+    with torch.no_grad():
+        u = layer.solver.sign * layer.projection(w)
+
+    def forward_backward() -> None:
+        layer(w).backward(grad)
+
+    def one_op() -> None:
+        torch.neg(u)
+
+    return _medians_us({
+        "one torch op (`neg` on the 5 costs), for scale": one_op,
+        "raw kernel (`topk` + scatter on the projected cost)": lambda: layer.solver.kernel(u),
+        "shape + finite check": lambda: check_costs(layer.spec, w),
+        "projection forward (mean, norm, divide)": lambda: layer.projection(w),
+        "`solver.solve_min` (kernel + reshapes)": lambda: layer.solver.solve_min(u),
+        "layer forward, no grad": lambda: layer(w.detach()),
+        "layer forward + backward": forward_backward,
+    }, repeats)
+
+
+# -- TSP --------------------------------------------------------------------------
+
+
+def tsp_costs(n: int, batch: int, seed: int = 0) -> np.ndarray:
+    """Euclidean distances between uniform random points in the unit square."""
+    points = np.random.default_rng(seed).uniform(size=(batch, n, 2))
+    return np.linalg.norm(points[:, :, None] - points[:, None, :], axis=-1)
+
+
+def tsp_per_solve(sizes=(20, 50), instances: int = 8, backend: str = "auto") -> list[Ratio]:
+    """Milliseconds per TSP solve on one core (the median over ``instances``
+    instances; a warm-up solve first), reported in the ``a_ms`` column."""
+    import combolayer as cl
+
+    results = []
+    for n in sizes:
+        solver = cl.make_solver(cl.problems.TSP(num_nodes=n), backend)
+        costs = tsp_costs(n, instances + 1, seed=n)
+        solver.solve(costs[:1])
+        times = []
+        for row in costs[1:]:
+            start = time.perf_counter()
+            solver.solve(row)
+            times.append(time.perf_counter() - start)
+        ms = statistics.median(times) * 1e3
+        goal = {20: "<= 4 ms", 50: "<= 25 ms"}.get(n, "")
+        results.append(Ratio(f"TSP-{n} per solve ({solver.backend}), ms", ms, float("nan"),
+                             ms, goal, instances))
+    return results
+
+
+def tsp_workers(n: int = 50, batch: int = 64, workers: int = 2, rounds: int = 3,
+                executor: str = "process") -> Ratio:
+    """``workers`` workers / serial on a batch of TSP-``n`` (time ratio, lower is better)."""
+    import combolayer as cl
+
+    spec = cl.problems.TSP(num_nodes=n)
+    serial = cl.make_solver(spec, "auto")
+    parallel = cl.make_solver(spec, cl.BackendConfig(executor=executor, workers=workers))
+    costs = tsp_costs(n, batch, seed=1)
+    parallel.solve(costs[:8])  # start the pool outside the timing
+    ta, tb, ratio = interleaved(lambda: parallel.solve(costs), lambda: serial.solve(costs),
+                                rounds, warmup=0)
+    return Ratio(f"{workers} {executor} workers / serial, TSP-{n} batch {batch}", ta * 1e3,
+                 tb * 1e3, ratio, "<= 0.56", rounds)
+
+
+# -- all of it --------------------------------------------------------------------
+
+
+def measure_all(quick: bool = False, threads: int = 1) -> list[Ratio]:
+    """Every ratio; ``quick`` is the under-a-minute version for ``bench --check``."""
+    torch.set_num_threads(threads)
+    results = []
+    results += shortest_path_epochs(rounds=5 if quick else 15)
+    results += selection_ratios(rounds=50 if quick else 200)
+    results.append(fixed_overhead(rounds=500 if quick else 2000))
+    results += tsp_per_solve(instances=3 if quick else 8)
+    results.append(tsp_workers(batch=16 if quick else 64, rounds=1 if quick else 3))
+    return results
+
+
+def key(name: str) -> str:
+    """A ratio's stable short key (its name up to the first comma or parenthesis)."""
+    return name.split(",")[0].split("(")[0].strip()
+
+
+def save_baseline(results: list[Ratio], path: Path = BASELINE) -> None:
+    values = {key(r.name): round(r.ratio, 4)
+              for r in results if math.isfinite(r.ratio)}
+    path.write_text(json.dumps(values, indent=1, sort_keys=True) + "\n")
+
+
+def check(results: list[Ratio], path: Path = BASELINE, factor: float = CHECK_FACTOR) -> list[str]:
+    """The regressions: ratios more than ``factor`` times their committed baseline."""
+    baseline = json.loads(Path(path).read_text())
+    failures = []
+    for r in results:
+        base = baseline.get(key(r.name))
+        if base is not None and r.ratio > factor * base:
+            failures.append(f"{key(r.name)}: {r.ratio:.3f} > {factor} x baseline {base:.3f}")
+    return failures
+
+
+def to_json(results: list[Ratio]) -> list[dict]:
+    return [asdict(r) for r in results]

@@ -1,0 +1,109 @@
+"""The layer's lean hot path computes what the plain formulas compute."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+import combolayer as cl
+from combolayer.backends.scipy import DagPlan
+from combolayer.backends.solver import all_finite
+from combolayer.data import grid_edges
+from combolayer.problems.shortest_path import topological_order
+from combolayer.transforms import DENSE_PROJECTOR_MAX, project_mean, project_plane
+
+
+def test_finite_check_is_exact_when_the_sum_overflows():
+    huge = np.array([1e308, 1e308, -1e308, 1e308])
+    assert all_finite(huge) and all_finite(torch.tensor(huge))
+    for bad in (np.nan, np.inf, -np.inf):
+        costs = np.array([1.0, bad, 2.0])
+        assert not all_finite(costs) and not all_finite(torch.tensor(costs))
+    with pytest.raises(ValueError, match="finite"):
+        cl.make_solver(cl.problems.TopK(n=3, k=1)).solve(np.array([1.0, np.nan, 0.0]))
+
+
+@pytest.mark.parametrize("grid", [(2, 3), (5, 5), (4, 7)])
+def test_enumerated_paths_agree_with_the_level_dp(grid):
+    rows, cols = grid
+    tails, heads = np.array(grid_edges(rows, cols)).T
+    n = rows * cols
+    order = topological_order(n, tails, heads)
+    plan = DagPlan.build(n, tails, heads, order, 0, n - 1)
+    assert plan.path_arcs is not None
+    dp = dataclasses.replace(plan, path_arcs=None)
+    rng = np.random.default_rng(0)
+    costs = np.concatenate([rng.normal(size=(50, len(tails))),
+                            rng.integers(1, 3, size=(50, len(tails))).astype(float)])
+    fast, slow = plan.paths(costs), dp.paths(costs)
+    np.testing.assert_allclose((fast * costs).sum(1), (slow * costs).sum(1), atol=1e-12)
+    assert set(map(tuple, fast)) <= set(map(tuple, plan.path_arcs))
+
+
+@pytest.mark.parametrize("n, r", [(6, 2), (DENSE_PROJECTOR_MAX + 10, 3), (40, 1)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_plane_projection_matches_the_formula(n, r, dtype):
+    normals = torch.linalg.qr(torch.randn(n, r, dtype=torch.float64)).Q.T
+    w = torch.randn(7, n, dtype=dtype)
+    expected = w.double() - (w.double() @ normals.T) @ normals
+    project = project_plane(normals)
+    for _ in range(2):  # the second call uses the cached operator
+        out = project(w)
+        assert out.dtype == dtype
+        torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_all_ones_normal_is_the_mean_projection():
+    assert project_plane(torch.full((1, 5), 5 ** -0.5)) is project_mean
+
+
+def test_identity_backward_is_negative_identity_without_a_copy_of_the_solution():
+    layer = cl.ComboLayer(cl.problems.TopK(n=5, k=2), projection="none")
+    w = torch.randn(3, 5, requires_grad=True)
+    grad = torch.randn(3, 5)
+    y = layer(w)
+    y.backward(grad)
+    torch.testing.assert_close(w.grad, grad)  # max problem: dL/dw = +dL/dy
+    assert y.grad_fn is not None
+
+
+@pytest.mark.parametrize("k", [1, 3, 6])
+def test_topk_fast_path_and_tie_path_agree_with_a_stable_sort(k):
+    from combolayer.backends.torch import ranks, topk_indicator
+
+    rng = np.random.default_rng(k)
+    for costs in (torch.tensor(rng.normal(size=(20, 6))),
+                  torch.tensor(rng.integers(0, 3, size=(20, 6)).astype(float))):
+        order = torch.sort(costs, dim=-1, stable=True).indices
+        expected = torch.zeros_like(costs).scatter(-1, order[:, :k], 1.0)
+        torch.testing.assert_close(topk_indicator(costs, k), expected)
+        descending = torch.sort(costs, dim=-1, descending=True, stable=True).indices
+        expected_ranks = torch.zeros_like(costs).scatter(
+            -1, descending, torch.arange(1.0, 7.0, dtype=costs.dtype).expand_as(costs))
+        torch.testing.assert_close(ranks(costs), expected_ranks)
+
+
+@pytest.mark.parametrize("plane", ["mean", "dense", "low-rank"])
+def test_fused_normalized_projection_matches_the_chain(plane):
+    from combolayer.transforms import chain, normalize, normalized
+
+    n = {"mean": 7, "dense": 9, "low-rank": DENSE_PROJECTOR_MAX + 3}[plane]
+    if plane == "mean":
+        project = project_mean
+    else:
+        project = project_plane(torch.linalg.qr(torch.randn(n, 2, dtype=torch.float64)).Q.T)
+    fused, reference = normalized(project), chain(project, normalize)
+    w = torch.randn(4, n, dtype=torch.float64, requires_grad=True)
+    w0 = torch.ones(1, n, dtype=torch.float64) * 3.0  # the mean projection of it is 0
+    grad = torch.randn(4, n, dtype=torch.float64)
+    torch.testing.assert_close(fused(w), reference(w))
+    (a,) = torch.autograd.grad(fused(w), w, grad)
+    (b,) = torch.autograd.grad(reference(w), w, grad)
+    torch.testing.assert_close(a, b)
+    torch.autograd.gradcheck(fused, (w,))
+    if plane == "mean":
+        w0.requires_grad_()
+        (a,) = torch.autograd.grad(fused(w0), w0, grad[:1])
+        (b,) = torch.autograd.grad(reference(w0), w0, grad[:1])
+        torch.testing.assert_close(a, b)
