@@ -13,6 +13,7 @@ import json
 import math
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -130,7 +131,8 @@ def pyepo_nid_loss(c: torch.Tensor, y: torch.Tensor) -> Callable | None:
         optmodel = shortestPathModel(grid=(5, 5))
         nid = pyepo.func.negativeIdentity(optmodel, processes=1)
     except Exception as error:  # any missing piece means: not measurable here
-        print(f"PyEPO NID not measured: {type(error).__name__}: {error}")
+        warnings.warn(f"PyEPO NID not measured: {type(error).__name__}: {error}",
+                      RuntimeWarning, stacklevel=2)
         return None
 
     def loss(pred: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
