@@ -152,8 +152,9 @@ def render(results, profile, loads, command: str, threads: int, seconds: float) 
         "the dense projector, above that two low-rank matmuls), and the default "
         "projection (plane or mean, then normalize) is one autograd node with a "
         "closed-form backward instead of about ten;",
-        "- the finite check is one `sum` (a NaN or inf entry makes it non-finite; only "
-        "a sum that overflows on finite entries pays for the entrywise test);",
+        "- the cost check (finite, below 1e15 in magnitude) is one `abs().max()` "
+        "reduction (a NaN fails it too; only a failing check pays for the entrywise "
+        "test that names the problem);",
         "- costs cross to numpy with at most one copy (none for float64 CPU tensors);",
         "- the Identity `autograd.Function` solves inside `forward`, returns the solution "
         "without a copy, saves nothing, and its backward is one `neg`; it is applied "
