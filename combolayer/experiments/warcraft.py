@@ -31,7 +31,13 @@ better, 1 is optimal); the fraction of optimal paths is a secondary metric.
 Negative costs: softplus costs are positive, but the margin noise (+-0.1) and
 Blackbox's shifted costs (w + lambda dL/dy) can go below zero, which the grid's
 Dijkstra refuses by default. The grid is built with `negative_costs="clip"`, so
-a negative tile cost counts as 0 (a free tile), for every row alike.
+a negative tile cost counts as 0 (a free tile), for every row alike. With the
+default `negative_costs="error"` the run stops in Blackbox's backward pass
+("got negative costs (instance 2, value -0.065)").
+
+The committed run was made on a 2-core machine shared with other jobs (load
+average 5-12) with OMP_NUM_THREADS=1, so its seconds per epoch are inflated
+and depend on when each row ran.
 """
 
 from __future__ import annotations
