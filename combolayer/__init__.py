@@ -2,7 +2,7 @@
 
 import logging as _logging
 
-from . import backends, data, losses, metrics, problems, retrieval, transforms
+from . import backends, data, gradients, losses, metrics, problems, retrieval, transforms
 from .analysis import AffineHull, analyze
 from .backends import BackendConfig, make_solver
 from .errors import (
@@ -43,6 +43,7 @@ __all__ = [
     "analyze",
     "backends",
     "data",
+    "gradients",
     "load_spec",
     "losses",
     "make_solver",

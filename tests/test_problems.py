@@ -399,13 +399,15 @@ def test_scipy_ranks_behind_scip_only_where_scip_is_faster(monkeypatch):
     large = Knapsack(weights=[[3.5, 4.5, 5.5]] * 2, capacities=[300.0, 300.0])
     assert cl.make_solver(small).backend == "scipy"
     assert registry.capable_backends(large)[:3] == ["scip", "scipy", "highs"]
-    # TSP: HiGHS's warm-started LP cut rounds first (docs/problems.md), scipy last
-    assert registry.capable_backends(TSP(num_nodes=5))[:3] == ["highs", "scip", "scipy"]
-    for spec in (large, TSP(num_nodes=5)):
+    # TSP: the Held-Karp DP up to TSP_DP_MAX_NODES; above, HiGHS's warm-started LP cut
+    # rounds first (docs/problems.md) and scipy's milp loop last
+    assert cl.make_solver(TSP(num_nodes=5)).backend == "scipy"
+    assert registry.capable_backends(TSP(num_nodes=13))[:3] == ["highs", "scip", "scipy"]
+    for spec in (large, TSP(num_nodes=13)):
         assert cl.make_solver(spec, "scipy").backend == "scipy"  # still selectable by name
     monkeypatch.setitem(registry._REGISTRY, "scip", type(
         "MissingScip", (registry.backends()["scip"],), {"requires": ("no_such_pkg",)}))
-    assert cl.make_solver(TSP(num_nodes=5)).backend == "highs"
+    assert cl.make_solver(TSP(num_nodes=13)).backend == "highs"
     assert cl.make_solver(large).backend == "scipy"
 
 
@@ -420,6 +422,37 @@ def test_scipy_tsp_kernel_matches_brute_force():
     solutions = enumerate_solutions(spec)
     for b in range(3):
         assert np.sum(costs[b] * y[b]) == pytest.approx(best_value(spec, solutions, costs[b]))
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 7])
+def test_held_karp_matches_brute_force_on_any_costs(n):
+    """The TSP DP (auto's choice up to TSP_DP_MAX_NODES cities) on asymmetric,
+    negative and tied costs, in chunks smaller than the batch."""
+    from combolayer.backends import scipy as scipy_backend
+
+    spec = TSP(num_nodes=n)
+    rng = np.random.default_rng(n)
+    costs = np.concatenate([rng.normal(size=(6, n, n)), rng.integers(0, 2, (3, n, n))])
+    solutions = enumerate_solutions(spec)
+    y = scipy_backend.held_karp(costs.reshape(len(costs), -1), n).reshape(costs.shape)
+    for b in range(len(costs)):
+        assert np.any(np.all(solutions == y[b], axis=(1, 2))), y[b]  # a tour
+        assert np.sum(costs[b] * y[b]) == pytest.approx(best_value(spec, solutions, costs[b]))
+
+
+def test_held_karp_agrees_with_scip_at_the_size_limit(monkeypatch):
+    from combolayer.backends import scipy as scipy_backend
+
+    pytest.importorskip("pyscipopt")
+    n = scipy_backend.TSP_DP_MAX_NODES
+    monkeypatch.setattr(scipy_backend, "_TSP_CHUNK_CELLS", 1)  # one instance per chunk
+    spec = TSP(num_nodes=n)
+    points = np.random.default_rng(5).random((3, n, 2))
+    costs = np.linalg.norm(points[:, :, None] - points[:, None], axis=-1)
+    dp = cl.make_solver(spec).solve(costs)
+    assert cl.make_solver(spec).backend == "scipy"
+    ref = cl.make_solver(spec, "scip").solve(costs)
+    np.testing.assert_allclose((costs * dp).sum((1, 2)), (costs * ref).sum((1, 2)), atol=1e-9)
 
 
 def test_specialised_backends_refuse_other_kinds():

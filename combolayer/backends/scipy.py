@@ -6,9 +6,12 @@
   change per solve. Negative costs on a graph with cycles raise unless the
   spec says ``negative_costs="clip"``.
 - Matching: ``scipy.optimize.linear_sum_assignment``.
-- TSP: ``scipy.optimize.milp`` over the n(n-1)/2 symmetric edges, re-solved
-  with subtour cuts: the fallback when SCIP (measured 1.3-2x faster with its
-  lazy constraint handler) is not installed.
+- TSP: up to ``TSP_DP_MAX_NODES`` cities, the Held-Karp dynamic program,
+  batched and first for ``auto`` (measured 0.004 ms per solve at n=5, 0.18 ms
+  at n=10 and 1.1 ms at n=12 in batches of 50, against 0.8, 1.7 and 2.1 ms
+  for HiGHS's LP cut rounds and 4.2, 6.7 and 9.4 ms for SCIP); above that
+  ``scipy.optimize.milp`` over the n(n-1)/2 symmetric edges, re-solved with
+  subtour cuts, which ranks last.
 - Knapsack: a dynamic program over integer weights, a table of
   ``prod(capacities + 1)`` states per item, batched (weights with one or two
   decimals are scaled to integers first). Measured faster than SCIP and HiGHS
@@ -18,6 +21,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +47,11 @@ KNAPSACK_MAX_WORK = 5e7
 KNAPSACK_MAX_CELLS_VS_SCIP = 50_000
 #: Cells of the knapsack DP table per chunk of the batch (memory bound).
 _KNAPSACK_CHUNK_CELLS = 2_000_000
+#: Largest TSP the Held-Karp DP solves (O(2^n n^2) per instance): at n=12 it
+#: takes 1.1 ms per solve against 2.1 ms for HiGHS, and it doubles per city.
+TSP_DP_MAX_NODES = 12
+#: Candidate cells of one Held-Karp layer per chunk of the batch (memory bound).
+_TSP_CHUNK_CELLS = 4_000_000
 
 
 # -- shortest paths ---------------------------------------------------------------
@@ -343,15 +352,96 @@ _MILP_OUTCOMES = {0: Outcome.OPTIMAL, 1: Outcome.TIME_LIMIT, 2: Outcome.INFEASIB
                   3: Outcome.UNBOUNDED}
 
 
+@functools.lru_cache(maxsize=16)
+def _held_karp_plan(n: int) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], ...]:
+    """Index tables of the Held-Karp recursion for ``n`` cities, one per subset size.
+
+    Cities 1..n-1 are bits 0..m-1 of a subset ``S``; ``best[S * m + j]`` is a flat
+    index. For every pair (``S``, ``j`` in ``S``) of a size, ``sources`` holds the
+    entries ``best[(S - j) * m + i]`` of its ``size - 1`` predecessors ``i`` in
+    ascending order, ``edges`` the flat ``(i+1, j+1)`` edge index, ``targets`` the
+    entry it fills and ``cities`` the predecessors themselves.
+    """
+    m = n - 1
+    bits = np.arange(m)
+    popcount = np.array([bin(subset).count("1") for subset in range(1 << m)])
+    layers = []
+    for size in range(2, m + 1):
+        subsets = np.flatnonzero(popcount == size)
+        which, last = np.nonzero((subsets[:, None] >> bits) & 1)
+        subset = subsets[which]
+        previous = subset ^ (1 << last)
+        _, cities = np.nonzero((previous[:, None] >> bits) & 1)
+        cities = cities.reshape(len(subset), size - 1)
+        layers.append((previous[:, None] * m + cities, (cities + 1) * n + last[:, None] + 1,
+                       subset * m + last, cities.astype(np.int8)))
+    return tuple(layers)
+
+
+def held_karp(costs: np.ndarray, n: int) -> np.ndarray:
+    """Optimal tours for a batch ``(B, n * n)`` of minimisation costs by the Held-Karp
+    dynamic program, vectorised over the batch and over the subsets of one size.
+
+    The tour starts at city 0; ``best[S, j]`` is the cheapest path from 0 through the
+    set ``S`` of cities 1..n-1 ending at ``j`` in ``S``, under the undirected edge
+    cost ``w_ij + w_ji``. Only valid (``S``, ``j``, predecessor) triples are
+    visited (:func:`_held_karp_plan`), ``m (m - 1) 2^(m-2)`` for ``m = n - 1``.
+    Returns the ``(B, n * n)`` symmetric 0/1 adjacency. Ties go to the lowest
+    city index (``argmin``), so it is deterministic.
+    """
+    batch = costs.shape[0]
+    w = costs.reshape(batch, n, n)
+    edge = (w + w.transpose(0, 2, 1)).reshape(batch, n * n)
+    m = n - 1
+    full = 1 << m
+    bits = np.arange(m)
+    best = np.full((batch, full * m), np.inf)
+    parent = np.zeros((batch, full * m), dtype=np.int8)
+    best[:, (1 << bits) * m + bits] = edge[:, 1:n]
+    for sources, edges, targets, cities in _held_karp_plan(n):
+        candidate = best[:, sources] + edge[:, edges]
+        choice = candidate.argmin(-1)
+        best[:, targets] = np.take_along_axis(candidate, choice[..., None], -1)[..., 0]
+        parent[:, targets] = cities[np.arange(len(targets)), choice]
+    node = (best[:, (full - 1) * m + bits] + edge[:, (bits + 1) * n]).argmin(-1) + 1
+    rows = np.arange(batch)
+    y = np.zeros((batch, n, n))
+    y[rows, node, 0] = 1.0
+    subset = np.full(batch, full - 1)
+    for _ in range(m - 1):
+        before = parent[rows, subset * m + node - 1].astype(np.int64) + 1
+        subset = subset ^ (1 << (node - 1))
+        y[rows, before, node] = 1.0
+        node = before
+    y[rows, 0, node] = 1.0
+    return np.maximum(y, y.transpose(0, 2, 1)).reshape(batch, n * n)
+
+
+def _held_karp_kernel(spec: TSP) -> Callable:
+    n = spec.num_nodes
+    cells = (n - 1) * 2 ** (n - 1) + max(
+        (sources.size for sources, *_ in _held_karp_plan(n)), default=1)
+    chunk = max(1, _TSP_CHUNK_CELLS // cells)
+
+    def solve(costs: np.ndarray) -> np.ndarray:
+        return np.concatenate([held_karp(costs[i:i + chunk], n)
+                               for i in range(0, len(costs), chunk)] or [costs[:0]])
+
+    return solve
+
+
 def _tsp_kernel(spec: TSP) -> Callable:
     """Symmetric TSP over the n(n-1)/2 edges (cost ``w_ij + w_ji``) with
     ``scipy.optimize.milp`` (HiGHS with presolve), re-solved with the cut-set
     inequalities of every subtour until the solution is one tour. Cuts stay
-    within one instance: each instance starts again from the degree rows."""
+    within one instance: each instance starts again from the degree rows.
+    Up to ``TSP_DP_MAX_NODES`` cities, :func:`held_karp` instead."""
+    n = spec.num_nodes
+    if n <= TSP_DP_MAX_NODES:
+        return _held_karp_kernel(spec)
     # scipy.optimize takes 0.5 s to import: only when a kernel needs it.
     from scipy.optimize import Bounds, LinearConstraint, milp
 
-    n = spec.num_nodes
     iu, ju = np.triu_indices(n, k=1)
     m = len(iu)
     edge = np.arange(m)
@@ -388,7 +478,8 @@ def _tsp_kernel(spec: TSP) -> Callable:
 
 @register_backend
 class ScipyBackend(FunctionBackend):
-    """Specialised exact algorithms: Dijkstra / DAG DP, assignment, knapsack DP."""
+    """Specialised exact algorithms: Dijkstra / DAG DP, assignment, knapsack DP,
+    Held-Karp for small TSPs."""
 
     name: ClassVar[str] = "scipy"
     requires: ClassVar[tuple[str, ...]] = ("scipy",)
@@ -403,11 +494,12 @@ class ScipyBackend(FunctionBackend):
 
     @classmethod
     def rank(cls, spec: Spec) -> int:
-        """First, except where SCIP was measured faster (docs/problems.md): TSP,
-        where SCIP separates subtours inside one solve (1.3-2.6x), and knapsacks
+        """First, except where SCIP was measured faster (docs/problems.md): TSP above
+        ``TSP_DP_MAX_NODES`` cities, where SCIP separates subtours inside one solve
+        (1.3-2.6x faster than the milp loop), and knapsacks
         whose table has more than KNAPSACK_MAX_CELLS_VS_SCIP cells per item. There
         it ranks just behind SCIP and ahead of HiGHS's MIPs."""
-        slow = isinstance(spec, TSP) or (
+        slow = (isinstance(spec, TSP) and spec.num_nodes > TSP_DP_MAX_NODES) or (
             isinstance(spec, Knapsack)
             and knapsack_work(spec) / spec.num_items > KNAPSACK_MAX_CELLS_VS_SCIP
         )

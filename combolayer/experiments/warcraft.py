@@ -1,0 +1,321 @@
+"""Warcraft shortest path: tile maps to vertex costs to the cheapest 8-neighbour path.
+
+Following the paper's appendix "Warcraft Shortest Path" (after Vlastelica et
+al. 2020) on generated maps, as the original data set cannot be downloaded
+here. Each map is a 12x12 grid of tiles (the paper's hardest setting is 32x32)
+of 5 terrain types with true costs 0.8, 1.2, 5.3, 7.7 and 9.2. The terrain is
+spatially correlated (the type of a tile is the argmax of 5 smoothed random
+fields, so types form regions), and each tile is rendered as an 8x8 pixel
+patch from its type's colour and texture, with a per-map lighting change, a
+per-tile colour jitter and per-pixel noise. The label is the vertex-cost
+shortest path from the top-left to the bottom-right tile with 8-neighbour moves
+(`ShortestPath.grid(12, 12, neighborhood=8)`, Dijkstra), as a 0/1 indicator of
+the tiles on it.
+
+`WarcraftCNN` (a few conv layers in the style of the first ResNet block, adaptive
+pooling to the 12x12 grid, softplus output) predicts the vertex costs; the
+solver layer turns them into a path and the loss is the L1 distance between the
+predicted and the true path indicators, summed over tiles and averaged over the
+batch, i.e. the Hamming distance of the original code. Adam with the paper's
+learning rate 5e-3, divided by 10 after 60% of the epochs (paper: epoch 30 of
+50); 800 training maps and 8 epochs instead of 10,000 and 50.
+
+Rows: Blackbox and Identity, each without projection, with P_norm, and with
+margin noise alpha = 0.2 for the whole run (the paper's table). Blackbox uses
+the paper's lambda = 20 for its mean loss at the original batch size 70,
+converted to this library's per-instance lambda: 20 / 70. The metric is the
+cost ratio <w_true, y_pred> / <w_true, y_true> on 200 test maps (lower is
+better, 1 is optimal); the fraction of optimal paths is a secondary metric.
+
+Negative costs: softplus costs are positive, but the margin noise (+-0.1) and
+Blackbox's shifted costs (w + lambda dL/dy) can go below zero, which the grid's
+Dijkstra refuses by default. The grid is built with `negative_costs="clip"`, so
+a negative tile cost counts as 0 (a free tile), for every row alike. With the
+default `negative_costs="error"` the run stops in Blackbox's backward pass
+("got negative costs (instance 2, value -0.065)").
+
+The committed run was made on a 2-core machine shared with other jobs (load
+average 0-4) with OMP_NUM_THREADS=1, so its seconds per epoch are somewhat
+inflated; the same run took 12 minutes at load average 8-12.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import Field
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+import combolayer as cl
+
+from .core import (
+    ExperimentConfig,
+    Metric,
+    Outcome,
+    PaperNumber,
+    Result,
+    Runs,
+    Variant,
+    claim_on_par,
+    finish,
+    run_variants,
+    seeded,
+)
+
+NAME = "warcraft"
+METRIC = Metric(name="cost ratio", higher_is_better=False)
+
+
+class Config(ExperimentConfig):
+    """The paper's values where they apply; the CPU-scale changes are named."""
+
+    grid: int = 12  # paper: 32x32 (its hardest Warcraft setting); CPU scale
+    tile_pixels: int = 8  # as in the Warcraft maps
+    terrain_costs: list[float] = Field(default=[0.8, 1.2, 5.3, 7.7, 9.2], min_length=5)
+    terrain_smoothing: float = 1.5  # std (in tiles) of the Gaussian blur behind the regions
+    pixel_noise: float = 0.08  # std of the per-pixel noise, image values in [0, 1]
+    num_train: int = 800  # paper: 10,000 maps; CPU scale
+    num_test: int = 200  # paper: 1,000
+    epochs: int = 8  # paper: 50; CPU scale
+    lr: float = 5e-3  # paper
+    lr_decay_at: float = 0.6  # paper: /10 after epoch 30 of 50
+    batch_size: int = 70  # the original code's
+    bb_lam: float = 20.0  # paper, for a mean loss at batch size paper_batch_size
+    paper_batch_size: int = 70
+    noise: float = 0.2  # paper: alpha for the noise rows, applied for the whole run
+    negative_costs: Literal["error", "clip"] = "clip"
+    data_seed: int = 1234  # the maps; each training seed also reshuffles
+
+
+#: The seconds-long smoke run of the same code path.
+QUICK = {"num_train": 210, "num_test": 40, "epochs": 4, "seeds": [0]}
+
+#: The paper's table (appendix "Warcraft Shortest Path", 32x32, cost ratio x 100).
+PAPER = [
+    PaperNumber(method="blackbox", projection=None, value=1.009, note="32x32 maps, alpha 0"),
+    PaperNumber(method="identity", projection=None, value=1.010, note="32x32 maps, alpha 0"),
+    PaperNumber(method="blackbox", projection="norm", value=1.009, note="alpha 0"),
+    PaperNumber(method="identity", projection="norm", value=1.012, note="alpha 0"),
+    PaperNumber(method="blackbox", projection=None, value=1.011, note="noise alpha 0.2"),
+    PaperNumber(method="identity", projection=None, value=1.010, note="noise alpha 0.2"),
+]
+
+#: "On par" for a cost ratio: within one percent of the optimal path's cost.
+TOLERANCE = 0.01
+
+
+# -- data ----------------------------------------------------------------------------
+
+
+def _blur(fields: np.ndarray, sigma: float) -> np.ndarray:
+    """Gaussian blur over the last two axes (periodic, by FFT)."""
+    rows, cols = fields.shape[-2:]
+    fr = np.fft.fftfreq(rows)[:, None]
+    fc = np.fft.fftfreq(cols)[None, :]
+    kernel = np.exp(-2.0 * (np.pi * sigma) ** 2 * (fr**2 + fc**2))
+    return np.real(np.fft.ifft2(np.fft.fft2(fields) * kernel))
+
+
+#: Per-type colour (RGB in [0, 1]); the two dearest types share a hue, so the
+#: texture matters too.
+COLOURS = np.array([
+    [0.45, 0.75, 0.30],  # grass
+    [0.80, 0.70, 0.45],  # sand road
+    [0.15, 0.45, 0.15],  # forest
+    [0.20, 0.35, 0.75],  # water
+    [0.25, 0.30, 0.55],  # mountain
+    [0.55, 0.55, 0.55],  # extra types, if more costs are given
+    [0.60, 0.30, 0.25],
+])
+
+
+def _textures(pixels: int, num_types: int) -> np.ndarray:
+    """One ``(pixels, pixels)`` brightness pattern per type, in [-1, 1]."""
+    r, c = np.meshgrid(np.arange(pixels), np.arange(pixels), indexing="ij")
+    patterns = [
+        np.zeros((pixels, pixels)),  # flat
+        np.cos(np.pi * r / 2),  # horizontal stripes
+        ((r // 2 + c // 2) % 2) * 2.0 - 1.0,  # checker (trees)
+        np.sin(2 * np.pi * (c + 0.5 * r) / pixels * 2),  # waves
+        np.cos(np.pi * (r + c) / 2),  # diagonal ridges
+        np.cos(np.pi * c / 2),
+        ((r % 3 == 0) | (c % 3 == 0)) * 2.0 - 1.0,
+    ]
+    return np.stack(patterns[:num_types])
+
+
+def make_maps(config: Config, count: int, rng: np.random.Generator) -> tuple[Tensor, Tensor]:
+    """``(images (count, 3, H, W), true vertex costs (count, grid, grid))``."""
+    num_types = len(config.terrain_costs)
+    if num_types > len(COLOURS):
+        raise ValueError(f"at most {len(COLOURS)} terrain types, got {num_types}")
+    g, p = config.grid, config.tile_pixels
+    fields = _blur(rng.normal(size=(count, num_types, g, g)), config.terrain_smoothing)
+    types = fields.argmax(axis=1)  # (count, g, g): spatially correlated regions
+    costs = np.asarray(config.terrain_costs)[types]
+    colour = COLOURS[types]  # (count, g, g, 3)
+    colour = colour * rng.uniform(0.85, 1.15, size=(count, 1, 1, 1))  # lighting per map
+    colour = colour + rng.normal(0, 0.03, size=colour.shape)  # jitter per tile
+    texture = _textures(p, num_types)[types]  # (count, g, g, p, p)
+    tiles = colour[..., None, None, :] * (1.0 + 0.25 * texture[..., None])
+    images = tiles.transpose(0, 1, 3, 2, 4, 5).reshape(count, g * p, g * p, 3)
+    images = images + rng.normal(0, config.pixel_noise, size=images.shape)
+    images = np.clip(images, 0.0, 1.0).transpose(0, 3, 1, 2)
+    return torch.from_numpy(images.astype(np.float32)), torch.from_numpy(costs)
+
+
+# -- model ---------------------------------------------------------------------------
+
+
+class WarcraftCNN(nn.Module):
+    """The first ResNet-18 stages in miniature: two strided convs (pixels to half a
+    tile), one residual block, adaptive pooling to the grid, and a 1x1 head with
+    softplus, so the costs are positive as in the paper."""
+
+    def __init__(self, grid: int, width: int = 32) -> None:
+        super().__init__()
+        half = width // 2
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, half, 4, stride=2, padding=1, bias=False), nn.BatchNorm2d(half),
+            nn.ReLU(),
+            nn.Conv2d(half, width, 4, stride=2, padding=1, bias=False), nn.BatchNorm2d(width),
+            nn.ReLU())
+        self.block = nn.Sequential(nn.Conv2d(width, width, 3, padding=1, bias=False),
+                                   nn.BatchNorm2d(width))
+        self.pool = nn.AdaptiveAvgPool2d(grid)
+        self.head = nn.Conv2d(width, 1, 1)
+
+    def forward(self, images: Tensor) -> Tensor:
+        x = self.stem(images)
+        x = F.relu(x + self.block(x))
+        return F.softplus(self.head(self.pool(x))[:, 0])
+
+
+# -- one training run ----------------------------------------------------------------
+
+
+class _TimedSolver:
+    """Adds up the seconds a solver spends, around the layer's own solver object."""
+
+    def __init__(self, solver) -> None:
+        self.seconds = 0.0
+        self._solve_min = solver.solve_min
+        solver.solve_min = self
+
+    def __call__(self, costs):
+        start = time.perf_counter()
+        try:
+            return self._solve_min(costs)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+def variants(config: Config) -> list[Variant]:
+    lam = config.bb_lam / config.paper_batch_size
+    rows = []
+    for projection, noise in (("none", 0.0), ("norm", 0.0), ("none", config.noise)):
+        rows.append(Variant("blackbox", projection, noise, options={"method": {
+            "name": "blackbox", "lam": lam}}))
+        rows.append(Variant("identity", projection, noise, options={"method": "identity"}))
+    return rows
+
+
+def train_one(config: Config, data: dict[str, Tensor], variant: Variant, seed: int,
+              bar=None) -> Outcome:
+    device = torch.device(config.device)
+    spec = cl.problems.ShortestPath.grid(config.grid, config.grid, neighborhood=8,
+                                         negative_costs=config.negative_costs)
+    generator = torch.Generator().manual_seed(seed)
+    with seeded(seed):
+        model = WarcraftCNN(config.grid).to(device)
+    layer = cl.ComboLayer(spec, method=variant.options["method"],
+                          projection=variant.projection or "none", noise=variant.noise or 0.0,
+                          generator=generator)
+    timer = _TimedSolver(layer.solver)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    decay_at = max(1, round(config.lr_decay_at * config.epochs))
+    scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, [decay_at], gamma=0.1)
+    images, paths = data["train_images"], data["train_paths"]
+    untrained = evaluate(model, layer, data)["cost_ratio"]
+    curve, train_s, solver_s = [], 0.0, 0.0
+    for _ in range(config.epochs):
+        start, solver_start = time.perf_counter(), timer.seconds
+        model.train()
+        layer.train()
+        order = torch.randperm(len(images), generator=generator)
+        for begin in range(0, len(order), config.batch_size):
+            batch = order[begin:begin + config.batch_size]
+            w = model(images[batch].to(device))
+            y = layer(w)
+            loss = (y - paths[batch].to(y)).abs().sum((-2, -1)).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        scheduler.step()
+        train_s += time.perf_counter() - start
+        solver_s += timer.seconds - solver_start
+        if bar is not None:
+            bar.set_postfix_str(f"seed {seed}: {variant.label}, epoch {len(curve) + 1}")
+        curve.append(evaluate(model, layer, data)["cost_ratio"])
+    final = evaluate(model, layer, data)
+    return Outcome(value=final["cost_ratio"], curve=curve, train_s=train_s, extras={
+        "optimal fraction": final["optimal"],
+        "untrained cost ratio": untrained,
+        "s / epoch": train_s / config.epochs,
+        "solver share of training": solver_s / train_s,
+    })
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, layer: cl.ComboLayer, data: dict[str, Tensor]) -> dict[str, float]:
+    model.eval()
+    layer.eval()
+    w = model(data["test_images"].to(next(model.parameters()).device))
+    y = layer(w).cpu().double()
+    ratio = cl.metrics.cost_ratio(layer.solver, data["test_costs"], y,
+                                  y_true=data["test_paths"])
+    return {"cost_ratio": float(ratio.mean()),
+            "optimal": float((ratio <= 1 + 1e-9).double().mean())}
+
+
+def make_data(config: Config) -> dict[str, Tensor]:
+    rng = np.random.default_rng(config.data_seed)
+    solver = cl.make_solver(cl.problems.ShortestPath.grid(config.grid, config.grid,
+                                                          neighborhood=8))
+    data = {}
+    for split, count in (("train", config.num_train), ("test", config.num_test)):
+        images, costs = make_maps(config, count, rng)
+        data[f"{split}_images"], data[f"{split}_costs"] = images, costs
+        data[f"{split}_paths"] = solver.solve(costs)
+    return data
+
+
+def run(config: Config) -> Result:
+    started = time.perf_counter()
+    data = make_data(config)
+    rows = variants(config)
+    runs = run_variants(rows, config.seeds, lambda v, s, bar: train_one(config, data, v, s, bar),
+                        desc=NAME, progress=config.progress)
+    return finish(NAME, config, METRIC, runs, PAPER, claims(runs, rows), started,
+                  details={"solver": "scipy (Dijkstra)"})
+
+
+def claims(runs: Runs, rows: list[Variant]) -> list:
+    by = {v.label: v for v in rows}
+    bb, identity = by["blackbox"], by["identity"]
+    return [
+        claim_on_par("Identity (no projection) is on par with Blackbox (lambda=20)", runs,
+                     identity, bb, METRIC, TOLERANCE),
+        claim_on_par("P_norm does not change Identity much", runs, by["identity, P=norm"],
+                     identity, METRIC, TOLERANCE),
+        claim_on_par("Noise alpha=0.2 does not change Identity much", runs,
+                     by[f"identity, noise {rows[-1].noise:g}"], identity, METRIC, TOLERANCE),
+        claim_on_par("P_norm does not change Blackbox much", runs, by["blackbox, P=norm"],
+                     bb, METRIC, TOLERANCE),
+        claim_on_par("Noise alpha=0.2 does not change Blackbox much", runs,
+                     by[f"blackbox, noise {rows[-1].noise:g}"], bb, METRIC, TOLERANCE),
+    ]
