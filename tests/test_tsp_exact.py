@@ -71,8 +71,11 @@ def test_highs_tsp_matches_the_mtz_formulation(n, pool):
         assert np.sum(costs[b] * y[b]) == pytest.approx(np.sum(costs[b] * mtz[b]), abs=1e-7)
 
 
-def test_default_tsp_backend_is_highs_without_a_pool_then_scip_for_large_n():
-    solver = cl.make_solver(TSP(num_nodes=6))
+def test_default_tsp_backend_is_held_karp_then_highs_without_a_pool_then_scip():
+    from combolayer.backends.scipy import TSP_DP_MAX_NODES
+
+    assert cl.make_solver(TSP(num_nodes=6)).backend == "scipy"  # the Held-Karp DP
+    solver = cl.make_solver(TSP(num_nodes=TSP_DP_MAX_NODES + 1))
     assert solver.backend == "highs" and solver.kernel.cut_pool is None
     large = TSP(num_nodes=highs_backend.TSP_MAX_NODES_FIRST + 1)
     assert cl.backends.registry.capable_backends(large)[0] == "scip"
