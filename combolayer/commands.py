@@ -85,6 +85,7 @@ def reproduce(args: argparse.Namespace) -> int:
     import yaml
 
     from .experiments import describe, experiments, get
+    from .experiments.core import execute
     from .experiments.report import render
 
     benchmarks = _benchmarks()
@@ -128,7 +129,7 @@ def reproduce(args: argparse.Namespace) -> int:
         overrides["out"] = args.out
     config = module.Config(**overrides)
     start = time.perf_counter()
-    result = module.run(config)
+    result = execute(module.run, config)
     for claim in result.claims:
         print(f"[{claim.verdict}] {claim.claim}: {claim.evidence}")
     out = config.out or f"runs/{args.experiment}"

@@ -121,6 +121,41 @@ def shortest_path_epochs(num_data: int = 1000, rounds: int = 15) -> list[Ratio]:
     return results
 
 
+def warcraft_cnn_epochs(num_maps: int = 280, rounds: int = 5) -> Ratio:
+    """Identity epoch / two-stage epoch for the Warcraft experiment's CNN on its
+    generated 12x12 maps (batch 70): where the model should dominate."""
+    import combolayer as cl
+    from combolayer.experiments import warcraft
+
+    config = warcraft.Config(num_train=num_maps)
+    images, costs = warcraft.make_maps(config, num_maps, np.random.default_rng(0))
+    costs = costs.float()
+    spec = cl.problems.ShortestPath.grid(config.grid, config.grid, neighborhood=8,
+                                         negative_costs=config.negative_costs)
+    layer = cl.ComboLayer(spec, projection="none")
+    paths = layer.solver.solve(costs)
+
+    def runner(loss_fn: Callable) -> Callable[[], None]:
+        torch.manual_seed(0)
+        model = warcraft.WarcraftCNN(config.grid)
+        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+
+        def epoch() -> None:
+            for start in range(0, num_maps, config.batch_size):
+                index = slice(start, start + config.batch_size)
+                loss = loss_fn(model(images[index]), index)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+        return epoch
+
+    identity = runner(lambda pred, i: (layer(pred) - paths[i]).abs().mean())
+    two_stage = runner(lambda pred, i: torch.nn.functional.mse_loss(pred, costs[i]))
+    return _measure(f"CNN on Warcraft-like maps: Identity epoch / two-stage epoch (12x12, "
+                    f"batch 70, {num_maps} maps)", "<= 1.2", identity, two_stage, rounds)
+
+
 def pyepo_nid_loss(c: torch.Tensor, y: torch.Tensor) -> Callable | None:
     """PyEPO's negativeIdentity with its OR-Tools (GLOP) shortest-path model, or None
     when pyepo or OR-Tools is missing (pyepo is optional, never a dependency)."""
@@ -308,6 +343,7 @@ def measure_all(quick: bool = False, threads: int = 1) -> list[Ratio]:
     torch.set_num_threads(threads)
     results = []
     results += shortest_path_epochs(rounds=5 if quick else 15)
+    results.append(warcraft_cnn_epochs(num_maps=140 if quick else 280, rounds=3 if quick else 5))
     results += selection_ratios(rounds=50 if quick else 200)
     results.append(fixed_overhead(rounds=500 if quick else 2000))
     results += tsp_per_solve(instances=3 if quick else 8)

@@ -3,7 +3,7 @@
 import torch
 
 import combolayer as cl
-from combolayer.bench import solver_clock
+from combolayer.timing import solver_clock
 
 
 def test_solver_clock_counts_forward_and_blackbox_backward_and_restores():

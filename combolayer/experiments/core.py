@@ -41,6 +41,9 @@ class ExperimentConfig(BaseModel):
     quick: bool = False
     out: Path | None = None  # default: runs/NAME
     progress: bool = True
+    #: torch intra-op threads while the experiment runs: its models are small, and on a
+    #: shared 2-core machine one thread was faster than torch's default.
+    threads: int = Field(default=1, ge=1)
 
 
 # -- the results schema (results.json: exactly these keys) -----------------------------
@@ -184,6 +187,16 @@ class Runs:
                 train_s=float(np.mean([o.train_s for o in self.outcomes[v.label]])),
             ))
         return rows
+
+
+def execute(run: Callable[[Any], Result], config: ExperimentConfig) -> Result:
+    """``run(config)`` with torch pinned to ``config.threads``, restored after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(config.threads)
+    try:
+        return run(config)
+    finally:
+        torch.set_num_threads(threads)
 
 
 @contextmanager

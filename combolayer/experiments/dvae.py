@@ -60,7 +60,6 @@ class Config(core.ExperimentConfig):
     projections: list[str] = ["none", "mean", "norm", "std", "auto"]
     clear_gap: float = 0.5  # nats: "clearly lower" N-ELBO needs a lead above this
     far_gap: float = 2.0  # nats: "far worse" needs a gap above this
-    threads: int = 1  # torch intra-op threads (a shared 2-core machine)
 
 
 QUICK = {"epochs": 1, "seeds": [0, 1], "projections": ["none", "std"], "progress": False,
@@ -204,7 +203,6 @@ def train_one(variant: core.Variant, seed: int, config: Config,
 
 def run(config: Config) -> core.Result:
     t0 = time.perf_counter()
-    torch.set_num_threads(config.threads)
     data = load_images(config)
     imle = core.Variant("imle", projection="none")
     identity = {p: core.Variant("identity", projection=p) for p in config.projections}

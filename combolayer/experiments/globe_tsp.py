@@ -57,6 +57,7 @@ from torch.nn import functional as F
 
 import combolayer as cl
 
+from ..timing import solver_clock
 from . import verdicts
 from .core import (
     Claim,
@@ -73,7 +74,6 @@ from .core import (
     run_variants,
     seeded,
 )
-from .warcraft import _TimedSolver
 
 NAME = "globe_tsp"
 METRIC = Metric(name="tour accuracy", higher_is_better=True)
@@ -258,7 +258,6 @@ def train_one(config: Config, world: dict, variant: Variant, seed: int, bar=None
                           projection=variant.projection, noise=variant.noise,
                           noise_schedule={"name": "step_off", "until": switch_off},
                           generator=generator)
-    timer = _TimedSolver(layer.solver)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     flags = world["flags"].to(device)
     index, tours = data["train_index"], data["train_tours"]
@@ -267,31 +266,32 @@ def train_one(config: Config, world: dict, variant: Variant, seed: int, bar=None
     untrained = evaluate(model, layer, flags, data)["accuracy"]
     curve, norms, losses = [], [], []
     train_s = solver_s = 0.0
-    for epoch in range(config.epochs):
-        layer.set_epoch(epoch)
-        start, solver_start = time.perf_counter(), timer.seconds
-        model.train()
-        layer.train()
-        order = torch.randperm(len(index), generator=generator)
-        norm_sum = loss_sum = 0.0
-        for begin in range(0, len(order), config.batch_size):
-            batch = order[begin:begin + config.batch_size]
-            w = chord_distances(model(flags)[index[batch].to(device)])
-            y = layer(w)
-            y = cl.gradients.add_gradient_noise(y, sigma, generator=generator, instance_dims=2)
-            loss = (y - tours[batch].to(y)).abs().sum((-2, -1)).mean()
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            norm_sum += float(torch.linalg.vector_norm(w.detach(), dim=(-2, -1)).sum())
-            loss_sum += float(loss.detach()) * len(batch)
-        train_s += time.perf_counter() - start
-        solver_s += timer.seconds - solver_start
-        norms.append(norm_sum / len(index))
-        losses.append(loss_sum / len(index))
-        curve.append(evaluate(model, layer, flags, data)["accuracy"])
-        if bar is not None:
-            bar.set_postfix_str(f"seed {seed}: {variant.label}, epoch {epoch + 1}")
+    with solver_clock(layer) as timer:
+        for epoch in range(config.epochs):
+            layer.set_epoch(epoch)
+            start, solver_start = time.perf_counter(), timer.seconds
+            model.train()
+            layer.train()
+            order = torch.randperm(len(index), generator=generator)
+            norm_sum = loss_sum = 0.0
+            for begin in range(0, len(order), config.batch_size):
+                batch = order[begin:begin + config.batch_size]
+                w = chord_distances(model(flags)[index[batch].to(device)])
+                y = layer(w)
+                y = cl.gradients.add_gradient_noise(y, sigma, generator=generator, instance_dims=2)
+                loss = (y - tours[batch].to(y)).abs().sum((-2, -1)).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                norm_sum += float(torch.linalg.vector_norm(w.detach(), dim=(-2, -1)).sum())
+                loss_sum += float(loss.detach()) * len(batch)
+            train_s += time.perf_counter() - start
+            solver_s += timer.seconds - solver_start
+            norms.append(norm_sum / len(index))
+            losses.append(loss_sum / len(index))
+            curve.append(evaluate(model, layer, flags, data)["accuracy"])
+            if bar is not None:
+                bar.set_postfix_str(f"seed {seed}: {variant.label}, epoch {epoch + 1}")
     final = evaluate(model, layer, flags, data)
     return Outcome(value=final["accuracy"], curve=curve, train_s=train_s, extras={
         "edge accuracy": final["edges"],

@@ -65,7 +65,7 @@ from torch import Tensor, nn
 
 import combolayer as cl
 
-from ..bench import solver_clock
+from ..timing import solver_clock
 from . import core, verdicts
 from .core import ExperimentConfig, Outcome, Variant
 
@@ -100,7 +100,6 @@ class Config(ExperimentConfig):
     # The L1-loss comparison rows (not in the paper): Identity and Blackbox,
     # no projection, without margin and with each margin at this alpha.
     l1_alpha: float | None = 1.0
-    threads: int = 1  # torch threads: the models are tiny and the 2 cores are shared
 
 
 QUICK = dict(seeds=[0], train_pairs=96, test_pairs=64, epochs=3, alphas=[1.0],
@@ -484,15 +483,10 @@ def quadratic_assignment_seconds(n: int = 8, k: int = 4, backend: str = "highs",
 
 def run(config: Config) -> core.Result:
     started = time.perf_counter()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(config.threads)
     data = make_data(config, config.data_seed)
-    try:
-        runs = core.run_variants(variants(config), config.seeds,
-                                 lambda v, seed, bar: train_one(config, v, seed, data),
-                                 desc=NAME, progress=config.progress)
-    finally:
-        torch.set_num_threads(threads)
+    runs = core.run_variants(variants(config), config.seeds,
+                             lambda v, seed, bar: train_one(config, v, seed, data),
+                             desc=NAME, progress=config.progress)
     result = core.finish(NAME, config, METRIC, runs, paper=paper_numbers(),
                          claims=claims(config, runs), started=started)
     plot(config, runs)

@@ -77,7 +77,6 @@ class Config(core.ExperimentConfig):
     blackbox_ks: list[int] = [5]  # CPU budget: the lambda sweep at k=5 only
     far_gap: float = 0.5  # MSE x100: "indispensable" needs a lead above this
     par_fraction: float = 0.1  # "on par": within 10% of I-MLE's mean MSE
-    threads: int = 1
 
 
 QUICK = {"ks": [5], "epochs": 5, "seeds": [0], "blackbox_lambdas": [100.0], "n_test": 300,
@@ -277,7 +276,6 @@ def variants_for(config: Config, k: int) -> dict[str, core.Variant]:
 
 def run(config: Config) -> core.Result:
     t0 = time.perf_counter()
-    torch.set_num_threads(config.threads)
     data = make_data(config)
     by_k = {k: variants_for(config, k) for k in config.ks}
     variants = [v for group in by_k.values() for v in group.values()]

@@ -104,7 +104,6 @@ class Config(ExperimentConfig):
     # 63 scores), so the paper's 0.1 corresponds to about 0.0126 here.
     noise: float = 0.01
     projections: list[str] = Field(default=["none", "mean", "norm", "std"])
-    threads: int = 1  # torch threads: the model is tiny; one thread is faster on 2 cores
 
 
 QUICK = dict(seeds=[0], epochs=4, per_class=16, projections=["none", "std"], progress=False)
@@ -342,13 +341,8 @@ def claims(config: Config, runs: core.Runs) -> list[core.Claim]:
 
 def run(config: Config) -> core.Result:
     started = time.perf_counter()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(config.threads)
-    try:
-        runs = core.run_variants(variants(config), config.seeds,
-                                 lambda v, seed, bar: train_one(config, v, seed, bar),
-                                 desc=NAME, progress=config.progress)
-    finally:
-        torch.set_num_threads(threads)
+    runs = core.run_variants(variants(config), config.seeds,
+                             lambda v, seed, bar: train_one(config, v, seed, bar),
+                             desc=NAME, progress=config.progress)
     return core.finish(NAME, config, METRIC, runs, paper=paper_numbers(),
                        claims=claims(config, runs), started=started)

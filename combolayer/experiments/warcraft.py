@@ -52,6 +52,7 @@ from torch.nn import functional as F
 
 import combolayer as cl
 
+from ..timing import solver_clock
 from .core import (
     ExperimentConfig,
     Metric,
@@ -198,22 +199,6 @@ class WarcraftCNN(nn.Module):
 # -- one training run ----------------------------------------------------------------
 
 
-class _TimedSolver:
-    """Adds up the seconds a solver spends, around the layer's own solver object."""
-
-    def __init__(self, solver) -> None:
-        self.seconds = 0.0
-        self._solve_min = solver.solve_min
-        solver.solve_min = self
-
-    def __call__(self, costs):
-        start = time.perf_counter()
-        try:
-            return self._solve_min(costs)
-        finally:
-            self.seconds += time.perf_counter() - start
-
-
 def variants(config: Config) -> list[Variant]:
     lam = config.bb_lam / config.paper_batch_size
     rows = []
@@ -235,32 +220,32 @@ def train_one(config: Config, data: dict[str, Tensor], variant: Variant, seed: i
     layer = cl.ComboLayer(spec, method=variant.options["method"],
                           projection=variant.projection or "none", noise=variant.noise or 0.0,
                           generator=generator)
-    timer = _TimedSolver(layer.solver)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     decay_at = max(1, round(config.lr_decay_at * config.epochs))
     scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, [decay_at], gamma=0.1)
     images, paths = data["train_images"], data["train_paths"]
     untrained = evaluate(model, layer, data)["cost_ratio"]
     curve, train_s, solver_s = [], 0.0, 0.0
-    for _ in range(config.epochs):
-        start, solver_start = time.perf_counter(), timer.seconds
-        model.train()
-        layer.train()
-        order = torch.randperm(len(images), generator=generator)
-        for begin in range(0, len(order), config.batch_size):
-            batch = order[begin:begin + config.batch_size]
-            w = model(images[batch].to(device))
-            y = layer(w)
-            loss = (y - paths[batch].to(y)).abs().sum((-2, -1)).mean()
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        scheduler.step()
-        train_s += time.perf_counter() - start
-        solver_s += timer.seconds - solver_start
-        if bar is not None:
-            bar.set_postfix_str(f"seed {seed}: {variant.label}, epoch {len(curve) + 1}")
-        curve.append(evaluate(model, layer, data)["cost_ratio"])
+    with solver_clock(layer) as timer:
+        for _ in range(config.epochs):
+            start, solver_start = time.perf_counter(), timer.seconds
+            model.train()
+            layer.train()
+            order = torch.randperm(len(images), generator=generator)
+            for begin in range(0, len(order), config.batch_size):
+                batch = order[begin:begin + config.batch_size]
+                w = model(images[batch].to(device))
+                y = layer(w)
+                loss = (y - paths[batch].to(y)).abs().sum((-2, -1)).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            scheduler.step()
+            train_s += time.perf_counter() - start
+            solver_s += timer.seconds - solver_start
+            if bar is not None:
+                bar.set_postfix_str(f"seed {seed}: {variant.label}, epoch {len(curve) + 1}")
+            curve.append(evaluate(model, layer, data)["cost_ratio"])
     final = evaluate(model, layer, data)
     return Outcome(value=final["cost_ratio"], curve=curve, train_s=train_s, extras={
         "optimal fraction": final["optimal"],
