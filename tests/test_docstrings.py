@@ -8,7 +8,10 @@ import combolayer as cl
 from combolayer import files, training
 
 DOCUMENTED = [cl.ComboLayer, cl.ComboLayer.from_config, cl.make_solver,
-              cl.analyze, cl.ILP, cl.load_spec, cl.metrics, cl.losses, cl.data]
+              cl.analyze, cl.ILP, cl.load_spec, cl.metrics, cl.losses, cl.data,
+              cl.Identity, cl.Blackbox, cl.Perturbed, cl.IMLE, cl.problems.TSP,
+              cl.problems.Matching, cl.problems.Knapsack, cl.problems.TopK,
+              cl.problems.Ranking, cl.problems.ShortestPath]
 
 
 @pytest.mark.parametrize("obj", DOCUMENTED, ids=lambda o: getattr(o, "__qualname__", o.__name__))

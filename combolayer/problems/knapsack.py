@@ -17,6 +17,12 @@ class Knapsack(Spec):
 
     ``weights`` is ``(m, n)`` (non-negative), ``capacities`` ``(m,)``
     (non-negative); ``sense="max"`` by default: the most valuable feasible set.
+
+    Examples:
+        >>> import numpy as np, combolayer as cl
+        >>> spec = cl.problems.Knapsack(weights=[[1, 2, 3]], capacities=[3])
+        >>> cl.make_solver(spec).solve(np.array([1.0, 1.0, 3.0])).tolist()
+        [0.0, 0.0, 1.0]
     """
 
     kind: Literal["knapsack"] = "knapsack"

@@ -16,6 +16,12 @@ class Matching(Spec):
     """Assign each of ``rows`` to a distinct one of ``cols`` (``rows <= cols``).
 
     Cost and solution ``(rows, cols)``; perfect matching when ``rows == cols``.
+
+    Examples:
+        >>> import numpy as np, combolayer as cl
+        >>> spec = cl.problems.Matching(2, 2)
+        >>> cl.make_solver(spec).solve(np.array([[0.0, 1.0], [1.0, 0.0]])).tolist()
+        [[1.0, 0.0], [0.0, 1.0]]
     """
 
     kind: Literal["matching"] = "matching"

@@ -13,7 +13,13 @@ from ..specs import ILP, Sense, Spec, register_spec
 
 @register_spec
 class TopK(Spec):
-    """A k-hot vector ``(n,)``: the ``k`` largest scores (``sense="max"``) or smallest."""
+    """A k-hot vector ``(n,)``: the ``k`` largest scores (``sense="max"``) or smallest.
+
+    Examples:
+        >>> import numpy as np, combolayer as cl
+        >>> cl.make_solver(cl.problems.TopK(4, 2)).solve(np.array([3.0, 1.0, 2.0, 5.0])).tolist()
+        [1.0, 0.0, 0.0, 1.0]
+    """
 
     kind: Literal["topk"] = "topk"
     n: int
@@ -44,7 +50,13 @@ class TopK(Spec):
 class Ranking(Spec):
     """Ranks ``(n,)``: a permutation of 1..n. ``argmin <w, y>`` gives rank 1 to the
     largest score (rearrangement inequality), so a ranking of scores ``s`` is
-    ``Ranking(n)`` applied to ``w = s``."""
+    ``Ranking(n)`` applied to ``w = s``.
+
+    Examples:
+        >>> import numpy as np, combolayer as cl
+        >>> cl.make_solver(cl.problems.Ranking(3)).solve(np.array([0.1, 0.3, 0.2])).tolist()
+        [3.0, 1.0, 2.0]
+    """
 
     kind: Literal["ranking"] = "ranking"
     n: int

@@ -98,6 +98,13 @@ class ShortestPath(_NonnegativeOnCycles, Spec):
     cheapest simple path is NP-hard): ``"error"`` raises, ``"clip"`` sets them
     to 0 first. Acyclic directed graphs accept any costs. ``ShortestPath.grid``
     builds the vertex-cost grid version.
+
+    Examples:
+        >>> import numpy as np, combolayer as cl
+        >>> spec = cl.problems.ShortestPath(num_nodes=3, edges=[(0, 1), (1, 2), (0, 2)],
+        ...                                 source=0, target=2)
+        >>> cl.make_solver(spec).solve(np.array([1.0, 1.0, 3.0])).tolist()
+        [1.0, 1.0, 0.0]
     """
 
     kind: Literal["shortest_path"] = "shortest_path"

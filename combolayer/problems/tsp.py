@@ -133,6 +133,12 @@ class TSP(Spec):
     ``y`` is the symmetric 0/1 adjacency matrix of the tour, so ``<w, y>`` equals
     the tour's length under the symmetrised cost ``w + w.T`` (twice the length
     for a symmetric ``w``).
+
+    Examples:
+        >>> import numpy as np, combolayer as cl
+        >>> y = cl.make_solver(cl.problems.TSP(4)).solve(np.ones((4, 4)))
+        >>> y.sum(axis=1).tolist()            # every city has two tour neighbours
+        [2.0, 2.0, 2.0, 2.0]
     """
 
     kind: Literal["tsp"] = "tsp"
