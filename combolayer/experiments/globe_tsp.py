@@ -381,7 +381,7 @@ def _collapse_claim(runs: Runs, identity: Variant, blackbox: Variant, sigma: flo
         claim=f"Blackbox's costs collapse once the noise is switched off, Identity's do not "
               f"(gradient noise sigma={sigma:g}, k={k})",
         verdict=verdicts.all_of([falls, holds]),
-        evidence=f"||w|| at the end / when the noise stops: blackbox {np.mean(bb):.3g}, "
+        evidence=f"‖w‖ at the end / when the noise stops: blackbox {np.mean(bb):.3g}, "
                  f"identity {np.mean(ident):.3g}; blackbox's fall below 1: {falls_evidence} "
                  f"({falls}); identity above blackbox: {holds_evidence} ({holds})")
 
