@@ -43,7 +43,7 @@ are low and the clean comparison reflects how fast each method learns: with
 40 epochs Identity reached 0.44 and Blackbox 0.48 at k=5, with 20 epochs at
 learning rate 1e-3 0.22 and 0.46. The committed run was made
 on a 2-core machine shared with other jobs (load average 1-3) with
-OMP_NUM_THREADS=1, so its seconds per epoch are inflated and noisy.
+one torch thread (`threads=1`), so its seconds per epoch are inflated and noisy.
 """
 
 from __future__ import annotations

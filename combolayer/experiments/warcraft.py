@@ -35,7 +35,7 @@ default `negative_costs="error"` the run stops in Blackbox's backward pass
 ("got negative costs (instance 2, value -0.065)").
 
 The committed run was made on a 2-core machine shared with other jobs (load
-average 0-4) with OMP_NUM_THREADS=1, so its seconds per epoch are somewhat
+average 0-4) on one torch thread (`threads=1`), so its seconds per epoch are somewhat
 inflated; the same run took 12 minutes at load average 8-12.
 """
 
