@@ -44,6 +44,7 @@ from .noise import (  # noqa: F401  (GaussianNoise, GumbelNoise, SumOfGamma: mov
     SumOfGamma,
     make_noise,
 )
+from .specs import positional_fields
 from .transforms import fast_apply
 
 DifferentiableSolve = Callable[..., Tensor]
@@ -127,14 +128,7 @@ class Estimator(BaseModel):
     differentiable_backward: ClassVar[bool] = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        fields = list(type(self).model_fields)
-        if len(args) > len(fields):
-            raise TypeError(f"{type(self).__name__} takes at most {len(fields)} positional "
-                            f"arguments ({', '.join(fields)}), got {len(args)}")
-        for field, value in zip(fields, args, strict=False):
-            if field in kwargs:
-                raise TypeError(f"{type(self).__name__} got {field!r} twice")
-            kwargs[field] = value
+        kwargs = positional_fields(type(self), args, kwargs, TypeError)
         try:
             super().__init__(**kwargs)
         except ValidationError as error:

@@ -43,20 +43,29 @@ def _as_spec_error(error: ValidationError) -> SpecError:
     return SpecError(f"invalid {title}: " + "; ".join(lines))
 
 
+def positional_fields(cls: type[BaseModel], args: tuple, data: dict[str, Any],
+                      error: type[Exception], skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``data`` with ``args`` bound to ``cls``'s fields in declaration order (``skip``
+    left out), so a pydantic model takes positional arguments like a function:
+    ``TSP(5)``, ``Blackbox(10.0)``. Too many or doubled ones raise ``error``."""
+    names = [name for name in cls.model_fields if name not in skip]
+    if len(args) > len(names):
+        raise error(f"{cls.__name__} takes at most {len(names)} positional "
+                    f"arguments ({', '.join(names)}), got {len(args)}")
+    for name, value in zip(names, args):
+        if name in data:
+            raise error(f"{cls.__name__} got two values for {name!r}")
+        data[name] = value
+    return data
+
+
 class _Validated(BaseModel):
     """Pydantic's ValidationError becomes :class:`SpecError`, keeping its locations
     and messages, for direct construction and for ``model_validate`` alike."""
 
     def __init__(self, *args: Any, **data: Any) -> None:
         # Positional arguments in field order, as API.md writes them: TSP(5), TopK(10, 3).
-        names = [name for name in type(self).model_fields if name != "kind"]
-        if len(args) > len(names):
-            raise SpecError(f"{type(self).__name__} takes at most {len(names)} positional "
-                            f"arguments ({', '.join(names)}), got {len(args)}")
-        for name, value in zip(names, args):
-            if name in data:
-                raise SpecError(f"{type(self).__name__} got two values for {name!r}")
-            data[name] = value
+        data = positional_fields(type(self), args, data, SpecError, skip=("kind",))
         try:
             super().__init__(**data)
         except ValidationError as error:
