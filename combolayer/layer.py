@@ -203,11 +203,10 @@ class ComboLayer(nn.Module):
         """A constant that gives the solver the cost before the hull step, and the check
         that this cost is one the problem accepts (:meth:`Spec.nonnegative_costs`).
 
-        ``"plane"`` and ``"auto"`` (and ``"auto-exact"``) remove the components of ``w``
-        along directions on
-        which every solution has the same objective, then ``"auto"`` scales by a
-        positive factor: ``s * w`` has the argmin of ``P(w)`` and the signs of
-        ``w``. The solver sees ``s * w`` while gradients flow through ``P(w)``
+        ``"plane"``, ``"auto"`` and ``"auto-exact"`` remove the components of ``w``
+        along directions on which every solution has the same objective, then
+        ``"auto"`` scales by a positive factor: ``s * w`` has the argmin of ``P(w)``
+        and the signs of ``w``. The solver sees ``s * w`` while gradients flow through ``P(w)``
         unchanged, so a positive cost stays one that Dijkstra can take.
         """
         with torch.no_grad():
