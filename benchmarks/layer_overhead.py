@@ -5,7 +5,7 @@ Run: python benchmarks/layer_overhead.py [--batch 256]
 
 import argparse
 
-from combolayer.bench import run
+from combolayer.cli.bench import run
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)

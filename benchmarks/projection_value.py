@@ -28,7 +28,7 @@ from torch import nn
 from tqdm import tqdm
 
 import combolayer as cl
-from combolayer.analysis import _analyze
+from combolayer.analysis.hull import _analyze
 from combolayer.data import shortest_path
 from combolayer.losses import hamming
 from combolayer.metrics import normalized_regret
@@ -154,7 +154,7 @@ def timed(function, repeat: int = 1) -> float:
 
 def speed_table() -> list[str]:
     from combolayer.data import shortest_path_spec
-    from combolayer.transforms import project_mean
+    from combolayer.transforms.projection import project_mean
 
     specs = [shortest_path_spec((30, 30)), cl.problems.ShortestPath.grid(30, 30),
              cl.problems.TSP(num_nodes=50)]

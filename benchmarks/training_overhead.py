@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from combolayer import perf
+from combolayer.cli import perf
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,7 +35,7 @@ def load_rows(quick: bool) -> list[dict]:
     """``combolayer bench --batch 16`` (layer over raw HiGHS) in fresh processes: default
     threads vs one thread, idle vs a second process spinning on one core."""
     spinner_code = "import os\nos.sched_setaffinity(0, {0})\nwhile True: pass\n"
-    child = ("import json, sys\nfrom combolayer.bench import run\n"
+    child = ("import json, sys\nfrom combolayer.cli.bench import run\n"
              "rows = run(batch=16, repeats=%d)\n"
              "print('JSON' + json.dumps([(n, l / r) for n, r, l in rows]))\n")
     rows = []

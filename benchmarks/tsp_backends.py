@@ -34,7 +34,7 @@ import torch
 import combolayer as cl
 import combolayer.backends.highs as highs_backend
 import combolayer.problems.tsp as tsp_module
-from combolayer.perf import tsp_costs
+from combolayer.cli.perf import tsp_costs
 
 ROOT = Path(__file__).resolve().parents[1]
 CPSAT_TIME_LIMIT = 10.0

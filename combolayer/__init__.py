@@ -1,8 +1,16 @@
-"""combolayer: combinatorial solvers as differentiable PyTorch layers."""
+"""combolayer: combinatorial solvers as differentiable PyTorch layers.
+
+The package is laid out by stage (docs/architecture.md): ``specs`` (declaring
+problems, their canonical form), ``problems`` (named problems), ``backends``
+(solvers), ``analysis`` (the affine hull), ``transforms`` (projections, noise),
+``estimators`` (backward passes), ``layer`` (their composition), ``training``
+and ``cli`` with ``experiments``. The public namespaces of the API are
+``cl.losses``, ``cl.metrics`` and ``cl.data`` at the top level, next to this file.
+"""
 
 import logging as _logging
 
-from . import backends, data, gradients, losses, metrics, problems, retrieval, transforms
+from . import backends, data, losses, metrics, problems, transforms
 from .analysis import AffineHull, analyze
 from .backends import BackendConfig, make_solver
 from .errors import (
@@ -12,10 +20,11 @@ from .errors import (
     SolverError,
     SpecError,
 )
-from .estimators import IMLE, Blackbox, Identity, Margin, Perturbed, SumOfGamma
-from .io import load_spec
+from .estimators import IMLE, Blackbox, Identity, Margin, Perturbed
 from .layer import ComboLayer
-from .specs import ILP, Constraint
+from .specs import ILP, Constraint, load_spec
+from .training import gradients, retrieval
+from .transforms import SumOfGamma
 
 __version__ = "0.1.0"
 

@@ -30,6 +30,7 @@ from torch import Tensor
 
 from .backends.registry import as_solver, renamed_solver_keyword
 from .backends.solver import Solver, check_costs, inner
+from .training.retrieval import cosine_similarities
 
 #: PyEPO's guard against an all-zero optimal objective in normalized regret.
 REGRET_EPS = 1e-7
@@ -115,8 +116,6 @@ def recall_at_k(x: Any, labels: Any, ks: tuple[int, ...] = (1, 2, 4, 8), *,
 
     Returns ``{K: recall}`` with floats in [0, 1].
     """
-    from .retrieval import cosine_similarities
-
     x = torch.as_tensor(x).detach().to("cpu", torch.float64)
     labels = torch.as_tensor(labels).detach().cpu()
     n = labels.shape[0] if labels.ndim == 1 else -1

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import combolayer as cl
-from combolayer.cli import main as cli_main
+from combolayer.cli.main import main as cli_main
 from combolayer.data import grid_edges, shortest_path_spec
 
 P = cl.problems

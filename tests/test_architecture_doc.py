@@ -1,43 +1,54 @@
 """docs/architecture.md's worked examples run as written: a problem, a backend, an
-estimator and an experiment, each added in one place."""
+estimator and an experiment, each added as one new file in its folder."""
 
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
+import combolayer
+
 DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
+PACKAGE = Path(combolayer.__file__).resolve().parent
+#: A file block's first line names where it is saved.
+FILE_HEADER = re.compile(r"# (combolayer/\S+\.py)\n")
 
 
 def blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
 
 
-def test_the_page_has_the_four_examples():
-    assert len(blocks()) == 4
+def test_the_page_adds_four_files_each_in_its_own_folder():
+    saved = [m.group(1) for block in blocks() if (m := FILE_HEADER.match(block))]
+    assert saved == ["combolayer/problems/pick_one.py", "combolayer/backends/argmin.py",
+                     "combolayer/estimators/scaled_identity.py",
+                     "combolayer/experiments/toy_topk.py"]
 
 
-def test_the_examples_run_in_order_and_the_experiment_is_one_file(tmp_path):
-    problem, backend, estimator, experiment = blocks()
-    (tmp_path / "extra").mkdir()
-    (tmp_path / "extra" / "toy_topk.py").write_text(
-        "import torch\nimport combolayer as cl\n" + experiment)
-    # A fresh interpreter: the examples register a spec kind, a backend and an
-    # estimator globally. The experiment joins the package's folder of
-    # experiments, exactly as a file saved in combolayer/experiments/ would.
-    script = problem + backend + estimator + textwrap.dedent(f"""
-        import combolayer.experiments as experiments
-        experiments.__path__.append({str(tmp_path / "extra")!r})
-        experiments.experiments.cache_clear()
-        from combolayer.cli import main
-        assert "toy_topk" in experiments.experiments()
-        code = main(["reproduce", "toy_topk", "--quick", "--out", {str(tmp_path / "out")!r}])
-        assert code == 0, code
-    """)
+def test_each_extension_is_one_new_file(tmp_path):
+    # A copy of the package, so that the files join its folders exactly as a
+    # contributor's would; nothing else in it changes.
+    shutil.copytree(PACKAGE, tmp_path / "combolayer",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    usage = []
+    for block in blocks():
+        header = FILE_HEADER.match(block)
+        if header:
+            target = tmp_path / header.group(1)
+            assert not target.exists(), f"{header.group(1)} is not a new file"
+            target.write_text(block[header.end():])
+        else:
+            usage.append(block)
+    script = "\n".join([
+        "import combolayer",
+        f"assert combolayer.__file__.startswith({str(tmp_path)!r}), combolayer.__file__",
+        f"OUT = {str(tmp_path / 'out')!r}", *usage])
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            timeout=300)
+                            timeout=300, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     assert data["experiment"] == "toy_topk" and data["quick"] is True

@@ -1,7 +1,7 @@
 import subprocess
 import sys
 
-from combolayer import demo
+from combolayer.cli import demo
 
 
 def test_demo_runs_learns_and_saves_a_plot(tmp_path, capsys):

@@ -5,7 +5,8 @@ import doctest
 import pytest
 
 import combolayer as cl
-from combolayer import files, training
+from combolayer.specs import files
+from combolayer.training import loop as training
 
 DOCUMENTED = [cl.ComboLayer, cl.ComboLayer.from_config, cl.make_solver,
               cl.analyze, cl.ILP, cl.load_spec, cl.metrics, cl.losses, cl.data,

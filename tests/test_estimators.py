@@ -14,7 +14,7 @@ import combolayer as cl
 from combolayer.backends.registry import capable_backends
 from combolayer.data import shortest_path
 from combolayer.estimators import METHODS
-from combolayer.noise import GumbelNoise, SumOfGamma
+from combolayer.transforms.noise import GumbelNoise, SumOfGamma
 
 # A tiny binary problem whose 16 points enumerate: at most one of y0, y1; at least one of y2, y3.
 SPEC_MIN = cl.ILP(

@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 import combolayer as cl
 from combolayer.backends import Backend, Capability, FunctionKernel, Tier, registry
 from combolayer.estimators import Estimator
-from combolayer.specs import ILP, Sense, Spec, register_spec
+from combolayer.specs.base import ILP, Sense, Spec, register_spec
 
 # -- a problem ---------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ import pytest
 
 import combolayer as cl
 from combolayer.backends.highs import new_highs, run_highs
-from combolayer.files import read_model
+from combolayer.specs.files import read_model
 
 INF = highspy.kHighsInf
 INTEGER = highspy.HighsVarType.kInteger

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from combolayer.gradients import GradientNoise, add_gradient_noise
+from combolayer.training.gradients import GradientNoise, add_gradient_noise
 
 
 def _grad(x, sigma, seed, reduction="mean", weights=None):

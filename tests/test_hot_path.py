@@ -11,7 +11,7 @@ from combolayer.backends.scipy import DagPlan
 from combolayer.backends.solver import all_finite
 from combolayer.data import grid_edges
 from combolayer.problems.shortest_path import topological_order
-from combolayer.transforms import DENSE_PROJECTOR_MAX, project_mean, project_plane
+from combolayer.transforms.projection import DENSE_PROJECTOR_MAX, project_mean, project_plane
 
 
 def test_finite_check_is_exact_when_the_sum_overflows():
@@ -86,7 +86,7 @@ def test_topk_fast_path_and_tie_path_agree_with_a_stable_sort(k):
 
 @pytest.mark.parametrize("plane", ["mean", "dense", "low-rank"])
 def test_fused_normalized_projection_matches_the_chain(plane):
-    from combolayer.transforms import chain, normalize, normalized
+    from combolayer.transforms.projection import chain, normalize, normalized
 
     n = {"mean": 7, "dense": 9, "low-rank": DENSE_PROJECTOR_MAX + 3}[plane]
     if plane == "mean":

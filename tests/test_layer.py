@@ -7,8 +7,8 @@ import torch
 import yaml
 
 import combolayer as cl
-from combolayer.noise import SignNoise
-from combolayer.transforms import NORM_EPS, normalize, project_mean, project_std
+from combolayer.transforms.noise import SignNoise
+from combolayer.transforms.projection import NORM_EPS, normalize, project_mean, project_std
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECTIONS = ["none", "mean", "norm", "std", lambda w: 2.0 * w - w.sum(-1, keepdim=True) / 7]

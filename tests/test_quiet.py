@@ -8,8 +8,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "combolayer"
 #: Modules whose job is to talk to a person (the commands), and in other modules
 #: the functions that are command entry points.
-TALKING_MODULES = {"cli.py", "commands.py", "demo.py", "bench.py"}
-TALKING_FUNCTIONS = {("training.py", "train")}
+TALKING_FOLDERS = {"cli"}
+TALKING_FUNCTIONS = {("training/loop.py", "train")}
 
 
 def _print_calls(tree: ast.AST, function: str = "<module>"):
@@ -27,8 +27,8 @@ def _print_calls(tree: ast.AST, function: str = "<module>"):
 def test_no_print_outside_command_code():
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        name = str(path.relative_to(PACKAGE))
-        if name in TALKING_MODULES:
+        name = path.relative_to(PACKAGE).as_posix()
+        if name.split("/")[0] in TALKING_FOLDERS:
             continue
         for line, function in _print_calls(ast.parse(path.read_text())):
             if (name, function) not in TALKING_FUNCTIONS:

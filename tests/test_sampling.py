@@ -9,7 +9,7 @@ import torch
 from testkit import FixedNoise
 
 import combolayer as cl
-from combolayer.transforms import project_std
+from combolayer.transforms.projection import project_std
 
 TOPK = cl.problems.TopK(n=6, k=3)
 

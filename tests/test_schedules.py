@@ -2,7 +2,7 @@ import pytest
 import torch
 
 import combolayer as cl
-from combolayer.schedules import Constant, StepOff, make_schedule
+from combolayer.layer.schedules import Constant, StepOff, make_schedule
 
 
 def choose():

@@ -1,9 +1,9 @@
-"""combolayer.bench.solver_clock: seconds inside a layer's solver, forward and backward."""
+"""combolayer.cli.bench.solver_clock: seconds inside a layer's solver, forward and backward."""
 
 import torch
 
 import combolayer as cl
-from combolayer.timing import solver_clock
+from combolayer.backends.timing import solver_clock
 
 
 def test_solver_clock_counts_forward_and_blackbox_backward_and_restores():

@@ -12,7 +12,7 @@ import torch
 import yaml
 
 import combolayer as cl
-from combolayer.training import ConfigError, TrainConfig, load_config, run
+from combolayer.training.loop import ConfigError, TrainConfig, load_config, run
 
 SMALL = {"data": {"name": "shortest_path", "num_features": 5, "grid": [3, 3], "deg": 2},
          "epochs": 2, "num_train": 64, "num_test": 64}

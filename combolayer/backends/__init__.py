@@ -1,6 +1,6 @@
 """Solver backends: HiGHS, SCIP, cvxpy, networkx, scipy and torch, plus plugins."""
 
-from ..canonical import canonical_form
+from ..specs.canonical import canonical_form
 from .base import Backend, Capability, FunctionBackend, Tier
 from .config import BackendConfig
 from .outcome import Outcome, settle

@@ -15,8 +15,8 @@ import enum
 from collections.abc import Callable
 from typing import ClassVar
 
-from ..canonical import canonical_form
-from ..specs import Spec
+from ..specs.base import Spec
+from ..specs.canonical import canonical_form
 from .config import BackendConfig
 from .solver import FunctionKernel, Kernel
 

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import SpecError
-from ..io import read_mapping
+from ..specs.load import read_mapping
 
 Executor = Literal["serial", "thread", "process", "ray"]
 

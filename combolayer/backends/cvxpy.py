@@ -17,12 +17,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..canonical import CanonicalForm, canonical_form
 from ..errors import SolverError
-from ..highs_runtime import absorb_banner
-from ..specs import Spec
+from ..specs.base import Spec
+from ..specs.canonical import CanonicalForm, canonical_form
 from .base import Backend, Capability, Tier
 from .config import BackendConfig
+from .highs_runtime import absorb_banner
 from .outcome import Outcome, settle
 from .registry import register_backend
 from .solver import RowKernel

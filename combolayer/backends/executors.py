@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from ..errors import BackendUnavailable, SolverError
-from ..specs import Spec
+from ..specs.base import Spec
 from .config import BackendConfig
 from .solver import Kernel
 

@@ -5,7 +5,7 @@ the solver state and runs again with presolve off. Measured on the demo's
 LPs, reusing the previous basis was 2-5x slower when every cost changes.
 
 Process-global HiGHS state (the banner, the thread scheduler) is handled in
-:mod:`combolayer.highs_runtime`, whose names are re-exported here.
+:mod:`combolayer.backends.highs_runtime`, whose names are re-exported here.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
-from ..canonical import CanonicalForm, canonical_form
-from ..highs_runtime import check_status, new_highs, run_highs
-from ..specs import Spec
+from ..specs.base import Spec
+from ..specs.canonical import CanonicalForm, canonical_form
 from .base import Backend, Capability, Tier
 from .config import BackendConfig
+from .highs_runtime import check_status, new_highs, run_highs
 from .outcome import Outcome, settle
 from .registry import register_backend
 from .solver import RowKernel

@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import InfeasibleError
 from ..problems import GridShortestPath, Matching, ShortestPath
 from ..problems.shortest_path import clip_negative_costs
-from ..specs import Spec
+from ..specs.base import Spec
 from .base import FunctionBackend, Tier
 from .registry import register_backend
 

@@ -1,8 +1,10 @@
 """The backend registry: the one place that maps names to backends, and ``make_solver``.
 
 A backend is a :class:`~combolayer.backends.base.Backend` subclass (see there
-for what it declares). Built-in backends register when their module is
-imported; third-party ones register under the entry-point group
+for what it declares). Backends in this package register when their module is
+imported, and every module of the package is imported on first use
+(:mod:`combolayer.discovery`), so a new backend is one new file here;
+third-party ones register under the entry-point group
 ``combolayer.backends``. Plugins written for combolayer 0.1, whose classes
 declare ``capabilities`` as a set of words (``"linear"``, ``"integer"``,
 ``"lazy"`` and problem kinds) and a ``priority``, are still accepted.
@@ -10,17 +12,17 @@ declare ``capabilities`` as a set of words (``"linear"``, ``"integer"``,
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import os
 import warnings
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
-from ..canonical import canonical_form  # noqa: F401  (its home is combolayer.canonical)
+from ..discovery import import_submodules
 from ..errors import BackendUnavailable
-from ..io import load_spec
-from ..specs import Spec
+from ..specs.base import Spec
+from ..specs.load import load_spec
 from .base import Backend, Capability, Tier, capability_check
 from .config import BackendConfig
 from .executors import parallel_kernel
@@ -29,14 +31,6 @@ from .solver import Kernel, Solver
 ENTRY_POINT_GROUP = "combolayer.backends"
 
 _REGISTRY: dict[str, type] = {}
-_BUILTIN_MODULES = (
-    "combolayer.backends.highs",
-    "combolayer.backends.scip",
-    "combolayer.backends.cvxpy",
-    "combolayer.backends.networkx",
-    "combolayer.backends.torch",
-    "combolayer.backends.scipy",
-)
 _loaded = False
 
 
@@ -51,9 +45,7 @@ def _load_all() -> None:
     if _loaded:
         return
     _loaded = True
-    for module in _BUILTIN_MODULES:
-        if importlib.util.find_spec(module) is not None:
-            importlib.import_module(module)
+    import_submodules(__package__, [str(Path(__file__).parent)])
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         try:
             plugin = entry.load()

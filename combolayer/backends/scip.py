@@ -19,8 +19,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..canonical import CanonicalForm, canonical_form
-from ..specs import Spec
+from ..specs.base import Spec
+from ..specs.canonical import CanonicalForm, canonical_form
 from .base import Backend, Capability, Tier
 from .config import BackendConfig
 from .outcome import Outcome, settle

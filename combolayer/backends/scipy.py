@@ -35,7 +35,7 @@ from ..errors import InfeasibleError
 from ..problems import TSP, GridShortestPath, Knapsack, Matching, ShortestPath
 from ..problems.shortest_path import clip_negative_costs, topological_order
 from ..problems.tsp import subtours
-from ..specs import Spec
+from ..specs.base import Spec
 from .base import Capability, FunctionBackend, Tier
 from .outcome import Outcome, settle
 from .registry import register_backend

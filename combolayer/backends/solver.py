@@ -11,7 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from ..specs import Spec
+from ..specs.base import Spec
 
 
 @runtime_checkable

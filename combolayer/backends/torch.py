@@ -14,7 +14,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from ..specs import Spec
+from ..specs.base import Spec
 from .base import Capability, FunctionBackend, Tier
 from .registry import register_backend
 

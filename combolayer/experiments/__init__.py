@@ -10,10 +10,10 @@ with the paper's values as defaults and the CPU-scale changes named), a
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from functools import cache
 from types import ModuleType
+
+from ..discovery import import_submodules
 
 #: Modules of this package that hold the shared machinery, not experiments.
 _INFRASTRUCTURE = {"core", "report", "verdicts", "plots"}
@@ -22,14 +22,9 @@ _INFRASTRUCTURE = {"core", "report", "verdicts", "plots"}
 @cache
 def experiments() -> dict[str, ModuleType]:
     """Every experiment module, by name, in alphabetical order."""
-    found = {}
-    for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("_") or info.name in _INFRASTRUCTURE:
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        if hasattr(module, "run") and hasattr(module, "Config"):
-            found[info.name] = module
-    return dict(sorted(found.items()))
+    modules = import_submodules(__name__, __path__, skip=_INFRASTRUCTURE)
+    return {name: module for name, module in modules.items()
+            if hasattr(module, "run") and hasattr(module, "Config")}
 
 
 def describe(module: ModuleType) -> str:

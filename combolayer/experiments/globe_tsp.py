@@ -57,7 +57,7 @@ from torch.nn import functional as F
 
 import combolayer as cl
 
-from ..timing import solver_clock
+from ..backends.timing import solver_clock
 from . import verdicts
 from .core import (
     Claim,

@@ -65,7 +65,7 @@ from torch import Tensor, nn
 
 import combolayer as cl
 
-from ..timing import solver_clock
+from ..backends.timing import solver_clock
 from . import core, verdicts
 from .core import ExperimentConfig, Outcome, Variant
 

@@ -52,7 +52,7 @@ from torch.nn import functional as F
 
 import combolayer as cl
 
-from ..timing import solver_clock
+from ..backends.timing import solver_clock
 from .core import (
     ExperimentConfig,
     Metric,

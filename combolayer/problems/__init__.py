@@ -10,23 +10,20 @@
 | ``TopK(n, k)`` | ``(n,)``, y = k-hot |
 | ``Ranking(n)`` | ``(n,)``, y = ranks 1..n, rank 1 to the largest score |
 
-Each module defines its spec with ``@register_spec`` (:mod:`combolayer.specs`),
-which makes its kind loadable; the imports below only make the classes
-reachable as ``cl.problems.Name``.
+Each module defines its spec with ``@register_spec`` (:mod:`combolayer.specs.base`),
+which makes its kind loadable, and lists it in ``__all__``. Importing this
+package imports every module in it (:mod:`combolayer.discovery`) and exports
+their ``__all__``, so a new problem is one new file here; the imports below
+name the built-in ones for readers and editors.
 """
 
-from .knapsack import Knapsack
-from .matching import Matching
-from .selection import Ranking, TopK
-from .shortest_path import GridShortestPath, ShortestPath
-from .tsp import TSP
+from ..discovery import export_all, import_submodules
+from .knapsack import Knapsack as Knapsack
+from .matching import Matching as Matching
+from .selection import Ranking as Ranking
+from .selection import TopK as TopK
+from .shortest_path import GridShortestPath as GridShortestPath
+from .shortest_path import ShortestPath as ShortestPath
+from .tsp import TSP as TSP
 
-__all__ = [
-    "TSP",
-    "GridShortestPath",
-    "Knapsack",
-    "Matching",
-    "Ranking",
-    "ShortestPath",
-    "TopK",
-]
+__all__ = export_all(globals(), import_submodules(__name__, __path__))

@@ -8,7 +8,9 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import model_validator
 
-from ..specs import ILP, Sense, Spec, register_spec
+from ..specs.base import ILP, Sense, Spec, register_spec
+
+__all__ = ["Knapsack"]
 
 
 @register_spec

@@ -8,7 +8,9 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import model_validator
 
-from ..specs import ILP, Sense, Spec, register_spec
+from ..specs.base import ILP, Sense, Spec, register_spec
+
+__all__ = ["Matching"]
 
 
 @register_spec

@@ -22,8 +22,10 @@ import scipy.sparse as sp
 from pydantic import model_validator
 from scipy.sparse.csgraph import connected_components
 
-from ..canonical import Cut
-from ..specs import ILP, Sense, Spec, register_spec
+from ..specs.base import ILP, Sense, Spec, register_spec
+from ..specs.canonical import Cut
+
+__all__ = ["TSP"]
 
 
 def _degree_rows(n: int, num_vars: int) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix]:

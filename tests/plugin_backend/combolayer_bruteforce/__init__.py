@@ -14,8 +14,8 @@ from typing import ClassVar
 import numpy as np
 
 from combolayer.backends import Backend, Capability, Tier
-from combolayer.canonical import canonical_form
 from combolayer.errors import InfeasibleError
+from combolayer.specs.canonical import canonical_form
 
 #: Enumerating more points than this is too slow to be useful.
 MAX_POINTS = 1 << 16

@@ -17,11 +17,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from . import data, problems
-from .backends.config import BackendConfig
-from .backends.highs import _build_model, run_highs
-from .canonical import canonical_form
-from .layer import ComboLayer
+from .. import data, problems
+from ..backends.config import BackendConfig
+from ..backends.highs import _build_model, run_highs
+from ..layer.combo_layer import ComboLayer
+from ..specs.canonical import canonical_form
 
 
 def best_times(fns: list, repeats: int) -> list[float]:

@@ -14,17 +14,17 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .analysis import analyze
-from .backends.config import BackendConfig
-from .backends.registry import make_solver
-from .backends.solver import Solver, check_costs
-from .estimators import Estimator, resolve_method
-from .io import load_spec, read_mapping
-from .noise import SignNoise
-from .projections import HULL_PROJECTIONS, make_projection
+from ..analysis.hull import analyze
+from ..backends.config import BackendConfig
+from ..backends.registry import make_solver
+from ..backends.solver import Solver, check_costs
+from ..estimators import Estimator, resolve_method
+from ..specs.base import Spec
+from ..specs.load import load_spec, read_mapping
+from ..transforms.noise import SignNoise
+from ..transforms.projection import NORM_EPS, Transform
+from .projection import HULL_PROJECTIONS, make_projection
 from .schedules import Schedule, make_schedule
-from .specs import Spec
-from .transforms import NORM_EPS, Transform
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class ComboLayer(nn.Module):
             :meth:`sample`; eval-mode ``forward`` never draws it.
         noise_schedule: the noise level per epoch, applied by :meth:`set_epoch`:
             a callable ``epoch -> alpha``, or a name from
-            :mod:`combolayer.schedules` (``"constant"``, ``"step_off"``,
+            :mod:`combolayer.layer.schedules` (``"constant"``, ``"step_off"``,
             ``"linear_decay"``) or a dict with ``name`` and its arguments
             (``{"name": "step_off", "until": 10}``), starting at ``noise``.
         backend: a backend name, a :class:`BackendConfig` or a dict.

@@ -1,6 +1,6 @@
 """Projections by name: the cost projection P of a layer, built for one problem.
 
-The transforms themselves are small pure functions in :mod:`combolayer.transforms`;
+The transforms themselves are small pure functions in :mod:`combolayer.transforms.projection`;
 ``"plane"`` and ``"auto"`` also need the problem's affine hull, computed by
 :func:`combolayer.analyze`. This module sits above both and is the one place
 that maps a projection's name to its transform.
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from .analysis import analyze
-from .specs import Spec
-from .transforms import (
+from ..analysis.hull import analyze
+from ..specs.base import Spec
+from ..transforms.projection import (
     Transform,
     identity,
     normalize,

@@ -22,9 +22,9 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
+from ..errors import SpecError
 from . import cvxpy_frontend
 from .canonical import CanonicalForm
-from .errors import SpecError
 
 Sense = Literal["min", "max"]
 Integrality = Literal["binary", "integer", "continuous"]
@@ -348,7 +348,7 @@ class ILP(Spec):
         """The ILP equivalent to a cvxpy ``Minimize/Maximize(cost @ x)`` problem with
         boolean/integer/continuous variables and linear constraints; ``cost`` is the
         ``cp.Parameter`` whose shape becomes ``shape``. The conversion is
-        :func:`combolayer.cvxpy_frontend.ilp_arguments` (cvxpy is imported only then).
+        :func:`combolayer.specs.cvxpy_frontend.ilp_arguments` (cvxpy is imported only then).
 
         cvxpylayers' spelling works too, so a ``CvxpyLayer(problem, parameters=[w],
         variables=[x])`` becomes ``ILP.from_cvxpy(problem, parameters=[w],
@@ -378,7 +378,7 @@ class ILP(Spec):
     def from_file(cls, path: Any) -> ILP:
         """The ILP in an MPS or LP file, read by HiGHS: bounds, integrality, the
         objective sense and row names kept; ``shape = [num_vars]``; the file's
-        objective is attached as ``spec.default_cost``. See :mod:`combolayer.files`."""
+        objective is attached as ``spec.default_cost``. See :mod:`combolayer.specs.files`."""
         from .files import read_model
 
         model = read_model(path)

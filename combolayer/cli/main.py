@@ -7,17 +7,18 @@ import importlib
 import logging
 import sys
 
-from .errors import ComboLayerError
+from ..errors import ComboLayerError
 
 # Each subcommand lives next to the code it exercises: "module:function",
 # called with the parsed arguments.
 COMMANDS = {
-    "demo": ("combolayer.demo:main", "train on built-in shortest-path data (the main job)"),
-    "solve": ("combolayer.commands:solve", "solve a spec for costs from a file"),
-    "analyze": ("combolayer.commands:analyze", "print a spec's invariances"),
-    "train": ("combolayer.training:train", "train a model through a layer from a YAML/JSON config"),
-    "bench": ("combolayer.bench:main", "measure layer overhead against the raw solver"),
-    "reproduce": ("combolayer.commands:reproduce", "run a paper experiment (--list)"),
+    "demo": ("combolayer.cli.demo:main", "train on built-in shortest-path data (the main job)"),
+    "solve": ("combolayer.cli.commands:solve", "solve a spec for costs from a file"),
+    "analyze": ("combolayer.cli.commands:analyze", "print a spec's invariances"),
+    "train": ("combolayer.training.loop:train",
+              "train a model through a layer from a YAML/JSON config"),
+    "bench": ("combolayer.cli.bench:main", "measure layer overhead against the raw solver"),
+    "reproduce": ("combolayer.cli.commands:reproduce", "run a paper experiment (--list)"),
 }
 
 
@@ -65,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def reproduce_description() -> str:
-    from .experiments import describe, experiments
+    from ..experiments import describe, experiments
 
     names = "\n".join(f"  {name:<16} {describe(module)}"
                        for name, module in experiments().items())
@@ -92,8 +93,8 @@ SPEC_HELP = "a YAML/JSON spec file or string, or an MPS/LP model file (.mps, .lp
 
 def _read_model_files(args: argparse.Namespace) -> None:
     """A SPEC naming an MPS/LP file becomes the ILP HiGHS reads from it."""
-    from .files import is_model_file
-    from .specs import ILP
+    from ..specs.base import ILP
+    from ..specs.files import is_model_file
 
     if isinstance(getattr(args, "spec", None), str) and is_model_file(args.spec):
         args.spec = ILP.from_file(args.spec)

@@ -10,8 +10,8 @@ import math
 
 import numpy as np
 
-from .analysis import AffineHull
-from .specs import Spec
+from ..specs.base import Spec
+from .hull import AffineHull
 
 #: :func:`describe` lists at most this many equations and fixed outputs.
 MAX_SHOWN = 20

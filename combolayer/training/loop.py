@@ -32,10 +32,15 @@ from pydantic import (
 from torch import nn
 from tqdm.auto import tqdm
 
-from . import data as datasets
-from .io import read_mapping
-from .layer import ComboLayer
-from .losses import FenchelYoungLoss, SPOPlusLoss, hamming
+from .. import data as datasets
+from .. import metrics
+from ..backends.registry import make_solver
+from ..backends.solver import inner
+from ..layer.combo_layer import ComboLayer
+from ..losses import FenchelYoungLoss, SPOPlusLoss, hamming
+from ..specs.base import ILP
+from ..specs.files import is_model_file
+from ..specs.load import load_spec, read_mapping
 
 #: The training losses ``loss`` may name.
 LOSSES = ("hamming", "regret", "spo+", "fenchel_young")
@@ -243,10 +248,6 @@ def _resolve_npz(data: DataConfig, base: Path) -> DataConfig:
 
 def load_spec_or_model_file(problem: Any):
     """A spec from a YAML/JSON path/string/dict, or an MPS/LP file through HiGHS."""
-    from .files import is_model_file
-    from .io import load_spec
-    from .specs import ILP
-
     if isinstance(problem, (str, os.PathLike)) and is_model_file(problem):
         return ILP.from_file(problem)
     return load_spec(problem)
@@ -265,8 +266,6 @@ def load_data(config: TrainConfig) -> tuple[datasets.Data, datasets.Data]:
 
 
 def _npz_data(config: TrainConfig) -> tuple[datasets.Data, datasets.Data]:
-    from .backends.registry import make_solver
-
     path = Path(config.data.npz)
     if not path.is_file():
         raise ConfigError(f"data.npz: no file named {str(path)!r}")
@@ -346,13 +345,11 @@ def cost_model(num_features: int, cost_shape: tuple[int, ...], hidden: list[int]
 
 def normalized_regret(layer: ComboLayer, model: nn.Module, test: datasets.Data) -> float:
     """PyEPO's normalized regret of the model's decisions on ``test``."""
-    from .metrics import normalized_regret as metric
-
     layer.eval()
     with torch.no_grad():
         y_pred = layer.solver.solve(model(test.features))
     # The data carries the true optima: nothing to re-solve per epoch.
-    return float(metric(layer.spec, test.costs, y_pred, y_true=test.solutions))
+    return float(metrics.normalized_regret(layer.spec, test.costs, y_pred, y_true=test.solutions))
 
 
 def fit(
@@ -419,8 +416,6 @@ def _criterion(loss: str, layer: ComboLayer):
     if loss == "hamming":
         return lambda w, c, y_true: hamming(layer(w), y_true)
     if loss == "regret":
-        from .backends.solver import inner
-
         k, sign = len(layer.spec.cost_shape), layer.solver.sign
         return lambda w, c, y_true: (sign * inner(c, layer(w) - y_true, k)).mean()
     if loss == "spo+":

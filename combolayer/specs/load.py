@@ -2,7 +2,7 @@
 
 Loading never evaluates code: YAML goes through ``yaml.safe_load`` and the
 result through one pydantic ``TypeAdapter`` over the discriminated union of
-every spec kind registered in :data:`combolayer.specs.SPEC_KINDS` (built
+every spec kind registered in :data:`combolayer.specs.base.SPEC_KINDS` (built
 again when a kind joins).
 """
 
@@ -18,9 +18,9 @@ from typing import Annotated, Any, Union
 import yaml
 from pydantic import Discriminator, TypeAdapter, ValidationError
 
-from . import problems  # noqa: F401  (the named problems join SPEC_KINDS when imported)
-from .errors import SpecError
-from .specs import SPEC_KINDS, Spec, _as_spec_error
+from .. import problems  # noqa: F401  (the named problems join SPEC_KINDS when imported)
+from ..errors import SpecError
+from .base import SPEC_KINDS, Spec, _as_spec_error
 
 
 def spec_adapter() -> TypeAdapter[Spec]:

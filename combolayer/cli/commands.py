@@ -1,4 +1,4 @@
-"""Functions behind the ``combolayer`` subcommands (see :mod:`combolayer.cli`).
+"""Functions behind the ``combolayer`` subcommands (see :mod:`combolayer.cli.main`).
 
 Each takes the parsed ``argparse`` namespace, prints for a person, and returns
 an exit code (``None`` means 0).
@@ -17,9 +17,9 @@ import numpy as np
 def analyze(args: argparse.Namespace) -> int:
     """``combolayer analyze SPEC [--exact] [--full]``: the hull dimension, its equations,
     the fixed outputs and the projection ``"auto"`` will use."""
-    from .analysis import analyze as analyze_spec
-    from .hull_text import describe
-    from .io import load_spec
+    from ..analysis.hull import analyze as analyze_spec
+    from ..analysis.text import describe
+    from ..specs.load import load_spec
 
     spec = load_spec(args.spec)
     print(describe(spec, analyze_spec(spec, exact=args.exact), full=args.full))
@@ -47,8 +47,8 @@ def solve(args: argparse.Namespace) -> int:
     import sys
     import time
 
-    from .backends.registry import make_solver
-    from .backends.solver import inner
+    from ..backends.registry import make_solver
+    from ..backends.solver import inner
 
     solver = make_solver(args.spec, args.backend)
     if args.costs is not None:
@@ -84,9 +84,9 @@ def reproduce(args: argparse.Namespace) -> int:
 
     import yaml
 
-    from .experiments import describe, experiments, get
-    from .experiments.core import execute
-    from .experiments.report import render
+    from ..experiments import describe, experiments, get
+    from ..experiments.core import execute
+    from ..experiments.report import render
 
     benchmarks = _benchmarks()
     if args.list:

@@ -5,8 +5,8 @@ A projection ``P`` maps costs to costs without changing the solver's answer,
 the gradient directions the solver is invariant to (Sahoo et al. 2023, sec. 3.3).
 The built-in projections act on the last axis of a flattened cost ``(..., N)``;
 :func:`on_cost_shape` lifts one to costs of shape ``(..., *cost_shape)``.
-Choosing a projection by name for a problem is :mod:`combolayer.projections`;
-noise distributions are :mod:`combolayer.noise`.
+Choosing a projection by name for a problem is :mod:`combolayer.layer.projection`;
+noise distributions are :mod:`combolayer.transforms.noise`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from .noise import SignNoise  # noqa: F401  (moved to combolayer.noise; importable here too)
+from .noise import SignNoise  # noqa: F401  (moved to combolayer.transforms.noise; importable here too)
 
 Transform = Callable[[Tensor], Tensor]
 

@@ -1,7 +1,7 @@
 """HiGHS's process-global state, handled once for every HiGHS model combolayer makes.
 
 Two pieces of HiGHS state are process-global, and every HiGHS model in
-combolayer (kernels, :mod:`combolayer.analysis`, model files) is made by
+combolayer (kernels, :mod:`combolayer.analysis.hull`, model files) is made by
 :func:`new_highs` and run by :func:`run_highs` to handle them:
 
 - the banner, which highspy 1.16 prints to the C-level stdout when the first
@@ -26,7 +26,7 @@ from contextlib import contextmanager
 
 import highspy
 
-from .errors import SolverError
+from ..errors import SolverError
 
 
 class _SharedLock:

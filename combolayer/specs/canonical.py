@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 if TYPE_CHECKING:
-    from .specs import Spec
+    from .base import Spec
 
 
 @dataclass(frozen=True)

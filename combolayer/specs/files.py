@@ -31,8 +31,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .errors import SpecError
-from .highs_runtime import new_highs
+from ..backends.highs_runtime import new_highs
+from ..errors import SpecError
 
 #: Suffixes HiGHS's reader accepts (also gzipped: ``model.mps.gz``).
 SUFFIXES = (".mps", ".lp", ".mps.gz", ".lp.gz")

@@ -17,7 +17,7 @@ Identity gradient along ``a`` is pure noise (Sahoo et al. 2023, sec. 3.3).
   known; it needs at most about ``2 N`` solves.
 
 Results are cached per spec, so a layer pays for the analysis once, at
-construction. :mod:`combolayer.hull_text` renders a hull for people
+construction. :mod:`combolayer.analysis.text` renders a hull for people
 (``combolayer analyze``).
 """
 
@@ -35,14 +35,14 @@ import scipy.sparse as sp
 import torch
 from torch import Tensor
 
-from .backends.highs import check_status, highs_lp, highs_outcome, new_highs, run_highs
-from .backends.outcome import settle
-from .backends.registry import make_solver
-from .canonical import CanonicalForm, canonical_form
-from .errors import InfeasibleError
-from .io import load_spec
-from .specs import Spec
-from .transforms import Transform, on_cost_shape, project_plane
+from ..backends.highs import check_status, highs_lp, highs_outcome, new_highs, run_highs
+from ..backends.outcome import settle
+from ..backends.registry import make_solver
+from ..errors import InfeasibleError
+from ..specs.base import Spec
+from ..specs.canonical import CanonicalForm, canonical_form
+from ..specs.load import load_spec
+from ..transforms.projection import Transform, on_cost_shape, project_plane
 
 #: A row or bound whose largest slack over the relaxation stays below this
 #: (after scaling the row to unit norm) is treated as tight everywhere.

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import SpecError
+from ..errors import SpecError
 
 #: cvxpy solvers whose problem data is a MIP in the conic "zero + nonneg" form.
 _DATA_SOLVERS = ("HIGHS", "SCIP", "SCIPY")

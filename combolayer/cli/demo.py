@@ -18,11 +18,11 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from . import data as datasets
-from .analysis import analyze
-from .hull_text import describe_auto, readable_equations
-from .layer import ComboLayer
-from .training import History, fit, save_plot
+from .. import data as datasets
+from ..analysis.hull import analyze
+from ..analysis.text import describe_auto, readable_equations
+from ..layer.combo_layer import ComboLayer
+from ..training.loop import History, fit, save_plot
 
 #: Each row: the layer's arguments and PyEPO's method it compares with.
 METHODS = {

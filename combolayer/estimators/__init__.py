@@ -1,0 +1,24 @@
+"""Gradient estimators: how a layer's backward pass treats the solver.
+
+One file per estimator. Each defines a subclass of
+:class:`~combolayer.estimators.base.Estimator` with a ``name``, which
+registers it for ``method="name"``; importing this package imports every
+module in it (:mod:`combolayer.discovery`), so a new file is found without an
+import line here.
+"""
+
+from ..discovery import export_all, import_submodules
+from .base import METHODS, Estimator, differentiable, resolve_method
+from .blackbox import Blackbox as Blackbox
+from .identity import Identity as Identity
+from .imle import IMLE as IMLE
+from .margin import Margin as Margin
+from .perturbed import Perturbed as Perturbed
+
+__all__ = [
+    "METHODS",
+    "Estimator",
+    "differentiable",
+    "resolve_method",
+    *export_all(globals(), import_submodules(__name__, __path__)),
+]

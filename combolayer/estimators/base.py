@@ -1,0 +1,171 @@
+"""Gradient estimators: how a layer's backward pass treats the solver.
+
+Every estimator sees minimisation costs: the layer folds the objective sense
+into the cost once (``costs = sign * P(w)``) and autograd carries the sign back,
+so nothing here tests for min or max.
+
+An estimator is a subclass of :class:`Estimator`: a frozen pydantic model of its
+hyperparameters with a ``name`` (which registers it, so ``method="name"`` and
+``{"name": ..., **params}`` find it) and two methods,
+
+- ``forward(solver, costs, *, target, training) -> (output, saved)``: the
+  layer's output and the tensors its backward needs (``saved=None``: no
+  gradient path, e.g. the exact solution in eval mode);
+- ``backward(solver, grad, costs, *saved) -> dL/dcosts``.
+
+The autograd shell around them is written once, in :func:`differentiable`.
+``build(solver)`` runs once, when a layer is built, and returns the
+differentiable solve
+
+    solve(costs, *, target, needs_grad, training=True) -> y
+
+where ``needs_grad`` is decided by the layer, outside any autograd.Function,
+and ``training`` is the layer's mode. The solver is captured by the returned
+closure, never passed through ``.apply``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import torch
+from pydantic import BaseModel, ConfigDict, ValidationError
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from ..backends.solver import Solver
+from ..specs.base import positional_fields
+
+DifferentiableSolve = Callable[..., Tensor]
+#: ``backward(grad, costs, *saved) -> dL/dcosts``.
+Backward = Callable[..., Tensor]
+
+#: Every estimator by name, as in ``method="blackbox"`` or ``{"name": "blackbox", "lam": 10}``;
+#: a subclass of :class:`Estimator` with a ``name`` joins it when defined.
+METHODS: dict[str, type[Estimator]] = {}
+
+
+def differentiable(backward: Backward, once: bool = True) -> Callable[..., Tensor]:
+    """The one autograd shell of every estimator.
+
+    Returns ``apply(costs, output, *saved) -> output`` whose backward is
+    ``dL/dcosts = backward(grad, costs, *saved)``. ``once=True`` marks it
+    ``@once_differentiable``, as every backward that calls a solver must be.
+    """
+
+    def vjp(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        costs, *saved = ctx.saved_tensors
+        return (backward(grad, costs, *saved), None, *(None for _ in saved))
+
+    class _Shell(torch.autograd.Function):
+        @staticmethod
+        def forward(costs: Tensor, output: Tensor, *saved: Tensor) -> Tensor:
+            return output.clone()
+
+        @staticmethod
+        def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
+            costs, _, *saved = inputs
+            ctx.save_for_backward(costs, *saved)
+
+        backward = staticmethod(once_differentiable(vjp) if once else vjp)
+
+    return _Shell.apply
+
+
+def _error_message(error: ValidationError, who: str) -> str:
+    parts = []
+    for item in error.errors():
+        message = item["msg"].removeprefix("Value error, ")
+        where = ".".join(str(part) for part in item["loc"])
+        parts.append(f"{where}: {message}" if where else message)
+    return f"invalid {who} parameters: " + "; ".join(parts)
+
+
+class Estimator(BaseModel):
+    """Base of every gradient estimator: its validated hyperparameters and the autograd shell.
+
+    Subclasses set ``name`` and define ``forward`` and ``backward`` (see the
+    module docstring); a wrapper around another estimator may define ``build``
+    instead. Arguments may be given by keyword or in field order.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    #: The name ``method=`` finds this estimator by; set it to register a subclass.
+    name: ClassVar[str] = ""
+    #: True when ``backward`` is pure torch (no solver call) and may be differentiated again.
+    differentiable_backward: ClassVar[bool] = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs = positional_fields(type(self), args, kwargs, TypeError)
+        try:
+            super().__init__(**kwargs)
+        except ValidationError as error:
+            raise ValueError(_error_message(error, type(self).__name__)) from None
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        if cls.__dict__.get("name"):
+            METHODS[cls.name] = cls
+
+    def __str__(self) -> str:
+        return repr(self)
+
+    def forward(self, solver: Solver, costs: Tensor, *, target: Tensor | None,
+                training: bool) -> tuple[Tensor, tuple[Tensor, ...] | None]:
+        raise NotImplementedError
+
+    def backward(self, solver: Solver, grad: Tensor, costs: Tensor, *saved: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def build(self, solver: Solver) -> DifferentiableSolve:
+        def backward(grad: Tensor, costs: Tensor, *saved: Tensor) -> Tensor:
+            return self.backward(solver, grad, costs, *saved)
+
+        shell = differentiable(backward, once=not self.differentiable_backward)
+
+        def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
+                  training: bool = True) -> Tensor:
+            output, saved = self.forward(solver, costs, target=target, training=training)
+            if not needs_grad or saved is None:
+                return output
+            return shell(costs, output, *saved)
+
+        return solve
+
+
+def positive(value: float, info: Any, who: str) -> float:
+    """A field validator's check that ``value > 0``, naming the estimator and the field."""
+    if not value > 0:
+        raise ValueError(f"{who} {info.field_name} must be > 0, got {value}")
+    return value
+
+
+def sample_count(value: Any, who: str) -> int:
+    """A field validator's check that ``num_samples`` is an int >= 1."""
+    if not (isinstance(value, int) and value >= 1):
+        raise ValueError(f"{who} num_samples must be an int >= 1, got {value}")
+    return value
+
+
+def resolve_method(method: str | dict | Estimator) -> Estimator:
+    """An estimator from a name, a dict ``{"name": ..., **params}`` or an estimator object
+    (anything with ``build(solver)``)."""
+    if isinstance(method, str):
+        method = {"name": method}
+    if isinstance(method, dict):
+        params = dict(method)
+        name = params.pop("name", None)
+        if name not in METHODS:
+            raise ValueError(f"unknown method {name!r}: expected one of {sorted(METHODS)}")
+        try:
+            return METHODS[name](**params)
+        except TypeError as error:
+            raise ValueError(f"bad parameters for method {name!r}: {error}") from None
+    if not callable(getattr(method, "build", None)):
+        raise ValueError(
+            f"method must be a name, a dict or an estimator with build(solver), got {method!r}"
+        )
+    return method

@@ -1,0 +1,23 @@
+"""Declaring problems: the spec models and their canonical matrix form.
+
+- :mod:`.base`: ``Spec``, ``ILP``, ``Constraint`` and ``register_spec`` (the
+  registry every named problem joins);
+- :mod:`.canonical`: the matrices every backend and the analysis read;
+- :mod:`.load`: ``load_spec`` from YAML/JSON text, files and dicts;
+- :mod:`.files`: MPS/LP files (``ILP.from_file``);
+- :mod:`.cvxpy_frontend`: cvxpy problems (``ILP.from_cvxpy``).
+"""
+
+from .base import ILP, Constraint, Spec, register_spec
+from .canonical import CanonicalForm, canonical_form
+from .load import load_spec
+
+__all__ = [
+    "ILP",
+    "CanonicalForm",
+    "Constraint",
+    "Spec",
+    "canonical_form",
+    "load_spec",
+    "register_spec",
+]
