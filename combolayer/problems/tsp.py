@@ -46,8 +46,10 @@ def _degree_rows(n: int, num_vars: int) -> tuple[sp.csr_matrix, np.ndarray, sp.c
 
 
 #: Up to this many nodes :func:`components` squares a dense reachability matrix,
-#: 3-5x faster than building a sparse graph for scipy at n = 20-50.
-_DENSE_COMPONENTS_MAX_NODES = 128
+#: 3-5x faster than building a sparse graph for scipy at n = 20-50. OpenBLAS
+#: runs these products on one thread up to n = 100 (measured); at n = 128 it
+#: used two, was slower and kept the second core spinning.
+_DENSE_COMPONENTS_MAX_NODES = 64
 
 
 def components(adjacency: sp.spmatrix | np.ndarray) -> np.ndarray:
@@ -93,14 +95,14 @@ def violated_subtours(x: np.ndarray, below: float = 2.0 - _CUT_TOLERANCE) -> lis
     of a 1-edge uv, u in S, gives S - u with a value no larger, so some
     minimum cut keeps u and v together).
     """
-    n = len(x)
     labels = components(x > _SUPPORT_TOLERANCE)
     if labels.max() > 0:
         return [labels == k for k in range(int(labels.max()) + 1)]
     paths = components(x >= 1.0 - _ONE_TOLERANCE)
-    members = np.zeros((n, int(paths.max()) + 1))
-    members[np.arange(n), paths] = 1.0
-    shrunk = members.T @ x @ members
+    order = np.argsort(paths, kind="stable")
+    starts = np.searchsorted(paths[order], np.arange(int(paths.max()) + 1))
+    shrunk = np.add.reduceat(np.add.reduceat(x[np.ix_(order, order)], starts, axis=0),
+                             starts, axis=1)  # summed over each path's nodes
     return [inside[paths] for inside in _stoer_wagner_cuts(shrunk, below)]
 
 
