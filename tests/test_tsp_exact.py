@@ -169,18 +169,41 @@ def test_violated_blossoms_hold_for_every_tour_and_cut_the_point():
     assert found
 
 
-def test_guided_tour_is_a_two_opt_local_optimum():
+def test_guided_tour_is_a_two_opt_and_or_opt_local_optimum():
     rng = np.random.default_rng(3)
     n = 25
     points = rng.random((n, 2))
     cost = np.linalg.norm(points[:, None] - points[None], axis=-1)
     order = tsp_module.guided_tour(np.zeros((n, n)), cost)
     assert sorted(order.tolist()) == list(range(n))
-    length = cost[order, np.roll(order, -1)].sum()
+
+    def length(tour):
+        return cost[tour, np.roll(tour, -1)].sum()
+
+    best = length(order)
     for i in range(n):
-        for j in range(i + 2, n):
+        for j in range(i + 2, n):  # every 2-opt move
             moved = np.concatenate([order[:i + 1], order[i + 1:j + 1][::-1], order[j + 1:]])
-            assert cost[moved, np.roll(moved, -1)].sum() >= length - 1e-9
+            assert length(moved) >= best - 1e-9
+    rotated = list(order)
+    for _ in range(n):  # every Or-opt move: a segment of 1-3 nodes, either way round
+        rotated = rotated[1:] + rotated[:1]
+        for size in (1, 2, 3):
+            segment, rest = rotated[:size], rotated[size:]
+            for k in range(len(rest)):
+                for piece in (segment, segment[::-1]):
+                    moved = np.array(rest[:k + 1] + piece + rest[k + 1:])
+                    assert length(moved) >= best - 1e-9
+
+
+def test_local_search_untangles_a_tour_around_a_circle():
+    # 8 points on a circle, two neighbours swapped: the best tour is the circle
+    angles = np.arange(8) * np.pi / 4
+    points = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    cost = np.linalg.norm(points[:, None] - points[None], axis=-1)
+    better = tsp_module.local_search(np.array([0, 2, 1, 3, 4, 5, 6, 7]), cost)
+    assert sorted(better.tolist()) == list(range(8))
+    assert cost[better, np.roll(better, -1)].sum() == pytest.approx(16 * np.sin(np.pi / 8))
 
 
 def test_components_match_scipy():

@@ -146,8 +146,9 @@ def violated_blossoms(x: np.ndarray, tolerance: float = _CUT_TOLERANCE
 def guided_tour(x: np.ndarray, cost: np.ndarray) -> np.ndarray:
     """A good tour (the order of the nodes) for a symmetric ``(n, n)`` cost matrix,
     guided by LP edge values ``x``: the greedy edge heuristic taking edges by
-    decreasing ``x``, then by increasing cost, then 2-opt moves until none
-    improves. Only an upper bound for the exact solvers: any tour will do."""
+    decreasing ``x``, then by increasing cost, then 2-opt and Or-opt moves until
+    none improves (:func:`local_search`). Only an upper bound for the exact
+    solvers: any tour will do."""
     n = len(cost)
     iu, ju = np.triu_indices(n, k=1)
     order = np.lexsort((cost[iu, ju], -np.round(x[iu, ju], 6)))
@@ -181,23 +182,63 @@ def guided_tour(x: np.ndarray, cost: np.ndarray) -> np.ndarray:
     while len(tour) < n:
         a, b = neighbours[tour[-1]]
         tour.append(b if a == tour[-2] else a)
-    return two_opt(np.array(tour), cost)
+    return local_search(np.array(tour), cost)
 
 
-def two_opt(tour: np.ndarray, cost: np.ndarray) -> np.ndarray:
-    """Apply the best 2-opt move (reverse a segment) while one shortens the tour."""
+def local_search(tour: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """Apply the best 2-opt move, else the best Or-opt move, while one shortens the tour."""
+    while (moved := _two_opt_move(tour, cost)) is not None or (
+            moved := _or_opt_move(tour, cost)) is not None:
+        tour = moved
+    return tour
+
+
+def _min_gain(tour: np.ndarray, cost: np.ndarray) -> float:
+    """Gains at or below this (relative to the tour's length) are rounding noise."""
+    return 1e-12 * max(1.0, float(cost[tour, np.roll(tour, -1)].sum()))
+
+
+def _two_opt_move(tour: np.ndarray, cost: np.ndarray) -> np.ndarray | None:
+    """The tour after the best 2-opt move (reverse a segment), or None if none gains."""
     n = len(tour)
-    while True:
-        a, b = tour, np.roll(tour, -1)
-        kept = cost[a, b]
-        gain = kept[:, None] + kept[None, :] - cost[a[:, None], a[None, :]] - cost[
-            b[:, None], b[None, :]]
-        gain = np.triu(gain, k=2)
-        gain[0, n - 1] = 0.0  # those two edges are adjacent
+    a, b = tour, np.roll(tour, -1)
+    kept = cost[a, b]
+    gain = kept[:, None] + kept[None, :] - cost[a[:, None], a[None, :]] - cost[
+        b[:, None], b[None, :]]
+    gain = np.triu(gain, k=2)
+    gain[0, n - 1] = 0.0  # those two edges are adjacent
+    i, j = divmod(int(gain.argmax()), n)
+    if gain[i, j] <= _min_gain(tour, cost):
+        return None
+    return np.concatenate([tour[:i + 1], tour[i + 1:j + 1][::-1], tour[j + 1:]])
+
+
+def _or_opt_move(tour: np.ndarray, cost: np.ndarray, max_length: int = 3) -> np.ndarray | None:
+    """The tour after the best Or-opt move (a segment of 1..``max_length`` nodes put
+    between two other neighbours, either way round), or None if none gains."""
+    n = len(tour)
+    position = np.arange(n)
+    a, b = tour, np.roll(tour, -1)  # edge j joins a[j] and b[j]
+    best, move = _min_gain(tour, cost), None
+    for length in range(1, min(max_length, n - 3) + 1):
+        first, last = tour, np.roll(tour, -(length - 1))  # segment i: first[i]..last[i]
+        before, after = np.roll(tour, 1), np.roll(tour, -length)
+        removed = cost[before, first] + cost[last, after] - cost[before, after]
+        forward = cost[a[None, :], first[:, None]] + cost[last[:, None], b[None, :]]
+        backward = cost[a[None, :], last[:, None]] + cost[first[:, None], b[None, :]]
+        gain = removed[:, None] - np.minimum(forward, backward) + cost[a, b][None, :]
+        offset = (position[None, :] - position[:, None]) % n
+        gain[(offset >= n - 1) | (offset < length)] = -np.inf  # edges touching segment i
         i, j = divmod(int(gain.argmax()), n)
-        if gain[i, j] <= 1e-12 * max(1.0, float(kept.sum())):
-            return tour
-        tour = np.concatenate([tour[:i + 1], tour[i + 1:j + 1][::-1], tour[j + 1:]])
+        if gain[i, j] > best:
+            best, move = gain[i, j], (i, j, length, bool(forward[i, j] > backward[i, j]))
+    if move is None:
+        return None
+    i, j, length, reverse = move
+    rotated = np.roll(tour, -i)  # the segment first, then the rest in tour order
+    segment, rest = rotated[:length], rotated[length:]
+    k = (j - i - length) % n  # edge j starts at rest[k]
+    return np.concatenate([rest[:k + 1], segment[::-1] if reverse else segment, rest[k + 1:]])
 
 
 @dataclasses.dataclass(frozen=True)
