@@ -80,6 +80,19 @@ def test_highs_tsp_matches_the_mtz_formulation(n, variant):
         assert np.sum(costs[b] * y[b]) == pytest.approx(np.sum(costs[b] * mtz[b]), abs=1e-7)
 
 
+@pytest.mark.parametrize("n", [13, 14])
+def test_highs_tsp_is_exact_with_negative_tied_and_constant_costs(n):
+    """Costs as training makes them: centred (negative), integer (many ties), constant."""
+    rng = np.random.default_rng(n)
+    costs = np.stack([rng.normal(size=(n, n)), rng.normal(size=(n, n)) - 5.0,
+                      rng.integers(0, 3, size=(n, n)).astype(float), np.ones((n, n))])
+    y = cl.make_solver(TSP(num_nodes=n), "highs").solve(costs)
+    mtz = cl.make_solver(TSP(num_nodes=n).to_ilp(), "highs").solve(costs)
+    for b in range(len(costs)):
+        check_tour(y[b])
+        assert np.sum(costs[b] * y[b]) == pytest.approx(np.sum(costs[b] * mtz[b]), abs=1e-7)
+
+
 def test_highs_tsp_takes_every_path_on_euclidean_tsp_30():
     """Instances that end at an integral LP, at a fixed-gap tour and in the MIP, all
     matching SCIP's branch and cut."""
