@@ -103,7 +103,7 @@ def test_highs_tsp_takes_every_path_on_euclidean_tsp_30():
     kernel = cl.make_solver(TSP(num_nodes=n), "highs").kernel
     mips = []
     original = kernel._mip
-    kernel._mip = lambda tour: mips.append(1) or original(tour)
+    kernel._mip = lambda *args: mips.append(1) or original(*args)
     y = kernel(costs.reshape(len(costs), -1)).reshape(costs.shape)
     reference = cl.make_solver(TSP(num_nodes=n), "scip").solve(costs)
     assert 0 < len(mips) < len(costs)
@@ -111,6 +111,30 @@ def test_highs_tsp_takes_every_path_on_euclidean_tsp_30():
         check_tour(y[b])
         assert np.sum(costs[b] * y[b]) == pytest.approx(np.sum(costs[b] * reference[b]),
                                                         abs=1e-7)
+
+
+def test_highs_tsp_does_not_return_a_mip_start_that_presolve_misvalued(monkeypatch):
+    """On this instance, with these extra (valid) subtour rows, HiGHS 1.16 mapped
+    the MIP start into the presolved model with a lower objective, proved that
+    value optimal and returned the start itself; the kernel notices the mismatch
+    and solves again without the start."""
+    from combolayer.perf import tsp_costs
+
+    n = 50
+    w = tsp_costs(n, 30, seed=1)[14]
+    original = highs_backend.HighsTspKernel._mip
+
+    def with_near_tight_rows(self, tour, edge_cost):
+        x = np.asarray(self.model.getSolution().col_value)
+        sets = tsp_module._stoer_wagner_cuts(self._values(x), 2.6)
+        highs_backend._add_rows(self.model, [self._subtour_row(s) for s in sets
+                                             if 2 <= s.sum() <= n - 2])
+        return original(self, tour, edge_cost)
+
+    monkeypatch.setattr(highs_backend.HighsTspKernel, "_mip", with_near_tight_rows)
+    y = cl.make_solver(TSP(num_nodes=n), "highs").solve(w)
+    check_tour(y)
+    assert np.sum(w * y) == pytest.approx(12.066629861013446, abs=1e-9)  # SCIP's optimum
 
 
 def test_default_tsp_backend_is_held_karp_then_highs_then_scip():
