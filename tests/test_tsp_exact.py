@@ -137,6 +137,27 @@ def test_highs_tsp_does_not_return_a_mip_start_that_presolve_misvalued(monkeypat
     assert np.sum(w * y) == pytest.approx(12.066629861013446, abs=1e-9)  # SCIP's optimum
 
 
+def test_highs_tsp_options_win_over_the_kernel_defaults():
+    n = 30
+    points = np.random.default_rng(7).random((12, n, 2))  # some of them need the MIP
+    costs = np.linalg.norm(points[:, :, None] - points[:, None], axis=-1)
+    default = cl.make_solver(TSP(num_nodes=n), "highs")
+    chosen = cl.make_solver(TSP(num_nodes=n), cl.BackendConfig(
+        name="highs", options={"presolve": "on", "mip_allow_restart": True}))
+    for solver, presolve, restart in ((default, "off", False), (chosen, "on", True)):
+        mips = []
+        original = solver.kernel._mip
+        solver.kernel._mip = lambda *args, mips=mips, original=original: (
+            mips.append(1) or original(*args))
+        y = solver.solve(costs)
+        assert mips  # the MIP ran, so the kernel would have switched presolve
+        for b in range(len(costs)):
+            check_tour(y[b])
+        model = solver.kernel.model
+        assert model.getOptionValue("presolve")[1] == presolve
+        assert model.getOptionValue("mip_allow_restart")[1] == restart
+
+
 def test_default_tsp_backend_is_held_karp_then_highs_then_scip():
     from combolayer.backends.scipy import TSP_DP_MAX_NODES
 
