@@ -90,7 +90,8 @@ def render(results, profile, loads, command: str, threads: int, seconds: float) 
     ]
     for r in results:
         if r.name.startswith("TSP-"):
-            lines.append(f"| {r.name} | {r.a_ms:.1f} | | | {r.goal} |")
+            lines.append(f"| {r.name}: median (mean) of {r.rounds} instances | "
+                         f"{r.a_ms:.1f} ({r.b_ms:.1f}) | | | {r.goal} |")
         elif r.name.startswith("fixed"):
             lines.append(f"| {r.name} | {r.a_ms * 1e3:.0f} us | {r.b_ms * 1e3:.0f} us | "
                          f"{r.ratio:.0f} us | {r.goal} |")
@@ -117,19 +118,23 @@ def render(results, profile, loads, command: str, threads: int, seconds: float) 
         "users compute them, `argsort(argsort(w))` (argsort has no backward), and against "
         "one `torch.sort` forward + backward, the floor of any sort-based ranking.",
         "- *TSP per solve*: `cl.make_solver(TSP(n))` (the default backend) on Euclidean "
-        "instances, median over instances, one solver thread.",
+        "instances, one solver thread; the goal is on the median, the mean (in "
+        "parentheses) is what a batch costs per instance.",
         "- *Workers*: `BackendConfig(executor=\"process\", workers=2)` against the serial "
-        "solver on one batch of TSP-50 instances; it needs two idle cores to show "
-        "the speed-up (on a loaded machine it measures the contention).",
+        "solver on one batch of 64 TSP-50 instances (other instances than the per-solve "
+        "rows', whose mean they should match), the pool started and warmed outside the "
+        "timing; it needs two idle cores to show the speed-up (on a loaded machine it "
+        "measures the contention).",
         "",
         "Where a goal is not met, the floor rows say why: with `projection=\"none\"` "
         "the TopK layer is one `topk`, a tie check and a scatter forward and one `neg` "
         "backward, so what remains above the floor is the projection the method needs "
         "(mean, norm and divide forward, six ops backward) on a problem whose raw op "
         "costs a few tens of microseconds. The Ranking layer's floor is one sort plus "
-        "the same projection. TSP times depend on the instance: most Euclidean "
+        "the same projection. TSP times depend on the instance: many Euclidean "
         "instances end with an integral LP after a few warm-started LP rounds (no MIP); "
-        "the others pay one or more MIP solves (see docs/problems.md).",
+        "the others pay one or more MIP solves, hence a mean well above the median "
+        "(see docs/problems.md).",
         "",
         "## The fixed per-call cost",
         "",

@@ -1,6 +1,8 @@
-"""TSP stays exact through every speed-up: the LP cut rounds, the integral-LP
-shortcut and the cut pool (initial or lazy rows), against brute force for
-n <= 8 and against the compact MTZ formulation (``spec.to_ilp()``) up to n = 15."""
+"""TSP stays exact through every speed-up of HiGHS's TSP kernel: the LP cut rounds
+(exact subtour separation with shrinking, blossoms), the integral-LP shortcut,
+fixing by reduced costs against a heuristic tour, and the MIP re-solves; against
+brute force for n <= 8 and the compact MTZ formulation (``spec.to_ilp()``) up to
+n = 15. The separation routines are checked against brute force on their own."""
 
 import itertools
 
@@ -34,12 +36,21 @@ def instances(n: int, count: int, seed: int) -> np.ndarray:
     return np.concatenate([euclid, asymmetric])
 
 
-@pytest.fixture(params=["off", "initial", "lazy"])
-def pool(request, monkeypatch):
-    """The cut pool off (the default), or on with either way of seeding it."""
-    if request.param != "off":
-        monkeypatch.setattr(tsp_module, "CUT_POOL_PER_NODE", 3)
-        monkeypatch.setattr(highs_backend, "CUT_POOL_MODE", request.param)
+@pytest.fixture(params=["default", "no blossoms", "weak tour", "no shortcuts"])
+def variant(request, monkeypatch):
+    """The kernel as shipped, and with parts switched off so that every path runs:
+    without blossoms (more MIPs), with a poor upper-bound tour (few fixings), and
+    with neither the integral-LP shortcut nor fixing (every instance reaches the MIP)."""
+    if request.param in ("no blossoms", "no shortcuts"):
+        monkeypatch.setattr(highs_backend, "violated_blossoms", lambda values: [])
+    if request.param in ("weak tour", "no shortcuts"):
+        monkeypatch.setattr(highs_backend, "guided_tour",
+                            lambda x, cost: np.arange(len(cost)))
+    if request.param == "no shortcuts":
+        monkeypatch.setattr(highs_backend.HighsTspKernel, "_fix_by_reduced_costs",
+                            lambda self, x, upper: False)
+        monkeypatch.setattr(highs_backend.HighsTspKernel, "_lp_rounds",
+                            lambda self: np.full(len(self._columns), 0.5))  # "fractional"
     return request.param
 
 
@@ -51,18 +62,16 @@ def check_tour(y: np.ndarray) -> None:
 
 
 @pytest.mark.parametrize("n", [4, 5, 7, 8])
-def test_highs_tsp_matches_brute_force(n, pool):
+def test_highs_tsp_matches_brute_force(n, variant):
     costs = instances(n, 3, seed=n)
-    solver = cl.make_solver(TSP(num_nodes=n), "highs")
-    assert (solver.kernel.cut_pool is not None) == (pool != "off")
-    y = solver.solve(costs)  # one batch: later instances see the pool of earlier ones
+    y = cl.make_solver(TSP(num_nodes=n), "highs").solve(costs)
     for b in range(len(costs)):
         check_tour(y[b])
         assert np.sum(costs[b] * y[b]) == pytest.approx(tour_lengths(costs[b]), abs=1e-9)
 
 
 @pytest.mark.parametrize("n", [10, 13, 15])
-def test_highs_tsp_matches_the_mtz_formulation(n, pool):
+def test_highs_tsp_matches_the_mtz_formulation(n, variant):
     costs = instances(n, 2, seed=100 + n)
     y = cl.make_solver(TSP(num_nodes=n), "highs").solve(costs)
     mtz = cl.make_solver(TSP(num_nodes=n).to_ilp(), "highs").solve(costs)
@@ -71,14 +80,199 @@ def test_highs_tsp_matches_the_mtz_formulation(n, pool):
         assert np.sum(costs[b] * y[b]) == pytest.approx(np.sum(costs[b] * mtz[b]), abs=1e-7)
 
 
-def test_default_tsp_backend_is_held_karp_then_highs_without_a_pool_then_scip():
+@pytest.mark.parametrize("n", [13, 14])
+def test_highs_tsp_is_exact_with_negative_tied_and_constant_costs(n):
+    """Costs as training makes them: centred (negative), integer (many ties), constant."""
+    rng = np.random.default_rng(n)
+    costs = np.stack([rng.normal(size=(n, n)), rng.normal(size=(n, n)) - 5.0,
+                      rng.integers(0, 3, size=(n, n)).astype(float), np.ones((n, n))])
+    y = cl.make_solver(TSP(num_nodes=n), "highs").solve(costs)
+    mtz = cl.make_solver(TSP(num_nodes=n).to_ilp(), "highs").solve(costs)
+    for b in range(len(costs)):
+        check_tour(y[b])
+        assert np.sum(costs[b] * y[b]) == pytest.approx(np.sum(costs[b] * mtz[b]), abs=1e-7)
+
+
+def test_highs_tsp_takes_every_path_on_euclidean_tsp_30():
+    """Instances that end at an integral LP, at a fixed-gap tour and in the MIP, all
+    matching SCIP's branch and cut."""
+    pytest.importorskip("pyscipopt")
+    n = 30
+    points = np.random.default_rng(7).random((12, n, 2))
+    costs = np.linalg.norm(points[:, :, None] - points[:, None], axis=-1)
+    kernel = cl.make_solver(TSP(num_nodes=n), "highs").kernel
+    mips = []
+    original = kernel._mip
+    kernel._mip = lambda *args: mips.append(1) or original(*args)
+    y = kernel(costs.reshape(len(costs), -1)).reshape(costs.shape)
+    reference = cl.make_solver(TSP(num_nodes=n), "scip").solve(costs)
+    assert 0 < len(mips) < len(costs)
+    for b in range(len(costs)):
+        check_tour(y[b])
+        assert np.sum(costs[b] * y[b]) == pytest.approx(np.sum(costs[b] * reference[b]),
+                                                        abs=1e-7)
+
+
+def test_highs_tsp_does_not_return_a_mip_start_that_presolve_misvalued(monkeypatch):
+    """On this instance, with these extra (valid) subtour rows, HiGHS 1.16 mapped
+    the MIP start into the presolved model with a lower objective, proved that
+    value optimal and returned the start itself; the kernel notices the mismatch
+    and solves again without the start."""
+    from combolayer.cli.perf import tsp_costs
+
+    n = 50
+    w = tsp_costs(n, 30, seed=1)[14]
+    original = highs_backend.HighsTspKernel._mip
+
+    def with_near_tight_rows(self, tour, edge_cost):
+        x = np.asarray(self.model.getSolution().col_value)
+        sets = tsp_module._stoer_wagner_cuts(self._values(x), 2.6)
+        highs_backend._add_rows(self.model, [self._subtour_row(s) for s in sets
+                                             if 2 <= s.sum() <= n - 2])
+        return original(self, tour, edge_cost)
+
+    monkeypatch.setattr(highs_backend.HighsTspKernel, "_mip", with_near_tight_rows)
+    y = cl.make_solver(TSP(num_nodes=n), "highs").solve(w)
+    check_tour(y)
+    assert np.sum(w * y) == pytest.approx(12.066629861013446, abs=1e-9)  # SCIP's optimum
+
+
+def test_highs_tsp_options_win_over_the_kernel_defaults():
+    n = 30
+    points = np.random.default_rng(7).random((12, n, 2))  # some of them need the MIP
+    costs = np.linalg.norm(points[:, :, None] - points[:, None], axis=-1)
+    default = cl.make_solver(TSP(num_nodes=n), "highs")
+    chosen = cl.make_solver(TSP(num_nodes=n), cl.BackendConfig(
+        name="highs", options={"presolve": "on", "mip_allow_restart": True}))
+    for solver, presolve, restart in ((default, "off", False), (chosen, "on", True)):
+        mips = []
+        original = solver.kernel._mip
+        solver.kernel._mip = lambda *args, mips=mips, original=original: (
+            mips.append(1) or original(*args))
+        y = solver.solve(costs)
+        assert mips  # the MIP ran, so the kernel would have switched presolve
+        for b in range(len(costs)):
+            check_tour(y[b])
+        model = solver.kernel.model
+        assert model.getOptionValue("presolve")[1] == presolve
+        assert model.getOptionValue("mip_allow_restart")[1] == restart
+
+
+def test_default_tsp_backend_is_held_karp_then_highs_then_scip():
     from combolayer.backends.scipy import TSP_DP_MAX_NODES
 
     assert cl.make_solver(TSP(num_nodes=6)).backend == "scipy"  # the Held-Karp DP
     solver = cl.make_solver(TSP(num_nodes=TSP_DP_MAX_NODES + 1))
-    assert solver.backend == "highs" and solver.kernel.cut_pool is None
+    assert solver.backend == "highs"
+    assert isinstance(solver.kernel, highs_backend.HighsTspKernel)
     large = TSP(num_nodes=highs_backend.TSP_MAX_NODES_FIRST + 1)
     assert cl.backends.registry.capable_backends(large)[0] == "scip"
+
+
+def degree_two_lp_optima(n: int, count: int, seed: int) -> list[np.ndarray]:
+    """Fractional points with degree 2: LP optima of the degree rows plus random
+    subtour rows, as the cut rounds see them."""
+    rng = np.random.default_rng(seed)
+    kernel = highs_backend.HighsTspKernel(TSP(num_nodes=n), cl.BackendConfig())
+    points = []
+    for _ in range(count):
+        w = rng.random((n, n))
+        kernel._reset((w + w.T)[kernel._iu, kernel._ju])
+        sets = [rng.random(n) < 0.4 for _ in range(int(rng.integers(0, 4)))]
+        highs_backend._add_rows(kernel.model, [kernel._subtour_row(s) for s in sets
+                                               if 2 <= s.sum() <= n - 2])
+        points.append(kernel._values(highs_backend._solve(kernel.model)))
+    return points
+
+
+def minimum_cut(x: np.ndarray) -> float:
+    n = len(x)
+    return min(x[np.ix_(mask, ~mask)].sum()
+               for bits in range(1, 2 ** (n - 1))
+               for mask in [np.array([(bits >> i) & 1 for i in range(n)], dtype=bool)])
+
+
+def test_violated_subtours_is_exact_on_degree_two_points():
+    """Shrinking the 1-edges keeps a violated cut whenever there is one."""
+    found = 0
+    for x in degree_two_lp_optima(9, 60, seed=11):
+        cuts = tsp_module.violated_subtours(x)
+        assert bool(cuts) == (minimum_cut(x) < 2 - 1e-6)
+        for inside in cuts:
+            assert x[np.ix_(inside, ~inside)].sum() < 2 - 1e-6
+        found += bool(cuts)
+    assert 0 < found < 60
+
+
+def test_violated_blossoms_hold_for_every_tour_and_cut_the_point():
+    n = 8
+    tours = []
+    for rest in itertools.permutations(range(1, n)):
+        order = (0, *rest)
+        y = np.zeros((n, n))
+        y[order, np.roll(order, -1)] = 1
+        tours.append(y + y.T)
+    found = 0
+    for x in degree_two_lp_optima(n, 80, seed=12):
+        for handle, teeth in tsp_module.violated_blossoms(x):
+            found += 1
+            bound = handle.sum() + (len(teeth) - 1) / 2
+            assert len(teeth) % 2 == 1 and len(set(teeth.ravel())) == 2 * len(teeth)
+
+            def lhs(y, handle=handle, teeth=teeth):
+                return y[np.ix_(handle, handle)].sum() / 2 + y[teeth[:, 0], teeth[:, 1]].sum()
+
+            assert lhs(x) > bound + 1e-6
+            assert max(lhs(y) for y in tours) <= bound
+    assert found
+
+
+def test_guided_tour_is_a_two_opt_and_or_opt_local_optimum():
+    rng = np.random.default_rng(3)
+    n = 25
+    points = rng.random((n, 2))
+    cost = np.linalg.norm(points[:, None] - points[None], axis=-1)
+    order = tsp_module.guided_tour(np.zeros((n, n)), cost)
+    assert sorted(order.tolist()) == list(range(n))
+
+    def length(tour):
+        return cost[tour, np.roll(tour, -1)].sum()
+
+    best = length(order)
+    for i in range(n):
+        for j in range(i + 2, n):  # every 2-opt move
+            moved = np.concatenate([order[:i + 1], order[i + 1:j + 1][::-1], order[j + 1:]])
+            assert length(moved) >= best - 1e-9
+    rotated = list(order)
+    for _ in range(n):  # every Or-opt move: a segment of 1-3 nodes, either way round
+        rotated = rotated[1:] + rotated[:1]
+        for size in (1, 2, 3):
+            segment, rest = rotated[:size], rotated[size:]
+            for k in range(len(rest)):
+                for piece in (segment, segment[::-1]):
+                    moved = np.array(rest[:k + 1] + piece + rest[k + 1:])
+                    assert length(moved) >= best - 1e-9
+
+
+def test_local_search_untangles_a_tour_around_a_circle():
+    # 8 points on a circle, two neighbours swapped: the best tour is the circle
+    angles = np.arange(8) * np.pi / 4
+    points = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    cost = np.linalg.norm(points[:, None] - points[None], axis=-1)
+    better = tsp_module.local_search(np.array([0, 2, 1, 3, 4, 5, 6, 7]), cost)
+    assert sorted(better.tolist()) == list(range(8))
+    assert cost[better, np.roll(better, -1)].sum() == pytest.approx(16 * np.sin(np.pi / 8))
+
+
+def test_components_match_scipy():
+    from scipy.sparse.csgraph import connected_components
+
+    rng = np.random.default_rng(4)
+    for n in (3, 10, 40, 130):
+        a = rng.random((n, n)) < 2.0 / n
+        a |= a.T
+        expected = connected_components(a, directed=False)[1]
+        np.testing.assert_array_equal(tsp_module.components(a), expected)
 
 
 def test_fractional_separator_finds_violated_min_cuts():

@@ -4,6 +4,9 @@ The model is passed once; each solve changes only the column costs, clears
 the solver state and runs again with presolve off. Measured on the demo's
 LPs, reusing the previous basis was 2-5x slower when every cost changes.
 
+TSP has a kernel of its own, :class:`HighsTspKernel` (cut rounds on the LP
+of the edge formulation, then the MIP only when the LP stays fractional).
+
 Process-global HiGHS state (the banner, the thread scheduler) is handled in
 :mod:`combolayer.backends.highs_runtime`, whose names are re-exported here.
 """
@@ -16,6 +19,7 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
+from ..problems.tsp import TSP, guided_tour, subtours, violated_blossoms, violated_subtours
 from ..specs.base import Spec
 from ..specs.canonical import CanonicalForm, canonical_form
 from .base import Backend, Capability, Tier
@@ -56,7 +60,7 @@ def _build_model(form: CanonicalForm, config: BackendConfig):
     h = new_highs(config.threads, config.verbose)
     options = {
         # Presolve costs more than it saves when only the costs change, except on
-        # the MIPs re-solved with subtour cuts (TSP-50: 106 ms on, 144 ms off).
+        # MIPs re-solved with lazy cuts (TSP-50: 106 ms on, 144 ms off).
         "presolve": "on" if form.separator is not None else "off",
         "mip_rel_gap": float(config.mip_gap),
         # The default absolute gap (1e-6) and relative gap (1e-4) returned a
@@ -78,46 +82,31 @@ def _build_model(form: CanonicalForm, config: BackendConfig):
     return h
 
 
-#: How pooled cuts enter a solve: "initial" (all added as rows before the first
-#: solve) or "lazy" (added only when the LP optimum violates them, before the
-#: separator is asked); measured in docs/problems.md.
-CUT_POOL_MODE = "lazy"
+def _solve(h, warm: bool = False, is_infeasible=None) -> np.ndarray:
+    """Solve, and return the column values or raise as :func:`settle` says. ``warm``
+    keeps the solver state (a basis, a MIP start) from before."""
+    if not warm:
+        check_status(h.clearSolver(), "clearSolver")
+    run_highs(h)
+    status = h.getModelStatus()
+    return settle(
+        highs_outcome(status), "HiGHS", lambda: np.asarray(h.getSolution().col_value),
+        has_solution=h.getInfo().primal_solution_status == 2,  # kSolutionStatusFeasible
+        status=h.modelStatusToString(status), is_infeasible=is_infeasible,
+    )
 
 
-def _violated(cuts, x: np.ndarray, tol: float = 1e-6) -> list:
-    return [cut for cut in cuts
-            if not cut.lower - tol <= float(cut.value @ x[cut.index]) <= cut.upper + tol]
-
-
-class CutPool:
-    """A bounded pool of the cuts that were binding at recent optima.
-
-    Only for separators whose cuts hold for every cost vector (subtour cuts
-    depend on n alone), so seeding a solve with them keeps it exact: the
-    separation loop still runs until the candidate violates nothing. A cut
-    enters or is refreshed when it is tight at a solve's optimum; the least
-    recently tight ones leave first once ``size`` is reached.
-    """
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._cuts: dict[bytes, object] = {}
-
-    def __len__(self) -> int:
-        return len(self._cuts)
-
-    def cuts(self) -> list:
-        return list(self._cuts.values())
-
-    def update(self, cuts, x: np.ndarray, tol: float = 1e-6) -> None:
-        for cut in cuts:
-            activity = float(cut.value @ x[cut.index])
-            if abs(activity - cut.lower) <= tol or abs(activity - cut.upper) <= tol:
-                key = cut.index.tobytes()
-                self._cuts.pop(key, None)
-                self._cuts[key] = cut  # most recently tight last
-        while len(self._cuts) > self.size:
-            del self._cuts[next(iter(self._cuts))]
+def _add_rows(h, rows: list[tuple[np.ndarray, np.ndarray, float, float]]) -> None:
+    """Add ``(index, value, lower, upper)`` rows in one call."""
+    if not rows:
+        return
+    index = np.concatenate([row[0] for row in rows]).astype(np.int32)
+    starts = np.cumsum([0] + [len(row[0]) for row in rows[:-1]]).astype(np.int32)
+    check_status(h.addRows(len(rows), np.array([row[2] for row in rows], dtype=np.float64),
+                           np.array([row[3] for row in rows], dtype=np.float64), len(index),
+                           starts, index,
+                           np.concatenate([row[1] for row in rows]).astype(np.float64)),
+                 "addRows")
 
 
 class HighsKernel(RowKernel):
@@ -129,10 +118,6 @@ class HighsKernel(RowKernel):
         self.model = _build_model(form, config)
         self._columns = np.arange(form.num_outputs, dtype=np.int32)
         self._base_rows = self.model.getNumRow()
-        #: Cuts valid for every cost (subtour cuts depend only on n), recently
-        #: binding, seeded into each solve (see :class:`CutPool`).
-        self.cut_pool = (CutPool(form.separator.pool_size)
-                         if getattr(form.separator, "pool_size", 0) else None)
 
     def solve_one(self, cost: np.ndarray) -> np.ndarray:
         check_status(self.model.changeColsCost(len(self._columns), self._columns, cost),
@@ -141,79 +126,24 @@ class HighsKernel(RowKernel):
             return self._run()
         return self._run_with_cuts(self.form.separator)
 
-    def _add_cuts(self, cuts) -> None:
-        for cut in cuts:
-            check_status(self.model.addRow(cut.lower, cut.upper, len(cut.index),
-                                           cut.index.astype(np.int32),
-                                           cut.value.astype(np.float64)), "addRow")
-
     def _run_with_cuts(self, separator) -> np.ndarray:
+        """Re-solve with the separator's cuts until it accepts the optimum; the cuts
+        are dropped after the instance (kept, they made later solves slower)."""
         h = self.model
-        pool = self.cut_pool
         try:
-            seeded = pool.cuts() if pool is not None and CUT_POOL_MODE == "initial" else []
-            self._add_cuts(seeded)
-            found, x = self._relaxation_cuts(separator)
-            if x is None or not self._integral(x):
-                x = self._run()  # the MIP; an integral LP optimum is already its optimum
+            x = self._run()
             while cuts := separator(x):
-                self._add_cuts(cuts)
-                found += cuts
+                _add_rows(h, [(cut.index, cut.value, cut.lower, cut.upper) for cut in cuts])
                 x = self._run()
-            if pool is not None:
-                pool.update([*seeded, *found], x)
             return x
         finally:
-            # Every cut ever found, kept as rows, made later solves 15x slower:
-            # drop them; only the pool's few binding ones are seeded next time.
             extra = h.getNumRow() - self._base_rows
             if extra:
                 check_status(h.deleteRows(extra, np.arange(
                     self._base_rows, self._base_rows + extra, dtype=np.int32)), "deleteRows")
 
-    def _integral(self, x: np.ndarray, tol: float = 1e-9) -> bool:
-        values = x[self.form.integer]
-        return bool(np.all(np.abs(values - np.round(values)) <= tol))
-
-    def _relaxation_cuts(self, separator) -> tuple[list, np.ndarray | None]:
-        """Cuts found on the LP relaxation first (``separator.fractional``), where a
-        round costs an LP solve instead of a MIP solve; they stay as rows for the MIP.
-        Returns the cuts and the last LP optimum (None without an LP phase)."""
-        fractional = getattr(separator, "fractional", None)
-        if fractional is None or not self.form.is_mip:
-            return [], None
-        h = self.model
-        integer = np.flatnonzero(self.form.integer).astype(np.int32)
-        kind = np.uint8(1)  # HighsVarType.kInteger
-        check_status(h.changeColsIntegrality(len(integer), integer,
-                                             np.zeros(len(integer), np.uint8)),
-                     "changeColsIntegrality")
-        found = []
-        lazy = self.cut_pool.cuts() if self.cut_pool is not None and (
-            CUT_POOL_MODE == "lazy") else []
-        try:
-            x = self._run()
-            while cuts := (_violated(lazy, x) or fractional(x)):
-                self._add_cuts(cuts)
-                found += cuts
-                x = self._run(warm=True)
-        finally:
-            check_status(h.changeColsIntegrality(len(integer), integer,
-                                                 np.full(len(integer), kind)),
-                         "changeColsIntegrality")
-        return found, x
-
-    def _run(self, warm: bool = False) -> np.ndarray:
-        h = self.model
-        if not warm:  # a warm start only pays within a cut loop (same costs)
-            check_status(h.clearSolver(), "clearSolver")
-        run_highs(h)
-        status = h.getModelStatus()
-        return settle(
-            highs_outcome(status), "HiGHS", lambda: np.asarray(h.getSolution().col_value),
-            has_solution=h.getInfo().primal_solution_status == 2,  # kSolutionStatusFeasible
-            status=h.modelStatusToString(status), is_infeasible=self._infeasible,
-        )
+    def _run(self) -> np.ndarray:
+        return _solve(self.model, is_infeasible=self._infeasible)
 
     def _infeasible(self) -> bool:
         """Tell infeasible from unbounded by solving with zero costs."""
@@ -229,10 +159,179 @@ class HighsKernel(RowKernel):
         return infeasible
 
 
-#: HiGHS is the TSP default up to this many nodes: measured faster than SCIP
-#: at n = 10, 20 and 50 and 5x slower at n = 100, where the MIP re-solves
-#: dominate (docs/problems.md); the crossover in between is not measured.
-TSP_MAX_NODES_FIRST = 60
+class HighsTspKernel(RowKernel):
+    """TSP on one kept HiGHS model of the edge formulation: a column per edge
+    (cost ``w_ij + w_ji``, bounds 0..1), a degree-2 row per node. Per instance:
+
+    1. LP rounds, warm-started from the previous basis: add every violated
+       subtour inequality (exact separation, :func:`violated_subtours`), and once
+       none is violated the blossoms the odd-component heuristic finds
+       (:func:`violated_blossoms`), until nothing more is found. An integral
+       optimum is then a tour, and optimal: no MIP.
+    2. Otherwise a tour guided by the LP (:func:`guided_tour`) is an upper bound;
+       an edge whose reduced cost exceeds the gap to it cannot be in a cheaper
+       tour and is fixed (to 0, or to 1 for reduced costs below minus the gap),
+       and a gap of zero proves the tour optimal.
+    3. The MIP, with presolve and that tour as its start, re-solved with the
+       subtour inequalities of its optimum's components until it is one tour.
+
+    Exact: every added row holds for every tour, and the fixings keep every tour
+    cheaper than the upper bound. The rows are dropped before the next instance.
+    """
+
+    def __init__(self, spec: TSP, config: BackendConfig) -> None:
+        n = spec.num_nodes
+        self.form = canonical_form(spec)  # the (n, n) outputs: RowKernel rounds them
+        self.num_nodes = n
+        self._iu, self._ju = np.triu_indices(n, k=1)
+        m = len(self._iu)
+        self._edge = np.zeros((n, n), dtype=np.int32)
+        self._edge[self._iu, self._ju] = self._edge[self._ju, self._iu] = np.arange(m)
+        self._columns = np.arange(m, dtype=np.int32)
+        degree = sp.csr_matrix((np.ones(2 * m), (np.concatenate([self._iu, self._ju]),
+                                                 np.tile(self._columns, 2))), shape=(n, m))
+        edges = CanonicalForm(cost_shape=(m,), A_ub=sp.csr_matrix((0, m)), b_ub=np.zeros(0),
+                              A_eq=degree, b_eq=np.full(n, 2.0), lower=np.zeros(m),
+                              upper=np.ones(m), integer=np.ones(m, dtype=bool))
+        self.model = _build_model(edges, config)
+        #: Presolve off for the LP rounds and on for the MIP, unless the options set it.
+        self._switch_presolve = "presolve" not in config.options
+        if "mip_allow_restart" not in config.options:
+            # Restarts after root fixings cost more than they saved on these MIPs
+            # (mean TSP-50 time 0.69-1.03x without, over five batches of 30).
+            check_status(self.model.setOptionValue("mip_allow_restart", False),
+                         "setOptionValue(mip_allow_restart)")
+
+    def solve_one(self, cost: np.ndarray) -> np.ndarray:
+        n = self.num_nodes
+        w = cost.reshape(n, n)
+        edge_cost = w[self._iu, self._ju] + w[self._ju, self._iu]
+        self._reset(edge_cost)
+        x = self._lp_rounds()
+        if np.all(np.minimum(x, 1.0 - x) <= 1e-9):
+            return self._adjacency(x)
+        tour = self._tour(x, edge_cost)
+        if self._fix_by_reduced_costs(x, float(edge_cost @ tour)):
+            return self._adjacency(tour)
+        return self._adjacency(self._mip(tour, edge_cost))
+
+    def _reset(self, edge_cost: np.ndarray) -> None:
+        """The degree rows only, every edge free and continuous, the new costs."""
+        h = self.model
+        m, n = len(self._columns), self.num_nodes
+        extra = h.getNumRow() - n
+        if extra:
+            check_status(h.deleteRows(extra, np.arange(n, n + extra, dtype=np.int32)),
+                         "deleteRows")
+        check_status(h.changeColsBounds(m, self._columns, np.zeros(m), np.ones(m)),
+                     "changeColsBounds")
+        check_status(h.changeColsIntegrality(m, self._columns, np.zeros(m, dtype=np.uint8)),
+                     "changeColsIntegrality")
+        check_status(h.changeColsCost(m, self._columns, edge_cost), "changeColsCost")
+
+    def _values(self, x: np.ndarray) -> np.ndarray:
+        """Edge values as a symmetric ``(n, n)`` matrix."""
+        values = np.zeros((self.num_nodes, self.num_nodes))
+        values[self._iu, self._ju] = values[self._ju, self._iu] = x
+        return values
+
+    def _adjacency(self, x: np.ndarray) -> np.ndarray:
+        return self._values(np.round(x)).ravel()
+
+    def _inside(self, nodes: np.ndarray) -> np.ndarray:
+        """The edges with both ends in ``nodes`` (a mask)."""
+        index = np.flatnonzero(nodes)
+        return self._edge[np.ix_(index, index)][np.triu_indices(len(index), k=1)]
+
+    def _subtour_row(self, inside: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float]:
+        """``x(E(S)) <= |S| - 1`` on the smaller side S: fewer nonzeros than the cut-set
+        form ``x(delta(S)) >= 2``, which it equals under the degree rows."""
+        side = inside if 2 * inside.sum() <= self.num_nodes else ~inside
+        index = self._inside(side)
+        return index, np.ones(len(index)), -np.inf, float(side.sum() - 1)
+
+    def _blossom_row(self, handle: np.ndarray, teeth: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, float, float]:
+        index = np.concatenate([self._inside(handle), self._edge[teeth[:, 0], teeth[:, 1]]])
+        return index, np.ones(len(index)), -np.inf, float(handle.sum() + (len(teeth) - 1) // 2)
+
+    def _lp_rounds(self) -> np.ndarray:
+        h = self.model
+        x = _solve(h)
+        while True:
+            values = self._values(x)
+            rows = [self._subtour_row(inside) for inside in violated_subtours(values)] or [
+                self._blossom_row(handle, teeth) for handle, teeth in violated_blossoms(values)]
+            if not rows:
+                return x
+            _add_rows(h, rows)
+            x = _solve(h, warm=True)
+
+    def _tour(self, x: np.ndarray, edge_cost: np.ndarray) -> np.ndarray:
+        """The 0/1 edge vector of :func:`guided_tour`."""
+        order = guided_tour(self._values(x), self._values(edge_cost))
+        tour = np.zeros(len(edge_cost))
+        tour[self._edge[order, np.roll(order, -1)]] = 1.0
+        return tour
+
+    def _fix_by_reduced_costs(self, x: np.ndarray, upper: float) -> bool:
+        """Fix the edges that no tour cheaper than ``upper`` can change, from the last LP
+        optimum: its value plus a reduced cost bounds every tour that moves that edge
+        off its bound. True when the LP value reaches ``upper`` (that tour is optimal)."""
+        h = self.model
+        scale = max(1.0, abs(upper))
+        gap = upper - h.getInfo().objective_function_value
+        if gap <= 1e-9 * scale:
+            return True
+        reduced = np.asarray(h.getSolution().col_dual)
+        margin = gap + 1e-6 * scale  # HiGHS's dual feasibility tolerance is 1e-7
+        for fixed, value in (((x <= 1e-9) & (reduced > margin), 0.0),
+                             ((x >= 1.0 - 1e-9) & (-reduced > margin), 1.0)):
+            count = int(fixed.sum())
+            check_status(h.changeColsBounds(count, self._columns[fixed], np.full(count, value),
+                                            np.full(count, value)), "changeColsBounds")
+        return False
+
+    def _mip(self, tour: np.ndarray, edge_cost: np.ndarray) -> np.ndarray:
+        h = self.model
+        m = len(self._columns)
+        check_status(h.changeColsIntegrality(m, self._columns, np.ones(m, dtype=np.uint8)),
+                     "changeColsIntegrality")
+        # Presolve pays here (it drops the fixed edges), not on the LP rounds.
+        self._set_presolve("on")
+        start = highspy.HighsSolution()
+        start.col_value = tour
+        start.value_valid = True
+        try:
+            while True:
+                check_status(h.clearSolver(), "clearSolver")
+                check_status(h.setSolution(start), "setSolution")  # stays feasible: a tour
+                x = _solve(h, warm=True)
+                reported = h.getInfo().objective_function_value
+                if abs(edge_cost @ x - reported) > 1e-9 * max(1.0, abs(reported)):
+                    # HiGHS 1.16 can map the start into the presolved model with
+                    # another objective value, prove that value optimal and return
+                    # the start itself (seen: 12.066823 returned as 12.066630):
+                    # solve again without the start.
+                    x = _solve(h)
+                parts = subtours(self._values(x) > 0.5)
+                if not parts:
+                    return x
+                _add_rows(h, [self._subtour_row(inside) for inside in parts])
+        finally:
+            self._set_presolve("off")
+
+    def _set_presolve(self, value: str) -> None:
+        if self._switch_presolve:
+            check_status(self.model.setOptionValue("presolve", value),
+                         "setOptionValue(presolve)")
+
+
+#: HiGHS's TSP kernel is the TSP default up to this many nodes: measured faster
+#: than SCIP at n = 20, 50 and 100 (3x in the mean at 100) and ahead on both
+#: median and mean at 150 on 4 instances (docs/problems.md, TSP table); larger
+#: sizes are not measured, and SCIP's branch and cut stays first there.
+TSP_MAX_NODES_FIRST = 150
 
 
 def highs_outcome(status) -> Outcome:
@@ -261,11 +360,13 @@ class HighsBackend(Backend):
         """First for LPs; after SCIP for MIPs, where HiGHS's per-solve setup dominates
         small problems (measured: 10 ms against SCIP's 0.44 ms on an 8-variable
         selection ILP, examples/custom_ilp.py). Ahead of SCIP for TSP up to
-        ``TSP_MAX_NODES_FIRST`` nodes, where the warm-started LP cut rounds beat
-        SCIP's branch and cut (docs/problems.md, TSP table)."""
+        ``TSP_MAX_NODES_FIRST`` nodes, where :class:`HighsTspKernel` beats SCIP's
+        branch and cut (docs/problems.md, TSP table)."""
         if spec.kind == "tsp" and spec.num_nodes <= TSP_MAX_NODES_FIRST:
             return Tier.MIP_SOLVER - 1
         return Tier.MIP_SOLVER_SLOW if canonical_form(spec).is_mip else Tier.LP_SOLVER
 
-    def compile(self, spec: Spec, config: BackendConfig) -> HighsKernel:
+    def compile(self, spec: Spec, config: BackendConfig) -> HighsKernel | HighsTspKernel:
+        if isinstance(spec, TSP):
+            return HighsTspKernel(spec, config)
         return HighsKernel(canonical_form(spec, lazy=True), config)

@@ -9,7 +9,8 @@
 - TSP: up to ``TSP_DP_MAX_NODES`` cities, the Held-Karp dynamic program,
   batched and first for ``auto`` (measured 0.004 ms per solve at n=5, 0.18 ms
   at n=10 and 1.1 ms at n=12 in batches of 50, against 0.8, 1.7 and 2.1 ms
-  for HiGHS's LP cut rounds and 4.2, 6.7 and 9.4 ms for SCIP); above that
+  for HiGHS's earlier LP cut rounds and 4.2, 6.7 and 9.4 ms for SCIP; HiGHS's
+  TSP kernel: 0.77 ms at n=10, even at n=12, docs/problems.md); above that
   ``scipy.optimize.milp`` over the n(n-1)/2 symmetric edges, re-solved with
   subtour cuts, which ranks last.
 - Knapsack: a dynamic program over integer weights, a table of

@@ -10,6 +10,12 @@ symmetric, degree 2):
 - ``to_ilp()`` (and ``to_canonical(lazy=False)``): a compact
   Miller-Tucker-Zemlin formulation with directed arcs and orders as
   auxiliaries, for backends without lazy constraints (cvxpy, analysis).
+
+The cut generation around the solvers lives here too, on symmetric ``(n, n)``
+edge-value matrices: exact subtour separation (:func:`violated_subtours`),
+the odd-component blossom heuristic (:func:`violated_blossoms`) and a tour
+for an upper bound (:func:`guided_tour`). HiGHS's TSP kernel
+(:mod:`combolayer.backends.highs_tsp`) and SCIP's constraint handler call them.
 """
 
 from __future__ import annotations
@@ -41,45 +47,218 @@ def _degree_rows(n: int, num_vars: int) -> tuple[sp.csr_matrix, np.ndarray, sp.c
     return degree, np.full(n, 2.0), symmetry
 
 
+#: Up to this many nodes :func:`components` squares a dense reachability matrix,
+#: 3-5x faster than building a sparse graph for scipy at n = 20-50. OpenBLAS
+#: runs these products on one thread up to n = 100 (measured); at n = 128 it
+#: used two, was slower and kept the second core spinning.
+_DENSE_COMPONENTS_MAX_NODES = 64
+
+
+def components(adjacency: sp.spmatrix | np.ndarray) -> np.ndarray:
+    """The component label of every node of a symmetric 0/1 adjacency matrix,
+    labels ``0..k-1`` numbered in the order of each component's first node."""
+    n = adjacency.shape[0]
+    if sp.issparse(adjacency) or n > _DENSE_COMPONENTS_MAX_NODES:
+        return connected_components(sp.csr_matrix(adjacency), directed=False)[1]
+    reach = (np.asarray(adjacency, dtype=bool) | np.eye(n, dtype=bool)).astype(np.float32)
+    while True:  # doubles the path length covered per step: log2(n) products at most
+        grown = ((reach @ reach) > 0).astype(np.float32)
+        if np.array_equal(grown, reach):
+            break
+        reach = grown
+    return np.unique(reach.argmax(axis=1), return_inverse=True)[1].reshape(n)
+
+
 def subtours(adjacency: sp.spmatrix | np.ndarray) -> list[np.ndarray]:
     """The node masks of the connected components of a 0/1 adjacency matrix,
     or ``[]`` when it is a single tour."""
-    count, labels = connected_components(sp.csr_matrix(adjacency), directed=False)
+    labels = components(adjacency)
+    count = int(labels.max()) + 1
     return [] if count == 1 else [labels == component for component in range(count)]
 
 
 #: A fractional cut counts as violated below ``2 - _CUT_TOLERANCE``.
 _CUT_TOLERANCE = 1e-6
-#: Cut pool size per node (see :attr:`SubtourSeparator.pool_size`); 0 turns the
-#: pool off, the fastest once the LP rounds find the cuts (docs/problems.md).
-CUT_POOL_PER_NODE = 0
+#: Edge values at or below this are outside the support graph.
+_SUPPORT_TOLERANCE = 1e-6
+#: Edges at least ``1 - _ONE_TOLERANCE`` are shrunk before Stoer-Wagner.
+_ONE_TOLERANCE = 1e-9
+
+
+def violated_subtours(x: np.ndarray, below: float = 2.0 - _CUT_TOLERANCE) -> list[np.ndarray]:
+    """Node masks S with ``x(delta(S)) < below`` for a symmetric ``(n, n)`` matrix of
+    edge values with degree 2 at every node (an LP optimum of the degree rows).
+
+    Exact: ``[]`` means every subtour inequality holds. The components of the
+    support graph when there are several (nothing crosses them); else the cuts
+    below ``below`` among Stoer-Wagner's phase cuts, whose minimum is the
+    global minimum cut, on the graph with every edge of value 1 shrunk first
+    (Padberg-Rinaldi: with degree 2 at both ends, a cut S separating the ends
+    of a 1-edge uv, u in S, gives S - u with a value no larger, so some
+    minimum cut keeps u and v together).
+    """
+    labels = components(x > _SUPPORT_TOLERANCE)
+    if labels.max() > 0:
+        return [labels == k for k in range(int(labels.max()) + 1)]
+    paths = components(x >= 1.0 - _ONE_TOLERANCE)
+    order = np.argsort(paths, kind="stable")
+    starts = np.searchsorted(paths[order], np.arange(int(paths.max()) + 1))
+    shrunk = np.add.reduceat(np.add.reduceat(x[np.ix_(order, order)], starts, axis=0),
+                             starts, axis=1)  # summed over each path's nodes
+    return [inside[paths] for inside in _stoer_wagner_cuts(shrunk, below)]
+
+
+def violated_blossoms(x: np.ndarray, tolerance: float = _CUT_TOLERANCE
+                      ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Blossom (2-matching) inequalities ``x(E(H)) + x(T) <= |H| + (|T| - 1) / 2`` that a
+    symmetric ``(n, n)`` matrix of edge values with degree 2 violates, as pairs of
+    the handle's node mask and the teeth, a ``(|T|, 2)`` array of (inside, outside)
+    nodes.
+
+    The odd-component heuristic of Padberg and Hong: each handle is a component
+    of the fractional edges, its teeth the edges of value 1 leaving it (a node
+    outside that two teeth reach joins the handle, so the teeth are disjoint);
+    an odd number of at least 3 teeth gives a violated inequality. Valid for
+    every tour, so these rows never cut one off.
+    """
+    fractional = (x > tolerance) & (x < 1.0 - tolerance)
+    ones = x >= 1.0 - tolerance
+    labels = components(fractional)
+    found = []
+    for label in range(int(labels.max()) + 1):
+        handle = labels == label
+        if handle.sum() < 3:
+            continue  # a node without fractional edges
+        while True:
+            inside, outside = np.nonzero(ones & handle[:, None] & ~handle[None, :])
+            nodes, hits = np.unique(outside, return_counts=True)
+            if not (hits > 1).any():
+                break
+            handle = handle.copy()
+            handle[nodes[hits > 1]] = True
+        teeth = np.stack([inside, outside], axis=1)
+        if len(teeth) < 3 or len(teeth) % 2 == 0 or len(np.unique(inside)) < len(inside):
+            continue
+        value = x[np.ix_(handle, handle)].sum() / 2 + x[inside, outside].sum()
+        if value > handle.sum() + (len(teeth) - 1) / 2 + tolerance:
+            found.append((handle, teeth))
+    return found
+
+
+def guided_tour(x: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """A good tour (the order of the nodes) for a symmetric ``(n, n)`` cost matrix,
+    guided by LP edge values ``x``: the greedy edge heuristic taking edges by
+    decreasing ``x``, then by increasing cost, then 2-opt and Or-opt moves until
+    none improves (:func:`local_search`). Only an upper bound for the exact
+    solvers: any tour will do."""
+    n = len(cost)
+    iu, ju = np.triu_indices(n, k=1)
+    order = np.lexsort((cost[iu, ju], -np.round(x[iu, ju], 6)))
+    degree = np.zeros(n, dtype=int)
+    root = np.arange(n)
+    neighbours: list[list[int]] = [[] for _ in range(n)]
+
+    def find(node: int) -> int:
+        while root[node] != node:
+            root[node] = root[root[node]]
+            node = int(root[node])
+        return node
+
+    taken = 0
+    for edge in order:
+        i, j = int(iu[edge]), int(ju[edge])
+        if degree[i] == 2 or degree[j] == 2 or find(i) == find(j):
+            continue
+        root[find(i)] = find(j)
+        degree[i] += 1
+        degree[j] += 1
+        neighbours[i].append(j)
+        neighbours[j].append(i)
+        taken += 1
+        if taken == n - 1:
+            break
+    first, last = np.flatnonzero(degree < 2)[[0, -1]]  # the path's two ends
+    neighbours[first].append(int(last))
+    neighbours[last].append(int(first))
+    tour = [0, neighbours[0][0]]
+    while len(tour) < n:
+        a, b = neighbours[tour[-1]]
+        tour.append(b if a == tour[-2] else a)
+    return local_search(np.array(tour), cost)
+
+
+def local_search(tour: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """Apply the best 2-opt move, else the best Or-opt move, while one shortens the tour."""
+    while (moved := _two_opt_move(tour, cost)) is not None or (
+            moved := _or_opt_move(tour, cost)) is not None:
+        tour = moved
+    return tour
+
+
+def _min_gain(tour: np.ndarray, cost: np.ndarray) -> float:
+    """Gains at or below this (relative to the tour's length) are rounding noise."""
+    return 1e-12 * max(1.0, float(cost[tour, np.roll(tour, -1)].sum()))
+
+
+def _two_opt_move(tour: np.ndarray, cost: np.ndarray) -> np.ndarray | None:
+    """The tour after the best 2-opt move (reverse a segment), or None if none gains."""
+    n = len(tour)
+    a, b = tour, np.roll(tour, -1)
+    kept = cost[a, b]
+    gain = kept[:, None] + kept[None, :] - cost[a[:, None], a[None, :]] - cost[
+        b[:, None], b[None, :]]
+    gain = np.triu(gain, k=2)
+    gain[0, n - 1] = 0.0  # those two edges are adjacent
+    i, j = divmod(int(gain.argmax()), n)
+    if gain[i, j] <= _min_gain(tour, cost):
+        return None
+    return np.concatenate([tour[:i + 1], tour[i + 1:j + 1][::-1], tour[j + 1:]])
+
+
+def _or_opt_move(tour: np.ndarray, cost: np.ndarray, max_length: int = 3) -> np.ndarray | None:
+    """The tour after the best Or-opt move (a segment of 1..``max_length`` nodes put
+    between two other neighbours, either way round), or None if none gains."""
+    n = len(tour)
+    position = np.arange(n)
+    a, b = tour, np.roll(tour, -1)  # edge j joins a[j] and b[j]
+    best, move = _min_gain(tour, cost), None
+    for length in range(1, min(max_length, n - 3) + 1):
+        first, last = tour, np.roll(tour, -(length - 1))  # segment i: first[i]..last[i]
+        before, after = np.roll(tour, 1), np.roll(tour, -length)
+        removed = cost[before, first] + cost[last, after] - cost[before, after]
+        forward = cost[a[None, :], first[:, None]] + cost[last[:, None], b[None, :]]
+        backward = cost[a[None, :], last[:, None]] + cost[first[:, None], b[None, :]]
+        gain = removed[:, None] - np.minimum(forward, backward) + cost[a, b][None, :]
+        offset = (position[None, :] - position[:, None]) % n
+        gain[(offset >= n - 1) | (offset < length)] = -np.inf  # edges touching segment i
+        i, j = divmod(int(gain.argmax()), n)
+        if gain[i, j] > best:
+            best, move = gain[i, j], (i, j, length, bool(forward[i, j] > backward[i, j]))
+    if move is None:
+        return None
+    i, j, length, reverse = move
+    rotated = np.roll(tour, -i)  # the segment first, then the rest in tour order
+    segment, rest = rotated[:length], rotated[length:]
+    k = (j - i - length) % n  # edge j starts at rest[k]
+    return np.concatenate([rest[:k + 1], segment[::-1] if reverse else segment, rest[k + 1:]])
 
 
 @dataclasses.dataclass(frozen=True)
 class SubtourSeparator:
-    """Cut-set inequalities ``sum_{i in S, j not in S} y_ij >= 2`` for every connected
-    component S of an integer candidate that is not a single tour."""
+    """Cut-set inequalities ``sum_{i in S, j not in S} y_ij >= 2`` on the ``(n, n)``
+    outputs of the lazy form: for every connected component S of an integer
+    candidate that is not a single tour, and (:meth:`fractional`) for LP optima."""
 
     num_nodes: int
 
-    @property
-    def pool_size(self) -> int:
-        """How many recently binding cuts a solver may keep and seed every solve with
-        (the cuts hold for any costs): measured best in docs/problems.md."""
-        return CUT_POOL_PER_NODE * self.num_nodes
-
     def fractional(self, x: np.ndarray, max_cuts: int = 8) -> list[Cut]:
-        """Violated cut-set inequalities for a fractional solution: the components of
-        its support graph (nothing crosses them), else the cuts below 2 that
-        Stoer-Wagner's phases find (their minimum is the global minimum cut, so
-        an empty answer proves every subtour inequality holds)."""
-        cuts = self(x, threshold=1e-6)
-        if cuts:
-            return cuts
+        """Violated cut-set inequalities for a fractional solution, exact
+        (:func:`violated_subtours`): an empty answer proves every subtour
+        inequality holds."""
         n = self.num_nodes
         values = np.asarray(x[: n * n]).reshape(n, n)
-        return [self._cut(inside) for inside in
-                _stoer_wagner_cuts((values + values.T) / 2, 2.0 - _CUT_TOLERANCE)[:max_cuts]]
+        return [self._cut(inside)
+                for inside in violated_subtours((values + values.T) / 2)[:max_cuts]]
 
     def __call__(self, x: np.ndarray, threshold: float = 0.5) -> list[Cut]:
         n = self.num_nodes

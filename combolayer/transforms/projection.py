@@ -17,7 +17,6 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from .noise import SignNoise  # noqa: F401  (moved to combolayer.transforms.noise; importable here too)
 
 Transform = Callable[[Tensor], Tensor]
 
