@@ -107,3 +107,19 @@ def test_fused_normalized_projection_matches_the_chain(plane):
         (a,) = torch.autograd.grad(fused(w0), w0, grad[:1])
         (b,) = torch.autograd.grad(reference(w0), w0, grad[:1])
         torch.testing.assert_close(a, b)
+
+
+def test_cost_check_refuses_magnitudes_at_the_limit_on_either_side():
+    from combolayer.backends.solver import MAX_COST, check_costs
+
+    spec = cl.problems.TopK(n=3, k=1)
+    for dtype in (torch.float32, torch.float64):
+        check_costs(spec, torch.tensor([-0.5 * MAX_COST, 0.0, 0.5 * MAX_COST], dtype=dtype))
+        # (float32 rounds 1e15 down, below the limit)
+        limits = (MAX_COST, -MAX_COST) if dtype == torch.float64 else ()
+        for bad in (*limits, 2 * MAX_COST, -2 * MAX_COST):
+            with pytest.raises(ValueError, match="below 1e\\+15 in magnitude"):
+                check_costs(spec, torch.tensor([0.0, bad, 1.0], dtype=dtype))
+        for bad in (float("nan"), float("inf"), -float("inf")):
+            with pytest.raises(ValueError, match="must be finite"):
+                check_costs(spec, torch.tensor([[0.0, 1.0, 2.0], [0.0, bad, 1.0]], dtype=dtype))

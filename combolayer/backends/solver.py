@@ -91,21 +91,28 @@ def check_costs(spec: Spec, costs: Any, name: str = "costs") -> None:
     """Raise ValueError on a wrong trailing shape, non-real dtype, NaN/inf, or entries of
     magnitude MAX_COST or more (one fused reduction when all is well)."""
     shape = tuple(costs.shape)
-    k = len(spec.cost_shape)
-    if shape[len(shape) - k :] != spec.cost_shape or len(shape) < k:
+    cost_shape = spec.cost_shape
+    k = len(cost_shape)
+    if shape[len(shape) - k :] != cost_shape or len(shape) < k:
         raise ValueError(
             f"{name} has trailing shape {shape[len(shape) - k :] if len(shape) >= k else shape} "
-            f"but {spec.label} expects {spec.cost_shape} (got full shape {shape})"
+            f"but {spec.label} expects {cost_shape} (got full shape {shape})"
         )
     is_torch = isinstance(costs, torch.Tensor)
     if costs.is_complex() if is_torch else np.iscomplexobj(costs):
         raise ValueError(f"{name} must be real, got complex dtype {costs.dtype} for {spec.label}")
     if costs.numel() == 0 if is_torch else costs.size == 0:
         return
-    # One reduction in the usual case; NaN fails the comparison too.
-    largest = float(costs.detach().abs().max()) if is_torch else float(np.abs(costs).max())
-    if largest < MAX_COST:
-        return
+    # One reduction in the usual case; NaN fails the comparisons too.
+    if is_torch:
+        low, high = torch.aminmax(costs.detach())
+        if -MAX_COST < float(low) and float(high) < MAX_COST:
+            return
+        largest = float(costs.detach().abs().max())
+    else:
+        largest = float(np.abs(costs).max())
+        if largest < MAX_COST:
+            return
     if not all_finite(costs):
         raise ValueError(f"{name} must be finite, got NaN or inf entries for {spec.label}")
     raise ValueError(f"{name} must be below {MAX_COST:g} in magnitude for {spec.label}, "
