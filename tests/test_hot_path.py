@@ -123,3 +123,15 @@ def test_cost_check_refuses_magnitudes_at_the_limit_on_either_side():
         for bad in (float("nan"), float("inf"), -float("inf")):
             with pytest.raises(ValueError, match="must be finite"):
                 check_costs(spec, torch.tensor([[0.0, 1.0, 2.0], [0.0, bad, 1.0]], dtype=dtype))
+
+
+def test_topk_fast_path_sees_ties_only_at_the_boundary():
+    from combolayer.backends.torch import topk_indicator
+
+    costs = torch.tensor([[1.0, 0.0, 0.0, 5.0, 2.0],    # tie inside the 2 smallest: fast path
+                          [3.0, 1.0, 2.0, 1.0, 4.0]])   # no tie at the 2nd value
+    torch.testing.assert_close(topk_indicator(costs, 2),
+                               torch.tensor([[0.0, 1, 1, 0, 0], [0, 1, 0, 1, 0]]))
+    tied = torch.tensor([[2.0, 1.0, 2.0, 3.0, 2.0]])    # the 2nd value 2.0 thrice: lowest index
+    torch.testing.assert_close(topk_indicator(tied, 2), torch.tensor([[1.0, 1, 0, 0, 0]]))
+    assert torch.equal(topk_indicator(tied, 5), torch.ones_like(tied))
