@@ -135,3 +135,32 @@ def test_topk_fast_path_sees_ties_only_at_the_boundary():
     tied = torch.tensor([[2.0, 1.0, 2.0, 3.0, 2.0]])    # the 2nd value 2.0 thrice: lowest index
     torch.testing.assert_close(topk_indicator(tied, 2), torch.tensor([[1.0, 1, 0, 0, 0]]))
     assert torch.equal(topk_indicator(tied, 5), torch.ones_like(tied))
+
+
+def pyepo_grid() -> cl.problems.ShortestPath:
+    return cl.data.shortest_path_spec((5, 5))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_enumerated_dag_paths_solve_torch_costs_in_torch(dtype):
+    from combolayer.backends.scipy import EnumeratedPaths
+
+    solver = cl.make_solver(pyepo_grid(), "scipy")
+    assert isinstance(solver.kernel, EnumeratedPaths) and solver.kernel.array_api == "torch"
+    rng = np.random.default_rng(1)
+    costs = np.concatenate([rng.normal(size=(40, 40)),
+                            rng.integers(0, 2, size=(40, 40)).astype(float)])  # ties too
+    expected = solver.kernel.plan.paths(costs)  # numpy, first path in enumeration order
+    y = solver.solve(torch.tensor(costs, dtype=dtype))
+    assert y.dtype == dtype
+    np.testing.assert_array_equal(y.numpy(), expected)
+    np.testing.assert_array_equal(solver.solve(costs), expected)
+
+
+def test_enumerated_dag_paths_through_executor_workers(always_parallel):
+    spec = pyepo_grid()
+    costs = np.random.default_rng(2).normal(size=(16, 40))
+    serial = cl.make_solver(spec, "scipy").solve(costs)
+    solver = cl.make_solver(spec, {"name": "scipy", "executor": "thread", "workers": 2})
+    np.testing.assert_array_equal(solver.solve(costs), serial)
+    solver.kernel.close()
