@@ -45,7 +45,7 @@ from .noise import (  # noqa: F401  (GaussianNoise, GumbelNoise, SumOfGamma: mov
     make_noise,
 )
 from .specs import positional_fields
-from .transforms import fast_apply
+from .transforms import Normalized, fast_apply
 
 DifferentiableSolve = Callable[..., Tensor]
 #: ``backward(grad, costs, *saved) -> dL/dcosts``.
@@ -101,6 +101,53 @@ def _negative_identity(solver: Solver) -> type[torch.autograd.Function]:
             return grad.neg()
 
     return _NegativeIdentity
+
+
+def _projected_negative_identity(solver: Solver,
+                                 projection: Normalized) -> type[torch.autograd.Function]:
+    """The default Identity layer in one autograd node, for a normalized projection P
+    acting on the flattened cost: forward ``y = solve(sign * (P(w) + xi))``, with xi the
+    layer's noise or None; backward ``dL/dw = -sign J_P(w)^T dL/dy`` in closed form
+    (:meth:`Normalized.vjp`). Same values and gradient as P's node, the noise's add,
+    the sign's ``neg`` (max problems) and :func:`_negative_identity`'s node in a row."""
+    n = solver.num_outputs
+    single_axis = len(solver.cost_shape) == 1
+    maximize = solver.sign == -1.0
+
+    class _ProjectedNegativeIdentity(torch.autograd.Function):
+        @staticmethod
+        def forward(w: Tensor, noise: Tensor | None) -> tuple[Tensor, ...]:
+            flat = w if single_axis and w.dim() == 2 else w.reshape(-1, n)
+            if noise is None:
+                # a max problem's -u comes out of the division (vjp takes -u as u)
+                u, norm, clamped = projection.values(flat, negate=maximize)
+                costs = u
+            else:
+                u, norm, clamped = projection.values(flat)
+                costs = u + noise.reshape(u.shape)
+                if maximize:
+                    costs = costs.neg_()
+            y = solver.solve_min(costs)
+            return (y if flat is w else y.reshape(w.shape)), u, norm, clamped
+
+        @staticmethod
+        def setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+            _, u, norm, clamped = output
+            ctx.mark_non_differentiable(u, norm, clamped)
+            ctx.set_materialize_grads(False)  # no zero gradients made for u, norm, clamped
+            ctx.save_for_backward(u, norm, clamped)
+
+        @staticmethod
+        def backward(ctx: Any, grad: Tensor | None, *_unused: Any) -> tuple[Tensor | None, None]:
+            if grad is None:
+                return None, None
+            u, norm, clamped = ctx.saved_tensors
+            flat = grad if grad.shape == u.shape else grad.reshape(u.shape)
+            # dL/du: the negative identity's -dL/dy, or +dL/dy through a max problem's -u
+            vjp = projection.vjp(flat if maximize else flat.neg(), u, norm, clamped)
+            return (vjp if flat is grad else vjp.reshape(grad.shape)), None
+
+    return _ProjectedNegativeIdentity
 
 
 def _error_message(error: ValidationError, who: str) -> str:
@@ -213,6 +260,21 @@ class Identity(Estimator):
         def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
                   training: bool = True) -> Tensor:
             return negative_identity(costs) if needs_grad else solve_min(costs)
+
+        return solve
+
+    def build_projected(self, solver: Solver,
+                        projection: Normalized) -> Callable[[Tensor, Tensor | None], Tensor]:
+        """The layer's whole default hot path, projection included, as one autograd node
+        (:func:`_projected_negative_identity`): ``solve(w, noise) -> y`` for costs ``w``
+        of shape ``(*batch, *cost_shape)`` and the noise ``xi`` added after the
+        projection (or None); without gradients it records nothing. The layer uses it
+        for projections "auto", "auto-exact" and "std" on problems that take costs of
+        any sign."""
+        apply = fast_apply(_projected_negative_identity(solver, projection))
+
+        def solve(w: Tensor, noise: Tensor | None) -> Tensor:
+            return apply(w, noise)[0]
 
         return solve
 
