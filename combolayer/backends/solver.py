@@ -183,15 +183,19 @@ class Solver:
         if costs.size == 0 if isinstance(costs, np.ndarray) else costs.numel() == 0:
             return costs * 0  # nothing to solve: no kernel sees an empty batch
         if isinstance(costs, torch.Tensor):
-            flat = costs.detach().reshape(-1, self.num_outputs)
+            n = self.num_outputs
+            # a (B, N) batch that needs no gradient goes to the kernel as it is
+            flat = costs.detach() if costs.requires_grad else costs
+            if flat.dim() != 2 or flat.shape[1] != n:
+                flat = flat.reshape(-1, n)
             if self._torch_kernel:
-                y = self.kernel(flat)
+                y = self._kernel(flat)
             else:
                 # one copy at most: none for float64 CPU costs, which numpy shares
-                y = torch.from_numpy(self.kernel(flat.to("cpu", torch.float64).numpy()))
-            if y.device != costs.device or y.dtype != costs.dtype:
+                y = torch.from_numpy(self._kernel(flat.to("cpu", torch.float64).numpy()))
+            if y.dtype != costs.dtype or y.device != costs.device:
                 y = y.to(device=costs.device, dtype=costs.dtype)
-            return y.reshape(shape)
+            return y if y.shape == shape else y.reshape(shape)
         flat = np.ascontiguousarray(costs, dtype=np.float64).reshape(-1, self.num_outputs)
         if self._torch_kernel:
             y = self.kernel(torch.from_numpy(flat)).numpy()
