@@ -246,3 +246,13 @@ def test_problems_with_a_cost_floor_stay_on_the_unfused_path():
     # a grid with cycles needs non-negative costs: the layer adds its hull offset
     layer = cl.ComboLayer(cl.problems.ShortestPath.grid(3, 3))
     assert layer.compiled.floor is not None and layer.compiled.fused is None
+
+
+def test_fused_layer_under_torch_func_grad_gives_the_eager_gradient():
+    # functorch transforms refuse the old-style Function: the layer switches to its twin
+    layer = cl.ComboLayer(cl.problems.TopK(n=6, k=2))
+    assert layer.compiled.fused is not None
+    w, g = torch.randn(3, 6, dtype=torch.float64), torch.randn(3, 6, dtype=torch.float64)
+    grad = torch.func.grad(lambda v: (layer(v) * g).sum())(w)
+    (expected,) = torch.autograd.grad((layer(w.requires_grad_()) * g).sum(), w)
+    assert torch.equal(grad, expected)
