@@ -122,6 +122,9 @@ class DagPlan:
                           dist[:, self.target])
 
 
+_CPU = torch.device("cpu")
+
+
 class EnumeratedPaths:
     """The kernel of a DAG whose paths :class:`DagPlan` enumerated; it also takes torch
     tensors (``array_api = "torch"``), so that a torch training loop pays no numpy round
@@ -146,7 +149,7 @@ class EnumeratedPaths:
             tables = self._tables[costs.dtype] = (self._arcs.T.contiguous(),
                                                   self._arcs.to(costs.dtype))
         by_arc, paths = tables
-        cheapest = torch.mm(costs.to("cpu", torch.float64), by_arc).argmin(1)
+        cheapest = torch.mm(costs.to(_CPU, torch.float64), by_arc).argmin(1)
         return paths.index_select(0, cheapest)
 
 
