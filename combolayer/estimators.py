@@ -127,7 +127,7 @@ def _projected_negative_identity(
             costs = u + noise.reshape(u.shape)
             if maximize:
                 costs = costs.neg_()
-        y = solver.solve_min(costs)
+        y = solver.solve_rows(costs) if costs.numel() else costs * 0
         return (y if flat is w else y.reshape(w.shape)), u, norm, clamped
 
     def vjp(grad: Tensor, u: Tensor, norm: Tensor, clamped: Tensor) -> Tensor:

@@ -183,22 +183,22 @@ class Solver:
         if costs.size == 0 if isinstance(costs, np.ndarray) else costs.numel() == 0:
             return costs * 0  # nothing to solve: no kernel sees an empty batch
         if isinstance(costs, torch.Tensor):
-            n = self.num_outputs
-            # a (B, N) batch that needs no gradient goes to the kernel as it is
-            flat = costs.detach() if costs.requires_grad else costs
-            if flat.dim() != 2 or flat.shape[1] != n:
-                flat = flat.reshape(-1, n)
-            if self._torch_kernel:
-                y = self._kernel(flat)
-            else:
-                # one copy at most: none for float64 CPU costs, which numpy shares
-                y = torch.from_numpy(self._kernel(flat.to("cpu", torch.float64).numpy()))
-            if y.dtype != costs.dtype or y.device != costs.device:
-                y = y.to(device=costs.device, dtype=costs.dtype)
-            return y if y.shape == shape else y.reshape(shape)
+            return self.solve_rows(costs.detach().reshape(-1, self.num_outputs)).reshape(shape)
         flat = np.ascontiguousarray(costs, dtype=np.float64).reshape(-1, self.num_outputs)
         if self._torch_kernel:
             y = self.kernel(torch.from_numpy(flat)).numpy()
         else:
             y = self.kernel(flat)
         return np.asarray(y, dtype=np.float64).reshape(shape)
+
+    def solve_rows(self, costs: torch.Tensor) -> torch.Tensor:
+        """:meth:`solve_min` of a ``(B, N)`` tensor with ``B >= 1`` that needs no gradient,
+        with nothing else looked at: the layer's hot path, where every call counts."""
+        if self._torch_kernel:
+            y = self._kernel(costs)
+        else:
+            # one copy at most: none for float64 CPU costs, which numpy shares
+            y = torch.from_numpy(self._kernel(costs.to("cpu", torch.float64).numpy()))
+        if y.dtype is costs.dtype and y.device == costs.device:
+            return y
+        return y.to(costs)
