@@ -131,7 +131,7 @@ def _projected_negative_identity(
         return (y if flat is w else y.reshape(w.shape)), u, norm, clamped
 
     def vjp(grad: Tensor, u: Tensor, norm: Tensor, clamped: Tensor) -> Tensor:
-        flat = grad if grad.shape == u.shape else grad.reshape(u.shape)
+        flat = grad if single_axis and grad.dim() == 2 else grad.reshape(u.shape)
         # dL/du: the negative identity's -dL/dy, or +dL/dy through a max problem's -u
         out = projection.vjp(flat if maximize else flat.neg(), u, norm, clamped)
         return out if flat is grad else out.reshape(grad.shape)
