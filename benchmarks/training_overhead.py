@@ -108,7 +108,8 @@ def render(results, profile, loads, command: str, threads: int, seconds: float) 
         "- *Identity epoch*: one epoch of Adam (lr 1e-2) on `torch.nn.Linear(5, 40)`, 1000 "
         "instances of `cl.data.shortest_path(deg=4, noise_width=0.5)`, shuffled batches of "
         "32, loss = regret of `cl.ComboLayer(spec)(pred)` (Identity, projection \"auto\") "
-        "under the true costs (PyEPO's `lossfunc=\"r\"`). *Two-stage*: the same loop with "
+        "under the true costs (PyEPO's `lossfunc=\"r\"`; the objective sense folded into "
+        "the costs once, as the PyEPO loop has none). *Two-stage*: the same loop with "
         "the MSE to the true costs and no layer. *PyEPO NID*: the Identity loop with "
         "`pyepo.func.negativeIdentity` on PyEPO's OR-Tools (GLOP) shortest-path model "
         "(PyEPO runs without gurobipy; the row is missing when pyepo is not installed).",
@@ -127,11 +128,13 @@ def render(results, profile, loads, command: str, threads: int, seconds: float) 
         "measures the contention).",
         "",
         "Where a goal is not met, the floor rows say why: with `projection=\"none\"` "
-        "the TopK layer is one `topk`, a tie check and a scatter forward and one `neg` "
-        "backward, so what remains above the floor is the projection the method needs "
-        "(mean, norm and divide forward, six ops backward) on a problem whose raw op "
-        "costs a few tens of microseconds. The Ranking layer's floor is one sort plus "
-        "the same projection. TSP times depend on the instance: many Euclidean "
+        "the TopK layer is the cost check, one `topk` of k + 1, a tie check and a scatter "
+        "forward and two `neg` backward, so what remains above the floor is the "
+        "projection the method needs: mean, subtract, norm and divide forward, multiply, "
+        "sum, addcmul, divide, mean and subtract backward, each a pass over the whole "
+        "batch, against a raw op that is one `topk` and a scatter. The Ranking layer's "
+        "floor is one sort plus the same projection. TSP times depend on the instance: "
+        "many Euclidean "
         "instances end with an integral LP after a few warm-started LP rounds (no MIP); "
         "the others pay one or more MIP solves, hence a mean well above the median "
         "(see docs/problems.md).",
@@ -149,26 +152,38 @@ def render(results, profile, loads, command: str, threads: int, seconds: float) 
         "",
         "The floor is torch's own per-op cost: every tensor op costs a few microseconds "
         "of dispatch whatever its size, and autograd adds a node per differentiable op. "
-        "The hot path does nothing else per call:",
+        "Inside a training loop every call costs several times what it costs in a loop "
+        "of its own (the layer's code and data are no longer in the caches), Python "
+        "calls included, so the hot path makes as few as it can:",
         "",
+        "- the default layer (Identity with projection \"auto\", \"auto-exact\" or "
+        "\"std\", on a problem without a cost floor) is one autograd node: projection, "
+        "noise, objective sense, solve, and the closed-form backward "
+        "`-sign J_P(w)^T dL/dy`, bit for bit the unfused chain's; it is an old-style "
+        "`autograd.Function` (one output, its intermediates saved on `ctx`) applied "
+        "without `Function.apply`'s per-call `inspect.signature` binding, with a "
+        "`setup_context` twin under functorch transforms;",
         "- the projection operator is built once per device and dtype (the all-ones "
         "normal is a mean; up to 128 outputs the plane projection is one matmul with "
-        "the dense projector, above that two low-rank matmuls), and the default "
-        "projection (plane or mean, then normalize) is one autograd node with a "
-        "closed-form backward instead of about ten;",
-        "- the cost check (finite, below 1e15 in magnitude) is one `abs().max()` "
+        "the dense projector, above that two low-rank matmuls); a max problem's `-u` "
+        "comes out of the division; the clamp test of the norm compares with a 0-dim "
+        "tensor, not a Python float wrapped anew on every call;",
+        "- the cost check (finite, below 1e15 in magnitude) is one `aminmax` "
         "reduction (a NaN fails it too; only a failing check pays for the entrywise "
         "test that names the problem);",
-        "- costs cross to numpy with at most one copy (none for float64 CPU tensors);",
-        "- the Identity `autograd.Function` solves inside `forward`, returns the solution "
-        "without a copy, saves nothing, and its backward is one `neg`; it is applied "
-        "without `Function.apply`'s per-call `inspect.signature` binding (51 -> 12 us), "
-        "except under functorch transforms;",
+        "- the fused node hands its `(B, N)` costs straight to the kernel "
+        "(`Solver.solve_rows`); numpy kernels get them with at most one copy (none for "
+        "float64 CPU tensors);",
+        "- with other projections the Identity `autograd.Function` solves inside "
+        "`forward`, returns the solution without a copy, saves nothing, and its backward "
+        "is one `neg`, applied without the signature binding (51 -> 12 us);",
         "- min problems skip the sign multiply; small DAG shortest paths (PyEPO's 5x5 "
-        "grid: 70 paths) are one matmul and an argmin over the enumerated paths;",
-        "- top-k is one `topk` and a scatter, ranking one sort and a scatter, with an "
-        "exact tie-breaking path when there are ties (and always off the CPU, where no "
-        "value is read back to the host).",
+        "grid: 70 paths) are one float64 matmul, an argmin and a row lookup over the "
+        "enumerated paths, in torch (no numpy round trip);",
+        "- top-k is one `topk` of k + 1 (a tie at the boundary shows as two equal "
+        "sorted columns) and a scatter, ranking one sort and a scatter, with an exact "
+        "tie-breaking path when there are ties (and always off the CPU, where no value "
+        "is read back to the host).",
         "",
         "## Threads under load",
         "",

@@ -107,3 +107,152 @@ def test_fused_normalized_projection_matches_the_chain(plane):
         (a,) = torch.autograd.grad(fused(w0), w0, grad[:1])
         (b,) = torch.autograd.grad(reference(w0), w0, grad[:1])
         torch.testing.assert_close(a, b)
+
+
+def test_cost_check_refuses_magnitudes_at_the_limit_on_either_side():
+    from combolayer.backends.solver import MAX_COST, check_costs
+
+    spec = cl.problems.TopK(n=3, k=1)
+    for dtype in (torch.float32, torch.float64):
+        check_costs(spec, torch.tensor([-0.5 * MAX_COST, 0.0, 0.5 * MAX_COST], dtype=dtype))
+        # (float32 rounds 1e15 down, below the limit)
+        limits = (MAX_COST, -MAX_COST) if dtype == torch.float64 else ()
+        for bad in (*limits, 2 * MAX_COST, -2 * MAX_COST):
+            with pytest.raises(ValueError, match="below 1e\\+15 in magnitude"):
+                check_costs(spec, torch.tensor([0.0, bad, 1.0], dtype=dtype))
+        for bad in (float("nan"), float("inf"), -float("inf")):
+            with pytest.raises(ValueError, match="must be finite"):
+                check_costs(spec, torch.tensor([[0.0, 1.0, 2.0], [0.0, bad, 1.0]], dtype=dtype))
+
+
+def test_topk_fast_path_sees_ties_only_at_the_boundary():
+    from combolayer.backends.torch import topk_indicator
+
+    costs = torch.tensor([[1.0, 0.0, 0.0, 5.0, 2.0],    # tie inside the 2 smallest: fast path
+                          [3.0, 1.0, 2.0, 1.0, 4.0]])   # no tie at the 2nd value
+    torch.testing.assert_close(topk_indicator(costs, 2),
+                               torch.tensor([[0.0, 1, 1, 0, 0], [0, 1, 0, 1, 0]]))
+    tied = torch.tensor([[2.0, 1.0, 2.0, 3.0, 2.0]])    # the 2nd value 2.0 thrice: lowest index
+    torch.testing.assert_close(topk_indicator(tied, 2), torch.tensor([[1.0, 1, 0, 0, 0]]))
+    assert torch.equal(topk_indicator(tied, 5), torch.ones_like(tied))
+
+
+def pyepo_grid() -> cl.problems.ShortestPath:
+    return cl.data.shortest_path_spec((5, 5))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_enumerated_dag_paths_solve_torch_costs_in_torch(dtype):
+    from combolayer.backends.scipy import EnumeratedPaths
+
+    solver = cl.make_solver(pyepo_grid(), "scipy")
+    assert isinstance(solver.kernel, EnumeratedPaths) and solver.kernel.array_api == "torch"
+    rng = np.random.default_rng(1)
+    costs = np.concatenate([rng.normal(size=(40, 40)),
+                            rng.integers(0, 2, size=(40, 40)).astype(float)])  # ties too
+    expected = solver.kernel.plan.paths(costs)  # numpy, first path in enumeration order
+    y = solver.solve(torch.tensor(costs, dtype=dtype))
+    assert y.dtype == dtype
+    np.testing.assert_array_equal(y.numpy(), expected)
+    np.testing.assert_array_equal(solver.solve(costs), expected)
+
+
+def test_enumerated_dag_paths_through_executor_workers(always_parallel):
+    spec = pyepo_grid()
+    costs = np.random.default_rng(2).normal(size=(16, 40))
+    serial = cl.make_solver(spec, "scipy").solve(costs)
+    solver = cl.make_solver(spec, {"name": "scipy", "executor": "thread", "workers": 2})
+    np.testing.assert_array_equal(solver.solve(costs), serial)
+    solver.kernel.close()
+
+
+# -- the fused default layer: one autograd node for projection, solve and identity --
+
+
+def unfused(layer: cl.ComboLayer) -> cl.ComboLayer:
+    """The same layer on the unfused path: the projection's node, then the estimator's."""
+    layer.__dict__["_compiled"] = dataclasses.replace(layer.compiled, fused=None)
+    return layer
+
+
+def fused_cases():
+    low_rank = cl.ILP.from_matrices(  # more outputs than DENSE_PROJECTOR_MAX: two-matmul plane
+        shape=[DENSE_PROJECTOR_MAX + 2],
+        A_eq=np.kron(np.eye(2), np.ones((1, DENSE_PROJECTOR_MAX // 2 + 1))), b_eq=[3, 4])
+    return {
+        "topk max, auto (mean)": (cl.problems.TopK(n=7, k=3), "auto"),
+        "topk min, std": (cl.problems.TopK(n=7, k=3, sense="min"), "std"),
+        "dag min, auto (dense plane)": (pyepo_grid(), "auto"),
+        "dag max, auto-exact": (cl.ILP.from_matrices(shape=[5], A_eq=np.ones((1, 5)), b_eq=[2],
+                                                     sense="max"), "auto-exact"),
+        "assignment 3x3, auto (cost shape 2-d)": (cl.problems.Matching(rows=3, cols=3), "auto"),
+        "low-rank plane": (low_rank, "auto"),
+    }
+
+
+@pytest.mark.parametrize("case", list(fused_cases()))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("batch", [(), (4,), (2, 3)])
+@pytest.mark.parametrize("noise", [0.0, 0.5])
+def test_fused_layer_equals_the_unfused_composition_bit_for_bit(case, dtype, batch, noise):
+    spec, projection = fused_cases()[case]
+    make = lambda: cl.ComboLayer(spec, projection=projection, noise=noise,  # noqa: E731
+                                 generator=torch.Generator().manual_seed(7))
+    fused, reference = make(), unfused(make())
+    assert fused.compiled.fused is not None
+    w = torch.randn(*batch, *spec.cost_shape, dtype=dtype)
+    g = torch.randn(*batch, *spec.cost_shape, dtype=dtype)
+    for training in (True, False):
+        fused.train(training), reference.train(training)
+        outputs = []
+        for layer in (fused, reference):
+            v = w.clone().requires_grad_()
+            y = layer(v)
+            (grad,) = torch.autograd.grad(y, v, g)
+            outputs.append((y, grad))
+        (y, grad), (y_ref, grad_ref) = outputs
+        assert y.shape == w.shape and y.dtype == dtype and grad.dtype == dtype
+        assert torch.equal(y, y_ref) and torch.equal(grad, grad_ref)
+        # and it is -sign J_P(w)^T g, whatever the noise did to y
+        v = w.clone().requires_grad_()
+        (expected,) = torch.autograd.grad(fused.projection(v), v, -fused.solver.sign * g)
+        torch.testing.assert_close(grad, expected, rtol=0,
+                                   atol=1e-5 if dtype == torch.float32 else 1e-12)
+
+
+def test_fused_layer_samples_noise_like_the_unfused_one_and_records_nothing_without_grad():
+    spec = cl.problems.TopK(n=6, k=2)
+    fused = cl.ComboLayer(spec, noise=1.0, generator=torch.Generator().manual_seed(3))
+    reference = unfused(cl.ComboLayer(spec, noise=1.0, generator=torch.Generator().manual_seed(3)))
+    w = torch.randn(50, 6)
+    assert torch.equal(fused(w), reference(w))
+    assert not torch.equal(fused(w), fused.eval()(w))  # the noise changed some solutions
+    y = fused(w.requires_grad_())
+    assert y.grad_fn is not None
+    with torch.no_grad():
+        assert fused(w).grad_fn is None
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"projection": "plane"}, {"projection": "mean"}, {"projection": "none"},
+    {"projection": "norm"}, {"projection": project_mean}, {"method": "blackbox"},
+    {"method": {"name": "margin", "method": "identity"}},
+])
+def test_other_layers_stay_on_the_unfused_path(kwargs):
+    assert cl.ComboLayer(cl.problems.TopK(n=5, k=2), **kwargs).compiled.fused is None
+
+
+def test_problems_with_a_cost_floor_stay_on_the_unfused_path():
+    # a grid with cycles needs non-negative costs: the layer adds its hull offset
+    layer = cl.ComboLayer(cl.problems.ShortestPath.grid(3, 3))
+    assert layer.compiled.floor is not None and layer.compiled.fused is None
+
+
+def test_fused_layer_under_torch_func_grad_gives_the_eager_gradient():
+    # functorch transforms refuse the old-style Function: the layer switches to its twin
+    layer = cl.ComboLayer(cl.problems.TopK(n=6, k=2))
+    assert layer.compiled.fused is not None
+    w, g = torch.randn(3, 6, dtype=torch.float64), torch.randn(3, 6, dtype=torch.float64)
+    grad = torch.func.grad(lambda v: (layer(v) * g).sum())(w)
+    (expected,) = torch.autograd.grad((layer(w.requires_grad_()) * g).sum(), w)
+    assert torch.equal(grad, expected)

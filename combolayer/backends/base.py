@@ -126,7 +126,8 @@ class Backend:
 
 class FunctionBackend(Backend):
     """A backend made of one kernel builder per problem kind, each returning a
-    function on a ``(B, N)`` batch of minimisation costs."""
+    function on a ``(B, N)`` batch of minimisation costs of the backend's
+    ``array_api``, or a :class:`Kernel` of its own."""
 
     builders: ClassVar[dict[str, Callable[[Spec], Callable]]] = {}
 
@@ -135,5 +136,7 @@ class FunctionBackend(Backend):
         if "builders" in cls.__dict__ and "kinds" not in cls.__dict__:
             cls.kinds = frozenset(cls.builders)
 
-    def compile(self, spec: Spec, config: BackendConfig) -> FunctionKernel:
-        return FunctionKernel(self.builders[spec.kind](spec), self.array_api)
+    def compile(self, spec: Spec, config: BackendConfig) -> Kernel:
+        function = self.builders[spec.kind](spec)
+        return function if isinstance(function, Kernel) else FunctionKernel(function,
+                                                                             self.array_api)

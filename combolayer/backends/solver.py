@@ -91,21 +91,28 @@ def check_costs(spec: Spec, costs: Any, name: str = "costs") -> None:
     """Raise ValueError on a wrong trailing shape, non-real dtype, NaN/inf, or entries of
     magnitude MAX_COST or more (one fused reduction when all is well)."""
     shape = tuple(costs.shape)
-    k = len(spec.cost_shape)
-    if shape[len(shape) - k :] != spec.cost_shape or len(shape) < k:
+    cost_shape = spec.cost_shape
+    k = len(cost_shape)
+    if shape[len(shape) - k :] != cost_shape or len(shape) < k:
         raise ValueError(
             f"{name} has trailing shape {shape[len(shape) - k :] if len(shape) >= k else shape} "
-            f"but {spec.label} expects {spec.cost_shape} (got full shape {shape})"
+            f"but {spec.label} expects {cost_shape} (got full shape {shape})"
         )
     is_torch = isinstance(costs, torch.Tensor)
     if costs.is_complex() if is_torch else np.iscomplexobj(costs):
         raise ValueError(f"{name} must be real, got complex dtype {costs.dtype} for {spec.label}")
     if costs.numel() == 0 if is_torch else costs.size == 0:
         return
-    # One reduction in the usual case; NaN fails the comparison too.
-    largest = float(costs.detach().abs().max()) if is_torch else float(np.abs(costs).max())
-    if largest < MAX_COST:
-        return
+    # One reduction in the usual case; NaN fails the comparisons too.
+    if is_torch:
+        low, high = torch.aminmax(costs.detach())
+        if -MAX_COST < float(low) and float(high) < MAX_COST:
+            return
+        largest = float(costs.detach().abs().max())
+    else:
+        largest = float(np.abs(costs).max())
+        if largest < MAX_COST:
+            return
     if not all_finite(costs):
         raise ValueError(f"{name} must be finite, got NaN or inf entries for {spec.label}")
     raise ValueError(f"{name} must be below {MAX_COST:g} in magnitude for {spec.label}, "
@@ -176,18 +183,22 @@ class Solver:
         if costs.size == 0 if isinstance(costs, np.ndarray) else costs.numel() == 0:
             return costs * 0  # nothing to solve: no kernel sees an empty batch
         if isinstance(costs, torch.Tensor):
-            flat = costs.detach().reshape(-1, self.num_outputs)
-            if self._torch_kernel:
-                y = self.kernel(flat)
-            else:
-                # one copy at most: none for float64 CPU costs, which numpy shares
-                y = torch.from_numpy(self.kernel(flat.to("cpu", torch.float64).numpy()))
-            if y.device != costs.device or y.dtype != costs.dtype:
-                y = y.to(device=costs.device, dtype=costs.dtype)
-            return y.reshape(shape)
+            return self.solve_rows(costs.detach().reshape(-1, self.num_outputs)).reshape(shape)
         flat = np.ascontiguousarray(costs, dtype=np.float64).reshape(-1, self.num_outputs)
         if self._torch_kernel:
             y = self.kernel(torch.from_numpy(flat)).numpy()
         else:
             y = self.kernel(flat)
         return np.asarray(y, dtype=np.float64).reshape(shape)
+
+    def solve_rows(self, costs: torch.Tensor) -> torch.Tensor:
+        """:meth:`solve_min` of a ``(B, N)`` tensor with ``B >= 1`` that needs no gradient,
+        with nothing else looked at: the layer's hot path, where every call counts."""
+        if self._torch_kernel:
+            y = self._kernel(costs)
+        else:
+            # one copy at most: none for float64 CPU costs, which numpy shares
+            y = torch.from_numpy(self._kernel(costs.to("cpu", torch.float64).numpy()))
+        if y.dtype is costs.dtype and y.device == costs.device:
+            return y
+        return y.to(costs)

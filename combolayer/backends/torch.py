@@ -30,17 +30,17 @@ def topk_indicator(costs: Tensor, k: int) -> Tensor:
     """The 0/1 indicator of the ``k`` smallest entries along the last axis.
 
     Ties at the k-th value go to the lowest indices. On the CPU, where reading
-    one number back costs no device sync, one ``torch.topk`` and a scatter do
-    it whenever no entry ties the k-th value (checked by one count); otherwise,
-    and always on other devices (no host round trip), ``torch.kthvalue`` finds
-    the threshold (measured 1.35x a bare ``torch.topk``) and equal entries are
-    admitted in index order.
+    one number back costs no device sync, one ``torch.topk`` of ``k + 1`` and a
+    scatter do it whenever no entry left out ties the k-th value, that is
+    when the sorted (k+1)-th value differs from the k-th in every row (one
+    comparison of two columns); otherwise, and always on other devices (no host
+    round trip), ``torch.kthvalue`` finds the threshold (measured 1.35x a bare
+    ``torch.topk``) and equal entries are admitted in index order.
     """
-    if _host_readable(costs) and costs.ndim == 2:
-        values, index = torch.topk(costs, k, dim=-1, largest=False)
-        # each row holds its k-th value at least once; more often only on a tie
-        if int(costs.eq(values[:, k - 1:]).sum()) == costs.shape[0]:
-            return torch.zeros_like(costs).scatter_(-1, index, 1.0)
+    if _host_readable(costs) and costs.ndim == 2 and k < costs.shape[1]:
+        values, index = torch.topk(costs, k + 1, dim=-1, largest=False)
+        if not bool(values[:, k].eq(values[:, k - 1]).any()):
+            return torch.zeros_like(costs).scatter_(-1, index[:, :k], 1.0)
     threshold = torch.kthvalue(costs, k, dim=-1, keepdim=True).values
     below = costs < threshold
     tied = costs == threshold

@@ -98,12 +98,12 @@ def shortest_path_epochs(num_data: int = 1000, rounds: int = 15) -> list[Ratio]:
     data = cl.data.shortest_path(num_data, 5, grid=(5, 5), deg=4, noise_width=0.5, seed=135)
     x, c, y = data.features, data.costs, data.solutions
     layer = cl.ComboLayer(data.spec)  # the defaults: Identity, projection "auto"
-    sign = layer.solver.sign
+    signed_costs = layer.solver.sign * c  # the objective sense, folded in once
     num_outputs = c.shape[1]
 
     def regret(pred: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         # PyEPO's lossfunc="r": the regret of the decision under the true costs
-        return (sign * ((layer(pred) - y[index]) * c[index]).sum(-1)).mean()
+        return ((layer(pred) - y[index]) * signed_costs[index]).sum(-1).mean()
 
     def mse(pred: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.mse_loss(pred, c[index])

@@ -18,11 +18,11 @@ from ..analysis.hull import analyze
 from ..backends.config import BackendConfig
 from ..backends.registry import make_solver
 from ..backends.solver import Solver, check_costs
-from ..estimators import Estimator, resolve_method
+from ..estimators import Estimator, Identity, resolve_method
 from ..specs.base import Spec
 from ..specs.load import load_spec, read_mapping
 from ..transforms.noise import SignNoise
-from ..transforms.projection import NORM_EPS, Transform
+from ..transforms.projection import NORM_EPS, Normalized, Transform
 from .projection import HULL_PROJECTIONS, make_projection
 from .schedules import Schedule, make_schedule
 
@@ -121,13 +121,21 @@ class ComboLayer(nn.Module):
         floor = None if floor is None else torch.as_tensor(floor)
         hull = floor is not None and self._projection_arg in HULL_PROJECTIONS
         exact = hull and self._projection_arg.endswith("-exact")
+        projection = make_projection(self._projection_arg, self.spec)
+        # The default layer (Identity, a normalized projection by name: a callable one
+        # sees costs of shape (..., *cost_shape), which the fused node flattens) is one
+        # autograd node, on problems that take costs of any sign (no hull offset).
+        flat = getattr(projection, "flat", projection)
+        fused = (type(self.method) is Identity and floor is None
+                 and isinstance(self._projection_arg, str) and isinstance(flat, Normalized))
         compiled = _Compiled(
             solver=solver,
-            projection=make_projection(self._projection_arg, self.spec),
+            projection=projection,
             floor=floor,
             normals=torch.tensor(analyze(self.spec, exact=exact).normals) if hull else None,
             solve=self.method.build(solver if floor is None else
                                     _ClipPerturbations(solver, floor)),
+            fused=self.method.build_projected(solver, flat) if fused else None,
         )
         self.__dict__["_compiled"] = compiled
         return compiled
@@ -276,30 +284,33 @@ class ComboLayer(nn.Module):
         if not w.is_floating_point():
             raise TypeError(f"w must be a floating-point tensor, got {w.dtype}: pass w.float()")
         check_costs(self.spec, w, "w")
+        if target is not None:
+            check_costs(self.spec, target, "target")
         if sampling and self.sample_noise is not None:
             # Before the projection: the paper's samplers perturb the logits.
             w = w + self.sample_noise.sample(w.shape, generator=self.generator).to(w)
         compiled = self.compiled
-        projected = u = compiled.projection(w)
-        if self.training and self.noise is not None:
-            u = u + self.noise.sample(u.shape, generator=self.generator).to(u)
-        # The objective sense, folded in once (a min problem skips the multiply).
-        costs = u if compiled.solver.sign == 1.0 else -u
-        if compiled.floor is not None:
-            costs = costs + self._hull_offset(w, projected)
-        needs_grad = torch.is_grad_enabled() and costs.requires_grad
-        if target is not None:
-            check_costs(self.spec, target, "target")
-            target = target.to(costs)
-        if not logger.isEnabledFor(logging.DEBUG):
-            return compiled.solve(costs, target=target, needs_grad=needs_grad,
-                                  training=self.training or sampling)
-        start = time.perf_counter()
-        y = compiled.solve(costs, target=target, needs_grad=needs_grad,
-                           training=self.training or sampling)
-        logger.debug("%s: batch of %d solved on %r in %.4f s", self.spec.label,
-                     y.numel() // self.spec.num_outputs, compiled.solver.backend,
-                     time.perf_counter() - start)
+        noise = self.noise if self.training else None
+        debug = logger.isEnabledFor(logging.DEBUG)
+        start = time.perf_counter() if debug else 0.0
+        if compiled.fused is not None:
+            xi = None if noise is None else noise.sample(w.shape, generator=self.generator).to(w)
+            y = compiled.fused(w, xi)
+        else:
+            projected = u = compiled.projection(w)
+            if noise is not None:
+                u = u + noise.sample(u.shape, generator=self.generator).to(u)
+            # The objective sense, folded in once (a min problem skips the multiply).
+            costs = u if compiled.solver.sign == 1.0 else -u
+            if compiled.floor is not None:
+                costs = costs + self._hull_offset(w, projected)
+            y = compiled.solve(costs, target=None if target is None else target.to(costs),
+                               needs_grad=torch.is_grad_enabled() and costs.requires_grad,
+                               training=self.training or sampling)
+        if debug:
+            logger.debug("%s: batch of %d solved on %r in %.4f s", self.spec.label,
+                         y.numel() // self.spec.num_outputs, compiled.solver.backend,
+                         time.perf_counter() - start)
         return y
 
 
@@ -345,3 +356,5 @@ class _Compiled:
     floor: Tensor | None
     normals: Tensor | None
     solve: Callable[..., Tensor]
+    #: The default hot path as one node (``Identity.build_projected``), or None.
+    fused: Callable[[Tensor, Tensor | None], Tensor] | None = None

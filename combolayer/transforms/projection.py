@@ -17,12 +17,14 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-
 Transform = Callable[[Tensor], Tensor]
 
 #: ``normalize`` divides by ``max(||w||, NORM_EPS)``: a zero cost stays zero
 #: (its solution is arbitrary anyway) and gradients stay finite, never NaN.
 NORM_EPS = 1e-12
+#: NORM_EPS as a 0-dim tensor: a comparison with it wraps no Python float per call
+#: (measured about 4x cheaper than ``norm < NORM_EPS`` inside a training loop).
+_NORM_EPS_TENSOR = torch.tensor(NORM_EPS, dtype=torch.float64)
 
 
 def identity(w: Tensor) -> Tensor:
@@ -39,16 +41,19 @@ def normalize(w: Tensor) -> Tensor:
     return w / torch.linalg.vector_norm(w, dim=-1, keepdim=True).clamp_min(NORM_EPS)
 
 
-def fast_apply(function: type[torch.autograd.Function]) -> Callable:
+def fast_apply(function: type[torch.autograd.Function],
+               under_transforms: Callable | None = None) -> Callable:
     """``function.apply`` without its per-call ``inspect.signature`` binding of
     default arguments (measured 51 -> 12 us a call), for functions whose
     ``forward`` has none; under functorch transforms (vmap, grad) the full
-    ``apply`` runs as before."""
+    ``apply`` runs as before, or ``under_transforms`` when given (for a
+    ``function`` in the old style, ``forward(ctx, ...)``, which they refuse)."""
     direct = super(torch.autograd.Function, function).apply
     transforms_active = torch._C._are_functorch_transforms_active
+    transformed = function.apply if under_transforms is None else under_transforms
 
     def apply(*args):
-        return function.apply(*args) if transforms_active() else direct(*args)
+        return transformed(*args) if transforms_active() else direct(*args)
 
     return apply
 
@@ -103,7 +108,10 @@ def chain(*transforms: Transform) -> Transform:
 
 
 def on_cost_shape(transform: Transform, cost_shape: tuple[int, ...]) -> Transform:
-    """Apply a flat-cost transform to costs of shape ``(..., *cost_shape)``."""
+    """Apply a flat-cost transform to costs of shape ``(..., *cost_shape)``.
+
+    The lifted transform keeps the flat one as its ``flat`` attribute.
+    """
     if len(cost_shape) == 1:
         return transform
     size = math.prod(cost_shape)
@@ -112,10 +120,11 @@ def on_cost_shape(transform: Transform, cost_shape: tuple[int, ...]) -> Transfor
         batch = w.shape[: w.ndim - len(cost_shape)]
         return transform(w.reshape(*batch, size)).reshape(w.shape)
 
+    lifted.flat = transform  # type: ignore[attr-defined]
     return lifted
 
 
-def normalized(project: Transform) -> Transform:
+class Normalized:
     """``chain(project, normalize)`` as one autograd node, for an orthogonal
     projection ``project`` (symmetric and idempotent: mean, plane).
 
@@ -123,36 +132,56 @@ def normalized(project: Transform) -> Transform:
     NORM_EPS)`` and ``u = c / n``, the backward is ``P ((g - u <g, u>) / n)``
     (``P g / n`` where the norm was clamped). Autograd would record about ten
     nodes for the chain; this is one, applied without ``Function.apply``'s
-    per-call signature binding (docs/performance.md).
+    per-call signature binding (docs/performance.md). Its two halves,
+    :meth:`values` and :meth:`vjp`, are public for a node that fuses more
+    around them (the Identity layer's, in :mod:`combolayer.estimators`).
     """
 
-    class _Normalized(torch.autograd.Function):
-        @staticmethod
-        def forward(w: Tensor) -> Tensor:
-            c = project(w)
-            norm = torch.linalg.vector_norm(c, dim=-1, keepdim=True)
-            clamped = norm < NORM_EPS
-            norm = norm.clamp_min(NORM_EPS)
-            return c / norm, norm, clamped
+    def __init__(self, project: Transform) -> None:
+        self.project = project
+        values, vjp = self.values, self.vjp
 
-        @staticmethod
-        def setup_context(ctx, inputs, output) -> None:
-            u, norm, clamped = output
-            ctx.mark_non_differentiable(norm, clamped)
-            ctx.save_for_backward(u, norm, clamped)
+        class _Normalized(torch.autograd.Function):
+            @staticmethod
+            def forward(w: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+                return values(w)
 
-        @staticmethod
-        def backward(ctx, grad: Tensor, _norm_grad=None, _clamped_grad=None) -> Tensor:
-            u, norm, clamped = ctx.saved_tensors
-            along = (grad * u).sum(-1, keepdim=True).masked_fill_(clamped, 0.0)
-            return project((grad - u * along) / norm)
+            @staticmethod
+            def setup_context(ctx, inputs, output) -> None:
+                u, norm, clamped = output
+                ctx.mark_non_differentiable(norm, clamped)
+                ctx.set_materialize_grads(False)  # no zero gradients made for norm, clamped
+                ctx.save_for_backward(u, norm, clamped)
 
-    apply = fast_apply(_Normalized)
+            @staticmethod
+            def backward(ctx, grad: Tensor | None, _norm_grad=None, _clamped_grad=None):
+                return None if grad is None else vjp(grad, *ctx.saved_tensors)
 
-    def transform(w: Tensor) -> Tensor:
-        return apply(w)[0]
+        self._apply = fast_apply(_Normalized)
 
-    return transform
+    def __call__(self, w: Tensor) -> Tensor:
+        return self._apply(w)[0]
+
+    def values(self, w: Tensor, negate: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+        """The forward, without autograd: ``(u, n, clamped)``, with ``clamped`` where
+        ``||P w|| < NORM_EPS``; the last axis reduced to size 1 in ``n`` and ``clamped``.
+        ``negate`` returns ``-u`` in place of ``u`` (divided by ``-n``: no extra pass)."""
+        c = self.project(w)
+        norm = torch.linalg.vector_norm(c, dim=-1, keepdim=True)
+        clamped = norm < _NORM_EPS_TENSOR
+        norm = norm.clamp_min_(NORM_EPS)
+        return c / (norm.neg() if negate else norm), norm, clamped
+
+    def vjp(self, grad: Tensor, u: Tensor, norm: Tensor, clamped: Tensor) -> Tensor:
+        """``dL/dw`` for ``grad = dL/du``, from what :meth:`values` returned (``u`` or
+        ``-u`` alike: it enters as ``u <grad, u>``, bit for bit the same)."""
+        along = (grad * u).sum(-1, keepdim=True).masked_fill_(clamped, 0.0)
+        return self.project(torch.addcmul(grad, u, along, value=-1.0).div_(norm))
+
+
+def normalized(project: Transform) -> Normalized:
+    """``chain(project, normalize)`` as one autograd node (:class:`Normalized`)."""
+    return Normalized(project)
 
 
 project_std = normalized(project_mean)
