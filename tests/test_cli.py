@@ -82,3 +82,15 @@ def test_reproduce_help_names_the_experiments_and_set_passes_options(tmp_path):
     assert details["config"]["epochs"] == 2
     bad = run("reproduce", "retrieval", "--quick", "--set", "epochz=2", check=False)
     assert bad.returncode == 2 and "epochz" in bad.stderr
+
+
+def test_reproduce_list_names_the_library_benchmarks_from_a_checkout():
+    # The tests run from a source checkout, where benchmarks/ sits next to the package.
+    text = run("reproduce", "--list").stdout
+    assert "warcraft" in text and "library benchmark" in text and "training_overhead" in text
+
+
+def test_bench_check_reads_the_committed_baseline():
+    from combolayer.cli import perf
+
+    assert perf.BASELINE.is_file(), perf.BASELINE

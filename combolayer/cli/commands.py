@@ -140,5 +140,5 @@ def reproduce(args: argparse.Namespace) -> int:
 
 def _benchmarks() -> dict[str, Path]:
     """The library's own benchmarks, ``benchmarks/NAME.py``, when run from a source checkout."""
-    folder = Path(__file__).resolve().parents[1] / "benchmarks"
+    folder = Path(__file__).resolve().parents[2] / "benchmarks"
     return {p.stem: p for p in sorted(folder.glob("*.py"))} if folder.is_dir() else {}

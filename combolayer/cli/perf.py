@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 #: The committed baseline ``combolayer bench --check`` compares against.
-BASELINE = Path(__file__).resolve().parents[1] / "benchmarks" / "training_overhead_baseline.json"
+BASELINE = Path(__file__).resolve().parents[2] / "benchmarks" / "training_overhead_baseline.json"
 #: ``--check`` fails when a ratio exceeds its baseline by more than this factor.
 CHECK_FACTOR = 1.5
 
