@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -108,11 +109,36 @@ def shortest_path_epochs(num_data: int = 1000, rounds: int = 15) -> list[Ratio]:
     def mse(pred: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.mse_loss(pred, c[index])
 
+    bare_layer = cl.ComboLayer(data.spec, projection="none")
+    solve_rows = layer.solver.solve_rows
+
+    class BareSolve(torch.autograd.Function):
+        """The same kernel with the negative identity and nothing else: no checks,
+        no projection, no layer (the floor of any solver-in-the-loop epoch)."""
+
+        @staticmethod
+        def forward(ctx: Any, costs: torch.Tensor) -> torch.Tensor:
+            return solve_rows(costs.detach())
+
+        @staticmethod
+        def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+            return grad.neg()
+
+    def regret_with(solve: Callable) -> Callable:
+        return lambda pred, index: ((solve(pred) - y[index]) * signed_costs[index]).sum(-1).mean()
+
     identity = _epoch_runner(x, regret, num_outputs)
     two_stage = _epoch_runner(x, mse, num_outputs)
     results = [_measure("Identity epoch / two-stage epoch (shortest path 5x5, linear, "
                         f"batch 32, {num_data} instances)", "<= 2.0", identity, two_stage,
-                        rounds)]
+                        rounds),
+               _measure("Identity epoch, projection none / two-stage epoch", "(floor)",
+                        _epoch_runner(x, regret_with(bare_layer), num_outputs), two_stage,
+                        rounds),
+               _measure("the same kernel in a bare autograd.Function (no checks, no "
+                        "projection, no layer) / two-stage epoch (the floor)", "(floor)",
+                        _epoch_runner(x, regret_with(BareSolve.apply), num_outputs),
+                        two_stage, rounds)]
     nid = pyepo_nid_loss(c, y)
     if nid is not None:
         peer = _epoch_runner(x, nid, num_outputs)
