@@ -4,12 +4,14 @@
 
 On Euclidean instances (uniform points in the unit square), one solver thread,
 ``torch.set_num_threads(1)``, the median and the mean milliseconds per instance
-after a warm-up solve, for n = 20, 50, 100, 150 (fewer instances at the larger
-sizes). Solve times have a long tail (the instances whose LP stays fractional
+after a warm-up solve, for n = 10, 20, 50, 100, 150 (fewer instances at the
+larger sizes). Solve times have a long tail (the instances whose LP stays fractional
 pay MIP solves), so the mean, which sets what a batch costs, is shown beside
 the median. The options:
 
-- HiGHS (the default up to ``TSP_MAX_NODES_FIRST`` nodes): ``HighsTspKernel``,
+- Held-Karp (the default up to ``TSP_DP_MAX_NODES`` nodes): the scipy
+  backend's dynamic program, exponential in n, so only up to that size;
+- HiGHS (the default above, up to ``TSP_MAX_NODES_FIRST`` nodes): ``HighsTspKernel``,
   cut rounds on the LP, reduced-cost fixing against a tour, then the MIP;
 - the same without the blossom cuts, and without the fixing, to show what
   each part buys;
@@ -39,6 +41,7 @@ import torch
 
 import combolayer as cl
 import combolayer.backends.highs as highs_backend
+from combolayer.backends.scipy import TSP_DP_MAX_NODES
 from combolayer.cli.perf import tsp_costs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,6 +74,14 @@ def highs_solver(n: int, without: str | None = None) -> Callable:
             return solve(w)
 
     return solve_without
+
+
+def held_karp_solver(n: int):
+    """The scipy backend's Held-Karp dynamic program, which "auto" picks up to
+    ``TSP_DP_MAX_NODES`` cities; None above (it is exponential in n)."""
+    if n > TSP_DP_MAX_NODES:
+        return None
+    return cl.make_solver(cl.problems.TSP(num_nodes=n), "scipy").solve
 
 
 def cpsat_solver(n: int):
@@ -122,10 +133,12 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     command = "python " + " ".join(["benchmarks/tsp_backends.py", *sys.argv[1:]])
-    instances = ({20: 24, 50: 24, 100: 8, 150: 4} if not args.quick
-                 else {20: 4, 50: 4, 100: 2})
-    options: dict[str, Callable[[int], Callable]] = {
-        f"HiGHS (default up to {highs_backend.TSP_MAX_NODES_FIRST} nodes)": highs_solver,
+    instances = ({10: 24, 20: 24, 50: 24, 100: 8, 150: 4} if not args.quick
+                 else {10: 4, 20: 4, 50: 4, 100: 2})
+    options: dict[str, Callable[[int], Callable | None]] = {
+        f"Held-Karp DP (default up to {TSP_DP_MAX_NODES} nodes)": held_karp_solver,
+        f"HiGHS (default for {TSP_DP_MAX_NODES + 1} to {highs_backend.TSP_MAX_NODES_FIRST} "
+        "nodes)": highs_solver,
         "HiGHS without blossoms": lambda n: highs_solver(n, "blossoms"),
         "HiGHS without reduced-cost fixing": lambda n: highs_solver(n, "fixing"),
         "SCIP, cuts in its constraint handler": lambda n: cl.make_solver(
@@ -144,7 +157,10 @@ def main() -> None:
         table[n] = {}
         reference = None
         for name, make in list(options.items()):
-            result = time_option(make(n), costs)
+            solve = make(n)
+            if solve is None:
+                continue  # not defined at this size: "n/a"
+            result = time_option(solve, costs)
             if result is not None:
                 median, mean, values = result
                 if reference is None:
