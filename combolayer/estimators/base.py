@@ -27,10 +27,17 @@ closure, never passed through ``.apply``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import torch
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    ValidationError,
+    ValidationInfo,
+)
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
@@ -136,18 +143,22 @@ class Estimator(BaseModel):
         return solve
 
 
-def positive(value: float, info: Any, who: str) -> float:
-    """A field validator's check that ``value > 0``, naming the estimator and the field."""
+def _positive(value: float, info: ValidationInfo) -> float:
     if not value > 0:
-        raise ValueError(f"{who} {info.field_name} must be > 0, got {value}")
+        raise ValueError(f"{info.config['title']} {info.field_name} must be > 0, got {value}")
     return value
 
 
-def sample_count(value: Any, who: str) -> int:
-    """A field validator's check that ``num_samples`` is an int >= 1."""
+def _sample_count(value: Any, info: ValidationInfo) -> int:
     if not (isinstance(value, int) and value >= 1):
-        raise ValueError(f"{who} num_samples must be an int >= 1, got {value}")
+        raise ValueError(f"{info.config['title']} num_samples must be an int >= 1, got {value}")
     return value
+
+
+#: A hyperparameter that must be > 0; the error names the estimator and the field.
+Positive = Annotated[float, AfterValidator(_positive)]
+#: A number of samples: an int >= 1 (``2.0`` is refused, not truncated).
+SampleCount = Annotated[int, BeforeValidator(_sample_count)]
 
 
 def resolve_method(method: str | dict | Estimator) -> Estimator:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import field_validator
 from torch import Tensor
 
 from ..backends.solver import Solver
-from .base import Estimator, positive
+from .base import Estimator, Positive
 
 __all__ = ["Blackbox"]
 
@@ -53,13 +53,8 @@ class Blackbox(Estimator):
 
     name: ClassVar[str] = "blackbox"
 
-    lam: float = 20.0
+    lam: Positive = 20.0
     reduction: str = "mean"
-
-    @field_validator("lam")
-    @classmethod
-    def _check_lam(cls, value: float, info: Any) -> float:
-        return positive(value, info, "Blackbox")
 
     @field_validator("reduction")
     @classmethod

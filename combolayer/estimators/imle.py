@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import torch
-from pydantic import field_validator, model_validator
+from pydantic import model_validator
 
 from ..transforms.noise import DEFAULT_SOG_K, NOISES, SumOfGamma, make_noise
-from .base import Estimator, positive, sample_count
+from .base import Estimator, Positive, SampleCount
 from .blackbox import interpolation
 
 __all__ = ["IMLE"]
@@ -41,22 +41,12 @@ class IMLE(Estimator):
 
     name: ClassVar[str] = "imle"
 
-    lam: float = 10.0
-    num_samples: int = 1
+    lam: Positive = 10.0
+    num_samples: SampleCount = 1
     noise: Any = "sog"
-    tau: float = 1.0
+    tau: Positive = 1.0
     k: float | None = None
     generator: torch.Generator | None = None
-
-    @field_validator("lam", "tau")
-    @classmethod
-    def _check_positive(cls, value: float, info: Any) -> float:
-        return positive(value, info, "IMLE")
-
-    @field_validator("num_samples", mode="before")
-    @classmethod
-    def _check_samples(cls, value: Any) -> int:
-        return sample_count(value, "IMLE")
 
     @model_validator(mode="after")
     def _check_noise(self) -> IMLE:

@@ -13,12 +13,12 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import torch
-from pydantic import field_validator, model_validator
+from pydantic import model_validator
 from torch import Tensor
 
 from ..backends.solver import Solver, inner
 from ..transforms.noise import NOISES, make_noise
-from .base import Estimator, positive, sample_count
+from .base import Estimator, Positive, SampleCount
 
 __all__ = ["Perturbed"]
 
@@ -57,20 +57,10 @@ class Perturbed(Estimator):
 
     name: ClassVar[str] = "perturbed"
 
-    sigma: float = 1.0
-    num_samples: int = 1
+    sigma: Positive = 1.0
+    num_samples: SampleCount = 1
     noise: Any = "gaussian"
     generator: torch.Generator | None = None
-
-    @field_validator("sigma")
-    @classmethod
-    def _check_sigma(cls, value: float, info: Any) -> float:
-        return positive(value, info, "Perturbed")
-
-    @field_validator("num_samples", mode="before")
-    @classmethod
-    def _check_samples(cls, value: Any) -> int:
-        return sample_count(value, "Perturbed")
 
     @model_validator(mode="after")
     def _check_noise(self) -> Perturbed:
