@@ -102,10 +102,6 @@ def shortest_path_epochs(num_data: int = 1000, rounds: int = 15) -> list[Ratio]:
     signed_costs = layer.solver.sign * c  # the objective sense, folded in once
     num_outputs = c.shape[1]
 
-    def regret(pred: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        # PyEPO's lossfunc="r": the regret of the decision under the true costs
-        return ((layer(pred) - y[index]) * signed_costs[index]).sum(-1).mean()
-
     def mse(pred: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.mse_loss(pred, c[index])
 
@@ -125,9 +121,10 @@ def shortest_path_epochs(num_data: int = 1000, rounds: int = 15) -> list[Ratio]:
             return grad.neg()
 
     def regret_with(solve: Callable) -> Callable:
+        # PyEPO's lossfunc="r": the regret of the decision under the true costs
         return lambda pred, index: ((solve(pred) - y[index]) * signed_costs[index]).sum(-1).mean()
 
-    identity = _epoch_runner(x, regret, num_outputs)
+    identity = _epoch_runner(x, regret_with(layer), num_outputs)
     two_stage = _epoch_runner(x, mse, num_outputs)
     results = [_measure("Identity epoch / two-stage epoch (shortest path 5x5, linear, "
                         f"batch 32, {num_data} instances)", "<= 2.0", identity, two_stage,

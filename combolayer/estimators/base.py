@@ -43,8 +43,11 @@ from torch.autograd.function import once_differentiable
 
 from ..backends.solver import Solver
 from ..specs.base import positional_fields
+from ..transforms.projection import Normalized
 
 DifferentiableSolve = Callable[..., Tensor]
+#: ``solve(w, xi) -> y``: projection, noise ``xi`` (or None), sense and solve in one node.
+ProjectedSolve = Callable[[Tensor, Tensor | None], Tensor]
 #: ``backward(grad, costs, *saved) -> dL/dcosts``.
 Backward = Callable[..., Tensor]
 
@@ -126,6 +129,12 @@ class Estimator(BaseModel):
 
     def backward(self, solver: Solver, grad: Tensor, costs: Tensor, *saved: Tensor) -> Tensor:
         raise NotImplementedError
+
+    def build_projected(self, solver: Solver, projection: Normalized) -> ProjectedSolve | None:
+        """The layer's whole forward with a normalized projection folded in, as one
+        autograd node, or None (the default): then the layer applies the projection
+        and the noise itself and calls :meth:`build`'s solve."""
+        return None
 
     def build(self, solver: Solver) -> DifferentiableSolve:
         def backward(grad: Tensor, costs: Tensor, *saved: Tensor) -> Tensor:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
@@ -10,7 +9,7 @@ from torch import Tensor
 
 from ..backends.solver import Solver
 from ..transforms.projection import Normalized, fast_apply
-from .base import DifferentiableSolve, Estimator
+from .base import DifferentiableSolve, Estimator, ProjectedSolve
 
 __all__ = ["Identity"]
 
@@ -35,8 +34,7 @@ def _negative_identity(solver: Solver) -> type[torch.autograd.Function]:
     return _NegativeIdentity
 
 
-def _projected_negative_identity(
-        solver: Solver, projection: Normalized) -> Callable[[Tensor, Tensor | None], Tensor]:
+def _projected_negative_identity(solver: Solver, projection: Normalized) -> ProjectedSolve:
     """The default Identity layer in one autograd node, for a normalized projection P
     acting on the flattened cost: ``apply(w, xi) -> y``, forward ``y = solve(sign *
     (P(w) + xi))``, with xi the layer's noise or None; backward ``dL/dw = -sign
@@ -140,8 +138,7 @@ class Identity(Estimator):
 
         return solve
 
-    def build_projected(self, solver: Solver,
-                        projection: Normalized) -> Callable[[Tensor, Tensor | None], Tensor]:
+    def build_projected(self, solver: Solver, projection: Normalized) -> ProjectedSolve:
         """The layer's whole default hot path, projection included, as one autograd node
         (:func:`_projected_negative_identity`): ``solve(w, noise) -> y`` for costs ``w``
         of shape ``(*batch, *cost_shape)`` and the noise ``xi`` added after the

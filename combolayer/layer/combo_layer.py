@@ -18,7 +18,8 @@ from ..analysis.hull import analyze
 from ..backends.config import BackendConfig
 from ..backends.registry import make_solver
 from ..backends.solver import Solver, check_costs
-from ..estimators import Estimator, Identity, resolve_method
+from ..estimators import Estimator, resolve_method
+from ..estimators.base import ProjectedSolve
 from ..specs.base import Spec
 from ..specs.load import load_spec, read_mapping
 from ..transforms.noise import SignNoise
@@ -122,12 +123,13 @@ class ComboLayer(nn.Module):
         hull = floor is not None and self._projection_arg in HULL_PROJECTIONS
         exact = hull and self._projection_arg.endswith("-exact")
         projection = make_projection(self._projection_arg, self.spec)
-        # The default layer (Identity, a normalized projection by name: a callable one
-        # sees costs of shape (..., *cost_shape), which the fused node flattens) is one
-        # autograd node, on problems that take costs of any sign (no hull offset).
+        # A normalized projection given by name (a callable one sees costs of shape
+        # (..., *cost_shape)) on a problem that takes costs of any sign (no hull
+        # offset): the estimator may fold it into one autograd node (Identity does).
         flat = getattr(projection, "flat", projection)
-        fused = (type(self.method) is Identity and floor is None
-                 and isinstance(self._projection_arg, str) and isinstance(flat, Normalized))
+        fusable = (floor is None and isinstance(self._projection_arg, str)
+                   and isinstance(flat, Normalized))
+        build_projected = getattr(self.method, "build_projected", None)
         compiled = _Compiled(
             solver=solver,
             projection=projection,
@@ -135,7 +137,7 @@ class ComboLayer(nn.Module):
             normals=torch.tensor(analyze(self.spec, exact=exact).normals) if hull else None,
             solve=self.method.build(solver if floor is None else
                                     _ClipPerturbations(solver, floor)),
-            fused=self.method.build_projected(solver, flat) if fused else None,
+            fused=build_projected(solver, flat) if fusable and build_projected else None,
         )
         self.__dict__["_compiled"] = compiled
         return compiled
@@ -293,13 +295,13 @@ class ComboLayer(nn.Module):
         noise = self.noise if self.training else None
         debug = logger.isEnabledFor(logging.DEBUG)
         start = time.perf_counter() if debug else 0.0
+        xi = None if noise is None else noise.sample(w.shape, generator=self.generator).to(w)
         if compiled.fused is not None:
-            xi = None if noise is None else noise.sample(w.shape, generator=self.generator).to(w)
             y = compiled.fused(w, xi)
         else:
             projected = u = compiled.projection(w)
-            if noise is not None:
-                u = u + noise.sample(u.shape, generator=self.generator).to(u)
+            if xi is not None:
+                u = u + xi
             # The objective sense, folded in once (a min problem skips the multiply).
             costs = u if compiled.solver.sign == 1.0 else -u
             if compiled.floor is not None:
@@ -356,5 +358,5 @@ class _Compiled:
     floor: Tensor | None
     normals: Tensor | None
     solve: Callable[..., Tensor]
-    #: The default hot path as one node (``Identity.build_projected``), or None.
-    fused: Callable[[Tensor, Tensor | None], Tensor] | None = None
+    #: The default hot path as one node (``Estimator.build_projected``), or None.
+    fused: ProjectedSolve | None = None
