@@ -127,25 +127,21 @@ def render(results, profile, loads, command: str, threads: int, seconds: float) 
         "timing; it needs two idle cores to show the speed-up (on a loaded machine it "
         "measures the contention).",
         "",
-        "Where a goal is not met, the floor rows say why. The Identity epoch's two floor "
-        "rows split its ratio into three parts, each measured against the same two-stage "
-        "epoch: the solve itself (the same kernel inside a bare `autograd.Function` whose "
-        "backward is one `neg`: the float64 matmul over the 70 enumerated paths, the "
-        "argmin and the row lookup, plus one autograd node), the layer around it without "
-        "a projection (the cost and shape checks, the module call), and the projection "
-        "\"auto\" (the plane's matmul, the norm and the division forward, their "
-        "closed-form backward). Each of those is a handful of torch ops on a 32 x 40 "
-        "batch, so what they cost is torch's per-op dispatch, several microseconds per op "
-        "inside a training loop, and not arithmetic; the linear model's own epoch is a "
-        "few such ops per batch too, which is why the ratio stays near 2. "
-        "With `projection=\"none\"` "
-        "the TopK layer is the cost check, one `topk` of k + 1, a tie check and a scatter "
-        "forward and two `neg` backward, so what remains above the floor is the "
-        "projection the method needs: mean, subtract, norm and divide forward, multiply, "
-        "sum, addcmul, divide, mean and subtract backward, each a pass over the whole "
-        "batch, against a raw op that is one `topk` and a scatter. The Ranking layer's "
-        "floor is one sort plus the same projection. TSP times depend on the instance: "
-        "many Euclidean "
+        "The floor rows split each ratio into parts, each measured against the same "
+        "raw side. The Identity epoch's: the solve itself (the same kernel inside a bare "
+        "`autograd.Function` whose backward is one `neg`: the float64 matmul over the 70 "
+        "enumerated paths, the argmin and the row lookup, plus one autograd node), the "
+        "layer around it without a projection (the cost and shape checks, the module "
+        "call), and the projection \"auto\" (the plane's matmul, the norm and the "
+        "division forward, their closed-form backward). Each of those is a handful of "
+        "torch ops on a 32 x 40 batch, so what they cost is torch's per-op dispatch, "
+        "several microseconds per op inside a training loop, and not arithmetic; the "
+        "linear model's own epoch is a few such ops per batch too, which is why the "
+        "ratio stays near 2 (the profile below has the per-stage costs). The TopK "
+        "layer's sort is numpy's vectorised one, several times faster than `torch.topk` "
+        "on this batch, which pays for the projection Identity needs (mean, subtract, "
+        "norm and divide forward, their closed-form backward); the Ranking layer's is "
+        "numpy's argsort. TSP times depend on the instance: many Euclidean "
         "instances end with an integral LP after a few warm-started LP rounds (no MIP); "
         "the others pay one or more MIP solves, hence a mean well above the median "
         "(see docs/problems.md).",
@@ -178,10 +174,11 @@ def render(results, profile, loads, command: str, threads: int, seconds: float) 
         "normal is a mean; up to 128 outputs the plane projection is one matmul with "
         "the dense projector, above that two low-rank matmuls); a max problem's `-u` "
         "comes out of the division; the clamp test of the norm compares with a 0-dim "
-        "tensor, not a Python float wrapped anew on every call;",
-        "- the cost check (finite, below 1e15 in magnitude) is one `aminmax` "
-        "reduction (a NaN fails it too; only a failing check pays for the entrywise "
-        "test that names the problem);",
+        "tensor of the norm's dtype, not a Python float wrapped anew on every call;",
+        "- the cost check (finite, below 1e15 in magnitude) is one reduction and one "
+        "number read back: the Euclidean norm of the costs, which bounds every entry "
+        "and is NaN or inf when an entry is (only a failing check pays for the "
+        "entrywise test that names the problem);",
         "- the fused node hands its `(B, N)` costs straight to the kernel "
         "(`Solver.solve_rows`); numpy kernels get them with at most one copy (none for "
         "float64 CPU tensors);",
@@ -189,12 +186,15 @@ def render(results, profile, loads, command: str, threads: int, seconds: float) 
         "`forward`, returns the solution without a copy, saves nothing, and its backward "
         "is one `neg`, applied without the signature binding (51 -> 12 us);",
         "- min problems skip the sign multiply; small DAG shortest paths (PyEPO's 5x5 "
-        "grid: 70 paths) are one float64 matmul, an argmin and a row lookup over the "
-        "enumerated paths, in torch (no numpy round trip);",
-        "- top-k is one `topk` of k + 1 (a tie at the boundary shows as two equal "
-        "sorted columns) and a scatter, ranking one sort and a scatter, with an exact "
-        "tie-breaking path when there are ties (and always off the CPU, where no value "
-        "is read back to the host).",
+        "grid: 70 paths) are one float64 torch matmul over the enumerated paths, then "
+        "the argmin and the row lookup in numpy on its result (numpy's dispatch is the "
+        "cheaper of the two for such small arrays; its own matmul was slower inside "
+        "the training loop);",
+        "- on the CPU, top-k is one numpy sort (vectorised, several times faster than "
+        "`torch.topk`; a tie at the boundary shows as equal k-th and (k+1)-th values) "
+        "and a comparison, ranking one numpy argsort and a scatter, both on a view of "
+        "the tensor; an exact tie-breaking path in torch takes over when there are "
+        "ties, and always off the CPU, where no value is read back to the host.",
         "",
         "## Threads under load",
         "",

@@ -128,25 +128,30 @@ def test_query_rows_and_relevance_drop_the_diagonal(rng):
     assert relevance.shape == (b, b - 1) and relevance.sum().item() == 3 * 2 + 2 * 1 + 1 * 0
 
 
-def test_ranking_layer_ranks_every_query_in_one_sort(rng, monkeypatch):
-    """(B, B) similarities -> (B, B - 1) rows -> one batched solve; each row is
-    ranked as brute force would (rank 1 = most similar other item)."""
+def test_ranking_layer_ranks_every_query_in_batched_sorts(rng, monkeypatch):
+    """(B, B) similarities -> (B, B - 1) rows -> one batched solve, whose sorts each
+    take the whole batch (no loop over queries); each row is ranked as brute force
+    would (rank 1 = most similar other item)."""
     b = 9
     similarities = cl.retrieval.cosine_similarities(torch.tensor(rng.normal(size=(b, 3))))
     rows = cl.retrieval.query_rows(similarities).requires_grad_()
     layer = cl.ComboLayer(cl.problems.Ranking(n=b - 1), method="identity", projection="std",
                           backend="torch")
     calls = []
-    real_sort = torch.sort
 
-    def counting_sort(*args, **kwargs):
-        calls.append(args[0].shape)
-        return real_sort(*args, **kwargs)
+    def counting(sort):
+        def counted(*args, **kwargs):
+            calls.append(tuple(args[0].shape))
+            return sort(*args, **kwargs)
+        return counted
 
-    monkeypatch.setattr(torch_backend.torch, "sort", counting_sort)
+    # the CPU path: numpy's sort (the tie check) and argsort; the tie path: torch.sort
+    monkeypatch.setattr(torch_backend.torch, "sort", counting(torch.sort))
+    monkeypatch.setattr(torch_backend.np, "sort", counting(np.sort))
+    monkeypatch.setattr(torch_backend.np, "argsort", counting(np.argsort))
     ranks = layer(rows)
     monkeypatch.undo()
-    assert calls == [(b, b - 1)]
+    assert calls == [(b, b - 1), (b, b - 1)]
     for i in range(b):
         order = sorted(range(b - 1), key=lambda j: -rows[i, j].item())
         assert [int(ranks[i, j]) for j in order] == list(range(1, b))

@@ -102,12 +102,17 @@ class DagPlan:
         path_arcs = _enumerate_paths(num_nodes, tails, heads, order, source, target)
         return cls(num_nodes, source, target, tails, tuple(levels), path_arcs)
 
+    def cheapest(self, arc_costs: np.ndarray) -> np.ndarray:
+        """The index of each row's cheapest enumerated path (the first on ties), by one
+        float64 matmul with the path table; float32 costs are widened exactly."""
+        return np.argmin(arc_costs @ self.path_arcs.T, axis=1)
+
     def paths(self, arc_costs: np.ndarray) -> np.ndarray:
         """Cheapest source-target paths for a batch ``(B, num_arcs)`` of arc costs (any sign):
         the ``(B, num_arcs)`` 0/1 arc indicators; ties go to the first path in
         enumeration order, or with the level DP to the lowest arc index."""
         if self.path_arcs is not None:
-            return self.path_arcs[np.argmin(arc_costs @ self.path_arcs.T, axis=1)]
+            return self.path_arcs[self.cheapest(arc_costs)]
         batch = arc_costs.shape[0]
         dist = np.full((batch, self.num_nodes), np.inf)
         dist[:, self.source] = 0.0
@@ -128,31 +133,32 @@ _CPU = torch.device("cpu")
 
 class EnumeratedPaths:
     """The kernel of a DAG whose paths :class:`DagPlan` enumerated; it also takes torch
-    tensors (``array_api = "torch"``), so that a torch training loop pays no numpy round
-    trip (docs/performance.md): one float64 matmul with the path table and an argmin
-    in torch, then the chosen rows of the table in the costs' dtype. Ties go to the
-    first path in enumeration order, as in :meth:`DagPlan.paths`, which numpy costs
-    (the executors' workers) take. Tensors off the CPU are solved on the CPU."""
+    tensors (``array_api = "torch"``) and returns them in the costs' dtype: one float64
+    torch matmul with the path table, then the argmin and the row lookup in numpy on
+    its result (no copy), which cost less dispatch there than in torch. Measured inside
+    PyEPO's training loop (32 x 40 batches), this beat both all-torch and all-numpy
+    (numpy's own matmul was the slowest there). Ties go to the first path in
+    enumeration order, as in :meth:`DagPlan.paths`, which numpy costs take."""
 
     array_api = "torch"
 
     def __init__(self, plan: DagPlan) -> None:
         self.plan = plan
-        self._arcs = torch.from_numpy(plan.path_arcs)
-        #: per dtype: the float64 ``(num_arcs, num_paths)`` table and the paths in that dtype
-        self._tables: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._by_arc = torch.from_numpy(np.ascontiguousarray(plan.path_arcs.T))
+        #: the 0/1 path table in each numpy dtype asked for
+        self._tables: dict[np.dtype, np.ndarray] = {}
 
     def __call__(self, costs: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
         if isinstance(costs, np.ndarray):
             return self.plan.paths(costs)
-        tables = self._tables.get(costs.dtype)
-        if tables is None:
-            tables = self._tables[costs.dtype] = (self._arcs.T.contiguous(),
-                                                  self._arcs.to(costs.dtype))
-        by_arc, paths = tables
-        # min's indices: the first minimum, as argmin's, measured 15% faster
-        cheapest = torch.mm(costs.to(_CPU, torch.float64), by_arc).min(1).indices
-        return paths.index_select(0, cheapest)
+        if costs.device.type != "cpu" or costs.dtype not in (torch.float32, torch.float64):
+            return self(costs.to(_CPU, torch.float64)).to(costs)
+        path_costs = torch.mm(costs.detach().double(), self._by_arc).numpy()
+        dtype = np.float32 if costs.dtype == torch.float32 else np.float64
+        table = self._tables.get(dtype)
+        if table is None:
+            table = self._tables[dtype] = self.plan.path_arcs.astype(dtype)
+        return torch.from_numpy(table.take(path_costs.argmin(axis=1), axis=0))
 
 
 #: Enumerate a DAG's source-target paths up to this many (PyEPO's 5x5 grid: 70),

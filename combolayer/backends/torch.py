@@ -1,8 +1,11 @@
-"""Closed-form top-k and ranking in torch: batched, on the tensor's own device.
+"""Closed-form top-k and ranking: batched, on the tensor's own device.
 
 No Python loop over the batch, deterministic tie-breaking (the lower index
-wins a tie), and the functions :func:`topk_indicator` and :func:`ranks` are
-pure torch, so they also run under ``torch.func.vmap`` and ``torch.compile``.
+wins a tie). On the CPU the sorting is numpy's vectorised sort on a view of
+the tensor (no copy), measured 3-7x faster than ``torch.topk`` and
+``torch.sort`` on a 256 x 100 batch (docs/performance.md); on other devices,
+and under ``torch.func.vmap`` and ``torch.compile``, :func:`topk_indicator`
+and :func:`ranks` are pure torch.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import ClassVar
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -18,29 +22,36 @@ from ..specs.base import Spec
 from .base import Capability, FunctionBackend, Tier
 from .registry import register_backend
 
+#: The dtypes numpy sorts; others (half, bfloat16) take the torch path.
+_NUMPY_DTYPES = (torch.float32, torch.float64)
 
-def _host_readable(costs: Tensor) -> bool:
-    """Whether reading one value back is free: a CPU tensor outside vmap/grad
-    transforms (where ``bool(tensor)`` is not allowed) and outside tracing."""
-    return (costs.device.type == "cpu" and not torch._C._are_functorch_transforms_active()
-            and not torch.compiler.is_compiling())
+
+def _host_array(costs: Tensor) -> np.ndarray | None:
+    """A numpy view of ``costs`` (no copy) when numpy may sort it: a 2-d float32 or
+    float64 CPU tensor outside vmap/grad transforms and outside tracing; else None."""
+    if (costs.device.type == "cpu" and costs.ndim == 2 and costs.dtype in _NUMPY_DTYPES
+            and not torch._C._are_functorch_transforms_active()
+            and not torch.compiler.is_compiling()):
+        return costs.detach().numpy()
+    return None
 
 
 def topk_indicator(costs: Tensor, k: int) -> Tensor:
     """The 0/1 indicator of the ``k`` smallest entries along the last axis.
 
-    Ties at the k-th value go to the lowest indices. On the CPU, where reading
-    one number back costs no device sync, one ``torch.topk`` of ``k + 1`` and a
-    scatter do it whenever no entry left out ties the k-th value, that is
-    when the sorted (k+1)-th value differs from the k-th in every row (one
-    comparison of two columns); otherwise, and always on other devices (no host
-    round trip), ``torch.kthvalue`` finds the threshold (measured 1.35x a bare
-    ``torch.topk``) and equal entries are admitted in index order.
+    Ties at the k-th value go to the lowest indices. On the CPU one numpy sort
+    gives each row's k-th and (k+1)-th smallest values; when they differ in
+    every row (no entry left out ties the k-th), the entries up to the k-th
+    value are exactly the k smallest. Otherwise, and on other devices (no host
+    round trip), ``torch.kthvalue`` finds the threshold and equal entries are
+    admitted in index order.
     """
-    if _host_readable(costs) and costs.ndim == 2 and k < costs.shape[1]:
-        values, index = torch.topk(costs, k + 1, dim=-1, largest=False)
-        if not bool(values[:, k].eq(values[:, k - 1]).any()):
-            return torch.zeros_like(costs).scatter_(-1, index[:, :k], 1.0)
+    array = _host_array(costs)
+    if array is not None and k < array.shape[1]:
+        ordered = np.sort(array, axis=-1)
+        kth = ordered[:, k - 1 : k]
+        if not (ordered[:, k : k + 1] == kth).any():
+            return torch.from_numpy((array <= kth).astype(array.dtype))
     threshold = torch.kthvalue(costs, k, dim=-1, keepdim=True).values
     below = costs < threshold
     tied = costs == threshold
@@ -53,14 +64,18 @@ def ranks(costs: Tensor) -> Tensor:
     """``argmin <costs, y>`` over permutations y of 1..n: rank 1 for the largest cost.
 
     A stable descending sort gives the lower index the better rank on ties. On
-    the CPU an unstable sort (measured ~1.3x faster) is used when it has no
-    equal neighbours, where both sorts agree.
+    the CPU, when no row has two equal entries, numpy's (unstable) argsort gives
+    the same order; otherwise, and on other devices, torch's stable sort.
     """
-    position = torch.arange(1, costs.shape[-1] + 1, device=costs.device, dtype=costs.dtype)
-    if _host_readable(costs):
-        values, order = torch.sort(costs, dim=-1, descending=True)
-        if not bool(values[..., 1:].eq(values[..., :-1]).any()):
-            return torch.empty_like(costs).scatter_(-1, order, position.expand_as(costs))
+    n = costs.shape[-1]
+    array = _host_array(costs)
+    if array is not None and not (np.diff(np.sort(array, axis=-1), axis=-1) == 0).any():
+        out = np.empty_like(array)
+        # ascending order: the j-th smallest entry has rank n - j
+        np.put_along_axis(out, np.argsort(array, axis=-1), np.arange(n, 0, -1, dtype=array.dtype),
+                          axis=-1)
+        return torch.from_numpy(out)
+    position = torch.arange(1, n + 1, device=costs.device, dtype=costs.dtype)
     order = torch.sort(costs, dim=-1, descending=True, stable=True).indices
     return torch.zeros_like(costs).scatter(-1, order, position.expand_as(costs))  # vmap-able
 

@@ -302,7 +302,7 @@ def call_profile(repeats: int = 2000) -> dict[str, float]:
 
     return _medians_us({
         "one torch op (`neg` on the 5 costs), for scale": one_op,
-        "raw kernel (`topk` + scatter on the projected cost)": lambda: layer.solver.kernel(u),
+        "raw kernel (numpy sort + compare on the projected cost)": lambda: layer.solver.kernel(u),
         "shape + finite check": lambda: check_costs(layer.spec, w),
         "projection forward (mean, norm, divide)": lambda: layer.projection(w),
         "`solver.solve_min` (kernel + reshapes)": lambda: layer.solver.solve_min(u),
