@@ -81,7 +81,8 @@ def render(results, profile, loads, command: str, threads: int, seconds: float) 
         f"({machine()}, `torch.set_num_threads({threads})`). Re-run it to regenerate this "
         "page; on a shared machine absolute times are inflated, the ratios less so: each "
         "ratio times both sides in one process, interleaved (A B B A ...), and reports the "
-        "median of the per-round ratios.",
+        "median of the per-round ratios, with their quartiles in parentheses (the spread "
+        "between rounds).",
         "",
         "## The ratios (issue 15)",
         "",

@@ -94,3 +94,17 @@ def test_bench_check_reads_the_committed_baseline():
     from combolayer.cli import perf
 
     assert perf.BASELINE.is_file(), perf.BASELINE
+
+
+def test_perf_ratios_report_the_median_round_and_its_quartiles():
+    import time
+
+    from combolayer.cli import perf
+
+    ratio = perf.Ratio.interleaved("sleep 2 ms / sleep 1 ms", "(test)",
+                                   lambda: time.sleep(0.002), lambda: time.sleep(0.001), 7)
+    low, high = ratio.quartiles
+    assert low <= ratio.ratio <= high and 1.2 < ratio.ratio < 3.0
+    assert f"{ratio.ratio:.2f} ({low:.2f}-{high:.2f})" in ratio.row()
+    rows = perf.selection_ratios(batch=8, n=12, k=3, rounds=3)
+    assert len(rows) == 4 and all(r.ratio > 0 and r.quartiles is not None for r in rows)

@@ -105,7 +105,9 @@ def reproduce(args: argparse.Namespace) -> int:
     if args.experiment in benchmarks and args.experiment not in experiments():
         import runpy
 
-        sys.argv = [str(benchmarks[args.experiment])]
+        script = benchmarks[args.experiment]
+        sys.argv = [str(script)]
+        sys.path.insert(0, str(script.parent))  # as `python benchmarks/NAME.py` has it
         runpy.run_path(sys.argv[0], run_name="__main__")
         return 0
     try:
@@ -139,6 +141,7 @@ def reproduce(args: argparse.Namespace) -> int:
 
 
 def _benchmarks() -> dict[str, Path]:
-    """The library's own benchmarks, ``benchmarks/NAME.py``, when run from a source checkout."""
+    """The library's own benchmarks, ``benchmarks/NAME.py``, when run from a source checkout
+    (``_NAME.py`` files are their shared helpers)."""
     folder = Path(__file__).resolve().parents[2] / "benchmarks"
-    return {p.stem: p for p in sorted(folder.glob("*.py"))} if folder.is_dir() else {}
+    return ({p.stem: p for p in sorted(folder.glob("[!_]*.py"))} if folder.is_dir() else {})

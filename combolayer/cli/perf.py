@@ -30,7 +30,8 @@ CHECK_FACTOR = 1.5
 
 @dataclass
 class Ratio:
-    """One measured ratio: median seconds of each side and the median per-round ratio."""
+    """One measured ratio: median milliseconds of each side, the median per-round ratio
+    and, for interleaved ratios, the quartiles of the per-round ratios (its spread)."""
 
     name: str
     a_ms: float
@@ -38,15 +39,26 @@ class Ratio:
     ratio: float
     goal: str
     rounds: int
+    quartiles: tuple[float, float] | None = None
+
+    @classmethod
+    def interleaved(cls, name: str, goal: str, a: Callable[[], object],
+                    b: Callable[[], object], rounds: int, warmup: int = 2) -> Ratio:
+        ta, tb, ratios = interleaved(a, b, rounds, warmup)
+        low, _, high = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+        return cls(name, ta * 1e3, tb * 1e3, statistics.median(ratios), goal, rounds,
+                   (low, high))
 
     def row(self) -> str:
-        return (f"| {self.name} | {self.a_ms:.3f} | {self.b_ms:.3f} | {self.ratio:.2f} | "
-                f"{self.goal} |")
+        spread = "" if self.quartiles is None else (
+            f" ({self.quartiles[0]:.2f}-{self.quartiles[1]:.2f})")
+        return (f"| {self.name} | {self.a_ms:.3f} | {self.b_ms:.3f} | {self.ratio:.2f}"
+                f"{spread} | {self.goal} |")
 
 
 def interleaved(a: Callable[[], object], b: Callable[[], object], rounds: int,
-                warmup: int = 2) -> tuple[float, float, float]:
-    """Time ``a`` and ``b`` in turns: (median seconds of a, of b, median of a/b per round)."""
+                warmup: int = 2) -> tuple[float, float, list[float]]:
+    """Time ``a`` and ``b`` in turns: (median seconds of a, of b, a/b of every round)."""
     for _ in range(warmup):
         a()
         b()
@@ -59,12 +71,7 @@ def interleaved(a: Callable[[], object], b: Callable[[], object], rounds: int,
             fn()
             times.append(time.perf_counter() - start)
         ratios.append(times_a[-1] / times_b[-1])
-    return statistics.median(times_a), statistics.median(times_b), statistics.median(ratios)
-
-
-def _measure(name: str, goal: str, a, b, rounds: int) -> Ratio:
-    ta, tb, ratio = interleaved(a, b, rounds)
-    return Ratio(name, ta * 1e3, tb * 1e3, ratio, goal, rounds)
+    return statistics.median(times_a), statistics.median(times_b), ratios
 
 
 # -- training epochs on PyEPO's shortest path -------------------------------------
@@ -92,7 +99,7 @@ def _epoch_runner(features: torch.Tensor, loss_fn: Callable, num_outputs: int,
     return epoch
 
 
-def shortest_path_epochs(num_data: int = 1000, rounds: int = 15) -> list[Ratio]:
+def shortest_path_epochs(num_data: int = 1000, rounds: int = 51) -> list[Ratio]:
     """Identity epoch / two-stage epoch, and our Identity / PyEPO's NID when pyepo runs."""
     import combolayer as cl
 
@@ -126,21 +133,22 @@ def shortest_path_epochs(num_data: int = 1000, rounds: int = 15) -> list[Ratio]:
 
     identity = _epoch_runner(x, regret_with(layer), num_outputs)
     two_stage = _epoch_runner(x, mse, num_outputs)
-    results = [_measure("Identity epoch / two-stage epoch (shortest path 5x5, linear, "
-                        f"batch 32, {num_data} instances)", "<= 2.0", identity, two_stage,
-                        rounds),
-               _measure("Identity epoch, projection none / two-stage epoch", "(floor)",
-                        _epoch_runner(x, regret_with(bare_layer), num_outputs), two_stage,
-                        rounds),
-               _measure("the same kernel in a bare autograd.Function (no checks, no "
-                        "projection, no layer) / two-stage epoch (the floor)", "(floor)",
-                        _epoch_runner(x, regret_with(BareSolve.apply), num_outputs),
-                        two_stage, rounds)]
+    measure = Ratio.interleaved
+    results = [measure("Identity epoch / two-stage epoch (shortest path 5x5, linear, "
+                       f"batch 32, {num_data} instances)", "<= 2.0", identity, two_stage,
+                       rounds),
+               measure("Identity epoch, projection none / two-stage epoch", "(floor)",
+                       _epoch_runner(x, regret_with(bare_layer), num_outputs), two_stage,
+                       rounds),
+               measure("the same kernel in a bare autograd.Function (no checks, no "
+                       "projection, no layer) / two-stage epoch (the floor)", "(floor)",
+                       _epoch_runner(x, regret_with(BareSolve.apply), num_outputs),
+                       two_stage, rounds)]
     nid = pyepo_nid_loss(c, y)
     if nid is not None:
         peer = _epoch_runner(x, nid, num_outputs)
-        results.append(_measure("our Identity epoch / PyEPO NID epoch (same data, model, "
-                                "batches)", "<= 0.2", identity, peer, max(3, rounds // 3)))
+        results.append(measure("our Identity epoch / PyEPO NID epoch (same data, model, "
+                               "batches)", "<= 0.2", identity, peer, max(3, rounds // 3)))
     return results
 
 
@@ -175,8 +183,9 @@ def warcraft_cnn_epochs(num_maps: int = 280, rounds: int = 5) -> Ratio:
 
     identity = runner(lambda pred, i: (layer(pred) - paths[i]).abs().mean())
     two_stage = runner(lambda pred, i: torch.nn.functional.mse_loss(pred, costs[i]))
-    return _measure(f"CNN on Warcraft-like maps: Identity epoch / two-stage epoch (12x12, "
-                    f"batch 70, {num_maps} maps)", "<= 1.2", identity, two_stage, rounds)
+    return Ratio.interleaved(f"CNN on Warcraft-like maps: Identity epoch / two-stage epoch "
+                             f"(12x12, batch 70, {num_maps} maps)", "<= 1.2", identity,
+                             two_stage, rounds)
 
 
 def pyepo_nid_loss(c: torch.Tensor, y: torch.Tensor) -> Callable | None:
@@ -230,15 +239,16 @@ def selection_ratios(batch: int = 256, n: int = 100, k: int = 10,
     def raw_sort() -> None:
         torch.sort(w, dim=-1).values.backward(grad)
 
+    measure = Ratio.interleaved
     return [
-        _measure(f"TopK layer / torch.topk, fwd+bwd, batch {batch}, n={n}, k={k}", "<= 1.5",
-                 layer_step(topk_layer), raw_topk, rounds),
-        _measure(f"TopK layer, projection none / torch.topk (the floor), batch {batch}",
-                 "(floor)", layer_step(topk_bare), raw_topk, rounds),
-        _measure(f"Ranking layer fwd+bwd / raw torch ranks (argsort of argsort), batch "
-                 f"{batch}, n={n}", "<= 1.0", layer_step(rank_layer), raw_ranks, rounds),
-        _measure(f"Ranking layer / one torch.sort, fwd+bwd (the floor), batch {batch}, n={n}",
-                 "(floor)", layer_step(rank_layer), raw_sort, rounds),
+        measure(f"TopK layer / torch.topk, fwd+bwd, batch {batch}, n={n}, k={k}", "<= 1.5",
+                layer_step(topk_layer), raw_topk, rounds),
+        measure(f"TopK layer, projection none / torch.topk (the floor), batch {batch}",
+                "(floor)", layer_step(topk_bare), raw_topk, rounds),
+        measure(f"Ranking layer fwd+bwd / raw torch ranks (argsort of argsort), batch "
+                f"{batch}, n={n}", "<= 1.0", layer_step(rank_layer), raw_ranks, rounds),
+        measure(f"Ranking layer / one torch.sort, fwd+bwd (the floor), batch {batch}, n={n}",
+                "(floor)", layer_step(rank_layer), raw_sort, rounds),
     ]
 
 
@@ -366,10 +376,9 @@ def tsp_workers(n: int = 50, batch: int = 64, workers: int = 2, rounds: int = 3,
     parallel.solve(costs)
     if not np.array_equal(parallel.solve(costs), serial.solve(costs)):
         raise AssertionError("the workers' tours differ from the serial solver's")
-    ta, tb, ratio = interleaved(lambda: parallel.solve(costs), lambda: serial.solve(costs),
-                                rounds, warmup=0)
-    return Ratio(f"{workers} {executor} workers / serial, TSP-{n} batch {batch}", ta * 1e3,
-                 tb * 1e3, ratio, "<= 0.56", rounds)
+    return Ratio.interleaved(f"{workers} {executor} workers / serial, TSP-{n} batch {batch}",
+                             "<= 0.56", lambda: parallel.solve(costs),
+                             lambda: serial.solve(costs), rounds, warmup=0)
 
 
 # -- all of it --------------------------------------------------------------------
@@ -379,7 +388,7 @@ def measure_all(quick: bool = False, threads: int = 1) -> list[Ratio]:
     """Every ratio; ``quick`` is the under-a-minute version for ``bench --check``."""
     torch.set_num_threads(threads)
     results = []
-    results += shortest_path_epochs(rounds=5 if quick else 15)
+    results += shortest_path_epochs(rounds=9 if quick else 51)
     results.append(warcraft_cnn_epochs(num_maps=140 if quick else 280, rounds=3 if quick else 5))
     results += selection_ratios(rounds=50 if quick else 200)
     results.append(fixed_overhead(rounds=500 if quick else 2000))
