@@ -133,32 +133,28 @@ _CPU = torch.device("cpu")
 
 class EnumeratedPaths:
     """The kernel of a DAG whose paths :class:`DagPlan` enumerated; it also takes torch
-    tensors (``array_api = "torch"``) and returns them in the costs' dtype: one float64
-    torch matmul with the path table, then the argmin and the row lookup in numpy on
-    its result (no copy), which cost less dispatch there than in torch. Measured inside
-    PyEPO's training loop (32 x 40 batches), this beat both all-torch and all-numpy
-    (numpy's own matmul was the slowest there). Ties go to the first path in
-    enumeration order, as in :meth:`DagPlan.paths`, which numpy costs take."""
+    tensors (``array_api = "torch"``): one float64 torch matmul with the path table,
+    then the argmin and the row lookup in numpy on its result (no copy), which cost
+    less dispatch there than in torch. Measured inside PyEPO's training loop (32 x 40
+    batches), this beat both all-torch and all-numpy (numpy's own matmul was the
+    slowest there). The rows come back in float32 for float32 costs, else in float64;
+    :meth:`Solver.solve_rows` moves other dtypes and devices back. Ties go to the
+    first path in enumeration order, as in :meth:`DagPlan.paths`, which numpy costs
+    take."""
 
     array_api = "torch"
 
     def __init__(self, plan: DagPlan) -> None:
         self.plan = plan
         self._by_arc = torch.from_numpy(np.ascontiguousarray(plan.path_arcs.T))
-        #: the 0/1 path table in each numpy dtype asked for
-        self._tables: dict[np.dtype, np.ndarray] = {}
+        self._float32_paths = plan.path_arcs.astype(np.float32)
 
     def __call__(self, costs: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
         if isinstance(costs, np.ndarray):
             return self.plan.paths(costs)
-        if costs.device.type != "cpu" or costs.dtype not in (torch.float32, torch.float64):
-            return self(costs.to(_CPU, torch.float64)).to(costs)
-        path_costs = torch.mm(costs.detach().double(), self._by_arc).numpy()
-        dtype = np.float32 if costs.dtype == torch.float32 else np.float64
-        table = self._tables.get(dtype)
-        if table is None:
-            table = self._tables[dtype] = self.plan.path_arcs.astype(dtype)
-        return torch.from_numpy(table.take(path_costs.argmin(axis=1), axis=0))
+        path_costs = torch.mm(costs.detach().to(_CPU, torch.float64), self._by_arc).numpy()
+        paths = self._float32_paths if costs.dtype == torch.float32 else self.plan.path_arcs
+        return torch.from_numpy(paths.take(path_costs.argmin(axis=1), axis=0))
 
 
 #: Enumerate a DAG's source-target paths up to this many (PyEPO's 5x5 grid: 70),
