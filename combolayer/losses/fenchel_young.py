@@ -1,0 +1,53 @@
+"""The perturbed Fenchel-Young loss (Berthet et al.)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..backends.registry import as_solver
+from ..backends.solver import check_costs, inner
+from ..estimators import Perturbed
+from .base import check_reduction, check_solution, reduce
+
+
+class FenchelYoungLoss:
+    """The perturbed Fenchel-Young loss, built on :class:`~combolayer.Perturbed`.
+
+    With ``c`` the predicted min-sense cost (theta = -c in the paper's max
+    form), ``Z_s`` the perturbations and ``y_s = y(c - sigma Z_s)``:
+    ``loss = <c, y_true> - 1/S sum_s <c - sigma Z_s, y_s>``, the Monte-Carlo
+    estimate of ``F_sigma(theta) - <theta, y_true>`` (the constant
+    ``Omega(y_true)`` is dropped, so the value is >= 0 only in expectation), and
+    ``d loss / d c = y_true - mean_s y_s``, i.e. ``y_sigma(theta) - y_true`` in
+    the paper's form. All samples are one batch call. ``spec`` is a spec, a
+    compiled :class:`Solver` or a ComboLayer; ``backend`` compiles a spec.
+
+    Reference: Berthet, Blondel, Teboul, Cuturi, Vert, Bach, "Learning with
+    Differentiable Perturbed Optimizers", NeurIPS 2020.
+    """
+
+    def __init__(self, spec: Any, sigma: float = 1.0, num_samples: int = 1,
+                 noise: Any = "gaussian", reduction: str = "mean", backend: Any = "auto",
+                 generator: torch.Generator | None = None) -> None:
+        self.solver = as_solver(spec, backend)
+        self.spec = self.solver.spec
+        self.perturbed = Perturbed(sigma=sigma, num_samples=num_samples, noise=noise,
+                                   generator=generator)
+        self.reduction = check_reduction(reduction)
+
+    def __repr__(self) -> str:
+        p = self.perturbed
+        return (f"FenchelYoungLoss({self.spec.label}, sigma={p.sigma}, "
+                f"num_samples={p.num_samples}, noise={p.noise!r})")
+
+    def __call__(self, cost_pred: Tensor, y_true: Tensor) -> Tensor:
+        check_costs(self.spec, cost_pred, "cost_pred")
+        y_true = check_solution(self.solver, y_true, cost_pred, "y_true")
+        c = self.solver.sign * cost_pred
+        z, samples = self.perturbed.perturbed_solutions(self.solver, c)
+        k = len(self.spec.cost_shape)
+        perturbed_value = inner(c - self.perturbed.sigma * z, samples, k).mean(0)
+        return reduce(inner(c, y_true, k) - perturbed_value, self.reduction)
