@@ -17,6 +17,14 @@ accepts works here; the model is then read back column-wise with
   ``--costs``. A constant objective offset does not change the argmin and is
   dropped.
 
+Nothing in a file is dropped silently: a model that an ILP layer cannot
+represent (a quadratic objective, quadratic constraints, SOS, indicator, cone
+or general constraints, semi-continuous or semi-integer variables, lazy
+constraints or user cuts) raises `SpecError` naming what it has. HiGHS reads
+a quadratic objective without complaint (its Hessian), so that is checked on
+the model read; HiGHS refuses the other sections, and the file's text is then
+scanned to name the one it holds.
+
 Example:
     >>> spec = cl.ILP.from_file("model.mps")            # doctest: +SKIP
     >>> layer = cl.ComboLayer(spec, method="identity")  # doctest: +SKIP
@@ -24,8 +32,10 @@ Example:
 
 from __future__ import annotations
 
+import gzip
 import math
 import os
+import re
 from pathlib import Path
 from typing import NamedTuple
 
@@ -74,7 +84,9 @@ def read_model(path: str | os.PathLike) -> FileModel:
 
     Raises:
         SpecError: the file is missing, HiGHS cannot read it, it has no
-            variables, or it uses semi-continuous / semi-integer variables.
+            variables, or it holds something an ILP cannot represent (a
+            quadratic objective or constraint, SOS, indicator, cone or general
+            constraints, semi-continuous or semi-integer variables).
     """
     import highspy
 
@@ -84,9 +96,18 @@ def read_model(path: str | os.PathLike) -> FileModel:
     h = new_highs(threads=1)
     status = h.readModel(str(path))
     if status not in (highspy.HighsStatus.kOk, highspy.HighsStatus.kWarning):
+        feature = unsupported_feature(path)
+        if feature is not None:
+            raise SpecError(_unsupported(path, feature))
         raise SpecError(
-            f"HiGHS could not read {str(path)!r} ({status.name}): expected an MPS or LP file"
+            f"HiGHS could not read {str(path)!r} ({status.name}): expected an MPS or LP file "
+            "that HiGHS can parse; open it with Highs.readModel and output_flag on to see "
+            "where its parser stopped"
         )
+    hessian = h.getModel().hessian_
+    if hessian.dim_ > 0 and np.any(np.asarray(hessian.value_, dtype=float) != 0.0):
+        raise SpecError(_unsupported(path, "a quadratic objective (QUADOBJ, QMATRIX or "
+                                           "QSECTION; [ ... ] in an LP objective)"))
     lp = h.getLp()
     n = int(lp.num_col_)
     if n == 0:
@@ -114,10 +135,8 @@ def _integrality(lp, lower: np.ndarray, upper: np.ndarray, path: Path) -> list[s
         elif kind in (highspy.HighsVarType.kInteger, highspy.HighsVarType.kImplicitInteger):
             out.append("binary" if lower[j] >= 0.0 and upper[j] <= 1.0 else "integer")
         else:
-            raise SpecError(
-                f"{str(path)!r}: column {j} is {kind.name[1:]}, which combolayer does not "
-                "support; expected continuous or integer variables"
-            )
+            name = "semi-continuous" if "Continuous" in kind.name else "semi-integer"
+            raise SpecError(_unsupported(path, f"{name} variables (column {j})"))
     return out
 
 
@@ -156,3 +175,86 @@ def _constraints(lp) -> list[dict]:
             row_name = f"{name}:lower" if ranged and name else name
             constraints.append(dict(coefs=coefs, sense=">=", rhs=lo, name=row_name))
     return constraints
+
+
+def _unsupported(path: Path, feature: str) -> str:
+    return (f"{str(path)!r} has {feature}, which an ILP layer cannot represent: expected a "
+            "linear objective, linear constraints and continuous, integer or binary variables")
+
+
+#: MPS section headers (first word of an unindented line) an ILP cannot hold.
+_MPS_SECTIONS = {
+    "QUADOBJ": "a quadratic objective (QUADOBJ section)",
+    "QMATRIX": "a quadratic objective (QMATRIX section)",
+    "QSECTION": "a quadratic objective (QSECTION section)",
+    "QCMATRIX": "quadratic constraints (QCMATRIX section)",
+    "SOS": "SOS constraints (SOS section)",
+    "SETS": "SOS constraints (SETS section)",
+    "INDICATORS": "indicator constraints (INDICATORS section)",
+    "CSECTION": "cone constraints (CSECTION section)",
+    "GENCONS": "general constraints (GENCONS section)",
+    "PWLOBJ": "a piecewise-linear objective (PWLOBJ section)",
+}
+#: LP section keywords (a whole line, case-insensitive) an ILP cannot hold.
+_LP_SECTIONS = [
+    (re.compile(r"sos[12]?"), "SOS constraints (SOS section)"),
+    (re.compile(r"semi-continuous|semis?"), "semi-continuous variables (Semi-continuous section)"),
+    (re.compile(r"semi-integers?|semi-int"), "semi-integer variables (Semi-integer section)"),
+    (re.compile(r"lazy\s+constraints?"), "lazy constraints (Lazy Constraints section)"),
+    (re.compile(r"user\s+cuts?"), "user cuts (User Cuts section)"),
+    (re.compile(r"general\s+constraints?|genconstrs?|gencons"),
+     "general constraints (General Constraints section)"),
+    (re.compile(r"pwlobj"), "a piecewise-linear objective (PWLObj section)"),
+]
+_LP_OBJECTIVE = re.compile(r"(minimi[sz]e|maximi[sz]e|minimum|maximum|min|max)\b")
+_LP_CONSTRAINTS = re.compile(r"(subject\s+to|such\s+that|st|s\.t\.)\b")
+_LP_OTHER = re.compile(r"(bounds?|generals?|gen|binary|binaries|bin|end)\s*$")
+
+
+def unsupported_feature(path: str | os.PathLike) -> str | None:
+    """The first thing in an MPS or LP file that an ILP cannot represent, in words, or
+    None: named from the file's text, for the sections HiGHS's reader refuses."""
+    path = Path(path)
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    is_lp = path.name.lower().removesuffix(".gz").endswith(".lp")
+    try:
+        with opener(path, "rt", errors="replace") as handle:
+            lines = list(handle)
+    except OSError:
+        return None
+    return _lp_feature(lines) if is_lp else _mps_feature(lines)
+
+
+def _mps_feature(lines: list[str]) -> str | None:
+    for line in lines:
+        if not line.strip() or line[0] in " \t*":
+            continue
+        word = line.split()[0].upper()
+        if word in _MPS_SECTIONS:
+            return _MPS_SECTIONS[word]
+    return None
+
+
+def _lp_feature(lines: list[str]) -> str | None:
+    section = ""
+    for raw in lines:
+        line = raw.split("\\", 1)[0].strip()  # a backslash starts a comment
+        low = line.lower()
+        if not low:
+            continue
+        for pattern, feature in _LP_SECTIONS:
+            if pattern.fullmatch(low):
+                return feature
+        if _LP_OBJECTIVE.fullmatch(low) or _LP_OBJECTIVE.match(low) and ":" in low:
+            section = "objective"
+        elif _LP_CONSTRAINTS.match(low):
+            section = "constraints"
+        elif _LP_OTHER.match(low):
+            section = "other"
+        if section == "objective" and "[" in line:
+            return "a quadratic objective ([ ... ] in the objective)"
+        if section == "constraints" and "[" in line:
+            return "quadratic constraints ([ ... ] in a constraint)"
+        if section == "constraints" and ("->" in line or "<-" in line):
+            return "indicator constraints (-> in a constraint)"
+    return None
