@@ -1,7 +1,10 @@
 """The third adversarial review's findings (issue 24), each pinned by a test that
 failed before its fix, in the style of tests/test_guarantees.py."""
 
+import subprocess
+import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -108,3 +111,176 @@ def test_the_linear_part_of_those_files_still_reads(tmp_path):
     spec = cl.ILP.from_file(path)
     assert spec.shape == [2]
     np.testing.assert_array_equal(spec.default_cost, [-1, -2])
+
+
+# -- 2. a time limit that expires is never silent --------------------------------------
+
+LIMITED = {  # every backend that takes a time limit, with cvxpy's two MIP paths
+    "highs": {"name": "highs"},
+    "scip": {"name": "scip"},
+    "cvxpy-HIGHS": {"name": "cvxpy", "options": {"solver": "HIGHS"}},
+    "cvxpy-SCIP": {"name": "cvxpy", "options": {"solver": "SCIP"}},
+}
+
+
+def hard_knapsack(rows=12):
+    """A 10-dimensional 0/1 knapsack of 80 items that no solver proves optimal in 0.05 s,
+    and distinct costs per row (the executors solve repeated rows once)."""
+    rng = np.random.default_rng(7)
+    weights = rng.integers(20, 100, size=(10, 80))
+    spec = cl.problems.Knapsack(weights=weights.tolist(),
+                                capacities=(weights.sum(1) // 3).tolist())
+    costs = weights.mean(0) + rng.integers(-10, 10, size=(rows, 80))
+    return spec, costs.astype(float)
+
+
+@pytest.fixture
+def no_hang_budget(monkeypatch, always_parallel):
+    """Every batch to the workers, and no hang budget: a worker pool that starts cvxpy
+    on a loaded machine can take longer than the budget, which is not under test here."""
+    from combolayer.backends import executors
+
+    monkeypatch.setattr(executors.ParallelKernel, "_deadline", lambda self, chunks: None,
+                        raising=False)
+
+
+def assert_limit_is_visible(config):
+    spec, costs = hard_knapsack()
+    solver = cl.make_solver(spec, {**config, "time_limit": 0.05})
+    with pytest.warns(RuntimeWarning) as caught:
+        y = solver.solve(costs)
+    statuses = solver.last_status
+    assert len(statuses) == len(costs) and set(statuses) <= {"optimal", "time limit"}
+    bad = sum(status != "optimal" for status in statuses)
+    assert bad >= 1
+    summaries = [str(w.message) for w in caught if "not solved to optimality" in str(w.message)]
+    assert len(summaries) == 1 and f"{bad} of {len(costs)} rows" in summaries[0]
+    # Whatever stopped early is still feasible.
+    weights = np.asarray(spec.weights)
+    assert (y @ weights.T <= np.asarray(spec.capacities)).all()
+    strict = cl.make_solver(spec, {**config, "time_limit": 0.05, "on_limit": "raise"})
+    with pytest.raises(cl.SolverError, match=r"rows .* were not solved to optimality"):
+        strict.solve(costs)
+    assert "time limit" in strict.last_status
+
+
+@pytest.mark.parametrize("executor", ["serial", "thread", "process"])
+@pytest.mark.parametrize("backend", sorted(LIMITED))
+def test_a_time_limit_that_expires_warns_flags_and_can_raise_on_every_executor(
+        backend, executor, no_hang_budget):
+    # Before: cvxpy with SCIP mapped SCIP's time limit (optimal_inaccurate) to optimal
+    # with no word, and process workers' warnings mostly never reached the caller.
+    pytest.importorskip("cvxpy") if backend.startswith("cvxpy") else None
+    assert_limit_is_visible({**LIMITED[backend], "executor": executor, "workers": 2})
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray = pytest.importorskip("ray", reason="the ray executor needs the optional ray package")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", sorted(LIMITED))
+def test_a_time_limit_that_expires_in_a_ray_actor_reaches_the_caller(
+        backend, local_ray, no_hang_budget):
+    assert_limit_is_visible({**LIMITED[backend], "executor": "ray", "workers": 2})
+
+
+UNLIMITED = {  # backends that always solve to optimality: every row says so
+    "torch": lambda: cl.problems.TopK(6, 2),
+    "scipy": lambda: cl.problems.Matching(3, 3),
+    "networkx": lambda: cl.problems.Matching(3, 3),
+}
+
+
+@pytest.mark.parametrize("executor", ["serial", "thread", "process"])
+@pytest.mark.parametrize("backend", sorted(UNLIMITED))
+def test_backends_without_a_time_limit_report_every_row_optimal(backend, executor,
+                                                                always_parallel):
+    spec = UNLIMITED[backend]()
+    costs = np.random.default_rng(0).normal(size=(5, *spec.cost_shape))
+    solver = cl.make_solver(spec, {"name": backend, "executor": executor, "workers": 2,
+                                   "time_limit": 0.05})
+    solver.solve(costs)
+    assert solver.last_status == ("optimal",) * 5
+
+
+def test_last_status_is_per_thread():
+    spec, costs = hard_knapsack(rows=2)
+    solver = cl.make_solver(spec, {"name": "highs", "time_limit": 0.05})
+    with pytest.warns(RuntimeWarning):
+        solver.solve(costs)
+    seen = []
+    thread = threading.Thread(target=lambda: seen.append(solver.last_status))
+    thread.start()
+    thread.join()
+    assert seen == [()] and solver.last_status == ("time limit", "time limit")
+
+
+# -- 3. forked workers after a multi-threaded HiGHS solve ------------------------------
+
+FORK_SCRIPT = """
+import multiprocessing, sys
+import numpy as np, torch, combolayer as cl
+
+backend = {backend!r}
+spec = cl.ILP(shape=[6], sense="max", constraints=[
+    cl.Constraint(coefs=[3, 1, 4, 1, 5, 2], sense="<=", rhs=7)])
+layer = cl.ComboLayer(spec, backend=backend, projection="none")
+costs = torch.randn(6, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+expected = layer(costs)  # the parent solves first: HiGHS's scheduler now has threads
+
+
+def child(queue):
+    queue.put(layer(costs).tolist())
+
+
+context = multiprocessing.get_context("fork")
+queue = context.Queue()
+process = context.Process(target=child, args=(queue,))
+process.start()
+assert queue.get(timeout=60) == expected.tolist()
+process.join(60)
+assert process.exitcode == 0, process.exitcode
+
+
+class Solving(torch.utils.data.Dataset):
+    def __len__(self):
+        return len(costs)
+
+    def __getitem__(self, i):
+        with torch.no_grad():
+            return layer(costs[i])
+
+
+loader = torch.utils.data.DataLoader(Solving(), batch_size=3, num_workers=2,
+                                     multiprocessing_context="fork", timeout=60)
+torch.testing.assert_close(torch.cat(list(loader)), expected)
+print("ok")
+"""
+
+FORK_BACKENDS = {
+    "highs-threads-2": {"name": "highs", "threads": 2},
+    "highs-threads-0": {"name": "highs", "threads": 0},
+    "cvxpy-HIGHS": {"name": "cvxpy", "options": {"solver": "HIGHS"}},
+    "scip": {"name": "scip"},
+}
+
+
+@pytest.mark.parametrize("backend", sorted(FORK_BACKENDS))
+def test_fork_workers_solve_after_the_parent_solved_with_a_threaded_highs(backend):
+    # Before: the forked child (a Process or a DataLoader worker) hung in its first
+    # HiGHS solve, waiting on the parent's scheduler threads, which a fork does not copy.
+    if backend.startswith("cvxpy"):
+        pytest.importorskip("cvxpy")
+    script = FORK_SCRIPT.format(backend=FORK_BACKENDS[backend])
+    try:
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True,
+                                text=True, timeout=240)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"forked workers hung with backend {backend}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.endswith("ok\n")

@@ -11,6 +11,7 @@ from ..errors import SpecError
 from ..specs.load import read_mapping
 
 Executor = Literal["serial", "thread", "process", "ray"]
+OnLimit = Literal["warn", "raise"]
 
 
 class BackendConfig(BaseModel):
@@ -23,6 +24,15 @@ class BackendConfig(BaseModel):
     ``workers`` (whose solvers always run single-threaded) and 0 leaves the
     solver's own default (all cores for HiGHS). ``options`` go to the solver verbatim (for HiGHS,
     ``setOptionValue``; for SCIP, ``setParam``; for cvxpy, ``solve(**options)``).
+
+    ``time_limit`` (seconds per solve) may stop a solve before it proves
+    optimality. A row stopped with a feasible solution returns that solution,
+    and ``on_limit`` says what the caller hears: ``"warn"`` (the default) issues
+    one ``RuntimeWarning`` per call that counts the non-optimal rows, from every
+    executor (workers' statuses travel back with their results); ``"raise"``
+    raises `SolverError` instead. Either way ``solver.last_status`` holds
+    each row's status (``"optimal"``, ``"time limit"``, ``"inaccurate"``) after
+    the call. A limit hit without any feasible solution always raises.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -35,6 +45,7 @@ class BackendConfig(BaseModel):
     workers: int = Field(default=1, ge=1)
     executor: Executor = "serial"
     options: dict[str, Any] = {}
+    on_limit: OnLimit = "warn"
 
     @classmethod
     def load(cls, source: BackendConfig | str | os.PathLike | dict | None) -> BackendConfig:

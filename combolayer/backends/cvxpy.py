@@ -96,10 +96,20 @@ class CvxpyKernel(RowKernel):
             raise SolverError(f"cvxpy ({self.solver}) failed: {error}") from error
         status = self.problem.status
         x = self.x.value
-        outcome = cvxpy_outcome(status)
+        outcome = cvxpy_outcome(status, self._solver_status())
         feasible = x is not None and (outcome is Outcome.OPTIMAL or self._feasible(x))
         return settle(outcome, f"cvxpy ({self.solver})", lambda: np.asarray(x, dtype=float),
                       has_solution=feasible, status=str(status))
+
+    def _solver_status(self) -> str:
+        """The solver's own status when cvxpy keeps it (SCIP's ``scip_status``), else ""."""
+        stats = getattr(self.problem, "solver_stats", None)
+        extra = getattr(stats, "extra_stats", None)
+        if isinstance(extra, dict):
+            status = str(extra.get("scip_status", ""))
+            extra.pop("model", None)  # cvxpy keeps the whole SCIP model there: let it go
+            return status
+        return ""
 
     def _feasible(self, x: np.ndarray, tol: float = 1e-6) -> bool:
         # cvxpy hands back HiGHS's last iterate after a time limit even when
@@ -115,14 +125,23 @@ class CvxpyKernel(RowKernel):
         )
 
 
-def cvxpy_outcome(status: str) -> Outcome:
-    """cvxpy's problem status as an :class:`Outcome`; cvxpy reports a time limit as
-    ``USER_LIMIT``."""
+#: What SCIP's own status says when cvxpy reports ``optimal_inaccurate``: cvxpy
+#: maps SCIP's time limit (and node and gap limits) there.
+_SCIP_INACCURATE = {"timelimit": Outcome.TIME_LIMIT, "gaplimit": Outcome.OPTIMAL,
+                    "optimal": Outcome.OPTIMAL}
+
+
+def cvxpy_outcome(status: str, solver_status: str = "") -> Outcome:
+    """cvxpy's problem status as an :class:`Outcome`; cvxpy reports HiGHS's time limit
+    as ``USER_LIMIT`` and SCIP's as ``optimal_inaccurate``, which is never counted as
+    optimal: ``solver_status`` (SCIP's own, from cvxpy's ``extra_stats``) tells a time
+    limit (and a gap limit, which is what ``mip_gap`` asked for) from the rest."""
     import cvxpy as cp
 
+    if status == cp.OPTIMAL_INACCURATE:
+        return _SCIP_INACCURATE.get(solver_status, Outcome.INACCURATE)
     return {
         cp.OPTIMAL: Outcome.OPTIMAL,
-        cp.OPTIMAL_INACCURATE: Outcome.OPTIMAL,
         cp.INFEASIBLE: Outcome.INFEASIBLE,
         cp.INFEASIBLE_INACCURATE: Outcome.INFEASIBLE,
         cp.UNBOUNDED: Outcome.UNBOUNDED,

@@ -10,7 +10,10 @@ that
   estimate), and otherwise splits the batch into a few chunks per worker,
 - turns a crashed worker, or one that runs past the ``time_limit`` budget of
   its chunk, into :class:`~combolayer.errors.SolverError`, and starts fresh
-  workers on the next call.
+  workers on the next call,
+- carries each row's status (optimal, time limit, ...) and the warnings a
+  worker process or actor raised back with its results, and hands them to the
+  caller (`Solver` then warns or raises once per call).
 
 An executor receives the backend class itself (never a name to look up), and
 highspy and pyscipopt models cannot be pickled, so workers never receive a
@@ -25,6 +28,7 @@ import multiprocessing
 import queue
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -36,6 +40,7 @@ import torch
 from ..errors import BackendUnavailable, SolverError
 from ..specs.base import Spec
 from .config import BackendConfig
+from .outcome import record_all, recording
 from .solver import Kernel
 
 #: Work per chunk (seconds) below which handing rows to a worker costs more
@@ -66,11 +71,41 @@ def _timed(kernel: Kernel, costs: np.ndarray) -> tuple[np.ndarray, float]:
     return np.asarray(out, dtype=np.float64), time.perf_counter() - start
 
 
+#: What a worker sends back for a chunk: solutions, seconds, the rows' statuses
+#: (as recorded by settle; empty for kernels that never stop early) and the
+#: warnings it raised, as (category, message) pairs.
+Result = tuple[np.ndarray, float, list, list]
+
+
+def _solve_recorded(kernel: Kernel, costs: np.ndarray, catch: bool = False) -> Result:
+    """Solve a chunk in a worker, keeping what the caller must hear. ``catch`` also
+    keeps the warnings (processes and actors only: catching warnings is not thread-safe,
+    and a worker thread's own warnings already reach the caller's process)."""
+    with recording() as log:
+        if not catch:
+            return (*_timed(kernel, costs), log, [])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out, seconds = _timed(kernel, costs)
+    return out, seconds, log, [(w.category, str(w.message)) for w in caught]
+
+
+def _carry_back(results: list[Result]) -> list[tuple[np.ndarray, float]]:
+    """Hand the workers' statuses to the caller's recording and re-emit their warnings
+    here, in the caller; keep ``(solution, seconds)`` per chunk."""
+    for _, _, statuses, caught in results:
+        record_all(statuses)
+        for category, message in caught:
+            warnings.warn(message, category, stacklevel=4)
+    return [(out, seconds) for out, seconds, _, _ in results]
+
+
 class ParallelKernel:
     """Dedupe, decide serial vs parallel, chunk, and reassemble in order.
 
     Subclasses provide ``_start()`` (make workers), ``_map(chunks, deadline)``
-    (solve chunks, return ``[(solution, seconds), ...]`` in order) and
+    (solve chunks, return ``[(solution, seconds, statuses, warnings), ...]`` in
+    order, as :func:`_solve_recorded` makes them) and
     ``_reset()`` (discard broken or hung workers).
     """
 
@@ -96,8 +131,11 @@ class ParallelKernel:
             return np.empty_like(costs)
         unique, inverse = np.unique(costs, axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)
-        with self._lock:  # one batch at a time per kernel, like a serial model
+        with self._lock, recording() as log:  # one batch at a time per kernel
             solved = self._solve_unique(unique)
+        if log:  # each unique row's status, once for every row that repeats it
+            record_all(np.asarray(log, dtype=object)[inverse].tolist()
+                       if len(log) == len(unique) else log)
         return solved[inverse]
 
     def _solve_unique(self, costs: np.ndarray) -> np.ndarray:
@@ -156,7 +194,7 @@ class ParallelKernel:
     def _map_safely(self, chunks: list[np.ndarray]) -> list[tuple[np.ndarray, float]]:
         self._start()
         try:
-            return self._map(chunks, self._deadline(chunks))
+            return _carry_back(self._map(chunks, self._deadline(chunks)))
         except _WorkerFailure as failure:
             self._reset()
             raise SolverError(
@@ -226,7 +264,7 @@ class ThreadKernel(ParallelKernel):
                         i, chunk = todo.get_nowait()
                     except queue.Empty:
                         break
-                    results[i] = _timed(kernel, chunk)
+                    results[i] = _solve_recorded(kernel, chunk)
             except BaseException as error:  # re-raised in the caller
                 errors.append(error)
             returned.append(kernel)
@@ -282,8 +320,8 @@ def _init_process(cls: type, spec: Spec, config: BackendConfig) -> None:
     _WORKER_KERNEL = cls().compile(spec, config)
 
 
-def _solve_in_process(costs: np.ndarray) -> tuple[np.ndarray, float]:
-    return _timed(_WORKER_KERNEL, costs)
+def _solve_in_process(costs: np.ndarray) -> Result:
+    return _solve_recorded(_WORKER_KERNEL, costs, catch=True)
 
 
 def _process_context():
@@ -356,7 +394,7 @@ class _Actor:
     def __init__(self, cls: type, spec: Spec, config: BackendConfig) -> None:
         _init_process(cls, spec, config)
 
-    def solve(self, costs: np.ndarray) -> tuple[np.ndarray, float]:
+    def solve(self, costs: np.ndarray) -> Result:
         return _solve_in_process(costs)
 
 

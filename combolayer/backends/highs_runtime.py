@@ -12,6 +12,13 @@ combolayer (kernels, :mod:`combolayer.analysis.hull`, model files) is made by
   highspy 1.15, an error since). :func:`run_highs` then resets the scheduler,
   with no other solve of ours running, and runs again.
 
+The scheduler also does not survive ``fork``: a child process inherits a
+scheduler whose worker threads it does not have, and its first HiGHS solve
+(ours, or cvxpy's HiGHS path) waited on them forever once the parent had
+solved with ``threads != 1``. A handler registered with
+``os.register_at_fork`` resets the scheduler (and this module's locks) in
+every forked child, before any code of the child runs.
+
 This module imports nothing else of combolayer but its errors, so that any
 module may use it without an import cycle.
 """
@@ -75,6 +82,19 @@ def _c_stdout_silenced():
         os.dup2(saved, 1)
         os.close(devnull)
         os.close(saved)
+
+
+def _reset_in_forked_child() -> None:
+    # Only the forking thread exists in the child: locks another thread held are
+    # stuck held there, and the scheduler's worker threads are gone.
+    global _SCHEDULER, _BANNER_LOCK
+    _SCHEDULER = _SharedLock()
+    _BANNER_LOCK = threading.Lock()
+    highspy.Highs.resetGlobalScheduler(True)
+
+
+if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
+    os.register_at_fork(after_in_child=_reset_in_forked_child)
 
 
 def absorb_banner() -> None:

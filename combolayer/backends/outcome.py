@@ -7,17 +7,26 @@ with the same messages:
 - optimal: the solution;
 - infeasible: :class:`~combolayer.InfeasibleError`;
 - unbounded: :class:`~combolayer.SolverError` asking for finite bounds;
-- a time (or other user) limit with a feasible solution: a ``RuntimeWarning``
-  and that solution; without one: :class:`~combolayer.SolverError`;
+- a time (or other user) limit with a feasible solution, or a solution the
+  solver calls inaccurate: that solution, marked non-optimal; without one:
+  :class:`~combolayer.SolverError`;
 - a Ctrl-C the solver caught: ``KeyboardInterrupt``, as if Python had seen it;
 - anything else: :class:`~combolayer.SolverError` naming the solver's status.
+
+Every solution returned is also recorded with its status ("optimal", "time
+limit", "inaccurate") in the calling thread's innermost :func:`recording`, if
+any: that is how the status of each row travels from a kernel, through the
+executors' workers, to `Solver.last_status`, which then warns once per call
+(or raises, with ``BackendConfig(on_limit="raise")``). Called with no recording
+open (a kernel used directly), :func:`settle` warns itself, as it always did.
 """
 
 from __future__ import annotations
 
 import enum
+import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -31,6 +40,9 @@ class Outcome(enum.Enum):
     #: The solver could not tell which; :func:`settle` asks ``is_infeasible``.
     INFEASIBLE_OR_UNBOUNDED = "infeasible or unbounded"
     TIME_LIMIT = "time limit"
+    #: A solution the solver returned but calls inaccurate (cvxpy's
+    #: ``optimal_inaccurate``, e.g. SCIP stopped by a node limit).
+    INACCURATE = "inaccurate"
     #: The solver caught a Ctrl-C and stopped: :func:`settle` re-raises it.
     INTERRUPTED = "interrupted"
     #: Any other stop (numerical trouble, interrupted, an unexpected status).
@@ -56,6 +68,7 @@ def settle(
     (e.g. by a solve with zero costs), which otherwise counts as unbounded.
     """
     if outcome is Outcome.OPTIMAL and has_solution:
+        record(OPTIMAL)
         return solution()
     if outcome is Outcome.INTERRUPTED:
         raise KeyboardInterrupt  # the solver caught the user's Ctrl-C: hand it back
@@ -71,10 +84,83 @@ def settle(
         )
     if outcome is Outcome.TIME_LIMIT:
         if has_solution:
-            warnings.warn(f"{solver} hit the time limit; returning the best feasible solution "
-                          "found, which may not be optimal", RuntimeWarning, stacklevel=2)
+            if not record(outcome.value):
+                warnings.warn(f"{solver} hit the time limit; returning the best feasible "
+                              "solution found, which may not be optimal", RuntimeWarning,
+                              stacklevel=2)
             return solution()
         raise SolverError(f"{solver} hit the time limit without finding a feasible solution; "
                           "raise BackendConfig.time_limit")
+    if outcome is Outcome.INACCURATE and has_solution:
+        if not record(outcome.value):
+            warnings.warn(f"{solver} returned a solution it calls inaccurate{_shown(status)}; "
+                          "it may not be optimal", RuntimeWarning, stacklevel=2)
+        return solution()
     shown = f" {status!r}" if status else f" {outcome.value!r}"
     raise SolverError(f"{solver} stopped with status{shown}")
+
+
+def _shown(status: str) -> str:
+    return f" (status {status!r})" if status else ""
+
+
+# -- per-row statuses -----------------------------------------------------------------
+
+#: The status of a row solved to optimality; any other status is a non-optimal answer.
+OPTIMAL = Outcome.OPTIMAL.value
+
+_LOCAL = threading.local()
+
+
+class recording:  # noqa: N801 (used as a context manager, like a function)
+    """Collect the statuses :func:`settle` records in this thread, innermost first.
+
+    ``with recording() as log:`` opens a list that every solution returned by
+    :func:`settle` in this thread appends its status to, until the block ends.
+    Recordings nest; only the innermost one receives.
+    """
+
+    __slots__ = ("log",)
+
+    def __enter__(self) -> list[str]:
+        stack = _LOCAL.__dict__.get("stack")
+        if stack is None:
+            stack = _LOCAL.stack = []
+        self.log: list[str] = []
+        stack.append(self.log)
+        return self.log
+
+    def __exit__(self, *exc: object) -> None:
+        _LOCAL.stack.pop()
+
+
+def record(status: str) -> bool:
+    """Append ``status`` to this thread's innermost recording; False when none is open."""
+    stack = _LOCAL.__dict__.get("stack")
+    if not stack:
+        return False
+    stack[-1].append(status)
+    return True
+
+
+def record_all(statuses: Iterable[str]) -> None:
+    """Append each of ``statuses`` (a worker's, carried back) to this thread's recording."""
+    stack = _LOCAL.__dict__.get("stack")
+    if stack:
+        stack[-1].extend(statuses)
+
+
+def worst(statuses: list[str]) -> str:
+    """One status for a row that recorded several (a kernel that solves in rounds)."""
+    for status in statuses:
+        if status != OPTIMAL:
+            return status
+    return OPTIMAL
+
+
+def row_statuses(log: list[str], rows: int) -> list[str]:
+    """The status of each of ``rows`` rows from what a kernel recorded: one per row for
+    row kernels, none for kernels that never stop early (every row optimal)."""
+    if len(log) == rows:
+        return log
+    return [worst(log)] * rows

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -11,7 +12,9 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
+from ..errors import SolverError
 from ..specs.base import Spec
+from .outcome import OPTIMAL, record_all, recording, row_statuses, worst
 
 
 @runtime_checkable
@@ -54,9 +57,14 @@ class RowKernel:
     def __call__(self, costs: np.ndarray) -> np.ndarray:
         n = costs.shape[1]
         out = np.empty_like(costs)
+        statuses = []
         with self._lock:
             for b, row in enumerate(costs):
-                out[b] = self.solve_one(row)[:n]
+                # one status per row, however many solves the row took
+                with recording() as log:
+                    out[b] = self.solve_one(row)[:n]
+                statuses.append(worst(log))
+        record_all(statuses)
         return self.form.outputs(out)
 
 
@@ -139,6 +147,12 @@ class Solver:
 
     Numpy in gives numpy out, torch in gives torch out on the input's device and
     dtype; any leading batch shape is allowed.
+
+    A row the solver did not solve to optimality (a time limit hit with a feasible
+    solution in hand, or a solution the solver calls inaccurate) is never silent:
+    each call that returns one warns once (a ``RuntimeWarning`` counting the rows),
+    or raises `SolverError` under ``BackendConfig(on_limit="raise")``, whatever
+    the executor; and `last_status` names the status of every row.
     """
 
     def __init__(self, spec: Spec, kernel: Kernel, backend: str, config: Any) -> None:
@@ -149,6 +163,38 @@ class Solver:
         self.sign = 1.0 if spec.sense == "min" else -1.0
         self.cost_shape = spec.cost_shape
         self.num_outputs = math.prod(spec.cost_shape)
+        self._last = threading.local()
+        self.on_limit = getattr(config, "on_limit", "warn")
+
+    @property
+    def last_status(self) -> tuple[str, ...]:
+        """The status of each row (flattened batch, row-major) of this thread's most
+        recent solve with this solver: ``"optimal"``, ``"time limit"`` (the best feasible
+        solution found when the time limit hit) or ``"inaccurate"``; ``()`` before the
+        first. Per thread, so threads that share a solver each read their own."""
+        return getattr(self._last, "status", ())
+
+    def _run(self, kernel: Callable, costs: Any) -> Any:
+        """``kernel(costs)`` on a ``(B, N)`` batch, keeping each row's status and
+        warning (or raising) when one is not optimal."""
+        with recording() as log:
+            y = kernel(costs)
+        statuses = row_statuses(log, costs.shape[0])
+        self._last.status = tuple(statuses)
+        if statuses and worst(statuses) != OPTIMAL:
+            self._not_optimal(statuses)
+        return y
+
+    def _not_optimal(self, statuses: list[str]) -> None:
+        bad = [status for status in statuses if status != OPTIMAL]
+        kinds = ", ".join(sorted(set(bad)))
+        message = (f"{self.backend}: {len(bad)} of {len(statuses)} rows of {self.spec.label} "
+                   f"were not solved to optimality ({kinds}): their solutions are feasible but "
+                   "may not be optimal; see solver.last_status for which")
+        if self.on_limit == "raise":
+            raise SolverError(message + "; BackendConfig(on_limit='raise') makes this an error")
+        warnings.warn(message + "; raise BackendConfig.time_limit, or set on_limit='raise' to "
+                      "make this an error", RuntimeWarning, stacklevel=4)
 
     @property
     def kernel(self) -> Kernel:
@@ -187,19 +233,19 @@ class Solver:
             return self.solve_rows(costs.detach().reshape(-1, self.num_outputs)).reshape(shape)
         flat = np.ascontiguousarray(costs, dtype=np.float64).reshape(-1, self.num_outputs)
         if self._torch_kernel:
-            y = self.kernel(torch.from_numpy(flat)).numpy()
+            y = self._run(self.kernel, torch.from_numpy(flat)).numpy()
         else:
-            y = self.kernel(flat)
+            y = self._run(self.kernel, flat)
         return np.asarray(y, dtype=np.float64).reshape(shape)
 
     def solve_rows(self, costs: torch.Tensor) -> torch.Tensor:
         """:meth:`solve_min` of a ``(B, N)`` tensor with ``B >= 1`` that needs no gradient,
         with nothing else looked at: the layer's hot path, where every call counts."""
         if self._torch_kernel:
-            y = self._kernel(costs)
+            y = self._run(self._kernel, costs)
         else:
             # one copy at most: none for float64 CPU costs, which numpy shares
-            y = torch.from_numpy(self._kernel(costs.to("cpu", torch.float64).numpy()))
+            y = torch.from_numpy(self._run(self._kernel, costs.to("cpu", torch.float64).numpy()))
         # get_device() compares ints (-1 on the CPU) without building torch.device objects
         if y.dtype is costs.dtype and y.get_device() == costs.get_device():
             return y
