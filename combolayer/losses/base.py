@@ -31,3 +31,41 @@ def check_solution(solver: Solver, y: Tensor, like: Tensor, name: str) -> Tensor
             f"for {solver.spec.label}"
         )
     return torch.as_tensor(y).to(like)
+
+
+class SolverLoss:
+    """A loss that holds a compiled solver as ``self.solver``, and still deep-copies and
+    pickles with every backend.
+
+    A compiled solver holds native models, locks and worker pools, none of which
+    can be copied; like a layer, a loss therefore keeps a recipe (the spec and the
+    backend config, with the backend that ``"auto"`` chose) and rebuilds its solver
+    on first use after ``copy.deepcopy``, ``pickle`` or ``torch.save``. Every loss
+    that solves inherits this by subclassing; it only assigns ``self.solver``.
+    """
+
+    @property
+    def solver(self) -> Solver:
+        solver = self.__dict__.get("_solver")
+        if solver is None:
+            from ..backends.registry import make_solver
+
+            spec, config = self.__dict__["_solver_recipe"]
+            solver = self.__dict__["_solver"] = make_solver(spec, config)
+        return solver
+
+    @solver.setter
+    def solver(self, solver: Solver) -> None:
+        self.__dict__["_solver"] = solver
+        config = solver.config
+        if hasattr(config, "model_copy"):  # a BackendConfig: pin the backend "auto" chose
+            config = config.model_copy(update={"name": solver.backend})
+        self.__dict__["_solver_recipe"] = (solver.spec, config)
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state.pop("_solver", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)

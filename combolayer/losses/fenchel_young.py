@@ -10,10 +10,10 @@ from torch import Tensor
 from ..backends.registry import as_solver
 from ..backends.solver import check_costs, inner
 from ..estimators import Perturbed
-from .base import check_reduction, check_solution, reduce
+from .base import SolverLoss, check_reduction, check_solution, reduce
 
 
-class FenchelYoungLoss:
+class FenchelYoungLoss(SolverLoss):
     """The perturbed Fenchel-Young loss, built on :class:`~combolayer.Perturbed`.
 
     With ``c`` the predicted min-sense cost (theta = -c in the paper's max

@@ -9,10 +9,10 @@ from torch import Tensor
 
 from ..backends.registry import as_solver
 from ..backends.solver import check_costs, inner
-from .base import check_reduction, check_solution, reduce
+from .base import SolverLoss, check_reduction, check_solution, reduce
 
 
-class SPOPlusLoss:
+class SPOPlusLoss(SolverLoss):
     """The SPO+ loss, a convex surrogate of regret that needs the true costs.
 
     With ``c_hat`` the predicted and ``c`` the true min-sense costs, ``y*`` the
