@@ -140,11 +140,12 @@ def hard_knapsack(rows=12):
 
 @pytest.fixture
 def no_hang_budget(monkeypatch, always_parallel):
-    """Every batch to the workers, and no hang budget: a worker pool that starts cvxpy
-    on a loaded machine can take longer than the budget, which is not under test here."""
+    """Every batch to the workers, and a generous hang budget: a worker pool or Ray actor
+    that starts on a loaded machine can take longer than the usual budget (2 s plus the
+    solves), which is not under test here."""
     from combolayer.backends import executors
 
-    monkeypatch.setattr(executors.ParallelKernel, "_deadline", lambda self, chunks: None,
+    monkeypatch.setattr(executors.ParallelKernel, "_deadline", lambda self, chunks: 300.0,
                         raising=False)
 
 
@@ -332,3 +333,19 @@ def test_losses_deepcopy_and_pickle_with_every_backend(loss_name, backend, execu
     torch.save(state, buffer)
     buffer.seek(0)
     torch.testing.assert_close(value(torch.load(buffer, weights_only=False)["loss"]), expected)
+
+
+# -- 5. a Blackbox step that overflows the solver -------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["scip", "highs", "torch"])
+@pytest.mark.parametrize("lam", [1e300, 1e20])
+def test_a_blackbox_step_too_large_for_the_solver_raises_a_typed_error(backend, lam):
+    # Before: SCIP raised a bare "Exception: error in input data!" at lam=1e300.
+    layer = cl.ComboLayer(cl.problems.TopK(6, 2), method=cl.Blackbox(lam=lam),
+                          backend=backend, projection="none")
+    w = torch.randn(3, 6, dtype=torch.float64, requires_grad=True)
+    loss = (layer(w) * torch.randn(3, 6, dtype=torch.float64)).sum()
+    with pytest.raises(ValueError, match=r"the shifted costs c \+ lam \* dL/dy must be "
+                                         r"(below 1e\+15 in magnitude|finite).*got.*lower lam"):
+        loss.backward()

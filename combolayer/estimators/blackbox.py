@@ -7,7 +7,7 @@ from typing import ClassVar
 from pydantic import field_validator
 from torch import Tensor
 
-from ..backends.solver import Solver
+from ..backends.solver import Solver, check_costs
 from .base import Estimator, Positive
 
 __all__ = ["Blackbox"]
@@ -21,7 +21,13 @@ def interpolation(solver: Solver, lam: float, grad: Tensor, costs: Tensor, eps: 
     S shifted solves in one batched call. ``per_instance`` multiplies ``lam`` by
     the number of instances in the batch (see :class:`Blackbox`)."""
     step = lam * (costs.numel() // solver.num_outputs if per_instance else 1)
-    shifted = solver.solve_min(costs + step * grad + eps)
+    moved = costs + step * grad + eps
+    try:  # checked like forward costs: a huge lam must not reach the solver (SCIP: bare
+        # "error in input data!")
+        check_costs(solver.spec, moved, "the shifted costs c + lam * dL/dy")
+    except ValueError as error:
+        raise ValueError(f"{error}; lower lam (got lam={lam:g})") from None
+    shifted = solver.solve_min(moved)
     return (shifted - samples).mean(0) / step
 
 
