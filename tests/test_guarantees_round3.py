@@ -349,3 +349,29 @@ def test_a_blackbox_step_too_large_for_the_solver_raises_a_typed_error(backend, 
     with pytest.raises(ValueError, match=r"the shifted costs c \+ lam \* dL/dy must be "
                                          r"(below 1e\+15 in magnitude|finite).*got.*lower lam"):
         loss.backward()
+
+
+# -- 7. a .npz path that is not an npz ------------------------------------------------
+
+
+@pytest.mark.parametrize("content", ["text", "pickle", "object_array"])
+def test_a_train_config_npz_that_is_not_an_npz_of_arrays_says_so(tmp_path, content):
+    # Before: numpy's "This file contains pickled (object) data" (never allow_pickle).
+    from combolayer.training.loop import ConfigError, load_config, run
+
+    path = tmp_path / "d.npz"
+    if content == "text":
+        path.write_text("features,costs\n1,2\n")
+        message = r"is not an npz archive of arrays: expected an npz archive of numeric"
+    elif content == "pickle":
+        path.write_bytes(pickle.dumps({"features": np.zeros((10, 3))}))
+        message = r"is not an npz archive of arrays"
+    else:
+        np.savez(path, features=np.array([{"a": 1}] * 10, dtype=object),
+                 costs=np.zeros((10, 6)))
+        message = r"holds an array that is not numeric"
+    spec = cl.problems.TopK(n=6, k=2)
+    config = load_config({"problem": spec.model_dump(), "data": {"npz": str(path)}})
+    with pytest.raises(ConfigError, match=message) as caught:
+        run(config, out=tmp_path / "run")
+    assert "pickled" not in str(caught.value)

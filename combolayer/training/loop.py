@@ -15,6 +15,7 @@ import math
 import os
 import time
 import typing
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -270,15 +271,26 @@ def _npz_data(config: TrainConfig) -> tuple[datasets.Data, datasets.Data]:
     if not path.is_file():
         raise ConfigError(f"data.npz: no file named {str(path)!r}")
     spec = load_spec_or_model_file(config.problem)
+    expected = ("expected an npz archive of numeric arrays (numpy.savez) with 'features' (n, p), "
+                "'costs' (n, *cost_shape) and optional 'solutions'")
+    # np.load reads anything that is not a zip or .npy as a pickle, which it refuses
+    # with a message about pickled data: say what the file is not instead.
+    if not zipfile.is_zipfile(path):
+        raise ConfigError(f"data.npz: {str(path)!r} is not an npz archive of arrays: {expected}")
     with np.load(path, allow_pickle=False) as arrays:
         missing = [key for key in ("features", "costs") if key not in arrays]
         if missing:
             raise ConfigError(f"{path} has no array named {missing[0]!r}: expected 'features' "
                               f"(n, p), 'costs' (n, *cost_shape) and optional 'solutions'; "
                               f"found {sorted(arrays)}")
-        features = np.asarray(arrays["features"], dtype=float)
-        costs = np.asarray(arrays["costs"], dtype=float)
-        solutions = np.asarray(arrays["solutions"], dtype=float) if "solutions" in arrays else None
+        try:
+            features = np.asarray(arrays["features"], dtype=float)
+            costs = np.asarray(arrays["costs"], dtype=float)
+            solutions = (np.asarray(arrays["solutions"], dtype=float) if "solutions" in arrays
+                         else None)
+        except ValueError as error:  # object (pickled) arrays, or text that is no number
+            raise ConfigError(f"data.npz: {str(path)!r} holds an array that is not numeric "
+                              f"({error}): {expected}") from None
     n, shape = len(costs), tuple(spec.cost_shape)
     if features.ndim != 2 or len(features) != n:
         raise ConfigError(f"{path}: features has shape {features.shape}, expected "
