@@ -163,10 +163,13 @@ def assert_limit_is_visible(config):
     # Whatever stopped early is still feasible.
     weights = np.asarray(spec.weights)
     assert (y @ weights.T <= np.asarray(spec.capacities)).all()
+    # Hand the workers back (Ray: a 2-CPU cluster holds one solver's actors at a time).
+    getattr(solver.kernel, "close", lambda: None)()
     strict = cl.make_solver(spec, {**config, "time_limit": 0.05, "on_limit": "raise"})
     with pytest.raises(cl.SolverError, match=r"rows .* were not solved to optimality"):
         strict.solve(costs)
     assert "time limit" in strict.last_status
+    getattr(strict.kernel, "close", lambda: None)()
 
 
 @pytest.mark.parametrize("executor", ["serial", "thread", "process"])
