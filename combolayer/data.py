@@ -1,8 +1,8 @@
 """Synthetic data with PyEPO's formulas (Tang & Khalil, "PyEPO", 2022).
 
-Each generator returns a :class:`Data` of tensors ready for a DataLoader,
+Each generator returns a `Data` of tensors ready for a DataLoader,
 ``(features, costs, solutions, spec)``, with the true optimal solutions
-computed through :func:`combolayer.make_solver` in one batched call.
+computed through [`combolayer.make_solver`][combolayer.make_solver] in one batched call.
 Random draws follow PyEPO's order, so the same seed gives PyEPO's numbers.
 
 Shapes: ``features`` ``(num_data, num_features)``; ``costs`` and
@@ -98,7 +98,7 @@ def shortest_path(
 
     Returns:
         ``Data(features (num_data, p), costs (num_data, d), solutions, spec)``
-        with ``spec`` a :class:`~combolayer.problems.ShortestPath` from the top-left
+        with ``spec`` a [`ShortestPath`][combolayer.problems.ShortestPath] from the top-left
         to the bottom-right node.
 
     With ``d`` edges and ``p = num_features``: ``B ~ Bernoulli(0.5)^{d x p}``,

@@ -2,7 +2,7 @@
 
 The problems, estimators and experiments packages each import every module
 they hold when they are imported: a module's classes register themselves when
-defined (``@register_spec``, an :class:`~combolayer.estimators.base.Estimator`
+defined (``@register_spec``, an `Estimator`
 subclass with a ``name``), and a new file in the folder needs no import line
 anywhere else.
 """

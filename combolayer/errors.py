@@ -1,4 +1,4 @@
-"""The error types of combolayer; every one subclasses :class:`ComboLayerError`."""
+"""The error types of combolayer; every one subclasses `ComboLayerError`."""
 
 from __future__ import annotations
 

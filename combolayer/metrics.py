@@ -3,7 +3,7 @@
 Each takes the true costs ``c`` of shape ``(*batch, *cost_shape)`` and the
 decisions ``y_pred`` taken from predicted costs, and compares against the true
 optimum ``y*(c)``. The optimum is solved in one batch call unless ``y_true``
-(the optimal solutions, e.g. from :mod:`combolayer.data`) is given. The
+(the optimal solutions, e.g. from [`combolayer.data`][combolayer.data]) is given. The
 problem is a spec, a compiled solver or a ComboLayer; pass a compiled one
 (as the problem or as ``backend=``) to avoid recompiling per call.
 
@@ -86,7 +86,7 @@ def normalized_regret(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver 
                       backend: Any = "auto", y_true: Any = None) -> Tensor:
     """Scalar ``sum regret / (sum |<c, y*(c)>| + 1e-7)`` over the batch (PyEPO's ``regret``).
 
-    Arguments as :func:`regret`; returns a float64 scalar tensor.
+    Arguments as `regret`; returns a float64 scalar tensor.
     """
     value, best, sign = _objectives(spec, cost_true, y_pred, solver, backend, y_true,
                                     "normalized_regret")

@@ -44,3 +44,27 @@ def test_api_reference_covers_every_public_name(site):
                  "combolayer.data.shortest_path", "combolayer.training.loop.TrainConfig"):
         assert name in anchors, name
 
+
+
+ROLE = re.compile(r":(class|meth|func|attr|mod|data|exc|obj):`")
+
+
+def test_no_docstring_uses_a_sphinx_role():
+    # Before: the API reference showed ":meth:`set_noise`" and ":class:`SumOfGamma`".
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+             for path in sorted((ROOT / "combolayer").rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1) if ROLE.search(line)]
+    assert not found, "Sphinx roles render literally in mkdocstrings:\n" + "\n".join(found)
+
+
+def test_the_strict_build_fails_on_a_sphinx_role(caplog):
+    sys.path.insert(0, str(ROOT))
+    try:
+        import mkdocs_hooks
+    finally:
+        sys.path.remove(str(ROOT))
+    page = type("Page", (), {"file": type("File", (), {"src_path": "api/layer.md"})()})()
+    with caplog.at_level("WARNING", logger="mkdocs.plugins.sphinx_roles"):
+        mkdocs_hooks.on_page_content("<p>see :meth:<code>set_noise</code></p>", page, {}, None)
+        mkdocs_hooks.on_page_content("<p>see <code>set_noise</code></p>", page, {}, None)
+    assert len(caplog.records) == 1 and "api/layer.md" in caplog.records[0].getMessage()

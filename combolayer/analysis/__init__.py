@@ -1,6 +1,6 @@
 """Invariance analysis: the affine hull of a problem's solutions.
 
-:mod:`.hull` computes it (``analyze``, ``AffineHull``); :mod:`.text` renders it
+`hull` computes it (``analyze``, ``AffineHull``); `text` renders it
 for ``combolayer analyze`` and the demo.
 """
 

@@ -3,7 +3,7 @@
 If every feasible ``y`` satisfies ``<a, y> = b``, then ``w`` and ``w + t * a``
 give the same argmin for every ``t``: the solver is blind to ``a``, and the
 Identity gradient along ``a`` is pure noise (Sahoo et al. 2023, sec. 3.3).
-:func:`analyze` finds all such ``a`` for any spec:
+[`analyze`][combolayer.analyze] finds all such ``a`` for any spec:
 
 - LP mode (default) works on the LP relaxation of the compact exact ILP. It
   collects the explicit equalities, the implicit ones (inequalities and bounds
@@ -17,7 +17,7 @@ Identity gradient along ``a`` is pure noise (Sahoo et al. 2023, sec. 3.3).
   known; it needs at most about ``2 N`` solves.
 
 Results are cached per spec, so a layer pays for the analysis once, at
-construction. :mod:`combolayer.analysis.text` renders a hull for people
+construction. `combolayer.analysis.text` renders a hull for people
 (``combolayer analyze``).
 """
 
@@ -128,7 +128,7 @@ def analyze(spec: Spec, exact: bool = False) -> AffineHull:
             ``2 N`` solves).
 
     Returns:
-        An :class:`AffineHull`: ``normals`` ``(r, N)`` with orthonormal rows,
+        An [`AffineHull`][combolayer.AffineHull]: ``normals`` ``(r, N)`` with orthonormal rows,
         ``offsets`` ``(r,)``, ``dim = N - r``, the ``fixed`` outputs, and
         ``project(w)`` for costs ``(..., *cost_shape)``. Cached per spec.
 

@@ -1,6 +1,6 @@
 """The text of ``combolayer analyze``: a hull's dimension, equations and fixed outputs.
 
-:func:`describe` renders an :class:`~combolayer.AffineHull` for a person, e.g.
+`describe` renders an [`AffineHull`][combolayer.AffineHull] for a person, e.g.
 ``y[2,0] = y[0,2]`` rather than a row of the normal matrix.
 """
 
@@ -13,7 +13,7 @@ import numpy as np
 from ..specs.base import Spec
 from .hull import AffineHull
 
-#: :func:`describe` lists at most this many equations and fixed outputs.
+#: `describe` lists at most this many equations and fixed outputs.
 MAX_SHOWN = 20
 #: Above this many flops (r^2 * N) the equations are shown as the basis rows
 #: instead of the reduced row echelon form, which reads better but costs more.
@@ -23,7 +23,7 @@ RREF_FLOPS = 5e9
 def describe(spec: Spec, hull: AffineHull, full: bool = False) -> str:
     """A person's summary of ``hull``: the dimension, the spec's own constraints that
     hold with equality for every solution, the equations, the fixed outputs and what
-    ``"auto"`` does. Lists are cut at :data:`MAX_SHOWN` entries unless ``full``."""
+    ``"auto"`` does. Lists are cut at `MAX_SHOWN` entries unless ``full``."""
     most = None if full else MAX_SHOWN
     mode = "integer solutions (exact, MIP)" if hull.exact else "LP relaxation (sound)"
     lines = [f"{spec.label}: {hull.num_outputs} outputs, affine hull of dimension "

@@ -1,11 +1,11 @@
 """What a backend is: its declared capabilities, where ``"auto"`` ranks it, and
 the default check of a problem against them.
 
-A backend subclasses :class:`Backend`, sets ``name``, ``requires`` (the
-packages it imports), ``capabilities`` (a :class:`Capability` flag set),
+A backend subclasses `Backend`, sets ``name``, ``requires`` (the
+packages it imports), ``capabilities`` (a `Capability` flag set),
 ``kinds`` (the problem kinds it solves with an algorithm of its own) and its
 tiers, and defines ``compile(spec, config) -> Kernel``. Registering it
-(:func:`~combolayer.backends.register_backend` or the entry-point group
+([`register_backend`][combolayer.backends.register_backend] or the entry-point group
 ``combolayer.backends``) is the only other step.
 """
 
@@ -127,7 +127,7 @@ class Backend:
 class FunctionBackend(Backend):
     """A backend made of one kernel builder per problem kind, each returning a
     function on a ``(B, N)`` batch of minimisation costs of the backend's
-    ``array_api``, or a :class:`Kernel` of its own."""
+    ``array_api``, or a `Kernel` of its own."""
 
     builders: ClassVar[dict[str, Callable[[Spec], Callable]]] = {}
 

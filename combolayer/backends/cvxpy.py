@@ -132,7 +132,7 @@ _SCIP_INACCURATE = {"timelimit": Outcome.TIME_LIMIT, "gaplimit": Outcome.OPTIMAL
 
 
 def cvxpy_outcome(status: str, solver_status: str = "") -> Outcome:
-    """cvxpy's problem status as an :class:`Outcome`; cvxpy reports HiGHS's time limit
+    """cvxpy's problem status as an `Outcome`; cvxpy reports HiGHS's time limit
     as ``USER_LIMIT`` and SCIP's as ``optimal_inaccurate``, which is never counted as
     optimal: ``solver_status`` (SCIP's own, from cvxpy's ``extra_stats``) tells a time
     limit (and a gap limit, which is what ``mip_gap`` asked for) from the rest."""

@@ -1,6 +1,6 @@
 """Parallel executors: threads, processes and Ray actors, each holding its own model.
 
-Every executor returns a numpy :class:`~combolayer.backends.solver.Kernel`
+Every executor returns a numpy `Kernel`
 that
 
 - solves identical cost rows of a batch once (deduplication),
@@ -9,7 +9,7 @@ that
   pay for the hand-off (the first solve is timed, then every solve updates the
   estimate), and otherwise splits the batch into a few chunks per worker,
 - turns a crashed worker, or one that runs past the ``time_limit`` budget of
-  its chunk, into :class:`~combolayer.errors.SolverError`, and starts fresh
+  its chunk, into `SolverError`, and starts fresh
   workers on the next call,
 - carries each row's status (optimal, time limit, ...) and the warnings a
   worker process or actor raised back with its results, and hands them to the
@@ -105,7 +105,7 @@ class ParallelKernel:
 
     Subclasses provide ``_start()`` (make workers), ``_map(chunks, deadline)``
     (solve chunks, return ``[(solution, seconds, statuses, warnings), ...]`` in
-    order, as :func:`_solve_recorded` makes them) and
+    order, as `_solve_recorded` makes them) and
     ``_reset()`` (discard broken or hung workers).
     """
 

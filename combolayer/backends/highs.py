@@ -4,11 +4,11 @@ The model is passed once; each solve changes only the column costs, clears
 the solver state and runs again with presolve off. Measured on the demo's
 LPs, reusing the previous basis was 2-5x slower when every cost changes.
 
-TSP has a kernel of its own, :class:`HighsTspKernel` (cut rounds on the LP
+TSP has a kernel of its own, `HighsTspKernel` (cut rounds on the LP
 of the edge formulation, then the MIP only when the LP stays fractional).
 
 Process-global HiGHS state (the banner, the thread scheduler) is handled in
-:mod:`combolayer.backends.highs_runtime`, whose names are re-exported here.
+`combolayer.backends.highs_runtime`, whose names are re-exported here.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _build_model(form: CanonicalForm, config: BackendConfig):
 
 
 def _solve(h, warm: bool = False, is_infeasible=None) -> np.ndarray:
-    """Solve, and return the column values or raise as :func:`settle` says. ``warm``
+    """Solve, and return the column values or raise as `settle` says. ``warm``
     keeps the solver state (a basis, a MIP start) from before."""
     if not warm:
         check_status(h.clearSolver(), "clearSolver")
@@ -164,11 +164,11 @@ class HighsTspKernel(RowKernel):
     (cost ``w_ij + w_ji``, bounds 0..1), a degree-2 row per node. Per instance:
 
     1. LP rounds, warm-started from the previous basis: add every violated
-       subtour inequality (exact separation, :func:`violated_subtours`), and once
+       subtour inequality (exact separation, `violated_subtours`), and once
        none is violated the blossoms the odd-component heuristic finds
-       (:func:`violated_blossoms`), until nothing more is found. An integral
+       (`violated_blossoms`), until nothing more is found. An integral
        optimum is then a tour, and optimal: no MIP.
-    2. Otherwise a tour guided by the LP (:func:`guided_tour`) is an upper bound;
+    2. Otherwise a tour guided by the LP (`guided_tour`) is an upper bound;
        an edge whose reduced cost exceeds the gap to it cannot be in a cheaper
        tour and is fixed (to 0, or to 1 for reduced costs below minus the gap),
        and a gap of zero proves the tour optimal.
@@ -268,7 +268,7 @@ class HighsTspKernel(RowKernel):
             x = _solve(h, warm=True)
 
     def _tour(self, x: np.ndarray, edge_cost: np.ndarray) -> np.ndarray:
-        """The 0/1 edge vector of :func:`guided_tour`."""
+        """The 0/1 edge vector of `guided_tour`."""
         order = guided_tour(self._values(x), self._values(edge_cost))
         tour = np.zeros(len(edge_cost))
         tour[self._edge[order, np.roll(order, -1)]] = 1.0
@@ -335,7 +335,7 @@ TSP_MAX_NODES_FIRST = 150
 
 
 def highs_outcome(status) -> Outcome:
-    """HiGHS's model status as an :class:`Outcome`."""
+    """HiGHS's model status as an `Outcome`."""
     S = highspy.HighsModelStatus
     return {
         S.kOptimal: Outcome.OPTIMAL,
@@ -360,7 +360,7 @@ class HighsBackend(Backend):
         """First for LPs; after SCIP for MIPs, where HiGHS's per-solve setup dominates
         small problems (measured: 10 ms against SCIP's 0.44 ms on an 8-variable
         selection ILP, examples/custom_ilp.py). Ahead of SCIP for TSP up to
-        ``TSP_MAX_NODES_FIRST`` nodes, where :class:`HighsTspKernel` beats SCIP's
+        ``TSP_MAX_NODES_FIRST`` nodes, where `HighsTspKernel` beats SCIP's
         branch and cut (docs/problems.md, TSP table)."""
         if spec.kind == "tsp" and spec.num_nodes <= TSP_MAX_NODES_FIRST:
             return Tier.MIP_SOLVER - 1

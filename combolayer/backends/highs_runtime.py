@@ -1,15 +1,15 @@
 """HiGHS's process-global state, handled once for every HiGHS model combolayer makes.
 
 Two pieces of HiGHS state are process-global, and every HiGHS model in
-combolayer (kernels, :mod:`combolayer.analysis.hull`, model files) is made by
-:func:`new_highs` and run by :func:`run_highs` to handle them:
+combolayer (kernels, `combolayer.analysis.hull`, model files) is made by
+`new_highs` and run by `run_highs` to handle them:
 
 - the banner, which highspy 1.16 prints to the C-level stdout when the first
   model of the process is made, before any option can turn it off;
 - the thread scheduler, which the first ``run()`` of the process creates with
   that model's ``threads`` option and never resizes. A later model asking for
   another count gets ``kError`` and model status 'Not Set' (a warning before
-  highspy 1.15, an error since). :func:`run_highs` then resets the scheduler,
+  highspy 1.15, an error since). `run_highs` then resets the scheduler,
   with no other solve of ours running, and runs again.
 
 The scheduler also does not survive ``fork``: a child process inherits a
@@ -121,14 +121,14 @@ def new_highs(threads: int = 1, verbose: bool = False):
 
 
 def check_status(status, call: str) -> None:
-    """Raise :class:`SolverError` naming ``call`` unless highspy returned kOk or kWarning."""
+    """Raise `SolverError` naming ``call`` unless highspy returned kOk or kWarning."""
     if status not in (highspy.HighsStatus.kOk, highspy.HighsStatus.kWarning):
         raise SolverError(f"HiGHS: {call} returned {status.name}, expected kOk")
 
 
 def run_highs(h) -> None:
     """``h.run()``, resetting HiGHS's process-global scheduler once if another
-    thread count created it; any other failure raises :class:`SolverError`."""
+    thread count created it; any other failure raises [`SolverError`][combolayer.SolverError]."""
     with _SCHEDULER.shared():
         status = h.run()
     if status == highspy.HighsStatus.kError and (

@@ -1,24 +1,24 @@
 """One ladder from a solver's status to a solution, a warning or an error.
 
-Each backend maps its solver's own status onto :class:`Outcome` (a few lines
-per solver) and calls :func:`settle`, so every solver follows the same rules
+Each backend maps its solver's own status onto `Outcome` (a few lines
+per solver) and calls `settle`, so every solver follows the same rules
 with the same messages:
 
 - optimal: the solution;
-- infeasible: :class:`~combolayer.InfeasibleError`;
-- unbounded: :class:`~combolayer.SolverError` asking for finite bounds;
+- infeasible: [`InfeasibleError`][combolayer.InfeasibleError];
+- unbounded: [`SolverError`][combolayer.SolverError] asking for finite bounds;
 - a time (or other user) limit with a feasible solution, or a solution the
   solver calls inaccurate: that solution, marked non-optimal; without one:
-  :class:`~combolayer.SolverError`;
+  [`SolverError`][combolayer.SolverError];
 - a Ctrl-C the solver caught: ``KeyboardInterrupt``, as if Python had seen it;
-- anything else: :class:`~combolayer.SolverError` naming the solver's status.
+- anything else: [`SolverError`][combolayer.SolverError] naming the solver's status.
 
 Every solution returned is also recorded with its status ("optimal", "time
-limit", "inaccurate") in the calling thread's innermost :func:`recording`, if
+limit", "inaccurate") in the calling thread's innermost `recording`, if
 any: that is how the status of each row travels from a kernel, through the
 executors' workers, to `Solver.last_status`, which then warns once per call
 (or raises, with ``BackendConfig(on_limit="raise")``). Called with no recording
-open (a kernel used directly), :func:`settle` warns itself, as it always did.
+open (a kernel used directly), `settle` warns itself, as it always did.
 """
 
 from __future__ import annotations
@@ -37,13 +37,13 @@ class Outcome(enum.Enum):
     OPTIMAL = "optimal"
     INFEASIBLE = "infeasible"
     UNBOUNDED = "unbounded"
-    #: The solver could not tell which; :func:`settle` asks ``is_infeasible``.
+    #: The solver could not tell which; `settle` asks ``is_infeasible``.
     INFEASIBLE_OR_UNBOUNDED = "infeasible or unbounded"
     TIME_LIMIT = "time limit"
     #: A solution the solver returned but calls inaccurate (cvxpy's
     #: ``optimal_inaccurate``, e.g. SCIP stopped by a node limit).
     INACCURATE = "inaccurate"
-    #: The solver caught a Ctrl-C and stopped: :func:`settle` re-raises it.
+    #: The solver caught a Ctrl-C and stopped: `settle` re-raises it.
     INTERRUPTED = "interrupted"
     #: Any other stop (numerical trouble, interrupted, an unexpected status).
     STOPPED = "stopped"
@@ -64,7 +64,7 @@ def settle(
     ``solution()`` reads the solver's values, called only when one is returned;
     ``has_solution`` says whether the solver holds a feasible solution;
     ``status`` is the solver's own status, shown when it stopped otherwise;
-    ``is_infeasible()`` resolves :attr:`Outcome.INFEASIBLE_OR_UNBOUNDED`
+    ``is_infeasible()`` resolves `Outcome.INFEASIBLE_OR_UNBOUNDED`
     (e.g. by a solve with zero costs), which otherwise counts as unbounded.
     """
     if outcome is Outcome.OPTIMAL and has_solution:
@@ -113,10 +113,10 @@ _LOCAL = threading.local()
 
 
 class recording:  # noqa: N801 (used as a context manager, like a function)
-    """Collect the statuses :func:`settle` records in this thread, innermost first.
+    """Collect the statuses `settle` records in this thread, innermost first.
 
     ``with recording() as log:`` opens a list that every solution returned by
-    :func:`settle` in this thread appends its status to, until the block ends.
+    `settle` in this thread appends its status to, until the block ends.
     Recordings nest; only the innermost one receives.
     """
 

@@ -4,7 +4,7 @@ The solution cache of PyEPO's ``solve_ratio`` (Mulamba et al., "Contrastive
 losses and solution caching for predict-and-optimize", IJCAI 2021) and the
 contrastive and learning-to-rank losses share it: every solution a solver
 returned (or the training set's true solutions) goes in once, and
-:meth:`SolutionPool.best` answers a batch of costs with the cheapest solution
+`SolutionPool.best` answers a batch of costs with the cheapest solution
 in the pool, ``argmin_{y in pool} <c, y>``, as one ``(B, N) @ (N, P)`` product on
 the costs' device.
 """

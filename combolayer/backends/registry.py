@@ -1,9 +1,9 @@
 """The backend registry: the one place that maps names to backends, and ``make_solver``.
 
-A backend is a :class:`~combolayer.backends.base.Backend` subclass (see there
+A backend is a `Backend` subclass (see there
 for what it declares). Backends in this package register when their module is
 imported, and every module of the package is imported on first use
-(:mod:`combolayer.discovery`), so a new backend is one new file here;
+(`combolayer.discovery`), so a new backend is one new file here;
 third-party ones register under the entry-point group
 ``combolayer.backends``. Plugins written for combolayer 0.1, whose classes
 declare ``capabilities`` as a set of words (``"linear"``, ``"integer"``,
@@ -134,14 +134,14 @@ def make_solver(
     """Compile ``spec`` for a backend: the model is built here, once.
 
     Args:
-        spec: a spec, or a dict / YAML / JSON of one (see :func:`combolayer.load_spec`).
+        spec: a spec, or a dict / YAML / JSON of one (see `combolayer.load_spec`).
         backend: a name (``"auto"``, ``"highs"``, ``"scip"``, ``"cvxpy"``,
             ``"networkx"``, ``"scipy"``, ``"torch"`` or a plugin's), a
-            :class:`BackendConfig`, or a dict/YAML/JSON of one. ``"auto"`` picks the
+            `BackendConfig`, or a dict/YAML/JSON of one. ``"auto"`` picks the
             fastest exact backend that supports the problem.
 
     Returns:
-        A :class:`Solver` whose ``solve(costs)`` takes costs of shape
+        A [`Solver`][combolayer.backends.Solver] whose ``solve(costs)`` takes costs of shape
         ``(*batch, *spec.cost_shape)`` (numpy in, numpy out; torch in, torch out)
         and returns the optimal solutions in the same shape.
 
@@ -167,9 +167,9 @@ def as_solver(problem: Any, backend: Any = "auto") -> Solver:
     """The compiled solver a loss or metric works with.
 
     ``problem`` is a spec (or a dict/YAML/JSON of one), a compiled
-    :class:`Solver`, or anything holding one as ``.solver`` (a
-    :class:`~combolayer.ComboLayer`); ``backend`` (a name, a config, or a
-    compiled :class:`Solver`) is used only to compile a spec.
+    [`Solver`][combolayer.backends.Solver], or anything holding one as ``.solver`` (a
+    [`ComboLayer`][combolayer.ComboLayer]); ``backend`` (a name, a config, or a
+    compiled [`Solver`][combolayer.backends.Solver]) is used only to compile a spec.
     """
     compiled = problem if isinstance(problem, Solver) else getattr(problem, "solver", None)
     if isinstance(compiled, Solver):

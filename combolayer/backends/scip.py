@@ -258,7 +258,7 @@ class ScipKernel(RowKernel):
 
 
 def scip_outcome(status: str) -> Outcome:
-    """SCIP's status string as an :class:`Outcome` (a gap limit counts as optimal:
+    """SCIP's status string as an `Outcome` (a gap limit counts as optimal:
     it is the ``mip_gap`` asked for)."""
     return {
         "optimal": Outcome.OPTIMAL,

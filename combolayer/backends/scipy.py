@@ -71,7 +71,7 @@ class DagPlan:
     #: per level: (head nodes, padded (nodes, width) table of entering arcs, valid mask)
     levels: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]
     #: ``(num_paths, num_arcs)`` 0/1 arc indicators of every source-target path, when
-    #: there are few enough (:data:`MAX_ENUMERATED_PATHS`); then a solve is one matmul
+    #: there are few enough (`MAX_ENUMERATED_PATHS`); then a solve is one matmul
     #: and an argmin instead of a Python loop over the levels.
     path_arcs: np.ndarray | None = None
 
@@ -132,14 +132,14 @@ _CPU = torch.device("cpu")
 
 
 class EnumeratedPaths:
-    """The kernel of a DAG whose paths :class:`DagPlan` enumerated; it also takes torch
+    """The kernel of a DAG whose paths `DagPlan` enumerated; it also takes torch
     tensors (``array_api = "torch"``): one float64 torch matmul with the path table,
     then the argmin and the row lookup in numpy on its result (no copy), which cost
     less dispatch there than in torch. Measured inside PyEPO's training loop (32 x 40
     batches), this beat both all-torch and all-numpy (numpy's own matmul was the
     slowest there). The rows come back in float32 for float32 costs, else in float64;
-    :meth:`Solver.solve_rows` moves other dtypes and devices back. Ties go to the
-    first path in enumeration order, as in :meth:`DagPlan.paths`, which numpy costs
+    `Solver.solve_rows` moves other dtypes and devices back. Ties go to the
+    first path in enumeration order, as in `DagPlan.paths`, which numpy costs
     take."""
 
     array_api = "torch"
@@ -422,7 +422,7 @@ def held_karp(costs: np.ndarray, n: int) -> np.ndarray:
     The tour starts at city 0; ``best[S, j]`` is the cheapest path from 0 through the
     set ``S`` of cities 1..n-1 ending at ``j`` in ``S``, under the undirected edge
     cost ``w_ij + w_ji``. Only valid (``S``, ``j``, predecessor) triples are
-    visited (:func:`_held_karp_plan`), ``m (m - 1) 2^(m-2)`` for ``m = n - 1``.
+    visited (`_held_karp_plan`), ``m (m - 1) 2^(m-2)`` for ``m = n - 1``.
     Returns the ``(B, n * n)`` symmetric 0/1 adjacency. Ties go to the lowest
     city index (``argmin``), so it is deterministic.
     """
@@ -472,7 +472,7 @@ def _tsp_kernel(spec: TSP) -> Callable:
     ``scipy.optimize.milp`` (HiGHS with presolve), re-solved with the cut-set
     inequalities of every subtour until the solution is one tour. Cuts stay
     within one instance: each instance starts again from the degree rows.
-    Up to ``TSP_DP_MAX_NODES`` cities, :func:`held_karp` instead."""
+    Up to ``TSP_DP_MAX_NODES`` cities, `held_karp` instead."""
     n = spec.num_nodes
     if n <= TSP_DP_MAX_NODES:
         return _held_karp_kernel(spec)

@@ -239,7 +239,7 @@ class Solver:
         return np.asarray(y, dtype=np.float64).reshape(shape)
 
     def solve_rows(self, costs: torch.Tensor) -> torch.Tensor:
-        """:meth:`solve_min` of a ``(B, N)`` tensor with ``B >= 1`` that needs no gradient,
+        """`solve_min` of a ``(B, N)`` tensor with ``B >= 1`` that needs no gradient,
         with nothing else looked at: the layer's hot path, where every call counts."""
         if self._torch_kernel:
             y = self._run(self._kernel, costs)

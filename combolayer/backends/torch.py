@@ -4,8 +4,8 @@ No Python loop over the batch, deterministic tie-breaking (the lower index
 wins a tie). On the CPU the sorting is numpy's vectorised sort on a view of
 the tensor (no copy), measured 3-7x faster than ``torch.topk`` and
 ``torch.sort`` on a 256 x 100 batch (docs/performance.md); on other devices,
-and under ``torch.func.vmap`` and ``torch.compile``, :func:`topk_indicator`
-and :func:`ranks` are pure torch.
+and under ``torch.func.vmap`` and ``torch.compile``, `topk_indicator`
+and `ranks` are pure torch.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Functions behind the ``combolayer`` subcommands (see :mod:`combolayer.cli.main`).
+"""Functions behind the ``combolayer`` subcommands (see `combolayer.cli.main`).
 
 Each takes the parsed ``argparse`` namespace, prints for a person, and returns
 an exit code (``None`` means 0).

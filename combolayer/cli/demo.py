@@ -47,7 +47,7 @@ PYEPO_SOURCE = "PyEPO's published regret, as cited in docs/estimators.md (not re
 
 
 def run(epochs: int = 20, seed: int = 135, out: str | Path = "runs/demo") -> list[History]:
-    """Train every row of :data:`METHODS`, print the analysis and the table, save the plot."""
+    """Train every row of `METHODS`, print the analysis and the table, save the plot."""
     data_args = dict(num_features=5, grid=(5, 5), deg=4, noise_width=0.5)
     train, test = datasets.shortest_path(2000, seed=seed, **data_args).split(1000)
     print(analysis_summary(train.spec))
@@ -93,7 +93,7 @@ HEADER = ("method", "normalized test regret", "PyEPO (as cited in docs)", "secon
 
 
 def table(histories: list[History]) -> str:
-    """The results as plain text (what :func:`print_table` shows without rich)."""
+    """The results as plain text (what `print_table` shows without rich)."""
     body = rows(histories)
     widths = [max(len(r[i]) for r in [HEADER, *body]) for i in range(len(HEADER))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)

@@ -1,9 +1,9 @@
 """Gradient estimators: how a layer's backward pass treats the solver.
 
 One file per estimator. Each defines a subclass of
-:class:`~combolayer.estimators.base.Estimator` with a ``name``, which
+`Estimator` with a ``name``, which
 registers it for ``method="name"``; importing this package imports every
-module in it (:mod:`combolayer.discovery`), so a new file is found without an
+module in it (`combolayer.discovery`), so a new file is found without an
 import line here.
 """
 

@@ -4,7 +4,7 @@ Every estimator sees minimisation costs: the layer folds the objective sense
 into the cost once (``costs = sign * P(w)``) and autograd carries the sign back,
 so nothing here tests for min or max.
 
-An estimator is a subclass of :class:`Estimator`: a frozen pydantic model of its
+An estimator is a subclass of `Estimator`: a frozen pydantic model of its
 hyperparameters with a ``name`` (which registers it, so ``method="name"`` and
 ``{"name": ..., **params}`` find it) and two methods,
 
@@ -13,7 +13,7 @@ hyperparameters with a ``name`` (which registers it, so ``method="name"`` and
   gradient path, e.g. the exact solution in eval mode);
 - ``backward(solver, grad, costs, *saved) -> dL/dcosts``.
 
-The autograd shell around them is written once, in :func:`differentiable`.
+The autograd shell around them is written once, in `differentiable`.
 ``build(solver)`` runs once, when a layer is built, and returns the
 differentiable solve
 
@@ -52,7 +52,7 @@ ProjectedSolve = Callable[[Tensor, Tensor | None], Tensor]
 Backward = Callable[..., Tensor]
 
 #: Every estimator by name, as in ``method="blackbox"`` or ``{"name": "blackbox", "lam": 10}``;
-#: a subclass of :class:`Estimator` with a ``name`` joins it when defined.
+#: a subclass of `Estimator` with a ``name`` joins it when defined.
 METHODS: dict[str, type[Estimator]] = {}
 
 
@@ -133,7 +133,7 @@ class Estimator(BaseModel):
     def build_projected(self, solver: Solver, projection: Normalized) -> ProjectedSolve | None:
         """The layer's whole forward with a normalized projection folded in, as one
         autograd node, or None (the default): then the layer applies the projection
-        and the noise itself and calls :meth:`build`'s solve."""
+        and the noise itself and calls `build`'s solve."""
         return None
 
     def build(self, solver: Solver) -> DifferentiableSolve:

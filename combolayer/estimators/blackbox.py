@@ -16,10 +16,10 @@ __all__ = ["Blackbox"]
 def interpolation(solver: Solver, lam: float, grad: Tensor, costs: Tensor, eps: Tensor,
                 samples: Tensor, per_instance: bool = False) -> Tensor:
     """Blackbox's backward at (perturbed) solver inputs ``c + eps_s``, shared by
-    :class:`Blackbox` (``eps = 0``, one sample) and :class:`IMLE`:
+    [`Blackbox`][combolayer.Blackbox] (``eps = 0``, one sample) and [`IMLE`][combolayer.IMLE]:
     ``dL/dc = 1/S sum_s (y(c + lam dL/dy + eps_s) - samples_s) / lam``, with all
     S shifted solves in one batched call. ``per_instance`` multiplies ``lam`` by
-    the number of instances in the batch (see :class:`Blackbox`)."""
+    the number of instances in the batch (see [`Blackbox`][combolayer.Blackbox])."""
     step = lam * (costs.numel() // solver.num_outputs if per_instance else 1)
     moved = costs + step * grad + eps
     try:  # checked like forward costs: a huge lam must not reach the solver (SCIP: bare

@@ -38,9 +38,9 @@ def _projected_negative_identity(solver: Solver, projection: Normalized) -> Proj
     """The default Identity layer in one autograd node, for a normalized projection P
     acting on the flattened cost: ``apply(w, xi) -> y``, forward ``y = solve(sign *
     (P(w) + xi))``, with xi the layer's noise or None; backward ``dL/dw = -sign
-    J_P(w)^T dL/dy`` in closed form (:meth:`Normalized.vjp`). Same values and gradient
+    J_P(w)^T dL/dy`` in closed form (`Normalized.vjp`). Same values and gradient
     as P's node, the noise's add, the sign's ``neg`` (max problems) and
-    :func:`_negative_identity`'s node in a row.
+    `_negative_identity`'s node in a row.
 
     It runs once per training step, so it is written for few Python frames: each
     nested call here measured about 1 us of a ~70 us step (docs/performance.md).
@@ -51,7 +51,7 @@ def _projected_negative_identity(solver: Solver, projection: Normalized) -> Proj
     values, projected_vjp, solve_rows = projection.values, projection.vjp, solver.solve_rows
 
     def solve(w: Tensor, noise: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """``(y, u, norm, clamped)``, the last three for :func:`vjp`."""
+        """``(y, u, norm, clamped)``, the last three for `vjp`."""
         flat = w if single_axis and w.dim() == 2 else w.reshape(-1, n)
         if noise is None:
             # a max problem's -u comes out of the division (vjp takes -u as u)
@@ -109,7 +109,7 @@ class Identity(Estimator):
     """Identity with projection: the solver is a negative identity on the backward pass.
 
     ``dL/dw = -(dP/dw)^T dL/dy`` for min problems (``+`` for max); no extra solver
-    call. Combine it with ``projection`` and ``noise`` on :class:`~combolayer.ComboLayer`.
+    call. Combine it with ``projection`` and ``noise`` on [`ComboLayer`][combolayer.ComboLayer].
 
     Examples:
         >>> import torch, combolayer as cl
@@ -145,7 +145,7 @@ class Identity(Estimator):
 
     def build_projected(self, solver: Solver, projection: Normalized) -> ProjectedSolve:
         """The layer's whole default hot path, projection included, as one autograd node
-        (:func:`_projected_negative_identity`): ``solve(w, noise) -> y`` for costs ``w``
+        (`_projected_negative_identity`): ``solve(w, noise) -> y`` for costs ``w``
         of shape ``(*batch, *cost_shape)`` and the noise ``xi`` added after the
         projection (or None); without gradients it records nothing. The layer uses it
         for projections "auto", "auto-exact" and "std" on problems that take costs of

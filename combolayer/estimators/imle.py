@@ -26,7 +26,7 @@ class IMLE(Estimator):
     Eval mode returns the exact ``y(c)``.
 
     ``noise`` is ``"sog"`` (SoG(k, tau, s=10), with ``k`` the problem's ``k``
-    when it has one, e.g. TopK, else ``k`` or :data:`DEFAULT_SOG_K`),
+    when it has one, e.g. TopK, else ``k`` or `DEFAULT_SOG_K`),
     ``"gumbel"``, ``"gaussian"`` or an object with ``sample(shape, generator=None)``.
 
     Examples:

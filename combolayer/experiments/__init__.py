@@ -2,10 +2,10 @@
 
 Each experiment is one module in this package, and adding one touches that
 file only: the module's docstring (first line: the one-line description), a
-pydantic ``Config`` (a subclass of :class:`~combolayer.experiments.core.ExperimentConfig`
+pydantic ``Config`` (a subclass of `ExperimentConfig`
 with the paper's values as defaults and the CPU-scale changes named), a
 ``QUICK`` dict of overrides for the seconds-long smoke run, and
-``run(config) -> Result``. :func:`experiments` finds them by scanning the package.
+``run(config) -> Result``. `experiments` finds them by scanning the package.
 """
 
 from __future__ import annotations

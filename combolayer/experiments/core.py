@@ -2,8 +2,8 @@
 seeds x variants loop with progress bars, the learning-curve plot, and saving.
 
 An experiment module describes *what* to train (its variants) and *how one
-run goes* (``train_one(variant, seed) -> Outcome``); :func:`run_variants`
-does the rest, and :func:`finish` writes ``results.json`` (the schema below,
+run goes* (``train_one(variant, seed) -> Outcome``); `run_variants`
+does the rest, and `finish` writes ``results.json`` (the schema below,
 exactly these keys), ``details.json`` (curves and secondary metrics) and
 ``curves.png``.
 """
@@ -100,7 +100,7 @@ class Result(BaseModel):
     versions: dict[str, str]
 
     def row(self, label: str) -> Row:
-        """The row whose :func:`label` is ``label``."""
+        """The row whose `label` is ``label``."""
         for row in self.rows:
             if label_of(row) == label:
                 return row
@@ -244,7 +244,7 @@ def claim(text: str, verdict_and_evidence: tuple[str, str]) -> Claim:
 
 def claim_better(text: str, runs: Runs, a: Variant, b: Variant, metric: Metric,
                  min_gap: float = 0.0) -> Claim:
-    """"``a`` beats ``b``", judged by :func:`verdicts.better` on the per-seed values."""
+    """"``a`` beats ``b``", judged by `verdicts.better` on the per-seed values."""
     verdict, evidence = verdicts.better(runs.values(a), runs.values(b), metric.higher_is_better,
                                         min_gap)
     return Claim(claim=text, verdict=verdict,
@@ -253,7 +253,7 @@ def claim_better(text: str, runs: Runs, a: Variant, b: Variant, metric: Metric,
 
 def claim_on_par(text: str, runs: Runs, a: Variant, b: Variant, metric: Metric,
                  tolerance: float) -> Claim:
-    """"``a`` is on par with ``b``", judged by :func:`verdicts.on_par`."""
+    """"``a`` is on par with ``b``", judged by `verdicts.on_par`."""
     verdict, evidence = verdicts.on_par(runs.values(a), runs.values(b), metric.higher_is_better,
                                         tolerance)
     return Claim(claim=text, verdict=verdict,
@@ -287,7 +287,7 @@ def output_dir(name: str, config: ExperimentConfig) -> Path:
 def finish(name: str, config: ExperimentConfig, metric: Metric, runs: Runs,
            paper: Sequence[PaperNumber], claims: Sequence[Claim], started: float,
            curve_label: str | None = None, details: dict[str, Any] | None = None) -> Result:
-    """Assemble the :class:`Result`, write it with the details and the plot, return it."""
+    """Assemble the `Result`, write it with the details and the plot, return it."""
     result = Result(
         experiment=name, quick=config.quick, seeds=list(config.seeds), metric=metric,
         rows=runs.rows(), paper=list(paper), claims=list(claims),

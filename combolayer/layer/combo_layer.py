@@ -44,19 +44,19 @@ class ComboLayer(nn.Module):
             shape ``(..., *cost_shape)``.
         noise: ``alpha`` for xi ~ U({-alpha/2, alpha/2}^N) in training mode, or
             any object with ``sample(shape, generator=...)``. Change it later
-            with :meth:`set_noise`.
+            with `set_noise`.
         sample_noise: sampling noise ``eps``, added to ``w`` *before* the
             projection, so the layer samples ``y(P(w + eps))``, perturb-and-MAP
-            as in the paper's discrete samplers (e.g. :class:`SumOfGamma` for
+            as in the paper's discrete samplers (e.g. [`SumOfGamma`][combolayer.SumOfGamma] for
             top-k, Gumbel for one-hot): an object with ``sample(shape,
             generator=...)``, or None. Drawn in training mode and by
-            :meth:`sample`; eval-mode ``forward`` never draws it.
-        noise_schedule: the noise level per epoch, applied by :meth:`set_epoch`:
+            `sample`; eval-mode ``forward`` never draws it.
+        noise_schedule: the noise level per epoch, applied by `set_epoch`:
             a callable ``epoch -> alpha``, or a name from
-            :mod:`combolayer.layer.schedules` (``"constant"``, ``"step_off"``,
+            `combolayer.layer.schedules` (``"constant"``, ``"step_off"``,
             ``"linear_decay"``) or a dict with ``name`` and its arguments
             (``{"name": "step_off", "until": 10}``), starting at ``noise``.
-        backend: a backend name, a :class:`BackendConfig` or a dict.
+        backend: a backend name, a [`BackendConfig`][combolayer.BackendConfig] or a dict.
         generator: the ``torch.Generator`` noise is drawn from (seed it to
             reproduce a run).
 
@@ -211,7 +211,7 @@ class ComboLayer(nn.Module):
 
     def _hull_offset(self, w: Tensor, u: Tensor) -> Tensor:
         """A constant that gives the solver the cost before the hull step, and the check
-        that this cost is one the problem accepts (:meth:`Spec.nonnegative_costs`).
+        that this cost is one the problem accepts (`Spec.nonnegative_costs`).
 
         ``"plane"``, ``"auto"`` and ``"auto-exact"`` remove the components of ``w``
         along directions on which every solution has the same objective, then
@@ -270,7 +270,7 @@ class ComboLayer(nn.Module):
     def sample(self, w: Tensor, target: Tensor | None = None) -> Tensor:
         """A sampled forward in either mode: ``y(P(w + eps))`` with ``eps`` drawn
         from ``sample_noise``, and the estimator run as in training (so
-        :class:`IMLE` and :class:`Perturbed` draw their own noise too). The margin
+        [`IMLE`][combolayer.IMLE] and `Perturbed` draw their own noise too). The margin
         ``noise`` is a training device, not part of the sampler: it is added only
         in training mode, as in ``forward``. Differentiable like ``forward``; use
         it for a test-time ELBO, which is an expectation over samples.

@@ -1,8 +1,8 @@
 """Projections by name: the cost projection P of a layer, built for one problem.
 
-The transforms themselves are small pure functions in :mod:`combolayer.transforms.projection`;
+The transforms themselves are small pure functions in `combolayer.transforms.projection`;
 ``"plane"`` and ``"auto"`` also need the problem's affine hull, computed by
-:func:`combolayer.analyze`. This module sits above both and is the one place
+[`combolayer.analyze`][combolayer.analyze]. This module sits above both and is the one place
 that maps a projection's name to its transform.
 """
 
@@ -24,7 +24,7 @@ from ..transforms.projection import (
 )
 
 #: Projections that need nothing but the cost; "plane" and "auto" need the
-#: problem's affine hull (:func:`combolayer.analyze`).
+#: problem's affine hull ([`combolayer.analyze`][combolayer.analyze]).
 PROJECTIONS: dict[str, Transform] = {
     "none": identity,
     "mean": project_mean,

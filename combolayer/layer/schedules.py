@@ -2,9 +2,9 @@
 
 The paper keeps the noise on for the whole run in Warcraft and switches it
 off after the first half of training in Globe TSP. A schedule is any callable
-``epoch -> alpha``; :class:`~combolayer.ComboLayer` takes one as
+``epoch -> alpha``; [`ComboLayer`][combolayer.ComboLayer] takes one as
 ``noise_schedule=`` (a callable, a name, or a dict with ``name`` and its
-arguments) and applies it in :meth:`~combolayer.ComboLayer.set_epoch`.
+arguments) and applies it in [`set_epoch`][combolayer.ComboLayer.set_epoch].
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 A loss maps (cost, target) to a scalar and holds a compiled solver; it is
 not a layer. The problem is given as a value: a spec, a compiled
-:class:`~combolayer.backends.Solver` (``cl.make_solver(...)``) or a
-:class:`~combolayer.ComboLayer`, whose solver is then shared. Like the
+[`Solver`][combolayer.backends.Solver] (``cl.make_solver(...)``) or a
+[`ComboLayer`][combolayer.ComboLayer], whose solver is then shared. Like the
 estimators, the losses fold the objective sense once, ``c = solver.sign * cost``,
 and are written for minimisation only; autograd carries the sign back to the
 caller's costs. All solves of a call are one batch call to the solver.

@@ -14,7 +14,7 @@ from .base import SolverLoss, check_reduction, check_solution, reduce
 
 
 class FenchelYoungLoss(SolverLoss):
-    """The perturbed Fenchel-Young loss, built on :class:`~combolayer.Perturbed`.
+    """The perturbed Fenchel-Young loss, built on [`Perturbed`][combolayer.Perturbed].
 
     With ``c`` the predicted min-sense cost (theta = -c in the paper's max
     form), ``Z_s`` the perturbations and ``y_s = y(c - sigma Z_s)``:
@@ -23,7 +23,7 @@ class FenchelYoungLoss(SolverLoss):
     ``Omega(y_true)`` is dropped, so the value is >= 0 only in expectation), and
     ``d loss / d c = y_true - mean_s y_s``, i.e. ``y_sigma(theta) - y_true`` in
     the paper's form. All samples are one batch call. ``spec`` is a spec, a
-    compiled :class:`Solver` or a ComboLayer; ``backend`` compiles a spec.
+    compiled [`Solver`][combolayer.backends.Solver] or a ComboLayer; ``backend`` compiles a spec.
 
     Reference: Berthet, Blondel, Teboul, Cuturi, Vert, Bach, "Learning with
     Differentiable Perturbed Optimizers", NeurIPS 2020.

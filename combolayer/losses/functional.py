@@ -14,9 +14,9 @@ def hamming(y: Tensor, y_true: Tensor) -> Tensor:
     (the loss of Vlastelica et al. 2020 for shortest paths and matchings).
 
     That gradient does not depend on the solver's output ``y``. Under
-    :class:`~combolayer.Identity` the update is then the same whatever the
+    [`Identity`][combolayer.Identity] the update is then the same whatever the
     solver returned, so the noise margin (``noise=``) and the informed margin
-    (:class:`~combolayer.Margin`) have exactly no effect. With Identity, use a
+    ([`Margin`][combolayer.Margin]) have exactly no effect. With Identity, use a
     loss whose gradient depends on ``y``: L1 ``(y - y_true).abs()`` (equal to
     Hamming on 0/1 values, with gradient ``sign(y - y_true)``) or squared
     ``(y - y_true) ** 2``. Blackbox is not affected: its backward solves again.

@@ -22,10 +22,10 @@ class SPOPlusLoss(SolverLoss):
     one batch call; pass ``y_true`` (the optimal solutions) to skip solving ``y*``.
 
     Args:
-        spec: the problem: a spec, a compiled :class:`Solver` or a ComboLayer.
+        spec: the problem: a spec, a compiled `Solver` or a ComboLayer.
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"`` over instances.
         backend: a backend name/config to compile a spec with (or a compiled
-            :class:`Solver`).
+            [`Solver`][combolayer.backends.Solver]).
 
     Reference: Elmachtoub, Grigas, "Smart 'Predict, then Optimize'",
     Management Science 68(1), 2022.

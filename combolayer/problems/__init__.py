@@ -10,9 +10,9 @@
 | ``TopK(n, k)`` | ``(n,)``, y = k-hot |
 | ``Ranking(n)`` | ``(n,)``, y = ranks 1..n, rank 1 to the largest score |
 
-Each module defines its spec with ``@register_spec`` (:mod:`combolayer.specs.base`),
+Each module defines its spec with ``@register_spec`` (`combolayer.specs.base`),
 which makes its kind loadable, and lists it in ``__all__``. Importing this
-package imports every module in it (:mod:`combolayer.discovery`) and exports
+package imports every module in it (`combolayer.discovery`) and exports
 their ``__all__``, so a new problem is one new file here; the imports below
 name the built-in ones for readers and editors.
 """

@@ -12,10 +12,10 @@ symmetric, degree 2):
   auxiliaries, for backends without lazy constraints (cvxpy, analysis).
 
 The cut generation around the solvers lives here too, on symmetric ``(n, n)``
-edge-value matrices: exact subtour separation (:func:`violated_subtours`),
-the odd-component blossom heuristic (:func:`violated_blossoms`) and a tour
-for an upper bound (:func:`guided_tour`). HiGHS's TSP kernel
-(:mod:`combolayer.backends.highs_tsp`) and SCIP's constraint handler call them.
+edge-value matrices: exact subtour separation (`violated_subtours`),
+the odd-component blossom heuristic (`violated_blossoms`) and a tour
+for an upper bound (`guided_tour`). HiGHS's TSP kernel
+(`combolayer.backends.highs_tsp`) and SCIP's constraint handler call them.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def _degree_rows(n: int, num_vars: int) -> tuple[sp.csr_matrix, np.ndarray, sp.c
     return degree, np.full(n, 2.0), symmetry
 
 
-#: Up to this many nodes :func:`components` squares a dense reachability matrix,
+#: Up to this many nodes `components` squares a dense reachability matrix,
 #: 3-5x faster than building a sparse graph for scipy at n = 20-50. OpenBLAS
 #: runs these products on one thread up to n = 100 (measured); at n = 128 it
 #: used two, was slower and kept the second core spinning.
@@ -149,7 +149,7 @@ def guided_tour(x: np.ndarray, cost: np.ndarray) -> np.ndarray:
     """A good tour (the order of the nodes) for a symmetric ``(n, n)`` cost matrix,
     guided by LP edge values ``x``: the greedy edge heuristic taking edges by
     decreasing ``x``, then by increasing cost, then 2-opt and Or-opt moves until
-    none improves (:func:`local_search`). Only an upper bound for the exact
+    none improves (`local_search`). Only an upper bound for the exact
     solvers: any tour will do."""
     n = len(cost)
     iu, ju = np.triu_indices(n, k=1)
@@ -247,13 +247,13 @@ def _or_opt_move(tour: np.ndarray, cost: np.ndarray, max_length: int = 3) -> np.
 class SubtourSeparator:
     """Cut-set inequalities ``sum_{i in S, j not in S} y_ij >= 2`` on the ``(n, n)``
     outputs of the lazy form: for every connected component S of an integer
-    candidate that is not a single tour, and (:meth:`fractional`) for LP optima."""
+    candidate that is not a single tour, and (`fractional`) for LP optima."""
 
     num_nodes: int
 
     def fractional(self, x: np.ndarray, max_cuts: int = 8) -> list[Cut]:
         """Violated cut-set inequalities for a fractional solution, exact
-        (:func:`violated_subtours`): an empty answer proves every subtour
+        (`violated_subtours`): an empty answer proves every subtour
         inequality holds."""
         n = self.num_nodes
         values = np.asarray(x[: n * n]).reshape(n, n)

@@ -1,11 +1,11 @@
 """Declaring problems: the spec models and their canonical matrix form.
 
-- :mod:`.base`: ``Spec``, ``ILP``, ``Constraint`` and ``register_spec`` (the
+- `base`: ``Spec``, ``ILP``, ``Constraint`` and ``register_spec`` (the
   registry every named problem joins);
-- :mod:`.canonical`: the matrices every backend and the analysis read;
-- :mod:`.load`: ``load_spec`` from YAML/JSON text, files and dicts;
-- :mod:`.files`: MPS/LP files (``ILP.from_file``);
-- :mod:`.cvxpy_frontend`: cvxpy problems (``ILP.from_cvxpy``).
+- `canonical`: the matrices every backend and the analysis read;
+- `load`: ``load_spec`` from YAML/JSON text, files and dicts;
+- [`files`][combolayer.specs.files]: MPS/LP files (``ILP.from_file``);
+- `cvxpy_frontend`: cvxpy problems (``ILP.from_cvxpy``).
 """
 
 from .base import ILP, Constraint, Spec, register_spec

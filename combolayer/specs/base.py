@@ -1,12 +1,12 @@
 """Problem specs: the declarative front end of every layer.
 
-A spec is a frozen pydantic model with a ``kind`` tag. :class:`ILP` is the
-general one; the named problems in :mod:`combolayer.problems` build on
-:class:`Spec` too and convert themselves to an :class:`ILP` with ``to_ilp()``.
-Every validation failure raises :class:`~combolayer.errors.SpecError`.
+A spec is a frozen pydantic model with a ``kind`` tag. [`ILP`][combolayer.ILP] is the
+general one; the named problems in [`combolayer.problems`][combolayer.problems] build on
+`Spec` too and convert themselves to an [`ILP`][combolayer.ILP] with ``to_ilp()``.
+Every validation failure raises `SpecError`.
 
-Each spec class joins :data:`SPEC_KINDS` with the :func:`register_spec`
-decorator, next to its definition; :func:`combolayer.load_spec` reads every
+Each spec class joins `SPEC_KINDS` with the `register_spec`
+decorator, next to its definition; [`combolayer.load_spec`][combolayer.load_spec] reads every
 registered kind, so adding a problem is one new module.
 """
 
@@ -60,7 +60,7 @@ def positional_fields(cls: type[BaseModel], args: tuple, data: dict[str, Any],
 
 
 class _Validated(BaseModel):
-    """Pydantic's ValidationError becomes :class:`SpecError`, keeping its locations
+    """Pydantic's ValidationError becomes [`SpecError`][combolayer.SpecError], keeping its locations
     and messages, for direct construction and for ``model_validate`` alike."""
 
     def __init__(self, *args: Any, **data: Any) -> None:
@@ -120,7 +120,7 @@ class Spec(_Validated):
         return None
 
     def negative_cost_error(self, where: str) -> ValueError:
-        """The error for a cost that breaks :meth:`nonnegative_costs` at ``where``."""
+        """The error for a cost that breaks `nonnegative_costs` at ``where``."""
         return ValueError(f"{self.label} needs non-negative costs, got a negative one ({where})")
 
     def to_canonical(self, lazy: bool = True) -> CanonicalForm:
@@ -131,7 +131,7 @@ class Spec(_Validated):
 
 
 #: Every spec class by its ``kind`` tag: the discriminated union that
-#: :func:`combolayer.load_spec` reads is built from it.
+#: [`combolayer.load_spec`][combolayer.load_spec] reads is built from it.
 SPEC_KINDS: dict[str, type[Spec]] = {}
 
 
@@ -203,10 +203,10 @@ class ILP(Spec):
         lower: lower bounds, one number or one per variable (default 0).
         upper: upper bounds, one number or one per variable; ``None`` is +inf
             (default 1).
-        constraints: the rows, :class:`Constraint` objects.
+        constraints: the rows, [`Constraint`][combolayer.Constraint] objects.
 
-    Other constructors: :meth:`from_matrices`, :meth:`from_cvxpy`,
-    :meth:`from_file` (MPS/LP), and :func:`combolayer.load_spec` (YAML/JSON).
+    Other constructors: `from_matrices`, `from_cvxpy`,
+    `from_file` (MPS/LP), and [`combolayer.load_spec`][combolayer.load_spec] (YAML/JSON).
 
     Raises:
         SpecError: an invalid field: an index out of range, lengths that do not
@@ -348,7 +348,7 @@ class ILP(Spec):
         """The ILP equivalent to a cvxpy ``Minimize/Maximize(cost @ x)`` problem with
         boolean/integer/continuous variables and linear constraints; ``cost`` is the
         ``cp.Parameter`` whose shape becomes ``shape``. The conversion is
-        :func:`combolayer.specs.cvxpy_frontend.ilp_arguments` (cvxpy is imported only then).
+        `combolayer.specs.cvxpy_frontend.ilp_arguments` (cvxpy is imported only then).
 
         cvxpylayers' spelling works too, so a ``CvxpyLayer(problem, parameters=[w],
         variables=[x])`` becomes ``ILP.from_cvxpy(problem, parameters=[w],
@@ -378,7 +378,7 @@ class ILP(Spec):
     def from_file(cls, path: Any) -> ILP:
         """The ILP in an MPS or LP file, read by HiGHS: bounds, integrality, the
         objective sense and row names kept; ``shape = [num_vars]``; the file's
-        objective is attached as ``spec.default_cost``. See :mod:`combolayer.specs.files`."""
+        objective is attached as ``spec.default_cost``. See `combolayer.specs.files`."""
         from .files import read_model
 
         model = read_model(path)

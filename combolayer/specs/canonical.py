@@ -6,7 +6,7 @@
                every cut the separator returns (lazy constraints).
 
 Backends only ever minimise: the objective sense is folded into the costs
-once, as ``Solver.sign``, before they reach a kernel. :func:`canonical_form`
+once, as ``Solver.sign``, before they reach a kernel. `canonical_form`
 builds a spec's form once and caches it.
 """
 

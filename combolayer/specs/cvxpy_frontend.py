@@ -1,6 +1,6 @@
-"""``ILP.from_cvxpy``: a cvxpy problem with integer variables becomes an :class:`ILP`.
+"""``ILP.from_cvxpy``: a cvxpy problem with integer variables becomes an [`ILP`][combolayer.ILP].
 
-This module owns the conversion: :func:`ilp_arguments` reads a cvxpy problem
+This module owns the conversion: `ilp_arguments` reads a cvxpy problem
 into the arguments of ``ILP.from_matrices``, and ``ILP.from_cvxpy`` is the
 thin alias that builds the spec from them (so this module never imports the
 specs, and cvxpy is imported only when a problem is converted).
@@ -8,7 +8,7 @@ specs, and cvxpy is imported only when a problem is converted).
 cvxpylayers differentiates convex programs but cannot take integer
 variables; a cvxpy problem ``Minimize/Maximize(cost @ x)`` with boolean or
 integer variables and linear constraints converts here into an ILP that
-:class:`~combolayer.ComboLayer` differentiates with Identity, Blackbox, ...
+[`ComboLayer`][combolayer.ComboLayer] differentiates with Identity, Blackbox, ...
 
 cvxpy's own canonicalisation does the work (``problem.get_problem_data``):
 it flattens every variable into one vector (column-major, as cvxpy does),

@@ -1,4 +1,4 @@
-"""Bring your own model: MPS and LP files as :class:`~combolayer.ILP` specs.
+"""Bring your own model: MPS and LP files as [`ILP`][combolayer.ILP] specs.
 
 HiGHS reads the file (``Highs.readModel``), so every MPS/LP dialect HiGHS
 accepts works here; the model is then read back column-wise with
@@ -13,7 +13,7 @@ accepts works here; the model is then read back column-wise with
   ranged rows);
 - the objective sense is kept, and the objective's coefficients become the
   spec's default cost (``spec.default_cost``, also
-  :attr:`FileModel.cost`), which ``combolayer solve`` uses without
+  `FileModel.cost`), which ``combolayer solve`` uses without
   ``--costs``. A constant objective offset does not change the argmin and is
   dropped.
 
@@ -49,11 +49,11 @@ SUFFIXES = (".mps", ".lp", ".mps.gz", ".lp.gz")
 
 
 class FileModel(NamedTuple):
-    """What :func:`read_model` found in a file.
+    """What `read_model` found in a file.
 
     Attributes:
         arguments: the keyword arguments of the equivalent
-            :class:`~combolayer.ILP` (``shape = [num_vars]``); ``ILP.from_file``
+            [`ILP`][combolayer.ILP] (``shape = [num_vars]``); ``ILP.from_file``
             builds it (this module never imports the specs).
         cost: the file's objective coefficients, shape ``(num_vars,)``.
         offset: the objective's constant term (not part of the spec).
@@ -79,7 +79,7 @@ def read_model(path: str | os.PathLike) -> FileModel:
         path: a ``.mps`` or ``.lp`` file (optionally ``.gz``).
 
     Returns:
-        A :class:`FileModel` with the spec, the objective as a default cost,
+        A `FileModel` with the spec, the objective as a default cost,
         the objective offset and the column names.
 
     Raises:

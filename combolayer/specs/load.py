@@ -2,7 +2,7 @@
 
 Loading never evaluates code: YAML goes through ``yaml.safe_load`` and the
 result through one pydantic ``TypeAdapter`` over the discriminated union of
-every spec kind registered in :data:`combolayer.specs.base.SPEC_KINDS` (built
+every spec kind registered in `combolayer.specs.base.SPEC_KINDS` (built
 again when a kind joins).
 """
 
@@ -78,7 +78,7 @@ def _read_text(source: str | os.PathLike) -> tuple[str, str]:
 
 #: Specs read from text (a file or a YAML/JSON string) may have at most this many
 #: variables: ``shape: [1000000000]`` would otherwise take minutes and ~50 GB.
-#: Pass ``max_variables=None`` to :func:`load_spec` for trusted input.
+#: Pass ``max_variables=None`` to [`load_spec`][combolayer.load_spec] for trusted input.
 MAX_TEXT_VARIABLES = 10_000_000
 
 
@@ -88,18 +88,18 @@ def load_spec(source: Spec | str | os.PathLike | dict, *,
 
     ``spec.model_dump_json()`` round-trips through it. Loading never evaluates
     code (``yaml.safe_load``, no pickle). MPS/LP files go through
-    :meth:`combolayer.ILP.from_file` instead.
+    [`combolayer.ILP.from_file`][combolayer.ILP.from_file] instead.
 
     Args:
         source: a spec (returned as is), a path, a YAML/JSON string, or a dict
             with a ``kind`` tag (``"ilp"``, ``"shortest_path"``, ``"tsp"``, ...).
 
     Returns:
-        The spec: an :class:`~combolayer.ILP` or a problem from
-        :mod:`combolayer.problems`.
+        The spec: an [`ILP`][combolayer.ILP] or a problem from
+        [`combolayer.problems`][combolayer.problems].
 
         max_variables: for text (a path or a YAML/JSON string), the most
-            variables a spec may declare (default :data:`MAX_TEXT_VARIABLES`);
+            variables a spec may declare (default `MAX_TEXT_VARIABLES`);
             ``None`` lifts the limit for trusted input.
 
     Raises:

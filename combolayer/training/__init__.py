@@ -1,6 +1,6 @@
-"""Training through a layer: ``combolayer train``'s loop (:mod:`.loop`), in-batch
-retrieval (:mod:`.retrieval`, public as ``cl.retrieval``) and gradient-noise
-measurements (:mod:`.gradients`, public as ``cl.gradients``).
+"""Training through a layer: ``combolayer train``'s loop (`loop`), in-batch
+retrieval ([`retrieval`][combolayer.retrieval], public as ``cl.retrieval``) and gradient-noise
+measurements ([`gradients`][combolayer.gradients], public as ``cl.gradients``).
 
 The losses, metrics and datasets a training loop uses are the public
 ``cl.losses``, ``cl.metrics`` and ``cl.data`` modules at the package's top level.

@@ -1,6 +1,6 @@
 """Gradient hooks: identities on the forward pass that change only the backward.
 
-:func:`add_gradient_noise` adds ``N(0, sigma^2)`` to the gradient that flows
+`add_gradient_noise` adds ``N(0, sigma^2)`` to the gradient that flows
 back into a tensor, the paper's stand-in for further learnable layers after the
 solver (Sahoo et al. 2023, sec. 5, "Corrupting Gradients": noise on
 ``dL/dy``). Put it between a layer's output and the loss:
@@ -52,7 +52,7 @@ def add_gradient_noise(x: Tensor, sigma: float, *, generator: torch.Generator | 
                        reduction: str = "mean", instance_dims: int = 1) -> Tensor:
     """``x`` on the forward pass; on the backward, ``dL/dx + xi`` with ``xi ~ N(0, sigma^2)``.
 
-    ``sigma`` is meant per instance, like :class:`~combolayer.Blackbox`'s ``lam``:
+    ``sigma`` is meant per instance, like [`Blackbox`][combolayer.Blackbox]'s ``lam``:
     with ``reduction="mean"`` (a loss averaged over the batch) the incoming
     gradient is ``dL_i/dx / B``, so the noise is divided by the batch size ``B``
     too and ``sigma`` is the noise on each instance's own ``dL_i/dx``; the
@@ -72,7 +72,7 @@ def add_gradient_noise(x: Tensor, sigma: float, *, generator: torch.Generator | 
 
 
 class GradientNoise(nn.Module):
-    """:func:`add_gradient_noise` as a module, so it can sit in ``nn.Sequential``;
+    """`add_gradient_noise` as a module, so it can sit in ``nn.Sequential``;
     active in training mode only (eval mode returns the input)."""
 
     def __init__(self, sigma: float, *, generator: torch.Generator | None = None,

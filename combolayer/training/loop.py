@@ -1,7 +1,7 @@
 """Predict-then-optimise training: features -> cost model -> layer -> loss.
 
 Used by ``combolayer demo`` and ``combolayer train CONFIG``. The config is a
-:class:`TrainConfig` (pydantic, unknown keys rejected by name); every key and a
+`TrainConfig` (pydantic, unknown keys rejected by name); every key and a
 full example are in ``docs/training.md``.
 """
 
@@ -67,7 +67,7 @@ class DataConfig(BaseModel):
     """Where the training data comes from: exactly one of ``name`` or ``npz``.
 
     - ``name``: a built-in generator (``shortest_path``, ``knapsack``, ``tsp``,
-      see :mod:`combolayer.data`); its other arguments (``num_features``,
+      see [`combolayer.data`][combolayer.data]); its other arguments (``num_features``,
       ``grid``, ``deg``, ``noise_width``, ``seed``, ...) sit next to ``name``.
       The problem comes with the data.
     - ``npz``: a file with arrays ``features`` ``(n, p)``, ``costs``
@@ -119,7 +119,7 @@ class DataConfig(BaseModel):
 
 
 class LayerConfig(_Strict):
-    """The :class:`~combolayer.ComboLayer` arguments (see its docstring)."""
+    """The [`ComboLayer`][combolayer.ComboLayer] arguments (see its docstring)."""
 
     method: str | dict[str, Any] = "identity"
     projection: str = "auto"
@@ -135,15 +135,15 @@ class ModelConfig(_Strict):
 
 
 class TrainConfig(_Strict):
-    """A ``combolayer train`` run. Unknown keys raise :class:`ConfigError`.
+    """A ``combolayer train`` run. Unknown keys raise `ConfigError`.
 
     Attributes:
-        data: a :class:`DataConfig` (built-in generator or ``.npz`` file).
+        data: a `DataConfig` (built-in generator or ``.npz`` file).
         problem: the spec solved, for ``npz`` data: a YAML/JSON spec file, an MPS/LP
             file, or an inline mapping (relative paths are read next to the config
             file). Built-in generators bring their own problem.
-        layer: a :class:`LayerConfig`.
-        model: a :class:`ModelConfig`.
+        layer: a `LayerConfig`.
+        model: a `ModelConfig`.
         loss: through the layer, ``"hamming"`` (default) or ``"regret"`` (the
             decision's regret under the true costs, PyEPO's ``lossfunc="r"``); or
             ``"spo+"`` / ``"fenchel_young"``, which hold their own solver (the layer
@@ -195,7 +195,7 @@ def _fields(model: type[BaseModel], loc: tuple) -> list[str]:
 
 
 def load_config(source: str | os.PathLike | dict) -> TrainConfig:
-    """A :class:`TrainConfig` from a YAML/JSON file path, string or dict.
+    """A `TrainConfig` from a YAML/JSON file path, string or dict.
 
     Raises:
         ConfigError: unknown or missing keys and bad values, each named, e.g.
@@ -382,11 +382,11 @@ def fit(
 
     Args:
         layer: the layer the model's costs go through.
-        train: the :class:`combolayer.data.Data` split to train on.
+        train: the [`combolayer.data.Data`][combolayer.data.Data] split to train on.
         test: the split the regret is measured on after each epoch.
         model: features ``(B, p)`` -> costs ``(B, *cost_shape)``; default linear.
             Trained in place.
-        loss: one of :data:`LOSSES`: ``"hamming"`` or ``"regret"`` (through the
+        loss: one of `LOSSES`: ``"hamming"`` or ``"regret"`` (through the
             layer), ``"spo+"`` or ``"fenchel_young"``.
 
     The Hamming loss is PyEPO's form, linear in y: its gradient is nonzero on

@@ -10,7 +10,7 @@ Masking the diagonal to a very low score would put the query last without
 changing the other ranks, but the projections of Identity (``"mean"``,
 ``"norm"``, ``"std"``) are computed over the whole row, so one entry of, say,
 ``-1e4`` sets the row's mean and norm and shrinks the gradient of every real
-score by about that factor. So :func:`query_rows` drops the diagonal instead:
+score by about that factor. So `query_rows` drops the diagonal instead:
 row ``i`` of the ``(B, B)`` matrix becomes the ``B - 1`` scores of the other
 items, in their original order, and ``ComboLayer(Ranking(B - 1), ...)`` ranks
 all ``B`` queries in one batched call (the torch backend: one sort for the
@@ -56,7 +56,7 @@ def query_rows(matrix: Tensor) -> Tensor:
 
 
 def query_relevance(labels: Tensor) -> Tensor:
-    """``(B,)`` class labels to the ``(B, B - 1)`` 0/1 relevance of :func:`query_rows`:
+    """``(B,)`` class labels to the ``(B, B - 1)`` 0/1 relevance of `query_rows`:
     1 where the other item has the query's label."""
     labels = torch.as_tensor(labels)
     if labels.ndim != 1:

@@ -1,11 +1,11 @@
 """Cost transforms: projections and noise, small pure pieces the layer composes.
 
-- :mod:`.projection`: ``project_mean``, ``normalize``, ``project_std``,
+- `projection`: ``project_mean``, ``normalize``, ``project_std``,
   ``project_plane``, composed with ``chain`` (public as ``cl.transforms``);
-- :mod:`.noise`: the noise distributions (``SignNoise``, ``GaussianNoise``,
+- [`noise`][combolayer.transforms.noise]: the noise distributions (``SignNoise``, ``GaussianNoise``,
   ``GumbelNoise``, ``SumOfGamma``), any object with ``sample(shape, generator=None)``.
 
-Choosing a projection by name for a problem is :mod:`combolayer.layer.projection`.
+Choosing a projection by name for a problem is `combolayer.layer.projection`.
 """
 
 from .noise import GaussianNoise, GumbelNoise, SignNoise, SumOfGamma

@@ -70,7 +70,7 @@ class SumOfGamma:
     s: int = 10
     tau: float = 1.0
 
-    #: Gamma variates drawn per piece (see :meth:`_standard_gamma`).
+    #: Gamma variates drawn per piece (see `_standard_gamma`).
     CHUNK: ClassVar[int] = 65536
 
     def __post_init__(self) -> None:
@@ -129,7 +129,7 @@ class SumOfGamma:
         return out.reshape(size)
 
 
-#: Noise by name, for estimators that need ``grad_nu`` (:class:`~combolayer.Perturbed`).
+#: Noise by name, for estimators that need ``grad_nu`` ([`Perturbed`][combolayer.Perturbed]).
 NOISES: dict[str, type] = {"gaussian": GaussianNoise, "gumbel": GumbelNoise}
 
 #: The SoG ``k`` used when the problem does not say (PyEPO's default kappa).

@@ -1,12 +1,12 @@
-"""Cost transforms: small pure functions composed with :func:`chain`.
+"""Cost transforms: small pure functions composed with `chain`.
 
 A projection ``P`` maps costs to costs without changing the solver's answer,
 ``y(P(w)) == y(w)``, and the layer differentiates through it, which removes
 the gradient directions the solver is invariant to (Sahoo et al. 2023, sec. 3.3).
 The built-in projections act on the last axis of a flattened cost ``(..., N)``;
-:func:`on_cost_shape` lifts one to costs of shape ``(..., *cost_shape)``.
-Choosing a projection by name for a problem is :mod:`combolayer.layer.projection`;
-noise distributions are :mod:`combolayer.transforms.noise`.
+`on_cost_shape` lifts one to costs of shape ``(..., *cost_shape)``.
+Choosing a projection by name for a problem is `combolayer.layer.projection`;
+noise distributions are [`combolayer.transforms.noise`][combolayer.transforms.noise].
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def project_mean(w: Tensor) -> Tensor:
 
 
 def normalize(w: Tensor) -> Tensor:
-    """P_norm: scale to unit Euclidean norm (see :data:`NORM_EPS`)."""
+    """P_norm: scale to unit Euclidean norm (see `NORM_EPS`)."""
     return w / torch.linalg.vector_norm(w, dim=-1, keepdim=True).clamp_min(NORM_EPS)
 
 
@@ -70,8 +70,8 @@ def project_plane(normals: Tensor) -> Transform:
     """P_plane: remove the components along orthonormal rows ``normals`` of shape ``(r, N)``.
 
     The operator is built once per device and dtype, on first use there: the
-    all-ones normal alone is :func:`project_mean`; up to
-    :data:`DENSE_PROJECTOR_MAX` outputs it is ``w @ (I - normals.T normals)``;
+    all-ones normal alone is `project_mean`; up to
+    `DENSE_PROJECTOR_MAX` outputs it is ``w @ (I - normals.T normals)``;
     above, ``w - (w @ normals.T) @ normals``.
     """
     r, n = normals.shape
@@ -137,8 +137,8 @@ class Normalized:
     (``P g / n`` where the norm was clamped). Autograd would record about ten
     nodes for the chain; this is one, applied without ``Function.apply``'s
     per-call signature binding (docs/performance.md). Its two halves,
-    :meth:`values` and :meth:`vjp`, are public for a node that fuses more
-    around them (the Identity layer's, in :mod:`combolayer.estimators`).
+    `values` and `vjp`, are public for a node that fuses more
+    around them (the Identity layer's, in `combolayer.estimators`).
     """
 
     def __init__(self, project: Transform) -> None:
@@ -177,14 +177,14 @@ class Normalized:
         return c / (norm.neg() if negate else norm), norm, clamped
 
     def vjp(self, grad: Tensor, u: Tensor, norm: Tensor, clamped: Tensor) -> Tensor:
-        """``dL/dw`` for ``grad = dL/du``, from what :meth:`values` returned (``u`` or
+        """``dL/dw`` for ``grad = dL/du``, from what `values` returned (``u`` or
         ``-u`` alike: it enters as ``u <grad, u>``, bit for bit the same)."""
         along = (grad * u).sum(-1, keepdim=True).masked_fill_(clamped, 0.0)
         return self.project(torch.addcmul(grad, u, along, value=-1.0).div_(norm))
 
 
 def normalized(project: Transform) -> Normalized:
-    """``chain(project, normalize)`` as one autograd node (:class:`Normalized`)."""
+    """``chain(project, normalize)`` as one autograd node (`Normalized`)."""
     return Normalized(project)
 
 
