@@ -65,6 +65,10 @@ def test_each_solver_maps_its_statuses():
     cp = pytest.importorskip("cvxpy")
     from combolayer.backends.cvxpy import cvxpy_outcome
 
-    assert cvxpy_outcome(cp.OPTIMAL_INACCURATE) is Outcome.OPTIMAL
+    # optimal_inaccurate is never optimal: SCIP's own status says which limit it was.
+    assert cvxpy_outcome(cp.OPTIMAL_INACCURATE) is Outcome.INACCURATE
+    assert cvxpy_outcome(cp.OPTIMAL_INACCURATE, "timelimit") is Outcome.TIME_LIMIT
+    assert cvxpy_outcome(cp.OPTIMAL_INACCURATE, "gaplimit") is Outcome.OPTIMAL
+    assert cvxpy_outcome(cp.OPTIMAL_INACCURATE, "nodelimit") is Outcome.INACCURATE
     assert cvxpy_outcome(cp.USER_LIMIT) is Outcome.TIME_LIMIT
     assert cvxpy_outcome(cp.INFEASIBLE_INACCURATE) is Outcome.INFEASIBLE
