@@ -358,3 +358,44 @@ def test_same_layer_on_every_backend_by_changing_one_field():
         outs.append(y.detach())
     for y in outs[1:]:
         torch.testing.assert_close(y, outs[0])
+
+
+# -- MIP starts: the kernel's start= hook -----------------------------------------------
+
+
+@pytest.mark.parametrize("backend", params(["highs", "scip", "gurobi"]))
+@pytest.mark.parametrize("seed", range(6))
+def test_mip_start_never_changes_the_optimum(backend, seed):
+    """A start is a hint: the optimal value, the start being optimal, feasible,
+    infeasible or out of bounds (auxiliaries left for the solver to complete)."""
+    spec = random_ilp(seed)
+    kernel = cl.make_solver(spec, backend).kernel
+    assert kernel.takes_start
+    rng = np.random.default_rng(seed)
+    sign = 1.0 if spec.sense == "min" else -1.0
+    costs = sign * rng.normal(size=(3, *spec.cost_shape))
+    cold = kernel(costs)
+    best = np.array([enumerate_optimum(spec, sign * c)[0] for c in costs])
+    lower = np.asarray(spec.to_canonical().lower[: spec.num_outputs])
+    for start in (cold, np.roll(cold, 1, axis=0), np.full_like(cold, 7.0),
+                  np.broadcast_to(lower, cold.shape)):
+        warm = kernel(costs, start=start)
+        np.testing.assert_allclose(sign * np.sum(costs * warm, axis=1), best, atol=1e-9)
+
+
+@NEEDS_GUROBI
+def test_gurobi_tsp_start_from_another_tour():
+    n = 9
+    rng = np.random.default_rng(0)
+    costs = rng.random((2, n * n))
+    kernel = cl.make_solver(TSP(num_nodes=n), "gurobi").kernel
+    cold = kernel(costs)
+    warm = kernel(costs, start=cold[::-1])  # each gets the other's optimal tour
+    np.testing.assert_allclose(np.sum(costs * warm, 1), np.sum(costs * cold, 1), atol=1e-9)
+
+
+def test_kernels_without_starts_ignore_them():
+    kernel = cl.make_solver(TSP(num_nodes=13), "highs").kernel  # HiGHS's TSP kernel
+    assert not kernel.takes_start
+    costs = np.random.default_rng(1).random((1, 169))
+    np.testing.assert_array_equal(kernel(costs, start=np.zeros((1, 169))), kernel(costs))

@@ -236,6 +236,8 @@ class GurobiKernel(_GurobiRun, RowKernel):
     """One kept Gurobi model of a canonical form; ``__call__`` solves a batch of
     minimisation costs, each optionally started from ``start`` (``(B, N)`` outputs)."""
 
+    takes_start = True
+
     def __init__(self, form: CanonicalForm, config: BackendConfig) -> None:
         from gurobipy import GRB
 
@@ -290,6 +292,8 @@ class GurobiTspKernel(_GurobiRun, RowKernel):
     ``w_ij + w_ji``, a degree-2 row per node), subtour eliminations
     ``x(E(S)) <= |S| - 1`` added lazily for every component of an incumbent that
     is not one tour. ``start`` is an ``(n, n)`` adjacency matrix (flattened)."""
+
+    takes_start = True
 
     def __init__(self, spec: TSP, config: BackendConfig) -> None:
         from gurobipy import GRB

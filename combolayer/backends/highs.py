@@ -119,12 +119,30 @@ class HighsKernel(RowKernel):
         self._columns = np.arange(form.num_outputs, dtype=np.int32)
         self._base_rows = self.model.getNumRow()
 
-    def solve_one(self, cost: np.ndarray) -> np.ndarray:
+    takes_start = True
+
+    def solve_one(self, cost: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
         check_status(self.model.changeColsCost(len(self._columns), self._columns, cost),
                      "changeColsCost")
+        if start is not None and self.form.is_mip:
+            return self._run_from(start)
         if self.form.separator is None:
             return self._run()
         return self._run_with_cuts(self.form.separator)
+
+    def _run_from(self, start: np.ndarray) -> np.ndarray:
+        """Solve from a MIP start on the outputs (``setSolution`` with the output
+        columns only; HiGHS completes the rest or drops an infeasible start)."""
+        h = self.model
+        check_status(h.clearSolver(), "clearSolver")
+        check_status(h.setSolution(len(self._columns), self._columns,
+                                   np.asarray(start, dtype=np.float64)), "setSolution")
+        if self.form.separator is None:
+            return _solve(h, warm=True, is_infeasible=self._infeasible)
+        x = _solve(h, warm=True, is_infeasible=self._infeasible)
+        if not self.form.separator(x):
+            return x
+        return self._run_with_cuts(self.form.separator)  # the start's cuts: from scratch
 
     def _run_with_cuts(self, separator) -> np.ndarray:
         """Re-solve with the separator's cuts until it accepts the optimum; the cuts

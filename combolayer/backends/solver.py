@@ -42,6 +42,8 @@ class RowKernel:
 
     array_api = "numpy"
     form: Any
+    #: Whether ``solve_one`` takes ``start=`` (a MIP start); others ignore ``start``.
+    takes_start = False
 
     def __new__(cls, *args: Any, **kwargs: Any) -> RowKernel:
         kernel = super().__new__(cls)
@@ -51,9 +53,22 @@ class RowKernel:
     def solve_one(self, cost: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def __call__(self, costs: np.ndarray) -> np.ndarray:
+    def __call__(self, costs: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+        """The ``(B, N)`` optimal outputs for ``(B, N)`` minimisation costs.
+
+        ``start``, optional, is a ``(B, N)`` array of candidate outputs, one per row
+        (the instance's last solution, or a solution pool's best under its cost),
+        given to the solver as a MIP start where the kernel ``takes_start``. It is
+        a hint: the answer stays optimal whether or not the start is feasible.
+        """
         n = costs.shape[1]
         out = np.empty_like(costs)
+        if start is not None and self.takes_start:
+            start = np.asarray(start, dtype=np.float64).reshape(costs.shape)
+            with self._lock:
+                for b, row in enumerate(costs):
+                    out[b] = self.solve_one(row, start=start[b])[:n]
+            return self.form.outputs(out)
         with self._lock:
             for b, row in enumerate(costs):
                 out[b] = self.solve_one(row)[:n]
