@@ -158,7 +158,7 @@ def make_solver(
 
     Args:
         spec: a spec, or a dict / YAML / JSON of one (see :func:`combolayer.load_spec`).
-        backend: a name (``"auto"``, ``"highs"``, ``"scip"``, ``"cvxpy"``,
+        backend: a name (``"auto"``, ``"highs"``, ``"scip"``, ``"gurobi"``, ``"cvxpy"``,
             ``"networkx"``, ``"scipy"``, ``"torch"`` or a plugin's), a
             :class:`BackendConfig`, or a dict/YAML/JSON of one. ``"auto"`` picks the
             fastest exact backend that supports the problem.
