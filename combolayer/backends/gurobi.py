@@ -236,7 +236,10 @@ class GurobiKernel(_GurobiRun, RowKernel):
     """One kept Gurobi model of a canonical form; ``__call__`` solves a batch of
     minimisation costs, each optionally started from ``start`` (``(B, N)`` outputs)."""
 
-    takes_start = True
+    #: Off: a start measured no faster on PyEPO's knapsack (mean 0.96-1.11x;
+    #: benchmarks/warm_start.py, docs/performance.md). Set it on a kernel to pass
+    #: ``start`` through as Gurobi's ``Start`` attribute.
+    takes_start = False
 
     def __init__(self, form: CanonicalForm, config: BackendConfig) -> None:
         from gurobipy import GRB
@@ -293,7 +296,7 @@ class GurobiTspKernel(_GurobiRun, RowKernel):
     ``x(E(S)) <= |S| - 1`` added lazily for every component of an incumbent that
     is not one tour. ``start`` is an ``(n, n)`` adjacency matrix (flattened)."""
 
-    takes_start = True
+    takes_start = False  # not measured on TSP; set it on a kernel to pass ``start``
 
     def __init__(self, spec: TSP, config: BackendConfig) -> None:
         from gurobipy import GRB

@@ -192,7 +192,10 @@ class ScipKernel(RowKernel):
         self._outputs = self._terms[: form.num_outputs]
         self._nogil = hasattr(self.model, "optimizeNogil")
 
-    takes_start = True
+    #: Off: a start measured no faster on PyEPO's knapsack (mean 1.17x and 1.28x at
+    #: 50 x 2, 0.91x and 0.95x at 200 x 2; benchmarks/warm_start.py, docs/performance.md).
+    #: Set it on a kernel to pass ``start`` through.
+    takes_start = False
 
     def solve_one(self, cost: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
         from pyscipopt.scip import Expr
