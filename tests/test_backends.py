@@ -183,6 +183,25 @@ def test_explicit_gurobi_too_large_raises_backend_unavailable_with_gurobis_reaso
 
 
 @NEEDS_GUROBI
+def test_no_valid_licence_falls_back_under_auto_and_raises_when_named(caplog, monkeypatch):
+    """An expired licence (Gurobi error 10009 when the probe starts its environment)."""
+    import logging
+
+    from combolayer.backends import gurobi
+
+    reason = "Gurobi error 10009 (no valid licence): License expired 2025-11-01"
+    monkeypatch.setattr(gurobi, "licence", lambda: gurobi.Licence(reason=reason))
+    monkeypatch.setattr(registry, "_announced", set())
+    spec = random_ilp(3)
+    with caplog.at_level(logging.INFO, logger="combolayer"):
+        assert cl.make_solver(spec).backend == "scip"
+    lines = [r.getMessage() for r in caplog.records if "gurobi" in r.getMessage()]
+    assert len(lines) == 1 and reason in lines[0], lines
+    with pytest.raises(cl.BackendUnavailable, match="10009.*License expired"):
+        cl.make_solver(spec, "gurobi")
+
+
+@NEEDS_GUROBI
 def test_gurobi_licence_error_at_solve_is_backend_unavailable(monkeypatch):
     """Had the size check let a model through, Gurobi's error 10010 at optimize still
     surfaces as BackendUnavailable with its message, not a GurobiError."""

@@ -92,8 +92,10 @@ def _error_reason(error) -> str:
 def licence() -> Licence:
     """This process's licence, probed once (about 15 ms): an environment is started,
     then a model one variable above the size limit is optimized."""
-    import gurobipy as gp
-
+    try:
+        import gurobipy as gp
+    except Exception as error:  # installed but broken: "auto" must still work
+        return Licence(reason=f"gurobipy failed to import: {type(error).__name__}: {error}")
     try:
         env = _new_env(verbose=False)
         model = gp.Model(env=env)
