@@ -46,6 +46,7 @@ def variant(request, monkeypatch):
     if request.param in ("weak tour", "no shortcuts"):
         monkeypatch.setattr(highs_backend, "guided_tour",
                             lambda x, cost: np.arange(len(cost)))
+        monkeypatch.setattr(highs_backend, "TOUR_KICKS", 0)  # keep it weak
     if request.param == "no shortcuts":
         monkeypatch.setattr(highs_backend.HighsTspKernel, "_fix_by_reduced_costs",
                             lambda self, x, upper: False)
