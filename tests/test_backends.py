@@ -15,14 +15,25 @@ import combolayer as cl
 from combolayer.backends import registry
 from combolayer.problems import TSP
 
+HAS_GUROBI = importlib.util.find_spec("gurobipy") is not None
+NEEDS_GUROBI = pytest.mark.skipif(not HAS_GUROBI, reason="gurobipy is not installed "
+                                  "(pip install combolayer[gurobi])")
+
 BACKENDS = {
     "highs": "highs",
     "scip": "scip",
+    "gurobi": "gurobi",
     "cvxpy-HIGHS": {"name": "cvxpy", "options": {"solver": "HIGHS"}},
     "cvxpy-SCIP": {"name": "cvxpy", "options": {"solver": "SCIP"}},
     "bruteforce": "bruteforce",
 }
 MIP_BACKENDS = {k: v for k, v in BACKENDS.items() if k != "bruteforce"}
+
+
+def params(names) -> list:
+    """Backend names as pytest parameters, Gurobi's skipped when gurobipy is missing."""
+    return [pytest.param(name, marks=NEEDS_GUROBI) if name == "gurobi" else name
+            for name in names]
 
 
 def random_ilp(seed: int) -> cl.ILP:
@@ -55,7 +66,7 @@ def enumerate_optimum(spec: cl.ILP, cost: np.ndarray) -> tuple[float, np.ndarray
     return best, best_ys[0]
 
 
-@pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.parametrize("backend", params(BACKENDS))
 @pytest.mark.parametrize("seed", range(10))
 def test_backends_agree_with_enumeration(backend, seed):
     spec = random_ilp(seed)
@@ -68,7 +79,7 @@ def test_backends_agree_with_enumeration(backend, seed):
         np.testing.assert_array_equal(y_b, best_y)
 
 
-@pytest.mark.parametrize("backend", ["highs", "scip", "cvxpy-HIGHS"])
+@pytest.mark.parametrize("backend", params(["highs", "scip", "gurobi", "cvxpy-HIGHS"]))
 def test_tsp_backends_agree_with_enumeration(backend):
     """Lazy subtour cuts (HiGHS re-solves, SCIP's constraint handler) and MTZ (cvxpy)."""
     n = 6
@@ -110,21 +121,141 @@ def test_backend_selected_by_yaml_string_dict_and_file(tmp_path):
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
-def test_auto_picks_highs_for_lps_and_scip_for_mips():
-    """SCIP's per-solve set-up is far smaller than HiGHS's on small MIPs (see highs.rank)."""
+def test_auto_picks_highs_for_lps_and_gurobi_then_scip_for_mips(monkeypatch):
+    """SCIP's per-solve set-up is far smaller than HiGHS's on small MIPs (see highs.rank);
+    Gurobi, when installed and licensed for the model, comes first on MIPs."""
     mip = random_ilp(2)
     lp = mip.model_copy(update={"integrality": "continuous"})
+    gurobi = ["gurobi"] if HAS_GUROBI else []
     assert cl.make_solver(lp).backend == "highs"
-    assert registry.capable_backends(lp) == ["highs", "scip", "cvxpy"]
+    assert registry.capable_backends(lp) == ["highs", *gurobi, "scip", "cvxpy"]
+    assert cl.make_solver(mip).backend == (gurobi or ["scip"])[0]
+    assert registry.capable_backends(mip) == [*gurobi, "scip", "highs", "cvxpy", "bruteforce"]
+    monkeypatch.setenv("COMBOLAYER_AUTO_GUROBI", "0")  # the opt-out
     assert cl.make_solver(mip).backend == "scip"
-    assert registry.capable_backends(mip) == ["scip", "highs", "cvxpy", "bruteforce"]
+
+
+# -- Gurobi: licence fallback, limits --------------------------------------------------
+
+
+def too_large_for_pip_licence() -> cl.ILP:
+    """2500 binary variables: above the size-limited licence's 2000."""
+    weights = np.random.default_rng(0).integers(1, 10, size=(1, 2500)).astype(float)
+    return cl.ILP.from_matrices(shape=[2500], A_ub=weights, b_ub=[100.0])
+
+
+def size_limited() -> bool:
+    from combolayer.backends.gurobi import licence
+
+    return licence().max_vars is not None
+
+
+@NEEDS_GUROBI
+def test_auto_falls_back_from_gurobi_with_one_log_line(caplog, monkeypatch):
+    if not size_limited():
+        pytest.skip("this Gurobi licence has no size limit")
+    import logging
+
+    monkeypatch.setattr(registry, "_announced", set())
+    spec = too_large_for_pip_licence()
+    with caplog.at_level(logging.INFO, logger="combolayer"):
+        solver = cl.make_solver(spec)
+        again = cl.make_solver(spec)  # the reason is said once per process
+    assert solver.backend == again.backend == "scip"
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("combolayer")
+             and "gurobi" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert "size-limited to 2000 variables" in lines[0] and "2500 variables" in lines[0]
+    assert "using 'scip', not 'gurobi'" in lines[0]
+    cost = -np.ones(2500)
+    assert solver.solve(cost).sum() == 100  # it trains on: the weights are 1..9, so
+    # at least 100 ones fit, and the cheapest have weight 1
+
+
+@NEEDS_GUROBI
+def test_explicit_gurobi_too_large_raises_backend_unavailable_with_gurobis_reason():
+    if not size_limited():
+        pytest.skip("this Gurobi licence has no size limit")
+    with pytest.raises(cl.BackendUnavailable,
+                       match=r"'gurobi' cannot solve ILP\(shape=\[2500\]\).*size-limited.*"
+                             r"Model too large.*backends that can: scip"):
+        cl.make_solver(too_large_for_pip_licence(), "gurobi")
+
+
+@NEEDS_GUROBI
+def test_no_valid_licence_falls_back_under_auto_and_raises_when_named(caplog, monkeypatch):
+    """An expired licence (Gurobi error 10009 when the probe starts its environment)."""
+    import logging
+
+    from combolayer.backends import gurobi
+
+    reason = "Gurobi error 10009 (no valid licence): License expired 2025-11-01"
+    monkeypatch.setattr(gurobi, "licence", lambda: gurobi.Licence(reason=reason))
+    monkeypatch.setattr(registry, "_announced", set())
+    spec = random_ilp(3)
+    with caplog.at_level(logging.INFO, logger="combolayer"):
+        assert cl.make_solver(spec).backend == "scip"
+    lines = [r.getMessage() for r in caplog.records if "gurobi" in r.getMessage()]
+    assert len(lines) == 1 and reason in lines[0], lines
+    with pytest.raises(cl.BackendUnavailable, match="10009.*License expired"):
+        cl.make_solver(spec, "gurobi")
+
+
+@NEEDS_GUROBI
+def test_gurobi_licence_error_at_solve_is_backend_unavailable(monkeypatch):
+    """Had the size check let a model through, Gurobi's error 10010 at optimize still
+    surfaces as BackendUnavailable with its message, not a GurobiError."""
+    if not size_limited():
+        pytest.skip("this Gurobi licence has no size limit")
+    from combolayer.backends import gurobi
+
+    kernel = gurobi.GurobiKernel(too_large_for_pip_licence().to_canonical(),
+                                 cl.BackendConfig(name="gurobi"))
+    with pytest.raises(cl.BackendUnavailable, match=r"Gurobi error 10010.*too large"):
+        kernel(-np.ones((1, 2500)))
+
+
+@NEEDS_GUROBI
+def test_gurobi_time_and_solution_limits():
+    spec = hard_subset_sum()
+    with pytest.raises(cl.SolverError, match="time limit"):
+        cl.make_solver(spec, {"name": "gurobi", "time_limit": 0.05,
+                              "options": {"Presolve": 0, "Cuts": 0}}).solve(np.ones(40))
+    # A solution limit stops with a feasible solution: returned with a warning. On this
+    # 3 x 50 knapsack Gurobi's first solution is worse than the optimum.
+    rng = np.random.default_rng(0)
+    knapsack = cl.ILP.from_matrices(shape=[50], A_ub=rng.uniform(1, 2, size=(3, 50)),
+                                    b_ub=[12.0] * 3)
+    costs = -rng.uniform(1, 2, size=50)
+    solver = cl.make_solver(knapsack, {"name": "gurobi", "options": {"SolutionLimit": 1}})
+    with pytest.warns(RuntimeWarning, match="best feasible solution"):
+        y = solver.solve(costs)
+    exact = cl.make_solver(knapsack, "scip").solve(costs)
+    assert (knapsack.to_matrices()[0] @ y <= 12 + 1e-9).all()
+    assert costs @ y > costs @ exact + 1e-6
+
+
+@NEEDS_GUROBI
+def test_gurobi_rejects_unknown_option_and_status_map():
+    from gurobipy import GRB
+
+    from combolayer.backends.gurobi import gurobi_outcome
+    from combolayer.backends.outcome import Outcome
+
+    with pytest.raises(ValueError, match="Gurobi rejected option NotAParam"):
+        cl.make_solver(random_ilp(0), {"name": "gurobi", "options": {"NotAParam": 1}})
+    assert gurobi_outcome(GRB.OPTIMAL) is Outcome.OPTIMAL
+    assert gurobi_outcome(GRB.INF_OR_UNBD) is Outcome.INFEASIBLE_OR_UNBOUNDED
+    assert gurobi_outcome(GRB.SOLUTION_LIMIT) is Outcome.TIME_LIMIT
+    assert gurobi_outcome(GRB.NUMERIC) is Outcome.STOPPED
+    assert gurobi_outcome(GRB.INTERRUPTED) is Outcome.INTERRUPTED
 
 
 def test_bad_config_raises_spec_error():
     with pytest.raises(cl.SpecError, match="executor"):
         cl.BackendConfig.load({"name": "highs", "executor": "gpu"})
-    with pytest.raises(cl.BackendUnavailable, match="unknown backend 'gurobi'"):
-        cl.make_solver(random_ilp(0), "gurobi")
+    with pytest.raises(cl.BackendUnavailable, match="unknown backend 'cplex'"):
+        cl.make_solver(random_ilp(0), "cplex")
 
 
 def test_solver_options_are_checked():
@@ -168,7 +299,7 @@ def test_cvxpy_keeps_one_problem_and_changes_only_the_parameter():
 # -- error paths -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.parametrize("backend", params(BACKENDS))
 def test_infeasible_raises_infeasible_error(backend):
     spec = cl.ILP(shape=[2], constraints=[cl.Constraint(coefs=[1, 1], sense=">=", rhs=3)])
     solver = cl.make_solver(spec, BACKENDS[backend])
@@ -176,7 +307,7 @@ def test_infeasible_raises_infeasible_error(backend):
         solver.solve(np.ones(2))
 
 
-@pytest.mark.parametrize("backend", list(MIP_BACKENDS))
+@pytest.mark.parametrize("backend", params(MIP_BACKENDS))
 @pytest.mark.parametrize("integrality", ["continuous", "integer"])
 def test_unbounded_raises_solver_error(backend, integrality):
     spec = cl.ILP(shape=[2], integrality=integrality, lower=[float("-inf"), 0.0], upper=None,
@@ -196,6 +327,9 @@ def hard_subset_sum() -> cl.ILP:
 
 @pytest.mark.parametrize("backend", [
     "highs", "scip",
+    # Gurobi's presolve and cuts spot the parity at once
+    pytest.param({"name": "gurobi", "options": {"Presolve": 0, "Cuts": 0}},
+                 marks=NEEDS_GUROBI),
     {"name": "cvxpy", "options": {"solver": "HIGHS", "presolve": "off"}},
 ])
 def test_time_limit_without_solution_raises_solver_error(backend):
@@ -211,7 +345,8 @@ def test_missing_package_names_backends_that_can(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "pyscipopt" else real(name, *a))
     with pytest.raises(cl.BackendUnavailable,
-                       match=r"pyscipopt is not installed.*backends that can: highs, cvxpy"):
+                       match=r"pyscipopt is not installed.*backends that can: "
+                             + ("gurobi, " if HAS_GUROBI else "") + "highs, cvxpy"):
         cl.make_solver(random_ilp(0), "scip")
 
 
@@ -220,7 +355,7 @@ def test_capability_mismatch_names_backends_that_can():
                   constraints=[cl.Constraint(coefs=[1, 1], sense="<=", rhs=1)])
     with pytest.raises(cl.BackendUnavailable,
                        match=r"'bruteforce' cannot solve ILP.*continuous.*backends that can: "
-                             r"highs, scip, cvxpy"):
+                             r"highs, " + ("gurobi, " if HAS_GUROBI else "") + "scip, cvxpy"):
         cl.make_solver(spec, "bruteforce")
     with pytest.raises(cl.BackendUnavailable, match=r"'torch' cannot solve.*it solves only"):
         cl.make_solver(spec, "torch")
@@ -232,7 +367,9 @@ def test_same_layer_on_every_backend_by_changing_one_field():
     spec = random_ilp(7)
     w = torch.randn(3, *spec.cost_shape, dtype=torch.float64, requires_grad=True)
     outs = []
-    for backend in BACKENDS.values():
+    for name, backend in BACKENDS.items():
+        if name == "gurobi" and not HAS_GUROBI:
+            continue
         config = cl.BackendConfig.load(backend)
         layer = cl.ComboLayer(spec, backend=config)
         y = layer(w)
@@ -240,3 +377,45 @@ def test_same_layer_on_every_backend_by_changing_one_field():
         outs.append(y.detach())
     for y in outs[1:]:
         torch.testing.assert_close(y, outs[0])
+
+
+# -- MIP starts: the kernel's start= hook -----------------------------------------------
+
+
+@pytest.mark.parametrize("backend", params(["highs", "scip", "gurobi"]))
+@pytest.mark.parametrize("seed", range(6))
+def test_mip_start_never_changes_the_optimum(backend, seed):
+    """A start is a hint: the optimal value, the start being optimal, feasible,
+    infeasible or out of bounds (auxiliaries left for the solver to complete)."""
+    spec = random_ilp(seed)
+    kernel = cl.make_solver(spec, backend).kernel
+    kernel.takes_start = True  # the code path, whether or not the backend keeps it on
+    rng = np.random.default_rng(seed)
+    sign = 1.0 if spec.sense == "min" else -1.0
+    costs = sign * rng.normal(size=(3, *spec.cost_shape))
+    cold = kernel(costs)
+    best = np.array([enumerate_optimum(spec, sign * c)[0] for c in costs])
+    lower = np.asarray(spec.to_canonical().lower[: spec.num_outputs])
+    for start in (cold, np.roll(cold, 1, axis=0), np.full_like(cold, 7.0),
+                  np.broadcast_to(lower, cold.shape)):
+        warm = kernel(costs, start=start)
+        np.testing.assert_allclose(sign * np.sum(costs * warm, axis=1), best, atol=1e-9)
+
+
+@NEEDS_GUROBI
+def test_gurobi_tsp_start_from_another_tour():
+    n = 9
+    rng = np.random.default_rng(0)
+    costs = rng.random((2, n * n))
+    kernel = cl.make_solver(TSP(num_nodes=n), "gurobi").kernel
+    kernel.takes_start = True
+    cold = kernel(costs)
+    warm = kernel(costs, start=cold[::-1])  # each gets the other's optimal tour
+    np.testing.assert_allclose(np.sum(costs * warm, 1), np.sum(costs * cold, 1), atol=1e-9)
+
+
+def test_kernels_without_starts_ignore_them():
+    kernel = cl.make_solver(TSP(num_nodes=13), "highs").kernel  # HiGHS's TSP kernel
+    assert not kernel.takes_start
+    costs = np.random.default_rng(1).random((1, 169))
+    np.testing.assert_array_equal(kernel(costs, start=np.zeros((1, 169))), kernel(costs))

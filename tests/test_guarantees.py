@@ -269,7 +269,8 @@ def test_ctrl_c_during_a_scip_solve_surfaces_as_keyboard_interrupt(monkeypatch):
     available("scip")
     solver = cl.make_solver(knapsack_ilp(), "scip")
     # SCIP catches SIGINT itself and stops with status "userinterrupt".
-    monkeypatch.setattr(type(solver.kernel), "_run", lambda self, objective: "userinterrupt")
+    monkeypatch.setattr(type(solver.kernel), "_run",
+                        lambda self, objective, start=None: "userinterrupt")
     with pytest.raises(KeyboardInterrupt):
         solver.solve(np.ones(6))
 

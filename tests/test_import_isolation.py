@@ -70,6 +70,7 @@ CHECK = textwrap.dedent("""
 
 CASES = {
     "pyscipopt": ({"name": "scip"}, "backends that can: "),
+    "gurobipy": ({"name": "gurobi"}, "backends that can: "),
     "cvxpy": ({"name": "cvxpy"}, "backends that can: "),
     "networkx": ({"name": "networkx"}, "backends that can: "),
     "ray": ({"name": "highs", "executor": "ray", "workers": 2}, "executors that need nothing"),

@@ -17,7 +17,7 @@ from combolayer.problems import TSP, Knapsack, Matching, Ranking, ShortestPath, 
 from combolayer.problems.tsp import SubtourSeparator
 
 #: Backends this file cross-checks; cvxpy is covered by its own tests.
-MATRIX_BACKENDS = ("highs", "scip", "scipy", "torch", "networkx")
+MATRIX_BACKENDS = ("highs", "scip", "gurobi", "scipy", "torch", "networkx")
 
 
 # -- small instances and their brute-force solution sets -------------------------
@@ -394,6 +394,8 @@ def test_knapsack_dp_scales_decimal_weights():
 
 def test_scipy_ranks_behind_scip_only_where_scip_is_faster(monkeypatch):
     from combolayer.backends import registry
+
+    monkeypatch.setenv("COMBOLAYER_AUTO_GUROBI", "0")  # Gurobi's place: test_backends.py
 
     small = Knapsack(weights=[[3, 4, 5]], capacities=[8])
     large = Knapsack(weights=[[3.5, 4.5, 5.5]] * 2, capacities=[300.0, 300.0])

@@ -40,7 +40,7 @@ QUIET = """
 import numpy as np, torch
 import combolayer as cl
 spec = cl.ILP(shape=[5], constraints=[cl.Constraint(coefs=[1] * 5, sense="==", rhs=2)])
-for backend in ["highs", "scip", "cvxpy", "scipy", "auto"]:
+for backend in ["highs", "scip", "gurobi", "cvxpy", "scipy", "auto"]:
     try:
         cl.make_solver(spec, backend).solve(np.arange(5.0))
         cl.ComboLayer(spec, backend=backend)(torch.randn(3, 5))

@@ -23,8 +23,8 @@ from combolayer.backends.registry import backends, missing_packages
 REVIEW = os.environ.get("COMBOLAYER_REVIEW") == "1"
 
 #: Random ILPs per backend: the review's 2400, or this many in CI.
-RANDOM_ILPS = {"highs": 2400, "scip": 2400, "cvxpy": 2400} if REVIEW else {
-    "highs": 400, "scip": 400, "cvxpy": 100}
+RANDOM_ILPS = {"highs": 2400, "scip": 2400, "gurobi": 2400, "cvxpy": 2400} if REVIEW else {
+    "highs": 400, "scip": 400, "gurobi": 400, "cvxpy": 100}
 #: Named-problem instances in all, over every (problem, backend) pair.
 NAMED_INSTANCES = 6124
 
@@ -60,7 +60,7 @@ def installed(name: str) -> bool:
 
 @pytest.mark.parametrize("name", sorted(RANDOM_ILPS))
 def test_random_ilps_match_brute_force(name):
-    """CI: 400 random ILPs for HiGHS and SCIP, 100 for cvxpy (review: 2400 each)."""
+    """CI: 400 random ILPs for HiGHS, SCIP and Gurobi, 100 for cvxpy (review: 2400 each)."""
     if not installed(name):
         pytest.skip(f"backend {name!r} is not installed")
     counted = []

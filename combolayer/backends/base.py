@@ -108,6 +108,9 @@ class Backend:
     generic_tier: ClassVar[int] = Tier.LAST
     #: What the compiled kernels take: ``"numpy"`` or ``"torch"``.
     array_api: ClassVar[str] = "numpy"
+    #: Whether ``"auto"`` logs (INFO, once per reason) that it passed over this backend,
+    #: installed but refusing the problem (Gurobi: a licence too small for the model).
+    announce_fallback: ClassVar[bool] = False
 
     @classmethod
     def rank(cls, spec: Spec) -> int:

@@ -23,7 +23,7 @@ class BackendConfig(BaseModel):
     and torch's intra-op threads multiply, so parallelism comes from
     ``workers`` (whose solvers always run single-threaded) and 0 leaves the
     solver's own default (all cores for HiGHS). ``options`` go to the solver verbatim (for HiGHS,
-    ``setOptionValue``; for SCIP, ``setParam``; for cvxpy, ``solve(**options)``).
+    ``setOptionValue``; for SCIP and Gurobi, ``setParam``; for cvxpy, ``solve(**options)``).
 
     ``time_limit`` (seconds per solve) may stop a solve before it proves
     optimality. A row stopped with a feasible solution returns that solution,

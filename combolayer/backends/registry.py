@@ -13,6 +13,7 @@ declare ``capabilities`` as a set of words (``"linear"``, ``"integer"``,
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import warnings
 from importlib.metadata import entry_points
@@ -29,6 +30,8 @@ from .executors import parallel_kernel
 from .solver import Kernel, Solver
 
 ENTRY_POINT_GROUP = "combolayer.backends"
+
+logger = logging.getLogger(__name__)
 
 _REGISTRY: dict[str, type] = {}
 _loaded = False
@@ -108,9 +111,15 @@ def capable_backends(spec: Spec) -> list[str]:
 def select_backend(spec: Spec, name: str = "auto") -> type:
     """The backend class for ``name``, checked against ``spec``."""
     if name == "auto":
+        passed_over = []
         for cls in _ranked(spec):
-            if why_not(cls, spec) is None:
+            reason = why_not(cls, spec)
+            if reason is None:
+                for skipped, why in passed_over:
+                    _log_fallback(skipped, why, cls.name, spec)
                 return cls
+            if getattr(cls, "announce_fallback", False) and not missing_packages(cls):
+                passed_over.append((cls.name, reason))
         raise BackendUnavailable(f"no installed backend can solve {spec.label}")
     registry = backends()
     if name not in registry:
@@ -127,6 +136,20 @@ def select_backend(spec: Spec, name: str = "auto") -> type:
     return registry[name]
 
 
+_announced: set[tuple[str, str]] = set()
+
+
+def _log_fallback(skipped: str, reason: str, chosen: str, spec: Spec) -> None:
+    """One INFO line when "auto" passes over an installed backend that asks for it
+    (``announce_fallback``, e.g. Gurobi under a size-limited licence), once per
+    process for each backend and reason."""
+    if (skipped, reason) in _announced:
+        return
+    _announced.add((skipped, reason))
+    logger.info("backend 'auto' for %s: using %r, not %r: %s", spec.label, chosen, skipped,
+                reason)
+
+
 def make_solver(
     spec: Spec | str | os.PathLike | dict,
     backend: str | BackendConfig | dict = "auto",
@@ -135,7 +158,7 @@ def make_solver(
 
     Args:
         spec: a spec, or a dict / YAML / JSON of one (see `combolayer.load_spec`).
-        backend: a name (``"auto"``, ``"highs"``, ``"scip"``, ``"cvxpy"``,
+        backend: a name (``"auto"``, ``"highs"``, ``"scip"``, ``"gurobi"``, ``"cvxpy"``,
             ``"networkx"``, ``"scipy"``, ``"torch"`` or a plugin's), a
             `BackendConfig`, or a dict/YAML/JSON of one. ``"auto"`` picks the
             fastest exact backend that supports the problem.

@@ -45,6 +45,8 @@ class RowKernel:
 
     array_api = "numpy"
     form: Any
+    #: Whether ``solve_one`` takes ``start=`` (a MIP start); others ignore ``start``.
+    takes_start = False
 
     def __new__(cls, *args: Any, **kwargs: Any) -> RowKernel:
         kernel = super().__new__(cls)
@@ -54,15 +56,25 @@ class RowKernel:
     def solve_one(self, cost: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def __call__(self, costs: np.ndarray) -> np.ndarray:
+    def __call__(self, costs: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+        """The ``(B, N)`` optimal outputs for ``(B, N)`` minimisation costs.
+
+        ``start``, optional, is a ``(B, N)`` array of candidate outputs, one per row
+        (the instance's last solution, or a solution pool's best under its cost),
+        given to the solver as a MIP start where the kernel ``takes_start``. It is
+        a hint: the answer stays optimal whether or not the start is feasible.
+        """
         n = costs.shape[1]
         out = np.empty_like(costs)
         statuses = []
+        starts = (np.asarray(start, dtype=np.float64).reshape(costs.shape)
+                  if start is not None and self.takes_start else None)
         with self._lock:
             for b, row in enumerate(costs):
                 # one status per row, however many solves the row took
                 with recording() as log:
-                    out[b] = self.solve_one(row)[:n]
+                    out[b] = (self.solve_one(row) if starts is None
+                              else self.solve_one(row, start=starts[b]))[:n]
                 statuses.append(worst(log))
         record_all(statuses)
         return self.form.outputs(out)

@@ -187,6 +187,31 @@ def guided_tour(x: np.ndarray, cost: np.ndarray) -> np.ndarray:
     return local_search(np.array(tour), cost)
 
 
+def iterated_local_search(tour: np.ndarray, cost: np.ndarray, kicks: int,
+                          seed: int = 0, stop_at: float = -np.inf) -> np.ndarray:
+    """A shorter tour, if ``kicks`` random double-bridge moves (segments A B C D
+    reordered A C B D, which 2-opt and Or-opt cannot undo), each followed by
+    :func:`local_search`, find one (Martin, Otto and Felten's iterated local search).
+    Stops early at a tour no longer than ``stop_at`` (a lower bound: nothing is
+    shorter). Only an upper bound for the exact solvers; seeded, so the same tour
+    comes back for the same input."""
+    n = len(tour)
+    if n < 8:
+        return tour
+    rng = np.random.default_rng(seed)
+    best, best_length = tour, float(cost[tour, np.roll(tour, -1)].sum())
+    for _ in range(kicks):
+        if best_length <= stop_at + _min_gain(best, cost):
+            break
+        i, j, k = np.sort(rng.choice(np.arange(1, n), size=3, replace=False))
+        kicked = np.concatenate([best[:i], best[j:k], best[i:j], best[k:]])
+        candidate = local_search(kicked, cost)
+        length = float(cost[candidate, np.roll(candidate, -1)].sum())
+        if length < best_length - _min_gain(best, cost):
+            best, best_length = candidate, length
+    return best
+
+
 def local_search(tour: np.ndarray, cost: np.ndarray) -> np.ndarray:
     """Apply the best 2-opt move, else the best Or-opt move, while one shortens the tour."""
     while (moved := _two_opt_move(tour, cost)) is not None or (

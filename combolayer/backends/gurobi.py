@@ -1,0 +1,403 @@
+"""Gurobi through gurobipy: LPs and MIPs from the canonical form, TSP with lazy cuts.
+
+The model is built once per compile with the matrix API (``addMVar`` and
+``addMConstr`` on the canonical form's sparse matrices); a solve sets the
+output columns' ``Obj`` and optimizes again. Each kernel has its own
+``gurobipy.Env``, started empty with ``OutputFlag`` set first, so no licence
+banner is printed.
+
+A separator (``CanonicalForm.separator``) becomes lazy constraints: with
+``LazyConstraints=1`` a callback reads every new incumbent (``cbGetSolution``)
+and adds the cuts it violates (``cbLazy``). TSP has a kernel of its own on the
+edge formulation, ``n (n - 1) / 2`` binary columns and a degree row per node,
+with subtour eliminations ``x(E(S)) <= |S| - 1`` added lazily: half the
+columns of the adjacency form, so TSP-60 (1770 columns) fits the size-limited
+licence that ``pip install gurobipy`` brings.
+
+Licences: a size-limited licence (2000 variables and 2000 linear
+constraints; lazy rows added in a callback do not count) or an expired one
+makes Gurobi raise ``GurobiError`` 10010 or 10009 at ``optimize``. The licence
+is probed once per process (:func:`licence`); :meth:`GurobiBackend.accepts`
+compares the model's size against it, so ``backend="auto"`` moves on to the
+next backend (with one log line that says why) and ``backend="gurobi"`` raises
+:class:`~combolayer.BackendUnavailable` with Gurobi's reason.
+
+Config: ``time_limit`` -> ``TimeLimit``, ``threads`` -> ``Threads`` (0 is
+Gurobi's automatic choice), ``mip_gap`` -> ``MIPGap`` (and ``MIPGapAbs=0``
+when it is 0, exact), ``verbose`` -> ``OutputFlag``; ``options`` go to
+``Model.setParam`` verbatim, e.g. ``{"SolutionLimit": 1}``. A solve stopped by
+any limit returns its best solution with a ``RuntimeWarning``, or raises
+:class:`~combolayer.SolverError` without one.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import BackendUnavailable
+from ..problems.tsp import TSP, subtours
+from ..specs.base import Spec
+from ..specs.canonical import CanonicalForm, canonical_form
+from .base import Backend, Capability, Tier
+from .config import BackendConfig
+from .outcome import Outcome, settle
+from .registry import register_backend
+from .solver import RowKernel
+
+logger = logging.getLogger(__name__)
+
+#: GurobiError codes that mean the licence does not cover the model.
+LICENCE_ERRORS = {10009: "no valid licence", 10010: "the model is too large for the licence"}
+#: The size limits of a size-limited licence (the one ``pip install gurobipy`` brings).
+SIZE_LIMITED = 2000
+#: Set this environment variable to 0 to keep ``backend="auto"`` off Gurobi.
+AUTO_ENV = "COMBOLAYER_AUTO_GUROBI"
+
+
+@dataclass(frozen=True)
+class Licence:
+    """What this process's Gurobi licence allows: ``reason`` when it allows nothing,
+    else the largest model (``None``: no size limit)."""
+
+    max_vars: int | None = None
+    max_rows: int | None = None
+    reason: str | None = None
+    #: Gurobi's own words on the limit (the probe's error message).
+    message: str = ""
+
+    def refuses(self, num_vars: int, num_rows: int) -> str | None:
+        """Why a model of this size cannot be solved, or None."""
+        if self.reason is not None:
+            return self.reason
+        if self.max_vars is not None and (num_vars > self.max_vars or num_rows > self.max_rows):
+            return (f"the Gurobi licence is size-limited to {self.max_vars} variables and "
+                    f"{self.max_rows} constraints, and this model has {num_vars} variables "
+                    f"and {num_rows} constraints (Gurobi: {self.message!r}; bring a full "
+                    "licence for larger models)")
+        return None
+
+
+def _error_reason(error) -> str:
+    return f"Gurobi error {error.errno} ({LICENCE_ERRORS.get(error.errno, 'error')}): {error}"
+
+
+@functools.lru_cache(maxsize=1)
+def licence() -> Licence:
+    """This process's licence, probed once (about 15 ms): an environment is started,
+    then a model one variable above the size limit is optimized."""
+    try:
+        import gurobipy as gp
+    except Exception as error:  # installed but broken: "auto" must still work
+        return Licence(reason=f"gurobipy failed to import: {type(error).__name__}: {error}")
+    try:
+        env = _new_env(verbose=False)
+        model = gp.Model(env=env)
+        model.addMVar(SIZE_LIMITED + 1)
+        try:
+            model.optimize()
+        finally:
+            model.dispose()
+            env.dispose()
+    except gp.GurobiError as error:
+        if error.errno == 10010:
+            return Licence(max_vars=SIZE_LIMITED, max_rows=SIZE_LIMITED, message=str(error))
+        return Licence(reason=_error_reason(error))
+    return Licence()
+
+
+def _new_env(verbose: bool):
+    """A started environment that prints nothing unless ``verbose``."""
+    import gurobipy as gp
+
+    env = gp.Env(empty=True)
+    env.setParam("OutputFlag", int(verbose))
+    env.start()
+    return env
+
+
+def _new_model(config: BackendConfig):
+    """An empty model with the config's parameters."""
+    import gurobipy as gp
+
+    try:
+        env = _new_env(config.verbose)
+    except gp.GurobiError as error:
+        raise BackendUnavailable(f"backend 'gurobi': {_error_reason(error)}") from None
+    model = gp.Model(env=env)
+    model.setParam("Threads", int(config.threads))
+    model.setParam("MIPGap", float(config.mip_gap))
+    if config.mip_gap == 0:
+        model.setParam("MIPGapAbs", 0.0)
+    if config.time_limit is not None:
+        model.setParam("TimeLimit", float(config.time_limit))
+    for key, value in config.options.items():
+        try:
+            model.setParam(key, value)
+        except (gp.GurobiError, TypeError, ValueError) as error:
+            raise ValueError(f"Gurobi rejected option {key}={value!r}: {error}") from None
+    return model
+
+
+def _bounds(values: np.ndarray) -> np.ndarray:
+    from gurobipy import GRB
+
+    return np.clip(np.asarray(values, dtype=np.float64), -GRB.INFINITY, GRB.INFINITY)
+
+
+def gurobi_outcome(status: int) -> Outcome:
+    """Gurobi's status code as an :class:`Outcome`. Every limit a user can set
+    (time, solutions, nodes, iterations, work, memory, objective) stops like the
+    time limit: its best solution with a warning, or an error without one."""
+    from gurobipy import GRB
+
+    limits = (GRB.TIME_LIMIT, GRB.SOLUTION_LIMIT, GRB.NODE_LIMIT, GRB.ITERATION_LIMIT,
+              GRB.WORK_LIMIT, GRB.MEM_LIMIT, GRB.USER_OBJ_LIMIT)
+    if status in limits:
+        return Outcome.TIME_LIMIT
+    return {
+        GRB.OPTIMAL: Outcome.OPTIMAL,
+        GRB.INFEASIBLE: Outcome.INFEASIBLE,
+        GRB.UNBOUNDED: Outcome.UNBOUNDED,
+        GRB.INF_OR_UNBD: Outcome.INFEASIBLE_OR_UNBOUNDED,
+        GRB.INTERRUPTED: Outcome.INTERRUPTED,
+    }.get(status, Outcome.STOPPED)
+
+
+_STATUS_NAMES: dict[int, str] = {}
+
+
+def _status_name(status: int) -> str:
+    from gurobipy import GRB
+
+    if not _STATUS_NAMES:
+        _STATUS_NAMES.update({getattr(GRB, name): name for name in (
+            "LOADED", "OPTIMAL", "INFEASIBLE", "INF_OR_UNBD", "UNBOUNDED", "CUTOFF",
+            "ITERATION_LIMIT", "NODE_LIMIT", "TIME_LIMIT", "SOLUTION_LIMIT", "INTERRUPTED",
+            "NUMERIC", "SUBOPTIMAL", "INPROGRESS", "USER_OBJ_LIMIT", "WORK_LIMIT",
+            "MEM_LIMIT") if hasattr(GRB, name)})
+    return _STATUS_NAMES.get(status, str(status))
+
+
+class _GurobiRun:
+    """What the two kernels share: optimize with a start, read the status, settle."""
+
+    model: object
+    variables: object  # the MVar of every column
+    form: CanonicalForm
+
+    def _optimize(self, callback=None) -> None:
+        import gurobipy as gp
+
+        try:
+            if callback is None:
+                self.model.optimize()
+            else:
+                self.model.optimize(callback)
+        except gp.GurobiError as error:
+            if error.errno in LICENCE_ERRORS:
+                raise BackendUnavailable(f"backend 'gurobi': {_error_reason(error)}") from None
+            raise
+
+    def _set_start(self, start: np.ndarray | None) -> None:
+        """A MIP start on the outputs (the other columns are left for Gurobi to complete),
+        or none: ``reset`` drops the previous solve's solution, which Gurobi would
+        otherwise try as a start."""
+        self.model.reset(1)
+        if start is not None:
+            self._outputs.Start = np.asarray(start, dtype=np.float64)
+
+    def _settle(self, callback=None) -> np.ndarray:
+        model = self.model
+        status = model.Status
+        return settle(gurobi_outcome(status), "Gurobi", lambda: np.asarray(self.variables.X),
+                      has_solution=model.SolCount > 0, status=_status_name(status),
+                      is_infeasible=lambda: self._infeasible(callback))
+
+    def _infeasible(self, callback) -> bool:
+        """Tell infeasible from unbounded by solving with zero costs."""
+        from gurobipy import GRB
+
+        saved = np.asarray(self.variables.Obj)
+        self.variables.Obj = np.zeros(len(saved))
+        try:
+            self.model.reset(1)
+            self._optimize(callback)
+            return self.model.Status == GRB.INFEASIBLE
+        finally:
+            self.variables.Obj = saved
+
+
+class GurobiKernel(_GurobiRun, RowKernel):
+    """One kept Gurobi model of a canonical form; ``__call__`` solves a batch of
+    minimisation costs, each optionally started from ``start`` (``(B, N)`` outputs)."""
+
+    #: Off: a start measured no faster on PyEPO's knapsack (mean 0.96-1.11x;
+    #: benchmarks/warm_start.py, docs/performance.md). Set it on a kernel to pass
+    #: ``start`` through as Gurobi's ``Start`` attribute.
+    takes_start = False
+
+    def __init__(self, form: CanonicalForm, config: BackendConfig) -> None:
+        from gurobipy import GRB
+
+        self.form = form
+        self.model = model = _new_model(config)
+        vtype = np.where(form.integer, GRB.INTEGER, GRB.CONTINUOUS)
+        self.variables = model.addMVar(form.num_vars, lb=_bounds(form.lower),
+                                       ub=_bounds(form.upper), vtype=vtype)
+        if form.A_ub.shape[0]:
+            model.addMConstr(sp.csr_matrix(form.A_ub), self.variables, GRB.LESS_EQUAL,
+                             np.asarray(form.b_ub, dtype=np.float64))
+        if form.A_eq.shape[0]:
+            model.addMConstr(sp.csr_matrix(form.A_eq), self.variables, GRB.EQUAL,
+                             np.asarray(form.b_eq, dtype=np.float64))
+        self._outputs = self.variables[: form.num_outputs]
+        self._callback = None
+        if form.separator is not None:
+            model.setParam("LazyConstraints", 1)
+            self._callback = _lazy_callback(self.variables, form.separator)
+        model.update()
+
+    def solve_one(self, cost: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+        self._outputs.Obj = cost
+        self._set_start(start)
+        self._optimize(self._callback)
+        return self._settle(self._callback)
+
+
+def _lazy_callback(variables, separator):
+    """A callback adding the separator's cuts on every new incumbent."""
+    import gurobipy as gp
+    from gurobipy import GRB
+
+    columns = variables.tolist()
+
+    def callback(model, where):
+        if where != GRB.Callback.MIPSOL:
+            return
+        x = np.asarray(model.cbGetSolution(columns))
+        for cut in separator(x):
+            expr = gp.LinExpr(cut.value.tolist(), [columns[j] for j in cut.index.tolist()])
+            if np.isfinite(cut.upper):
+                model.cbLazy(expr <= float(cut.upper))
+            if np.isfinite(cut.lower):
+                model.cbLazy(expr >= float(cut.lower))
+
+    return callback
+
+
+class GurobiTspKernel(_GurobiRun, RowKernel):
+    """TSP on the edge formulation (a binary column per edge ``i < j`` with cost
+    ``w_ij + w_ji``, a degree-2 row per node), subtour eliminations
+    ``x(E(S)) <= |S| - 1`` added lazily for every component of an incumbent that
+    is not one tour. ``start`` is an ``(n, n)`` adjacency matrix (flattened)."""
+
+    takes_start = False  # not measured on TSP; set it on a kernel to pass ``start``
+
+    def __init__(self, spec: TSP, config: BackendConfig) -> None:
+        from gurobipy import GRB
+
+        n = spec.num_nodes
+        self.form = canonical_form(spec)  # the (n, n) outputs: RowKernel rounds them
+        self.num_nodes = n
+        self._iu, self._ju = np.triu_indices(n, k=1)
+        m = len(self._iu)
+        self.model = model = _new_model(config)
+        self.variables = model.addMVar(m, vtype=GRB.BINARY)
+        self._outputs = self.variables
+        degree = sp.csr_matrix((np.ones(2 * m), (np.concatenate([self._iu, self._ju]),
+                                                 np.tile(np.arange(m), 2))), shape=(n, m))
+        model.addMConstr(degree, self.variables, GRB.EQUAL, np.full(n, 2.0))
+        model.setParam("LazyConstraints", 1)
+        self._callback = self._subtour_callback()
+        model.update()
+
+    def _subtour_callback(self):
+        import gurobipy as gp
+        from gurobipy import GRB
+
+        n, columns = self.num_nodes, self.variables.tolist()
+        edge = np.zeros((n, n), dtype=np.int64)
+        edge[self._iu, self._ju] = np.arange(len(self._iu))
+
+        def callback(model, where):
+            if where != GRB.Callback.MIPSOL:
+                return
+            x = np.asarray(model.cbGetSolution(columns))
+            for inside in subtours(self._values(x) > 0.5):
+                if 2 * inside.sum() > n:
+                    inside = ~inside  # the smaller side: fewer nonzeros
+                nodes = np.flatnonzero(inside)
+                index = edge[np.ix_(nodes, nodes)][np.triu_indices(len(nodes), k=1)]
+                model.cbLazy(gp.quicksum(columns[j] for j in index.tolist())
+                             <= float(len(nodes) - 1))
+
+        return callback
+
+    def _values(self, x: np.ndarray) -> np.ndarray:
+        values = np.zeros((self.num_nodes, self.num_nodes))
+        values[self._iu, self._ju] = values[self._ju, self._iu] = x
+        return values
+
+    def solve_one(self, cost: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+        n = self.num_nodes
+        w = cost.reshape(n, n)
+        self.variables.Obj = w[self._iu, self._ju] + w[self._ju, self._iu]
+        if start is not None:
+            start = np.asarray(start, dtype=np.float64).reshape(n, n)[self._iu, self._ju]
+        self._set_start(start)
+        self._optimize(self._callback)
+        return self._values(np.round(self._settle(self._callback))).ravel()
+
+
+def model_size(spec: Spec) -> tuple[int, int]:
+    """The variables and constraints of the model :meth:`GurobiBackend.compile` builds."""
+    if isinstance(spec, TSP):
+        n = spec.num_nodes
+        return n * (n - 1) // 2, n
+    form = canonical_form(spec, lazy=True)
+    return form.num_vars, form.A_ub.shape[0] + form.A_eq.shape[0]
+
+
+#: Where Gurobi ranks on TSP: behind HiGHS's TSP kernel (``Tier.MIP_SOLVER - 1`` up to
+#: ``TSP_MAX_NODES_FIRST`` nodes; its mean per solve measured below Gurobi's lazy cuts at
+#: n = 50 and 60, docs/problems.md) and ahead of SCIP.
+TSP_TIER = Tier.MIP_SOLVER - 0.5
+
+
+@register_backend
+class GurobiBackend(Backend):
+    """Gurobi (gurobipy): any linear or mixed-integer program, with lazy cuts; first
+    for MIPs under ``"auto"`` when its licence covers the model."""
+
+    name: ClassVar[str] = "gurobi"
+    requires: ClassVar[tuple[str, ...]] = ("gurobipy",)
+    capabilities: ClassVar[Capability] = Capability.LP | Capability.MIP | Capability.LAZY_CUTS
+    #: ``"auto"`` logs why when it passes over this backend (a licence that does not
+    #: cover the model), since a user who installed it expects it to be used.
+    announce_fallback: ClassVar[bool] = True
+
+    @classmethod
+    def rank(cls, spec: Spec) -> float:
+        """Ahead of SCIP on MIPs (knapsack 200 x 2: 12 ms against 51 ms, issue 23);
+        behind HiGHS on LPs and behind HiGHS's TSP kernel where that is first
+        (docs/problems.md, TSP table); never automatic when ``COMBOLAYER_AUTO_GUROBI=0``."""
+        if os.environ.get(AUTO_ENV, "1").strip().lower() in {"0", "false", "no", "off"}:
+            return Tier.LAST
+        if isinstance(spec, TSP):
+            return TSP_TIER
+        return Tier.MIP_SOLVER - 2 if canonical_form(spec).is_mip else Tier.LP_SOLVER + 1
+
+    def accepts(self, spec: Spec) -> str | None:
+        return super().accepts(spec) or licence().refuses(*model_size(spec))
+
+    def compile(self, spec: Spec, config: BackendConfig) -> GurobiKernel | GurobiTspKernel:
+        if isinstance(spec, TSP):
+            return GurobiTspKernel(spec, config)
+        return GurobiKernel(canonical_form(spec, lazy=True), config)
