@@ -17,17 +17,17 @@ licence that ``pip install gurobipy`` brings.
 Licences: a size-limited licence (2000 variables and 2000 linear
 constraints; lazy rows added in a callback do not count) or an expired one
 makes Gurobi raise ``GurobiError`` 10010 or 10009 at ``optimize``. The licence
-is probed once per process (:func:`licence`); :meth:`GurobiBackend.accepts`
+is probed once per process (`licence`); `GurobiBackend.accepts`
 compares the model's size against it, so ``backend="auto"`` moves on to the
 next backend (with one log line that says why) and ``backend="gurobi"`` raises
-:class:`~combolayer.BackendUnavailable` with Gurobi's reason.
+`combolayer.BackendUnavailable` with Gurobi's reason.
 
 Config: ``time_limit`` -> ``TimeLimit``, ``threads`` -> ``Threads`` (0 is
 Gurobi's automatic choice), ``mip_gap`` -> ``MIPGap`` (and ``MIPGapAbs=0``
 when it is 0, exact), ``verbose`` -> ``OutputFlag``; ``options`` go to
 ``Model.setParam`` verbatim, e.g. ``{"SolutionLimit": 1}``. A solve stopped by
 any limit returns its best solution with a ``RuntimeWarning``, or raises
-:class:`~combolayer.SolverError` without one.
+`combolayer.SolverError` without one.
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def _bounds(values: np.ndarray) -> np.ndarray:
 
 
 def gurobi_outcome(status: int) -> Outcome:
-    """Gurobi's status code as an :class:`Outcome`. Every limit a user can set
+    """Gurobi's status code as an `Outcome`. Every limit a user can set
     (time, solutions, nodes, iterations, work, memory, objective) stops like the
     time limit: its best solution with a warning, or an error without one."""
     from gurobipy import GRB
@@ -357,7 +357,7 @@ class GurobiTspKernel(_GurobiRun, RowKernel):
 
 
 def model_size(spec: Spec) -> tuple[int, int]:
-    """The variables and constraints of the model :meth:`GurobiBackend.compile` builds."""
+    """The variables and constraints of the model `GurobiBackend.compile` builds."""
     if isinstance(spec, TSP):
         n = spec.num_nodes
         return n * (n - 1) // 2, n

@@ -304,7 +304,7 @@ class HighsTspKernel(RowKernel):
         return tour
 
     def _shorter_tour(self, tour: np.ndarray, edge_cost: np.ndarray) -> np.ndarray:
-        """The tour after :func:`iterated_local_search`, which stops once it reaches the
+        """The tour after `iterated_local_search`, which stops once it reaches the
         LP bound (then the tour is optimal)."""
         lower = self.model.getInfo().objective_function_value
         if edge_cost @ tour <= lower + TOUR_KICK_GAP * max(1.0, abs(lower)):

@@ -191,7 +191,7 @@ def iterated_local_search(tour: np.ndarray, cost: np.ndarray, kicks: int,
                           seed: int = 0, stop_at: float = -np.inf) -> np.ndarray:
     """A shorter tour, if ``kicks`` random double-bridge moves (segments A B C D
     reordered A C B D, which 2-opt and Or-opt cannot undo), each followed by
-    :func:`local_search`, find one (Martin, Otto and Felten's iterated local search).
+    `local_search`, find one (Martin, Otto and Felten's iterated local search).
     Stops early at a tour no longer than ``stop_at`` (a lower bound: nothing is
     shorter). Only an upper bound for the exact solvers; seeded, so the same tour
     comes back for the same input."""
