@@ -208,9 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a toy size, end to end")
     parser.add_argument("--no-doc", action="store_true", help="do not write docs/")
     parser.add_argument("--skip-training", action="store_true")
+    parser.add_argument("--num-test", type=int, default=1000,
+                        help="test instances (each epoch's evaluation solves them all)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    items, num_train, num_test = (50, 1000, 1000) if not args.quick else (10, 64, 32)
+    items, num_train, num_test = (50, 1000, args.num_test) if not args.quick else (10, 64, 32)
     epochs = args.epochs if not args.quick else 2
     sizes = [(200, 2), (1000, 2), (200, 5)] if not args.quick else [(20, 2)]
     repeats = 30 if not args.quick else 3
