@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -16,6 +17,7 @@ from torch import Tensor, nn
 
 from ..analysis.hull import analyze
 from ..backends.config import BackendConfig
+from ..backends.pool import CachedSolver, SolutionPool, check_solve_ratio
 from ..backends.registry import make_solver
 from ..backends.solver import Solver, check_costs
 from ..estimators import Estimator, resolve_method
@@ -56,9 +58,22 @@ class ComboLayer(nn.Module):
             `combolayer.layer.schedules` (``"constant"``, ``"step_off"``,
             ``"linear_decay"``) or a dict with ``name`` and its arguments
             (``{"name": "step_off", "until": 10}``), starting at ``noise``.
-        backend: a backend name, a [`BackendConfig`][combolayer.BackendConfig] or a dict.
-        generator: the ``torch.Generator`` noise is drawn from (seed it to
-            reproduce a run).
+        backend: a backend name, a `BackendConfig` or a dict.
+        generator: the ``torch.Generator`` noise and the ``solve_ratio`` draws
+            come from (seed it to reproduce a run).
+        solve_ratio: PyEPO's solution cache (Mulamba et al. 2021). In training
+            mode (and `sample`) each instance is solved exactly with this
+            probability, otherwise it gets the cheapest solution, under its cost,
+            in `pool`, the distinct solutions solved so far. This trades
+            exactness for time: the forward is then no longer the exact argmin
+            (and an estimator's extra solves, Blackbox's second one, perturbed
+            samples, go through the cache too). Eval mode always solves exactly.
+            ``1.0`` (default) builds no cache at all.
+        pool: the `combolayer.backends.pool.SolutionPool` the cache
+            uses; pass one to share it with a loss or to bound it
+            (``SolutionPool(N, max_size=...)``, default 10 000 solutions). Seed
+            it with the training set's true solutions, as PyEPO does with its
+            dataset: ``layer.pool.seed(y_train)``. An empty pool solves exactly.
 
     Everything is compiled here, once; ``forward`` only checks, transforms and
     dispatches. Costs and solutions have shape ``(*batch, *spec.cost_shape)``.
@@ -89,8 +104,11 @@ class ComboLayer(nn.Module):
         generator: torch.Generator | None = None,
         noise_schedule: str | dict | Schedule | None = None,
         sample_noise: Any = None,
+        solve_ratio: float = 1.0,
+        pool: SolutionPool | None = None,
     ) -> None:
         super().__init__()
+        self.solve_ratio = check_solve_ratio(solve_ratio)
         self.spec = load_spec(spec)
         self.backend_config = BackendConfig.load(backend)
         self.method = resolve_method(method)
@@ -108,6 +126,12 @@ class ComboLayer(nn.Module):
                 f"e.g. cl.SumOfGamma(k=10, tau=10); got {sample_noise!r}"
             )
         self.sample_noise = sample_noise
+        n = self.spec.num_outputs
+        if pool is not None and pool.num_outputs != n:
+            raise ValueError(f"pool holds solutions of {pool.num_outputs} outputs but "
+                             f"{self.spec.label} has {n}")
+        #: The solution cache's pool (plain tensors: pickled and deep-copied with the layer).
+        self.pool = pool if pool is not None else SolutionPool(n)
         self._compile()
         logger.debug("ComboLayer(%s): backend %r chosen", self.spec.label, self.solver.backend)
 
@@ -130,6 +154,8 @@ class ComboLayer(nn.Module):
         fusable = (floor is None and isinstance(self._projection_arg, str)
                    and isinstance(flat, Normalized))
         build_projected = getattr(self.method, "build_projected", None)
+        cached = (None if self.solve_ratio >= 1.0 else
+                  CachedSolver(solver, self.solve_ratio, self.pool, self.generator))
         compiled = _Compiled(
             solver=solver,
             projection=projection,
@@ -139,6 +165,13 @@ class ComboLayer(nn.Module):
                                     _ClipPerturbations(solver, floor)),
             fused=build_projected(solver, flat) if fusable and build_projected else None,
         )
+        if cached is not None:
+            compiled = dataclasses.replace(
+                compiled,
+                train_solve=self.method.build(cached if floor is None else
+                                              _ClipPerturbations(cached, floor)),
+                train_fused=(build_projected(cached, flat) if fusable and build_projected
+                             else None))
         self.__dict__["_compiled"] = compiled
         return compiled
 
@@ -165,7 +198,8 @@ class ComboLayer(nn.Module):
 
     @classmethod
     def from_config(cls, source: str | os.PathLike | dict) -> ComboLayer:
-        """Build from a dict or YAML/JSON with keys problem, method, projection, noise, backend.
+        """Build from a dict or YAML/JSON with keys problem, method, projection, noise, backend,
+        noise_schedule, solve_ratio.
 
         Raises:
             ValueError: ``problem`` is missing or a key is unknown.
@@ -175,7 +209,8 @@ class ComboLayer(nn.Module):
             ...     {"problem": {"kind": "topk", "n": 5, "k": 2}, "method": "blackbox"})
         """
         config = dict(read_mapping(source, what="layer config"))
-        known = {"problem", "method", "projection", "noise", "backend", "noise_schedule"}
+        known = {"problem", "method", "projection", "noise", "backend", "noise_schedule",
+                 "solve_ratio"}
         unknown = set(config) - known
         if unknown or "problem" not in config:
             raise ValueError(
@@ -245,6 +280,7 @@ class ComboLayer(nn.Module):
             f"{self.spec.label}, method={self.method}, projection={self._projection_name!r}, "
             f"noise={noise}, backend={self.solver.backend!r}, "
             f"time_limit={config.time_limit}, workers={config.workers}"
+            + (f", solve_ratio={self.solve_ratio}" if self.solve_ratio < 1.0 else "")
         )
 
     def forward(self, w: Tensor, target: Tensor | None = None) -> Tensor:
@@ -296,8 +332,10 @@ class ComboLayer(nn.Module):
         debug = logger.isEnabledFor(logging.DEBUG)
         start = time.perf_counter() if debug else 0.0
         xi = None if noise is None else noise.sample(w.shape, generator=self.generator).to(w)
-        if compiled.fused is not None:
-            y = compiled.fused(w, xi)
+        cache = compiled.train_solve is not None and (self.training or sampling)
+        fused = compiled.train_fused if cache else compiled.fused
+        if fused is not None:
+            y = fused(w, xi)
         else:
             projected = u = compiled.projection(w)
             if xi is not None:
@@ -306,7 +344,8 @@ class ComboLayer(nn.Module):
             costs = u if compiled.solver.sign == 1.0 else -u
             if compiled.floor is not None:
                 costs = costs + self._hull_offset(w, projected)
-            y = compiled.solve(costs, target=None if target is None else target.to(costs),
+            solve = compiled.train_solve if cache else compiled.solve
+            y = solve(costs, target=None if target is None else target.to(costs),
                                needs_grad=torch.is_grad_enabled() and costs.requires_grad,
                                training=self.training or sampling)
         if debug:
@@ -360,3 +399,7 @@ class _Compiled:
     solve: Callable[..., Tensor]
     #: The default hot path as one node (``Estimator.build_projected``), or None.
     fused: ProjectedSolve | None = None
+    #: With ``solve_ratio < 1``: ``solve`` and ``fused`` built on the cached solver,
+    #: used in training mode and by ``sample``; None otherwise.
+    train_solve: Callable[..., Tensor] | None = None
+    train_fused: ProjectedSolve | None = None

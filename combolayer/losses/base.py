@@ -62,9 +62,24 @@ class SolverLoss:
             config = config.model_copy(update={"name": solver.backend})
         self.__dict__["_solver_recipe"] = (solver.spec, config)
 
+    @property
+    def cached_solver(self) -> Solver:
+        """``self.solver``, or the solution cache around it when ``self.solve_ratio < 1``
+        (built on first use, so a copied loss wraps its own rebuilt solver)."""
+        if getattr(self, "solve_ratio", 1.0) >= 1.0:
+            return self.solver
+        cached = self.__dict__.get("_cached")
+        if cached is None or cached.exact is not self.solver:
+            from ..backends.pool import CachedSolver
+
+            cached = self.__dict__["_cached"] = CachedSolver(
+                self.solver, self.solve_ratio, self.pool, self.generator)
+        return cached
+
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state.pop("_solver", None)
+        state.pop("_cached", None)  # a cache around the solver, rebuilt with it
         return state
 
     def __setstate__(self, state: dict) -> None:

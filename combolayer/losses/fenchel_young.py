@@ -7,6 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..backends.pool import SolutionPool, check_solve_ratio
 from ..backends.registry import as_solver
 from ..backends.solver import check_costs, inner
 from ..estimators import Perturbed
@@ -25,15 +26,25 @@ class FenchelYoungLoss(SolverLoss):
     the paper's form. All samples are one batch call. ``spec`` is a spec, a
     compiled [`Solver`][combolayer.backends.Solver] or a ComboLayer; ``backend`` compiles a spec.
 
+    ``solve_ratio < 1`` is PyEPO's solution cache: each perturbed sample is
+    solved exactly with that probability, otherwise it is the best solution in
+    ``pool`` (a :class:`~combolayer.backends.pool.SolutionPool`, new by default;
+    pass ``layer.pool`` to share one, and seed it with ``loss.pool.seed(y_train)``).
+    The draws come from ``generator``.
+
     Reference: Berthet, Blondel, Teboul, Cuturi, Vert, Bach, "Learning with
     Differentiable Perturbed Optimizers", NeurIPS 2020.
     """
 
     def __init__(self, spec: Any, sigma: float = 1.0, num_samples: int = 1,
                  noise: Any = "gaussian", reduction: str = "mean", backend: Any = "auto",
-                 generator: torch.Generator | None = None) -> None:
+                 generator: torch.Generator | None = None, solve_ratio: float = 1.0,
+                 pool: SolutionPool | None = None) -> None:
         self.solver = as_solver(spec, backend)
         self.spec = self.solver.spec
+        self.solve_ratio = check_solve_ratio(solve_ratio)
+        self.pool = pool if pool is not None else SolutionPool(self.solver.num_outputs)
+        self.generator = generator
         self.perturbed = Perturbed(sigma=sigma, num_samples=num_samples, noise=noise,
                                    generator=generator)
         self.reduction = check_reduction(reduction)
@@ -47,7 +58,7 @@ class FenchelYoungLoss(SolverLoss):
         check_costs(self.spec, cost_pred, "cost_pred")
         y_true = check_solution(self.solver, y_true, cost_pred, "y_true")
         c = self.solver.sign * cost_pred
-        z, samples = self.perturbed.perturbed_solutions(self.solver, c)
+        z, samples = self.perturbed.perturbed_solutions(self.cached_solver, c)
         k = len(self.spec.cost_shape)
         perturbed_value = inner(c - self.perturbed.sigma * z, samples, k).mean(0)
         return reduce(inner(c, y_true, k) - perturbed_value, self.reduction)

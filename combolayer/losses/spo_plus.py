@@ -7,8 +7,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..backends.pool import SolutionPool, check_solve_ratio
 from ..backends.registry import as_solver
-from ..backends.solver import check_costs, inner
+from ..backends.solver import Solver, check_costs, inner
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
 
@@ -25,19 +26,38 @@ class SPOPlusLoss(SolverLoss):
         spec: the problem: a spec, a compiled `Solver` or a ComboLayer.
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"`` over instances.
         backend: a backend name/config to compile a spec with (or a compiled
-            [`Solver`][combolayer.backends.Solver]).
+            `Solver`).
+        solve_ratio: PyEPO's solution cache: ``y~`` is solved exactly with this
+            probability per instance, otherwise it is the best solution in
+            `pool` under ``2 c_hat - c``. ``y*`` is always exact (or
+            ``y_true``), and goes into the pool. 1.0 (default): no cache.
+        pool: a `combolayer.backends.pool.SolutionPool` to use (e.g. a
+            layer's ``layer.pool``, to share one); a new one by default. Seed it
+            with the training set's true solutions: ``loss.pool.seed(y_train)``.
+        generator: the ``torch.Generator`` the ``solve_ratio`` draws come from.
 
     Reference: Elmachtoub, Grigas, "Smart 'Predict, then Optimize'",
     Management Science 68(1), 2022.
     """
 
-    def __init__(self, spec: Any, reduction: str = "mean", backend: Any = "auto") -> None:
+    def __init__(self, spec: Any, reduction: str = "mean", backend: Any = "auto",
+                 solve_ratio: float = 1.0, pool: SolutionPool | None = None,
+                 generator: torch.Generator | None = None) -> None:
         self.solver = as_solver(spec, backend)
         self.spec = self.solver.spec
         self.reduction = check_reduction(reduction)
+        self.solve_ratio = check_solve_ratio(solve_ratio)
+        self.pool = pool if pool is not None else SolutionPool(self.solver.num_outputs)
+        self.generator = generator
+
+    @property
+    def shifted_solver(self) -> Solver:
+        """The solver ``y~`` comes from: the exact one, or the cache around it."""
+        return self.cached_solver
 
     def __repr__(self) -> str:
-        return f"SPOPlusLoss({self.spec.label}, reduction={self.reduction!r})"
+        ratio = f", solve_ratio={self.solve_ratio}" if self.solve_ratio < 1.0 else ""
+        return f"SPOPlusLoss({self.spec.label}, reduction={self.reduction!r}{ratio})"
 
     def __call__(self, cost_pred: Tensor, cost_true: Tensor,
                  y_true: Tensor | None = None) -> Tensor:
@@ -47,11 +67,14 @@ class SPOPlusLoss(SolverLoss):
         sign = self.solver.sign
         c_hat, c = sign * cost_pred, sign * cost_true
         shifted = 2.0 * c_hat - c
-        if y_true is None:
+        if y_true is None and self.shifted_solver is self.solver:
             both = self.solver.solve_min(torch.stack([shifted.detach(), c]))
             y_tilde, y_star = both[0], both[1]
         else:
-            y_star = check_solution(self.solver, y_true, cost_pred, "y_true")
-            y_tilde = self.solver.solve_min(shifted.detach())
+            y_star = (self.solver.solve_min(c) if y_true is None else
+                      check_solution(self.solver, y_true, cost_pred, "y_true"))
+            if self.shifted_solver is not self.solver:
+                self.pool.add(y_star.reshape(-1, self.solver.num_outputs))
+            y_tilde = self.shifted_solver.solve_min(shifted.detach())
         loss = inner(shifted, y_star - y_tilde, len(self.spec.cost_shape))
         return reduce(loss, self.reduction)

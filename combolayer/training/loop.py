@@ -125,6 +125,7 @@ class LayerConfig(_Strict):
     projection: str = "auto"
     noise: float = Field(0.0, ge=0.0)
     backend: str | dict[str, Any] = "auto"
+    solve_ratio: float = Field(1.0, ge=0.0, le=1.0)
 
 
 class ModelConfig(_Strict):
@@ -396,6 +397,9 @@ def fit(
     torch.manual_seed(seed)
     if model is None:
         model = cost_model(train.features.shape[1], tuple(layer.spec.cost_shape))
+    if layer.solve_ratio < 1.0:
+        # PyEPO seeds its cache with the dataset's true solutions; so does fit.
+        layer.pool.seed(train.solutions)
     criterion = _criterion(loss, layer)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     loader = torch.utils.data.DataLoader(
@@ -431,10 +435,12 @@ def _criterion(loss: str, layer: ComboLayer):
         k, sign = len(layer.spec.cost_shape), layer.solver.sign
         return lambda w, c, y_true: (sign * inner(c, layer(w) - y_true, k)).mean()
     if loss == "spo+":
-        spo = SPOPlusLoss(layer.spec, backend=layer.solver)
+        spo = SPOPlusLoss(layer.spec, backend=layer.solver, solve_ratio=layer.solve_ratio,
+                          pool=layer.pool, generator=layer.generator)
         return lambda w, c, y_true: spo(w, c, y_true)
     if loss == "fenchel_young":
-        fy = FenchelYoungLoss(layer.spec, backend=layer.solver)
+        fy = FenchelYoungLoss(layer.spec, backend=layer.solver, solve_ratio=layer.solve_ratio,
+                              pool=layer.pool, generator=layer.generator)
         return lambda w, c, y_true: fy(w, y_true)
     raise ConfigError(f"unknown loss {loss!r}: expected one of {list(LOSSES)}")
 
