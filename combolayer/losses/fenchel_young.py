@@ -22,7 +22,11 @@ class FenchelYoungLoss:
     estimate of ``F_sigma(theta) - <theta, y_true>`` (the constant
     ``Omega(y_true)`` is dropped, so the value is >= 0 only in expectation), and
     ``d loss / d c = y_true - mean_s y_s``, i.e. ``y_sigma(theta) - y_true`` in
-    the paper's form. All samples are one batch call. ``spec`` is a spec, a
+    the paper's form. All samples are one batch call.
+    ``perturbation="multiplicative"`` is PyEPO's ``perturbedFenchelYoungMul``
+    (PFYMul): ``c - sigma Z_s`` becomes ``c * f_s``, ``f_s = exp(sigma Z_s - sigma^2/2)``,
+    so ``d loss / d c = y_true - mean_s f_s * y_s`` (see :class:`~combolayer.Perturbed`).
+    ``spec`` is a spec, a
     compiled :class:`Solver` or a ComboLayer; ``backend`` compiles a spec.
 
     Reference: Berthet, Blondel, Teboul, Cuturi, Vert, Bach, "Learning with
@@ -31,11 +35,13 @@ class FenchelYoungLoss:
 
     def __init__(self, spec: Any, sigma: float = 1.0, num_samples: int = 1,
                  noise: Any = "gaussian", reduction: str = "mean", backend: Any = "auto",
-                 generator: torch.Generator | None = None) -> None:
+                 generator: torch.Generator | None = None,
+                 perturbation: str = "additive") -> None:
         self.solver = as_solver(spec, backend)
         self.spec = self.solver.spec
         self.perturbed = Perturbed(sigma=sigma, num_samples=num_samples, noise=noise,
-                                   generator=generator)
+                                   generator=generator,
+                                   perturbation=perturbation)
         self.reduction = check_reduction(reduction)
 
     def __repr__(self) -> str:
@@ -49,5 +55,5 @@ class FenchelYoungLoss:
         c = self.solver.sign * cost_pred
         z, samples = self.perturbed.perturbed_solutions(self.solver, c)
         k = len(self.spec.cost_shape)
-        perturbed_value = inner(c - self.perturbed.sigma * z, samples, k).mean(0)
+        perturbed_value = inner(self.perturbed.perturb(c, z), samples, k).mean(0)
         return reduce(inner(c, y_true, k) - perturbed_value, self.reduction)
