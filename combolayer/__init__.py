@@ -20,7 +20,7 @@ from .errors import (
     SolverError,
     SpecError,
 )
-from .estimators import IMLE, Blackbox, Identity, Margin, Perturbed
+from .estimators import AIMLE, IMLE, Blackbox, Identity, Margin, Perturbed
 from .layer import ComboLayer
 from .specs import ILP, Constraint, load_spec
 from .training import gradients, retrieval
@@ -33,6 +33,7 @@ __version__ = "0.1.0"
 _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 __all__ = [
+    "AIMLE",
     "ILP",
     "IMLE",
     "AffineHull",

@@ -8,6 +8,7 @@ import line here.
 """
 
 from ..discovery import export_all, import_submodules
+from .aimle import AIMLE as AIMLE
 from .base import METHODS, Estimator, differentiable, resolve_method
 from .blackbox import Blackbox as Blackbox
 from .identity import Identity as Identity
