@@ -25,6 +25,13 @@ Examples:
 
 from .fenchel_young import FenchelYoungLoss
 from .functional import hamming, loglog_recall
+from .perturbation_gradient import PGLoss
 from .spo_plus import SPOPlusLoss
 
-__all__ = ["FenchelYoungLoss", "SPOPlusLoss", "hamming", "loglog_recall"]
+__all__ = [
+    "FenchelYoungLoss",
+    "PGLoss",
+    "SPOPlusLoss",
+    "hamming",
+    "loglog_recall",
+]
