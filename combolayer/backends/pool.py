@@ -66,7 +66,8 @@ class SolutionPool:
         return pool[(costs @ pool.T).argmin(dim=1)]
 
     def _add(self, solutions: Tensor, seeded: bool) -> int:
-        rows = torch.as_tensor(solutions).detach().to("cpu", torch.float64)
+        # + 0.0 turns -0.0 (which solvers return) into 0.0, so the byte keys match
+        rows = torch.as_tensor(solutions).detach().to("cpu", torch.float64) + 0.0
         rows = rows.reshape(-1, self.num_outputs)
         added = 0
         for row in rows:

@@ -23,14 +23,24 @@ Examples:
     0.6667
 """
 
+from .cmap import CMAPLoss
 from .fenchel_young import FenchelYoungLoss
 from .functional import hamming, loglog_recall
+from .listwise_ltr import ListwiseLTRLoss
+from .nce import NCELoss
+from .pairwise_ltr import PairwiseLTRLoss
 from .perturbation_gradient import PGLoss
+from .pointwise_ltr import PointwiseLTRLoss
 from .spo_plus import SPOPlusLoss
 
 __all__ = [
+    "CMAPLoss",
     "FenchelYoungLoss",
+    "ListwiseLTRLoss",
+    "NCELoss",
     "PGLoss",
+    "PairwiseLTRLoss",
+    "PointwiseLTRLoss",
     "SPOPlusLoss",
     "hamming",
     "loglog_recall",
