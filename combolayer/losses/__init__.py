@@ -23,6 +23,7 @@ Examples:
     0.6667
 """
 
+from .cave import CaVELoss
 from .cmap import CMAPLoss
 from .fenchel_young import FenchelYoungLoss
 from .functional import hamming, loglog_recall
@@ -35,6 +36,7 @@ from .spo_plus import SPOPlusLoss
 
 __all__ = [
     "CMAPLoss",
+    "CaVELoss",
     "FenchelYoungLoss",
     "ListwiseLTRLoss",
     "NCELoss",
