@@ -20,7 +20,15 @@ from .errors import (
     SolverError,
     SpecError,
 )
-from .estimators import AIMLE, IMLE, Blackbox, Identity, Margin, Perturbed
+from .estimators import (
+    AIMLE,
+    IMLE,
+    Blackbox,
+    Identity,
+    Margin,
+    Perturbed,
+    RegularizedFrankWolfe,
+)
 from .layer import ComboLayer
 from .specs import ILP, Constraint, load_spec
 from .training import gradients, retrieval
@@ -47,6 +55,7 @@ __all__ = [
     "InfeasibleError",
     "Margin",
     "Perturbed",
+    "RegularizedFrankWolfe",
     "SolverError",
     "SpecError",
     "SumOfGamma",

@@ -32,6 +32,7 @@ from .nce import NCELoss
 from .pairwise_ltr import PairwiseLTRLoss
 from .perturbation_gradient import PGLoss
 from .pointwise_ltr import PointwiseLTRLoss
+from .regularized_fenchel_young import RegularizedFenchelYoungLoss
 from .spo_plus import SPOPlusLoss
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "PGLoss",
     "PairwiseLTRLoss",
     "PointwiseLTRLoss",
+    "RegularizedFenchelYoungLoss",
     "SPOPlusLoss",
     "hamming",
     "loglog_recall",
