@@ -39,6 +39,20 @@ def test_aimle_matches_its_formula_and_adapts(spec):
         assert method.sparsity == pytest.approx(average)
 
 
+def test_aimle_two_sided_formula():
+    gen = torch.Generator().manual_seed(9)
+    z = torch.randn(2, 3, 4, generator=gen, dtype=torch.float64)
+    layer = cl.ComboLayer(SPEC_MIN, projection="none",
+                          method=cl.AIMLE(num_samples=2, noise=FixedNoise(z), two_sides=True))
+    w = torch.randn(3, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(3, 4, generator=gen, dtype=torch.float64)
+    (layer(w) * g).sum().backward()
+    lam = w.detach().norm() / g.norm()
+    c, eps = w.detach(), -z
+    expected = (brute_min(c + lam * g + eps) - brute_min(c - lam * g + eps)).mean(0) / (2 * lam)
+    torch.testing.assert_close(w.grad, expected)
+
+
 def test_aimle_alpha_shrinks_when_the_gradient_is_denser_than_the_target():
     method = cl.AIMLE(target=0.0, initial_alpha=0.0015, step=1e-3)
     layer = cl.ComboLayer(SPEC_MIN, method=method, projection="none")
@@ -66,17 +80,20 @@ class _Fixed:
         return self.draws.clone()
 
 
-def test_aimle_agrees_with_pyepo():
+@pytest.mark.parametrize("two_sides", [False, True])
+def test_aimle_agrees_with_pyepo(two_sides):
     from pyepo.func import AIMLE as PyepoAIMLE
 
     model, spec = pyepo_shortest_path()
     gen = torch.Generator().manual_seed(1)
     batch, samples = 3, 2
     draws = torch.randn(batch, samples, 40, generator=gen, dtype=torch.float64)
-    theirs = PyepoAIMLE(model, n_samples=samples, sigma=1.0, distribution=_Fixed(draws))
+    theirs = PyepoAIMLE(model, n_samples=samples, sigma=1.0, distribution=_Fixed(draws),
+                        two_sides=two_sides)
     # PyEPO perturbs a min problem by c + sigma * noise; ours by c - tau * z.
     ours = cl.ComboLayer(spec, projection="none", method=cl.AIMLE(
-        num_samples=samples, noise=FixedNoise(-draws.transpose(0, 1).contiguous())))
+        num_samples=samples, noise=FixedNoise(-draws.transpose(0, 1).contiguous()),
+        two_sides=two_sides))
     for _ in range(3):
         cost = torch.rand(batch, 40, generator=gen, dtype=torch.float64)
         g = torch.randn(batch, 40, generator=gen, dtype=torch.float64)
