@@ -28,7 +28,8 @@ class RegularizedFenchelYoungLoss:
     Args:
         spec: the problem: a spec, a compiled :class:`Solver` or a ComboLayer.
         lam: the regularisation strength (> 0).
-        max_iter, tol: Frank-Wolfe's step cap and gap tolerance.
+        max_iter: Frank-Wolfe's step cap.
+        tol: Frank-Wolfe's gap tolerance (each instance stops below it).
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"`` over instances.
         backend: a backend name/config to compile a spec with.
 
