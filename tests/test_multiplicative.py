@@ -70,7 +70,46 @@ def _pyepo_noise(batch: int, samples: int, dim: int) -> torch.Tensor:
                        dtype=torch.float64)
 
 
-def test_dpomul_and_pfymul_agree_with_pyepo():
+@pytest.mark.parametrize("spec", [SPEC_MIN, SPEC_MAX], ids=["min", "max"])
+def test_variance_reduction_centres_the_rewards(spec):
+    gen = torch.Generator().manual_seed(8)
+    sigma, samples = 0.8, 4
+    w = torch.randn(3, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    z = torch.randn(samples, 3, 4, generator=gen, dtype=torch.float64)
+    g = torch.randn(3, 4, generator=gen, dtype=torch.float64)
+    layer = cl.ComboLayer(spec, projection="none", method=cl.Perturbed(
+        sigma=sigma, num_samples=samples, noise=FixedNoise(z), variance_reduction=True))
+    (layer(w) * g).sum().backward()
+    sign = sign_of(spec)
+    ys = brute_min(sign * w.detach() - sigma * z)
+    reward = (ys * g).sum(-1, keepdim=True)
+    reward = (reward - reward.mean(0)) * samples / (samples - 1)
+    torch.testing.assert_close(w.grad, sign * -(reward * z).mean(0) / sigma)
+
+
+def test_dpo_with_variance_reduction_agrees_with_pyepo():
+    from pyepo.func import DPO
+
+    model, spec = pyepo_shortest_path()
+    gen = torch.Generator().manual_seed(1)
+    batch, samples, sigma = 3, 5, 0.7
+    cost = torch.rand(batch, 40, generator=gen, dtype=torch.float64)
+    g = torch.randn(batch, 40, generator=gen, dtype=torch.float64)
+    z = _pyepo_noise(batch, samples, 40)
+    a, b = cost.clone().requires_grad_(), cost.clone().requires_grad_()
+    theirs = DPO(model, n_samples=samples, sigma=sigma, seed=135)(a)  # variance_reduction=True
+    # PyEPO perturbs c + sigma xi; ours c - sigma Z: Z = -xi
+    ours = cl.ComboLayer(spec, projection="none", method=cl.Perturbed(
+        sigma=sigma, num_samples=samples, noise=FixedNoise(-z.transpose(0, 1).contiguous()),
+        variance_reduction=True))(b)
+    (theirs * g).sum().backward()
+    (ours * g).sum().backward()
+    torch.testing.assert_close(ours, theirs.detach())
+    torch.testing.assert_close(b.grad, a.grad)
+
+
+@pytest.mark.parametrize("variance_reduction", [False, True])
+def test_dpomul_and_pfymul_agree_with_pyepo(variance_reduction):
     from pyepo.func import DPOMul, PFYMul
 
     model, spec = pyepo_shortest_path()
@@ -82,12 +121,14 @@ def test_dpomul_and_pfymul_agree_with_pyepo():
     noise = FixedNoise(z.transpose(0, 1).contiguous())
 
     theirs_in = cost.clone().requires_grad_()
-    dpo = DPOMul(model, n_samples=samples, sigma=sigma, seed=135, variance_reduction=False)
+    dpo = DPOMul(model, n_samples=samples, sigma=sigma, seed=135,
+                 variance_reduction=variance_reduction)
     their_y = dpo(theirs_in)
     (their_y * g).sum().backward()
     ours_in = cost.clone().requires_grad_()
     layer = cl.ComboLayer(spec, projection="none", method=cl.Perturbed(
-        sigma=sigma, num_samples=samples, noise=noise, perturbation="multiplicative"))
+        sigma=sigma, num_samples=samples, noise=noise, perturbation="multiplicative",
+        variance_reduction=variance_reduction))
     our_y = layer(ours_in)
     (our_y * g).sum().backward()
     torch.testing.assert_close(our_y, their_y.detach())

@@ -51,6 +51,11 @@ class Perturbed(Estimator):
     ``dL/dc = 1/(sigma c S) sum_s <dL/dy, y_s> grad_nu(Z_s)``, with ``sigma c``
     kept at least 1e-8 away from 0 (its sign kept), as in PyEPO.
 
+    ``variance_reduction=True`` (PyEPO's default for DPO and DPOMul; off here by
+    default) centres the rewards ``r_s = <dL/dy, y_s>`` on their mean over the
+    samples, ``r_s -> (r_s - mean r) S / (S - 1)``, a leave-one-out baseline that
+    leaves the estimator unbiased (``E[grad_nu(Z)] = 0``); no change at ``S = 1``.
+
     Examples:
         >>> import torch, combolayer as cl
         >>> layer = cl.ComboLayer(cl.problems.TopK(n=4, k=2),
@@ -72,6 +77,7 @@ class Perturbed(Estimator):
     noise: Any = "gaussian"
     generator: torch.Generator | None = None
     perturbation: Literal["additive", "multiplicative"] = "additive"
+    variance_reduction: bool = False
 
     @model_validator(mode="after")
     def _check_noise(self) -> Perturbed:
@@ -103,6 +109,8 @@ class Perturbed(Estimator):
 
     def backward(self, solver, grad, costs, z, samples):
         weight = inner(samples, grad, len(solver.cost_shape), keepdim=True)
+        if self.variance_reduction and self.num_samples > 1:
+            weight = (weight - weight.mean(0)) * (self.num_samples / (self.num_samples - 1))
         estimate = (weight * self._noise().grad_nu(z)).mean(0)
         if self.perturbation == "multiplicative":
             scale = self.sigma * costs
