@@ -19,6 +19,42 @@ from .base import check_reduction, check_solution, reduce
 TIGHT = 1e-5
 
 
+class BindingRows:
+    """The canonical form of a spec, read once, and the rows that bind at 0/1 solutions."""
+
+    def __init__(self, spec: Any, tol: float = TIGHT) -> None:
+        ilp = spec.to_ilp()
+        self.label = spec.label
+        self.n = int(np.prod(spec.cost_shape))
+        self.num_aux = ilp.num_aux
+        self.tol = tol
+        A_ub, self.b_ub, A_eq, _ = ilp.to_matrices()
+        self.A_ub = sp.csr_matrix(A_ub)
+        self.equalities = np.vstack([A_eq.toarray(), -A_eq.toarray()])
+
+    def __call__(self, y_true: Any) -> list[np.ndarray]:
+        n, tol = self.n, self.tol
+        if self.num_aux:
+            raise ValueError(
+                f"CaVE reads the binding constraints from y_true, but {self.label} has "
+                f"{self.num_aux} auxiliary variables whose values y_true does not give: "
+                f"pass binding= (the normals, (batch, rows, {n})) to the loss instead"
+            )
+        y = np.asarray(torch.as_tensor(y_true).detach().cpu(), dtype=np.float64).reshape(-1, n)
+        if not np.all(np.isclose(y, 0.0, atol=tol) | np.isclose(y, 1.0, atol=tol)):
+            raise ValueError(f"CaVE is defined for binary problems: y_true must be 0/1 for "
+                             f"{self.label}, got values such as "
+                             f"{y[~np.isclose(y, np.round(y))][:3]}")
+        slack = np.abs(self.b_ub[None, :] - (self.A_ub @ y.T).T)
+        eye = np.eye(n)
+        normals = []
+        for row, tight in zip(y, slack < tol, strict=True):
+            at_zero, at_one = row <= tol, row >= 1.0 - tol
+            normals.append(np.vstack([self.A_ub[np.flatnonzero(tight)].toarray(),
+                                      self.equalities, -eye[at_zero], eye[at_one & ~at_zero]]))
+        return normals
+
+
 def binding_normals(spec: Any, y_true: Any, tol: float = TIGHT) -> list[np.ndarray]:
     """The normals of the constraints that bind at each 0/1 solution, in ``<=`` orientation.
 
@@ -31,29 +67,7 @@ def binding_normals(spec: Any, y_true: Any, tol: float = TIGHT) -> list[np.ndarr
     is what CaVE aligns the prediction with. These are the rows of PyEPO's
     ``optDatasetConstrs``.
     """
-    ilp = spec.to_ilp()
-    n = int(np.prod(spec.cost_shape))
-    if ilp.num_aux:
-        raise ValueError(
-            f"CaVE reads the binding constraints from y_true, but {spec.label} has "
-            f"{ilp.num_aux} auxiliary variables whose values y_true does not give: "
-            f"pass binding= (the normals, (batch, rows, {n})) to the loss instead"
-        )
-    y = np.asarray(torch.as_tensor(y_true).detach().cpu(), dtype=np.float64).reshape(-1, n)
-    if not np.all(np.isclose(y, 0.0, atol=tol) | np.isclose(y, 1.0, atol=tol)):
-        raise ValueError(f"CaVE is defined for binary problems: y_true must be 0/1 for "
-                         f"{spec.label}, got values such as {y[~np.isclose(y, np.round(y))][:3]}")
-    A_ub, b_ub, A_eq, _ = ilp.to_matrices()
-    A_ub, A_eq = sp.csr_matrix(A_ub), sp.csr_matrix(A_eq)
-    slack = np.abs(b_ub[None, :] - (A_ub @ y.T).T)
-    equalities = np.vstack([A_eq.toarray(), -A_eq.toarray()])
-    eye = np.eye(n)
-    normals = []
-    for row, tight in zip(y, slack < tol, strict=True):
-        at_zero, at_one = row <= tol, row >= 1.0 - tol
-        normals.append(np.vstack([A_ub[np.flatnonzero(tight)].toarray(), equalities,
-                                  -eye[at_zero], eye[at_one & ~at_zero]]))
-    return normals
+    return BindingRows(spec, tol)(y_true)
 
 
 @functools.cache
@@ -131,6 +145,7 @@ class CaVELoss:
                                      "pip install clarabel (cvxpy installs it)") from None
         self.solver = as_solver(spec, backend)
         self.spec = self.solver.spec
+        self.binding_rows = BindingRows(self.spec)
         self.max_iter = max_iter
         self.solve_ratio = float(solve_ratio)
         self.inner_ratio = float(inner_ratio)
@@ -147,7 +162,7 @@ class CaVELoss:
         n = self.solver.num_outputs
         s = -(self.solver.sign * cost_pred).reshape(-1, n)
         if binding is None:
-            normals = binding_normals(self.spec, y_true)
+            normals = self.binding_rows(y_true)
         else:
             binding = np.asarray(torch.as_tensor(binding).detach().cpu(), dtype=np.float64)
             if binding.ndim != 3 or binding.shape[0] != s.shape[0] or binding.shape[2] != n:
