@@ -20,7 +20,15 @@ from .errors import (
     SolverError,
     SpecError,
 )
-from .estimators import IMLE, Blackbox, Identity, Margin, Perturbed
+from .estimators import (
+    AIMLE,
+    IMLE,
+    Blackbox,
+    Identity,
+    Margin,
+    Perturbed,
+    RegularizedFrankWolfe,
+)
 from .layer import ComboLayer
 from .specs import ILP, Constraint, load_spec
 from .training import gradients, retrieval
@@ -33,6 +41,7 @@ __version__ = "0.1.0"
 _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 __all__ = [
+    "AIMLE",
     "ILP",
     "IMLE",
     "AffineHull",
@@ -46,6 +55,7 @@ __all__ = [
     "InfeasibleError",
     "Margin",
     "Perturbed",
+    "RegularizedFrankWolfe",
     "SolverError",
     "SpecError",
     "SumOfGamma",

@@ -71,7 +71,8 @@ class SolutionPool:
         return pool[(costs @ pool.T).argmin(dim=1)]
 
     def _add(self, solutions: Tensor, seeded: bool) -> int:
-        rows = torch.as_tensor(solutions).detach().to("cpu", torch.float64)
+        # + 0.0 turns -0.0 (which solvers return) into 0.0, so the byte keys match
+        rows = torch.as_tensor(solutions).detach().to("cpu", torch.float64) + 0.0
         rows = rows.reshape(-1, self.num_outputs)
         added = 0
         for row in rows:
@@ -117,11 +118,11 @@ def check_solve_ratio(solve_ratio: float) -> float:
 
 
 class CachedSolver(Solver):
-    """A :class:`Solver` that solves each instance exactly with probability ``solve_ratio``
+    """A `Solver` that solves each instance exactly with probability ``solve_ratio``
     and answers the others from ``pool`` (PyEPO's ``solve_ratio``, Mulamba et al. 2021).
 
-    It is the wrapped solver with only :meth:`solve_rows` (and the numpy path of
-    :meth:`solve_min`) changed, so every estimator and loss that calls
+    It is the wrapped solver with only `solve_rows` (and the numpy path of
+    `solve_min`) changed, so every estimator and loss that calls
     ``solve_min`` / ``solve_rows`` uses the cache without knowing it. Exact
     solutions go into the pool (distinct, up to ``pool.max_size``); an instance
     drawn for the pool while the pool is empty is solved exactly. Draws come from

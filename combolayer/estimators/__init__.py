@@ -8,8 +8,10 @@ import line here.
 """
 
 from ..discovery import export_all, import_submodules
+from .aimle import AIMLE as AIMLE
 from .base import METHODS, Estimator, differentiable, resolve_method
 from .blackbox import Blackbox as Blackbox
+from .frank_wolfe import RegularizedFrankWolfe as RegularizedFrankWolfe
 from .identity import Identity as Identity
 from .imle import IMLE as IMLE
 from .margin import Margin as Margin

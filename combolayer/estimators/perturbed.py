@@ -10,7 +10,7 @@ noise: a Gumbel perturbation of a max problem is the Gumbel-max trick.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import torch
 from pydantic import model_validator
@@ -41,6 +41,21 @@ class Perturbed(Estimator):
     ``sample(shape, generator=None)`` and ``grad_nu(z)``; ``generator`` seeds
     the draws.
 
+    ``perturbation="multiplicative"`` (PyEPO's ``perturbedOptMul``, DPOMul, for
+    costs of a fixed sign, e.g. positive edge lengths) perturbs by a factor
+    instead: ``y_s = y(c * exp(sigma Z_s - sigma^2 / 2))`` entrywise, which keeps
+    every cost's sign (and, for Gaussian Z, its mean). The factor does not
+    depend on the sense, so a max problem sees ``w * exp(sigma Z - sigma^2/2)``.
+    With ``c = exp(l)`` the smoothed map is Berthet's in ``l``, and the chain
+    rule ``dl/dc = 1/c`` gives PyEPO's estimator
+    ``dL/dc = 1/(sigma c S) sum_s <dL/dy, y_s> grad_nu(Z_s)``, with ``sigma c``
+    kept at least 1e-8 away from 0 (its sign kept), as in PyEPO.
+
+    ``variance_reduction=True`` (PyEPO's default for DPO and DPOMul; off here by
+    default) centres the rewards ``r_s = <dL/dy, y_s>`` on their mean over the
+    samples, ``r_s -> (r_s - mean r) S / (S - 1)``, a leave-one-out baseline that
+    leaves the estimator unbiased (``E[grad_nu(Z)] = 0``); no change at ``S = 1``.
+
     Examples:
         >>> import torch, combolayer as cl
         >>> layer = cl.ComboLayer(cl.problems.TopK(n=4, k=2),
@@ -61,6 +76,8 @@ class Perturbed(Estimator):
     num_samples: SampleCount = 1
     noise: Any = "gaussian"
     generator: torch.Generator | None = None
+    perturbation: Literal["additive", "multiplicative"] = "additive"
+    variance_reduction: bool = False
 
     @model_validator(mode="after")
     def _check_noise(self) -> Perturbed:
@@ -70,11 +87,19 @@ class Perturbed(Estimator):
     def _noise(self) -> Any:
         return make_noise(self.noise, NOISES, "Perturbed", ("sample", "grad_nu"))
 
+    def perturb(self, costs: Tensor, z: Tensor) -> Tensor:
+        """The solver inputs for noise ``z``: ``c - sigma Z``, or
+        ``c * exp(sigma Z - sigma^2 / 2)`` when ``perturbation="multiplicative"``
+        (differentiable in ``costs``, which the Fenchel-Young loss relies on)."""
+        if self.perturbation == "multiplicative":
+            return costs * torch.exp(self.sigma * z - 0.5 * self.sigma**2)
+        return costs - self.sigma * z
+
     def perturbed_solutions(self, solver: Solver, costs: Tensor) -> tuple[Tensor, Tensor]:
-        """``(Z, y(c - sigma Z))``, each ``(num_samples, *costs.shape)``, from one solver call."""
+        """``(Z, y(perturb(c, Z)))``, each ``(num_samples, *costs.shape)``, from one solver call."""
         z = self._noise().sample((self.num_samples, *costs.shape),
                                  generator=self.generator).to(costs)
-        return z, solver.solve_min(costs.detach() - self.sigma * z)
+        return z, solver.solve_min(self.perturb(costs.detach(), z))
 
     def forward(self, solver, costs, *, target, training):
         if not training:
@@ -84,4 +109,11 @@ class Perturbed(Estimator):
 
     def backward(self, solver, grad, costs, z, samples):
         weight = inner(samples, grad, len(solver.cost_shape), keepdim=True)
-        return -(weight * self._noise().grad_nu(z)).mean(0) / self.sigma
+        if self.variance_reduction and self.num_samples > 1:
+            weight = (weight - weight.mean(0)) * (self.num_samples / (self.num_samples - 1))
+        estimate = (weight * self._noise().grad_nu(z)).mean(0)
+        if self.perturbation == "multiplicative":
+            scale = self.sigma * costs
+            tiny = torch.where(scale >= 0, 1e-8, -1e-8).to(scale)
+            return estimate / torch.where(scale.abs() < 1e-8, tiny, scale)
+        return -estimate / self.sigma

@@ -23,8 +23,29 @@ Examples:
     0.6667
 """
 
+from .cave import CaVELoss
+from .cmap import CMAPLoss
 from .fenchel_young import FenchelYoungLoss
 from .functional import hamming, loglog_recall
+from .listwise_ltr import ListwiseLTRLoss
+from .nce import NCELoss
+from .pairwise_ltr import PairwiseLTRLoss
+from .perturbation_gradient import PGLoss
+from .pointwise_ltr import PointwiseLTRLoss
+from .regularized_fenchel_young import RegularizedFenchelYoungLoss
 from .spo_plus import SPOPlusLoss
 
-__all__ = ["FenchelYoungLoss", "SPOPlusLoss", "hamming", "loglog_recall"]
+__all__ = [
+    "CMAPLoss",
+    "CaVELoss",
+    "FenchelYoungLoss",
+    "ListwiseLTRLoss",
+    "NCELoss",
+    "PGLoss",
+    "PairwiseLTRLoss",
+    "PointwiseLTRLoss",
+    "RegularizedFenchelYoungLoss",
+    "SPOPlusLoss",
+    "hamming",
+    "loglog_recall",
+]

@@ -23,12 +23,16 @@ class FenchelYoungLoss(SolverLoss):
     estimate of ``F_sigma(theta) - <theta, y_true>`` (the constant
     ``Omega(y_true)`` is dropped, so the value is >= 0 only in expectation), and
     ``d loss / d c = y_true - mean_s y_s``, i.e. ``y_sigma(theta) - y_true`` in
-    the paper's form. All samples are one batch call. ``spec`` is a spec, a
-    compiled [`Solver`][combolayer.backends.Solver] or a ComboLayer; ``backend`` compiles a spec.
+    the paper's form. All samples are one batch call.
+    ``perturbation="multiplicative"`` is PyEPO's ``perturbedFenchelYoungMul``
+    (PFYMul): ``c - sigma Z_s`` becomes ``c * f_s``, ``f_s = exp(sigma Z_s - sigma^2/2)``,
+    so ``d loss / d c = y_true - mean_s f_s * y_s`` (see [`Perturbed`][combolayer.Perturbed]).
+    ``spec`` is a spec, a compiled [`Solver`][combolayer.backends.Solver] or a
+    ComboLayer; ``backend`` compiles a spec.
 
     ``solve_ratio < 1`` is PyEPO's solution cache: each perturbed sample is
     solved exactly with that probability, otherwise it is the best solution in
-    ``pool`` (a :class:`~combolayer.backends.pool.SolutionPool`, new by default;
+    ``pool`` (a `combolayer.backends.pool.SolutionPool`, new by default;
     pass ``layer.pool`` to share one, and seed it with ``loss.pool.seed(y_train)``).
     The draws come from ``generator``.
 
@@ -39,14 +43,15 @@ class FenchelYoungLoss(SolverLoss):
     def __init__(self, spec: Any, sigma: float = 1.0, num_samples: int = 1,
                  noise: Any = "gaussian", reduction: str = "mean", backend: Any = "auto",
                  generator: torch.Generator | None = None, solve_ratio: float = 1.0,
-                 pool: SolutionPool | None = None) -> None:
+                 pool: SolutionPool | None = None, perturbation: str = "additive") -> None:
         self.solver = as_solver(spec, backend)
         self.spec = self.solver.spec
         self.solve_ratio = check_solve_ratio(solve_ratio)
         self.pool = pool if pool is not None else SolutionPool(self.solver.num_outputs)
         self.generator = generator
         self.perturbed = Perturbed(sigma=sigma, num_samples=num_samples, noise=noise,
-                                   generator=generator)
+                                   generator=generator,
+                                   perturbation=perturbation)
         self.reduction = check_reduction(reduction)
 
     def __repr__(self) -> str:
@@ -60,5 +65,5 @@ class FenchelYoungLoss(SolverLoss):
         c = self.solver.sign * cost_pred
         z, samples = self.perturbed.perturbed_solutions(self.cached_solver, c)
         k = len(self.spec.cost_shape)
-        perturbed_value = inner(c - self.perturbed.sigma * z, samples, k).mean(0)
+        perturbed_value = inner(self.perturbed.perturb(c, z), samples, k).mean(0)
         return reduce(inner(c, y_true, k) - perturbed_value, self.reduction)

@@ -1,0 +1,33 @@
+"""Noise-contrastive estimation over a solution pool (Mulamba et al.)."""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+from .base import check_solution
+from .pooled import PooledLoss
+
+
+class NCELoss(PooledLoss):
+    """The NCE loss: the true solution against every solution in the pool.
+
+    With ``c_hat`` the predicted min-sense cost, ``y*`` the true solution and
+    ``S`` the pool (see `combolayer.losses.pooled.PooledLoss` for the
+    pool, ``solve_ratio`` and seeding):
+
+        loss = 1/|S| sum_{y in S} (<c_hat, y*> - <c_hat, y>)
+        d loss / d c_hat = y* - mean_{y in S} y
+
+    PyEPO's ``noiseContrastiveEstimation`` (NCE): the pool's mean, including the
+    true solutions it was seeded with; no solver call in the backward pass.
+
+    Reference: Mulamba, Mandi, Diligenti, Lombardi, Bucarey, Guns, "Contrastive
+    Losses and Solution Caching for Predict-and-Optimize", IJCAI 2021.
+    """
+
+    def __call__(self, cost_pred: Tensor, y_true: Tensor) -> Tensor:
+        c_hat = self.flat(cost_pred, "cost_pred")
+        y_star = check_solution(self.solver, y_true, cost_pred, "y_true").reshape(c_hat.shape)
+        pool = self.refreshed_pool(c_hat)
+        loss = (c_hat * y_star).sum(-1) - c_hat @ pool.mean(0)
+        return self.finish(loss, cost_pred)

@@ -1,0 +1,98 @@
+"""What the solution-pool losses (NCE, CMAP, the LTR family) share: the pool and its refresh."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..backends.pool import SolutionPool
+from ..backends.registry import as_solver
+from ..backends.solver import check_costs
+from .base import check_reduction, check_solution, reduce
+
+
+def as_pool(pool: Any, num_outputs: int) -> SolutionPool:
+    """A `SolutionPool` from ``None`` (empty), a pool (shared as is), solutions
+    ``(..., *cost_shape)``, or a data set holding them (``.solutions``, as
+    ``cl.data``'s, or PyEPO's ``optDataset.sols``), which then seed it."""
+    if isinstance(pool, SolutionPool):
+        if pool.num_outputs != num_outputs:
+            raise ValueError(f"pool holds solutions of {pool.num_outputs} outputs but the "
+                             f"problem has {num_outputs}")
+        return pool
+    fresh = SolutionPool(num_outputs)
+    if pool is None:
+        return fresh
+    solutions = getattr(pool, "solutions", getattr(pool, "sols", pool))
+    solutions = torch.as_tensor(solutions)
+    if solutions.numel() % num_outputs:
+        raise ValueError(f"pool solutions have shape {tuple(solutions.shape)}, which is not a "
+                         f"batch of {num_outputs}-output solutions")
+    fresh.seed(solutions)
+    return fresh
+
+
+class PooledLoss:
+    """Base of the losses over a pool of feasible solutions (PyEPO's ``solpool``).
+
+    Every call first refreshes the pool as PyEPO does: with probability
+    ``solve_ratio`` (every call at 1.0) the predicted costs are solved exactly,
+    one batch call, and the solutions join the pool; otherwise the loss uses the
+    pool as it is, with no solver call at all. ``pool`` seeds it with the
+    training set's true solutions, PyEPO's ``dataset`` argument: pass the
+    solutions ``(num_data, *cost_shape)``, a ``cl.data`` data set, a PyEPO
+    ``optDataset``, or a `combolayer.backends.pool.SolutionPool` to share
+    one pool between losses; ``loss.pool.seed(y)`` adds more later. With
+    ``solve_ratio < 1`` seed the pool, or the first call that does not solve
+    finds it empty and raises ``RuntimeError``.
+
+    The sense is folded once: ``c = solver.sign * cost``, so subclasses write
+    `per_instance` for minimisation on flattened ``(B, N)`` costs and a
+    ``(P, N)`` pool.
+    """
+
+    def __init__(self, spec: Any, solve_ratio: float = 1.0, pool: Any = None,
+                 reduction: str = "mean", backend: Any = "auto",
+                 generator: torch.Generator | None = None) -> None:
+        if not 0.0 <= solve_ratio <= 1.0:
+            raise ValueError(f"{type(self).__name__} solve_ratio must be in [0, 1], "
+                             f"got {solve_ratio}")
+        self.solver = as_solver(spec, backend)
+        self.spec = self.solver.spec
+        self.solve_ratio = float(solve_ratio)
+        self.pool = as_pool(pool, self.solver.num_outputs)
+        self.reduction = check_reduction(reduction)
+        self.generator = generator
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({self.spec.label}, solve_ratio={self.solve_ratio}, "
+                f"pool={self.pool!r}, reduction={self.reduction!r})")
+
+    def refreshed_pool(self, costs: Tensor) -> Tensor:
+        """The pool ``(P, N)`` on the costs' device and dtype, after solving the
+        ``(B, N)`` min-sense ``costs`` with probability ``solve_ratio``."""
+        solve = self.solve_ratio >= 1.0 or (
+            float(torch.rand((), generator=self.generator)) < self.solve_ratio)
+        if solve:
+            self.pool.add(self.solver.solve_min(costs.detach()))
+        if not len(self.pool):
+            raise RuntimeError(
+                f"{type(self).__name__}'s solution pool is empty: pass pool=<the training "
+                f"solutions> (or call loss.pool.seed(y_train)) when solve_ratio < 1"
+            )
+        return self.pool.solutions.to(costs)
+
+    def flat(self, costs: Tensor, name: str) -> Tensor:
+        """Checked min-sense costs, flattened to ``(B, N)``."""
+        check_costs(self.spec, costs, name)
+        return (self.solver.sign * costs).reshape(-1, self.solver.num_outputs)
+
+    def true_costs(self, cost_true: Tensor, cost_pred: Tensor) -> Tensor:
+        """``cost_true`` as a tensor like ``cost_pred``, its shape checked (not yet folded)."""
+        return check_solution(self.solver, torch.as_tensor(cost_true), cost_pred, "cost_true")
+
+    def finish(self, per_instance: Tensor, like: Tensor) -> Tensor:
+        batch = like.shape[: like.ndim - len(self.spec.cost_shape)]
+        return reduce(per_instance.reshape(batch), self.reduction)

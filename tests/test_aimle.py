@@ -1,0 +1,106 @@
+"""AI-MLE: IMLE's interpolation with lam = alpha ||c|| / ||dL/dy||, alpha adapted; vs PyEPO."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from pyepo_kit import SPEC_MAX, SPEC_MIN, brute_min, pyepo_shortest_path, sign_of
+from testkit import FixedNoise
+
+import combolayer as cl
+
+
+@pytest.mark.parametrize("spec", [SPEC_MIN, SPEC_MAX], ids=["min", "max"])
+def test_aimle_matches_its_formula_and_adapts(spec):
+    gen = torch.Generator().manual_seed(5)
+    samples, batch, tau = 3, 4, 0.5
+    z = torch.randn(samples, batch, 4, generator=gen, dtype=torch.float64)
+    method = cl.AIMLE(num_samples=samples, noise=FixedNoise(z), tau=tau)
+    layer = cl.ComboLayer(spec, method=method, projection="none")
+    sign = sign_of(spec)
+    alpha = 1.0
+    average = 1.0
+    for _ in range(3):
+        w = torch.randn(batch, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+        g = torch.randn(batch, 4, generator=gen, dtype=torch.float64)
+        y = layer(w)
+        (y * g).sum().backward()
+        c = sign * w.detach()
+        eps = -tau * z
+        ys = brute_min(c + eps)
+        assert torch.equal(y.detach(), ys.mean(0))
+        # the layer's backward sees dL/dy = g for the caller's y: dL/dc = sign-free g here
+        lam = alpha * c.norm() / g.norm()
+        grad_c = (brute_min(c + lam * g + eps) - ys).mean(0) / lam
+        torch.testing.assert_close(w.grad, sign * grad_c)
+        average = 0.9 * average + 0.1 * float((grad_c.abs() > 1e-8).double().mean())
+        alpha = alpha + 1e-3 if average < 1.0 else max(0.0, alpha - 1e-3)
+        assert method.alpha == pytest.approx(alpha)
+        assert method.sparsity == pytest.approx(average)
+
+
+def test_aimle_two_sided_formula():
+    gen = torch.Generator().manual_seed(9)
+    z = torch.randn(2, 3, 4, generator=gen, dtype=torch.float64)
+    layer = cl.ComboLayer(SPEC_MIN, projection="none",
+                          method=cl.AIMLE(num_samples=2, noise=FixedNoise(z), two_sides=True))
+    w = torch.randn(3, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(3, 4, generator=gen, dtype=torch.float64)
+    (layer(w) * g).sum().backward()
+    lam = w.detach().norm() / g.norm()
+    c, eps = w.detach(), -z
+    expected = (brute_min(c + lam * g + eps) - brute_min(c - lam * g + eps)).mean(0) / (2 * lam)
+    torch.testing.assert_close(w.grad, expected)
+
+
+def test_aimle_alpha_shrinks_when_the_gradient_is_denser_than_the_target():
+    method = cl.AIMLE(target=0.0, initial_alpha=0.0015, step=1e-3)
+    layer = cl.ComboLayer(SPEC_MIN, method=method, projection="none")
+    for expected in (0.0005, 0.0):
+        w = torch.randn(2, 4, dtype=torch.float64, requires_grad=True)
+        layer(w).sum().backward()
+        assert method.alpha == pytest.approx(expected)
+    # a zero incoming gradient gives a zero estimate (lam would be infinite)
+    w = torch.randn(2, 4, dtype=torch.float64, requires_grad=True)
+    (layer(w) * 0).sum().backward()
+    assert torch.equal(w.grad, torch.zeros_like(w))
+    assert cl.ComboLayer(SPEC_MIN, method="aimle").method.alpha == 1.0
+    with pytest.raises(ValueError, match="momentum"):
+        cl.AIMLE(momentum=1.0)
+
+
+class _Fixed:
+    """A PyEPO noise distribution that returns given draws."""
+
+    def __init__(self, draws: torch.Tensor) -> None:
+        self.draws = draws
+
+    def sample(self, size, device=None, dtype=None):
+        assert tuple(size) == tuple(self.draws.shape)
+        return self.draws.clone()
+
+
+@pytest.mark.parametrize("two_sides", [False, True])
+def test_aimle_agrees_with_pyepo(two_sides):
+    from pyepo.func import AIMLE as PyepoAIMLE
+
+    model, spec = pyepo_shortest_path()
+    gen = torch.Generator().manual_seed(1)
+    batch, samples = 3, 2
+    draws = torch.randn(batch, samples, 40, generator=gen, dtype=torch.float64)
+    theirs = PyepoAIMLE(model, n_samples=samples, sigma=1.0, distribution=_Fixed(draws),
+                        two_sides=two_sides)
+    # PyEPO perturbs a min problem by c + sigma * noise; ours by c - tau * z.
+    ours = cl.ComboLayer(spec, projection="none", method=cl.AIMLE(
+        num_samples=samples, noise=FixedNoise(-draws.transpose(0, 1).contiguous()),
+        two_sides=two_sides))
+    for _ in range(3):
+        cost = torch.rand(batch, 40, generator=gen, dtype=torch.float64)
+        g = torch.randn(batch, 40, generator=gen, dtype=torch.float64)
+        a, b = cost.clone().requires_grad_(), cost.clone().requires_grad_()
+        their_y, our_y = theirs(a), ours(b)
+        (their_y * g).sum().backward()
+        (our_y * g).sum().backward()
+        torch.testing.assert_close(our_y, their_y.detach())
+        torch.testing.assert_close(b.grad, a.grad)
+        assert ours.method.alpha == pytest.approx(theirs.alpha)

@@ -1,0 +1,94 @@
+"""RFWO and RFY: the regularised solution is the projection of -c/lam on conv(Y); vs PyEPO."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from pyepo_kit import POINTS, SPEC_MAX, SPEC_MIN, brute_min, pyepo_shortest_path, sign_of
+
+import combolayer as cl
+
+
+def projection(theta: torch.Tensor) -> torch.Tensor:
+    """argmin_{mu in conv(POINTS)} ||mu - theta||, by cvxpy, row by row."""
+    cp = pytest.importorskip("cvxpy")
+    out = []
+    for row in theta:
+        a = cp.Variable(len(POINTS), nonneg=True)
+        mu = POINTS.numpy().T @ a
+        problem = cp.Problem(cp.Minimize(cp.sum_squares(mu - row.numpy())), [cp.sum(a) == 1])
+        problem.solve(solver=cp.CLARABEL)
+        out.append(torch.as_tensor(POINTS.numpy().T @ a.value))
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("spec", [SPEC_MIN, SPEC_MAX], ids=["min", "max"])
+def test_rfwo_forward_is_the_projection_and_backward_its_jacobian(spec):
+    gen = torch.Generator().manual_seed(3)
+    lam, sign = 0.7, sign_of(spec)
+    w = torch.randn(4, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    method = cl.RegularizedFrankWolfe(lam=lam, max_iter=2000, tol=1e-12)
+    layer = cl.ComboLayer(spec, method=method, projection="none")
+    y = layer(w)
+    torch.testing.assert_close(y.detach(), projection(-sign * w.detach() / lam),
+                               atol=1e-5, rtol=0)
+    g = torch.randn(4, 4, generator=gen, dtype=torch.float64)
+    (y * g).sum().backward()
+    # the map is piecewise affine: central differences of the forward give its Jacobian
+    eps = 1e-5
+    with torch.no_grad():
+        numeric = torch.zeros_like(w)
+        for i in range(4):
+            bump = torch.zeros_like(w)
+            bump[:, i] = eps
+            numeric[:, i] = ((layer(w + bump) - layer(w - bump)) * g).sum(-1) / (2 * eps)
+    torch.testing.assert_close(w.grad, numeric, atol=1e-5, rtol=1e-4)
+    assert torch.equal(layer.eval()(w.detach()), brute_min(sign * w.detach()))
+
+
+@pytest.mark.parametrize("spec", [SPEC_MIN, SPEC_MAX], ids=["min", "max"])
+def test_rfy_matches_its_formula(spec):
+    gen = torch.Generator().manual_seed(4)
+    lam, sign = 1.3, sign_of(spec)
+    w = torch.randn(4, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    y_true = brute_min(sign * torch.randn(4, 4, generator=gen, dtype=torch.float64))
+    loss = cl.losses.RegularizedFenchelYoungLoss(spec, lam=lam, max_iter=2000, tol=1e-12,
+                                                 reduction="none")(w, y_true)
+    loss.sum().backward()
+    c = sign * w.detach()
+    y_lam = projection(-c / lam)
+    value = (0.5 * lam * (y_true.square().sum(-1) - y_lam.square().sum(-1))
+             + (c * (y_true - y_lam)).sum(-1))
+    torch.testing.assert_close(loss.detach(), value, atol=1e-5, rtol=0)
+    assert (loss >= -1e-9).all()
+    torch.testing.assert_close(w.grad, sign * (y_true - y_lam), atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="lam must be > 0, got -1"):
+        cl.losses.RegularizedFenchelYoungLoss(spec, lam=-1)
+
+
+def test_rfwo_and_rfy_agree_with_pyepo():
+    from pyepo.func import RFWO, RFY
+
+    # Gurobi and HiGHS return the same vertices; the iterates then agree up to rounding.
+
+    model, spec = pyepo_shortest_path()
+    gen = torch.Generator().manual_seed(6)
+    cost = torch.rand(3, 40, generator=gen, dtype=torch.float64)
+    g = torch.randn(3, 40, generator=gen, dtype=torch.float64)
+    a, b = cost.clone().requires_grad_(), cost.clone().requires_grad_()
+    theirs = RFWO(model, lambd=0.5, max_iter=300)(a)
+    ours = cl.ComboLayer(spec, projection="none",
+                         method=cl.RegularizedFrankWolfe(lam=0.5, max_iter=300))(b)
+    (theirs * g).sum().backward()
+    (ours * g).sum().backward()
+    torch.testing.assert_close(ours, theirs.detach(), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(b.grad, a.grad, atol=1e-6, rtol=1e-5)
+
+    y_true = cl.make_solver(spec).solve(torch.rand(3, 40, generator=gen, dtype=torch.float64))
+    a, b = cost.clone().requires_grad_(), cost.clone().requires_grad_()
+    theirs = RFY(model, lambd=0.5, max_iter=300)(a, y_true)
+    ours = cl.losses.RegularizedFenchelYoungLoss(spec, lam=0.5, max_iter=300)(b, y_true)
+    theirs.backward()
+    ours.backward()
+    torch.testing.assert_close(ours, theirs.detach(), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(b.grad, a.grad, atol=1e-6, rtol=1e-5)
