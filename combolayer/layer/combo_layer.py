@@ -56,7 +56,9 @@ class ComboLayer(nn.Module):
             :mod:`combolayer.layer.schedules` (``"constant"``, ``"step_off"``,
             ``"linear_decay"``) or a dict with ``name`` and its arguments
             (``{"name": "step_off", "until": 10}``), starting at ``noise``.
-        backend: a backend name, a :class:`BackendConfig` or a dict.
+        backend: a backend name, a :class:`BackendConfig`, a dict, or a PyEPO model
+            wrapped by :func:`combolayer.backends.from_pyepo` (which may also stand in
+            place of ``spec``: the spec is then read from the model).
         generator: the ``torch.Generator`` noise is drawn from (seed it to
             reproduce a run).
 
@@ -91,8 +93,11 @@ class ComboLayer(nn.Module):
         sample_noise: Any = None,
     ) -> None:
         super().__init__()
+        if callable(getattr(spec, "solver_for", None)) and backend == "auto":
+            spec, backend = spec.spec, spec  # a wrapped model in place of the spec
         self.spec = load_spec(spec)
-        self.backend_config = BackendConfig.load(backend)
+        self.backend_config = (backend if callable(getattr(backend, "solver_for", None))
+                               else BackendConfig.load(backend))
         self.method = resolve_method(method)
         self._projection_arg = projection
         self._projection_name = (
