@@ -117,3 +117,13 @@ def test_unreadable_model_says_to_pass_a_spec():
                        backend=backend)
     with pytest.raises(TypeError, match="expects a PyEPO optModel"):
         cl.backends.from_pyepo(object())
+
+
+def test_models_with_lazy_cuts_or_shared_costs_are_refused():
+    vrp = pytest.importorskip("pyepo.model.grb.vrp")
+    lazy = cl.backends.from_pyepo(vrp.vrpRCIModel(6, [1, 1, 1, 1, 1], 3, 2))
+    with pytest.raises(cl.SpecError, match="lazy constraints"):
+        cl.ComboLayer(lazy)
+    mtz = cl.backends.from_pyepo(vrp.vrpMTZModel(6, [1, 1, 1, 1, 1], 3, 2))
+    with pytest.raises(cl.SpecError, match="not one to one"):
+        cl.ComboLayer(mtz)

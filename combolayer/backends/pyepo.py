@@ -71,8 +71,16 @@ def ilp_from_gurobi(optmodel: Any) -> ILP:
     if model.NumQConstrs or model.NumGenConstrs or model.NumSOS or model.IsQP:
         raise SpecError(f"PyEPO model {optmodel!r} has quadratic, SOS or general constraints "
                         "or a quadratic objective; combolayer's ILP is linear: pass a spec")
+    if model.Params.LazyConstraints:
+        raise SpecError(f"PyEPO model {optmodel!r} adds lazy constraints in a callback "
+                        "(subtour or capacity cuts), which its matrix does not hold, so the "
+                        "constraints cannot be read: pass a spec")
     variables = model.getVars()
     cost_vars = _cost_variables(optmodel)
+    if len(cost_vars) != optmodel.num_cost or len({v.index for v in cost_vars}) != len(cost_vars):
+        raise SpecError(f"PyEPO model {optmodel!r} maps its {optmodel.num_cost} costs onto "
+                        f"{len(cost_vars)} variables (not one to one), so its constraints "
+                        "cannot be read as an ILP on the costs: pass a spec")
     position = {v.index: i for i, v in enumerate(variables)}
     first = [position[v.index] for v in cost_vars]
     chosen = set(first)
