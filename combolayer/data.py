@@ -192,12 +192,13 @@ def tsp(
 
 
 def from_pyepo(dataset: Any, spec: Any = None) -> Data:
-    """A PyEPO ``optDataset`` as a :class:`Data`: its ``feats``, ``costs`` and ``sols``
-    (float32 tensors, PyEPO's true solutions kept, not re-solved) and a spec.
+    """A PyEPO ``optDataset`` as a [`Data`][combolayer.data.Data]: its ``feats``, ``costs``
+    and ``sols`` (float32 tensors, PyEPO's true solutions kept, not re-solved) and a spec.
 
     ``spec`` defaults to the one read from the dataset's model
-    (:attr:`combolayer.backends.PyEPOBackend.spec`, Gurobi models only); pass one for
-    other models, or to train on a named problem such as :func:`shortest_path_spec`.
+    ([`spec`][combolayer.backends.PyEPOBackend.spec], Gurobi models only); pass one for
+    other models, or to train on a named problem such as
+    [`shortest_path_spec`][combolayer.data.shortest_path_spec].
     Raises SpecError when the model cannot be read and no spec is given, and
     ValueError when the spec's size differs from the dataset's costs.
     """

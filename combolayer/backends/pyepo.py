@@ -1,20 +1,21 @@
 """PyEPO's ``optModel`` as a backend: its own solver (Gurobi, COPT, Pyomo, OR-Tools) behind
 combolayer's solver, layer and losses.
 
-``from_pyepo(optmodel)`` returns a :class:`PyEPOBackend`, a value accepted wherever a
-backend is (``cl.make_solver(spec, backend=...)``, ``cl.ComboLayer(spec, backend=...)``, the
-losses), and in place of the spec (``cl.ComboLayer(cl.backends.from_pyepo(m))``), in which
-case the spec is read from the model. PyEPO itself is imported lazily: nothing here needs it
+``from_pyepo(optmodel)`` returns a [`PyEPOBackend`][combolayer.backends.PyEPOBackend], a
+value accepted wherever a backend is (``cl.make_solver(spec, backend=...)``,
+``cl.ComboLayer(spec, backend=...)``, the losses), and in place of the spec
+(``cl.ComboLayer(cl.backends.from_pyepo(m))``), in which case the spec is read from the
+model. PyEPO itself is imported lazily: nothing here needs it
 until a model is wrapped.
 
 Reading the model. For a Gurobi model (``pyepo.model.grb``) the constraint matrix, senses,
 right-hand sides, bounds and variable types are read through ``model._model.getA()``,
-``getConstrs()`` and ``getVars()`` and become an equivalent :class:`~combolayer.ILP` (the
+``getConstrs()`` and ``getVars()`` and become an equivalent [`ILP`][combolayer.ILP] (the
 predicted-cost variables first, every other variable auxiliary), so ``cl.analyze`` and
 ``projection="auto"`` see the model's affine hull (flow conservation for shortest path).
 Other models (Pyomo, COPT, OR-Tools, hand-written ones) hide their constraints behind their
-own modelling objects; for them :attr:`PyEPOBackend.spec` raises
-:class:`~combolayer.SpecError` saying so, and a spec must be passed by the caller
+own modelling objects; for them [`spec`][combolayer.backends.PyEPOBackend.spec] raises
+[`SpecError`][combolayer.SpecError] saying so, and a spec must be passed by the caller
 (``cl.ComboLayer(spec, backend=from_pyepo(m))``): the model still solves, and the
 projection is the spec's. Nothing falls back silently to an unconstrained spec.
 """
@@ -60,7 +61,7 @@ def _cost_variables(optmodel: Any) -> list:
 
 
 def ilp_from_gurobi(optmodel: Any) -> ILP:
-    """The :class:`~combolayer.ILP` of a PyEPO Gurobi model: every row, bound and type.
+    """The [`ILP`][combolayer.ILP] of a PyEPO Gurobi model: every row, bound and type.
 
     The ``num_cost`` predicted-cost variables come first (the spec's ``shape``), the
     model's other variables follow as auxiliary ones (cost 0). Raises SpecError when the
@@ -167,7 +168,7 @@ class PyEPOBackend:
 
     @property
     def spec(self) -> ILP:
-        """The model's constraints as an :class:`~combolayer.ILP` (read once).
+        """The model's constraints as an [`ILP`][combolayer.ILP] (read once).
 
         Raises:
             SpecError: the model's constraints cannot be read (not a Gurobi model, or
@@ -186,7 +187,7 @@ class PyEPOBackend:
         return self._spec
 
     def solver_for(self, spec: Spec) -> Solver:
-        """A :class:`Solver` for ``spec`` whose solves go to the wrapped model."""
+        """A [`Solver`][combolayer.backends.Solver] for ``spec``; the wrapped model solves."""
         n = self.optmodel.num_cost
         if spec.num_outputs != n:
             raise SpecError(f"{spec.label} has {spec.num_outputs} outputs but PyEPO model "
