@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> dict:
     print("\n".join(lines))
     if args.out:
         write_block(Path(args.out), "pyepo-methods", "benchmarks/pyepo_methods.py", lines,
-                    "## Side by side with PyEPO")
+                    "## Every shared method side by side with PyEPO (benchmarks/pyepo_methods.py)")
     if args.plot:
         plot(results, sides, Path(args.plot))
     return results
