@@ -189,3 +189,29 @@ def tsp(
     costs[:, rows, cols] = edge_costs
     costs[:, cols, rows] = edge_costs
     return _solved(TSP(num_nodes=num_nodes), x, costs, backend)
+
+
+def from_pyepo(dataset: Any, spec: Any = None) -> Data:
+    """A PyEPO ``optDataset`` as a [`Data`][combolayer.data.Data]: its ``feats``, ``costs``
+    and ``sols`` (float32 tensors, PyEPO's true solutions kept, not re-solved) and a spec.
+
+    ``spec`` defaults to the one read from the dataset's model
+    ([`spec`][combolayer.backends.PyEPOBackend.spec], Gurobi models only); pass one for
+    other models, or to train on a named problem such as
+    [`shortest_path_spec`][combolayer.data.shortest_path_spec].
+    Raises SpecError when the model cannot be read and no spec is given, and
+    ValueError when the spec's size differs from the dataset's costs.
+    """
+    from .backends.pyepo import from_pyepo as wrap
+
+    if spec is None:
+        spec = wrap(dataset.model).spec
+    as_tensor = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.float32)  # noqa: E731
+    costs = as_tensor(dataset.costs)
+    n = int(np.prod(spec.cost_shape))
+    if costs.ndim != 2 or costs.shape[1] != n:
+        raise ValueError(f"dataset costs have shape {tuple(costs.shape)} but {spec.label} "
+                         f"expects (num_data, {n})")
+    shape = (len(costs), *spec.cost_shape)
+    return Data(as_tensor(dataset.feats), costs.reshape(shape),
+                as_tensor(dataset.sols).reshape(shape), spec)

@@ -4,6 +4,7 @@ from ..specs.canonical import canonical_form
 from .base import Backend, Capability, FunctionBackend, Tier
 from .config import BackendConfig
 from .outcome import Outcome, settle
+from .pyepo import PyEPOBackend, from_pyepo
 from .registry import (
     ENTRY_POINT_GROUP,
     backends,
@@ -23,6 +24,7 @@ __all__ = [
     "FunctionKernel",
     "Kernel",
     "Outcome",
+    "PyEPOBackend",
     "RowKernel",
     "Solver",
     "Tier",
@@ -30,6 +32,7 @@ __all__ = [
     "canonical_form",
     "capable_backends",
     "check_costs",
+    "from_pyepo",
     "make_solver",
     "register_backend",
     "select_backend",

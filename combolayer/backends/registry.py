@@ -160,7 +160,8 @@ def make_solver(
         spec: a spec, or a dict / YAML / JSON of one (see `combolayer.load_spec`).
         backend: a name (``"auto"``, ``"highs"``, ``"scip"``, ``"gurobi"``, ``"cvxpy"``,
             ``"networkx"``, ``"scipy"``, ``"torch"`` or a plugin's), a
-            `BackendConfig`, or a dict/YAML/JSON of one. ``"auto"`` picks the
+            `BackendConfig`, a dict/YAML/JSON of one, or a PyEPO model wrapped by
+            `combolayer.backends.from_pyepo`. ``"auto"`` picks the
             fastest exact backend that supports the problem.
 
     Returns:
@@ -179,6 +180,9 @@ def make_solver(
         >>> solver.solve(np.array([0.1, 0.9, 0.5, 0.2])).tolist()
         [0.0, 1.0, 1.0, 0.0]
     """
+    own = getattr(backend, "solver_for", None)  # a foreign model, e.g. from_pyepo(optmodel)
+    if callable(own):
+        return own(load_spec(spec))
     spec = load_spec(spec)
     config = BackendConfig.load(backend)
     cls = select_backend(spec, config.name)

@@ -58,7 +58,9 @@ class ComboLayer(nn.Module):
             `combolayer.layer.schedules` (``"constant"``, ``"step_off"``,
             ``"linear_decay"``) or a dict with ``name`` and its arguments
             (``{"name": "step_off", "until": 10}``), starting at ``noise``.
-        backend: a backend name, a `BackendConfig` or a dict.
+        backend: a backend name, a `BackendConfig`, a dict, or a PyEPO model
+            wrapped by `combolayer.backends.from_pyepo` (which may also stand in
+            place of ``spec``: the spec is then read from the model).
         generator: the ``torch.Generator`` noise and the ``solve_ratio`` draws
             come from (seed it to reproduce a run).
         solve_ratio: PyEPO's solution cache (Mulamba et al. 2021). In training
@@ -108,9 +110,12 @@ class ComboLayer(nn.Module):
         pool: SolutionPool | None = None,
     ) -> None:
         super().__init__()
+        if callable(getattr(spec, "solver_for", None)) and backend == "auto":
+            spec, backend = spec.spec, spec  # a wrapped model in place of the spec
         self.solve_ratio = check_solve_ratio(solve_ratio)
         self.spec = load_spec(spec)
-        self.backend_config = BackendConfig.load(backend)
+        self.backend_config = (backend if callable(getattr(backend, "solver_for", None))
+                               else BackendConfig.load(backend))
         self.method = resolve_method(method)
         self._projection_arg = projection
         self._projection_name = (

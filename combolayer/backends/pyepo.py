@@ -1,0 +1,208 @@
+"""PyEPO's ``optModel`` as a backend: its own solver (Gurobi, COPT, Pyomo, OR-Tools) behind
+combolayer's solver, layer and losses.
+
+``from_pyepo(optmodel)`` returns a [`PyEPOBackend`][combolayer.backends.PyEPOBackend], a
+value accepted wherever a backend is (``cl.make_solver(spec, backend=...)``,
+``cl.ComboLayer(spec, backend=...)``, the losses), and in place of the spec
+(``cl.ComboLayer(cl.backends.from_pyepo(m))``), in which case the spec is read from the
+model. PyEPO itself is imported lazily: nothing here needs it
+until a model is wrapped.
+
+Reading the model. For a Gurobi model (``pyepo.model.grb``) the constraint matrix, senses,
+right-hand sides, bounds and variable types are read through ``model._model.getA()``,
+``getConstrs()`` and ``getVars()`` and become an equivalent [`ILP`][combolayer.ILP] (the
+predicted-cost variables first, every other variable auxiliary), so ``cl.analyze`` and
+``projection="auto"`` see the model's affine hull (flow conservation for shortest path).
+Other models (Pyomo, COPT, OR-Tools, hand-written ones) hide their constraints behind their
+own modelling objects; for them [`spec`][combolayer.backends.PyEPOBackend.spec] raises
+[`SpecError`][combolayer.SpecError] saying so, and a spec must be passed by the caller
+(``cl.ComboLayer(spec, backend=from_pyepo(m))``): the model still solves, and the
+projection is the spec's. Nothing falls back silently to an unconstrained spec.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from ..errors import SpecError
+from ..specs.base import ILP, Spec
+from .config import BackendConfig
+from .solver import Solver
+
+__all__ = ["PyEPOBackend", "from_pyepo", "ilp_from_gurobi"]
+
+#: Gurobi's constraint senses as combolayer's.
+_SENSES = {"<": "<=", ">": ">=", "=": "=="}
+_VTYPES = {"B": "binary", "I": "integer", "C": "continuous"}
+
+
+def _model_sign(optmodel: Any) -> float:
+    """+1 when the PyEPO model minimises, -1 when it maximises (PyEPO's EPO enum)."""
+    from pyepo import EPO  # the model exists, so pyepo is installed
+
+    sense = getattr(optmodel, "modelSense", EPO.MINIMIZE)
+    if sense == EPO.MINIMIZE:
+        return 1.0
+    if sense == EPO.MAXIMIZE:
+        return -1.0
+    raise SpecError(f"PyEPO model {optmodel!r} has modelSense {sense!r}: expected "
+                    "EPO.MINIMIZE or EPO.MAXIMIZE")
+
+
+def _cost_variables(optmodel: Any) -> list:
+    """The Gurobi variables of the predicted costs, in PyEPO's cost order."""
+    x = optmodel.x
+    if hasattr(x, "tolist"):  # an MVar
+        return list(np.ravel(np.asarray(x.tolist(), dtype=object)))
+    return list(x.values())
+
+
+def ilp_from_gurobi(optmodel: Any) -> ILP:
+    """The [`ILP`][combolayer.ILP] of a PyEPO Gurobi model: every row, bound and type.
+
+    The ``num_cost`` predicted-cost variables come first (the spec's ``shape``), the
+    model's other variables follow as auxiliary ones (cost 0). Raises SpecError when the
+    model has quadratic or general constraints, which an ILP cannot state.
+    """
+    model = optmodel._model
+    model.update()
+    if model.NumQConstrs or model.NumGenConstrs or model.NumSOS or model.IsQP:
+        raise SpecError(f"PyEPO model {optmodel!r} has quadratic, SOS or general constraints "
+                        "or a quadratic objective; combolayer's ILP is linear: pass a spec")
+    if model.Params.LazyConstraints:
+        raise SpecError(f"PyEPO model {optmodel!r} adds lazy constraints in a callback "
+                        "(subtour or capacity cuts), which its matrix does not hold, so the "
+                        "constraints cannot be read: pass a spec")
+    variables = model.getVars()
+    cost_vars = _cost_variables(optmodel)
+    if len(cost_vars) != optmodel.num_cost or len({v.index for v in cost_vars}) != len(cost_vars):
+        raise SpecError(f"PyEPO model {optmodel!r} maps its {optmodel.num_cost} costs onto "
+                        f"{len(cost_vars)} variables (not one to one), so its constraints "
+                        "cannot be read as an ILP on the costs: pass a spec")
+    position = {v.index: i for i, v in enumerate(variables)}
+    first = [position[v.index] for v in cost_vars]
+    chosen = set(first)
+    order = first + [i for i in range(len(variables)) if i not in chosen]
+    A = model.getA().tocsc()[:, order].tocsr()
+    constrs = model.getConstrs()
+    senses = np.array([c.Sense for c in constrs])
+    rhs = np.array([c.RHS for c in constrs], dtype=float)
+    ordered = [variables[i] for i in order]
+    lower = [float(v.LB) for v in ordered]
+    upper = [None if v.UB >= 1e30 else float(v.UB) for v in ordered]
+    if any(lb <= -1e30 for lb in lower):
+        raise SpecError(f"PyEPO model {optmodel!r} has a variable without a lower bound; "
+                        "combolayer's ILP needs finite lower bounds: pass a spec")
+    integrality = [_VTYPES.get(v.VType, "continuous") for v in ordered]
+    le, ge, eq = senses == "<", senses == ">", senses == "="
+    A_ub = None
+    b_ub = None
+    if le.any() or ge.any():
+        import scipy.sparse as sp
+
+        A_ub = sp.vstack([A[le], -A[ge]], format="csr")
+        b_ub = np.concatenate([rhs[le], -rhs[ge]])
+    A_eq = A[eq] if eq.any() else None
+    b_eq = rhs[eq] if eq.any() else None
+    return ILP.from_matrices(
+        shape=[len(first)], A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq,
+        integrality=integrality, lower=lower, upper=upper,
+        sense="min" if _model_sign(optmodel) > 0 else "max", num_aux=len(order) - len(first),
+    )
+
+
+class _PyEPOKernel:
+    """Minimise ``<c, y>`` row by row with the model's own solver (setObj, solve).
+
+    The model's sense is folded in once, as ``sign``: a maximising model gets ``-c``.
+    One model is not thread-safe, hence the lock.
+    """
+
+    array_api = "numpy"
+
+    def __init__(self, optmodel: Any, num_outputs: int) -> None:
+        self.optmodel = optmodel
+        self.sign = _model_sign(optmodel)
+        self.num_outputs = num_outputs
+        self._lock = threading.Lock()
+
+    def __call__(self, costs: np.ndarray) -> np.ndarray:
+        out = np.empty_like(costs)
+        with self._lock:
+            for b, row in enumerate(costs):
+                self.optmodel.setObj(self.sign * row)
+                solution, _ = self.optmodel.solve()
+                out[b] = np.asarray(solution, dtype=np.float64).reshape(-1)[: self.num_outputs]
+        # Solvers return integers within their tolerance; snap those to exact values.
+        rounded = np.rint(out)
+        return np.where(np.abs(out - rounded) < 1e-6, rounded, out) + 0.0
+
+
+class PyEPOBackend:
+    """A PyEPO ``optModel`` as a combolayer backend (see the module docstring).
+
+    Attributes:
+        optmodel: the wrapped model; its solver does every solve.
+        name: ``"pyepo:<model class>"``, the solver's ``backend`` label.
+    """
+
+    def __init__(self, optmodel: Any) -> None:
+        for attribute in ("setObj", "solve", "num_cost"):
+            if not hasattr(optmodel, attribute):
+                raise TypeError(f"from_pyepo expects a PyEPO optModel (with setObj, solve and "
+                                f"num_cost), got {type(optmodel).__name__}")
+        self.optmodel = optmodel
+        self.name = f"pyepo:{type(optmodel).__name__}"
+        self._spec: ILP | None = None
+
+    def __repr__(self) -> str:
+        return f"from_pyepo({type(self.optmodel).__name__})"
+
+    @property
+    def readable(self) -> bool:
+        """Whether the model's constraints can be read into a spec (Gurobi models)."""
+        return hasattr(getattr(self.optmodel, "_model", None), "getA")
+
+    @property
+    def spec(self) -> ILP:
+        """The model's constraints as an [`ILP`][combolayer.ILP] (read once).
+
+        Raises:
+            SpecError: the model's constraints cannot be read (not a Gurobi model, or
+                not linear); the message says to pass a spec instead.
+        """
+        if self._spec is None:
+            if not self.readable:
+                raise SpecError(
+                    f"cannot read the constraints of PyEPO model {self.optmodel!r}: only "
+                    "Gurobi models (pyepo.model.grb) expose them (getA, getConstrs, getVars). "
+                    "Pass the problem's spec yourself: cl.ComboLayer(spec, "
+                    "backend=cl.backends.from_pyepo(model)); projection='auto' then analyses "
+                    "that spec"
+                )
+            self._spec = ilp_from_gurobi(self.optmodel)
+        return self._spec
+
+    def solver_for(self, spec: Spec) -> Solver:
+        """A [`Solver`][combolayer.backends.Solver] for ``spec``; the wrapped model solves."""
+        n = self.optmodel.num_cost
+        if spec.num_outputs != n:
+            raise SpecError(f"{spec.label} has {spec.num_outputs} outputs but PyEPO model "
+                            f"{self.optmodel!r} predicts {n} costs: expected equal sizes")
+        kernel = _PyEPOKernel(self.optmodel, n)
+        return Solver(spec, kernel, self.name, BackendConfig(name=self.name))
+
+
+def from_pyepo(optmodel: Any) -> PyEPOBackend:
+    """Wrap a PyEPO ``optModel`` so that it is accepted wherever a backend is.
+
+    Examples:
+        >>> import combolayer as cl                                   # doctest: +SKIP
+        >>> from pyepo.model.grb import shortestPathModel             # doctest: +SKIP
+        >>> backend = cl.backends.from_pyepo(shortestPathModel(grid=(5, 5)))  # doctest: +SKIP
+        >>> layer = cl.ComboLayer(backend, method="spo")              # doctest: +SKIP
+    """
+    return optmodel if isinstance(optmodel, PyEPOBackend) else PyEPOBackend(optmodel)

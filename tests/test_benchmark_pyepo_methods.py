@@ -1,0 +1,40 @@
+"""benchmarks/pyepo_methods.py runs end to end (quick mode, two rows) and writes its block."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).parents[1] / "benchmarks" / "pyepo_methods.py"
+
+
+def load():
+    spec = importlib.util.spec_from_file_location("pyepo_methods", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["pyepo_methods"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_quick_mode_end_to_end(tmp_path):
+    bench = load()
+    page = tmp_path / "estimators.md"
+    page.write_text("# Estimators\n")
+    results = bench.main(["--quick", "--epochs", "1", "--methods", "SPO+", "NID",
+                          "--problems", "shortest", "--out", str(page), "--plot",
+                          str(tmp_path / "plot.png")])
+    text = page.read_text()
+    assert "<!-- pyepo-methods:start" in text and "QUICK MODE" in text
+    assert "| shortest path 5x5 | SPO+ |" in text and (tmp_path / "plot.png").exists()
+    ours = results[("shortest path 5x5", "SPO+", "combolayer (auto)")]
+    assert not isinstance(ours, str) and 0 <= ours[0][0] <= 2
+    have_pyepo = (importlib.util.find_spec("pyepo") is not None
+                  and importlib.util.find_spec("gurobipy") is not None)
+    if not have_pyepo:
+        pytest.skip("pyepo or gurobipy missing: the PyEPO columns are not compared")
+    # same data, initial model, batches and algorithm: the same regret up to solver ties
+    for label in ("SPO+", "NID / Identity, projection none"):
+        theirs = results[("shortest path 5x5", label, "PyEPO")]
+        mine = results[("shortest path 5x5", label, "combolayer (auto)")]
+        assert abs(theirs[0][0] - mine[0][0]) < 0.02, (label, theirs, mine)
