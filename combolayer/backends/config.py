@@ -24,7 +24,8 @@ class BackendConfig(BaseModel):
     solver's own default (all cores for HiGHS). ``workers="auto"`` is the usable
     cores (``os.sched_getaffinity``) for thread and process executors, and the
     Ray cluster's CPUs divided by ``options["ray_num_cpus"]`` (default 1) for Ray.
-    ``options`` go to the solver verbatim (for HiGHS, ``setOptionValue``; for SCIP, ``setParam``; for cvxpy, ``solve(**options)``).
+    ``options`` go to the solver verbatim (for HiGHS, ``setOptionValue``; for SCIP,
+    ``setParam``; for cvxpy, ``solve(**options)``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
