@@ -6,7 +6,8 @@ model of epoch time against the number of nodes (issue 27).
 Writes docs/performance.md's ``scale-out`` block and docs/img/scale_out.png.
 
 Cold rows: a fresh parallel solver (``make_solver`` included) and a fresh serial
-one solve the same batches in turns, parallel call i then serial call i; the
+one solve the same batches in turns (parallel first on even calls, serial first
+on odd ones); the
 ratio is the two sides' summed wall times over the first calls, so the workers'
 start-up (which the executor does in the background once the run has paid for
 it) is counted. The Ray rows have ``ray.init`` done before (a user's cluster),
@@ -50,18 +51,20 @@ def cold(spec, backend: str, executor: str, batches: list[np.ndarray], workers: 
     serial = cl.make_solver(spec, backend)
     ser_t += time.perf_counter() - start
     per_call = []
-    for costs in batches:
-        start = time.perf_counter()
-        a = parallel.solve(costs)
-        pa = time.perf_counter() - start
-        start = time.perf_counter()
-        b = serial.solve(costs)
-        sb = time.perf_counter() - start
-        if not np.array_equal(a, b):
+    for i, costs in enumerate(batches):
+        # Alternate which side goes first, so that neither always pays the process's
+        # own first-call costs or follows the other's load.
+        sides = [(parallel, 0), (serial, 1)] if i % 2 == 0 else [(serial, 1), (parallel, 0)]
+        took, out = [0.0, 0.0], [None, None]
+        for solver, k in sides:
+            start = time.perf_counter()
+            out[k] = solver.solve(costs)
+            took[k] = time.perf_counter() - start
+        if not np.array_equal(out[0], out[1]):
             raise AssertionError("the workers' solutions differ from the serial solver's")
-        par_t += pa
-        ser_t += sb
-        per_call.append(pa / sb)
+        par_t += took[0]
+        ser_t += took[1]
+        per_call.append(took[0] / took[1])
     started = parallel.kernel._started()
     parallel.kernel.close()
     return par_t, ser_t, per_call, started
