@@ -1,7 +1,9 @@
 """Scale-out from the first epoch: cold and warm worker rows, a scaling curve, and a
 model of epoch time against the number of nodes (issue 27).
 
-    python benchmarks/scale_out.py [--quick] [--no-ray]
+    PYTHONPATH=. python benchmarks/scale_out.py [--quick] [--no-ray]
+
+(``PYTHONPATH=.`` so that a checkout other than the installed one is measured.)
 
 Writes docs/performance.md's ``scale-out`` block and docs/img/scale_out.png.
 
