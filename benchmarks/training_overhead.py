@@ -19,6 +19,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -251,8 +252,12 @@ def main() -> None:
     loads = [] if args.no_load else load_rows(args.quick)
     for r in loads:
         print(r)
-    Path(args.out).write_text(render(results, profile, loads, command, args.threads,
-                                     time.perf_counter() - start))
+    out = Path(args.out)
+    page = render(results, profile, loads, command, args.threads, time.perf_counter() - start)
+    # Sections other scripts generate (benchmarks/scale_out.py) are kept as they are.
+    old = out.read_text() if out.exists() else ""
+    kept = re.search(r"\n## Scale-out from the first epoch.*?<!-- scale-out:end -->", old, re.S)
+    out.write_text(page + (kept.group(0) + "\n" if kept else ""))
     print(f"wrote {args.out}")
     if args.baseline:
         perf.save_baseline(perf.measure_all(quick=True, threads=args.threads))

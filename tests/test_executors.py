@@ -115,20 +115,62 @@ def test_sub_millisecond_solves_stay_serial():
     assert solver.kernel._pool is None
 
 
-def test_pool_starts_only_for_enough_work(monkeypatch):
-    """A solve >= 1 ms goes to the pool only once the batch pays for starting it."""
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_workers_start_in_the_background_once_the_run_has_paid(executor, monkeypatch, caplog):
+    """Ski rental: calls stay in the caller until their summed solve time exceeds the
+    start cost, the workers then start in the background, and later calls use them."""
+    import logging
+
+    monkeypatch.setattr(executors, "MIN_SOLVE_SECONDS", 0.0)
+    monkeypatch.setattr(executors, "MIN_CHUNK_SECONDS", dict.fromkeys(("thread", "process"), 0))
+    monkeypatch.setattr(executors, "START_SECONDS", dict.fromkeys(("thread", "process"), 0.2))
     spec = knapsack()
-    solver = cl.make_solver(spec, {"name": "highs", "executor": "process", "workers": 2})
+    costs = batch_with_duplicates(spec, rows=8)
+    expected = cl.make_solver(spec, "highs").solve(costs)
+    solver = cl.make_solver(spec, {"name": "highs", "executor": executor, "workers": 2})
     kernel = solver.kernel
-    kernel.per_solve = 2e-3
-    assert kernel._num_chunks(64) == 1  # 0.13 s of work: not worth a fresh pool
-    kernel.per_solve = 0.1
-    assert kernel._num_chunks(64) == 2 * executors.CHUNKS_PER_WORKER
-    kernel._started = lambda: True
-    kernel.per_solve = 2e-3
-    assert kernel._num_chunks(64) == 2 * executors.CHUNKS_PER_WORKER  # running pool: chunk
-    kernel.per_solve = 0.5e-3
-    assert kernel._num_chunks(64) == 1  # sub-millisecond: always serial
+    cost = kernel.start_seconds()
+    assert cost >= kernel.build_seconds > 0
+    with caplog.at_level(logging.INFO, logger="combolayer"):
+        calls = 0
+        while kernel.serial_seconds < cost:  # each call is far below the start cost
+            np.testing.assert_array_equal(solver.solve(costs), expected)
+            calls += 1
+            assert not kernel._started()
+        assert calls > 1  # no single call paid for the start: the sum did
+        np.testing.assert_array_equal(solver.solve(costs), expected)  # this call starts them
+        assert kernel._starter is not None or kernel._started()
+        kernel._ready.wait(60)
+        paid = kernel.serial_seconds
+        seen = spy_unique_rows(monkeypatch)
+        np.testing.assert_array_equal(solver.solve(costs), expected)
+    assert seen and kernel.serial_seconds == paid  # solved by the workers, not the caller
+    messages = [r.getMessage() for r in caplog.records if r.name.startswith("combolayer")]
+    assert sum(f"2 {executor} workers started" in m for m in messages) == 1, messages
+    solver.kernel.close()
+
+
+def test_sub_millisecond_solves_log_that_they_stay_serial(caplog):
+    import logging
+
+    spec = cl.ILP.from_matrices(shape=[6], A_ub=np.ones((1, 6)), b_ub=[3],
+                                integrality="continuous")
+    solver = cl.make_solver(spec, {"name": "highs", "executor": "thread", "workers": 2})
+    with caplog.at_level(logging.INFO, logger="combolayer"):
+        for _ in range(3):
+            solver.solve(np.random.default_rng(1).normal(size=(16, 6)))
+    messages = [r.getMessage() for r in caplog.records if "stays serial" in r.getMessage()]
+    assert len(messages) == 1 and "too short to hand off" in messages[0]
+
+
+def test_workers_auto_is_the_usable_cores_and_bad_values_name_expected_and_got():
+    spec = knapsack()
+    solver = cl.make_solver(spec, {"name": "highs", "executor": "process", "workers": "auto"})
+    assert solver.kernel.workers == len(os.sched_getaffinity(0))
+    for bad in (0, -2, "many", 1.5):
+        with pytest.raises(cl.SpecError, match=f"workers: .*expected a positive integer or "
+                                               f"'auto', got {bad!r}"):
+            cl.BackendConfig.load({"workers": bad})
 
 
 def test_problem_errors_from_workers_keep_their_type(always_parallel):

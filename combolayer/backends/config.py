@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import SpecError
 from ..specs.load import read_mapping
@@ -22,8 +22,11 @@ class BackendConfig(BaseModel):
     1 by default: on a shared or busy machine, solver threads, executor workers
     and torch's intra-op threads multiply, so parallelism comes from
     ``workers`` (whose solvers always run single-threaded) and 0 leaves the
-    solver's own default (all cores for HiGHS). ``options`` go to the solver verbatim (for HiGHS,
-    ``setOptionValue``; for SCIP and Gurobi, ``setParam``; for cvxpy, ``solve(**options)``).
+    solver's own default (all cores for HiGHS). ``workers="auto"`` is the usable
+    cores (``os.sched_getaffinity``) for thread and process executors, and the
+    Ray cluster's CPUs divided by ``options["ray_num_cpus"]`` (default 1) for Ray.
+    ``options`` go to the solver verbatim (for HiGHS, ``setOptionValue``; for SCIP
+    and Gurobi, ``setParam``; for cvxpy, ``solve(**options)``).
 
     ``time_limit`` (seconds per solve) may stop a solve before it proves
     optimality. A row stopped with a feasible solution returns that solution,
@@ -42,10 +45,19 @@ class BackendConfig(BaseModel):
     threads: int = Field(default=1, ge=0)
     mip_gap: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     verbose: bool = False
-    workers: int = Field(default=1, ge=1)
+    workers: int | Literal["auto"] = 1
     executor: Executor = "serial"
     options: dict[str, Any] = {}
     on_limit: OnLimit = "warn"
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _workers(cls, value: Any) -> int | str:
+        if value == "auto":
+            return "auto"
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"expected a positive integer or 'auto', got {value!r}")
+        return value
 
     @classmethod
     def load(cls, source: BackendConfig | str | os.PathLike | dict | None) -> BackendConfig:

@@ -5,6 +5,11 @@ that
 
 - solves identical cost rows of a batch once (deduplication),
 - returns the solutions in input order,
+- starts its workers when the run has paid for them (ski rental): once the
+  solve time spent in the caller since the first call exceeds the start cost
+  (pool or actor start plus a model build), a background thread starts and
+  warms the workers while the caller keeps solving; calls are handed to the
+  workers once they are ready, so no call waits for a start,
 - falls back to solving in the calling process when the work is too small to
   pay for the hand-off (the first solve is timed, then every solve updates the
   estimate), and otherwise splits the batch into a few chunks per worker,
@@ -23,8 +28,10 @@ initializer; Ray: in the actor constructor) and keeps it across calls.
 
 from __future__ import annotations
 
+import logging
 import math
 import multiprocessing
+import os
 import queue
 import threading
 import time
@@ -37,7 +44,7 @@ from concurrent.futures.process import BrokenProcessPool
 import numpy as np
 import torch
 
-from ..errors import BackendUnavailable, SolverError
+from ..errors import BackendUnavailable, SolverError, SpecError
 from ..specs.base import Spec
 from .config import BackendConfig
 from .outcome import record_all, recording
@@ -54,9 +61,24 @@ CHUNKS_PER_WORKER = 16
 #: work (setting costs, reading solutions) that holds the GIL or costs as much as
 #: the hand-off (measured: SCIP at 0.3 ms/solve ran 5x slower in a fresh pool).
 MIN_SOLVE_SECONDS = 1e-3
-#: Work a batch must hold before a pool is first started, on top of the model
-#: builds (process start-up ~0.1-0.3 s; a local Ray cluster several seconds).
-START_SECONDS = {"thread": 0.0, "process": 0.5, "ray": 5.0}
+#: What starting the workers costs, on top of one model build: the solve time
+#: the caller must have spent before they are started (ski rental: a run never
+#: loses more than this). Measured: a forkserver pool importing torch 0.3-0.5 s;
+#: Ray actors on an initialised cluster 1-2 s each on 2 cores (a cluster the
+#: layer has to start itself adds several seconds, counted on top).
+START_SECONDS = {"thread": 0.0, "process": 0.5, "ray": 1.5}
+#: Extra start cost when ``ray.init`` has to start a local cluster.
+RAY_INIT_SECONDS = 5.0
+
+logger = logging.getLogger(__name__)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
 
 
 def _serial_config(config: BackendConfig) -> BackendConfig:
@@ -116,14 +138,28 @@ class ParallelKernel:
         self.cls = cls
         self.spec = spec
         self.config = _serial_config(config)
-        self.workers = config.workers
+        self.config_workers = config.workers
+        self.workers = self._resolve_workers(config.workers)
         start = time.perf_counter()
         # Compiled here too: spec errors surface at make_solver, and small
         # batches are solved in this process without any hand-off.
         self.local = cls().compile(spec, self.config)
         self.build_seconds = time.perf_counter() - start
         self.per_solve: float | None = None
+        #: Seconds solved in the caller since the first call (what the run has paid).
+        self.serial_seconds = 0.0
         self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self._starter: threading.Thread | None = None
+        self._start_error: BaseException | None = None
+        self._told_serial = False
+
+    def _resolve_workers(self, workers: int | str) -> int:
+        return usable_cores() if workers == "auto" else int(workers)
+
+    def start_seconds(self) -> float:
+        """The start cost the caller's solve time must exceed before workers start."""
+        return START_SECONDS[self.executor] + self.build_seconds
 
     def __call__(self, costs: np.ndarray) -> np.ndarray:
         costs = np.ascontiguousarray(costs, dtype=np.float64)
@@ -150,12 +186,16 @@ class ParallelKernel:
                 parts.append(out)
                 times.append(seconds)
             self.per_solve = min(times)
+            self.serial_seconds += sum(times)
             done = len(times)
         rest = costs[done:]
         n_chunks = self._num_chunks(len(rest))
+        if n_chunks > 1 and not self._workers_ready():
+            n_chunks = 1
         if n_chunks <= 1:
             if len(rest):
                 out, seconds = _timed(self.local, rest)
+                self.serial_seconds += seconds
                 self._update(seconds / len(rest))
                 parts.append(out)
         else:
@@ -166,16 +206,68 @@ class ParallelKernel:
         return np.concatenate(parts, axis=0)
 
     def _num_chunks(self, rows: int) -> int:
-        if self.workers < 2 or rows < 2 or self.per_solve < MIN_SOLVE_SECONDS:
+        """Chunks for ``rows`` rows once the workers run (1: solve in the caller)."""
+        if self.workers < 2 or rows < 2:
+            return 1
+        if self.per_solve < MIN_SOLVE_SECONDS:
+            if not self._told_serial:
+                self._told_serial = True
+                logger.info("%s: stays serial on %r: %.2g ms per solve is too short to hand "
+                            "off to %s workers (below %.2g ms)", self.spec.label,
+                            self.cls.name, self.per_solve * 1e3, self.executor,
+                            MIN_SOLVE_SECONDS * 1e3)
             return 1
         work = rows * self.per_solve
-        if not self._started() and work < START_SECONDS[self.executor] + self.build_seconds:
-            return 1
         minimum = MIN_CHUNK_SECONDS[self.executor]
         by_work = int(work // minimum) if minimum > 0 else rows
         if by_work < 2:
             return 1
         return min(rows, by_work, self.workers * CHUNKS_PER_WORKER)
+
+    def _workers_ready(self) -> bool:
+        """Whether this call may use the workers; starts them once the run has paid.
+
+        Ski rental: the workers start once the solve time spent in the caller
+        exceeds what starting them costs. They start in a background thread
+        (pool or actors, then one model build each), and calls go on in the
+        caller until they are ready. With no start cost (``START_SECONDS`` 0
+        and no model build to hide) they start in the call itself.
+        """
+        if self._ready.is_set():
+            return True
+        if self._start_error is not None:
+            error, self._start_error = self._start_error, None
+            raise error
+        if self._starter is not None or self.serial_seconds < self.start_seconds():
+            return False
+        if self.start_seconds() <= 0:
+            self._start_and_warm()
+            if self._start_error is not None:
+                error, self._start_error = self._start_error, None
+                raise error
+            return True
+        self._starter = threading.Thread(target=self._start_and_warm, daemon=True,
+                                         name=f"combolayer-{self.executor}-start")
+        self._starter.start()
+        return False
+
+    def _start_and_warm(self) -> None:
+        began = time.perf_counter()
+        try:
+            self._start()
+            self._warm()
+        except BaseException as error:  # raised in the next call
+            self._start_error = error
+            self._reset_workers()
+        else:
+            self._ready.set()
+            logger.info("%s: %d %s workers started on %r after %.2f s solved in the caller "
+                        "(start cost %.2f s; started and warmed in %.2f s in the background)",
+                        self.spec.label, self.workers, self.executor, self.cls.name,
+                        self.serial_seconds, self.start_seconds(),
+                        time.perf_counter() - began)
+        finally:
+            self._starter = None
 
     def _update(self, seconds: float) -> None:
         self.per_solve = 0.5 * self.per_solve + 0.5 * seconds
@@ -192,23 +284,30 @@ class ParallelKernel:
         return 2.0 + 3.0 * self.build_seconds + 1.5 * limit * rows * rounds
 
     def _map_safely(self, chunks: list[np.ndarray]) -> list[tuple[np.ndarray, float]]:
-        self._start()
         try:
             return _carry_back(self._map(chunks, self._deadline(chunks)))
         except _WorkerFailure as failure:
-            self._reset()
+            self._reset_workers()
             raise SolverError(
                 f"{self.executor} executor: {failure} while solving {self.spec.label} with "
                 f"backend {self.cls.name!r}; the workers were restarted, retry the call"
             ) from failure.__cause__
 
+    def _reset_workers(self) -> None:
+        """Discard the workers; fresh ones start (in the background) on a later call."""
+        self._ready.clear()
+        self._reset()
+
     # -- provided by subclasses ---------------------------------------------------
 
     def _started(self) -> bool:
-        return True
+        return self._ready.is_set()
 
     def _start(self) -> None:
         raise NotImplementedError
+
+    def _warm(self) -> None:
+        """Have every worker build its model before the workers count as ready."""
 
     def _map(self, chunks, deadline):
         raise NotImplementedError
@@ -217,7 +316,10 @@ class ParallelKernel:
         raise NotImplementedError
 
     def close(self) -> None:
-        self._reset()
+        starter = self._starter
+        if starter is not None:
+            starter.join(timeout=60)
+        self._reset_workers()
 
     def __del__(self) -> None:
         try:
@@ -245,6 +347,11 @@ class ThreadKernel(ParallelKernel):
 
     def _start(self) -> None:
         pass
+
+    def _warm(self) -> None:
+        models = [self.cls().compile(self.spec, self.config)
+                  for _ in range(self.workers - len(self._idle))]
+        self._idle.extend(models)
 
     def _kernel(self) -> Kernel:
         return self._idle.pop() if self._idle else self.cls().compile(self.spec, self.config)
@@ -324,6 +431,13 @@ def _solve_in_process(costs: np.ndarray) -> Result:
     return _solve_recorded(_WORKER_KERNEL, costs, catch=True)
 
 
+def _worker_pid(pause: float) -> int:
+    # The pause keeps this worker busy so that the next warm-up task starts (and
+    # builds its model in) another process.
+    time.sleep(pause)
+    return os.getpid()
+
+
 def _process_context():
     # fork would copy HiGHS's and torch's thread pools in a broken state;
     # forkserver (Python 3.14's default) forks workers from a clean server.
@@ -343,9 +457,6 @@ class ProcessKernel(ParallelKernel):
         super().__init__(cls, spec, config)
         self._pool = None
 
-    def _started(self) -> bool:
-        return self._pool is not None
-
     def _start(self) -> None:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
@@ -354,6 +465,13 @@ class ProcessKernel(ParallelKernel):
                 initializer=_init_process,
                 initargs=(self.cls, self.spec, self.config),
             )
+
+    def _warm(self) -> None:
+        # One task per worker: every process starts and builds its model now,
+        # not in the first call handed to the pool.
+        futures = [self._pool.submit(_worker_pid, 0.05) for _ in range(self.workers)]
+        for future in futures:
+            future.result()
 
     def _map(self, chunks, deadline):
         futures = [self._pool.submit(_solve_in_process, chunk) for chunk in chunks]
@@ -397,6 +515,12 @@ class _Actor:
     def solve(self, costs: np.ndarray) -> Result:
         return _solve_in_process(costs)
 
+    def node(self) -> str:
+        """The id of the Ray node this actor runs on (its model is built by now)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
 
 def _ray():
     try:
@@ -409,60 +533,127 @@ def _ray():
     return ray
 
 
-class RayKernel(ParallelKernel):
-    """``workers`` Ray actors, each holding a compiled model.
+def _ray_address(config: BackendConfig) -> str | None:
+    """Where to connect: ``options["ray_address"]``, else ``RAY_ADDRESS``, else None."""
+    return config.options.get("ray_address") or os.environ.get("RAY_ADDRESS") or None
 
-    Uses the connected Ray cluster when ``ray.is_initialized()``, else starts a
-    local one. ``options={"ray_num_cpus": ...}`` sets the CPUs per actor.
+
+class RayKernel(ParallelKernel):
+    """``workers`` Ray actors, each holding a compiled model, spread over the nodes.
+
+    Uses the cluster this process is connected to (``ray.init(address=...)``
+    before the layer is built), else the one at ``options["ray_address"]`` or
+    ``RAY_ADDRESS``, else starts a local one. ``options={"ray_num_cpus": ...}``
+    sets the CPUs per actor; ``workers="auto"`` is the cluster's CPUs divided by
+    it. The actors are placed with Ray's ``"SPREAD"`` strategy, one per node
+    before a second on any. An actor that dies (its node lost) has its chunks
+    solved again on the remaining actors, with a warning.
     """
 
     executor = "ray"
 
     def __init__(self, cls: type, spec: Spec, config: BackendConfig) -> None:
         _ray()
+        self.address = _ray_address(config)
+        self.cpus = float(config.options.get("ray_num_cpus", 1))
+        if self.cpus <= 0:
+            raise SpecError(f"options['ray_num_cpus'] must be a positive number of CPUs per "
+                            f"actor, got {self.cpus!r}")
         super().__init__(cls, spec, config)
         self._actors: list = []
 
-    def _started(self) -> bool:
-        return bool(self._actors)
+    def _resolve_workers(self, workers: int | str) -> int:
+        if workers != "auto":
+            return int(workers)
+        ray = _ray()
+        total = ray.cluster_resources().get("CPU", 0.0) if ray.is_initialized() else float(
+            usable_cores())  # resolved again against the cluster when the actors start
+        return max(1, int(total // self.cpus))
+
+    def start_seconds(self) -> float:
+        ray = _ray()
+        extra = 0.0 if ray.is_initialized() or self.address else RAY_INIT_SECONDS
+        return super().start_seconds() + extra
+
+    def _connect(self):
+        ray = _ray()
+        if not ray.is_initialized():
+            if self.address:
+                ray.init(address=self.address, log_to_driver=False)
+            else:
+                ray.init(include_dashboard=False, log_to_driver=False)
+        return ray
 
     def _start(self) -> None:
         if self._actors:
             return
-        ray = _ray()
-        if not ray.is_initialized():
-            ray.init(include_dashboard=False, log_to_driver=False)
-        cpus = float(self.config.options.get("ray_num_cpus", 1))
+        ray = self._connect()
         total = ray.cluster_resources().get("CPU", 0.0)
-        if self.workers * cpus > total:
+        if self.config_workers == "auto":
+            self.workers = max(1, int(total // self.cpus))
+        if self.workers * self.cpus > total:
             # Actors beyond the cluster's CPUs would stay pending forever.
             raise SolverError(
-                f"executor 'ray' asks for workers={self.workers} actors x {cpus:g} CPUs, "
+                f"executor 'ray' asks for workers={self.workers} actors x {self.cpus:g} CPUs, "
                 f"but the Ray cluster has {total:g} CPUs: lower workers or "
                 f"options['ray_num_cpus'], or add nodes"
             )
-        remote = ray.remote(num_cpus=cpus)(_Actor)
+        remote = ray.remote(num_cpus=self.cpus, scheduling_strategy="SPREAD")(_Actor)
         self._actors = [remote.remote(self.cls, self.spec, self.config)
                         for _ in range(self.workers)]
+
+    def _warm(self) -> None:
+        ray = _ray()
+        self.nodes = ray.get([actor.node.remote() for actor in self._actors])
 
     def _map(self, chunks, deadline):
         ray = _ray()
         from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-        refs = [self._actors[i % len(self._actors)].solve.remote(chunk)
-                for i, chunk in enumerate(chunks)]
-        try:
-            return ray.get(refs, timeout=deadline)
-        except GetTimeoutError as error:
-            raise _WorkerFailure(f"a Ray actor ran past the {deadline:.1f} s budget") from error
-        except RayActorError as error:
-            raise _WorkerFailure("a Ray actor died") from error
-        except RayTaskError as error:
-            # The kernel raised inside the actor: re-raise the original error.
-            cause = getattr(error, "cause", None)
-            if isinstance(cause, Exception):
-                raise cause from None
-            raise
+        end = None if deadline is None else time.monotonic() + deadline
+        results: list = [None] * len(chunks)
+        todo = list(range(len(chunks)))
+        retried: set[int] = set()
+        while todo:
+            actors = list(self._actors)
+            if not actors:
+                raise _WorkerFailure("every Ray actor died")
+            placed = [(i, actors[k % len(actors)]) for k, i in enumerate(todo)]
+            refs = [actor.solve.remote(chunks[i]) for i, actor in placed]
+            failed, dead = [], []
+            for (i, actor), ref in zip(placed, refs):
+                left = None if end is None else max(0.0, end - time.monotonic())
+                try:
+                    results[i] = ray.get(ref, timeout=left)
+                except GetTimeoutError as error:
+                    message = f"a Ray actor ran past the {deadline:.1f} s budget"
+                    raise _WorkerFailure(message) from error
+                except RayActorError as error:
+                    if i in retried:  # the chunk itself kills its actors
+                        raise _WorkerFailure("a Ray actor died") from error
+                    failed.append(i)
+                    if not any(actor is other for other in dead):
+                        dead.append(actor)
+                except RayTaskError as error:
+                    # The kernel raised inside the actor: re-raise the original error.
+                    cause = getattr(error, "cause", None)
+                    if isinstance(cause, Exception):
+                        raise cause from None
+                    raise
+            if not failed:
+                break
+            self._actors = [a for a in self._actors if not any(a is d for d in dead)]
+            if not self._actors:
+                raise _WorkerFailure("a Ray actor died")
+            warnings.warn(
+                f"ray executor: {len(dead)} of {len(actors)} Ray actors died (a lost node, "
+                f"or a killed worker) while solving {self.spec.label}; their {len(failed)} "
+                f"chunks were solved again on the {len(self._actors)} remaining actors, "
+                f"which carry on",
+                RuntimeWarning, stacklevel=6)
+            retried.update(failed)
+            todo = failed
+        return results
 
     def _reset(self) -> None:
         actors, self._actors = self._actors, []
@@ -471,7 +662,10 @@ class RayKernel(ParallelKernel):
         ray = _ray()
         if ray.is_initialized():
             for actor in actors:
-                ray.kill(actor)
+                try:
+                    ray.kill(actor)
+                except Exception:  # already gone with its node
+                    pass
 
 
 _EXECUTORS: dict[str, Callable[..., ParallelKernel]] = {
