@@ -145,3 +145,15 @@ def test_claims_on_gated_runs_are_invalid_and_the_report_counts_them(tmp_path):
     text = report.render(tmp_path / "results", tmp_path / "results.md").read_text()
     assert "| invalid |" in text and "| 1 | 0 | 0 | 1 |" in text
     assert "| identity beats imle | **invalid** |" in text
+
+
+def test_the_report_names_the_tuned_hyperparameters(tmp_path):
+    runs, a, b = fake_runs()
+    metric = core.Metric(name="R@1", higher_is_better=True)
+    config = core.ExperimentConfig(seeds=[0, 1, 2], out=tmp_path / "results" / "fake")
+    tuning = [{"method": "imle", "k": 5, "grid": [100.0, 1000.0],
+               "validation_mse_x100": {100.0: 1.5, 1000.0: 0.9}, "chosen": 1000.0,
+               "chosen_validation_mse_x100": 0.9}]
+    core.finish("fake", config, metric, runs, [], [], started=0.0, details={"tuning": tuning})
+    text = report.render(tmp_path / "results", tmp_path / "results.md").read_text()
+    assert "| imle | k=5 | 100: 1.5, 1000: 0.9 | 1000 | 0.9 |" in text

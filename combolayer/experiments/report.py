@@ -103,6 +103,7 @@ def _section(name: str, r: Result, module, results_dir: Path) -> list[str]:
     extras = _extras(results_dir / name / "details.json")
     if extras:
         lines += extras
+    lines += _tuning(results_dir / name / "details.json")
     if r.paper:
         lines += ["The paper's numbers for the corresponding rows:", "",
                   "| method | projection | paper | note |", "|---|---|---|---|"]
@@ -137,3 +138,22 @@ def _extras(path: Path) -> list[str]:
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return lines + [""]
 
+
+
+def _tuning(path: Path) -> list[str]:
+    """The hyperparameter grids tuned on the validation split, when the run recorded any."""
+    if not path.exists():
+        return []
+    tuning = json.loads(path.read_text()).get("tuning", [])
+    if not tuning:
+        return []
+    lines = ["Hyperparameters chosen on the validation split (first seed):", "",
+             "| method | setting | grid: validation score | chosen | its validation score |",
+             "|---|---|---|---|---|"]
+    for t in tuning:
+        scores = next(v for key, v in t.items() if key.startswith("validation"))
+        grid = ", ".join(f"{float(lam):g}: {score:.4g}" for lam, score in scores.items())
+        chosen = next(v for key, v in t.items() if key.startswith("chosen_"))
+        lines.append(f"| {t['method']} | k={t.get('k', '-')} | {grid} | {t['chosen']:g} | "
+                     f"{chosen:.4g} |")
+    return lines + [""]
