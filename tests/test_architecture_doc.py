@@ -53,4 +53,4 @@ def test_each_extension_is_one_new_file(tmp_path):
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     assert data["experiment"] == "toy_topk" and data["quick"] is True
     assert [row["projection"] for row in data["rows"]] == ["none", "std"]
-    assert data["claims"][0]["verdict"] in {"agrees", "disagrees", "inconclusive"}
+    assert data["claims"][0]["verdict"] in {"agrees", "disagrees", "inconclusive", "invalid"}

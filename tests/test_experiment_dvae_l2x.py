@@ -24,7 +24,7 @@ def run_quick(name, tmp_path):
     assert result["claims"]
     for claim in result["claims"]:
         assert set(claim) == {"claim", "verdict", "evidence"}
-        assert claim["verdict"] in {"agrees", "disagrees", "inconclusive"}
+        assert claim["verdict"] in {"agrees", "disagrees", "inconclusive", "invalid"}
     assert all(set(p) == {"method", "projection", "value", "note"} for p in result["paper"])
     assert (tmp_path / "curves.png").stat().st_size > 0
     return result, details
@@ -56,10 +56,20 @@ def test_l2x_quick_learns(tmp_path):
 def test_l2x_blackbox_rows_carry_their_lambda():
     from combolayer.experiments import l2x
 
-    variants = l2x.variants_for(l2x.Config(), 5)
+    variants = l2x.variants_for(l2x.Config(), 5, imle_lam=100.0, blackbox_lam=1.0)
     names = {v.name for v in variants.values()}
-    assert {"blackbox lam=1 [k=5]", "blackbox lam=100 [k=5]", "imle [k=5]"} <= names
+    assert {"blackbox lam=1 [k=5]", "imle lam=100 [k=5]"} <= names
     assert not any("blackbox" in v.name for v in l2x.variants_for(l2x.Config(), 10).values())
+
+
+def test_l2x_informative_positions_grow_with_k():
+    from combolayer.experiments import l2x
+
+    config = l2x.Config(n_train=20, n_test=10, n_val=10)
+    for k in (5, 10, 15):
+        _, train, test, val = l2x.make_data(config, k)
+        for reviews in (train, test, val):
+            assert (reviews.informative.sum(1) == k).all()
 
 
 def test_dvae_mnist_without_torchvision_says_so(tmp_path):

@@ -10,7 +10,7 @@ from combolayer import cli
 RESULT_KEYS = {"experiment", "quick", "seeds", "metric", "rows", "paper", "claims",
                "runtime_s", "versions"}
 ROW_KEYS = {"method", "projection", "noise", "margin", "values", "mean", "std", "train_s"}
-VERDICTS = {"agrees", "disagrees", "inconclusive"}
+VERDICTS = {"agrees", "disagrees", "inconclusive", "invalid"}
 
 
 def test_retrieval_quick(tmp_path):

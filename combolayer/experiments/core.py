@@ -75,7 +75,7 @@ class Claim(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     claim: str
-    verdict: Literal["agrees", "disagrees", "inconclusive"]
+    verdict: Literal["agrees", "disagrees", "inconclusive", "invalid"]
     evidence: str
 
 
@@ -159,6 +159,10 @@ class Outcome:
     extras: dict[str, float] = field(default_factory=dict)
     train_s: float = 0.0
     series: dict[str, list[float]] = field(default_factory=dict)
+    #: the headline metric on the validation split before and after training, for
+    #: the sanity gate (`verdicts.trained`); None where the experiment has none
+    untrained_val: float | None = None
+    final_val: float | None = None
 
 
 @dataclass
@@ -175,6 +179,18 @@ class Runs:
     def extra(self, variant: Variant | str, name: str) -> list[float]:
         key = variant if isinstance(variant, str) else variant.label
         return [o.extras[name] for o in self.outcomes[key]]
+
+    def gate(self, variant: Variant | str, metric: Metric, margin: float,
+             ideal: float | None = None) -> tuple[bool, str] | None:
+        """`verdicts.trained` on the row's validation values; None when the
+        experiment recorded none (the claim is then not gated)."""
+        key = variant if isinstance(variant, str) else variant.label
+        outcomes = self.outcomes[key]
+        if any(o.untrained_val is None or o.final_val is None for o in outcomes):
+            return None
+        return verdicts.trained([o.untrained_val for o in outcomes],
+                                [o.final_val for o in outcomes], metric.higher_is_better,
+                                margin, ideal)
 
     def rows(self) -> list[Row]:
         rows = []
@@ -242,20 +258,41 @@ def claim(text: str, verdict_and_evidence: tuple[str, str]) -> Claim:
     return Claim(claim=text, verdict=verdict, evidence=evidence)
 
 
+#: Default sanity-gate margin: a row must close this fraction of the distance from
+#: its untrained validation value to the metric's ideal.
+GATE_MARGIN = 0.05
+
+
+def _gates(runs: Runs, metric: Metric, variants: Sequence[Variant], margin: float,
+           ideal: float | None) -> dict[str, tuple[bool, str]]:
+    gates = {}
+    for v in variants:
+        answer = runs.gate(v, metric, margin, ideal)
+        if answer is not None:
+            gates[v.label] = answer
+    return gates
+
+
 def claim_better(text: str, runs: Runs, a: Variant, b: Variant, metric: Metric,
-                 min_gap: float = 0.0) -> Claim:
-    """"``a`` beats ``b``", judged by `verdicts.better` on the per-seed values."""
-    verdict, evidence = verdicts.better(runs.values(a), runs.values(b), metric.higher_is_better,
-                                        min_gap)
+                 min_gap: float = 0.0, gate_margin: float = GATE_MARGIN,
+                 ideal: float | None = None) -> Claim:
+    """"``a`` beats ``b``", judged by `verdicts.better` on the per-seed values,
+    and ``invalid`` when either row failed its sanity gate."""
+    verdict, evidence = verdicts.gate(
+        verdicts.better(runs.values(a), runs.values(b), metric.higher_is_better, min_gap),
+        _gates(runs, metric, [a, b], gate_margin, ideal))
     return Claim(claim=text, verdict=verdict,
                  evidence=f"{_mean(runs, a)} vs {_mean(runs, b)}: {evidence}")
 
 
 def claim_on_par(text: str, runs: Runs, a: Variant, b: Variant, metric: Metric,
-                 tolerance: float) -> Claim:
-    """"``a`` is on par with ``b``", judged by `verdicts.on_par`."""
-    verdict, evidence = verdicts.on_par(runs.values(a), runs.values(b), metric.higher_is_better,
-                                        tolerance)
+                 tolerance: float, gate_margin: float = GATE_MARGIN,
+                 ideal: float | None = None) -> Claim:
+    """"``a`` is on par with ``b``", judged by `verdicts.on_par`, and
+    ``invalid`` when either row failed its sanity gate."""
+    verdict, evidence = verdicts.gate(
+        verdicts.on_par(runs.values(a), runs.values(b), metric.higher_is_better, tolerance),
+        _gates(runs, metric, [a, b], gate_margin, ideal))
     return Claim(claim=text, verdict=verdict,
                  evidence=f"{_mean(runs, a)} vs {_mean(runs, b)}: {evidence}")
 

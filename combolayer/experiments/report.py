@@ -14,9 +14,10 @@ from pathlib import Path
 
 from . import describe, experiments
 from .core import Result
-from .verdicts import Z
+from .verdicts import VERDICTS, Z
 
-ICONS = {"agrees": "agrees", "disagrees": "**disagrees**", "inconclusive": "inconclusive"}
+ICONS = {"agrees": "agrees", "disagrees": "**disagrees**", "inconclusive": "inconclusive",
+         "invalid": "**invalid**"}
 
 
 def render(results_dir: Path = Path("docs/results"), out: Path = Path("docs/results.md")) -> Path:
@@ -38,7 +39,11 @@ def render(results_dir: Path = Path("docs/results"), out: Path = Path("docs/resu
         f"its Welch standard error, \"A beats B\" *agrees* when `d > {Z:g} se` (and any "
         f"stated minimum gap), *disagrees* when `d < -{Z:g} se`, and is *inconclusive* "
         f"otherwise; \"A is on par with B\" *agrees* when `|d|` is within the stated "
-        f"tolerance and *disagrees* when `|d| - {Z:g} se` exceeds it. With 3 seeds "
+        f"tolerance and *disagrees* when `|d| - {Z:g} se` exceeds it. A claim is "
+        f"*invalid* when a row it compares failed its sanity gate (its validation metric "
+        f"did not beat its own untrained value by the stated margin), where the run "
+        f"recorded validation values; runs committed before the gate existed are not "
+        f"gated. With 3 seeds "
         f"this is a heuristic, not a significance test "
         f"(`combolayer/experiments/verdicts.py`).",
         "",
@@ -59,16 +64,21 @@ def render(results_dir: Path = Path("docs/results"), out: Path = Path("docs/resu
 
 
 def _summary(results: dict[str, Result]) -> list[str]:
-    lines = ["| experiment | metric | claims agreeing | disagreeing | inconclusive | run time |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| experiment | metric | claims agreeing | disagreeing | inconclusive | invalid "
+             "| run time |",
+             "|---|---|---|---|---|---|---|"]
     for name, r in results.items():
-        counts = {v: sum(c.verdict == v for c in r.claims)
-                  for v in ("agrees", "disagrees", "inconclusive")}
+        counts = verdict_counts(r)
         lines.append(f"| [{name}](#{name}) | {r.metric.name} "
                      f"({'higher' if r.metric.higher_is_better else 'lower'} is better) | "
                      f"{counts['agrees']} | {counts['disagrees']} | {counts['inconclusive']} | "
-                     f"{r.runtime_s / 60:.1f} min |")
+                     f"{counts['invalid']} | {r.runtime_s / 60:.1f} min |")
     return lines + [""]
+
+
+def verdict_counts(result: Result) -> dict[str, int]:
+    """How many of the result's claims have each verdict (every verdict listed)."""
+    return {v: sum(c.verdict == v for c in result.claims) for v in VERDICTS}
 
 
 def _section(name: str, r: Result, module, results_dir: Path) -> list[str]:
@@ -93,6 +103,7 @@ def _section(name: str, r: Result, module, results_dir: Path) -> list[str]:
     extras = _extras(results_dir / name / "details.json")
     if extras:
         lines += extras
+    lines += _tuning(results_dir / name / "details.json")
     if r.paper:
         lines += ["The paper's numbers for the corresponding rows:", "",
                   "| method | projection | paper | note |", "|---|---|---|---|"]
@@ -127,3 +138,22 @@ def _extras(path: Path) -> list[str]:
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return lines + [""]
 
+
+
+def _tuning(path: Path) -> list[str]:
+    """The hyperparameter grids tuned on the validation split, when the run recorded any."""
+    if not path.exists():
+        return []
+    tuning = json.loads(path.read_text()).get("tuning", [])
+    if not tuning:
+        return []
+    lines = ["Hyperparameters chosen on the validation split (first seed):", "",
+             "| method | setting | grid: validation score | chosen | its validation score |",
+             "|---|---|---|---|---|"]
+    for t in tuning:
+        scores = next(v for key, v in t.items() if key.startswith("validation"))
+        grid = ", ".join(f"{float(lam):g}: {score:.4g}" for lam, score in scores.items())
+        chosen = next(v for key, v in t.items() if key.startswith("chosen_"))
+        lines.append(f"| {t['method']} | k={t.get('k', '-')} | {grid} | {t['chosen']:g} | "
+                     f"{chosen:.4g} |")
+    return lines + [""]

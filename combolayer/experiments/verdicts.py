@@ -16,6 +16,13 @@ deviations over seeds):
   or ``d > 2 se``, **disagrees** when ``d < -(tolerance + 2 se)`` (A clearly
   worse by more than the tolerance), and is **inconclusive** otherwise.
 
+A claim that compares a row which did not **train** is **invalid**, whatever
+the numbers say: a row trained when its final metric on a validation split
+beats its own untrained value on that split by more than ``margin`` (a
+fraction of the untrained value's distance to the metric's ideal, see
+`trained`). `gate` turns any verdict into ``"invalid"`` with the
+failing row named.
+
 Two standard errors is about a 95% two-sided level for large samples; with 3
 seeds it is a heuristic, stated as such in docs/results.md. Nothing here is
 per-experiment: every experiment states its claims through these functions.
@@ -28,7 +35,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-Verdict = str  # "agrees" | "disagrees" | "inconclusive"
+Verdict = str  # "agrees" | "disagrees" | "inconclusive" | "invalid"
+#: Every verdict, in the order reports count them.
+VERDICTS = ("agrees", "disagrees", "inconclusive", "invalid")
 #: How many standard errors a difference must clear to count.
 Z = 2.0
 
@@ -81,7 +90,10 @@ def on_par(a: Sequence[float], b: Sequence[float] | float, higher_is_better: boo
 
 
 def all_of(verdicts: Sequence[Verdict]) -> Verdict:
-    """A claim made of several parts: agrees if all agree, disagrees if any disagrees."""
+    """A claim made of several parts: invalid if any part is, else agrees if all
+    agree, disagrees if any disagrees."""
+    if any(v == "invalid" for v in verdicts):
+        return "invalid"
     if any(v == "disagrees" for v in verdicts):
         return "disagrees"
     if all(v == "agrees" for v in verdicts):
@@ -102,3 +114,53 @@ def on_par_or_better(a: Sequence[float], b: Sequence[float] | float, higher_is_b
     else:
         verdict = "inconclusive"
     return verdict, f"advantage {d:+.4g} (2 SE = {Z * se:.3g}, tolerance {tolerance:.4g})"
+
+
+def trained(untrained: Sequence[float], final: Sequence[float], higher_is_better: bool,
+            margin: float, ideal: float | None = None) -> tuple[bool, str]:
+    """Did a row train? ``untrained`` and ``final`` are its per-seed values of the
+    metric on the **validation** split before and after training.
+
+    The row trained when the mean improvement is more than ``margin`` times the
+    room the untrained value left: ``|ideal - untrained|`` when the metric has an
+    ideal (0 for an error, 1 for an accuracy), else ``|untrained|``. So
+    ``margin=0.05`` asks for 5% of the way from untrained to perfect.
+    """
+    if len(untrained) != len(final) or not len(final):
+        raise ValueError(f"untrained and final need one value per seed each, got "
+                         f"{len(untrained)} and {len(final)}")
+    if margin < 0:
+        raise ValueError(f"margin must be >= 0, got {margin}")
+    start = float(np.mean(untrained))
+    end = float(np.mean(final))
+    gain = end - start if higher_is_better else start - end
+    room = abs((ideal if ideal is not None else 0.0) - start)
+    needed = margin * room
+    ok = gain > needed
+    return ok, (f"validation {start:.4g} untrained -> {end:.4g} trained, gain {gain:+.4g} "
+                f"({'>' if ok else '<='} {needed:.4g} = {margin:g} x room {room:.4g})")
+
+
+def gate(verdict_and_evidence: tuple[Verdict, str],
+         gates: dict[str, tuple[bool, str]]) -> tuple[Verdict, str]:
+    """The claim's verdict, or ``"invalid"`` when a row it compares did not train.
+
+    ``gates`` maps each compared row's label to `trained`'s answer. The
+    evidence keeps the numbers and names every row that failed, with its reason.
+    """
+    verdict, evidence = verdict_and_evidence
+    failed = [f"{label} did not train ({why})" for label, (ok, why) in gates.items() if not ok]
+    if failed:
+        return "invalid", "; ".join(failed) + f". Numbers: {evidence}"
+    return verdict, evidence
+
+
+def scaled_threshold(untrained: float, best: float, fraction: float) -> tuple[float, str]:
+    """A minimum gap or "on par" tolerance on the analogue's own scale:
+    ``fraction`` of the spread between the untrained value and the best row's
+    mean, with the text a claim states it by."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    spread = abs(untrained - best)
+    return fraction * spread, (f"{fraction:g} x spread untrained {untrained:.4g} -> "
+                               f"best {best:.4g} = {fraction * spread:.4g}")
