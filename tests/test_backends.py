@@ -228,8 +228,9 @@ def test_gurobi_time_and_solution_limits():
                                     b_ub=[12.0] * 3)
     costs = -rng.uniform(1, 2, size=50)
     solver = cl.make_solver(knapsack, {"name": "gurobi", "options": {"SolutionLimit": 1}})
-    with pytest.warns(RuntimeWarning, match="best feasible solution"):
+    with pytest.warns(RuntimeWarning, match="not solved to optimality"):
         y = solver.solve(costs)
+    assert solver.last_status == ("time limit",)  # every user-set limit stops like the time limit
     exact = cl.make_solver(knapsack, "scip").solve(costs)
     assert (knapsack.to_matrices()[0] @ y <= 12 + 1e-9).all()
     assert costs @ y > costs @ exact + 1e-6

@@ -54,11 +54,24 @@ class MisbehavingBackend(HighsBackend):
         return MisbehavingKernel(super().compile(spec, config))
 
 
+class UnbuildableBackend(HighsBackend):
+    """HiGHS, except that no worker can build its model (a licence only the caller has)."""
+
+    name: ClassVar[str] = "test_unbuildable"
+    priority: ClassVar[int] = 10_000
+
+    def compile(self, spec, config):
+        if in_worker():
+            raise RuntimeError("no licence in this worker")
+        return super().compile(spec, config)
+
+
 @pytest.fixture(autouse=True)
 def misbehaving_backend(monkeypatch):
-    """Registered only while these tests run, so other tests never see it."""
+    """Registered only while these tests run, so other tests never see them."""
     registry.backends()
-    monkeypatch.setitem(registry._REGISTRY, MisbehavingBackend.name, MisbehavingBackend)
+    for cls in (MisbehavingBackend, UnbuildableBackend):
+        monkeypatch.setitem(registry._REGISTRY, cls.name, cls)
 
 
 def knapsack(n: int = 12) -> cl.ILP:
@@ -261,6 +274,16 @@ def test_ray_actors_in_order_dedupe_and_recover_from_a_dead_actor(local_ray, alw
         solver.solve(bad)
     np.testing.assert_array_equal(solver.solve(costs), expected)
     solver.kernel.close()
+
+
+def test_ray_actors_that_cannot_build_their_model_raise_with_the_reason(local_ray,
+                                                                        always_parallel):
+    spec = knapsack()
+    solver = cl.make_solver(spec, {"name": "test_unbuildable", "executor": "ray", "workers": 2})
+    with pytest.raises(cl.SolverError, match="none of the 2 Ray actors for ILP.* started "
+                                             "\\(backend 'test_unbuildable'\\): "
+                                             "RuntimeError: no licence in this worker"):
+        solver.solve(batch_with_duplicates(spec))
 
 
 def test_ray_refuses_more_actors_than_the_cluster_has_cpus(local_ray, always_parallel):

@@ -90,19 +90,31 @@ class Node:
             pass
 
 
+def driver_auth_mode() -> str:
+    """``"token"`` when this process's Ray client authenticates with a token."""
+    try:
+        from ray._private.authentication.authentication_utils import is_token_auth_enabled
+    except ImportError:  # a Ray from before token auth
+        return "disabled"
+    return "token" if is_token_auth_enabled() else "disabled"
+
+
 @pytest.fixture
-def two_node_cluster():
+def two_node_cluster(monkeypatch):
     ray = pytest.importorskip("ray", reason="the ray executor needs the optional ray package")
     if not RAY.exists():
         pytest.skip("the ray command line is not installed beside this Python")
     temp = tempfile.mkdtemp(prefix="rt")  # short: Ray's socket paths have a length limit
-    # A test cluster on loopback: no token auth (Ray turns it on when ~/.ray/auth_token
-    # exists, and this driver would then be refused).
+    # The nodes must use the token auth this driver uses, or the actors it asks for are
+    # never scheduled. A driver reads its mode once; a local ray.init() earlier in the
+    # session turns it on (and writes ~/.ray/auth_token, which the nodes then read).
+    monkeypatch.setenv("RAY_AUTH_MODE", driver_auth_mode())
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
     env = dict(os.environ, PYTHONPATH=str(ROOT), RAY_USAGE_STATS_ENABLED="0",
-               RAY_AUTH_MODE="disabled",
-               # notice a lost node within a few seconds, not Ray's default 30 s
-               RAY_health_check_period_ms="500", RAY_health_check_timeout_ms="500",
-               RAY_health_check_failure_threshold="3", RAY_health_check_initial_delay_ms="0")
+               # notice a lost node within seconds, not Ray's default 30 s, yet not
+               # take a raylet that a busy 2-core machine answers late for a lost one
+               RAY_health_check_period_ms="1000", RAY_health_check_timeout_ms="2000",
+               RAY_health_check_failure_threshold="5", RAY_health_check_initial_delay_ms="0")
     env.pop("RAY_ADDRESS", None)
     port = free_port()
     address = f"127.0.0.1:{port}"

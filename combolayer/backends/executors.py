@@ -33,6 +33,7 @@ import math
 import multiprocessing
 import os
 import queue
+import re
 import threading
 import time
 import warnings
@@ -522,6 +523,17 @@ class _Actor:
         return ray.get_runtime_context().get_node_id()
 
 
+def _ray_reason(error: BaseException | None) -> str:
+    """Why a Ray actor died, in one line: the exception its creation raised (the last
+    ``SomeError: ...`` line of the remote traceback Ray carries), else Ray's own
+    first line."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    raised = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Unavailable)\b", line)]
+    if raised:
+        return raised[-1]
+    return lines[0] if lines else type(error).__name__
+
+
 def _ray():
     try:
         import ray
@@ -603,8 +615,30 @@ class RayKernel(ParallelKernel):
                         for _ in range(self.workers)]
 
     def _warm(self) -> None:
+        """Wait for every actor's model; carry on without actors that died starting
+        (a node lost meanwhile), and raise with Ray's reason when none is left."""
         ray = _ray()
-        self.nodes = ray.get([actor.node.remote() for actor in self._actors])
+        from ray.exceptions import RayActorError
+
+        refs = [actor.node.remote() for actor in self._actors]
+        live, nodes, reason = [], [], None
+        for actor, ref in zip(self._actors, refs):
+            try:
+                nodes.append(ray.get(ref))
+            except RayActorError as error:
+                reason = error
+            else:
+                live.append(actor)
+        if not live:
+            raise SolverError(
+                f"ray executor: none of the {len(refs)} Ray actors for {self.spec.label} "
+                f"started (backend {self.cls.name!r}): {_ray_reason(reason)}") from reason
+        if len(live) < len(refs):
+            warnings.warn(
+                f"ray executor: {len(refs) - len(live)} of {len(refs)} Ray actors died "
+                f"starting (a lost node, or a killed worker): {_ray_reason(reason)}; "
+                f"carrying on with {len(live)}", RuntimeWarning, stacklevel=2)
+        self._actors, self.nodes = live, nodes
 
     def _map(self, chunks, deadline):
         ray = _ray()
