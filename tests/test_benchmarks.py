@@ -16,8 +16,8 @@ def test_mip_training_quick_runs_end_to_end():
                             timeout=600, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
-    assert "| ours SPO+, default backend, solve_ratio 0.1 |" in out
-    assert "| ours Identity auto, regret loss, default backend, solve_ratio 0.1 |" in out
+    assert "| ours SPO+, open-source default, solve_ratio 0.1 |" in out
+    assert "| ours Identity auto, regret loss, open-source default, solve_ratio 0.1 |" in out
     assert "knapsack, 2 dims, 20 items" in out
     # the gurobi rows either ran or said why they did not
     assert "ours SPO+, gurobi, solve_ratio 1 |" in out or "skipping ours with backend" in out
