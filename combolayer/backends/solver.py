@@ -186,11 +186,12 @@ class Solver:
         first. Per thread, so threads that share a solver each read their own."""
         return getattr(self._last, "status", ())
 
-    def _run(self, kernel: Callable, costs: Any) -> Any:
+    def _run(self, kernel: Callable, costs: Any, start: np.ndarray | None = None) -> Any:
         """``kernel(costs)`` on a ``(B, N)`` batch, keeping each row's status and
-        warning (or raising) when one is not optimal."""
+        warning (or raising) when one is not optimal; ``start`` goes to a kernel
+        that `takes_start`."""
         with recording() as log:
-            y = kernel(costs)
+            y = kernel(costs) if start is None else kernel(costs, start=start)
         statuses = row_statuses(log, costs.shape[0])
         self._last.status = tuple(statuses)
         if statuses and worst(statuses) != OPTIMAL:
@@ -250,14 +251,19 @@ class Solver:
             y = self._run(self.kernel, flat)
         return np.asarray(y, dtype=np.float64).reshape(shape)
 
-    def solve_rows(self, costs: torch.Tensor) -> torch.Tensor:
+    def solve_rows(self, costs: torch.Tensor, start: np.ndarray | None = None) -> torch.Tensor:
         """`solve_min` of a ``(B, N)`` tensor with ``B >= 1`` that needs no gradient,
-        with nothing else looked at: the layer's hot path, where every call counts."""
+        with nothing else looked at: the layer's hot path, where every call counts.
+        ``start``, ``(B, N)`` candidate outputs, is passed on as a MIP start where the
+        kernel `takes_start` (see `RowKernel.__call__`), and dropped elsewhere."""
+        if not getattr(self._kernel, "takes_start", False):
+            start = None
         if self._torch_kernel:
             y = self._run(self._kernel, costs)
         else:
             # one copy at most: none for float64 CPU costs, which numpy shares
-            y = torch.from_numpy(self._run(self._kernel, costs.to("cpu", torch.float64).numpy()))
+            y = torch.from_numpy(self._run(self._kernel, costs.to("cpu", torch.float64).numpy(),
+                                           start))
         # get_device() compares ints (-1 on the CPU) without building torch.device objects
         if y.dtype is costs.dtype and y.get_device() == costs.get_device():
             return y
