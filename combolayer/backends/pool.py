@@ -38,21 +38,25 @@ class SolutionPool:
             raise ValueError(f"max_size must be at least 1, got {max_size}")
         self.num_outputs = num_outputs
         self.max_size = max_size
-        self._rows: list[Tensor] = []  # CPU float64 rows, oldest first
+        # CPU float64 rows, oldest first, in the first _size rows of a buffer that
+        # doubles when full: adding is in place, and `solutions` is a view.
+        self._buffer = torch.empty(0, num_outputs, dtype=torch.float64)
+        self._size = 0
         self._keys: dict[bytes, int] = {}  # row bytes -> 1 when seeded, 0 otherwise
         self._seeded = 0
-        self._stacked: dict[tuple[torch.device, torch.dtype], Tensor] = {}
+        self._converted: dict[tuple[torch.device, torch.dtype], Tensor] = {}
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return self._size
 
     def __repr__(self) -> str:
         return f"SolutionPool({len(self)} of at most {self.max_size}, N={self.num_outputs})"
 
     @property
     def solutions(self) -> Tensor:
-        """The pool as a ``(P, N)`` float64 CPU tensor, oldest first."""
-        return self._on(torch.device("cpu"), torch.float64)
+        """The pool as a ``(P, N)`` float64 CPU tensor, oldest first: a view, which a
+        later add may change (``.clone()`` it to keep it)."""
+        return self._buffer[: self._size]
 
     def seed(self, solutions: Tensor) -> int:
         """Add solutions that stay in the pool whatever comes later; returns how many were new."""
@@ -65,7 +69,7 @@ class SolutionPool:
     def best(self, costs: Tensor) -> Tensor:
         """The cheapest pooled solution for each row of ``(B, N)`` minimisation costs,
         on the costs' device and dtype. Raises ``RuntimeError`` on an empty pool."""
-        if not self._rows:
+        if not self._size:
             raise RuntimeError("the solution pool is empty: seed it or solve exactly first")
         pool = self._on(costs.device, costs.dtype)
         return pool[(costs @ pool.T).argmin(dim=1)]
@@ -75,37 +79,47 @@ class SolutionPool:
         rows = torch.as_tensor(solutions).detach().to("cpu", torch.float64) + 0.0
         rows = rows.reshape(-1, self.num_outputs)
         added = 0
-        for row in rows:
-            key = row.numpy().tobytes()
+        for row, key in zip(rows, (bytes(r) for r in rows.numpy())):
             if key in self._keys:
                 continue
-            if len(self._rows) >= self.max_size and not self._evict_oldest():
+            if self._size >= self.max_size and not self._evict_oldest():
                 break  # full of seeded solutions
             self._keys[key] = int(seeded)
             self._seeded += int(seeded)
-            self._rows.append(row.clone())
+            self._append(row)
             added += 1
         if added:
-            self._stacked.clear()
+            self._converted.clear()
         return added
 
+    def _append(self, row: Tensor) -> None:
+        if self._size == len(self._buffer):
+            grown = torch.empty(min(self.max_size, max(16, 2 * self._size)), self.num_outputs,
+                                dtype=torch.float64)
+            grown[: self._size] = self._buffer[: self._size]
+            self._buffer = grown
+        self._buffer[self._size] = row
+        self._size += 1
+
     def _evict_oldest(self) -> bool:
-        for index, row in enumerate(self._rows):
-            key = row.numpy().tobytes()
+        rows = self.solutions.numpy()
+        for index in range(self._size):
+            key = bytes(rows[index])
             if not self._keys[key]:
                 del self._keys[key]
-                del self._rows[index]
+                self._buffer[index : self._size - 1] = self._buffer[index + 1 : self._size].clone()
+                self._size -= 1
                 return True
         return False
 
     def _on(self, device: torch.device, dtype: torch.dtype) -> Tensor:
+        if device.type == "cpu" and dtype is torch.float64:
+            return self.solutions
         key = (device, dtype)
-        stacked = self._stacked.get(key)
-        if stacked is None:
-            base = (torch.stack(self._rows) if self._rows
-                    else torch.empty(0, self.num_outputs, dtype=torch.float64))
-            stacked = self._stacked[key] = base.to(device=device, dtype=dtype)
-        return stacked
+        converted = self._converted.get(key)
+        if converted is None:
+            converted = self._converted[key] = self.solutions.to(device=device, dtype=dtype)
+        return converted
 
 
 def check_solve_ratio(solve_ratio: float) -> float:
