@@ -7,17 +7,18 @@ weight), both from PyEPO's generators (``cl.data.shortest_path`` and
 features, degree 4, noise half-width 0.5, one seed-135 draw split in order into
 training and test. For each training seed both libraries get the same data, the
 same initial ``nn.Linear`` and the same batch order (Adam, lr 1e-2, batch 32).
-PyEPO solves with Gurobi (``pyepo.model.grb``); combolayer with its default
-backend and, when one is registered, ``"gurobi"``. Reported: normalized test
-regret after the last epoch (mean over seeds, evaluated identically for both
-libraries with combolayer's exact solver) and seconds per training epoch
-(evaluation not timed).
+PyEPO solves with Gurobi (``pyepo.model.grb``); combolayer with its open-source
+default (what ``"auto"`` picks without Gurobi) and, when installed, ``"gurobi"``.
+Reported: normalized test regret after the last epoch (mean over seeds, evaluated
+identically for both libraries with combolayer's exact solver) and seconds per
+training epoch (evaluation not timed).
 
 Losses follow PyEPO's pairing: DBB and NID on the regret of the decision under the
 true costs, DPO and I-MLE on the squared error to the true solution, SPO+ on the true
 costs, PFY on the true solutions.
 
-    python benchmarks/pyepo_methods.py [--quick] [--seeds 3] [--epochs 10]
+    python benchmarks/pyepo_methods.py [--quick] [--seeds 3] [--epochs 10] [--samples 10]
+        [--backends "open source" gurobi]
         [--out docs/estimators.md] [--plot docs/img/pyepo_methods.png]
 
 Methods are rows of ``METHODS``: adding one is one line with a factory for each
@@ -116,17 +117,11 @@ def theirs_pool(name: str, loss: str, **kwargs):
     return build
 
 
-def _attr(path: str):
-    """``cl.<path>``; AttributeError (the method is not in this version) skips the cell."""
-    value = cl
-    for part in path.split("."):
-        value = getattr(value, part)
-    return value
+#: Frank-Wolfe iterations for RFWO and RFY on both sides (each is a solver call; the
+#: default of 10000 with tol 1e-6 took a minute per 64 instances here).
+FW_ITERATIONS = 20
 
-
-#: (row label, combolayer factory or None, PyEPO factory or None). The rows after the
-#: first block need the methods of issue 25 item 1; until they are merged their
-#: combolayer cells say "skipped".
+#: (row label, combolayer factory or None, PyEPO factory or None); a None cell is "—".
 METHODS: list[tuple[str, Callable | None, Callable | None]] = [
     ("SPO+", ours_loss(lambda s: cl.losses.SPOPlusLoss(s.spec, backend=s.solver)),
      theirs("SPOPlus", "spo")),
@@ -146,42 +141,53 @@ METHODS: list[tuple[str, Callable | None, Callable | None]] = [
     ("I-MLE (lam 10, SoG)",
      ours_layer(lambda s: cl.IMLE(lam=10.0, num_samples=s.samples), loss="mse"),
      lambda s: theirs("implicitMLE", "mse", n_samples=s.samples, sigma=1.0, lambd=10)(s)),
-    # issue 25 item 1 (branch pyepo): one line each once the names exist
-    ("PG", ours_loss(lambda s: _attr("losses.PGLoss")(s.spec, backend=s.solver), call="c"),
+    ("PG (sigma 0.1)", ours_loss(lambda s: cl.losses.PGLoss(s.spec, backend=s.solver),
+                                 call="c"),
      theirs("perturbationGradient", "c")),
-    ("AI-MLE", ours_layer(lambda s: _attr("AIMLE")(num_samples=s.samples), loss="mse"),
+    ("AI-MLE", ours_layer(lambda s: cl.AIMLE(num_samples=s.samples), loss="mse"),
      lambda s: theirs("adaptiveImplicitMLE", "mse", n_samples=s.samples)(s)),
-    ("DPOMul", ours_layer(lambda s: _attr("Perturbed")(sigma=0.5, num_samples=s.samples,
-                                                       noise="multiplicative"), loss="mse"),
-     lambda s: theirs("perturbedOptMul", "mse", n_samples=s.samples, sigma=0.5)(s)),
-    ("PFYMul", ours_loss(lambda s: _attr("losses.FenchelYoungLoss")(
-        s.spec, sigma=0.5, num_samples=s.samples, noise="multiplicative", backend=s.solver),
-        call="w"),
-     lambda s: theirs("perturbedFenchelYoungMul", "w", n_samples=s.samples, sigma=0.5)(s)),
-    ("NCE", ours_loss(lambda s: _attr("losses.NCELoss")(s.spec, backend=s.solver,
-                                                        solutions=s.train.solutions), call="w"),
+    ("DPOMul (sigma 0.5)",
+     ours_layer(lambda s: cl.Perturbed(sigma=0.5, num_samples=s.samples,
+                                       perturbation="multiplicative"), loss="mse"),
+     lambda s: theirs("perturbedOptMul", "mse", n_samples=s.samples, sigma=0.5,
+                      seed=s.seed)(s)),
+    ("PFYMul (sigma 0.5)", ours_loss(lambda s: cl.losses.FenchelYoungLoss(
+        s.spec, sigma=0.5, num_samples=s.samples, perturbation="multiplicative",
+        backend=s.solver), call="w"),
+     lambda s: theirs("perturbedFenchelYoungMul", "w", n_samples=s.samples, sigma=0.5,
+                      seed=s.seed)(s)),
+    # Frank-Wolfe calls the solver once per iteration: both sides stop at FW_ITERATIONS
+    ("RFWO (lam 1)", ours_layer(cl.RegularizedFrankWolfe(lam=1.0, max_iter=FW_ITERATIONS)),
+     theirs("regularizedFrankWolfeOpt", "regret", lambd=1.0, max_iter=FW_ITERATIONS)),
+    ("RFY (lam 1)", ours_loss(lambda s: cl.losses.RegularizedFenchelYoungLoss(
+        s.spec, lam=1.0, max_iter=FW_ITERATIONS, backend=s.solver), call="w"),
+     theirs("regularizedFrankWolfeFenchelYoung", "w", lambd=1.0, max_iter=FW_ITERATIONS)),
+    ("NCE", ours_loss(lambda s: cl.losses.NCELoss(s.spec, pool=s.train.solutions,
+                                                  backend=s.solver), call="w"),
      theirs_pool("NCE", "w")),
-    ("CMAP", ours_loss(lambda s: _attr("losses.CMAPLoss")(s.spec, backend=s.solver,
-                                                          solutions=s.train.solutions), call="w"),
+    ("CMAP", ours_loss(lambda s: cl.losses.CMAPLoss(s.spec, pool=s.train.solutions,
+                                                    backend=s.solver), call="w"),
      theirs_pool("CMAP", "w")),
-    ("LTR pointwise", ours_loss(lambda s: _attr("losses.PointwiseLTRLoss")(
-        s.spec, backend=s.solver, solutions=s.train.solutions), call="c"),
+    ("LTR pointwise", ours_loss(lambda s: cl.losses.PointwiseLTRLoss(
+        s.spec, pool=s.train.solutions, backend=s.solver), call="c"),
      theirs_pool("pointwiseLearningToRank", "c")),
-    ("LTR pairwise", ours_loss(lambda s: _attr("losses.PairwiseLTRLoss")(
-        s.spec, backend=s.solver, solutions=s.train.solutions), call="c"),
+    ("LTR pairwise", ours_loss(lambda s: cl.losses.PairwiseLTRLoss(
+        s.spec, pool=s.train.solutions, backend=s.solver), call="c"),
      theirs_pool("pairwiseLearningToRank", "c")),
-    ("LTR listwise", ours_loss(lambda s: _attr("losses.ListwiseLTRLoss")(
-        s.spec, backend=s.solver, solutions=s.train.solutions), call="c"),
+    ("LTR listwise", ours_loss(lambda s: cl.losses.ListwiseLTRLoss(
+        s.spec, pool=s.train.solutions, backend=s.solver), call="c"),
      theirs_pool("listwiseLearningToRank", "c")),
+    # PyEPO's CaVE takes each instance's binding constraints from its optDatasetConstrs;
+    # ours derives them from the true solution, so its PyEPO cell is left out.
+    ("CaVE", ours_loss(lambda s: cl.losses.CaVELoss(s.spec, backend=s.solver), call="w"),
+     None),
 ]
 
 
 # ---- problems -----------------------------------------------------------------------------
 
-def problems(quick: bool) -> dict[str, tuple[cl.data.Data, int, Callable]]:
+def problems(n_train: int, n_test: int) -> dict[str, tuple[cl.data.Data, int, Callable]]:
     """Name -> (data, number of training instances, PyEPO model builder)."""
-    n_train = 64 if quick else 1000
-    n_test = 64 if quick else 1000
     path = cl.data.shortest_path(n_train + n_test, 5, grid=(5, 5), deg=4, noise_width=0.5,
                                  seed=135)
     knap = cl.data.knapsack(n_train + n_test, 5, 50, dim=2, deg=4, noise_width=0.5, seed=135)
@@ -218,7 +224,7 @@ def train_once(loss_fn: LossFn, train, test, solver, seed: int, epochs: int, loa
         seconds.append(time.perf_counter() - start)
     with torch.no_grad():
         decisions = solver.solve(model(test.features))
-    regret = cl.metrics.normalized_regret(test.spec, test.costs, decisions, solver=solver,
+    regret = cl.metrics.normalized_regret(solver, test.costs, decisions,
                                           y_true=test.solutions).item()
     return regret, float(np.mean(seconds))
 
@@ -230,10 +236,17 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seeds", type=int, default=None)
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--samples", type=int, default=None)
+    parser.add_argument("--train", type=int, default=None,
+                        help="training instances (1000; 64 in quick mode)")
+    parser.add_argument("--test", type=int, default=None,
+                        help="test instances (1000; 64 in quick mode)")
     parser.add_argument("--methods", nargs="*", default=None,
                         help="only the rows whose label starts with one of these")
     parser.add_argument("--problems", nargs="*", default=None,
                         help="only the problems whose name starts with one of these")
+    parser.add_argument("--backends", nargs="*", default=None,
+                        help="combolayer's sides: 'open source' (what auto picks without "
+                             "Gurobi) and/or 'gurobi' (default: both, gurobi when installed)")
     parser.add_argument("--out", default="docs/estimators.md", help="'' to skip")
     parser.add_argument("--plot", default="docs/img/pyepo_methods.png", help="'' to skip")
     args = parser.parse_args(argv)
@@ -249,14 +262,19 @@ def main(argv: list[str] | None = None) -> dict:
     except Exception as error:  # optional: the PyEPO columns are skipped
         print(f"PyEPO columns skipped: {type(error).__name__}: {error}")
         pyepo_version = None
-    backends = ["auto"] + (["gurobi"] if "gurobi" in cl.backends.capable_backends(
+    # "open source": what "auto" picks without Gurobi (Gurobi ranks first when installed)
+    backends = ["open source"] + (["gurobi"] if "gurobi" in cl.backends.capable_backends(
         cl.data.shortest_path_spec((5, 5))) else [])
+    if args.backends is not None:
+        backends = [b for b in backends if b in args.backends]
     sides = ([("PyEPO", None)] if pyepo_version else []) + [(f"combolayer ({b})", b)
                                                             for b in backends]
 
     results: dict = {}  # (problem, method, side) -> (regrets, seconds) or a skip reason
     skipped: list[str] = []
-    instances = {name: value for name, value in problems(args.quick).items()
+    n_train = args.train or (64 if args.quick else 1000)
+    n_test = args.test or (64 if args.quick else 1000)
+    instances = {name: value for name, value in problems(n_train, n_test).items()
                  if not args.problems or name.startswith(tuple(args.problems))}
     methods = [row for row in METHODS
                if not args.methods or row[0].startswith(tuple(args.methods))]
@@ -264,7 +282,9 @@ def main(argv: list[str] | None = None) -> dict:
               desc="pyepo_methods") as bar:
         for problem, (data, n_train, make_model) in instances.items():
             train, test = data.split(n_train)
-            solver = cl.make_solver(data.spec)
+            open_source = next(name for name in cl.backends.capable_backends(data.spec)
+                               if name != "gurobi")
+            solver = cl.make_solver(data.spec, open_source)
             optmodel = make_model() if pyepo_version else None
             trainset = None
             if pyepo_version:
@@ -282,8 +302,8 @@ def main(argv: list[str] | None = None) -> dict:
                         results[key] = "—"
                         bar.update(seeds)
                         continue
-                    side_solver = solver if backend in (None, "auto") else cl.make_solver(
-                        data.spec, backend)
+                    side_solver = solver if backend in (None, "open source") else (
+                        cl.make_solver(data.spec, backend))
                     runs = []
                     try:
                         for seed in range(seeds):
