@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import os
 import statistics
 import sys
 import time
@@ -57,19 +56,9 @@ def knapsack_data(num_data: int, num_items: int, dim: int, seed: int = 135):
 
 
 def open_source_default(spec) -> str:
-    """The backend ``"auto"`` picks for ``spec`` when Gurobi is not installed (its
-    automatic rank opted out): the issue's "default open-source backend"."""
-    from combolayer.backends.gurobi import AUTO_ENV
-
-    saved = os.environ.get(AUTO_ENV)
-    os.environ[AUTO_ENV] = "0"
-    try:
-        return cl.make_solver(spec).backend
-    finally:
-        if saved is None:
-            del os.environ[AUTO_ENV]
-        else:
-            os.environ[AUTO_ENV] = saved
+    """The backend ``"auto"`` picks for ``spec`` when Gurobi is not installed: the
+    issue's "default open-source backend"."""
+    return next(name for name in cl.backends.capable_backends(spec) if name != "gurobi")
 
 
 def gurobi_usable(spec) -> str | None:
