@@ -237,6 +237,21 @@ def test_gurobi_time_and_solution_limits():
 
 
 @NEEDS_GUROBI
+def test_gurobi_solves_an_integral_lp_as_an_lp_and_a_knapsack_as_a_mip():
+    path = cl.data.shortest_path_spec((4, 4))  # flow conservation: totally unimodular
+    solver = cl.make_solver(path, "gurobi")
+    assert solver.kernel.model.IsMIP == 0
+    costs = np.random.default_rng(0).uniform(0, 1, size=(20, *path.cost_shape))
+    y = solver.solve(costs)
+    assert set(np.unique(y)) <= {0.0, 1.0}
+    exact = cl.make_solver(path, "highs").solve(costs)
+    np.testing.assert_allclose((costs * y).reshape(20, -1).sum(1),
+                               (costs * exact).reshape(20, -1).sum(1))
+    knapsack = cl.problems.Knapsack(weights=[[3, 1, 4, 1, 5]], capacities=[7])
+    assert cl.make_solver(knapsack, "gurobi").kernel.model.IsMIP == 1
+
+
+@NEEDS_GUROBI
 def test_gurobi_rejects_unknown_option_and_status_map():
     from gurobipy import GRB
 

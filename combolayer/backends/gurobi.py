@@ -248,7 +248,10 @@ class GurobiKernel(_GurobiRun, RowKernel):
 
         self.form = form
         self.model = model = _new_model(config)
-        vtype = np.where(form.integer, GRB.INTEGER, GRB.CONTINUOUS)
+        # an integral LP (flows, assignments) is solved as the LP: its vertices are
+        # the integer solutions, and Gurobi's MIP machinery costs twice the time
+        integer = form.integer if form.is_mip else np.zeros_like(form.integer)
+        vtype = np.where(integer, GRB.INTEGER, GRB.CONTINUOUS)
         self.variables = model.addMVar(form.num_vars, lb=_bounds(form.lower),
                                        ub=_bounds(form.upper), vtype=vtype)
         if form.A_ub.shape[0]:
