@@ -419,6 +419,22 @@ def test_mip_start_never_changes_the_optimum(backend, seed):
 
 
 @NEEDS_GUROBI
+def test_gurobi_clears_a_start_when_the_next_call_has_none():
+    """Gurobi keeps its previous solve as a warm start (no reset), but never a start
+    the caller gave an earlier call."""
+    from gurobipy import GRB
+
+    spec = random_ilp(0)
+    kernel = cl.make_solver(spec, "gurobi").kernel
+    kernel.takes_start = True
+    costs = np.random.default_rng(0).normal(size=(2, *spec.cost_shape))
+    kernel(costs, start=np.full((2, spec.num_outputs), 1.0))
+    assert (np.asarray(kernel._outputs.Start) == 1.0).all()
+    kernel(costs)
+    assert (np.asarray(kernel._outputs.Start) == GRB.UNDEFINED).all()
+
+
+@NEEDS_GUROBI
 def test_gurobi_tsp_start_from_another_tour():
     n = 9
     rng = np.random.default_rng(0)

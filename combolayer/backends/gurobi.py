@@ -188,6 +188,8 @@ def _status_name(status: int) -> str:
 class _GurobiRun:
     """What the two kernels share: optimize with a start, read the status, settle."""
 
+    _started = False  # whether the outputs hold a MIP start from the last call
+
     model: object
     variables: object  # the MVar of every column
     form: CanonicalForm
@@ -207,11 +209,23 @@ class _GurobiRun:
 
     def _set_start(self, start: np.ndarray | None) -> None:
         """A MIP start on the outputs (the other columns are left for Gurobi to complete),
-        or none: ``reset`` drops the previous solve's solution, which Gurobi would
-        otherwise try as a start."""
-        self.model.reset(1)
+        or none, which also clears the previous call's.
+
+        The model is not reset between solves: Gurobi starts from its previous solve
+        (an LP's basis, a MIP's incumbent), which is what makes a stream of solves
+        whose costs change cheap (1000 shortest-path LPs on PyEPO's 5x5 grid: 0.28 s
+        with a reset before each, 0.16 s without; PyEPO does not reset either). The
+        answer is optimal either way; under ties, which optimum comes back may depend
+        on the earlier solves of this kernel.
+        """
+        from gurobipy import GRB
+
         if start is not None:
             self._outputs.Start = np.asarray(start, dtype=np.float64)
+            self._started = True
+        elif self._started:
+            self._outputs.Start = np.full(self._outputs.shape, GRB.UNDEFINED)
+            self._started = False
 
     def _settle(self, callback=None) -> np.ndarray:
         model = self.model
