@@ -9,12 +9,12 @@ epoch by epoch so machine load hits them alike. Reported: seconds per training
 epoch (test evaluation not timed) and normalized test regret after the last
 epoch, evaluated by one exact solver for all rows.
 
-Rows: PyEPO SPO+ with Gurobi at solve_ratio 1 and 0.1 (its cache seeded with the
-training set, ``dataset=``); ours SPO+ at solve_ratio 1 and 0.1 with the default
-open-source backend (what ``"auto"`` picks without Gurobi: SCIP here) and with
-``backend="gurobi"``; ours Identity, projection "auto", open-source default,
-solve_ratio 0.1, trained on the regret of its decision (PyEPO's NID with
-``lossfunc="r"``). Then the per-solve table: one knapsack instance at a
+Rows: PyEPO SPO+ with Gurobi (one thread, as ours) at solve_ratio 1 and 0.1 (its
+cache seeded with the training set, ``dataset=``); ours SPO+ at solve_ratio 1 and
+0.1 with the default open-source backend (what ``"auto"`` picks without Gurobi:
+SCIP here) and with ``backend="gurobi"``; ours Identity, projection "auto",
+open-source default, solve_ratio 0.1, trained on the regret of its decision
+(PyEPO's NID with ``lossfunc="r"``). Then the per-solve table: one knapsack instance at a
 time, median ms, the open-source default against Gurobi (one thread).
 
     python benchmarks/mip_training.py [--epochs 10] [--quick] [--no-doc]
@@ -112,6 +112,9 @@ def pyepo_rows(train, spec) -> dict[str, Callable]:
     except Exception as error:  # pyepo or gurobipy missing
         print(f"skipping the PyEPO rows: {type(error).__name__}: {error}")
         return {}
+    # one Gurobi thread, as ours (BackendConfig's default): PyEPO's models leave
+    # Gurobi's default, every core, which the later epochs' harder knapsacks use
+    optmodel._model.Params.Threads = 1
     dataset = pyepo.data.dataset.optDataset(optmodel, train.features.numpy(),
                                             train.costs.numpy())
 
