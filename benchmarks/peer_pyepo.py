@@ -23,14 +23,18 @@ process, and their regret, epoch time and our epoch time over theirs are printed
 from __future__ import annotations
 
 import argparse
-import time
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
 import combolayer as cl
 from combolayer.data import Data, shortest_path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _training import fit_linear  # noqa: E402
 
 PUBLISHED = {"SPO+": 0.076, "PFYL": 0.073, "DPO": 0.099, "I-MLE": 0.121, "DBB": 0.151,
              "NID": 0.089}
@@ -69,24 +73,14 @@ def methods(spec, solver) -> dict[str, tuple[str, Callable, object]]:
 
 
 def run(loss_fn, layer, train: Data, test: Data, solver, epochs: int, bar) -> tuple[list, list]:
-    torch.manual_seed(0)
-    model = torch.nn.Linear(train.features.shape[1], train.costs.shape[1])
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    loader = torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(train.features, train.costs, train.solutions),
-        batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(0),
-    )
+    data = torch.utils.data.TensorDataset(train.features, train.costs, train.solutions)
+    sizes = (train.features.shape[1], train.costs.shape[1])
     regrets, seconds = [], []
-    for _ in range(epochs):
-        if layer is not None:
-            layer.train()
-        start = time.perf_counter()
-        for x, c, y in loader:
-            loss = loss_fn(model(x), c, y)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        seconds.append(time.perf_counter() - start)
+    if layer is not None:
+        layer.train()
+    model, training = fit_linear(loss_fn, data, sizes, 0, epochs)
+    for epoch_seconds in training:
+        seconds.append(epoch_seconds)
         with torch.no_grad():
             decisions = solver.solve(model(test.features))
         regrets.append(cl.metrics.normalized_regret(
@@ -116,21 +110,10 @@ def pyepo_side_by_side(train: Data, test: Data, epochs: int) -> dict | None:
     for peer, layer in by_regret.items():  # PyEPO's lossfunc="r", as regret_loss above
         losses[peer] = lambda cp, c, w, z, layer=layer: (((layer(cp) - w) * c).sum(-1)).mean()
     results = {}
-    for peer, loss_fn in losses.items():
-        torch.manual_seed(0)  # same initial model and batch order as run()
-        model = torch.nn.Linear(train.features.shape[1], train.costs.shape[1])
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-        loader = torch.utils.data.DataLoader(trainset, batch_size=32, shuffle=True,
-                                             generator=torch.Generator().manual_seed(0))
-        seconds = []
-        for _ in range(epochs):
-            start = time.perf_counter()
-            for x, c, w, z in loader:
-                loss = loss_fn(model(x), c, w, z)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-            seconds.append(time.perf_counter() - start)
+    sizes = (train.features.shape[1], train.costs.shape[1])
+    for peer, loss_fn in losses.items():  # same initial model and batch order as run()
+        model, training = fit_linear(loss_fn, trainset, sizes, 0, epochs)
+        seconds = list(training)
         regret = pyepo.metric.regret(model, optmodel,
                                      torch.utils.data.DataLoader(testset, batch_size=32))
         results[peer] = (regret, sum(seconds) / len(seconds))

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ import combolayer as cl
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _doc_blocks import write_block  # noqa: E402
+from _training import fit_linear  # noqa: E402
 
 LossFn = Callable[..., torch.Tensor]  # (pred, costs, solutions, objectives) -> scalar
 
@@ -208,20 +208,9 @@ def problems(n_train: int, n_test: int) -> dict[str, tuple[cl.data.Data, int, Ca
 # ---- training, identical for both libraries ------------------------------------------------
 
 def train_once(loss_fn: LossFn, train, test, solver, seed: int, epochs: int, loader_data):
-    torch.manual_seed(seed)
-    model = torch.nn.Linear(train.features.shape[1], train.costs.shape[1])
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    loader = torch.utils.data.DataLoader(loader_data, batch_size=32, shuffle=True,
-                                         generator=torch.Generator().manual_seed(seed))
-    seconds = []
-    for _ in range(epochs):
-        start = time.perf_counter()
-        for x, c, w, z in loader:
-            loss = loss_fn(model(x), c, w, z)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        seconds.append(time.perf_counter() - start)
+    sizes = (train.features.shape[1], train.costs.shape[1])
+    model, training = fit_linear(loss_fn, loader_data, sizes, seed, epochs)
+    seconds = list(training)
     with torch.no_grad():
         decisions = solver.solve(model(test.features))
     regret = cl.metrics.normalized_regret(solver, test.costs, decisions,

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
 import pytest
 import torch
+from pyepo_kit import SPEC_MAX, SPEC_MIN, brute_min  # the PyEPO tests' 9-point problem
 from testkit import FixedNoise, backend_or_skip
 
 import combolayer as cl
@@ -16,26 +16,7 @@ from combolayer.data import shortest_path
 from combolayer.estimators import METHODS
 from combolayer.transforms.noise import GumbelNoise, SumOfGamma
 
-# A tiny binary problem whose 16 points enumerate: at most one of y0, y1; at least one of y2, y3.
-SPEC_MIN = cl.ILP(
-    shape=[4],
-    constraints=[
-        cl.Constraint(coefs={0: 1, 1: 1}, sense="<=", rhs=1),
-        cl.Constraint(coefs={2: 1, 3: 1}, sense=">=", rhs=1),
-    ],
-)
-SPEC_MAX = SPEC_MIN.model_copy(update={"sense": "max"})
-POINTS = torch.tensor(
-    [p for p in itertools.product([0.0, 1.0], repeat=4) if p[0] + p[1] <= 1 and p[2] + p[3] >= 1],
-    dtype=torch.float64,
-)
 BACKENDS = ["highs", "scip"]
-
-
-def brute_min(costs: torch.Tensor) -> torch.Tensor:
-    """argmin over the enumerated points, for any batch shape (random costs: no ties)."""
-    values = costs @ POINTS.T
-    return POINTS[values.argmin(-1)]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -249,3 +249,15 @@ def test_training_with_solve_ratio_point_one_still_lowers_regret():
     history = fit(layer, train, test, name="cache", epochs=6, lr=5e-2, batch_size=32,
                   seed=0, loss="spo+")
     assert history.regret[-1] < 0.7 * history.regret[0]
+
+
+def test_a_pool_that_grows_between_forward_and_backward_keeps_the_gradient():
+    """The pool hands out copies: a loss's graph that saved the pool survives later adds."""
+    loss = cl.losses.CMAPLoss(SPEC, backend="highs")
+    y = loss.solver.solve(torch.randn(4, N, dtype=torch.float64))
+    cost = torch.randn(4, N, dtype=torch.float64, requires_grad=True)
+    first = loss(cost, y)
+    for _ in range(5):  # new exact solutions join the pool before the backward
+        loss(5 * torch.randn(4, N, dtype=torch.float64), y)
+    first.backward()
+    assert torch.isfinite(cost.grad).all()

@@ -39,7 +39,8 @@ class SolutionPool:
         self.num_outputs = num_outputs
         self.max_size = max_size
         # CPU float64 rows, oldest first, in the first _size rows of a buffer that
-        # doubles when full: adding is in place, and `solutions` is a view.
+        # doubles when full, so adding is in place. Callers get copies (made once per
+        # change and device): a view would change under a graph that saved it.
         self._buffer = torch.empty(0, num_outputs, dtype=torch.float64)
         self._size = 0
         self._keys: dict[bytes, int] = {}  # row bytes -> 1 when seeded, 0 otherwise
@@ -54,9 +55,8 @@ class SolutionPool:
 
     @property
     def solutions(self) -> Tensor:
-        """The pool as a ``(P, N)`` float64 CPU tensor, oldest first: a view, which a
-        later add may change (``.clone()`` it to keep it)."""
-        return self._buffer[: self._size]
+        """The pool as a ``(P, N)`` float64 CPU tensor, oldest first."""
+        return self._on(torch.device("cpu"), torch.float64)
 
     def seed(self, solutions: Tensor) -> int:
         """Add solutions that stay in the pool whatever comes later; returns how many were new."""
@@ -102,7 +102,7 @@ class SolutionPool:
         self._size += 1
 
     def _evict_oldest(self) -> bool:
-        rows = self.solutions.numpy()
+        rows = self._buffer[: self._size].numpy()
         for index in range(self._size):
             key = bytes(rows[index])
             if not self._keys[key]:
@@ -113,12 +113,11 @@ class SolutionPool:
         return False
 
     def _on(self, device: torch.device, dtype: torch.dtype) -> Tensor:
-        if device.type == "cpu" and dtype is torch.float64:
-            return self.solutions
         key = (device, dtype)
         converted = self._converted.get(key)
         if converted is None:
-            converted = self._converted[key] = self.solutions.to(device=device, dtype=dtype)
+            converted = self._converted[key] = self._buffer[: self._size].to(
+                device=device, dtype=dtype, copy=True)
         return converted
 
 
@@ -126,8 +125,8 @@ def check_solve_ratio(solve_ratio: float) -> float:
     """``solve_ratio`` as a float in [0, 1], or ``ValueError`` naming what it got."""
     ratio = float(solve_ratio)
     if not 0.0 <= ratio <= 1.0:
-        raise ValueError(f"solve_ratio must be in [0, 1] (the probability of an exact solve), "
-                         f"got {solve_ratio}")
+        raise ValueError(f"solve_ratio must be in [0, 1], got {solve_ratio} (it is the "
+                         "probability of an exact solve)")
     return ratio
 
 

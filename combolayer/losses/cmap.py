@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from .base import check_solution
-from .pooled import PooledLoss
+from .pooled import SolutionPooledLoss
 
 
-class CMAPLoss(PooledLoss):
+class CMAPLoss(SolutionPooledLoss):
     """The contrastive MAP loss: the true solution against the pool's best under the prediction.
 
     With ``c_hat`` the predicted min-sense cost, ``y*`` the true solution and
@@ -24,9 +23,5 @@ class CMAPLoss(PooledLoss):
     Losses and Solution Caching for Predict-and-Optimize", IJCAI 2021.
     """
 
-    def __call__(self, cost_pred: Tensor, y_true: Tensor) -> Tensor:
-        c_hat = self.flat(cost_pred, "cost_pred")
-        y_star = check_solution(self.solver, y_true, cost_pred, "y_true").reshape(c_hat.shape)
-        pool = self.refreshed_pool(c_hat)
-        loss = (c_hat * y_star).sum(-1) - (c_hat @ pool.T).min(-1).values
-        return self.finish(loss, cost_pred)
+    def per_instance(self, c_hat: Tensor, y_star: Tensor, pool: Tensor) -> Tensor:
+        return (c_hat * y_star).sum(-1) - (c_hat @ pool.T).min(-1).values

@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .pooled import PooledLoss
+from .pooled import CostPooledLoss
 
 
-class ListwiseLTRLoss(PooledLoss):
+class ListwiseLTRLoss(CostPooledLoss):
     """Listwise LTR: cross-entropy between the pool's softmax rankings under the two costs.
 
     With ``c_hat`` and ``c`` the predicted and true min-sense costs and ``S``
@@ -25,10 +25,6 @@ class ListwiseLTRLoss(PooledLoss):
     Through the Lens of Learning to Rank", ICML 2022.
     """
 
-    def __call__(self, cost_pred: Tensor, cost_true: Tensor) -> Tensor:
-        c_hat = self.flat(cost_pred, "cost_pred")
-        c = self.flat(self.true_costs(cost_true, cost_pred), "cost_true")
-        pool = self.refreshed_pool(c_hat)
+    def per_instance(self, c_hat: Tensor, c: Tensor, pool: Tensor) -> Tensor:
         target = torch.softmax(-(c @ pool.T), dim=-1).clamp(min=1e-8)
-        loss = -(torch.log_softmax(-(c_hat @ pool.T), dim=-1) * target).sum(-1)
-        return self.finish(loss, cost_pred)
+        return -(torch.log_softmax(-(c_hat @ pool.T), dim=-1) * target).sum(-1)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from .base import check_solution
-from .pooled import PooledLoss
+from .pooled import SolutionPooledLoss
 
 
-class NCELoss(PooledLoss):
+class NCELoss(SolutionPooledLoss):
     """The NCE loss: the true solution against every solution in the pool.
 
     With ``c_hat`` the predicted min-sense cost, ``y*`` the true solution and
@@ -25,9 +24,5 @@ class NCELoss(PooledLoss):
     Losses and Solution Caching for Predict-and-Optimize", IJCAI 2021.
     """
 
-    def __call__(self, cost_pred: Tensor, y_true: Tensor) -> Tensor:
-        c_hat = self.flat(cost_pred, "cost_pred")
-        y_star = check_solution(self.solver, y_true, cost_pred, "y_true").reshape(c_hat.shape)
-        pool = self.refreshed_pool(c_hat)
-        loss = (c_hat * y_star).sum(-1) - c_hat @ pool.mean(0)
-        return self.finish(loss, cost_pred)
+    def per_instance(self, c_hat: Tensor, y_star: Tensor, pool: Tensor) -> Tensor:
+        return (c_hat * y_star).sum(-1) - c_hat @ pool.mean(0)

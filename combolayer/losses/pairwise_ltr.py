@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .pooled import PooledLoss
+from .pooled import CostPooledLoss
 
 
-class PairwiseLTRLoss(PooledLoss):
+class PairwiseLTRLoss(CostPooledLoss):
     """Pairwise LTR: the pool's truly best solution should beat every other under the prediction.
 
     With ``c_hat`` and ``c`` the predicted and true min-sense costs, ``S`` the
@@ -24,12 +24,8 @@ class PairwiseLTRLoss(PooledLoss):
     Through the Lens of Learning to Rank", ICML 2022.
     """
 
-    def __call__(self, cost_pred: Tensor, cost_true: Tensor) -> Tensor:
-        c_hat = self.flat(cost_pred, "cost_pred")
-        c = self.flat(self.true_costs(cost_true, cost_pred), "cost_true")
-        pool = self.refreshed_pool(c_hat)
+    def per_instance(self, c_hat: Tensor, c: Tensor, pool: Tensor) -> Tensor:
         predicted = c_hat @ pool.T
         best = (c @ pool.T).argmin(-1, keepdim=True)
         margins = torch.relu(predicted.gather(-1, best) - predicted)
-        loss = margins.sum(-1) / max(pool.shape[0] - 1, 1)
-        return self.finish(loss, cost_pred)
+        return margins.sum(-1) / max(pool.shape[0] - 1, 1)

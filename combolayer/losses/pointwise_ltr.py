@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from .pooled import PooledLoss
+from .pooled import CostPooledLoss
 
 
-class PointwiseLTRLoss(PooledLoss):
+class PointwiseLTRLoss(CostPooledLoss):
     """Pointwise LTR: each pooled solution's predicted objective regressed on its true one.
 
     With ``c_hat`` and ``c`` the predicted and true costs and ``S`` the pool
@@ -22,9 +22,5 @@ class PointwiseLTRLoss(PooledLoss):
     Through the Lens of Learning to Rank", ICML 2022.
     """
 
-    def __call__(self, cost_pred: Tensor, cost_true: Tensor) -> Tensor:
-        c_hat = self.flat(cost_pred, "cost_pred")
-        c = self.flat(self.true_costs(cost_true, cost_pred), "cost_true")
-        pool = self.refreshed_pool(c_hat)
-        loss = ((c - c_hat) @ pool.T).square().mean(-1)
-        return self.finish(loss, cost_pred)
+    def per_instance(self, c_hat: Tensor, c: Tensor, pool: Tensor) -> Tensor:
+        return ((c - c_hat) @ pool.T).square().mean(-1)

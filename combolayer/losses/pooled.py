@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..backends.pool import SolutionPool
+from ..backends.pool import SolutionPool, check_solve_ratio
 from ..backends.registry import as_solver
 from ..backends.solver import check_costs
 from .base import check_reduction, check_solution, reduce
@@ -50,18 +50,16 @@ class PooledLoss:
 
     The sense is folded once: ``c = solver.sign * cost``, so subclasses write
     `per_instance` for minimisation on flattened ``(B, N)`` costs and a
-    ``(P, N)`` pool.
+    ``(P, N)`` pool; `SolutionPooledLoss` and `CostPooledLoss` check and
+    flatten the target (true solutions or true costs) that they compare with.
     """
 
     def __init__(self, spec: Any, solve_ratio: float = 1.0, pool: Any = None,
                  reduction: str = "mean", backend: Any = "auto",
                  generator: torch.Generator | None = None) -> None:
-        if not 0.0 <= solve_ratio <= 1.0:
-            raise ValueError(f"{type(self).__name__} solve_ratio must be in [0, 1], "
-                             f"got {solve_ratio}")
         self.solver = as_solver(spec, backend)
         self.spec = self.solver.spec
-        self.solve_ratio = float(solve_ratio)
+        self.solve_ratio = check_solve_ratio(solve_ratio)
         self.pool = as_pool(pool, self.solver.num_outputs)
         self.reduction = check_reduction(reduction)
         self.generator = generator
@@ -96,3 +94,39 @@ class PooledLoss:
     def finish(self, per_instance: Tensor, like: Tensor) -> Tensor:
         batch = like.shape[: like.ndim - len(self.spec.cost_shape)]
         return reduce(per_instance.reshape(batch), self.reduction)
+
+    def per_instance(self, c_hat: Tensor, target: Tensor, pool: Tensor) -> Tensor:
+        """The ``(B,)`` losses of min-sense ``(B, N)`` predictions against the
+        flattened target, over the ``(P, N)`` pool."""
+        raise NotImplementedError
+
+    def flat_target(self, target: Tensor, cost_pred: Tensor) -> Tensor:
+        """The checked target, flattened to ``(B, N)``."""
+        raise NotImplementedError
+
+    def _loss(self, cost_pred: Tensor, target: Tensor) -> Tensor:
+        c_hat = self.flat(cost_pred, "cost_pred")
+        target = self.flat_target(target, cost_pred)
+        return self.finish(self.per_instance(c_hat, target, self.refreshed_pool(c_hat)),
+                           cost_pred)
+
+
+class SolutionPooledLoss(PooledLoss):
+    """A pool loss against the true solutions ``y_true`` (NCE, CMAP)."""
+
+    def __call__(self, cost_pred: Tensor, y_true: Tensor) -> Tensor:
+        return self._loss(cost_pred, y_true)
+
+    def flat_target(self, target: Tensor, cost_pred: Tensor) -> Tensor:
+        y_star = check_solution(self.solver, target, cost_pred, "y_true")
+        return y_star.reshape(-1, self.solver.num_outputs)
+
+
+class CostPooledLoss(PooledLoss):
+    """A pool loss against the true costs ``cost_true`` (the LTR family)."""
+
+    def __call__(self, cost_pred: Tensor, cost_true: Tensor) -> Tensor:
+        return self._loss(cost_pred, cost_true)
+
+    def flat_target(self, target: Tensor, cost_pred: Tensor) -> Tensor:
+        return self.flat(self.true_costs(target, cost_pred), "cost_true")
