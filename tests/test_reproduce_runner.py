@@ -143,7 +143,7 @@ def test_claims_on_gated_runs_are_invalid_and_the_report_counts_them(tmp_path):
     assert report.verdict_counts(result) == {"agrees": 1, "disagrees": 0, "inconclusive": 0,
                                              "invalid": 1}
     text = report.render(tmp_path / "results", tmp_path / "results.md").read_text()
-    assert "| invalid |" in text and "| 1 | 0 | 0 | 1 |" in text
+    assert "| invalid |" in text and "| 1 | 0 | 0 (0) | 1 |" in text
     assert "| identity beats imle | **invalid** |" in text
 
 
@@ -157,3 +157,90 @@ def test_the_report_names_the_tuned_hyperparameters(tmp_path):
     core.finish("fake", config, metric, runs, [], [], started=0.0, details={"tuning": tuning})
     text = report.render(tmp_path / "results", tmp_path / "results.md").read_text()
     assert "| imle | k=5 | 100: 1.5, 1000: 0.9 | 1000 | 0.9 |" in text
+
+
+def test_a_control_learns_in_its_first_epoch_only_and_has_its_own_label():
+    identity = core.Variant("identity", projection="std", setting="k=5", options={"k": 5})
+    frozen = core.control(identity)
+    assert frozen.label == "identity [k=5, control], P=std"
+    assert frozen.options == {"k": 5, "control": True} and identity.options == {"k": 5}
+    assert frozen.is_control and not identity.is_control
+    assert [core.learns(frozen, e) for e in range(3)] == [True, False, False]
+    assert all(core.learns(identity, e) for e in range(3))
+
+
+def test_on_par_counts_only_when_the_control_loses_to_both_rows():
+    a, b = [0.80, 0.81, 0.82], [0.80, 0.805, 0.81]
+    numbers = verdicts.on_par(a, b, True, tolerance=0.02)
+    assert numbers[0] == "agrees"
+    kept_up = verdicts.discriminates(a, b, [0.79, 0.80, 0.81], True)
+    assert not kept_up[0]
+    verdict, evidence = verdicts.require_control(numbers, kept_up)
+    assert verdict == "inconclusive" and evidence.startswith("trivial: control not")
+    lost = verdicts.discriminates(a, b, [0.30, 0.31, 0.32], True)
+    assert lost[0]
+    assert verdicts.require_control(numbers, lost)[0] == "agrees"
+    # a disagreement stands either way: the rows themselves differ
+    apart = verdicts.on_par(a, [0.5, 0.51, 0.52], True, tolerance=0.02)
+    assert verdicts.require_control(apart, kept_up)[0] == "disagrees"
+
+
+def test_near_boundary_marks_verdicts_one_standard_error_from_flipping():
+    # d = 0.09 and se = 0.06 / sqrt(3) = 0.0346: d clears 2 SE (0.069) but not 3 SE
+    a, b = [1.03, 1.09, 1.15], [1.0, 1.0, 1.0]
+    assert verdicts.better(a, b, True)[0] == "agrees"
+    assert verdicts.near_boundary(a, b, True, "better")
+    assert not verdicts.near_boundary([2.0, 2.01, 2.02], b, True, "better")
+    assert verdicts.near_boundary([1.0, 1.01, 1.02], [1.0, 1.0, 1.0], True, "on_par", 0.012)
+    with pytest.raises(ValueError, match="rule must be one of"):
+        verdicts.near_boundary(a, b, True, "beats")
+
+
+def _toy_train_one(means):
+    """A stand-in ``train_one``: the row's value is its mean plus a seed-dependent wobble."""
+    def train_one(variant, seed, bar):
+        wobble = ((seed * 7919) % 11 - 5) / 100
+        return core.Outcome(value=means[variant.label] + wobble, untrained=0.1)
+    return train_one
+
+
+def test_judge_reruns_the_rows_of_shaky_claims_and_reports_which_moved():
+    a, b, c = (core.Variant("identity", projection="std"), core.Variant("blackbox"),
+               core.Variant("imle"))
+    means = {a.label: 0.80, b.label: 0.78, c.label: 0.40}
+    train_one = _toy_train_one(means)
+    config = core.ExperimentConfig(seeds=[0, 1, 2], recheck_seeds=6, progress=False)
+    runs = core.run_variants([a, b, c], config.seeds, train_one, desc="toy", progress=False)
+    metric = core.Metric(name="R@1", higher_is_better=True)
+
+    def claims_of(runs):
+        return [core.claim_better("identity beats blackbox", runs, a, b, metric),
+                core.claim_better("identity beats imle", runs, a, c, metric)]
+
+    claims, recheck = core.judge(runs, claims_of, config, train_one, desc="toy")
+    assert [r["claim"] for r in recheck] == ["identity beats blackbox"]
+    assert recheck[0]["before"] == "inconclusive" and recheck[0]["seeds"] == 6
+    assert len(runs.values(a)) == len(runs.values(b)) == 6 and len(runs.values(c)) == 3
+    assert claims[1].verdict == "agrees"
+    # a quick run, or one already at the re-check's seed count, re-runs nothing
+    quick = core.ExperimentConfig(seeds=[0, 1, 2], quick=True, progress=False)
+    fresh = core.run_variants([a, b, c], quick.seeds, train_one, desc="toy", progress=False)
+    assert core.judge(fresh, claims_of, quick, train_one, desc="toy")[1] == []
+
+
+def test_the_report_shows_the_spread_to_the_control_and_the_rechecked_claims(tmp_path):
+    a = core.Variant("identity", projection="std")
+    frozen = core.control(a)
+    means = {a.label: 0.80, frozen.label: 0.35}
+    train_one = _toy_train_one(means)
+    runs = core.run_variants([a, frozen], [0, 1, 2], train_one, desc="toy", progress=False)
+    metric = core.Metric(name="R@1", higher_is_better=True)
+    config = core.ExperimentConfig(seeds=[0, 1, 2], out=tmp_path / "results" / "fake")
+    recheck = [{"claim": "identity beats x", "before": "inconclusive", "after": "agrees",
+                "seeds": 10, "rows": [a.label]}]
+    core.finish("fake", config, metric, runs, [], [], started=0.0,
+                details={"recheck": recheck})
+    text = report.render(tmp_path / "results", tmp_path / "results.md").read_text()
+    # the toy wobble of seeds 0, 1, 2 averages +0.0133
+    assert "| - | 0.1 | identity, P=std: 0.8133 | identity [control], P=std: 0.3633 |" in text
+    assert "1 of 1 moved" in text and "| identity beats x | inconclusive | agrees |" in text

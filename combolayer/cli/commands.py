@@ -76,8 +76,8 @@ def solve(args: argparse.Namespace) -> int:
 
 
 def reproduce(args: argparse.Namespace) -> int:
-    """``combolayer reproduce [NAME] [--list] [--quick] [--seeds N] [--device D] [--out DIR]
-    [--set KEY=VALUE ...] [--report]``: run a paper experiment, list them, or render
+    """``combolayer reproduce [NAME] [--list] [--quick] [--seeds N] [--scale cpu|paper]
+    [--device D] [--out DIR] [--set KEY=VALUE ...] [--report]``: run a paper experiment, list them, or render
     docs/results.md from the committed runs."""
     import sys
     import time
@@ -115,7 +115,9 @@ def reproduce(args: argparse.Namespace) -> int:
     except KeyError as error:
         print(f"combolayer reproduce: {error.args[0]}", file=sys.stderr)
         return 2
-    overrides = dict(module.QUICK) if args.quick else {}
+    overrides = dict(module.PAPER_SCALE) if args.scale == "paper" else {}
+    if args.quick:
+        overrides.update(module.QUICK)
     for item in args.set:
         key, sep, value = item.partition("=")
         if not sep:

@@ -80,6 +80,10 @@ def add_reproduce_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="the seconds-long smoke version of the same code path")
     parser.add_argument("--seeds", type=int, help="number of seeds (0..N-1)")
+    parser.add_argument("--scale", choices=["cpu", "paper"], default="cpu",
+                        help="cpu: the CPU-scale analogue (default); paper: the paper's model "
+                             "sizes, epochs and data sizes, for a machine with an accelerator "
+                             "(with --quick: a toy slice of it)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default=None)
     parser.add_argument("--out", help="output folder (default runs/NAME)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

@@ -4,8 +4,9 @@ Each experiment is one module in this package, and adding one touches that
 file only: the module's docstring (first line: the one-line description), a
 pydantic ``Config`` (a subclass of `ExperimentConfig`
 with the paper's values as defaults and the CPU-scale changes named), a
-``QUICK`` dict of overrides for the seconds-long smoke run, and
-``run(config) -> Result``. `experiments` finds them by scanning the package.
+``QUICK`` dict of overrides for the seconds-long smoke run, a ``PAPER_SCALE``
+dict that sets the paper's model sizes, epochs and data sizes (``--scale
+paper``; with ``--quick``, a toy slice of it), and ``run(config) -> Result``. `experiments` finds them by scanning the package.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
 """What every experiment shares: its config base, the results schema, the
 seeds x variants loop with progress bars, the learning-curve plot, and saving.
 
-An experiment module describes *what* to train (its variants) and *how one
-run goes* (``train_one(variant, seed) -> Outcome``); `run_variants`
-does the rest, and `finish` writes ``results.json`` (the schema below,
-exactly these keys), ``details.json`` (curves and secondary metrics) and
+An experiment module describes *what* to train (its variants, a `control`
+among them) and *how one run goes* (``train_one(variant, seed) -> Outcome``);
+`run_variants` does the rest, `judge` turns the runs into claims and re-runs
+the rows of shaky claims at more seeds, and `finish` writes ``results.json``
+(the schema below, exactly these keys), ``details.json`` (curves, secondary
+metrics, the spread untrained -> best -> control, the re-checked claims) and
 ``curves.png``.
 """
 
@@ -16,14 +18,14 @@ import platform
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from tqdm.auto import tqdm
 
 from . import verdicts
@@ -36,7 +38,10 @@ class ExperimentConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    seeds: list[int] = Field(default=[0, 1, 2], min_length=1)
+    seeds: list[int] = Field(default=[0, 1, 2, 3, 4], min_length=1)
+    #: rows of a shaky claim (inconclusive, or within one standard error of a
+    #: boundary) are re-run on further seeds up to this many; 0 turns it off
+    recheck_seeds: int = Field(default=10, ge=0)
     device: str = "cpu"
     quick: bool = False
     out: Path | None = None  # default: runs/NAME
@@ -77,6 +82,10 @@ class Claim(BaseModel):
     claim: str
     verdict: Literal["agrees", "disagrees", "inconclusive", "invalid"]
     evidence: str
+    #: not saved: the labels of the rows the claim compares, and whether its
+    #: verdict could flip with more seeds (`judge` re-runs those rows)
+    _rows: tuple[str, ...] = PrivateAttr(default=())
+    _shaky: bool = PrivateAttr(default=False)
 
 
 class Metric(BaseModel):
@@ -131,8 +140,30 @@ class Variant:
         return f"{self.method} [{self.setting}]" if self.setting else self.method
 
     @property
+    def is_control(self) -> bool:
+        return bool(self.options.get("control"))
+
+    @property
     def label(self) -> str:
         return row_label(self.name, self.projection, self.noise, self.margin)
+
+
+#: A control row learns for this many epochs, then its gradient is zeroed.
+CONTROL_EPOCHS = 1
+
+
+def control(variant: Variant) -> Variant:
+    """The row that must lose: ``variant`` with its gradient zeroed after the first
+    epoch (`learns`). A task on which it keeps up with the trained rows cannot
+    tell methods apart, and "on par" claims there are trivial."""
+    setting = ", ".join(part for part in (variant.setting, "control") if part)
+    return replace(variant, setting=setting, options={**variant.options, "control": True})
+
+
+def learns(variant: Variant, epoch: int) -> bool:
+    """Whether ``variant`` takes optimiser steps in ``epoch`` (0-based): every row
+    does, but a `control` only in its first `CONTROL_EPOCHS`."""
+    return not variant.is_control or epoch < CONTROL_EPOCHS
 
 
 def row_label(method: str, projection: str | None, noise: float | None, margin: Margin) -> str:
@@ -163,6 +194,8 @@ class Outcome:
     #: the sanity gate (`verdicts.trained`); None where the experiment has none
     untrained_val: float | None = None
     final_val: float | None = None
+    #: the headline metric on the test split before training (the spread's start)
+    untrained: float | None = None
 
 
 @dataclass
@@ -191,6 +224,11 @@ class Runs:
         return verdicts.trained([o.untrained_val for o in outcomes],
                                 [o.final_val for o in outcomes], metric.higher_is_better,
                                 margin, ideal)
+
+    def extend(self, more: Runs) -> None:
+        """Add ``more``'s outcomes (further seeds of some of these variants)."""
+        for label, outcomes in more.outcomes.items():
+            self.outcomes[label].extend(outcomes)
 
     def rows(self) -> list[Row]:
         rows = []
@@ -273,28 +311,73 @@ def _gates(runs: Runs, metric: Metric, variants: Sequence[Variant], margin: floa
     return gates
 
 
+def _judged(text: str, runs: Runs, a: Variant, b: Variant, metric: Metric, rule: str,
+            threshold: float, gate_margin: float, ideal: float | None,
+            control: Variant | None = None) -> Claim:
+    """One claim on rows ``a`` and ``b`` by `verdicts`' ``rule``, gated, and for
+    the "on par" rules required to beat ``control``."""
+    judge = {"better": verdicts.better, "on_par": verdicts.on_par,
+             "on_par_or_better": verdicts.on_par_or_better}[rule]
+    values_a, values_b = runs.values(a), runs.values(b)
+    numbers = judge(values_a, values_b, metric.higher_is_better, threshold)
+    if control is not None:
+        numbers = verdicts.require_control(numbers, verdicts.discriminates(
+            values_a, values_b, runs.values(control), metric.higher_is_better))
+    verdict, evidence = verdicts.gate(numbers, _gates(runs, metric, [a, b], gate_margin, ideal))
+    made = Claim(claim=text, verdict=verdict,
+                 evidence=f"{_mean(runs, a)} vs {_mean(runs, b)}: {evidence}")
+    made._rows = tuple(v.label for v in (a, b, control) if v is not None)
+    made._shaky = verdict == "inconclusive" or (verdict != "invalid" and verdicts.near_boundary(
+        values_a, values_b, metric.higher_is_better, rule, threshold))
+    return made
+
+
 def claim_better(text: str, runs: Runs, a: Variant, b: Variant, metric: Metric,
                  min_gap: float = 0.0, gate_margin: float = GATE_MARGIN,
                  ideal: float | None = None) -> Claim:
     """"``a`` beats ``b``", judged by `verdicts.better` on the per-seed values,
     and ``invalid`` when either row failed its sanity gate."""
-    verdict, evidence = verdicts.gate(
-        verdicts.better(runs.values(a), runs.values(b), metric.higher_is_better, min_gap),
-        _gates(runs, metric, [a, b], gate_margin, ideal))
-    return Claim(claim=text, verdict=verdict,
-                 evidence=f"{_mean(runs, a)} vs {_mean(runs, b)}: {evidence}")
+    return _judged(text, runs, a, b, metric, "better", min_gap, gate_margin, ideal)
 
 
 def claim_on_par(text: str, runs: Runs, a: Variant, b: Variant, metric: Metric,
                  tolerance: float, gate_margin: float = GATE_MARGIN,
-                 ideal: float | None = None) -> Claim:
-    """"``a`` is on par with ``b``", judged by `verdicts.on_par`, and
-    ``invalid`` when either row failed its sanity gate."""
-    verdict, evidence = verdicts.gate(
-        verdicts.on_par(runs.values(a), runs.values(b), metric.higher_is_better, tolerance),
-        _gates(runs, metric, [a, b], gate_margin, ideal))
-    return Claim(claim=text, verdict=verdict,
-                 evidence=f"{_mean(runs, a)} vs {_mean(runs, b)}: {evidence}")
+                 ideal: float | None = None, control: Variant | None = None,
+                 or_better: bool = False) -> Claim:
+    """"``a`` is on par with ``b``" (``or_better``: "or better"), judged by
+    `verdicts.on_par` (`verdicts.on_par_or_better`); ``invalid`` when either row
+    failed its sanity gate, and a trivial ``inconclusive`` instead of ``agrees``
+    when ``control`` was not detectably worse than both rows."""
+    return _judged(text, runs, a, b, metric, "on_par_or_better" if or_better else "on_par",
+                   tolerance, gate_margin, ideal, control)
+
+
+def judge(runs: Runs, claims_of: Callable[[Runs], list[Claim]], config: ExperimentConfig,
+          train_one: Callable[[Variant, int, tqdm | None], Outcome],
+          desc: str) -> tuple[list[Claim], list[dict[str, Any]]]:
+    """``claims_of(runs)``, with the rows of every shaky claim (`Claim._shaky`)
+    re-run on further seeds up to ``config.recheck_seeds`` (not in a quick run)
+    and the claims judged again. Returns the final claims and, per re-checked claim, its verdict
+    before and after (``details.json``'s ``"recheck"``)."""
+    claims = claims_of(runs)
+    shaky = [c for c in claims if c._shaky]
+    labels = list(dict.fromkeys(label for c in shaky for label in c._rows))
+    more = config.recheck_seeds - len(config.seeds)
+    if config.quick or not labels or more <= 0:
+        return claims, []
+    extra_seeds = list(range(max(config.seeds) + 1, max(config.seeds) + 1 + more))
+    variants = [v for v in runs.variants if v.label in labels]
+    runs.extend(run_variants(variants, extra_seeds, train_one,
+                             desc=f"{desc}: re-run at {config.recheck_seeds} seeds",
+                             progress=config.progress))
+    after = claims_of(runs)
+    if len(after) != len(claims):
+        raise ValueError(f"claims_of must make the same claims on more seeds: "
+                         f"{len(claims)} before, {len(after)} after")
+    recheck = [{"claim": new.claim, "before": old.verdict, "after": new.verdict,
+                "seeds": config.recheck_seeds, "rows": list(new._rows)}
+               for old, new in zip(claims, after) if old._shaky]
+    return after, recheck
 
 
 def _mean(runs: Runs, v: Variant) -> str:
@@ -346,11 +429,36 @@ def finish(name: str, config: ExperimentConfig, metric: Metric, runs: Runs,
         for v in runs.variants
     }
     payload = {"curves": curves, "series": series, "extras": extras,
+               "spread": spread(runs, metric),
                "config": json.loads(config.model_dump_json()), **(details or {})}
     (out / "details.json").write_text(json.dumps(payload, indent=2, default=float) + "\n")
     plot_curves({f"test {metric.name}": curves, **series}, out / "curves.png",
                 title=f"{name}{' (quick)' if config.quick else ''}")
     return result
+
+
+def spread(runs: Runs, metric: Metric) -> list[dict[str, Any]]:
+    """Per setting (the rows' ``setting`` without "control"): the test metric
+    before training (mean over every run that recorded it), the best row, and
+    each control row. A task discriminates when best and control lie far apart."""
+    groups: dict[str, list[Variant]] = {}
+    for v in runs.variants:
+        setting = ", ".join(p for p in v.setting.split(", ") if p and p != "control")
+        groups.setdefault(setting, []).append(v)
+    found = []
+    for setting, variants in groups.items():
+        means = {v.label: float(np.mean(runs.values(v))) for v in variants}
+        trained = [v.label for v in variants if not v.is_control]
+        untrained = [o.untrained for v in variants for o in runs.outcomes[v.label]
+                     if o.untrained is not None]
+        best = (max if metric.higher_is_better else min)(trained, key=means.get) if trained else None
+        found.append({
+            "setting": setting,
+            "untrained": float(np.mean(untrained)) if untrained else None,
+            "best": {"row": best, "mean": means[best]} if best else None,
+            "controls": {v.label: means[v.label] for v in variants if v.is_control},
+        })
+    return found
 
 
 def _mean_curve(curves: list[list[float]]) -> list[float]:

@@ -42,9 +42,15 @@ def render(results_dir: Path = Path("docs/results"), out: Path = Path("docs/resu
         f"tolerance and *disagrees* when `|d| - {Z:g} se` exceeds it. A claim is "
         f"*invalid* when a row it compares failed its sanity gate (its validation metric "
         f"did not beat its own untrained value by the stated margin), where the run "
-        f"recorded validation values; runs committed before the gate existed are not "
-        f"gated. With 3 seeds "
-        f"this is a heuristic, not a significance test "
+        f"recorded validation values. Every experiment has a *control* row that must "
+        f"lose: a method whose gradient is zeroed after its first epoch. An \"on par\" "
+        f"claim agrees only when the control is detectably worse than both rows; "
+        f"otherwise it is *inconclusive* and its evidence says *trivial*. Thresholds "
+        f"are fractions of the analogue's own spread (untrained -> best row) unless a "
+        f"claim says otherwise. Rows of an inconclusive claim, or one within one "
+        f"standard error of a boundary, are re-run on further seeds (10 in all) and "
+        f"the claim judged again; each section lists the claims that were. With 5 to "
+        f"10 seeds this is a heuristic, not a significance test "
         f"(`combolayer/experiments/verdicts.py`).",
         "",
     ]
@@ -64,16 +70,22 @@ def render(results_dir: Path = Path("docs/results"), out: Path = Path("docs/resu
 
 
 def _summary(results: dict[str, Result]) -> list[str]:
-    lines = ["| experiment | metric | claims agreeing | disagreeing | inconclusive | invalid "
-             "| run time |",
+    lines = ["| experiment | metric | claims agreeing | disagreeing | inconclusive "
+             "(of which trivial) | invalid | run time |",
              "|---|---|---|---|---|---|---|"]
     for name, r in results.items():
         counts = verdict_counts(r)
         lines.append(f"| [{name}](#{name}) | {r.metric.name} "
                      f"({'higher' if r.metric.higher_is_better else 'lower'} is better) | "
-                     f"{counts['agrees']} | {counts['disagrees']} | {counts['inconclusive']} | "
-                     f"{counts['invalid']} | {r.runtime_s / 60:.1f} min |")
+                     f"{counts['agrees']} | {counts['disagrees']} | {counts['inconclusive']} "
+                     f"({trivial_count(r)}) | {counts['invalid']} | "
+                     f"{r.runtime_s / 60:.1f} min |")
     return lines + [""]
+
+
+def trivial_count(result: Result) -> int:
+    """Claims that are inconclusive because the control kept up (`verdicts.require_control`)."""
+    return sum(c.verdict == "inconclusive" and "trivial:" in c.evidence for c in result.claims)
 
 
 def verdict_counts(result: Result) -> dict[str, int]:
@@ -104,6 +116,7 @@ def _section(name: str, r: Result, module, results_dir: Path) -> list[str]:
     if extras:
         lines += extras
     lines += _tuning(results_dir / name / "details.json")
+    lines += _spread(results_dir / name / "details.json", r)
     if r.paper:
         lines += ["The paper's numbers for the corresponding rows:", "",
                   "| method | projection | paper | note |", "|---|---|---|---|"]
@@ -113,6 +126,7 @@ def _section(name: str, r: Result, module, results_dir: Path) -> list[str]:
     lines += ["| claim (paper) | verdict | evidence |", "|---|---|---|"]
     lines += [f"| {c.claim} | {ICONS[c.verdict]} | {c.evidence} |" for c in r.claims]
     lines.append("")
+    lines += _recheck(results_dir / name / "details.json")
     if (results_dir / name / "curves.png").exists():
         lines += [f"![{name} learning curves](results/{name}/curves.png)", ""]
     lines += ["Regenerate:", "", "```bash",
@@ -156,4 +170,37 @@ def _tuning(path: Path) -> list[str]:
         chosen = next(v for key, v in t.items() if key.startswith("chosen_"))
         lines.append(f"| {t['method']} | k={t.get('k', '-')} | {grid} | {t['chosen']:g} | "
                      f"{chosen:.4g} |")
+    return lines + [""]
+
+
+def _details(path: Path, key: str) -> list:
+    """``details.json``'s ``key``, or nothing."""
+    return json.loads(path.read_text()).get(key, []) if path.exists() else []
+
+
+def _spread(path: Path, r: Result) -> list[str]:
+    """Per setting: the test metric untrained -> best row -> control rows."""
+    spread = _details(path, "spread")
+    if not spread:
+        return []
+    lines = [f"How far apart the task sets the rows ({r.metric.name} on the test split):", "",
+             "| setting | untrained | best row | control |", "|---|---|---|---|"]
+    for s in spread:
+        untrained = f"{s['untrained']:.4g}" if s["untrained"] is not None else "-"
+        best = f"{s['best']['row']}: {s['best']['mean']:.4g}" if s["best"] else "-"
+        controls = ", ".join(f"{label}: {value:.4g}" for label, value in s["controls"].items())
+        lines.append(f"| {s['setting'] or '-'} | {untrained} | {best} | {controls or '-'} |")
+    return lines + [""]
+
+
+def _recheck(path: Path) -> list[str]:
+    """The claims whose rows were re-run on more seeds, and whether they moved."""
+    recheck = _details(path, "recheck")
+    if not recheck:
+        return []
+    moved = sum(c["before"] != c["after"] for c in recheck)
+    lines = [f"Claims re-run at {recheck[0]['seeds']} seeds (they were inconclusive or within "
+             f"one standard error of a boundary); {moved} of {len(recheck)} moved:", "",
+             "| claim | before | after |", "|---|---|---|"]
+    lines += [f"| {c['claim']} | {c['before']} | {c['after']} |" for c in recheck]
     return lines + [""]

@@ -23,6 +23,16 @@ fraction of the untrained value's distance to the metric's ideal, see
 `trained`). `gate` turns any verdict into ``"invalid"`` with the
 failing row named.
 
+An "on par" claim counts only on a task that can tell methods apart: each
+experiment has a **control** row that must lose (its gradient zeroed after
+the first epoch), and `require_control` turns an "agrees" into a
+*trivial* "inconclusive" unless both compared rows beat the control by
+``2 se`` (`discriminates`).
+
+A verdict is **shaky** when it is inconclusive or its ``d`` lies within one
+``se`` of a boundary of its rule (`near_boundary`); experiments re-run the
+rows of shaky claims at more seeds.
+
 Two standard errors is about a 95% two-sided level for large samples; with 3
 seeds it is a heuristic, stated as such in docs/results.md. Nothing here is
 per-experiment: every experiment states its claims through these functions.
@@ -153,6 +163,47 @@ def gate(verdict_and_evidence: tuple[Verdict, str],
     if failed:
         return "invalid", "; ".join(failed) + f". Numbers: {evidence}"
     return verdict, evidence
+
+
+def discriminates(a: Sequence[float], b: Sequence[float], control: Sequence[float],
+                  higher_is_better: bool) -> tuple[bool, str]:
+    """Does the task tell trained rows from the control? Both ``a`` and ``b``
+    must beat ``control`` by more than ``2 se`` (`better`)."""
+    verdicts = [better(row, control, higher_is_better) for row in (a, b)]
+    ok = all(v == "agrees" for v, _ in verdicts)
+    return ok, ("control detectably worse than both rows" if ok else
+                "control not detectably worse than both rows (" +
+                "; ".join(e for _, e in verdicts) + ")")
+
+
+def require_control(verdict_and_evidence: tuple[Verdict, str],
+                    discriminating: tuple[bool, str] | None) -> tuple[Verdict, str]:
+    """An "on par" verdict that counts only where the task discriminates: an
+    ``"agrees"`` becomes a *trivial* ``"inconclusive"`` when the control was not
+    detectably worse than both rows (`discriminates`); other verdicts pass."""
+    verdict, evidence = verdict_and_evidence
+    if discriminating is None:
+        return verdict, evidence
+    ok, why = discriminating
+    if verdict == "agrees" and not ok:
+        return "inconclusive", f"trivial: {why}. Numbers: {evidence}"
+    return verdict, f"{evidence}; {why}"
+
+
+def near_boundary(a: Sequence[float], b: Sequence[float] | float, higher_is_better: bool,
+                  rule: str, threshold: float = 0.0) -> bool:
+    """Is ``d`` within one ``se`` of a boundary of ``rule`` ("better" with
+    ``threshold`` as its minimum gap, "on_par" or "on_par_or_better" with it as
+    the tolerance)? Such a verdict could flip with a few more seeds."""
+    d, se = difference(a, b, higher_is_better)
+    boundaries = {
+        "better": [max(Z * se, threshold), -Z * se] + ([threshold - Z * se] if threshold else []),
+        "on_par": [threshold, -threshold, threshold + Z * se, -(threshold + Z * se)],
+        "on_par_or_better": [threshold, -threshold, Z * se, -(threshold + Z * se)],
+    }
+    if rule not in boundaries:
+        raise ValueError(f"rule must be one of {sorted(boundaries)}, got {rule!r}")
+    return any(abs(d - edge) < se for edge in boundaries[rule])
 
 
 def scaled_threshold(untrained: float, best: float, fraction: float) -> tuple[float, str]:
