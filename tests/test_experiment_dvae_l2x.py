@@ -34,10 +34,12 @@ def test_dvae_quick_learns(tmp_path):
     result, details = run_quick("dvae", tmp_path)
     assert result["metric"] == {"name": "N-ELBO", "higher_is_better": False}
     labels = {row["method"] + str(row["projection"]) for row in result["rows"]}
-    assert {"imlenone", "identitynone", "identitystd"} <= labels
-    untrained = min(e["untrained_nelbo"]["mean"] for e in details["extras"].values())
+    assert {"imlenone", "identitynone", "identitystd", "identity [control]std"} <= labels
+    (spread,) = details["spread"]
+    assert set(spread["controls"]) == {"identity [control], P=std"}
     best = min(row["mean"] for row in result["rows"])
-    assert best < untrained - 5.0, (best, untrained)  # nats per image
+    assert best < spread["untrained"] - 5.0, (best, spread)  # nats per image
+    assert details["recheck"] == []  # never in a quick run
     for extras in details["extras"].values():
         assert 0.0 < extras["solver_share"]["mean"] < 1.0
 

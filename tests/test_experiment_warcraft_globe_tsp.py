@@ -34,7 +34,8 @@ def test_quick_run_writes_the_results_schema(quick_run):
         assert len(row["values"]) == len(result["seeds"])
     assert {row["method"].split(" ")[0] for row in result["rows"]} == {"identity", "blackbox"}
     for claim in result["claims"]:
-        assert claim["verdict"] in ("agrees", "disagrees", "inconclusive") and claim["evidence"]
+        assert claim["verdict"] in ("agrees", "disagrees", "inconclusive", "invalid")
+        assert claim["evidence"]
     assert (out / "curves.png").stat().st_size > 0
     assert "s / epoch" in next(iter(json.loads((out / "details.json").read_text())["extras"]
                                     .values()))

@@ -17,18 +17,23 @@ and the loss is the L1 distance between the predicted and the true adjacency
 (summed over entries, averaged over the batch). The encoder runs once per step
 on all 100 flags and the k points of each instance are gathered from them,
 which is the same function as encoding every flag of the batch. Adam, batch
-size 50; 1,500 training and 500 test instances and 60 epochs with learning
-rate 3e-4, instead of 10,000 instances and 100 epochs at 1e-4 (CPU scale).
+size 50; 1,500 training, 500 test and 500 validation instances and 60 epochs
+with learning rate 3e-4, instead of 10,000 training instances and 100 epochs at
+1e-4 (CPU scale; `--scale paper` sets the paper's sizes, with k = 20).
 
 Rows: Identity with P_std and Blackbox with the paper's lambda = 20 (per
 instance 20 / 50, the paper's batch size), both with margin noise alpha = 0.1
 during the first half of training, then none (`noise_schedule="step_off"`), as
 in the paper. Settings: k = 5 with the two robustness studies, and k = 10
-clean (k = 20 is left out: its exact solves, 35 ms each with SCIP, would not
-fit the 15-minute budget). The studies, at k = 5:
+clean (k = 20 is left out: its exact solves, about 30 ms each with HiGHS,
+would not fit the 15-minute budget). After each clean pair, a control row:
+that Identity row with its gradient zeroed after the first epoch (its later
+training passes are skipped). The studies, at k = 5:
 
 - gradient noise: N(0, sigma^2) added to each instance's dL/dy
-  (`cl.gradients.add_gradient_noise`), sigma in {0.25, 0.5} (0 is the clean row);
+  (`cl.gradients.add_gradient_noise`), sigma = 0.25, the paper's cost-norm
+  setting (0 is the clean row; 0.5, run before at 3 seeds with the same
+  outcome, is left out for time: `--set grad_noise=[0.25,0.5]` adds it);
 - label corruption: every entry of a training tour's adjacency (above the
   diagonal, mirrored) flipped with probability rho / k, fixed per seed, rho = 1.
 
@@ -36,6 +41,22 @@ The metric is the fraction of test instances whose predicted tour is the true
 one (higher is better); the fraction of true edges found, the seconds per
 training epoch, the solver's share of them, and the cost norm ||w|| (mean over
 training instances, per epoch) are recorded too.
+
+Verdicts, over 5 seeds: a row trained when its tour accuracy on the validation
+split closes 5% of the distance from its untrained value to 1, and a claim on a
+row that did not is invalid. In the earlier 3-seed run the label-corruption
+rows stayed near the untrained accuracy (about 0.1), and so did Blackbox under
+gradient noise, which learns while the margin noise is on and falls back after
+it stops (the paper's figure marks each run's best validation accuracy; the
+rows here are the last epoch's): the claims on them are invalid. Thresholds are
+fractions of the setting's spread from the untrained test accuracy to the best
+row: "on par" is a difference within 0.1 of it, and counts only when the
+control is detectably worse than both rows; "more robust" is a lead above 0.1
+of it. The cost-collapse claim is gated on Identity only (Blackbox failing to
+train is what it predicts), the speed claim on both rows. Claims that are
+inconclusive or within one standard error of a boundary have their rows re-run
+at 10 seeds. Expected full run: about 13 minutes on 2 cores (the 3-seed run
+with sigma 0.5 took 7.7).
 
 At this scale training is far from converged (1,800 steps against the
 paper's 20,000; the paper reaches 99.7% at k=5), so the absolute accuracies
@@ -60,6 +81,7 @@ import combolayer as cl
 from ..backends.timing import solver_clock
 from . import verdicts
 from .core import (
+    GATE_MARGIN,
     Claim,
     ExperimentConfig,
     Metric,
@@ -70,7 +92,10 @@ from .core import (
     Variant,
     claim_better,
     claim_on_par,
+    control,
     finish,
+    judge,
+    learns,
     run_variants,
     seeded,
 )
@@ -86,10 +111,13 @@ class Config(ExperimentConfig):
     flag_pixels: int = 16
     ks: list[int] = [5, 10]  # paper: 5, 10, 20; 20 does not fit the time budget
     robust_k: int = 5  # paper: the studies are shown for k = 20
-    grad_noise: list[float] = [0.25, 0.5]  # paper: sigma on the x axis of its figure
+    #: paper: sigma on the x axis of its figure; 0.5 (its loss-curve figure) is left
+    #: out of the CPU-scale default for time, and told the same story as 0.25 at 3 seeds
+    grad_noise: list[float] = [0.25]
     label_rho: list[float] = [1.0]
     num_train: int = 1500  # paper: 10,000; CPU scale
     num_test: int = 500
+    num_val: int = 500  # validation split: the sanity gate reads it, never the test split
     epochs: int = 60  # paper: 100; CPU scale
     lr: float = 3e-4  # paper: 1e-4 over 100 epochs of 200 steps; CPU scale
     batch_size: int = 50  # paper
@@ -97,13 +125,28 @@ class Config(ExperimentConfig):
     paper_batch_size: int = 50
     noise: float = 0.1  # paper: xi in {0.1, 0.2, 0.5} for the first half of training
     world_seed: int = 0  # the countries and their flags
-    data_seed: int = 1  # the training and test instances
+    data_seed: int = 1  # the training, test and validation instances
+    #: "on par": a difference within this fraction of the spread untrained -> best row
+    par_fraction: float = 0.1
+    #: "more robust": a lead above this fraction of that setting's spread
+    gap_fraction: float = 0.1
+    #: sanity gate: a row trained when its validation accuracy closes this share of the
+    #: distance from its untrained value to 1
+    gate_margin: float = GATE_MARGIN
 
 
 #: The seconds-long smoke run of the same code path.
 #: 20 countries, so that a few hundred steps learn something.
-QUICK = {"num_countries": 20, "num_train": 500, "num_test": 100, "epochs": 6, "seeds": [0],
-         "ks": [5], "grad_noise": [0.5], "label_rho": [1.0]}
+QUICK = {"num_countries": 20, "num_train": 500, "num_test": 100, "num_val": 100, "epochs": 6,
+         "seeds": [0], "ks": [5], "robust_k": 5, "grad_noise": [0.5], "label_rho": [1.0]}
+
+#: The paper's setting: TSP(5), (10) and (20), the studies at k = 20 with sigma 0.25
+#: and 0.5, 10,000 training instances, 100 epochs at learning rate 1e-4. The paper
+#: states neither its test and validation sizes nor its flags' resolution: 1,000
+#: instances each and the 16x16 flags are assumed. TSP(20) is solved by HiGHS here.
+PAPER_SCALE = {"ks": [5, 10, 20], "robust_k": 20, "grad_noise": [0.25, 0.5],
+               "num_train": 10_000, "num_test": 1_000, "num_val": 1_000, "epochs": 100,
+               "lr": 1e-4}
 
 PAPER = [
     PaperNumber(method="identity [k=5]", projection="std", value=0.9967,
@@ -114,8 +157,6 @@ PAPER = [
                 note="ratio of training times (53.1 / 84.6 min, runtime table)"),
 ]
 
-#: "On par" for tour accuracy: within 2 percentage points.
-TOLERANCE = 0.02
 #: Cost collapse: the cost norm falls by more than this fraction after the noise stops.
 COLLAPSE = 0.25
 
@@ -230,6 +271,8 @@ class FlagEncoder(nn.Module):
 
 
 def variants(config: Config) -> list[Variant]:
+    """Identity and Blackbox per setting; after each clean pair, the control:
+    that Identity row with its gradient zeroed after the first epoch."""
     lam = config.bb_lam / config.paper_batch_size
     methods = {"identity": ("std", "identity"),
                "blackbox": ("none", {"name": "blackbox", "lam": lam})}
@@ -243,6 +286,8 @@ def variants(config: Config) -> list[Variant]:
         for name, (projection, method) in methods.items():
             rows.append(Variant(name, projection, config.noise, setting=setting, options={
                 "method": method, "k": k, "sigma": sigma, "rho": rho}))
+        if not sigma and not rho:  # the clean settings' "on par" claims need the control
+            rows.append(control(rows[-2]))
     return rows
 
 
@@ -263,11 +308,18 @@ def train_one(config: Config, world: dict, variant: Variant, seed: int, bar=None
     index, tours = data["train_index"], data["train_tours"]
     if rho:
         tours = corrupt(tours, rho, np.random.default_rng([config.data_seed, seed, 7]))
-    untrained = evaluate(model, layer, flags, data)["accuracy"]
+    untrained = evaluate(model, layer, flags, data, "test")["accuracy"]
+    untrained_val = evaluate(model, layer, flags, data, "val")["accuracy"]
     curve, norms, losses = [], [], []
     train_s = solver_s = 0.0
     with solver_clock(layer) as timer:
         for epoch in range(config.epochs):
+            if not learns(variant, epoch):
+                # a control past its first epoch: the model is frozen, so its costs
+                # and test accuracy are those of the last epoch (no loss is measured)
+                norms.append(norms[-1])
+                curve.append(curve[-1])
+                continue
             layer.set_epoch(epoch)
             start, solver_start = time.perf_counter(), timer.seconds
             model.train()
@@ -289,26 +341,30 @@ def train_one(config: Config, world: dict, variant: Variant, seed: int, bar=None
             solver_s += timer.seconds - solver_start
             norms.append(norm_sum / len(index))
             losses.append(loss_sum / len(index))
-            curve.append(evaluate(model, layer, flags, data)["accuracy"])
+            curve.append(evaluate(model, layer, flags, data, "test")["accuracy"])
             if bar is not None:
                 bar.set_postfix_str(f"seed {seed}: {variant.label}, epoch {epoch + 1}")
-    final = evaluate(model, layer, flags, data)
-    return Outcome(value=final["accuracy"], curve=curve, train_s=train_s, extras={
+    final = evaluate(model, layer, flags, data, "test")
+    return Outcome(value=final["accuracy"], curve=curve, train_s=train_s, untrained=untrained,
+                   untrained_val=untrained_val,
+                   final_val=evaluate(model, layer, flags, data, "val")["accuracy"], extras={
         "edge accuracy": final["edges"],
         "untrained tour accuracy": untrained,
-        "s / epoch": train_s / config.epochs,
+        "s / epoch": train_s / len(losses),  # per epoch that trained
         "solver share of training": solver_s / train_s,
         "cost norm after / before noise off": norms[-1] / norms[max(0, switch_off - 1)],
     }, series={"cost norm ||w||": norms, "train loss": losses})
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, layer: cl.ComboLayer, flags: Tensor, data: dict) -> dict:
+def evaluate(model: nn.Module, layer: cl.ComboLayer, flags: Tensor, data: dict,
+             split: str) -> dict:
+    """Tour accuracy and the fraction of true edges found on ``split`` ("test" or "val")."""
     model.eval()
     layer.eval()
     points = model(flags)
-    y = layer(chord_distances(points[data["test_index"].to(flags.device)])).cpu()
-    truth = data["test_tours"].to(y)
+    y = layer(chord_distances(points[data[f"{split}_index"].to(flags.device)])).cpu()
+    truth = data[f"{split}_tours"].to(y)
     k = truth.shape[-1]
     return {"accuracy": float((y == truth).all(-1).all(-1).double().mean()),
             "edges": float((y * truth).sum((-2, -1)).mean() / (2 * k))}
@@ -321,7 +377,9 @@ def make_world_data(config: Config) -> dict:
     for k in sorted({*config.ks, config.robust_k}):
         solver = cl.make_solver(cl.problems.TSP(num_nodes=k))
         data = {}
-        for split, count in (("train", config.num_train), ("test", config.num_test)):
+        # validation last, so the training and test instances stay those of earlier runs
+        for split, count in (("train", config.num_train), ("test", config.num_test),
+                             ("val", config.num_val)):
             data[f"{split}_index"], data[f"{split}_tours"] = make_instances(
                 points, k, count, rng, solver)
         world[k] = data
@@ -331,65 +389,93 @@ def make_world_data(config: Config) -> dict:
 def run(config: Config) -> Result:
     started = time.perf_counter()
     world = make_world_data(config)
-    rows = variants(config)
-    runs = run_variants(rows, config.seeds, lambda v, s, bar: train_one(config, world, v, s, bar),
-                        desc=NAME, progress=config.progress)
-    return finish(NAME, config, METRIC, runs, PAPER, claims(config, runs, rows), started,
-                  details={"solver": {str(k): cl.make_solver(cl.problems.TSP(num_nodes=k)).backend
-                                      for k in sorted({*config.ks, config.robust_k})}})
+
+    def train(variant: Variant, seed: int, bar) -> Outcome:
+        return train_one(config, world, variant, seed, bar)
+
+    runs = run_variants(variants(config), config.seeds, train, desc=NAME,
+                        progress=config.progress)
+    found, recheck = judge(runs, lambda runs: claims(config, runs), config, train, desc=NAME)
+    return finish(NAME, config, METRIC, runs, PAPER, found, started, details={
+        "solver": {str(k): cl.make_solver(cl.problems.TSP(num_nodes=k)).backend
+                   for k in sorted({*config.ks, config.robust_k})},
+        "recheck": recheck})
 
 
 # -- the paper's claims ----------------------------------------------------------------
 
 
-def claims(config: Config, runs: Runs, rows: list[Variant]) -> list[Claim]:
-    def pick(method: str, k: int, sigma: float = 0.0, rho: float = 0.0) -> Variant | None:
-        for v in rows:
+def claims(config: Config, runs: Runs) -> list[Claim]:
+    """The paper's claims on ``runs``: Identity on par with Blackbox when clean (per k),
+    more robust under gradient noise and label corruption, no cost collapse, faster.
+    Thresholds are fractions of the spread untrained -> best row of the setting."""
+    def pick(method: str, k: int, sigma: float = 0.0, rho: float = 0.0,
+             is_control: bool = False) -> Variant:
+        for v in runs.variants:
             o = v.options
-            if v.method == method and (o["k"], o["sigma"], o["rho"]) == (k, sigma, rho):
+            if (v.method == method and v.is_control == is_control
+                    and (o["k"], o["sigma"], o["rho"]) == (k, sigma, rho)):
                 return v
-        return None
+        raise KeyError(f"no {method} row at k={k}, sigma={sigma:g}, rho={rho:g}")
 
+    def threshold(fraction: float, *rows: Variant) -> tuple[float, str]:
+        untrained = np.mean([o.untrained for v in rows for o in runs.outcomes[v.label]])
+        best = max(np.mean(runs.values(v)) for v in rows)
+        return verdicts.scaled_threshold(float(untrained), float(best), fraction)
+
+    gated = {"gate_margin": config.gate_margin, "ideal": 1.0}
     found = []
     for k in config.ks:
-        found.append(claim_on_par(f"Identity is on par with Blackbox when clean (k={k})", runs,
-                                  pick("identity", k), pick("blackbox", k), METRIC, TOLERANCE))
+        identity, blackbox = pick("identity", k), pick("blackbox", k)
+        tolerance, text = threshold(config.par_fraction, identity, blackbox)
+        found.append(claim_on_par(
+            f"Identity is on par with Blackbox when clean (k={k}; tolerance {text})", runs,
+            identity, blackbox, METRIC, tolerance, control=pick("identity", k, is_control=True),
+            **gated))
     r = config.robust_k
-    for sigma in config.grad_noise:
+    studies = [(f"gradient noise sigma={sigma:g}", sigma, 0.0) for sigma in config.grad_noise]
+    studies += [(f"label corruption rho={rho:g}", 0.0, rho) for rho in config.label_rho]
+    for name, sigma, rho in studies:
+        identity, blackbox = pick("identity", r, sigma, rho), pick("blackbox", r, sigma, rho)
+        gap, text = threshold(config.gap_fraction, identity, blackbox)
         found.append(claim_better(
-            f"Identity is more robust than Blackbox under gradient noise sigma={sigma:g} "
-            f"(k={r})", runs, pick("identity", r, sigma), pick("blackbox", r, sigma), METRIC))
-    for rho in config.label_rho:
-        found.append(claim_better(
-            f"Identity is more robust than Blackbox under label corruption rho={rho:g} (k={r})",
-            runs, pick("identity", r, rho=rho), pick("blackbox", r, rho=rho), METRIC))
+            f"Identity is more robust than Blackbox under {name} (k={r}; gap needed: {text})",
+            runs, identity, blackbox, METRIC, min_gap=gap, **gated))
     sigma = 0.25 if 0.25 in config.grad_noise else (config.grad_noise or [0.0])[0]
-    found.append(_collapse_claim(runs, pick("identity", r, sigma), pick("blackbox", r, sigma),
-                                 sigma, r))
+    found.append(_collapse_claim(config, runs, pick("identity", r, sigma),
+                                 pick("blackbox", r, sigma), sigma, r))
     k = max(config.ks)
-    found.append(_speed_claim(runs, pick("identity", k), pick("blackbox", k), k))
+    found.append(_speed_claim(config, runs, pick("identity", k), pick("blackbox", k), k))
     return found
 
 
-def _collapse_claim(runs: Runs, identity: Variant, blackbox: Variant, sigma: float,
-                    k: int) -> Claim:
+def _collapse_claim(config: Config, runs: Runs, identity: Variant, blackbox: Variant,
+                    sigma: float, k: int) -> Claim:
+    """Gated on Identity only: the claim predicts that Blackbox fails (its costs
+    shrink to nothing), so Blackbox not training is its subject, not a flaw."""
     key = "cost norm after / before noise off"
     bb, ident = runs.extra(blackbox, key), runs.extra(identity, key)
     falls, falls_evidence = verdicts.better(bb, 1.0, higher_is_better=False, min_gap=COLLAPSE)
     holds, holds_evidence = verdicts.better(ident, bb, higher_is_better=True)
+    verdict, evidence = verdicts.gate(
+        (verdicts.all_of([falls, holds]),
+         f"‖w‖ at the end / when the noise stops: blackbox {np.mean(bb):.3g}, "
+         f"identity {np.mean(ident):.3g}; blackbox's fall below 1: {falls_evidence} "
+         f"({falls}); identity above blackbox: {holds_evidence} ({holds})"),
+        {identity.label: runs.gate(identity, METRIC, config.gate_margin, 1.0)})
     return Claim(
         claim=f"Blackbox's costs collapse once the noise is switched off, Identity's do not "
               f"(gradient noise sigma={sigma:g}, k={k})",
-        verdict=verdicts.all_of([falls, holds]),
-        evidence=f"‖w‖ at the end / when the noise stops: blackbox {np.mean(bb):.3g}, "
-                 f"identity {np.mean(ident):.3g}; blackbox's fall below 1: {falls_evidence} "
-                 f"({falls}); identity above blackbox: {holds_evidence} ({holds})")
+        verdict=verdict, evidence=evidence)
 
 
-def _speed_claim(runs: Runs, identity: Variant, blackbox: Variant, k: int) -> Claim:
+def _speed_claim(config: Config, runs: Runs, identity: Variant, blackbox: Variant,
+                 k: int) -> Claim:
     key = "s / epoch"
     ident, bb = runs.extra(identity, key), runs.extra(blackbox, key)
-    verdict, evidence = verdicts.better(ident, bb, higher_is_better=False)
+    verdict, evidence = verdicts.gate(
+        verdicts.better(ident, bb, higher_is_better=False),
+        {v.label: runs.gate(v, METRIC, config.gate_margin, 1.0) for v in (identity, blackbox)})
     return Claim(
         claim=f"Identity trains faster than Blackbox, which solves twice per step "
               f"(k={k}; paper: time ratio 0.63 at k=10)",
