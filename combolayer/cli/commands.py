@@ -118,6 +118,8 @@ def reproduce(args: argparse.Namespace) -> int:
     overrides = dict(module.PAPER_SCALE) if args.scale == "paper" else {}
     if args.quick:
         overrides.update(module.QUICK)
+        if args.scale == "paper":  # where the paper's model needs a smaller slice still
+            overrides.update(getattr(module, "PAPER_QUICK", {}))
     for item in args.set:
         key, sep, value = item.partition("=")
         if not sep:

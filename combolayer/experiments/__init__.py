@@ -6,7 +6,9 @@ pydantic ``Config`` (a subclass of `ExperimentConfig`
 with the paper's values as defaults and the CPU-scale changes named), a
 ``QUICK`` dict of overrides for the seconds-long smoke run, a ``PAPER_SCALE``
 dict that sets the paper's model sizes, epochs and data sizes (``--scale
-paper``; with ``--quick``, a toy slice of it), and ``run(config) -> Result``. `experiments` finds them by scanning the package.
+paper``; with ``--quick``, a toy slice of it: ``QUICK``, then an optional
+``PAPER_QUICK`` where the paper's model needs fewer samples still), and
+``run(config) -> Result``. `experiments` finds them by scanning the package.
 """
 
 from __future__ import annotations

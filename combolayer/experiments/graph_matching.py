@@ -57,8 +57,10 @@ projection stalled at 0.31 accuracy in every row against Blackbox's 0.48 (the
 paper: 77.2 against 74.9); the costs grew along ``2 y_true - 1`` without
 sorting the matching. BB-GM's affinity is bounded (cosine similarities of
 normalised features through a softplus), so the linear loss saturates per
-entry, as the paper's does; with it, the rows below are the comparison the
-paper made. To show what the margins do when the gradient sees the
+entry, as the paper's does. With that head Identity without projection trains
+under the Hamming loss (the table below; the "on par" claims say how far from
+Blackbox), so the earlier "disagrees" came from the analogue's cost head, not
+from the method. To show what the margins do when the gradient sees the
 prediction, six extra rows ("[L1 loss]") train with the L1 loss |y - y_true|
 (equal to Hamming on 0/1 values, gradient y - y_true).
 The quadratic, edge-aware variant is not run: the library's ILP front end
@@ -397,8 +399,10 @@ def paper_numbers() -> list[core.PaperNumber]:
     return out
 
 
-def best_margin(runs: core.Runs, vs: list[Variant]) -> Variant:
-    return max(vs, key=lambda v: np.mean(runs.values(v)))
+def best_margin(runs: core.Runs, vs: list[Variant], seeds: int) -> Variant:
+    """The row of ``vs`` with the best mean over the first ``seeds`` seeds, which
+    every row has: a re-check that adds seeds to some rows leaves the pick alone."""
+    return max(vs, key=lambda v: np.mean(runs.values(v)[:seeds]))
 
 
 def claims(config: Config, runs: core.Runs) -> list[core.Claim]:
@@ -406,6 +410,7 @@ def claims(config: Config, runs: core.Runs) -> list[core.Claim]:
     threshold is a fraction of the spread untrained -> best row (Hamming rows)."""
     by = {(v.name, v.projection, v.margin, v.noise): v for v in runs.variants}
     control = next(v for v in runs.variants if v.is_control)
+    seeds = len(config.seeds)
     found = core.spread(runs, METRIC)[0]  # the Hamming rows' setting, the control's too
     tolerance, par_text = verdicts.scaled_threshold(found["untrained"], found["best"]["mean"],
                                                     config.par_fraction)
@@ -425,7 +430,7 @@ def claims(config: Config, runs: core.Runs) -> list[core.Claim]:
                   "no margin; VOC 77.2 vs 74.9)", plain["identity"], plain["blackbox"])]
     hamming = {m: [v for v in runs.variants if v.method == m and not v.setting]
                for m in ("identity", "blackbox")}
-    best = {m: best_margin(runs, vs) for m, vs in hamming.items()}
+    best = {m: best_margin(runs, vs, seeds) for m, vs in hamming.items()}
     out.append(on_par(
         "At its best setting (Hamming loss, any projection and margin), Identity is on par "
         f"with Blackbox (VOC: 79.7 vs 81.2; the best of {len(hamming['identity'])} rows "
@@ -440,16 +445,16 @@ def claims(config: Config, runs: core.Runs) -> list[core.Claim]:
             out.append(better(
                 f"A margin improves {method} ({p}, Hamming loss; best margin row vs no margin; "
                 "the best of several rows is picked, so this is lenient)",
-                best_margin(runs, margined), by[(method, projection, None, 0.0)]))
+                best_margin(runs, margined, seeds), by[(method, projection, None, 0.0)]))
     if "norm" in config.projections:
         paper = {"identity": "77.2 -> 72.6", "blackbox": "74.9 -> 63.5"}
         for method in ("identity", "blackbox"):
             out.append(better(f"P_norm without a margin hurts {method} (VOC: {paper[method]})",
                               by[(method, "none", None, 0.0)], by[(method, "norm", None, 0.0)]))
-    seconds = {}
+    seconds = {}  # per seed, over the seeds every row has (re-checked rows have more)
     for method in ("identity", "blackbox"):
-        rows = hamming[method]
-        seconds[method] = np.mean([runs.extra(v, "s_per_epoch") for v in rows], axis=0)
+        seconds[method] = np.mean([runs.extra(v, "s_per_epoch")[:seeds]
+                                   for v in hamming[method]], axis=0)
     verdict, text = verdicts.better(seconds["identity"], seconds["blackbox"], False)
     out.append(core.claim(
         "Identity trains faster than Blackbox, which solves twice per step (paper's runtime "
@@ -464,7 +469,7 @@ def claims(config: Config, runs: core.Runs) -> list[core.Claim]:
             out.append(better(
                 f"With the L1 loss, whose gradient sees the prediction, a margin improves "
                 f"{method} (not in the paper; best margin row vs no margin)",
-                best_margin(runs, [v for (m, k), v in l1.items() if m == name and k]),
+                best_margin(runs, [v for (m, k), v in l1.items() if m == name and k], seeds),
                 l1[(name, None)]))
     return out
 

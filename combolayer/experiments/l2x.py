@@ -114,6 +114,9 @@ PAPER_SCALE = {"d": 350, "embedding_dim": 200, "hidden": 250, "convolutions": 4,
                "n_train": 60_000, "n_val": 5_000, "n_test": 5_000, "batch_size": 40,
                "lr": 1e-3, "epochs": 20, "seeds": list(range(10))}
 
+#: ``--scale paper --quick``: the paper's network on a handful of reviews.
+PAPER_QUICK = {"n_train": 80, "n_val": 40, "n_test": 40, "epochs": 1}
+
 
 # -- data ------------------------------------------------------------------------------
 
