@@ -39,7 +39,8 @@ def fake_runs(config, final_val, value):
         mean = value.get(key, 15.0)
         outcomes[v.label] = [
             core.Outcome(value=mean + 0.1 * (i - 2), untrained=44.0, untrained_val=44.0,
-                         final_val=final_val.get(key, mean)) for i in range(5)]  # mean: exactly ``mean``
+                         final_val=final_val.get(key, mean))
+            for i in range(5)]  # their mean: exactly ``mean``
     return core.Runs(variants, outcomes)
 
 

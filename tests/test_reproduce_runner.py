@@ -147,16 +147,37 @@ def test_claims_on_gated_runs_are_invalid_and_the_report_counts_them(tmp_path):
     assert "| identity beats imle | **invalid** |" in text
 
 
+def test_tune_picks_the_best_validation_score_in_the_metric_direction():
+    scores = {1.0: 0.5, 10.0: 0.7, 100.0: 0.6}
+
+    def train(variant, seed, bar):
+        return core.Outcome(value=0.0, final_val=scores[variant.options["lam"]])
+
+    def variant_for(lam):
+        return core.Variant("blackbox", options={"lam": lam})
+
+    for higher, chosen in ((True, 10.0), (False, 1.0)):
+        metric = core.Metric(name="m", higher_is_better=higher)
+        record = core.tune("blackbox", "lam", list(scores), variant_for, train, 0, metric)
+        assert record["chosen"] == chosen and record["chosen_validation"] == scores[chosen]
+        assert record["validation"] == scores and record["grid"] == list(scores)
+    with pytest.raises(ValueError, match="validation values"):
+        core.tune("blackbox", "lam", [1.0], variant_for,
+                  lambda v, seed, bar: core.Outcome(value=0.0), 0, metric)
+
+
 def test_the_report_names_the_tuned_hyperparameters(tmp_path):
     runs, a, b = fake_runs()
     metric = core.Metric(name="R@1", higher_is_better=True)
     config = core.ExperimentConfig(seeds=[0, 1, 2], out=tmp_path / "results" / "fake")
-    tuning = [{"method": "imle", "k": 5, "grid": [100.0, 1000.0],
-               "validation_mse_x100": {100.0: 1.5, 1000.0: 0.9}, "chosen": 1000.0,
-               "chosen_validation_mse_x100": 0.9}]
+    tuning = [core.tune("imle", "lam", [100.0, 1000.0],
+                        lambda lam: core.Variant("imle", options={"lam": lam}),
+                        lambda v, seed, bar: core.Outcome(
+                            value=0.0, final_val={100.0: 1.5, 1000.0: 0.9}[v.options["lam"]]),
+                        0, core.Metric(name="MSE", higher_is_better=False), setting="k=5")]
     core.finish("fake", config, metric, runs, [], [], started=0.0, details={"tuning": tuning})
     text = report.render(tmp_path / "results", tmp_path / "results.md").read_text()
-    assert "| imle | k=5 | 100: 1.5, 1000: 0.9 | 1000 | 0.9 |" in text
+    assert "| imle (lam) | k=5 | 100: 1.5, 1000: 0.9 | 1000 | 0.9 |" in text
 
 
 def test_a_control_learns_in_its_first_epoch_only_and_has_its_own_label():
@@ -244,3 +265,18 @@ def test_the_report_shows_the_spread_to_the_control_and_the_rechecked_claims(tmp
     # the toy wobble of seeds 0, 1, 2 averages +0.0133
     assert "| - | 0.1 | identity, P=std: 0.8133 | identity [control], P=std: 0.3633 |" in text
     assert "1 of 1 moved" in text and "| identity beats x | inconclusive | agrees |" in text
+
+
+def test_a_collapse_is_a_validation_metric_that_ends_below_its_untrained_value():
+    metric = core.Metric(name="R@1", higher_is_better=True)
+    row = core.Variant("identity")
+
+    def runs_ending_at(final):
+        return core.Runs([row], {row.label: [
+            core.Outcome(value=0.0, untrained_val=0.25 + 0.01 * i, final_val=final + 0.01 * i)
+            for i in range(5)]})
+
+    assert core.claim_collapses("collapses", runs_ending_at(0.15), row, metric).verdict == "agrees"
+    trained = core.claim_collapses("collapses", runs_ending_at(0.5), row, metric)
+    assert trained.verdict == "disagrees"
+    assert "validation 0.27 untrained -> 0.52 trained" in trained.evidence

@@ -77,8 +77,8 @@ def solve(args: argparse.Namespace) -> int:
 
 def reproduce(args: argparse.Namespace) -> int:
     """``combolayer reproduce [NAME] [--list] [--quick] [--seeds N] [--scale cpu|paper]
-    [--device D] [--out DIR] [--set KEY=VALUE ...] [--report]``: run a paper experiment, list them, or render
-    docs/results.md from the committed runs."""
+    [--device D] [--out DIR] [--set KEY=VALUE ...] [--report]``: run a paper
+    experiment, list them, or render docs/results.md from the committed runs."""
     import sys
     import time
 

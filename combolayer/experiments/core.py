@@ -288,6 +288,22 @@ def run_variants(variants: Sequence[Variant], seeds: Sequence[int],
     return Runs(list(variants), outcomes)
 
 
+def tune(method: str, parameter: str, grid: Sequence[float],
+         variant_for: Callable[[float], Variant],
+         train_one: Callable[[Variant, int, tqdm | None], Outcome], seed: int,
+         metric: Metric, setting: str = "") -> dict[str, Any]:
+    """Choose ``method``'s ``parameter`` from ``grid`` as the paper's baselines were
+    tuned: one run per value on ``seed``, scored on the validation split
+    (`Outcome.final_val`). Returns the record ``details.json`` keeps under
+    ``"tuning"``: the grid's scores, the chosen value and its score."""
+    scores = {value: train_one(variant_for(value), seed, None).final_val for value in grid}
+    if any(score is None for score in scores.values()):
+        raise ValueError(f"tuning {method}'s {parameter} needs validation values, got {scores}")
+    chosen = (max if metric.higher_is_better else min)(scores, key=scores.get)
+    return {"method": method, "parameter": parameter, "setting": setting, "grid": list(grid),
+            "validation": scores, "chosen": chosen, "chosen_validation": scores[chosen]}
+
+
 # -- claims -------------------------------------------------------------------------
 
 
@@ -350,6 +366,24 @@ def claim_on_par(text: str, runs: Runs, a: Variant, b: Variant, metric: Metric,
     when ``control`` was not detectably worse than both rows."""
     return _judged(text, runs, a, b, metric, "on_par_or_better" if or_better else "on_par",
                    tolerance, gate_margin, ideal, control)
+
+
+def claim_collapses(text: str, runs: Runs, variant: Variant, metric: Metric) -> Claim:
+    """"``variant`` collapses": its validation metric ends detectably worse than
+    before training (`verdicts.better` of the untrained over the final values).
+    It is a claim that a row fails its sanity gate, so it is not gated."""
+    outcomes = runs.outcomes[variant.label]
+    before = [o.untrained_val for o in outcomes]
+    after = [o.final_val for o in outcomes]
+    if None in before or None in after:
+        raise ValueError(f"{variant.label} recorded no validation values")
+    verdict, evidence = verdicts.better(before, after, metric.higher_is_better)
+    made = Claim(claim=text, verdict=verdict,
+                 evidence=f"{variant.label}: validation {np.mean(before):.4g} untrained -> "
+                          f"{np.mean(after):.4g} trained: {evidence}")
+    made._rows = (variant.label,)
+    made._shaky = verdict == "inconclusive"
+    return made
 
 
 def judge(runs: Runs, claims_of: Callable[[Runs], list[Claim]], config: ExperimentConfig,
@@ -451,7 +485,8 @@ def spread(runs: Runs, metric: Metric) -> list[dict[str, Any]]:
         trained = [v.label for v in variants if not v.is_control]
         untrained = [o.untrained for v in variants for o in runs.outcomes[v.label]
                      if o.untrained is not None]
-        best = (max if metric.higher_is_better else min)(trained, key=means.get) if trained else None
+        pick = max if metric.higher_is_better else min
+        best = pick(trained, key=means.get) if trained else None
         found.append({
             "setting": setting,
             "untrained": float(np.mean(untrained)) if untrained else None,

@@ -31,8 +31,9 @@ setup), so tau = 1 makes the sum of k noise terms a standard Gumbel, and the
 lambdas are tuned: I-MLE's from {100, 1000, 10000} and Blackbox's
 (per instance) from {1, 10, 100}, per k, by the validation MSE (300 held-out
 reviews) of a run on the first seed; the grids, scores and chosen values are
-in details.json ("tuning"). Identity's noise is not tuned (tau = 1 fixed),
-so Identity gets less tuning than the baselines. Sanity gate: a row trained
+in details.json ("tuning"). Identity's noise gets the same budget: its SoG
+temperature is chosen from {0.1, 1, 10} the same way (on P_std, then used by
+every Identity row at that k; Blackbox keeps tau = 1). Sanity gate: a row trained
 when its validation MSE closes 5% of the distance from its untrained value to
 0; a claim on a row that did not is invalid. Thresholds are on the analogue's
 scale: "indispensable" needs a lead above 0.25 and "on par" a difference within
@@ -93,6 +94,8 @@ class Config(core.ExperimentConfig):
     imle_lambdas: list[float] = [100.0, 1000.0, 10000.0]
     blackbox_lambdas: list[float] = [1.0, 10.0, 100.0]
     blackbox_ks: list[int] = [5]  # CPU budget: the lambda sweep at k=5 only
+    #: Identity's SoG temperature, chosen the same way (on P_std)
+    identity_taus: list[float] = [0.1, 1.0, 10.0]
     #: "indispensable": a lead above this fraction of the analogue's spread (untrained
     #: MSE -> best row's MSE at that k)
     far_fraction: float = 0.25
@@ -104,7 +107,7 @@ class Config(core.ExperimentConfig):
 
 
 QUICK = {"ks": [5], "epochs": 5, "seeds": [0], "blackbox_lambdas": [100.0],
-         "imle_lambdas": [1000.0], "n_train": 1000, "n_test": 300,
+         "imle_lambdas": [1000.0], "identity_taus": [1.0], "n_train": 1000, "n_test": 300,
          "n_val": 200, "progress": False}
 
 #: The paper's setting (I-MLE's setup, which it follows): 70k reviews of up to 350
@@ -217,7 +220,7 @@ class Predictor(nn.Module):
 def selector_for(variant: core.Variant, config: Config, k: int,
                  generator: torch.Generator) -> cl.ComboLayer:
     spec = cl.problems.TopK(n=config.d, k=k)
-    sog = cl.SumOfGamma(k=k, s=config.sog_s, tau=config.sog_tau)
+    sog = cl.SumOfGamma(k=k, s=config.sog_s, tau=variant.options.get("tau", config.sog_tau))
     if variant.method.startswith("imle"):
         method = cl.IMLE(lam=variant.options["lam"], tau=config.sog_tau,
                          noise=cl.SumOfGamma(k=k, s=config.sog_s), generator=generator)
@@ -303,12 +306,14 @@ PAPER = {5: {"std": 2.62, "none": 4.75, "imle": 2.62},
 
 
 def variants_for(config: Config, k: int, imle_lam: float | None = None,
-                 blackbox_lam: float | None = None) -> dict[str, core.Variant]:
+                 blackbox_lam: float | None = None,
+                 identity_tau: float | None = None) -> dict[str, core.Variant]:
     setting = f"k={k}"
     imle_lam = config.imle_lambdas[len(config.imle_lambdas) // 2] if imle_lam is None else imle_lam
+    identity = {"k": k, "tau": config.sog_tau if identity_tau is None else identity_tau}
     found = {
-        "std": core.Variant("identity", projection="std", setting=setting, options={"k": k}),
-        "none": core.Variant("identity", projection="none", setting=setting, options={"k": k}),
+        "std": core.Variant("identity", projection="std", setting=setting, options=identity),
+        "none": core.Variant("identity", projection="none", setting=setting, options=identity),
         "imle": core.Variant(f"imle lam={imle_lam:g}", projection="none", setting=setting,
                              options={"k": k, "lam": imle_lam}),
     }
@@ -322,16 +327,21 @@ def variants_for(config: Config, k: int, imle_lam: float | None = None,
     return found
 
 
+#: The hyperparameter tuned per method, and the projection it is tuned under.
+TUNED = {"imle": ("lam", "none"), "blackbox": ("lam", "none"), "identity": ("tau", "std")}
+
+
 def tune(config: Config, data, k: int, method: str, grid: list[float]) -> dict:
-    """The lambda with the lowest validation MSE on the first seed, with the grid's scores."""
-    scores = {}
-    for lam in grid:
-        variant = core.Variant(f"{method} lam={lam:g}", setting=f"k={k}",
-                               options={"k": k, "lam": lam})
-        scores[lam] = train_one(variant, config.seeds[0], config, data).final_val
-    chosen = min(scores, key=scores.get)
-    return {"method": method, "k": k, "grid": grid, "validation_mse_x100": scores,
-            "chosen": chosen, "chosen_validation_mse_x100": scores[chosen]}
+    """`core.tune` of ``method``'s hyperparameter (`TUNED`) at ``k``."""
+    parameter, projection = TUNED[method]
+
+    def variant_for(value: float) -> core.Variant:
+        return core.Variant(f"{method} {parameter}={value:g}", projection=projection,
+                            setting=f"k={k}", options={"k": k, parameter: value})
+
+    return core.tune(method, parameter, grid, variant_for,
+                     lambda variant, seed, bar: train_one(variant, seed, config, data),
+                     config.seeds[0], METRIC, setting=f"k={k}")
 
 
 def run(config: Config) -> core.Result:
@@ -340,10 +350,12 @@ def run(config: Config) -> core.Result:
     tuning = []
     for k in config.ks:
         tuning.append(tune(config, data[k], k, "imle", config.imle_lambdas))
+        tuning.append(tune(config, data[k], k, "identity", config.identity_taus))
         if k in config.blackbox_ks:
             tuning.append(tune(config, data[k], k, "blackbox", config.blackbox_lambdas))
-    chosen = {(t["method"], t["k"]): t["chosen"] for t in tuning}
-    by_k = {k: variants_for(config, k, chosen[("imle", k)], chosen.get(("blackbox", k)))
+    chosen = {(t["method"], t["setting"]): t["chosen"] for t in tuning}
+    by_k = {k: variants_for(config, k, chosen[("imle", f"k={k}")],
+                            chosen.get(("blackbox", f"k={k}")), chosen[("identity", f"k={k}")])
             for k in config.ks}
     variants = [v for group in by_k.values() for v in group.values()]
 

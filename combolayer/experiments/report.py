@@ -137,10 +137,7 @@ def _section(name: str, r: Result, module, results_dir: Path) -> list[str]:
 
 def _extras(path: Path) -> list[str]:
     """Secondary metrics (mean ± std per row), when the experiment recorded any."""
-    if not path.exists():
-        return []
-    extras: dict[str, dict[str, dict[str, float]]] = json.loads(path.read_text()).get(
-        "extras", {})
+    extras: dict[str, dict[str, dict[str, float]]] = _details(path, "extras") or {}
     names = sorted({key for row in extras.values() for key in row})
     if not names:
         return []
@@ -153,12 +150,9 @@ def _extras(path: Path) -> list[str]:
     return lines + [""]
 
 
-
 def _tuning(path: Path) -> list[str]:
     """The hyperparameter grids tuned on the validation split, when the run recorded any."""
-    if not path.exists():
-        return []
-    tuning = json.loads(path.read_text()).get("tuning", [])
+    tuning = _details(path, "tuning")
     if not tuning:
         return []
     lines = ["Hyperparameters chosen on the validation split (first seed):", "",
@@ -168,13 +162,15 @@ def _tuning(path: Path) -> list[str]:
         scores = next(v for key, v in t.items() if key.startswith("validation"))
         grid = ", ".join(f"{float(lam):g}: {score:.4g}" for lam, score in scores.items())
         chosen = next(v for key, v in t.items() if key.startswith("chosen_"))
-        lines.append(f"| {t['method']} | k={t.get('k', '-')} | {grid} | {t['chosen']:g} | "
+        method = f"{t['method']} ({t['parameter']})" if "parameter" in t else t["method"]
+        setting = t.get("setting") or (f"k={t['k']}" if "k" in t else "-")
+        lines.append(f"| {method} | {setting} | {grid} | {t['chosen']:g} | "
                      f"{chosen:.4g} |")
     return lines + [""]
 
 
-def _details(path: Path, key: str) -> list:
-    """``details.json``'s ``key``, or nothing."""
+def _details(path: Path, key: str):
+    """``details.json``'s ``key``, or an empty list."""
     return json.loads(path.read_text()).get(key, []) if path.exists() else []
 
 

@@ -359,6 +359,9 @@ def claims(config: Config, runs: core.Runs) -> list[core.Claim]:
             "Without a projection Identity collapses: P_std beats no projection by a wide "
             f"margin (CUB: 60.2 vs 13.9 R@1); gap needed: {far_text}",
             runs, identity["std"], identity["none"], min_gap=far, **judged))
+        out.append(core.claim_collapses(
+            "Without a projection Identity collapses: its validation R@1 ends below its "
+            "untrained value", runs, identity["none"], METRIC))
     if "mean" in identity and "none" in identity:
         out.append(core.claim_better(
             f"P_mean alone already helps: it beats no projection (CUB: 44.6 vs 13.9); gap "
