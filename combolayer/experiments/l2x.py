@@ -33,8 +33,9 @@ dL/dy, up to a scale Adam removes; where the tuning picks such a pair, their
 rows agree to the last digit, a cross-check of the two implementations. The
 paper gives no L2X hyperparameters (it follows I-MLE's setup), so tau = 1
 makes the sum of k noise terms a standard Gumbel, and the lambdas are tuned:
-I-MLE's from {100, 1000, 10000} and Blackbox's (per instance) from {1, 10, 100}, per k, by the validation MSE (300 held-out
-reviews) of a run on the first seed; the grids, scores and chosen values are
+I-MLE's from {100, 1000, 10000} and Blackbox's (per instance) from {1, 10,
+100}, per k, by the validation MSE (300 held-out reviews) of a run on the
+first seed; the grids, scores and chosen values are
 in details.json ("tuning"). Identity's noise gets the same budget: its SoG
 temperature is chosen from {0.1, 1, 10} the same way (on P_std, then used by
 every Identity row at that k; Blackbox keeps tau = 1). Sanity gate: a row trained
