@@ -280,3 +280,21 @@ def test_a_collapse_is_a_validation_metric_that_ends_below_its_untrained_value()
     trained = core.claim_collapses("collapses", runs_ending_at(0.5), row, metric)
     assert trained.verdict == "disagrees"
     assert "validation 0.27 untrained -> 0.52 trained" in trained.evidence
+
+
+def test_the_readme_headline_counts_the_committed_verdicts():
+    """The README's paragraph on the reproduction states the verdict counts of the
+    committed full runs, so it cannot drift from docs/results."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    counts = {"agrees": 0, "disagrees": 0, "inconclusive": 0, "invalid": 0}
+    for path in sorted((root / "docs" / "results").glob("*/results.json")):
+        for claim in core.Result.model_validate_json(path.read_text()).claims:
+            counts[claim.verdict] += 1
+    text = " ".join((root / "README.md").read_text().split())
+    stated = re.search(r"(\d+) claims agree, (\d+) disagree, (\d+) are inconclusive and "
+                       r"(\d+) invalid", text)
+    assert stated, "the README's reproduction paragraph states no verdict counts"
+    assert [int(n) for n in stated.groups()] == list(counts.values())
