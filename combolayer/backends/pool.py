@@ -75,11 +75,13 @@ class SolutionPool:
         return pool[(costs @ pool.T).argmin(dim=1)]
 
     def _add(self, solutions: Tensor, seeded: bool) -> int:
-        # + 0.0 turns -0.0 (which solvers return) into 0.0, so the byte keys match
-        rows = torch.as_tensor(solutions).detach().to("cpu", torch.float64) + 0.0
-        rows = rows.reshape(-1, self.num_outputs)
+        rows = torch.as_tensor(solutions).detach().to("cpu", torch.float64)
+        # + 0.0 turns -0.0 (which solvers return) into 0.0, so the byte keys match;
+        # numpy rows, as iterating a tensor would build a tensor per row
+        rows = rows.reshape(-1, self.num_outputs).numpy() + 0.0
         added = 0
-        for row, key in zip(rows, (bytes(r) for r in rows.numpy())):
+        for row in rows:
+            key = row.tobytes()
             if key in self._keys:
                 continue
             if self._size >= self.max_size and not self._evict_oldest():
@@ -92,13 +94,13 @@ class SolutionPool:
             self._converted.clear()
         return added
 
-    def _append(self, row: Tensor) -> None:
+    def _append(self, row: np.ndarray) -> None:
         if self._size == len(self._buffer):
             grown = torch.empty(min(self.max_size, max(16, 2 * self._size)), self.num_outputs,
                                 dtype=torch.float64)
             grown[: self._size] = self._buffer[: self._size]
             self._buffer = grown
-        self._buffer[self._size] = row
+        self._buffer[self._size] = torch.from_numpy(row)
         self._size += 1
 
     def _evict_oldest(self) -> bool:
@@ -163,16 +165,15 @@ class CachedSolver(Solver):
         return super().solve_min(costs)
 
     def solve_rows(self, costs: Tensor) -> Tensor:
-        draws = torch.rand(costs.shape[0], generator=self.generator)
-        exact = (draws < self.solve_ratio).to(costs.device)
-        if len(self.pool) == 0:
-            exact[:] = True
-        if bool(exact.all()):
+        exact = torch.rand(costs.shape[0], generator=self.generator) < self.solve_ratio
+        num_exact = int(exact.sum())
+        if num_exact == len(exact) or len(self.pool) == 0:
             return self._solve_exactly(costs)
-        y = torch.empty_like(costs)
-        cached = ~exact
-        y[cached] = self.pool.best(costs[cached])
-        if bool(exact.any()):
+        # every row's pool answer in one lookup (a new tensor), then the drawn rows
+        # overwritten with their exact solutions
+        y = self.pool.best(costs)
+        if num_exact:
+            exact = exact.to(costs.device)
             y[exact] = self._solve_exactly(costs[exact])
         return y
 
