@@ -31,7 +31,8 @@ paper 35 of 80), but lr 1e-3 instead of 5e-7 (a fresh MLP, not a pretrained
 ResNet). Metric: R@1 on the held-out classes (every test item queries all
 the others, cosine similarity), R@2, R@4, R@8 as extras; 5 seeds, as the
 paper's 5, and 10 for the rows of shaky claims. Compared: Identity with no
-projection, P_mean, P_norm and P_std, each with and without the noise margin, and Blackbox (no projection,
+projection, P_mean, P_norm and P_std, each with and without the noise
+margin, and Blackbox (no projection,
 the paper's headline row) with and without it, and with P_std (the paper
 runs Blackbox with every projection). The noise margin is
 alpha = 0.01 on the projected scores; the library's P_std divides by the
