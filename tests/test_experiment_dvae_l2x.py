@@ -55,15 +55,17 @@ def test_l2x_quick_learns(tmp_path):
     assert extras["precision"]["mean"] > 3 * extras["untrained_precision"]["mean"]
     # every method with a hyperparameter is tuned on the validation split, Identity too
     tuned = {(t["method"], t["parameter"]): t for t in details["tuning"]}
-    assert set(tuned) == {("imle", "lam"), ("blackbox", "lam"), ("identity", "tau")}
+    assert set(tuned) == {("imle", "lam"), ("imle", "tau"), ("blackbox", "lam"),
+                          ("identity", "tau")}
     assert all(t["chosen"] in t["grid"] for t in tuned.values())
 
 
 def test_l2x_identity_rows_use_the_tuned_temperature():
     from combolayer.experiments import l2x
 
-    variants = l2x.variants_for(l2x.Config(), 5, identity_tau=10.0)
+    variants = l2x.variants_for(l2x.Config(), 5, identity_tau=10.0, imle_tau=0.1)
     assert {v.options["tau"] for v in variants.values() if v.method == "identity"} == {10.0}
+    assert variants["imle"].options["tau"] == 0.1
 
 
 def test_l2x_blackbox_rows_carry_their_lambda():

@@ -17,7 +17,9 @@ metric is the test N-ELBO (lower is better) with sampled codes
 (`layer.sample` in eval mode, as the original code evaluates in training
 mode), averaged over the test images. I-MLE (its own SoG noise at the same
 tau; lambda chosen from {1, 10, 100}, I-MLE's 10 and a factor of 10 either
-side, by the validation N-ELBO of a run on the first seed) is compared with
+side, by the validation N-ELBO of a run on the first seed, then its SoG
+temperature from {0.1, 1, 10} the same way; Identity's temperature gets the
+same budget, chosen with P_std) is compared with
 Identity under no projection, P_mean, P_norm, P_std and the detected P_auto,
 over 5 seeds; the rows of a shaky claim are re-run up to 10 seeds. A control
 row, Identity with P_std whose gradient is zeroed after its first epoch, shows
@@ -73,6 +75,9 @@ class Config(core.ExperimentConfig):
     #: I-MLE's target-distribution lambda, chosen on the validation split (first
     #: seed) from I-MLE's DVAE value, 10, and a factor of 10 either side
     imle_lambdas: list[float] = Field(default=[1.0, 10.0, 100.0], min_length=1)
+    #: the SoG temperature, chosen the same way for I-MLE (at its chosen lambda) and
+    #: for Identity (with P_std): this scale's 1 and a factor of 10 either side
+    sog_taus: list[float] = Field(default=[0.1, 1.0, 10.0], min_length=1)
     epochs: int = 12  # paper: 100 (CPU budget: 35 runs at 5 seeds in about 10 minutes)
     batch_size: int = 100
     lr: float = 1e-3  # Adam, paper
@@ -88,6 +93,7 @@ class Config(core.ExperimentConfig):
 
 #: Epochs, seeds and projections shrink; the model keeps its size (the paper's).
 QUICK = {"epochs": 1, "seeds": [0, 1], "projections": ["none", "std"], "imle_lambdas": [10.0],
+         "sog_taus": [1.0],
          "progress": False}
 
 #: The paper's setup (app. "DVAE on MNIST"): 100 epochs, tau = 10, 50 000 training
@@ -178,10 +184,11 @@ def n_elbo(theta: torch.Tensor, pixel_logits: torch.Tensor, x: torch.Tensor) -> 
 
 def sampler_for(variant: core.Variant, config: Config, generator: torch.Generator) -> cl.ComboLayer:
     spec = cl.problems.TopK(n=config.n, k=config.k)
-    sog = cl.SumOfGamma(k=config.k, s=config.sog_s, tau=config.sog_tau)
+    tau = variant.options.get("tau", config.sog_tau)
+    sog = cl.SumOfGamma(k=config.k, s=config.sog_s, tau=tau)
     if variant.method == "imle":
         # I-MLE draws its SoG(k, 1, s) noise itself and scales it by tau, in both solves.
-        method = cl.IMLE(lam=variant.options["lam"], tau=config.sog_tau, noise=cl.SumOfGamma(
+        method = cl.IMLE(lam=variant.options["lam"], tau=tau, noise=cl.SumOfGamma(
             k=config.k, s=config.sog_s), generator=generator)
         return cl.ComboLayer(spec, method=method, projection="none")
     return cl.ComboLayer(spec, method="identity", projection=variant.projection,
@@ -241,18 +248,23 @@ def train_one(variant: core.Variant, seed: int, config: Config,
 # -- the comparison and the paper's claims ---------------------------------------------
 
 
-def variants_for(config: Config, imle_lam: float | None = None) -> dict[str, core.Variant]:
+def variants_for(config: Config, imle_lam: float | None = None, imle_tau: float | None = None,
+                 identity_tau: float | None = None) -> dict[str, core.Variant]:
     """I-MLE (at ``imle_lam``, default: the grid's middle value), Identity under each
-    projection (keyed by it), and the control."""
+    projection (keyed by it), and the control; temperatures default to ``sog_tau``."""
     lam = config.imle_lambdas[len(config.imle_lambdas) // 2] if imle_lam is None else imle_lam
-    found = {"imle": imle(lam)}
-    found.update({p: core.Variant("identity", projection=p) for p in config.projections})
-    found["control"] = core.control(core.Variant("identity", projection="std"))
+    found = {"imle": imle(lam, imle_tau or config.sog_tau)}
+    found.update({p: identity(p, identity_tau or config.sog_tau) for p in config.projections})
+    found["control"] = core.control(identity("std", identity_tau or config.sog_tau))
     return found
 
 
-def imle(lam: float) -> core.Variant:
-    return core.Variant("imle", projection="none", options={"lam": lam})
+def imle(lam: float, tau: float) -> core.Variant:
+    return core.Variant("imle", projection="none", options={"lam": lam, "tau": tau})
+
+
+def identity(projection: str, tau: float) -> core.Variant:
+    return core.Variant("identity", projection=projection, options={"tau": tau})
 
 
 def claims_of(runs: core.Runs, config: Config, metric: core.Metric) -> list[core.Claim]:
@@ -298,10 +310,18 @@ def run(config: Config) -> core.Result:
     def train(variant: core.Variant, seed: int, bar: object) -> core.Outcome:
         return train_one(variant, seed, config, data)
 
-    tuning = core.tune("imle", "lam", config.imle_lambdas, imle, train, config.seeds[0], metric)
-    runs = core.run_variants(list(variants_for(config, tuning["chosen"]).values()),
-                             config.seeds, train, desc=NAME, progress=config.progress)
+    seed = config.seeds[0]
+    lam = core.tune("imle", "lam", config.imle_lambdas,
+                    lambda lam: imle(lam, config.sog_tau), train, seed, metric)
+    imle_tau = core.tune("imle", "tau", config.sog_taus,
+                         lambda tau: imle(lam["chosen"], tau), train, seed, metric)
+    identity_tau = core.tune("identity", "tau", config.sog_taus,
+                             lambda tau: identity("std", tau), train, seed, metric)
+    tuning = [lam, imle_tau, identity_tau]
+    rows = variants_for(config, lam["chosen"], imle_tau["chosen"], identity_tau["chosen"])
+    runs = core.run_variants(list(rows.values()), config.seeds, train, desc=NAME,
+                             progress=config.progress)
     claims, recheck = core.judge(runs, lambda found: claims_of(found, config, metric), config,
                                  train, NAME)
     return core.finish(NAME, config, metric, runs, paper=[], claims=claims, started=t0,
-                       details={"tuning": [tuning], "recheck": recheck})
+                       details={"tuning": tuning, "recheck": recheck})

@@ -29,16 +29,18 @@ k = 5, Blackbox with the same sampling noise as Identity (projection none, as
 the original). Without a projection, I-MLE at lambda (batch-mean loss, batch
 100) and Blackbox at lambda / 100 (per instance) are the same estimator: both
 take the difference of the perturbed solutions at theta and theta - lambda
-dL/dy, up to a scale Adam removes; where the tuning picks such a pair, their
-rows agree to the last digit, a cross-check of the two implementations. The
+dL/dy, up to a scale Adam removes; where the tuning picks such a pair (and
+I-MLE's temperature 1, Blackbox's), their rows agree to the last digit, a
+cross-check of the two implementations. The
 paper gives no L2X hyperparameters (it follows I-MLE's setup), so tau = 1
 makes the sum of k noise terms a standard Gumbel, and the lambdas are tuned:
 I-MLE's from {100, 1000, 10000} and Blackbox's (per instance) from {1, 10,
 100}, per k, by the validation MSE (300 held-out reviews) of a run on the
 first seed; the grids, scores and chosen values are
-in details.json ("tuning"). Identity's noise gets the same budget: its SoG
-temperature is chosen from {0.1, 1, 10} the same way (on P_std, then used by
-every Identity row at that k; Blackbox keeps tau = 1). Sanity gate: a row trained
+in details.json ("tuning"). I-MLE's SoG temperature is then chosen from {0.1,
+1, 10} the same way at its chosen lambda, and Identity's noise gets the same
+budget: its temperature from the same grid (on P_std, then used by every
+Identity row at that k; Blackbox keeps tau = 1). Sanity gate: a row trained
 when its validation MSE closes 5% of the distance from its untrained value to
 0; a claim on a row that did not is invalid. Thresholds are on the analogue's
 scale: "indispensable" needs a lead above 0.25 and "on par" a difference within
@@ -99,8 +101,9 @@ class Config(core.ExperimentConfig):
     imle_lambdas: list[float] = [100.0, 1000.0, 10000.0]
     blackbox_lambdas: list[float] = [1.0, 10.0, 100.0]
     blackbox_ks: list[int] = [5]  # CPU budget: the lambda sweep at k=5 only
-    #: Identity's SoG temperature, chosen the same way (on P_std)
-    identity_taus: list[float] = [0.1, 1.0, 10.0]
+    #: the SoG temperature, chosen the same way for I-MLE (at its chosen lambda) and
+    #: for Identity (on P_std)
+    sog_taus: list[float] = [0.1, 1.0, 10.0]
     #: "indispensable": a lead above this fraction of the analogue's spread (untrained
     #: MSE -> best row's MSE at that k)
     far_fraction: float = 0.25
@@ -112,7 +115,7 @@ class Config(core.ExperimentConfig):
 
 
 QUICK = {"ks": [5], "epochs": 5, "seeds": [0], "blackbox_lambdas": [100.0],
-         "imle_lambdas": [1000.0], "identity_taus": [1.0], "n_train": 1000, "n_test": 300,
+         "imle_lambdas": [1000.0], "sog_taus": [1.0], "n_train": 1000, "n_test": 300,
          "n_val": 200, "progress": False}
 
 #: The paper's setting (I-MLE's setup, which it follows): 70k reviews of up to 350
@@ -225,9 +228,10 @@ class Predictor(nn.Module):
 def selector_for(variant: core.Variant, config: Config, k: int,
                  generator: torch.Generator) -> cl.ComboLayer:
     spec = cl.problems.TopK(n=config.d, k=k)
-    sog = cl.SumOfGamma(k=k, s=config.sog_s, tau=variant.options.get("tau", config.sog_tau))
+    tau = variant.options.get("tau", config.sog_tau)
+    sog = cl.SumOfGamma(k=k, s=config.sog_s, tau=tau)
     if variant.method.startswith("imle"):
-        method = cl.IMLE(lam=variant.options["lam"], tau=config.sog_tau,
+        method = cl.IMLE(lam=variant.options["lam"], tau=tau,
                          noise=cl.SumOfGamma(k=k, s=config.sog_s), generator=generator)
         return cl.ComboLayer(spec, method=method, projection="none")
     method = (cl.Blackbox(lam=variant.options["lam"]) if variant.method.startswith("blackbox")
@@ -311,16 +315,17 @@ PAPER = {5: {"std": 2.62, "none": 4.75, "imle": 2.62},
 
 
 def variants_for(config: Config, k: int, imle_lam: float | None = None,
-                 blackbox_lam: float | None = None,
-                 identity_tau: float | None = None) -> dict[str, core.Variant]:
+                 blackbox_lam: float | None = None, identity_tau: float | None = None,
+                 imle_tau: float | None = None) -> dict[str, core.Variant]:
     setting = f"k={k}"
     imle_lam = config.imle_lambdas[len(config.imle_lambdas) // 2] if imle_lam is None else imle_lam
     identity = {"k": k, "tau": config.sog_tau if identity_tau is None else identity_tau}
+    imle_tau = config.sog_tau if imle_tau is None else imle_tau
     found = {
         "std": core.Variant("identity", projection="std", setting=setting, options=identity),
         "none": core.Variant("identity", projection="none", setting=setting, options=identity),
         "imle": core.Variant(f"imle lam={imle_lam:g}", projection="none", setting=setting,
-                             options={"k": k, "lam": imle_lam}),
+                             options={"k": k, "lam": imle_lam, "tau": imle_tau}),
     }
     found["control"] = core.control(found["std"])
     if k in config.blackbox_ks:
@@ -332,17 +337,17 @@ def variants_for(config: Config, k: int, imle_lam: float | None = None,
     return found
 
 
-#: The hyperparameter tuned per method, and the projection it is tuned under.
-TUNED = {"imle": ("lam", "none"), "blackbox": ("lam", "none"), "identity": ("tau", "std")}
+#: The projection each method is tuned under.
+PROJECTION = {"imle": "none", "blackbox": "none", "identity": "std"}
 
 
-def tune(config: Config, data, k: int, method: str, grid: list[float]) -> dict:
-    """`core.tune` of ``method``'s hyperparameter (`TUNED`) at ``k``."""
-    parameter, projection = TUNED[method]
+def tune(config: Config, data, k: int, method: str, parameter: str, grid: list[float],
+         fixed: dict | None = None) -> dict:
+    """`core.tune` of ``method``'s ``parameter`` at ``k``, the others ``fixed``."""
 
     def variant_for(value: float) -> core.Variant:
-        return core.Variant(f"{method} {parameter}={value:g}", projection=projection,
-                            setting=f"k={k}", options={"k": k, parameter: value})
+        return core.Variant(f"{method} {parameter}={value:g}", projection=PROJECTION[method],
+                            setting=f"k={k}", options={"k": k, **(fixed or {}), parameter: value})
 
     return core.tune(method, parameter, grid, variant_for,
                      lambda variant, seed, bar: train_one(variant, seed, config, data),
@@ -354,13 +359,17 @@ def run(config: Config) -> core.Result:
     data = {k: make_data(config, k) for k in config.ks}
     tuning = []
     for k in config.ks:
-        tuning.append(tune(config, data[k], k, "imle", config.imle_lambdas))
-        tuning.append(tune(config, data[k], k, "identity", config.identity_taus))
+        lam = tune(config, data[k], k, "imle", "lam", config.imle_lambdas)
+        tuning += [lam, tune(config, data[k], k, "imle", "tau", config.sog_taus,
+                             fixed={"lam": lam["chosen"]}),
+                   tune(config, data[k], k, "identity", "tau", config.sog_taus)]
         if k in config.blackbox_ks:
-            tuning.append(tune(config, data[k], k, "blackbox", config.blackbox_lambdas))
-    chosen = {(t["method"], t["setting"]): t["chosen"] for t in tuning}
-    by_k = {k: variants_for(config, k, chosen[("imle", f"k={k}")],
-                            chosen.get(("blackbox", f"k={k}")), chosen[("identity", f"k={k}")])
+            tuning.append(tune(config, data[k], k, "blackbox", "lam", config.blackbox_lambdas))
+    chosen = {(t["method"], t["parameter"], t["setting"]): t["chosen"] for t in tuning}
+    by_k = {k: variants_for(config, k, chosen[("imle", "lam", f"k={k}")],
+                            chosen.get(("blackbox", "lam", f"k={k}")),
+                            chosen[("identity", "tau", f"k={k}")],
+                            chosen[("imle", "tau", f"k={k}")])
             for k in config.ks}
     variants = [v for group in by_k.values() for v in group.values()]
 
