@@ -52,5 +52,6 @@ def test_each_extension_is_one_new_file(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     assert data["experiment"] == "toy_topk" and data["quick"] is True
-    assert [row["projection"] for row in data["rows"]] == ["none", "std"]
+    assert [(row["method"], row["projection"]) for row in data["rows"]] == [
+        ("identity", "none"), ("identity", "std"), ("identity [control]", "std")]
     assert data["claims"][0]["verdict"] in {"agrees", "disagrees", "inconclusive", "invalid"}
