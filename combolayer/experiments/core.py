@@ -471,27 +471,44 @@ def finish(name: str, config: ExperimentConfig, metric: Metric, runs: Runs,
     return result
 
 
+def span(runs: Runs, metric: Metric,
+         variants: Sequence[Variant]) -> tuple[float | None, Variant | None]:
+    """The two ends of ``variants``' spread: the test metric before training (mean
+    over every run of theirs that recorded it) and the best row that is not a control."""
+    untrained = [o.untrained for v in variants for o in runs.outcomes[v.label]
+                 if o.untrained is not None]
+    trained = [v for v in variants if not v.is_control]
+    pick = max if metric.higher_is_better else min
+    best = pick(trained, key=lambda v: float(np.mean(runs.values(v)))) if trained else None
+    return (float(np.mean(untrained)) if untrained else None), best
+
+
+def threshold(runs: Runs, metric: Metric, variants: Sequence[Variant],
+              fraction: float) -> tuple[float, str]:
+    """A gap or tolerance on the analogue's own scale: `verdicts.scaled_threshold`
+    at ``fraction`` of the `span` of ``variants``, with the text a claim states it by."""
+    untrained, best = span(runs, metric, variants)
+    return verdicts.scaled_threshold(untrained, float(np.mean(runs.values(best))), fraction)
+
+
 def spread(runs: Runs, metric: Metric) -> list[dict[str, Any]]:
     """Per setting (the rows' ``setting`` without "control"): the test metric
-    before training (mean over every run that recorded it), the best row, and
-    each control row. A task discriminates when best and control lie far apart."""
+    before training, the best row (`span`), and each control row. A task
+    discriminates when best and control lie far apart."""
     groups: dict[str, list[Variant]] = {}
     for v in runs.variants:
         setting = ", ".join(p for p in v.setting.split(", ") if p and p != "control")
         groups.setdefault(setting, []).append(v)
     found = []
     for setting, variants in groups.items():
-        means = {v.label: float(np.mean(runs.values(v))) for v in variants}
-        trained = [v.label for v in variants if not v.is_control]
-        untrained = [o.untrained for v in variants for o in runs.outcomes[v.label]
-                     if o.untrained is not None]
-        pick = max if metric.higher_is_better else min
-        best = pick(trained, key=means.get) if trained else None
+        untrained, best = span(runs, metric, variants)
         found.append({
             "setting": setting,
-            "untrained": float(np.mean(untrained)) if untrained else None,
-            "best": {"row": best, "mean": means[best]} if best else None,
-            "controls": {v.label: means[v.label] for v in variants if v.is_control},
+            "untrained": untrained,
+            "best": ({"row": best.label, "mean": float(np.mean(runs.values(best)))}
+                     if best else None),
+            "controls": {v.label: float(np.mean(runs.values(v)))
+                         for v in variants if v.is_control},
         })
     return found
 

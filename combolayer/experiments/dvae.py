@@ -56,7 +56,7 @@ from torch.nn import functional as F
 
 import combolayer as cl
 
-from . import core, verdicts
+from . import core
 
 NAME = "dvae"
 
@@ -271,11 +271,8 @@ def claims_of(runs: core.Runs, config: Config, metric: core.Metric) -> list[core
     """The paper's claims (sec. 5.1 and app. "Additional Experimental Results") on the
     rows there are, with thresholds on the spread untrained -> best row."""
     rows = variants_for(config)
-    (spread,) = core.spread(runs, metric)
-    clear_gap, clear_text = verdicts.scaled_threshold(
-        spread["untrained"], spread["best"]["mean"], config.clear_fraction)
-    far_gap, far_text = verdicts.scaled_threshold(
-        spread["untrained"], spread["best"]["mean"], config.far_fraction)
+    clear_gap, clear_text = core.threshold(runs, metric, runs.variants, config.clear_fraction)
+    far_gap, far_text = core.threshold(runs, metric, runs.variants, config.far_fraction)
 
     def better(text: str, a: str, b: str, min_gap: float = 0.0) -> core.Claim:
         # N-ELBO has no attainable ideal: the gate measures the room as |untrained|

@@ -100,6 +100,7 @@ from .core import (
     learns,
     run_variants,
     seeded,
+    threshold,
     tune,
 )
 
@@ -455,16 +456,11 @@ def claims(config: Config, runs: Runs) -> list[Claim]:
                 return v
         raise KeyError(f"no {method} row at k={k}, sigma={sigma:g}, rho={rho:g}")
 
-    def threshold(fraction: float, *rows: Variant) -> tuple[float, str]:
-        untrained = np.mean([o.untrained for v in rows for o in runs.outcomes[v.label]])
-        best = max(np.mean(runs.values(v)) for v in rows)
-        return verdicts.scaled_threshold(float(untrained), float(best), fraction)
-
     gated = {"gate_margin": config.gate_margin, "ideal": 1.0}
     found = []
     for k in config.ks:
         identity, blackbox = pick("identity", k), pick("blackbox", k)
-        tolerance, text = threshold(config.par_fraction, identity, blackbox)
+        tolerance, text = threshold(runs, METRIC, (identity, blackbox), config.par_fraction)
         found.append(claim_on_par(
             f"Identity is on par with Blackbox when clean (k={k}; tolerance {text})", runs,
             identity, blackbox, METRIC, tolerance, control=pick("identity", k, is_control=True),
@@ -474,7 +470,7 @@ def claims(config: Config, runs: Runs) -> list[Claim]:
     studies += [(f"label corruption rho={rho:g}", 0.0, rho) for rho in config.label_rho]
     for name, sigma, rho in studies:
         identity, blackbox = pick("identity", r, sigma, rho), pick("blackbox", r, sigma, rho)
-        gap, text = threshold(config.gap_fraction, identity, blackbox)
+        gap, text = threshold(runs, METRIC, (identity, blackbox), config.gap_fraction)
         found.append(claim_better(
             f"Identity is more robust than Blackbox under {name} (k={r}; gap needed: {text})",
             runs, identity, blackbox, METRIC, min_gap=gap, **gated))

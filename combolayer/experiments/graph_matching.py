@@ -419,11 +419,9 @@ def claims(config: Config, runs: core.Runs) -> list[core.Claim]:
     by = {(v.name, v.projection, v.margin, v.noise): v for v in runs.variants}
     control = next(v for v in runs.variants if v.is_control)
     seeds = len(config.seeds)
-    found = core.spread(runs, METRIC)[0]  # the Hamming rows' setting, the control's too
-    tolerance, par_text = verdicts.scaled_threshold(found["untrained"], found["best"]["mean"],
-                                                    config.par_fraction)
-    min_gap, gap_text = verdicts.scaled_threshold(found["untrained"], found["best"]["mean"],
-                                                  config.gap_fraction)
+    hamming_rows = [v for v in runs.variants if v.options["loss"] == "hamming"]  # + control
+    tolerance, par_text = core.threshold(runs, METRIC, hamming_rows, config.par_fraction)
+    min_gap, gap_text = core.threshold(runs, METRIC, hamming_rows, config.gap_fraction)
 
     def on_par(text: str, a: Variant, b: Variant) -> core.Claim:
         return core.claim_on_par(f"{text} (tolerance {par_text})", runs, a, b, METRIC,

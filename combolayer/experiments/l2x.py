@@ -66,7 +66,7 @@ from torch import nn
 
 import combolayer as cl
 
-from . import core, verdicts
+from . import core
 
 NAME = "l2x"
 
@@ -398,10 +398,8 @@ def claims_of(config: Config, runs: core.Runs,
     claims = []
     for k, group in by_k.items():
         trained = [v for v in group.values() if not v.is_control]
-        untrained = float(np.mean([o.untrained for v in trained for o in runs.outcomes[v.label]]))
-        best = min(float(np.mean(runs.values(v))) for v in trained)
-        far_gap, far_text = verdicts.scaled_threshold(untrained, best, config.far_fraction)
-        tolerance, par_text = verdicts.scaled_threshold(untrained, best, config.par_fraction)
+        far_gap, far_text = core.threshold(runs, METRIC, trained, config.far_fraction)
+        tolerance, par_text = core.threshold(runs, METRIC, trained, config.par_fraction)
         paper = PAPER.get(k, {})
         claims.append(core.claim_better(
             f"k={k}: projection is indispensable, Identity with P_std far below no projection "

@@ -112,11 +112,11 @@ def _section(name: str, r: Result, module, results_dir: Path) -> list[str]:
         lines.append(f"| {row.method} | {row.projection or '-'} | {margin} | "
                      f"{row.mean:.4g} ± {row.std:.2g} | {per_seed} | {row.train_s:.1f} |")
     lines.append("")
-    extras = _extras(results_dir / name / "details.json")
-    if extras:
-        lines += extras
-    lines += _tuning(results_dir / name / "details.json")
-    lines += _spread(results_dir / name / "details.json", r)
+    path = results_dir / name / "details.json"
+    details = json.loads(path.read_text()) if path.exists() else {}
+    lines += _extras(details)
+    lines += _tuning(details)
+    lines += _spread(details, r)
     if r.paper:
         lines += ["The paper's numbers for the corresponding rows:", "",
                   "| method | projection | paper | note |", "|---|---|---|---|"]
@@ -126,7 +126,7 @@ def _section(name: str, r: Result, module, results_dir: Path) -> list[str]:
     lines += ["| claim (paper) | verdict | evidence |", "|---|---|---|"]
     lines += [f"| {c.claim} | {ICONS[c.verdict]} | {c.evidence} |" for c in r.claims]
     lines.append("")
-    lines += _recheck(results_dir / name / "details.json")
+    lines += _recheck(details)
     if (results_dir / name / "curves.png").exists():
         lines += [f"![{name} learning curves](results/{name}/curves.png)", ""]
     lines += ["Regenerate:", "", "```bash",
@@ -135,9 +135,9 @@ def _section(name: str, r: Result, module, results_dir: Path) -> list[str]:
     return lines
 
 
-def _extras(path: Path) -> list[str]:
+def _extras(details: dict) -> list[str]:
     """Secondary metrics (mean ± std per row), when the experiment recorded any."""
-    extras: dict[str, dict[str, dict[str, float]]] = _details(path, "extras") or {}
+    extras: dict[str, dict[str, dict[str, float]]] = details.get("extras", {})
     names = sorted({key for row in extras.values() for key in row})
     if not names:
         return []
@@ -150,9 +150,9 @@ def _extras(path: Path) -> list[str]:
     return lines + [""]
 
 
-def _tuning(path: Path) -> list[str]:
+def _tuning(details: dict) -> list[str]:
     """The hyperparameter grids tuned on the validation split, when the run recorded any."""
-    tuning = _details(path, "tuning")
+    tuning = details.get("tuning", [])
     if not tuning:
         return []
     lines = ["Hyperparameters chosen on the validation split (first seed):", "",
@@ -169,14 +169,9 @@ def _tuning(path: Path) -> list[str]:
     return lines + [""]
 
 
-def _details(path: Path, key: str):
-    """``details.json``'s ``key``, or an empty list."""
-    return json.loads(path.read_text()).get(key, []) if path.exists() else []
-
-
-def _spread(path: Path, r: Result) -> list[str]:
+def _spread(details: dict, r: Result) -> list[str]:
     """Per setting: the test metric untrained -> best row -> control rows."""
-    spread = _details(path, "spread")
+    spread = details.get("spread", [])
     if not spread:
         return []
     lines = [f"How far apart the task sets the rows ({r.metric.name} on the test split):", "",
@@ -189,9 +184,9 @@ def _spread(path: Path, r: Result) -> list[str]:
     return lines + [""]
 
 
-def _recheck(path: Path) -> list[str]:
+def _recheck(details: dict) -> list[str]:
     """The claims whose rows were re-run on more seeds, and whether they moved."""
-    recheck = _details(path, "recheck")
+    recheck = details.get("recheck", [])
     if not recheck:
         return []
     moved = sum(c["before"] != c["after"] for c in recheck)

@@ -66,7 +66,7 @@ from torch import Tensor, nn
 
 import combolayer as cl
 
-from . import core, verdicts
+from . import core
 from .core import ExperimentConfig, Outcome, Variant
 
 NAME = "retrieval"
@@ -351,12 +351,9 @@ def claims(config: Config, runs: core.Runs) -> list[core.Claim]:
     by = {(v.method, v.projection, bool(v.noise)): v for v in trained}
     identity = {p: by[("identity", p, False)] for p in config.projections}
     blackbox = by[("blackbox", "none", False)]
-    untrained = float(np.mean([o.untrained for outcomes in runs.outcomes.values()
-                               for o in outcomes]))
-    best = max(float(np.mean(runs.values(v))) for v in trained)
-    far, far_text = verdicts.scaled_threshold(untrained, best, config.far_fraction)
-    gap, gap_text = verdicts.scaled_threshold(untrained, best, config.gap_fraction)
-    tolerance, par_text = verdicts.scaled_threshold(untrained, best, config.par_fraction)
+    far, far_text = core.threshold(runs, METRIC, runs.variants, config.far_fraction)
+    gap, gap_text = core.threshold(runs, METRIC, runs.variants, config.gap_fraction)
+    tolerance, par_text = core.threshold(runs, METRIC, runs.variants, config.par_fraction)
     judged = dict(metric=METRIC, gate_margin=config.gate_margin, ideal=1.0)
     out = []
     if "std" in identity and "none" in identity:

@@ -66,7 +66,6 @@ from torch.nn import functional as F
 import combolayer as cl
 
 from ..backends.timing import solver_clock
-from . import verdicts
 from .core import (
     GATE_MARGIN,
     Claim,
@@ -84,7 +83,7 @@ from .core import (
     learns,
     run_variants,
     seeded,
-    spread,
+    threshold,
     tune,
 )
 
@@ -371,9 +370,7 @@ def claims_of(config: Config, runs: Runs, rows: list[Variant]) -> list[Claim]:
     bb, identity = by["blackbox"], by["identity"]
     bb_lam = bb.options["method"]["lam"] * config.paper_batch_size  # as the paper states it
     noisy = f"noise {config.noise:g}"
-    found = spread(runs, METRIC)[0]
-    tolerance, text = verdicts.scaled_threshold(found["untrained"], found["best"]["mean"],
-                                                config.par_fraction)
+    tolerance, text = threshold(runs, METRIC, runs.variants, config.par_fraction)
 
     def on_par(claim: str, a: Variant, b: Variant) -> Claim:
         return claim_on_par(f"{claim} (tolerance {text})", runs, a, b, METRIC, tolerance,
