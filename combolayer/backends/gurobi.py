@@ -151,38 +151,35 @@ def _bounds(values: np.ndarray) -> np.ndarray:
     return np.clip(np.asarray(values, dtype=np.float64), -GRB.INFINITY, GRB.INFINITY)
 
 
+@functools.lru_cache(maxsize=1)
+def _status_table() -> dict[int, tuple[Outcome, str]]:
+    """Gurobi's status codes -> (`Outcome`, Gurobi's name for it), built once: the hot
+    path of a solve reads one entry."""
+    from gurobipy import GRB
+
+    limits = {"TIME_LIMIT", "SOLUTION_LIMIT", "NODE_LIMIT", "ITERATION_LIMIT", "WORK_LIMIT",
+              "MEM_LIMIT", "USER_OBJ_LIMIT"}
+    named = {"OPTIMAL": Outcome.OPTIMAL, "INFEASIBLE": Outcome.INFEASIBLE,
+             "UNBOUNDED": Outcome.UNBOUNDED, "INF_OR_UNBD": Outcome.INFEASIBLE_OR_UNBOUNDED,
+             "INTERRUPTED": Outcome.INTERRUPTED}
+    names = ("LOADED", "OPTIMAL", "INFEASIBLE", "INF_OR_UNBD", "UNBOUNDED", "CUTOFF",
+             "ITERATION_LIMIT", "NODE_LIMIT", "TIME_LIMIT", "SOLUTION_LIMIT", "INTERRUPTED",
+             "NUMERIC", "SUBOPTIMAL", "INPROGRESS", "USER_OBJ_LIMIT", "WORK_LIMIT", "MEM_LIMIT")
+    return {getattr(GRB, name): (Outcome.TIME_LIMIT if name in limits
+                                 else named.get(name, Outcome.STOPPED), name)
+            for name in names if hasattr(GRB, name)}
+
+
+def gurobi_status(status: int) -> tuple[Outcome, str]:
+    """Gurobi's status code as an `Outcome`, with Gurobi's name for it. Every limit a
+    user can set (time, solutions, nodes, iterations, work, memory, objective) stops
+    like the time limit: its best solution with a warning, or an error without one."""
+    return _status_table().get(status) or (Outcome.STOPPED, str(status))
+
+
 def gurobi_outcome(status: int) -> Outcome:
-    """Gurobi's status code as an `Outcome`. Every limit a user can set
-    (time, solutions, nodes, iterations, work, memory, objective) stops like the
-    time limit: its best solution with a warning, or an error without one."""
-    from gurobipy import GRB
-
-    limits = (GRB.TIME_LIMIT, GRB.SOLUTION_LIMIT, GRB.NODE_LIMIT, GRB.ITERATION_LIMIT,
-              GRB.WORK_LIMIT, GRB.MEM_LIMIT, GRB.USER_OBJ_LIMIT)
-    if status in limits:
-        return Outcome.TIME_LIMIT
-    return {
-        GRB.OPTIMAL: Outcome.OPTIMAL,
-        GRB.INFEASIBLE: Outcome.INFEASIBLE,
-        GRB.UNBOUNDED: Outcome.UNBOUNDED,
-        GRB.INF_OR_UNBD: Outcome.INFEASIBLE_OR_UNBOUNDED,
-        GRB.INTERRUPTED: Outcome.INTERRUPTED,
-    }.get(status, Outcome.STOPPED)
-
-
-_STATUS_NAMES: dict[int, str] = {}
-
-
-def _status_name(status: int) -> str:
-    from gurobipy import GRB
-
-    if not _STATUS_NAMES:
-        _STATUS_NAMES.update({getattr(GRB, name): name for name in (
-            "LOADED", "OPTIMAL", "INFEASIBLE", "INF_OR_UNBD", "UNBOUNDED", "CUTOFF",
-            "ITERATION_LIMIT", "NODE_LIMIT", "TIME_LIMIT", "SOLUTION_LIMIT", "INTERRUPTED",
-            "NUMERIC", "SUBOPTIMAL", "INPROGRESS", "USER_OBJ_LIMIT", "WORK_LIMIT",
-            "MEM_LIMIT") if hasattr(GRB, name)})
-    return _STATUS_NAMES.get(status, str(status))
+    """`gurobi_status` without the name."""
+    return gurobi_status(status)[0]
 
 
 class _GurobiRun:
@@ -195,15 +192,13 @@ class _GurobiRun:
     form: CanonicalForm
 
     def _optimize(self, callback=None) -> None:
-        import gurobipy as gp
-
         try:
             if callback is None:
                 self.model.optimize()
             else:
                 self.model.optimize(callback)
-        except gp.GurobiError as error:
-            if error.errno in LICENCE_ERRORS:
+        except Exception as error:  # gurobipy.GurobiError: its licence codes say unavailable
+            if getattr(error, "errno", None) in LICENCE_ERRORS:
                 raise BackendUnavailable(f"backend 'gurobi': {_error_reason(error)}") from None
             raise
 
@@ -218,20 +213,20 @@ class _GurobiRun:
         answer is optimal either way; under ties, which optimum comes back may depend
         on the earlier solves of this kernel.
         """
-        from gurobipy import GRB
-
         if start is not None:
             self._outputs.Start = np.asarray(start, dtype=np.float64)
             self._started = True
         elif self._started:
+            from gurobipy import GRB
+
             self._outputs.Start = np.full(self._outputs.shape, GRB.UNDEFINED)
             self._started = False
 
     def _settle(self, callback=None) -> np.ndarray:
         model = self.model
-        status = model.Status
-        return settle(gurobi_outcome(status), "Gurobi", lambda: np.asarray(self.variables.X),
-                      has_solution=model.SolCount > 0, status=_status_name(status),
+        outcome, name = gurobi_status(model.Status)
+        return settle(outcome, "Gurobi", lambda: np.asarray(self.variables.X),
+                      has_solution=model.SolCount > 0, status=name,
                       is_infeasible=lambda: self._infeasible(callback))
 
     def _infeasible(self, callback) -> bool:

@@ -69,13 +69,13 @@ class RowKernel:
         statuses = []
         starts = (np.asarray(start, dtype=np.float64).reshape(costs.shape)
                   if start is not None and self.takes_start else None)
-        with self._lock:
+        with self._lock, recording() as log:
             for b, row in enumerate(costs):
+                solves = len(log)
+                out[b] = (self.solve_one(row) if starts is None
+                          else self.solve_one(row, start=starts[b]))[:n]
                 # one status per row, however many solves the row took
-                with recording() as log:
-                    out[b] = (self.solve_one(row) if starts is None
-                              else self.solve_one(row, start=starts[b]))[:n]
-                statuses.append(worst(log))
+                statuses.append(worst(log[solves:]) if len(log) != solves + 1 else log[-1])
         record_all(statuses)
         return self.form.outputs(out)
 
