@@ -8,8 +8,9 @@ that
 - starts its workers when the run has paid for them (ski rental): once the
   solve time spent in the caller since the first call exceeds the start cost
   (pool or actor start plus a model build), a background thread starts and
-  warms the workers while the caller keeps solving; calls are handed to the
-  workers once they are ready, so no call waits for a start,
+  warms the workers while the caller keeps solving, in slices of a batch; the
+  rows left are handed to the workers once they are ready, mid-call too, so
+  no call waits for a start,
 - falls back to solving in the calling process when the work is too small to
   pay for the hand-off (the first solve is timed, then every solve updates the
   estimate), and otherwise splits the batch into a few chunks per worker,
@@ -68,6 +69,10 @@ MIN_SOLVE_SECONDS = 1e-3
 #: Ray actors on an initialised cluster 1-2 s each on 2 cores (a cluster the
 #: layer has to start itself adds several seconds, counted on top).
 START_SECONDS = {"thread": 0.0, "process": 0.5, "ray": 1.5}
+#: Work per slice (seconds) while a batch that could be handed off is solved in the
+#: caller: between slices the workers are started once the run has paid for them,
+#: and the rest of the batch goes to them once they are ready.
+SLICE_SECONDS = 0.05
 #: Extra start cost when ``ray.init`` has to start a local cluster.
 RAY_INIT_SECONDS = 5.0
 
@@ -190,21 +195,32 @@ class ParallelKernel:
             self.serial_seconds += sum(times)
             done = len(times)
         rest = costs[done:]
-        n_chunks = self._num_chunks(len(rest))
-        if n_chunks > 1 and not self._workers_ready():
-            n_chunks = 1
-        if n_chunks <= 1:
+        if self._num_chunks(len(rest)) <= 1:  # too little work to ever hand off
             if len(rest):
-                out, seconds = _timed(self.local, rest)
-                self.serial_seconds += seconds
-                self._update(seconds / len(rest))
-                parts.append(out)
-        else:
-            chunks = np.array_split(rest, n_chunks)
-            results = self._map_safely(chunks)
-            parts.extend(out for out, _ in results)
-            self._update(sum(seconds for _, seconds in results) / len(rest))
+                parts.append(self._solve_here(rest))
+            return np.concatenate(parts, axis=0)
+        # Solved here in slices until the workers are ready: the run can pay for
+        # them (and start them) in the middle of a call, and the rows left when
+        # they are ready go to them, not only the next call's.
+        while len(rest):
+            ready = self._workers_ready()  # first: it starts them once the run has paid
+            n_chunks = self._num_chunks(len(rest))
+            if ready and n_chunks > 1:
+                results = self._map_safely(np.array_split(rest, n_chunks))
+                parts.extend(out for out, _ in results)
+                self._update(sum(seconds for _, seconds in results) / len(rest))
+                break
+            rows = max(1, int(SLICE_SECONDS / self.per_solve))
+            parts.append(self._solve_here(rest[:rows]))
+            rest = rest[rows:]
         return np.concatenate(parts, axis=0)
+
+    def _solve_here(self, rows: np.ndarray) -> np.ndarray:
+        """Solve ``rows`` in the caller, counting the time toward the workers' start."""
+        out, seconds = _timed(self.local, rows)
+        self.serial_seconds += seconds
+        self._update(seconds / len(rows))
+        return out
 
     def _num_chunks(self, rows: int) -> int:
         """Chunks for ``rows`` rows once the workers run (1: solve in the caller)."""
@@ -230,8 +246,9 @@ class ParallelKernel:
 
         Ski rental: the workers start once the solve time spent in the caller
         exceeds what starting them costs. They start in a background thread
-        (pool or actors, then one model build each), and calls go on in the
-        caller until they are ready. With no start cost (``START_SECONDS`` 0
+        (pool or actors, then one model build each), and rows go on being solved
+        in the caller until they are ready. It is asked between slices of a
+        batch, so both can happen in the middle of a call. With no start cost (``START_SECONDS`` 0
         and no model build to hide) they start in the call itself.
         """
         if self._ready.is_set():
@@ -253,7 +270,7 @@ class ParallelKernel:
         return False
 
     def _start_and_warm(self) -> None:
-        began = time.perf_counter()
+        began, paid = time.perf_counter(), self.serial_seconds
         try:
             self._start()
             self._warm()
@@ -265,7 +282,7 @@ class ParallelKernel:
             logger.info("%s: %d %s workers started on %r after %.2f s solved in the caller "
                         "(start cost %.2f s; started and warmed in %.2f s in the background)",
                         self.spec.label, self.workers, self.executor, self.cls.name,
-                        self.serial_seconds, self.start_seconds(),
+                        paid, self.start_seconds(),
                         time.perf_counter() - began)
         finally:
             self._starter = None
