@@ -10,10 +10,13 @@ until a model is wrapped.
 
 Reading the model. For a Gurobi model (``pyepo.model.grb``) the constraint matrix, senses,
 right-hand sides, bounds and variable types are read through ``model._model.getA()``,
-``getConstrs()`` and ``getVars()`` and become an equivalent [`ILP`][combolayer.ILP] (the
+``getConstrs()`` and ``getVars()``; for a Pyomo model (``pyepo.model.omo``, whatever
+solver it was given) every active constraint's linear form is read with Pyomo's
+``generate_standard_repn``, and the cost of each variable from the objective's
+``cost[i]`` parameters. Either becomes an equivalent [`ILP`][combolayer.ILP] (the
 predicted-cost variables first, every other variable auxiliary), so ``cl.analyze`` and
 ``projection="auto"`` see the model's affine hull (flow conservation for shortest path).
-Other models (Pyomo, COPT, OR-Tools, hand-written ones) hide their constraints behind their
+Other models (COPT, OR-Tools, hand-written ones) hide their constraints behind their
 own modelling objects; for them [`spec`][combolayer.backends.PyEPOBackend.spec] raises
 [`SpecError`][combolayer.SpecError] saying so, and a spec must be passed by the caller
 (``cl.ComboLayer(spec, backend=from_pyepo(m))``): the model still solves, and the
@@ -26,13 +29,14 @@ import threading
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..errors import SpecError
 from ..specs.base import ILP, Spec
 from .config import BackendConfig
 from .solver import Solver
 
-__all__ = ["PyEPOBackend", "from_pyepo", "ilp_from_gurobi"]
+__all__ = ["PyEPOBackend", "from_pyepo", "ilp_from_gurobi", "ilp_from_pyomo"]
 
 #: Gurobi's constraint senses as combolayer's.
 _SENSES = {"<": "<=", ">": ">=", "=": "=="}
@@ -98,19 +102,90 @@ def ilp_from_gurobi(optmodel: Any) -> ILP:
                         "combolayer's ILP needs finite lower bounds: pass a spec")
     integrality = [_VTYPES.get(v.VType, "continuous") for v in ordered]
     le, ge, eq = senses == "<", senses == ">", senses == "="
-    A_ub = None
-    b_ub = None
-    if le.any() or ge.any():
-        import scipy.sparse as sp
+    return _ilp(optmodel, len(first), sp.vstack([A[le], -A[ge]], format="csr"),
+                np.concatenate([rhs[le], -rhs[ge]]), A[eq], rhs[eq], integrality, lower, upper)
 
-        A_ub = sp.vstack([A[le], -A[ge]], format="csr")
-        b_ub = np.concatenate([rhs[le], -rhs[ge]])
-    A_eq = A[eq] if eq.any() else None
-    b_eq = rhs[eq] if eq.any() else None
+
+def ilp_from_pyomo(optmodel: Any) -> ILP:
+    """The [`ILP`][combolayer.ILP] of a PyEPO Pyomo model (``pyepo.model.omo``).
+
+    Every active constraint must be linear (read with ``generate_standard_repn``), and
+    the objective must give each of the ``num_cost`` predicted costs (PyEPO's mutable
+    ``cost[i]`` parameters) to a variable of its own; those variables come first, in
+    cost order, and the model's other variables follow as auxiliary ones. Raises
+    SpecError otherwise (a quadratic constraint, a cost shared by two variables as in
+    PyEPO's symmetric TSP), saying to pass a spec.
+    """
+    import pyomo.environ as pe
+    from pyomo.repn import generate_standard_repn
+
+    model = optmodel._model
+    objective = generate_standard_repn(model.obj.expr, compute_values=False)
+    cost_index = {id(model.cost[i]): i for i in model.cost}
+    cost_vars: list = [None] * optmodel.num_cost
+    for coef, var in zip(objective.linear_coefs, objective.linear_vars, strict=True):
+        i = cost_index.get(id(coef))
+        if i is None or cost_vars[i] is not None:
+            cost_vars = []
+            break
+        cost_vars[i] = var
+    if not objective.is_linear() or not cost_vars or any(v is None for v in cost_vars):
+        raise SpecError(f"PyEPO model {optmodel!r} does not map its {optmodel.num_cost} "
+                        "costs onto variables one to one in its objective, so its "
+                        "constraints cannot be read as an ILP on the costs: pass a spec")
+    chosen = {id(v) for v in cost_vars}
+    ordered = cost_vars + [v for v in model.component_data_objects(pe.Var, active=True)
+                           if id(v) not in chosen]
+    column = {id(v): j for j, v in enumerate(ordered)}
+    rows: dict[str, list] = {"ub": [], "eq": []}  # kind -> [({column: coef}, rhs)]
+    for con in model.component_data_objects(pe.Constraint, active=True):
+        repn = generate_standard_repn(con.body, compute_values=True)
+        if not repn.is_linear():
+            raise SpecError(f"PyEPO model {optmodel!r} has a nonlinear constraint "
+                            f"({con.name}); combolayer's ILP is linear: pass a spec")
+        row: dict[int, float] = {}
+        for coef, var in zip(repn.linear_coefs, repn.linear_vars, strict=True):
+            row[column[id(var)]] = row.get(column[id(var)], 0.0) + float(coef)
+        constant = float(repn.constant)
+        if con.equality:
+            rows["eq"].append((row, pe.value(con.upper) - constant))
+            continue
+        if con.has_ub():
+            rows["ub"].append((row, pe.value(con.upper) - constant))
+        if con.has_lb():
+            rows["ub"].append(({j: -a for j, a in row.items()}, constant - pe.value(con.lower)))
+    lower, upper, integrality = [], [], []
+    for v in ordered:
+        low, high = (v.value, v.value) if v.fixed else (v.lb, v.ub)
+        if low is None:
+            raise SpecError(f"PyEPO model {optmodel!r} has a variable without a lower "
+                            f"bound ({v.name}); combolayer's ILP needs finite lower bounds: "
+                            "pass a spec")
+        lower.append(float(low))
+        upper.append(None if high is None else float(high))
+        integrality.append("binary" if v.is_binary() else
+                           "integer" if v.is_integer() else "continuous")
+
+    def matrix(kind: str) -> tuple[sp.csr_matrix, np.ndarray]:
+        columns = [j for row, _ in rows[kind] for j in row]
+        values = [a for row, _ in rows[kind] for a in row.values()]
+        starts = np.cumsum([0] + [len(row) for row, _ in rows[kind]])
+        A = sp.csr_matrix((values, columns, starts), shape=(len(rows[kind]), len(ordered)))
+        return A, np.array([rhs for _, rhs in rows[kind]], dtype=float)
+
+    return _ilp(optmodel, len(cost_vars), *matrix("ub"), *matrix("eq"), integrality,
+                lower, upper)
+
+
+def _ilp(optmodel: Any, num_costs: int, A_ub, b_ub, A_eq, b_eq, integrality, lower,
+         upper) -> ILP:
+    """The ILP of a read model: its first ``num_costs`` columns are the costs' variables."""
     return ILP.from_matrices(
-        shape=[len(first)], A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq,
-        integrality=integrality, lower=lower, upper=upper,
-        sense="min" if _model_sign(optmodel) > 0 else "max", num_aux=len(order) - len(first),
+        shape=[num_costs], A_ub=A_ub if A_ub.shape[0] else None,
+        b_ub=b_ub if A_ub.shape[0] else None, A_eq=A_eq if A_eq.shape[0] else None,
+        b_eq=b_eq if A_eq.shape[0] else None, integrality=integrality, lower=lower,
+        upper=upper, sense="min" if _model_sign(optmodel) > 0 else "max",
+        num_aux=len(lower) - num_costs,
     )
 
 
@@ -163,27 +238,38 @@ class PyEPOBackend:
 
     @property
     def readable(self) -> bool:
-        """Whether the model's constraints can be read into a spec (Gurobi models)."""
-        return hasattr(getattr(self.optmodel, "_model", None), "getA")
+        """Whether the model's constraints can be read into a spec (Gurobi and Pyomo
+        models)."""
+        return self._reader is not None
+
+    @property
+    def _reader(self):
+        model = getattr(self.optmodel, "_model", None)
+        if hasattr(model, "getA"):
+            return ilp_from_gurobi
+        if hasattr(model, "component_data_objects") and hasattr(model, "cost"):
+            return ilp_from_pyomo
+        return None
 
     @property
     def spec(self) -> ILP:
         """The model's constraints as an [`ILP`][combolayer.ILP] (read once).
 
         Raises:
-            SpecError: the model's constraints cannot be read (not a Gurobi model, or
-                not linear); the message says to pass a spec instead.
+            SpecError: the model's constraints cannot be read (neither a Gurobi nor a
+                Pyomo model, or not linear); the message says to pass a spec instead.
         """
         if self._spec is None:
             if not self.readable:
                 raise SpecError(
                     f"cannot read the constraints of PyEPO model {self.optmodel!r}: only "
-                    "Gurobi models (pyepo.model.grb) expose them (getA, getConstrs, getVars). "
+                    "Gurobi models (pyepo.model.grb) and Pyomo models (pyepo.model.omo) "
+                    "expose them. "
                     "Pass the problem's spec yourself: cl.ComboLayer(spec, "
                     "backend=cl.backends.from_pyepo(model)); projection='auto' then analyses "
                     "that spec"
                 )
-            self._spec = ilp_from_gurobi(self.optmodel)
+            self._spec = self._reader(self.optmodel)
         return self._spec
 
     def solver_for(self, spec: Spec) -> Solver:
