@@ -69,4 +69,4 @@ def test_two_sided_offset_constraints_are_read_and_shared_costs_refused():
     # PyEPO's TSP gives each edge cost to both directed arcs: no ILP on the costs
     tsp = cl.backends.from_pyepo(omo.tspMTZModel(5, solver=SOLVER))
     with pytest.raises(cl.SpecError, match="not map its 10 costs onto variables one to one"):
-        tsp.spec
+        _ = tsp.spec
