@@ -658,52 +658,53 @@ class RayKernel(ParallelKernel):
         self._actors, self.nodes = live, nodes
 
     def _map(self, chunks, deadline):
+        """One chunk per actor at a time, the next to whichever actor is done first
+        (solve times vary: a fixed round robin left one actor idle while the other
+        finished its share). A chunk whose actor died is solved again on the others."""
         ray = _ray()
-        from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+        from ray.exceptions import RayActorError, RayTaskError
 
         end = None if deadline is None else time.monotonic() + deadline
         results: list = [None] * len(chunks)
-        todo = list(range(len(chunks)))
+        todo = list(range(len(chunks)))[::-1]  # popped from the end: in order
+        idle, running = list(self._actors), {}  # running: ref -> (chunk, actor)
         retried: set[int] = set()
-        while todo:
-            actors = list(self._actors)
-            if not actors:
+        dead: list = []
+        while todo or running:
+            while todo and idle:
+                i, actor = todo.pop(), idle.pop()
+                running[actor.solve.remote(chunks[i])] = (i, actor)
+            if not running:
                 raise _WorkerFailure("every Ray actor died")
-            placed = [(i, actors[k % len(actors)]) for k, i in enumerate(todo)]
-            refs = [actor.solve.remote(chunks[i]) for i, actor in placed]
-            failed, dead = [], []
-            for (i, actor), ref in zip(placed, refs):
-                left = None if end is None else max(0.0, end - time.monotonic())
-                try:
-                    results[i] = ray.get(ref, timeout=left)
-                except GetTimeoutError as error:
-                    message = f"a Ray actor ran past the {deadline:.1f} s budget"
-                    raise _WorkerFailure(message) from error
-                except RayActorError as error:
-                    if i in retried:  # the chunk itself kills its actors
-                        raise _WorkerFailure("a Ray actor died") from error
-                    failed.append(i)
-                    if not any(actor is other for other in dead):
-                        dead.append(actor)
-                except RayTaskError as error:
-                    # The kernel raised inside the actor: re-raise the original error.
-                    cause = getattr(error, "cause", None)
-                    if isinstance(cause, Exception):
-                        raise cause from None
-                    raise
-            if not failed:
-                break
+            left = None if end is None else max(0.0, end - time.monotonic())
+            done, _ = ray.wait(list(running), num_returns=1, timeout=left)
+            if not done:
+                raise _WorkerFailure(f"a Ray actor ran past the {deadline:.1f} s budget")
+            i, actor = running.pop(done[0])
+            try:
+                results[i] = ray.get(done[0])
+            except RayActorError as error:
+                if i in retried:  # the chunk itself kills its actors
+                    raise _WorkerFailure("a Ray actor died") from error
+                retried.add(i)
+                todo.append(i)
+                dead.append(actor)
+                continue
+            except RayTaskError as error:
+                # The kernel raised inside the actor: re-raise the original error.
+                cause = getattr(error, "cause", None)
+                if isinstance(cause, Exception):
+                    raise cause from None
+                raise
+            idle.append(actor)
+        if dead:
+            before = len(self._actors)
             self._actors = [a for a in self._actors if not any(a is d for d in dead)]
-            if not self._actors:
-                raise _WorkerFailure("a Ray actor died")
             warnings.warn(
-                f"ray executor: {len(dead)} of {len(actors)} Ray actors died (a lost node, "
-                f"or a killed worker) while solving {self.spec.label}; their {len(failed)} "
-                f"chunks were solved again on the {len(self._actors)} remaining actors, "
-                f"which carry on",
-                RuntimeWarning, stacklevel=6)
-            retried.update(failed)
-            todo = failed
+                f"ray executor: {len(dead)} of {before} Ray actors died (a lost node, "
+                f"or a killed worker) while solving {self.spec.label}; their "
+                f"{len(retried)} chunks were solved again on the {len(self._actors)} "
+                "remaining actors, which carry on", RuntimeWarning, stacklevel=6)
         return results
 
     def _reset(self) -> None:
