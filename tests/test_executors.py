@@ -163,6 +163,40 @@ def test_workers_start_in_the_background_once_the_run_has_paid(executor, monkeyp
     solver.kernel.close()
 
 
+def test_workers_start_mid_call_and_take_the_rows_left(monkeypatch):
+    """A call that pays for the workers part-way starts them between two of its slices,
+    and hands them the rows still unsolved once they are ready: the call that paid
+    does not run to its end in the caller."""
+    monkeypatch.setattr(executors, "MIN_SOLVE_SECONDS", 0.0)
+    monkeypatch.setattr(executors, "MIN_CHUNK_SECONDS", {"thread": 0.0})
+    monkeypatch.setattr(executors, "SLICE_SECONDS", 0.0)  # one row per slice
+    spec = knapsack()
+    costs = np.random.default_rng(1).normal(size=(60, 12))
+    expected = cl.make_solver(spec, "highs").solve(costs)
+    solver = cl.make_solver(spec, {"name": "highs", "executor": "thread", "workers": 2})
+    kernel = solver.kernel
+    fast = kernel.local
+
+    def slow(rows):  # 10 ms a row in the caller, so the start cost below is 3 rows
+        time.sleep(0.01 * len(rows))
+        return fast(rows)
+
+    kernel.local = slow
+    kernel.start_seconds = lambda: 0.03
+    handed: list[int] = []
+    original = executors.ThreadKernel._map
+
+    def spy(self, chunks, deadline):
+        handed.append(sum(map(len, chunks)))
+        return original(self, chunks, deadline)
+
+    monkeypatch.setattr(executors.ThreadKernel, "_map", spy)
+    np.testing.assert_array_equal(solver.solve(costs), expected)
+    assert kernel._started()
+    assert len(handed) == 1 and 0 < handed[0] <= 60 - 3, handed  # the rest of this call
+    assert kernel.serial_seconds >= 0.03
+
+
 def test_sub_millisecond_solves_log_that_they_stay_serial(caplog):
     import logging
 
