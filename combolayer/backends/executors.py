@@ -159,6 +159,9 @@ class ParallelKernel:
         self._starter: threading.Thread | None = None
         self._start_error: BaseException | None = None
         self._told_serial = False
+        #: ``(paid, took)`` once the workers are ready: the seconds solved in the caller
+        #: when their start began, and the seconds the start and warm-up took.
+        self.start_profile: tuple[float, float] | None = None
 
     def _resolve_workers(self, workers: int | str) -> int:
         return usable_cores() if workers == "auto" else int(workers)
@@ -278,12 +281,12 @@ class ParallelKernel:
             self._start_error = error
             self._reset_workers()
         else:
+            self.start_profile = (paid, time.perf_counter() - began)
             self._ready.set()
             logger.info("%s: %d %s workers started on %r after %.2f s solved in the caller "
                         "(start cost %.2f s; started and warmed in %.2f s in the background)",
                         self.spec.label, self.workers, self.executor, self.cls.name,
-                        paid, self.start_seconds(),
-                        time.perf_counter() - began)
+                        paid, self.start_seconds(), self.start_profile[1])
         finally:
             self._starter = None
 
