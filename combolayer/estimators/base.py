@@ -56,6 +56,17 @@ Backward = Callable[..., Tensor]
 METHODS: dict[str, type[Estimator]] = {}
 
 
+def solve_samples(solver: Solver, costs: Tensor) -> Tensor:
+    """``solver.solve_min`` of ``(S, *batch, *cost_shape)`` costs, a sample axis first,
+    handed to the solver instance by instance (each instance's ``S`` samples one after
+    another, as PyEPO orders them): a kept LP or MIP model starts from its previous
+    solve, which is closest when only the noise changed (PyEPO's 5x5 grid with Gurobi:
+    DPOMul's epoch 1.07 -> 0.98 of PyEPO's, against one sample of every instance at a
+    time)."""
+    batch_dims = costs.dim() - 1 - len(solver.cost_shape)
+    return solver.solve_min(costs.movedim(0, batch_dims)).movedim(batch_dims, 0)
+
+
 def differentiable(backward: Backward, once: bool = True) -> Callable[..., Tensor]:
     """The one autograd shell of every estimator.
 

@@ -8,7 +8,7 @@ from pydantic import field_validator
 from torch import Tensor
 
 from ..backends.solver import Solver, check_costs
-from .base import Estimator, Positive
+from .base import Estimator, Positive, solve_samples
 
 __all__ = ["Blackbox"]
 
@@ -21,13 +21,13 @@ def interpolation(solver: Solver, lam: float, grad: Tensor, costs: Tensor, eps: 
     S shifted solves in one batched call. ``per_instance`` multiplies ``lam`` by
     the number of instances in the batch (see [`Blackbox`][combolayer.Blackbox])."""
     step = lam * (costs.numel() // solver.num_outputs if per_instance else 1)
-    moved = costs + step * grad + eps
+    moved = (costs + step * grad + eps).expand_as(samples)  # (S, *costs.shape)
     try:  # checked like forward costs: a huge lam must not reach the solver (SCIP: bare
         # "error in input data!")
         check_costs(solver.spec, moved, "the shifted costs c + lam * dL/dy")
     except ValueError as error:
         raise ValueError(f"{error}; lower lam (got lam={lam:g})") from None
-    shifted = solver.solve_min(moved)
+    shifted = solve_samples(solver, moved)
     return (shifted - samples).mean(0) / step
 
 

@@ -8,7 +8,7 @@ import torch
 from pydantic import model_validator
 
 from ..transforms.noise import DEFAULT_SOG_K, NOISES, SumOfGamma, make_noise
-from .base import Estimator, Positive, SampleCount
+from .base import Estimator, Positive, SampleCount, solve_samples
 from .blackbox import interpolation
 
 __all__ = ["IMLE"]
@@ -64,7 +64,7 @@ class IMLE(Estimator):
         z = self._noise(solver.spec).sample((self.num_samples, *costs.shape),
                                             generator=self.generator)
         eps = -self.tau * z.to(costs)
-        samples = solver.solve_min(costs.detach() + eps)
+        samples = solve_samples(solver, costs.detach() + eps)
         return samples.mean(0), (eps, samples)
 
     def backward(self, solver, grad, costs, eps, samples):

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from ..backends.solver import Solver, inner
 from ..transforms.noise import NOISES, make_noise
-from .base import Estimator, Positive, SampleCount
+from .base import Estimator, Positive, SampleCount, solve_samples
 
 __all__ = ["Perturbed"]
 
@@ -96,10 +96,11 @@ class Perturbed(Estimator):
         return costs - self.sigma * z
 
     def perturbed_solutions(self, solver: Solver, costs: Tensor) -> tuple[Tensor, Tensor]:
-        """``(Z, y(perturb(c, Z)))``, each ``(num_samples, *costs.shape)``, from one solver call."""
+        """``(Z, y(perturb(c, Z)))``, each ``(num_samples, *costs.shape)``, from one solver
+        call (`solve_samples`: each instance's samples one after another)."""
         z = self._noise().sample((self.num_samples, *costs.shape),
                                  generator=self.generator).to(costs)
-        return z, solver.solve_min(self.perturb(costs.detach(), z))
+        return z, solve_samples(solver, self.perturb(costs.detach(), z))
 
     def forward(self, solver, costs, *, target, training):
         if not training:
