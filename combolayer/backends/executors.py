@@ -245,14 +245,15 @@ class ParallelKernel:
         return min(rows, by_work, self.workers * CHUNKS_PER_WORKER)
 
     def _workers_ready(self) -> bool:
-        """Whether this call may use the workers; starts them once the run has paid.
+        """Whether the workers may take the rows left; starts them once the run has paid.
 
         Ski rental: the workers start once the solve time spent in the caller
         exceeds what starting them costs. They start in a background thread
         (pool or actors, then one model build each), and rows go on being solved
         in the caller until they are ready. It is asked between slices of a
-        batch, so both can happen in the middle of a call. With no start cost (``START_SECONDS`` 0
-        and no model build to hide) they start in the call itself.
+        batch, so both can happen in the middle of a call. With no start cost
+        (``START_SECONDS`` 0 and no model build to hide) they start in the call
+        itself.
         """
         if self._ready.is_set():
             return True
