@@ -53,3 +53,22 @@ def test_every_method_row_builds_on_both_sides(tmp_path):
     absent = [key for key, value in results.items() if value == "—"]
     assert absent == [("knapsack 50 items, 2 dims", label, "PyEPO")
                       for label in ("Identity, projection auto", "CaVE")]
+
+
+def test_epoch_ab_times_rows_against_pyepo_and_writes_its_block(tmp_path):
+    """benchmarks/pyepo_epoch_ab.py: A/B rounds of one epoch each, a row per method."""
+    pytest.importorskip("pyepo", reason="the A/B script compares against PyEPO")
+    pytest.importorskip("gurobipy", reason="both sides solve with Gurobi")
+    load()  # the A/B script imports its rows from pyepo_methods
+    path = SCRIPT.with_name("pyepo_epoch_ab.py")
+    spec = importlib.util.spec_from_file_location("pyepo_epoch_ab", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.ab_ratios(iter([2.0, 4.0]), iter([1.0, 1.0]), 2) == [2.0, 4.0]
+    page = tmp_path / "estimators.md"
+    page.write_text("# Estimators\n")
+    lines = module.main(["--problem", "shortest", "--methods", "SPO+", "NID", "--rounds", "2",
+                         "--train", "32", "--out", str(page)])
+    rows = [line for line in lines if line.startswith("| SPO+") or line.startswith("| NID")]
+    assert len(rows) == 2 and all(float(row.split("|")[2]) > 0 for row in rows)
+    assert "<!-- pyepo-epoch-ab-shortest:start" in page.read_text()
