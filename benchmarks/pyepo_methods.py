@@ -213,6 +213,23 @@ def problems(n_train: int, n_test: int) -> dict[str, tuple[cl.data.Data, int, Ca
 
 # ---- training, identical for both libraries ------------------------------------------------
 
+def training_sets(train: cl.data.Data, optmodel=None):
+    """``(batches, trainset)``: the ``TensorDataset`` of ``(x, c, w, z)`` that both
+    libraries read their batches from (so data loading is not part of the time
+    difference), and PyEPO's ``optDataset`` of the same instances, which seeds its
+    pool losses (None without ``optmodel``)."""
+    objectives = (train.costs * train.solutions).sum(-1, keepdim=True)
+    batches = torch.utils.data.TensorDataset(train.features, train.costs, train.solutions,
+                                             objectives)
+    if optmodel is None:
+        return batches, None
+    import pyepo.data.dataset
+
+    trainset = pyepo.data.dataset.optDataset(optmodel, train.features.numpy(),
+                                             train.costs.numpy().reshape(len(train.costs), -1))
+    return batches, trainset
+
+
 def train_once(loss_fn: LossFn, train, test, solver, seed: int, epochs: int, loader_data):
     sizes = (train.features.shape[1], train.costs.shape[1])
     model, training = fit_linear(loss_fn, loader_data, sizes, seed, epochs)
@@ -283,16 +300,7 @@ def main(argv: list[str] | None = None) -> dict:
                                if name != "gurobi")
             solver = cl.make_solver(data.spec, open_source)
             optmodel = make_model() if pyepo_version else None
-            trainset = None
-            if pyepo_version:
-                trainset = pyepo.data.dataset.optDataset(optmodel, train.features.numpy(),
-                                                         train.costs.numpy().reshape(n_train, -1))
-            objectives = (train.costs * train.solutions).sum(-1, keepdim=True)
-            # both libraries read their batches from this one data set, so that data
-            # loading is not part of the time difference (PyEPO's optDataset seeds its
-            # pool losses, through Setup)
-            batches = torch.utils.data.TensorDataset(train.features, train.costs,
-                                                     train.solutions, objectives)
+            batches, trainset = training_sets(train, optmodel)
             for label, ours, peer in methods:
                 for side, backend in sides:
                     factory = peer if backend is None else ours

@@ -170,13 +170,6 @@ def _status_table() -> dict[int, tuple[Outcome, str]]:
             for name in names if hasattr(GRB, name)}
 
 
-@functools.lru_cache(maxsize=1)
-def _optimal() -> int:
-    from gurobipy import GRB
-
-    return GRB.OPTIMAL
-
-
 def gurobi_status(status: int) -> tuple[Outcome, str]:
     """Gurobi's status code as an `Outcome`, with Gurobi's name for it. Every limit a
     user can set (time, solutions, nodes, iterations, work, memory, objective) stops
@@ -231,11 +224,10 @@ class _GurobiRun:
 
     def _settle(self, callback=None) -> np.ndarray:
         model = self.model
-        status = model.Status
-        if status == _optimal():  # settle's first case, inlined: most solves end here
+        outcome, name = gurobi_status(model.Status)
+        if outcome is Outcome.OPTIMAL:  # settle's first case, inlined: most solves end here
             record(OPTIMAL)
             return self.variables.X
-        outcome, name = gurobi_status(status)
         return settle(outcome, "Gurobi", lambda: np.asarray(self.variables.X),
                       has_solution=model.SolCount > 0, status=name,
                       is_infeasible=lambda: self._infeasible(callback))

@@ -38,8 +38,7 @@ from .solver import Solver
 
 __all__ = ["PyEPOBackend", "from_pyepo", "ilp_from_gurobi", "ilp_from_pyomo"]
 
-#: Gurobi's constraint senses as combolayer's.
-_SENSES = {"<": "<=", ">": ">=", "=": "=="}
+#: Gurobi's variable types as combolayer's integrality.
 _VTYPES = {"B": "binary", "I": "integer", "C": "continuous"}
 
 

@@ -75,7 +75,7 @@ class RowKernel:
                 out[b] = (self.solve_one(row) if starts is None
                           else self.solve_one(row, start=starts[b]))[:n]
                 # one status per row, however many solves the row took
-                statuses.append(worst(log[solves:]) if len(log) != solves + 1 else log[-1])
+                statuses.append(worst(log[solves:]))
         record_all(statuses)
         return self.form.outputs(out)
 
