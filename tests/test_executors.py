@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 from typing import ClassVar
 
@@ -208,6 +209,55 @@ def test_sub_millisecond_solves_log_that_they_stay_serial(caplog):
             solver.solve(np.random.default_rng(1).normal(size=(16, 6)))
     messages = [r.getMessage() for r in caplog.records if "stays serial" in r.getMessage()]
     assert len(messages) == 1 and "too short to hand off" in messages[0]
+
+
+def test_a_backend_that_holds_the_gil_briefly_hands_off_shorter_solves():
+    """``Backend.min_parallel_solve`` lowers the serial threshold for its own solves
+    (Gurobi's release the GIL), and never raises it above ``MIN_SOLVE_SECONDS``."""
+    class BriefGil(HighsBackend):
+        name: ClassVar[str] = "test_brief_gil"
+        min_parallel_solve: ClassVar[float] = 0.1e-3
+
+    class SlowGil(HighsBackend):
+        name: ClassVar[str] = "test_slow_gil"
+        min_parallel_solve: ClassVar[float] = 1.0
+
+    from combolayer.backends.gurobi import GurobiBackend
+
+    assert GurobiBackend.min_parallel_solve < executors.MIN_SOLVE_SECONDS
+    config = cl.BackendConfig(executor="thread", workers=2)
+    chunks = {}
+    for cls in (HighsBackend, BriefGil, SlowGil):
+        kernel = executors.ThreadKernel(cls, knapsack(), config)
+        kernel.per_solve = 0.5e-3  # between the two thresholds
+        chunks[cls.name] = kernel._num_chunks(32)
+    assert chunks["highs"] == 1 and chunks["test_slow_gil"] == 1
+    assert chunks["test_brief_gil"] > 1
+
+
+def test_thread_caller_solves_chunks_unless_a_deadline_needs_it_to_wait(always_parallel,
+                                                                      monkeypatch):
+    """Without a time limit the calling thread solves chunks beside the workers (one
+    thread fewer per call); with one it only waits, so it can give up on a hang."""
+    solvers: list[int] = []
+    original = executors._solve_recorded
+
+    def spy(kernel, costs, catch=False):
+        solvers.append(threading.get_ident())
+        return original(kernel, costs, catch)
+
+    monkeypatch.setattr(executors, "_solve_recorded", spy)
+    spec = knapsack()
+    costs = np.random.default_rng(2).normal(size=(40, 12))
+    expected = cl.make_solver(spec, "highs").solve(costs)
+    for time_limit, caller_solves in ((None, True), (10.0, False)):
+        solver = cl.make_solver(spec, {"name": "highs", "executor": "thread", "workers": 2,
+                                       "time_limit": time_limit})
+        solver.solve(costs)  # the first call starts the workers
+        solvers.clear()
+        np.testing.assert_array_equal(solver.solve(costs), expected)
+        assert len(solvers) > 1
+        assert (threading.get_ident() in solvers) is caller_solves, time_limit
 
 
 def test_workers_auto_is_the_usable_cores_and_bad_values_name_expected_and_got():

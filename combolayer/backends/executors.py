@@ -62,6 +62,7 @@ CHUNKS_PER_WORKER = 16
 #: Solves shorter than this stay in the caller: their time is mostly Python-side
 #: work (setting costs, reading solutions) that holds the GIL or costs as much as
 #: the hand-off (measured: SCIP at 0.3 ms/solve ran 5x slower in a fresh pool).
+#: A backend lowers it for itself with ``Backend.min_parallel_solve``.
 MIN_SOLVE_SECONDS = 1e-3
 #: What starting the workers costs, on top of one model build: the solve time
 #: the caller must have spent before they are started (ski rental: a run never
@@ -229,13 +230,14 @@ class ParallelKernel:
         """Chunks for ``rows`` rows once the workers run (1: solve in the caller)."""
         if self.workers < 2 or rows < 2:
             return 1
-        if self.per_solve < MIN_SOLVE_SECONDS:
+        shortest = min(MIN_SOLVE_SECONDS, self.cls.min_parallel_solve)
+        if self.per_solve < shortest:
             if not self._told_serial:
                 self._told_serial = True
                 logger.info("%s: stays serial on %r: %.2g ms per solve is too short to hand "
                             "off to %s workers (below %.2g ms)", self.spec.label,
                             self.cls.name, self.per_solve * 1e3, self.executor,
-                            MIN_SOLVE_SECONDS * 1e3)
+                            shortest * 1e3)
             return 1
         work = rows * self.per_solve
         minimum = MIN_CHUNK_SECONDS[self.executor]
@@ -379,6 +381,10 @@ class ThreadKernel(ParallelKernel):
         return self._idle.pop() if self._idle else self.cls().compile(self.spec, self.config)
 
     def _map(self, chunks, deadline):
+        """Without a deadline the caller solves chunks too, beside ``workers - 1``
+        threads: one thread fewer to start per call, and no core left waiting. With
+        one (a ``time_limit``), the caller only waits, so it can give up on a hung
+        thread."""
         todo: queue.Queue = queue.Queue()
         for i, chunk in enumerate(chunks):
             todo.put((i, chunk))
@@ -401,12 +407,15 @@ class ThreadKernel(ParallelKernel):
         n = min(self.workers, len(chunks))
         handed = [self._kernel() for _ in range(n)]
         # Daemon threads: a hung solve must not block interpreter exit.
+        caller = handed.pop() if deadline is None else None
         threads = [threading.Thread(target=work, args=(kernel,), daemon=True)
                    for kernel in handed]
         for thread in threads:
             thread.start()
         end = None if deadline is None else time.monotonic() + deadline
         try:
+            if caller is not None:
+                work(caller)
             for thread in threads:
                 thread.join(None if end is None else max(0.0, end - time.monotonic()))
         except BaseException:
