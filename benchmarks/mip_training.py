@@ -123,17 +123,25 @@ def our_rows(train, spec, quick: bool) -> dict[str, Callable]:
     return rows
 
 
+def pyepo_knapsack(spec):
+    """PyEPO's Gurobi knapsack model on one thread, as ours (BackendConfig's default):
+    PyEPO's models leave Gurobi's default, every core, which the later epochs'
+    harder knapsacks use."""
+    import pyepo
+
+    optmodel = pyepo.model.grb.knapsackModel(weights=np.array(spec.weights),
+                                             capacity=np.array(spec.capacities))
+    optmodel._model.Params.Threads = 1
+    return optmodel
+
+
 def pyepo_rows(train, spec) -> dict[str, Callable]:
     try:
         import pyepo
-        optmodel = pyepo.model.grb.knapsackModel(weights=np.array(spec.weights),
-                                                 capacity=np.array(spec.capacities))
+        optmodel = pyepo_knapsack(spec)
     except Exception as error:  # pyepo or gurobipy missing
         print(f"skipping the PyEPO rows: {type(error).__name__}: {error}")
         return {}
-    # one Gurobi thread, as ours (BackendConfig's default): PyEPO's models leave
-    # Gurobi's default, every core, which the later epochs' harder knapsacks use
-    optmodel._model.Params.Threads = 1
     dataset = pyepo.data.dataset.optDataset(optmodel, train.features.numpy(),
                                             train.costs.numpy())
 
@@ -209,11 +217,7 @@ def per_solve(sizes, repeats: int) -> list[tuple[str, str, float, str, float | N
             grb, label = cl.make_solver(spec, "gurobi"), "gurobi backend"
         else:
             try:  # Gurobi itself, through PyEPO's model, one thread
-                import pyepo
-                model = pyepo.model.grb.knapsackModel(weights=np.array(spec.weights),
-                                                      capacity=np.array(spec.capacities))
-                model._model.Params.Threads = 1
-                grb, label = PyepoGurobi(model), "gurobipy via PyEPO (one thread)"
+                grb, label = PyepoGurobi(pyepo_knapsack(spec)), "gurobipy via PyEPO (one thread)"
                 print(f"per-solve Gurobi column through PyEPO's gurobipy model ({why})")
             except Exception as error:
                 print(f"per-solve Gurobi column skipped: {type(error).__name__}: {error}")
