@@ -8,7 +8,16 @@ by hand. A page without the block gets it appended under ``heading``.
 from __future__ import annotations
 
 import re
+import shlex
+import sys
 from pathlib import Path
+
+
+def command_line(script: str, argv: list[str] | None) -> str:
+    """How the block was made: ``python SCRIPT ARGS``, with the arguments given
+    (``argv``) or those of this process (``None``), quoted for a shell."""
+    args = sys.argv[1:] if argv is None else argv
+    return " ".join(["python", script, *map(shlex.quote, args)])
 
 
 def write_block(path: Path, name: str, script: str, body: list[str], heading: str) -> None:

@@ -3,7 +3,8 @@
 `fit_linear` builds a fresh ``nn.Linear`` (seeded, so every row starts from the same
 weights), Adam 1e-2 and a seeded batch order of 32, and returns the model with an
 iterator that trains one epoch per step and yields its wall time, so a caller can
-evaluate between epochs without that counting as training.
+evaluate between epochs without that counting as training. `one_thread` puts
+PyEPO's Gurobi model on one thread, as ours.
 """
 
 from __future__ import annotations
@@ -34,3 +35,11 @@ def fit_linear(loss_fn: Callable[..., torch.Tensor], dataset, sizes: tuple[int, 
             yield time.perf_counter() - start
 
     return model, epoch_seconds()
+
+
+def one_thread(optmodel):
+    """PyEPO's Gurobi model on one thread, as ours (``BackendConfig.threads``): its own
+    default is every core, which its harder knapsacks (DBB's shifted costs, the
+    sampled methods, the later epochs of SPO+) use."""
+    optmodel._model.Params.Threads = 1
+    return optmodel

@@ -47,6 +47,7 @@ import combolayer as cl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _doc_blocks import write_block  # noqa: E402
+from _training import one_thread  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "performance.md"
@@ -124,15 +125,11 @@ def our_rows(train, spec, quick: bool) -> dict[str, Callable]:
 
 
 def pyepo_knapsack(spec):
-    """PyEPO's Gurobi knapsack model on one thread, as ours (BackendConfig's default):
-    PyEPO's models leave Gurobi's default, every core, which the later epochs'
-    harder knapsacks use."""
+    """PyEPO's Gurobi knapsack model of ``spec``, on one thread as ours."""
     import pyepo
 
-    optmodel = pyepo.model.grb.knapsackModel(weights=np.array(spec.weights),
-                                             capacity=np.array(spec.capacities))
-    optmodel._model.Params.Threads = 1
-    return optmodel
+    return one_thread(pyepo.model.grb.knapsackModel(weights=np.array(spec.weights),
+                                                    capacity=np.array(spec.capacities)))
 
 
 def pyepo_rows(train, spec) -> dict[str, Callable]:

@@ -406,8 +406,8 @@ class ThreadKernel(ParallelKernel):
 
         n = min(self.workers, len(chunks))
         handed = [self._kernel() for _ in range(n)]
-        # Daemon threads: a hung solve must not block interpreter exit.
         caller = handed.pop() if deadline is None else None
+        # Daemon threads: a hung solve must not block interpreter exit.
         threads = [threading.Thread(target=work, args=(kernel,), daemon=True)
                    for kernel in handed]
         for thread in threads:
