@@ -299,6 +299,19 @@ def test_scip_fast_settings_are_a_per_kind_default():
     np.testing.assert_array_equal(fast, full)
 
 
+def test_scip_fast_mode_keeps_the_cheap_heuristics_and_an_option_overrides_them():
+    from combolayer.backends.scip import _CHEAP_HEURISTICS
+
+    spec = random_ilp(4)
+    fast = cl.make_solver(spec, "scip").kernel.model
+    assert fast.getParam("heuristics/rens/freq") == -1  # the fast mode's heuristics are off
+    assert all(fast.getParam(key) == value for key, value in _CHEAP_HEURISTICS.items())
+    full = cl.make_solver(spec, {"name": "scip", "options": {"fast": False}}).kernel.model
+    assert full.getParam("heuristics/twoopt/freq") == -1  # SCIP's own default
+    chosen = cl.make_solver(spec, {"name": "scip", "options": {"heuristics/oneopt/freq": 5}})
+    assert chosen.kernel.model.getParam("heuristics/oneopt/freq") == 5
+
+
 def test_cvxpy_keeps_one_problem_and_changes_only_the_parameter():
     spec = random_ilp(5)
     solver = cl.make_solver(spec, "cvxpy")
