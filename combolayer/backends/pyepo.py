@@ -13,11 +13,13 @@ right-hand sides, bounds and variable types are read through ``model._model.getA
 ``getConstrs()`` and ``getVars()``; for a Pyomo model (``pyepo.model.omo``, whatever
 solver it was given) every active constraint's linear form is read with Pyomo's
 ``generate_standard_repn``, and the cost of each variable from the objective's
-``cost[i]`` parameters. Either becomes an equivalent [`ILP`][combolayer.ILP] (the
+``cost[i]`` parameters; for an OR-Tools model (``pyepo.model.ort``) the pywraplp
+solver's ``ExportModelToProto`` or the CP-SAT model's ``Proto()`` gives every linear
+row, bound and variable type. Each becomes an equivalent [`ILP`][combolayer.ILP] (the
 predicted-cost variables first, every other variable auxiliary), so ``cl.analyze`` and
 ``projection="auto"`` see the model's affine hull (flow conservation for shortest path).
-Other models (COPT, OR-Tools, hand-written ones) hide their constraints behind their
-own modelling objects; for them [`spec`][combolayer.backends.PyEPOBackend.spec] raises
+Other models (COPT, hand-written ones) hide their constraints behind their own
+modelling objects; for them [`spec`][combolayer.backends.PyEPOBackend.spec] raises
 [`SpecError`][combolayer.SpecError] saying so, and a spec must be passed by the caller
 (``cl.ComboLayer(spec, backend=from_pyepo(m))``): the model still solves, and the
 projection is the spec's. Nothing falls back silently to an unconstrained spec.
@@ -36,7 +38,8 @@ from ..specs.base import ILP, Spec
 from .config import BackendConfig
 from .solver import Solver
 
-__all__ = ["PyEPOBackend", "from_pyepo", "ilp_from_gurobi", "ilp_from_pyomo"]
+__all__ = ["PyEPOBackend", "from_pyepo", "ilp_from_gurobi", "ilp_from_ortools",
+           "ilp_from_pyomo"]
 
 #: Gurobi's variable types as combolayer's integrality.
 _VTYPES = {"B": "binary", "I": "integer", "C": "continuous"}
@@ -56,9 +59,9 @@ def _model_sign(optmodel: Any) -> float:
 
 
 def _cost_variables(optmodel: Any) -> list:
-    """The Gurobi variables of the predicted costs, in PyEPO's cost order."""
+    """The model's variables of the predicted costs, in PyEPO's cost order."""
     x = optmodel.x
-    if hasattr(x, "tolist"):  # an MVar
+    if hasattr(x, "tolist"):  # a Gurobi MVar
         return list(np.ravel(np.asarray(x.tolist(), dtype=object)))
     return list(x.values())
 
@@ -80,29 +83,122 @@ def ilp_from_gurobi(optmodel: Any) -> ILP:
                         "(subtour or capacity cuts), which its matrix does not hold, so the "
                         "constraints cannot be read: pass a spec")
     variables = model.getVars()
-    cost_vars = _cost_variables(optmodel)
-    if len(cost_vars) != optmodel.num_cost or len({v.index for v in cost_vars}) != len(cost_vars):
-        raise SpecError(f"PyEPO model {optmodel!r} maps its {optmodel.num_cost} costs onto "
-                        f"{len(cost_vars)} variables (not one to one), so its constraints "
-                        "cannot be read as an ILP on the costs: pass a spec")
-    position = {v.index: i for i, v in enumerate(variables)}
-    first = [position[v.index] for v in cost_vars]
-    chosen = set(first)
-    order = first + [i for i in range(len(variables)) if i not in chosen]
-    A = model.getA().tocsc()[:, order].tocsr()
     constrs = model.getConstrs()
-    senses = np.array([c.Sense for c in constrs])
+    senses = np.array([c.Sense for c in constrs], dtype=str)
     rhs = np.array([c.RHS for c in constrs], dtype=float)
-    ordered = [variables[i] for i in order]
-    lower = [float(v.LB) for v in ordered]
-    upper = [None if v.UB >= 1e30 else float(v.UB) for v in ordered]
-    if any(lb <= -1e30 for lb in lower):
-        raise SpecError(f"PyEPO model {optmodel!r} has a variable without a lower bound; "
-                        "combolayer's ILP needs finite lower bounds: pass a spec")
-    integrality = [_VTYPES.get(v.VType, "continuous") for v in ordered]
-    le, ge, eq = senses == "<", senses == ">", senses == "="
-    return _ilp(optmodel, len(first), sp.vstack([A[le], -A[ge]], format="csr"),
-                np.concatenate([rhs[le], -rhs[ge]]), A[eq], rhs[eq], integrality, lower, upper)
+    # Gurobi's infinity is 1e100: any bound from 1e30 on is none
+    lower = np.array([v.LB for v in variables], dtype=float)
+    upper = np.array([v.UB for v in variables], dtype=float)
+    return _ilp_from_rows(
+        optmodel, [v.index for v in _cost_variables(optmodel)], model.getA(),
+        row_lower=np.where(senses == "<", -np.inf, rhs),
+        row_upper=np.where(senses == ">", np.inf, rhs),
+        lower=np.where(lower <= -1e30, -np.inf, lower),
+        upper=np.where(upper >= 1e30, np.inf, upper),
+        integrality=[_VTYPES.get(v.VType, "continuous") for v in variables],
+    )
+
+
+def ilp_from_ortools(optmodel: Any) -> ILP:
+    """The [`ILP`][combolayer.ILP] of a PyEPO OR-Tools model (``pyepo.model.ort``).
+
+    A pywraplp model (``optOrtModel``) is exported with ``ExportModelToProto``: each
+    constraint's coefficients and two bounds, each variable's bounds and
+    ``is_integer``. A CP-SAT model (``optOrtCpModel``) is read from ``Proto()``: every
+    constraint must be ``linear`` with a domain of one interval, every variable's domain
+    one interval, and every variable is integer. The ``num_cost`` predicted-cost
+    variables come first, in cost order, the model's other variables follow as
+    auxiliary ones. Raises SpecError otherwise (general constraints, a quadratic
+    objective, a CP-SAT ``bool_or`` or ``!=``, a variable without a finite lower
+    bound), saying to pass a spec.
+    """
+    if hasattr(optmodel._model, "ExportModelToProto"):
+        return _ilp_from_linear_solver(optmodel)
+    return _ilp_from_cp_sat(optmodel)
+
+
+def _ilp_from_linear_solver(optmodel: Any) -> ILP:
+    """The ILP of a pywraplp model, through its MPModelProto."""
+    from ortools.linear_solver import linear_solver_pb2
+
+    proto = linear_solver_pb2.MPModelProto()
+    optmodel._model.ExportModelToProto(proto)
+    if len(proto.general_constraint) or len(proto.quadratic_objective.coefficient):
+        raise SpecError(f"PyEPO model {optmodel!r} has general constraints or a quadratic "
+                        "objective; combolayer's ILP is linear: pass a spec")
+    rows = [i for i, c in enumerate(proto.constraint) for _ in c.var_index]
+    columns = [j for c in proto.constraint for j in c.var_index]
+    values = [a for c in proto.constraint for a in c.coefficient]
+    A = sp.csr_matrix((values, (rows, columns)),
+                      shape=(len(proto.constraint), len(proto.variable)))
+    lower = np.array([v.lower_bound for v in proto.variable], dtype=float)
+    upper = np.array([v.upper_bound for v in proto.variable], dtype=float)
+    integer = np.array([v.is_integer for v in proto.variable], dtype=bool)
+    return _ilp_from_rows(
+        optmodel, [v.index() for v in _cost_variables(optmodel)], A,
+        row_lower=np.array([c.lower_bound for c in proto.constraint], dtype=float),
+        row_upper=np.array([c.upper_bound for c in proto.constraint], dtype=float),
+        lower=lower, upper=upper,
+        integrality=_integer_kinds(integer, lower, upper),
+    )
+
+
+#: CP-SAT has no infinity: its bounds are int64, and magnitudes from 2**62 on mean none.
+_CP_SAT_INFINITY = 2**62
+
+
+def _ilp_from_cp_sat(optmodel: Any) -> ILP:
+    """The ILP of a CP-SAT model: its variables and linear constraints, all integer."""
+    from google.protobuf import text_format
+    from ortools.sat import cp_model_pb2
+
+    proto = optmodel._model.Proto()
+    if not isinstance(proto, cp_model_pb2.CpModelProto):
+        # OR-Tools >= 9.12 hands out a C++ wrapper; its text form is the same proto
+        proto = text_format.Parse(str(proto), cp_model_pb2.CpModelProto())
+
+    def interval(domain: Any, what: str) -> tuple[float, float]:
+        if len(domain) != 2:
+            raise SpecError(f"PyEPO model {optmodel!r} has {what} whose domain is "
+                            f"{len(domain) // 2} intervals (a '!=' or a domain with holes); "
+                            "combolayer's ILP needs one interval: pass a spec")
+        low, high = domain
+        return (-np.inf if low <= -_CP_SAT_INFINITY else float(low),
+                np.inf if high >= _CP_SAT_INFINITY else float(high))
+
+    rows, columns, values, row_bounds = [], [], [], []
+    for i, constraint in enumerate(proto.constraints):
+        kind = constraint.WhichOneof("constraint")
+        if kind != "linear" or len(constraint.enforcement_literal):
+            what = "an enforced linear" if kind == "linear" else f"a {kind}"
+            raise SpecError(f"PyEPO model {optmodel!r} has {what} constraint (constraint "
+                            f"{i}); combolayer's ILP reads only unconditional linear "
+                            "constraints: pass a spec")
+        for ref, coef in zip(constraint.linear.vars, constraint.linear.coeffs, strict=True):
+            # a negative reference is the negation of variable -ref - 1
+            rows.append(i)
+            columns.append(ref if ref >= 0 else -ref - 1)
+            values.append(float(coef) if ref >= 0 else -float(coef))
+        row_bounds.append(interval(constraint.linear.domain, f"constraint {i}"))
+    bounds = np.array([interval(v.domain, f"variable {j} ({v.name})")
+                       for j, v in enumerate(proto.variables)], dtype=float).reshape(-1, 2)
+    row_bounds = np.array(row_bounds, dtype=float).reshape(-1, 2)
+    A = sp.csr_matrix((values, (rows, columns)),
+                      shape=(len(proto.constraints), len(proto.variables)))
+    return _ilp_from_rows(
+        optmodel, [v.index for v in _cost_variables(optmodel)], A,
+        row_lower=row_bounds[:, 0], row_upper=row_bounds[:, 1],
+        lower=bounds[:, 0], upper=bounds[:, 1],
+        integrality=_integer_kinds(np.ones(len(bounds), dtype=bool), bounds[:, 0],
+                                   bounds[:, 1]),
+    )
+
+
+def _integer_kinds(integer: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> list[str]:
+    """Each column's integrality: binary for an integer within [0, 1]."""
+    binary = integer & (lower >= 0) & (upper <= 1)
+    return ["binary" if b else "integer" if i else "continuous"
+            for b, i in zip(binary, integer)]
 
 
 def ilp_from_pyomo(optmodel: Any) -> ILP:
@@ -188,6 +284,38 @@ def _ilp(optmodel: Any, num_costs: int, A_ub, b_ub, A_eq, b_eq, integrality, low
     )
 
 
+def _ilp_from_rows(optmodel: Any, cost_columns: list[int], A: Any, row_lower: np.ndarray,
+                   row_upper: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+                   integrality: list[str]) -> ILP:
+    """The ILP of a model read as ``row_lower <= A x <= row_upper``, ``lower <= x <= upper``
+    (+-inf where there is no bound), in the model's column order.
+
+    The costs' variables (``cost_columns``, in PyEPO's cost order) become the first
+    columns and every other variable follows as auxiliary; a row with equal bounds is an
+    equality, one with two finite bounds two ``<=`` rows.
+    """
+    if (len(cost_columns) != optmodel.num_cost
+            or len(set(cost_columns)) != len(cost_columns)):
+        raise SpecError(f"PyEPO model {optmodel!r} maps its {optmodel.num_cost} costs onto "
+                        f"{len(cost_columns)} variables (not one to one), so its constraints "
+                        "cannot be read as an ILP on the costs: pass a spec")
+    chosen = set(cost_columns)
+    order = list(cost_columns) + [j for j in range(A.shape[1]) if j not in chosen]
+    unbounded = np.flatnonzero(np.isneginf(lower[order]))
+    if unbounded.size:
+        raise SpecError(f"PyEPO model {optmodel!r} has a variable without a finite lower "
+                        f"bound (variable {order[unbounded[0]]} of the model); combolayer's "
+                        "ILP needs finite lower bounds: pass a spec")
+    A = sp.csc_matrix(A)[:, order].tocsr()
+    eq = (row_lower == row_upper) & np.isfinite(row_upper)
+    le = np.isfinite(row_upper) & ~eq
+    ge = np.isfinite(row_lower) & ~eq
+    return _ilp(optmodel, len(cost_columns), sp.vstack([A[le], -A[ge]], format="csr"),
+                np.concatenate([row_upper[le], -row_lower[ge]]), A[eq], row_upper[eq],
+                [integrality[j] for j in order], lower[order].tolist(),
+                [None if np.isposinf(u) else float(u) for u in upper[order]])
+
+
 class _PyEPOKernel:
     """Minimise ``<c, y>`` row by row with the model's own solver (setObj, solve).
 
@@ -237,8 +365,8 @@ class PyEPOBackend:
 
     @property
     def readable(self) -> bool:
-        """Whether the model's constraints can be read into a spec (Gurobi and Pyomo
-        models)."""
+        """Whether the model's constraints can be read into a spec (Gurobi, Pyomo and
+        OR-Tools models, pywraplp and CP-SAT)."""
         return self._reader is not None
 
     @property
@@ -248,6 +376,8 @@ class PyEPOBackend:
             return ilp_from_gurobi
         if hasattr(model, "component_data_objects") and hasattr(model, "cost"):
             return ilp_from_pyomo
+        if hasattr(model, "ExportModelToProto") or hasattr(model, "Proto"):
+            return ilp_from_ortools  # a pywraplp Solver or a CP-SAT CpModel
         return None
 
     @property
@@ -255,15 +385,15 @@ class PyEPOBackend:
         """The model's constraints as an [`ILP`][combolayer.ILP] (read once).
 
         Raises:
-            SpecError: the model's constraints cannot be read (neither a Gurobi nor a
-                Pyomo model, or not linear); the message says to pass a spec instead.
+            SpecError: the model's constraints cannot be read (not a Gurobi, Pyomo or
+                OR-Tools model, or not linear); the message says to pass a spec instead.
         """
         if self._spec is None:
             if not self.readable:
                 raise SpecError(
                     f"cannot read the constraints of PyEPO model {self.optmodel!r}: only "
-                    "Gurobi models (pyepo.model.grb) and Pyomo models (pyepo.model.omo) "
-                    "expose them. "
+                    "Gurobi models (pyepo.model.grb), Pyomo models (pyepo.model.omo) and "
+                    "OR-Tools models (pyepo.model.ort, pywraplp and CP-SAT) expose them. "
                     "Pass the problem's spec yourself: cl.ComboLayer(spec, "
                     "backend=cl.backends.from_pyepo(model)); projection='auto' then analyses "
                     "that spec"
