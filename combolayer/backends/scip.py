@@ -238,7 +238,8 @@ class ScipKernel(RowKernel):
         self._nogil = hasattr(self.model, "optimizeNogil")
 
     #: Off: a start measured no faster on PyEPO's knapsack (mean 1.17x and 1.28x at
-    #: 50 x 2, 0.91x and 0.95x at 200 x 2; benchmarks/warm_start.py, docs/performance.md).
+    #: 50 x 2, 0.91x and 0.95x at 200 x 2; with the cheap heuristics on, 0.99-1.15x;
+    #: benchmarks/warm_start.py, docs/performance.md).
     #: Set it on a kernel to pass ``start`` through.
     takes_start = False
 
