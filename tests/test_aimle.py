@@ -82,9 +82,9 @@ class _Fixed:
 
 @pytest.mark.parametrize("two_sides", [False, True])
 def test_aimle_agrees_with_pyepo(two_sides):
+    model, spec = pyepo_shortest_path()
     from pyepo.func import AIMLE as PyepoAIMLE
 
-    model, spec = pyepo_shortest_path()
     gen = torch.Generator().manual_seed(1)
     batch, samples = 3, 2
     draws = torch.randn(batch, samples, 40, generator=gen, dtype=torch.float64)

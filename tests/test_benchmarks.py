@@ -1,10 +1,12 @@
-"""benchmarks/mip_training.py runs end to end on a toy size (rows whose package or
-backend is missing are skipped with a message, never a crash)."""
+"""benchmarks/mip_training.py and benchmarks/gpu.py run end to end on a toy size (rows
+whose package, backend or device is missing are skipped with a message, never a crash)."""
 
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,3 +23,16 @@ def test_mip_training_quick_runs_end_to_end():
     assert "knapsack, 2 dims, 20 items" in out
     # the gurobi rows either ran or said why they did not
     assert "ours SPO+, gurobi, solve_ratio 1 |" in out or "skipping ours with backend" in out
+
+
+def test_gpu_benchmark_measures_on_a_device_or_says_there_is_none():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu.py"), "--quick",
+                             "--no-doc"], capture_output=True, text=True, env=env, timeout=600,
+                            cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    if torch.cuda.is_available():
+        assert "| PyEPO grid 5 x 5, enumerated paths | 32 |" in result.stdout
+        assert "The solution cache's lookup:" in result.stdout
+    else:
+        assert "no CUDA device on this machine: nothing to measure" in result.stdout

@@ -89,10 +89,10 @@ def test_cave_errors():
 
 @pytest.mark.parametrize("problem", ["shortest_path", "knapsack"])
 def test_cave_agrees_with_pyepo(problem):
+    model, spec = pyepo_shortest_path() if problem == "shortest_path" else pyepo_knapsack()
     from pyepo.data.dataset import collate_tight_constraints, optDatasetConstrs
     from pyepo.func import CaVE
 
-    model, spec = pyepo_shortest_path() if problem == "shortest_path" else pyepo_knapsack()
     n = spec.cost_shape[0]
     gen = torch.Generator().manual_seed(2)
     costs = torch.rand(4, n, generator=gen, dtype=torch.float64)

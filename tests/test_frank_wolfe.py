@@ -67,11 +67,11 @@ def test_rfy_matches_its_formula(spec):
 
 
 def test_rfwo_and_rfy_agree_with_pyepo():
-    from pyepo.func import RFWO, RFY
-
     # Gurobi and HiGHS return the same vertices; the iterates then agree up to rounding.
 
     model, spec = pyepo_shortest_path()
+    from pyepo.func import RFWO, RFY
+
     gen = torch.Generator().manual_seed(6)
     cost = torch.rand(3, 40, generator=gen, dtype=torch.float64)
     g = torch.randn(3, 40, generator=gen, dtype=torch.float64)

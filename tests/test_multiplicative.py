@@ -88,9 +88,9 @@ def test_variance_reduction_centres_the_rewards(spec):
 
 
 def test_dpo_with_variance_reduction_agrees_with_pyepo():
+    model, spec = pyepo_shortest_path()
     from pyepo.func import DPO
 
-    model, spec = pyepo_shortest_path()
     gen = torch.Generator().manual_seed(1)
     batch, samples, sigma = 3, 5, 0.7
     cost = torch.rand(batch, 40, generator=gen, dtype=torch.float64)
@@ -110,9 +110,9 @@ def test_dpo_with_variance_reduction_agrees_with_pyepo():
 
 @pytest.mark.parametrize("variance_reduction", [False, True])
 def test_dpomul_and_pfymul_agree_with_pyepo(variance_reduction):
+    model, spec = pyepo_shortest_path()
     from pyepo.func import DPOMul, PFYMul
 
-    model, spec = pyepo_shortest_path()
     gen = torch.Generator().manual_seed(0)
     batch, samples, sigma = 3, 4, 0.5
     cost = (torch.rand(batch, 40, generator=gen, dtype=torch.float64) + 0.2)

@@ -48,9 +48,9 @@ def test_pg_rejects_bad_input():
 @pytest.mark.parametrize("two_sides", [False, True])
 @pytest.mark.parametrize("problem", ["shortest_path", "knapsack"])
 def test_pg_agrees_with_pyepo(problem, two_sides):
+    model, spec = pyepo_shortest_path() if problem == "shortest_path" else pyepo_knapsack()
     from pyepo.func import PG
 
-    model, spec = pyepo_shortest_path() if problem == "shortest_path" else pyepo_knapsack()
     n = len(spec.cost_shape) and spec.cost_shape[0]
     gen = torch.Generator().manual_seed(3)
     cost = torch.rand(4, n, generator=gen, dtype=torch.float64)

@@ -126,12 +126,12 @@ def test_solve_ratio_and_seeding():
 @pytest.mark.parametrize("name", list(LOSSES))
 @pytest.mark.parametrize("problem", ["shortest_path", "knapsack"])
 def test_pool_losses_agree_with_pyepo(problem, name):
+    model, spec = pyepo_shortest_path() if problem == "shortest_path" else pyepo_knapsack()
     from pyepo.data.dataset import optDataset
     from pyepo.func import CMAP, NCE, lsLTR, prLTR, ptLTR
 
     theirs_cls = {"nce": NCE, "cmap": CMAP, "pointwise": ptLTR,
                   "pairwise": prLTR, "listwise": lsLTR}[name]
-    model, spec = pyepo_shortest_path() if problem == "shortest_path" else pyepo_knapsack()
     n = spec.cost_shape[0]
     gen = torch.Generator().manual_seed(5)
     train_costs = torch.rand(12, n, generator=gen, dtype=torch.float64)

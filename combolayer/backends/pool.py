@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..transforms.noise import generator_device
 from .solver import Solver
 
 #: How many solutions a pool keeps unless told otherwise: a (32, N) x (N, 10^4)
@@ -132,6 +133,13 @@ def check_solve_ratio(solve_ratio: float) -> float:
     return ratio
 
 
+def draw_exact(solve_ratio: float, generator: torch.Generator | None) -> bool:
+    """One draw for a whole batch: whether it is solved exactly (always at
+    ``solve_ratio`` 1), from ``generator`` on its own device."""
+    return solve_ratio >= 1.0 or float(
+        torch.rand((), generator=generator, device=generator_device(generator))) < solve_ratio
+
+
 class CachedSolver(Solver):
     """A `Solver` that solves each instance exactly with probability ``solve_ratio``
     and answers the others from ``pool`` (PyEPO's ``solve_ratio``, Mulamba et al. 2021).
@@ -165,7 +173,8 @@ class CachedSolver(Solver):
         return super().solve_min(costs)
 
     def solve_rows(self, costs: Tensor) -> Tensor:
-        exact = torch.rand(costs.shape[0], generator=self.generator) < self.solve_ratio
+        exact = torch.rand(costs.shape[0], generator=self.generator,
+                           device=generator_device(self.generator)) < self.solve_ratio
         num_exact = int(exact.sum())
         if num_exact == len(exact) or len(self.pool) == 0:
             return self._solve_exactly(costs)

@@ -10,6 +10,7 @@ import scipy.sparse as sp
 import torch
 from torch import Tensor
 
+from ..backends.pool import draw_exact
 from ..backends.registry import as_solver
 from ..backends.solver import check_costs
 from ..errors import BackendUnavailable
@@ -170,9 +171,7 @@ class CaVELoss:
                                  f"rows, {n}) was expected")
             normals = list(binding)
         with torch.no_grad():
-            exact = self.solve_ratio >= 1.0 or (
-                float(torch.rand((), generator=self.generator)) < self.solve_ratio)
-            if exact:
+            if draw_exact(self.solve_ratio, self.generator):
                 points = s.detach().cpu().numpy().astype(np.float64)
                 target = torch.as_tensor(np.stack([
                     cone_projection(point, g, self.max_iter)

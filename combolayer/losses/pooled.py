@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..backends.pool import SolutionPool, check_solve_ratio
+from ..backends.pool import SolutionPool, check_solve_ratio, draw_exact
 from ..backends.registry import as_solver
 from ..backends.solver import check_costs
 from .base import check_reduction, check_solution, reduce
@@ -71,9 +71,7 @@ class PooledLoss:
     def refreshed_pool(self, costs: Tensor) -> Tensor:
         """The pool ``(P, N)`` on the costs' device and dtype, after solving the
         ``(B, N)`` min-sense ``costs`` with probability ``solve_ratio``."""
-        solve = self.solve_ratio >= 1.0 or (
-            float(torch.rand((), generator=self.generator)) < self.solve_ratio)
-        if solve:
+        if draw_exact(self.solve_ratio, self.generator):
             self.pool.add(self.solver.solve_min(costs.detach()))
         if not len(self.pool):
             raise RuntimeError(

@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..transforms.noise import generator_device
+
 
 class _GradientNoise(torch.autograd.Function):
     """Forward: ``x`` unchanged. Backward: ``grad + scale * noise``, with ``noise``
@@ -32,7 +34,8 @@ class _GradientNoise(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, None, None, None]:
-        noise = torch.randn(grad.shape, generator=ctx.generator, dtype=torch.float64)
+        noise = torch.randn(grad.shape, generator=ctx.generator, dtype=torch.float64,
+                            device=generator_device(ctx.generator))
         scale = ctx.sigma
         if ctx.per_instance_dims is not None:
             batch = grad.shape[: grad.ndim - ctx.per_instance_dims]

@@ -1,7 +1,8 @@
 """Noise distributions: any object with ``sample(shape, generator=None) -> Tensor``.
 
 Draws are float64 and come from the given ``torch.Generator`` (or torch's
-global one), so a seeded generator reproduces them. The perturbation-based
+global one), on that generator's device (the CPU without one), so a seeded
+generator reproduces them and a CUDA generator works. The perturbation-based
 estimators also need ``grad_nu(z)``, the gradient of the negative log-density.
 """
 
@@ -15,6 +16,12 @@ import torch
 from torch import Tensor
 
 
+def generator_device(generator: torch.Generator | None) -> torch.device:
+    """Where draws from ``generator`` are made: its own device (torch refuses a
+    generator of another device), the CPU for torch's global one."""
+    return generator.device if generator is not None else torch.device("cpu")
+
+
 @dataclass(frozen=True)
 class SignNoise:
     """xi ~ Uniform({-alpha/2, +alpha/2}^N): the paper's margin-inducing noise (sec. 3.5)."""
@@ -23,7 +30,8 @@ class SignNoise:
 
     def sample(self, shape: torch.Size | tuple[int, ...],
                generator: torch.Generator | None = None) -> Tensor:
-        signs = torch.randint(0, 2, tuple(shape), generator=generator, dtype=torch.float64)
+        signs = torch.randint(0, 2, tuple(shape), generator=generator, dtype=torch.float64,
+                              device=generator_device(generator))
         return (2.0 * signs - 1.0) * (self.alpha / 2.0)
 
 
@@ -32,7 +40,8 @@ class GaussianNoise:
     """Z ~ N(0, I); its log-density gradient term is ``grad_nu(z) = z``."""
 
     def sample(self, shape: tuple[int, ...], generator: torch.Generator | None = None) -> Tensor:
-        return torch.randn(tuple(shape), generator=generator, dtype=torch.float64)
+        return torch.randn(tuple(shape), generator=generator, dtype=torch.float64,
+                           device=generator_device(generator))
 
     def grad_nu(self, z: Tensor) -> Tensor:
         return z
@@ -43,7 +52,8 @@ class GumbelNoise:
     """Z ~ Gumbel(0, 1) entrywise: ``nu(z) = z + exp(-z)``, ``grad_nu(z) = 1 - exp(-z)``."""
 
     def sample(self, shape: tuple[int, ...], generator: torch.Generator | None = None) -> Tensor:
-        u = torch.rand(tuple(shape), generator=generator, dtype=torch.float64)
+        u = torch.rand(tuple(shape), generator=generator, dtype=torch.float64,
+                       device=generator_device(generator))
         return -torch.log(-torch.log(u.clamp_min(torch.finfo(torch.float64).tiny)))
 
     def grad_nu(self, z: Tensor) -> Tensor:
@@ -82,7 +92,7 @@ class SumOfGamma:
                device: torch.device | str | None = None) -> Tensor:
         shape = tuple(shape)
         if device is None:
-            device = generator.device if generator is not None else torch.device("cpu")
+            device = generator_device(generator)
         standard = self._standard_gamma(1.0 / self.k, (self.s, math.prod(shape)), generator,
                                         torch.device(device))
         scale = self.k / torch.arange(1, self.s + 1, dtype=torch.float32, device=device)
