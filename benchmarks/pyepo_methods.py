@@ -76,7 +76,7 @@ class Setup:
 def ours_layer(method, projection="none", loss="regret"):
     def build(s: Setup) -> LossFn:
         layer = cl.ComboLayer(s.spec, method=method(s) if callable(method) else method,
-                              projection=projection, backend=s.solver.backend)
+                              projection=projection, backend=s.solver.config)
         return _by_regret(layer, s.sign) if loss == "regret" else _by_squared_error(layer)
     return build
 
