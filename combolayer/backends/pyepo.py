@@ -15,10 +15,12 @@ solver it was given) every active constraint's linear form is read with Pyomo's
 ``generate_standard_repn``, and the cost of each variable from the objective's
 ``cost[i]`` parameters; for an OR-Tools model (``pyepo.model.ort``) the pywraplp
 solver's ``ExportModelToProto`` or the CP-SAT model's ``Proto()`` gives every linear
-row, bound and variable type. Each becomes an equivalent [`ILP`][combolayer.ILP] (the
+row, bound and variable type; for a COPT model (``pyepo.model.copt``) ``getA()``,
+``getInfo`` of the rows' and columns' bounds and each column's ``vtype``. Each becomes
+an equivalent [`ILP`][combolayer.ILP] (the
 predicted-cost variables first, every other variable auxiliary), so ``cl.analyze`` and
 ``projection="auto"`` see the model's affine hull (flow conservation for shortest path).
-Other models (COPT, hand-written ones) hide their constraints behind their own
+Other models (hand-written ones) hide their constraints behind their own
 modelling objects; for them [`spec`][combolayer.backends.PyEPOBackend.spec] raises
 [`SpecError`][combolayer.SpecError] saying so, and a spec must be passed by the caller
 (``cl.ComboLayer(spec, backend=from_pyepo(m))``): the model still solves, and the
@@ -38,11 +40,15 @@ from ..specs.base import ILP, Spec
 from .config import BackendConfig
 from .solver import Solver
 
-__all__ = ["PyEPOBackend", "from_pyepo", "ilp_from_gurobi", "ilp_from_ortools",
-           "ilp_from_pyomo"]
+__all__ = ["PyEPOBackend", "from_pyepo", "ilp_from_copt", "ilp_from_gurobi",
+           "ilp_from_ortools", "ilp_from_pyomo"]
 
-#: Gurobi's variable types as combolayer's integrality.
+#: Gurobi's (and COPT's) variable types as combolayer's integrality.
 _VTYPES = {"B": "binary", "I": "integer", "C": "continuous"}
+
+#: The counts of a COPT model's rows that an ILP cannot state (COPT's attribute names).
+_COPT_NONLINEAR = ("QConstrs", "Soss", "Indicators", "Cones", "ExpCones", "AffineCones",
+                   "PsdConstrs", "LmiConstrs", "NLConstrs", "HasQObj", "HasPsdObj", "HasNLObj")
 
 
 def _model_sign(optmodel: Any) -> float:
@@ -61,9 +67,16 @@ def _model_sign(optmodel: Any) -> float:
 def _cost_variables(optmodel: Any) -> list:
     """The model's variables of the predicted costs, in PyEPO's cost order."""
     x = optmodel.x
-    if hasattr(x, "tolist"):  # a Gurobi MVar
-        return list(np.ravel(np.asarray(x.tolist(), dtype=object)))
-    return list(x.values())
+    if not hasattr(x, "tolist"):
+        return list(x.values())
+    flat, pending = [], [x.tolist()]  # a Gurobi or COPT MVar: nested lists, row-major
+    while pending:
+        item = pending.pop()
+        if isinstance(item, list):
+            pending.extend(reversed(item))
+        else:
+            flat.append(item)
+    return flat
 
 
 def ilp_from_gurobi(optmodel: Any) -> ILP:
@@ -96,6 +109,49 @@ def ilp_from_gurobi(optmodel: Any) -> ILP:
         lower=np.where(lower <= -1e30, -np.inf, lower),
         upper=np.where(upper >= 1e30, np.inf, upper),
         integrality=[_VTYPES.get(v.VType, "continuous") for v in variables],
+    )
+
+
+def ilp_from_copt(optmodel: Any) -> ILP:
+    """The [`ILP`][combolayer.ILP] of a PyEPO COPT model (``pyepo.model.copt``).
+
+    Every row's two bounds and every column's bounds are read with ``getInfo``, the
+    matrix with ``getA()``, each column's type from its ``vtype``; the ``num_cost``
+    predicted-cost variables come first, the model's other variables follow as
+    auxiliary ones. Raises SpecError when the model has quadratic, cone, SOS, indicator
+    or nonlinear rows or objective, or when its class adds constraints from a COPT
+    callback (PyEPO's DFJ TSP and RCI VRP add their subtour and capacity cuts so, and
+    the matrix does not hold them), saying to pass a spec.
+    """
+    from coptpy import COPT, CallbackBase
+
+    model = optmodel._model
+    found = [name for name in _COPT_NONLINEAR if model.getAttr(name)]
+    if found:
+        raise SpecError(f"PyEPO model {optmodel!r} has {', '.join(found)} (COPT's count of "
+                        "rows or objective terms an ILP cannot state); combolayer's ILP is "
+                        "linear: pass a spec")
+    callbacks = [name for klass in type(optmodel).__mro__ for name, value in vars(klass).items()
+                 if isinstance(value, type) and issubclass(value, CallbackBase)]
+    if callbacks:
+        raise SpecError(f"PyEPO model {optmodel!r} adds constraints from a COPT callback "
+                        f"({callbacks[0]}: lazy subtour or capacity cuts), which its matrix "
+                        "does not hold, so the constraints cannot be read: pass a spec")
+    constrs, variables = model.getConstrs(), model.getVars()
+
+    def bounds(items: Any) -> tuple[np.ndarray, np.ndarray]:
+        # COPT's infinity is 1e30: any bound from there on is none
+        lower = np.array(model.getInfo(COPT.Info.LB, items), dtype=float).reshape(-1)
+        upper = np.array(model.getInfo(COPT.Info.UB, items), dtype=float).reshape(-1)
+        return (np.where(lower <= -COPT.INFINITY, -np.inf, lower),
+                np.where(upper >= COPT.INFINITY, np.inf, upper))
+
+    (row_lower, row_upper), (lower, upper) = bounds(constrs), bounds(variables)
+    return _ilp_from_rows(
+        optmodel, [v.index for v in _cost_variables(optmodel)],
+        sp.csr_matrix(model.getA(), shape=(len(constrs), len(variables))),
+        row_lower=row_lower, row_upper=row_upper, lower=lower, upper=upper,
+        integrality=[_VTYPES.get(v.vtype, "continuous") for v in variables],
     )
 
 
@@ -365,13 +421,15 @@ class PyEPOBackend:
 
     @property
     def readable(self) -> bool:
-        """Whether the model's constraints can be read into a spec (Gurobi, Pyomo and
-        OR-Tools models, pywraplp and CP-SAT)."""
+        """Whether the model's constraints can be read into a spec (Gurobi, COPT, Pyomo
+        and OR-Tools models, pywraplp and CP-SAT)."""
         return self._reader is not None
 
     @property
     def _reader(self):
         model = getattr(self.optmodel, "_model", None)
+        if type(model).__module__.startswith(("coptpy", "coptcore")):
+            return ilp_from_copt
         if hasattr(model, "getA"):
             return ilp_from_gurobi
         if hasattr(model, "component_data_objects") and hasattr(model, "cost"):
@@ -385,15 +443,16 @@ class PyEPOBackend:
         """The model's constraints as an [`ILP`][combolayer.ILP] (read once).
 
         Raises:
-            SpecError: the model's constraints cannot be read (not a Gurobi, Pyomo or
-                OR-Tools model, or not linear); the message says to pass a spec instead.
+            SpecError: the model's constraints cannot be read (not a Gurobi, COPT, Pyomo
+                or OR-Tools model, or not linear); the message says to pass a spec instead.
         """
         if self._spec is None:
             if not self.readable:
                 raise SpecError(
                     f"cannot read the constraints of PyEPO model {self.optmodel!r}: only "
-                    "Gurobi models (pyepo.model.grb), Pyomo models (pyepo.model.omo) and "
-                    "OR-Tools models (pyepo.model.ort, pywraplp and CP-SAT) expose them. "
+                    "Gurobi models (pyepo.model.grb), COPT models (pyepo.model.copt), Pyomo "
+                    "models (pyepo.model.omo) and OR-Tools models (pyepo.model.ort, pywraplp "
+                    "and CP-SAT) expose them. "
                     "Pass the problem's spec yourself: cl.ComboLayer(spec, "
                     "backend=cl.backends.from_pyepo(model)); projection='auto' then analyses "
                     "that spec"

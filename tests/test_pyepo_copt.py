@@ -1,0 +1,95 @@
+"""PyEPO's COPT models behind combolayer: from_pyepo reads their constraints, or says
+why it cannot (callbacks, shared costs, quadratic rows)."""
+
+import numpy as np
+import pytest
+import torch
+
+import combolayer as cl
+
+pytest.importorskip("pyepo", reason="pyepo is not installed (optional extra [pyepo])")
+pytest.importorskip("coptpy", reason="coptpy is not installed (optional extra [pyepo])")
+copt = pytest.importorskip("pyepo.model.copt", reason="pyepo's COPT models are unavailable")
+
+
+def own_objectives(model, costs: np.ndarray) -> np.ndarray:
+    """The objective value of the model's own solve (setObj, solve) of each cost row."""
+    values = []
+    for row in costs:
+        model.setObj(row)
+        solution, _ = model.solve()
+        values.append(row @ np.asarray(solution, dtype=float))
+    return np.array(values)
+
+
+def test_shortest_path_constraints_are_read_with_the_flow_conservation():
+    model = copt.shortestPathModel(grid=(5, 5))
+    backend = cl.backends.from_pyepo(model)
+    assert backend.readable
+    spec = backend.spec
+    assert spec.cost_shape == (40,) and spec.sense == "min"
+    hull = cl.analyze(spec)
+    assert hull.dim == cl.analyze(cl.data.shortest_path_spec((5, 5))).dim == 16
+    costs = np.random.default_rng(0).random((8, 40))
+    read = cl.make_solver(spec).solve(costs)
+    np.testing.assert_allclose(np.sum(costs * read, 1), own_objectives(model, costs), atol=1e-9)
+    np.testing.assert_allclose(read @ hull.normals.T, np.tile(hull.offsets, (8, 1)), atol=1e-9)
+    theirs = cl.make_solver(spec, backend=backend).solve(costs)
+    np.testing.assert_allclose(np.sum(costs * theirs, 1), np.sum(costs * read, 1), atol=1e-9)
+
+
+def test_knapsack_rows_types_and_sense_are_read():
+    weights = np.random.default_rng(2).integers(3, 8, (2, 12)).astype(float)
+    model = copt.knapsackModel(weights=weights, capacity=[20.0, 20.0])
+    spec = cl.backends.from_pyepo(model).spec
+    assert spec.sense == "max" and spec.integrality == ["binary"] * 12
+    values = np.random.default_rng(3).random((8, 12))
+    read = cl.make_solver(spec).solve(values)
+    np.testing.assert_allclose(np.sum(values * read, 1), own_objectives(model, values),
+                               atol=1e-9)
+    knapsack = cl.problems.Knapsack(weights=weights.tolist(), capacities=[20.0, 20.0])
+    np.testing.assert_allclose(np.sum(values * read, 1),
+                               np.sum(values * cl.make_solver(knapsack).solve(values), 1),
+                               atol=1e-9)
+
+
+def test_combo_layer_on_the_model_projects_out_the_flow():
+    layer = cl.ComboLayer(cl.backends.from_pyepo(copt.shortestPathModel(grid=(5, 5))),
+                          method="identity", projection="auto")
+    assert layer.solver.backend == "pyepo:shortestPathModel"
+    w = torch.rand(3, 40, generator=torch.Generator().manual_seed(4), requires_grad=True)
+    y = layer(w)
+    best = cl.make_solver(cl.data.shortest_path_spec((5, 5))).solve(w.detach().double())
+    torch.testing.assert_close((w.detach() * y).sum(-1).double(),
+                               (w.detach() * best).sum(-1).double())
+    y.backward(torch.randn(3, 40, generator=torch.Generator().manual_seed(5)))
+    # the projection removed every flow-conservation direction from the gradient
+    normals = torch.tensor(cl.analyze(layer.spec).normals, dtype=torch.float32)
+    torch.testing.assert_close(w.grad @ normals.T, torch.zeros(3, len(normals)), atol=1e-5,
+                               rtol=0)
+
+
+@pytest.mark.parametrize(("build", "match"), [
+    (lambda: copt.tspDFJModel(num_nodes=5), "COPT callback"),
+    (lambda: copt.vrpRCIModel(num_nodes=5, demands=[1, 2, 1, 2], capacity=4, num_vehicle=2),
+     "COPT callback"),
+    (lambda: copt.tspMTZModel(num_nodes=5), "not one to one"),
+    (lambda: copt.tspGGModel(num_nodes=5), "not one to one"),
+], ids=["dfj-callback", "rci-callback", "mtz-shared-costs", "gg-shared-costs"])
+def test_models_whose_constraints_cannot_be_read_say_why(build, match):
+    backend = cl.backends.from_pyepo(build())
+    with pytest.raises(cl.SpecError, match=match):
+        _ = backend.spec
+
+
+def test_a_quadratic_row_is_refused_and_the_model_still_solves_a_given_spec():
+    model = copt.shortestPathModel(grid=(5, 5))
+    x = model.x.tolist()
+    model._model.addQConstr(x[0] * x[0] + x[1] <= 1.0)
+    backend = cl.backends.from_pyepo(model)
+    with pytest.raises(cl.SpecError, match="QConstrs"):
+        _ = backend.spec
+    spec = cl.data.shortest_path_spec((5, 5))
+    costs = np.random.default_rng(6).random((2, 40))
+    np.testing.assert_allclose(np.sum(costs * cl.make_solver(spec, backend=backend).solve(costs),
+                                      1), own_objectives(model, costs), atol=1e-9)
