@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 import torch
 
@@ -22,6 +23,51 @@ POINTS = torch.tensor(
     [p for p in itertools.product([0.0, 1.0], repeat=4) if p[0] + p[1] <= 1 and p[2] + p[3] >= 1],
     dtype=torch.float64,
 )
+
+
+def own_objectives(model, costs: np.ndarray) -> np.ndarray:
+    """The objective value of the model's own solve (setObj, solve) of each cost row."""
+    values = []
+    for row in costs:
+        model.setObj(row)
+        solution, _ = model.solve()
+        values.append(row @ np.asarray(solution, dtype=float))
+    return np.array(values)
+
+
+def check_grid_model_is_read(model, costs: np.ndarray) -> None:
+    """A PyEPO 5x5 shortest-path ``model``: its spec is read with the flow conservation
+    (hull dimension 16), and solves ``costs`` to the model's own objective values, by
+    combolayer's solver and by the model behind ``from_pyepo``."""
+    backend = cl.backends.from_pyepo(model)
+    assert backend.readable
+    spec = backend.spec
+    assert spec.cost_shape == (40,) and spec.sense == "min"
+    hull = cl.analyze(spec)
+    assert hull.dim == cl.analyze(cl.data.shortest_path_spec((5, 5))).dim == 16
+    read = cl.make_solver(spec).solve(costs)
+    np.testing.assert_allclose(np.sum(costs * read, 1), own_objectives(model, costs), atol=1e-9)
+    np.testing.assert_allclose(read @ hull.normals.T, np.tile(hull.offsets, (len(costs), 1)),
+                               atol=1e-9)
+    theirs = cl.make_solver(spec, backend=backend).solve(costs)
+    np.testing.assert_allclose(np.sum(costs * theirs, 1), np.sum(costs * read, 1), atol=1e-9)
+
+
+def check_knapsack_model_is_read(model, weights: np.ndarray, capacities: list[float],
+                                 values: np.ndarray) -> np.ndarray:
+    """A PyEPO knapsack ``model``: its spec is read as a binary maximisation that solves
+    ``values`` to the model's own and to `cl.problems.Knapsack`'s objective values;
+    returns combolayer's solutions."""
+    spec = cl.backends.from_pyepo(model).spec
+    assert spec.sense == "max" and spec.integrality == ["binary"] * weights.shape[1]
+    read = cl.make_solver(spec).solve(values)
+    np.testing.assert_allclose(np.sum(values * read, 1), own_objectives(model, values),
+                               atol=1e-9)
+    knapsack = cl.problems.Knapsack(weights=weights.tolist(), capacities=capacities)
+    np.testing.assert_allclose(np.sum(values * read, 1),
+                               np.sum(values * cl.make_solver(knapsack).solve(values), 1),
+                               atol=1e-9)
+    return read
 
 
 def brute_min(costs: torch.Tensor) -> torch.Tensor:

@@ -4,6 +4,7 @@ why it cannot (callbacks, shared costs, quadratic rows)."""
 import numpy as np
 import pytest
 import torch
+from pyepo_kit import check_grid_model_is_read, check_knapsack_model_is_read, own_objectives
 
 import combolayer as cl
 
@@ -12,45 +13,15 @@ pytest.importorskip("coptpy", reason="coptpy is not installed (optional extra [p
 copt = pytest.importorskip("pyepo.model.copt", reason="pyepo's COPT models are unavailable")
 
 
-def own_objectives(model, costs: np.ndarray) -> np.ndarray:
-    """The objective value of the model's own solve (setObj, solve) of each cost row."""
-    values = []
-    for row in costs:
-        model.setObj(row)
-        solution, _ = model.solve()
-        values.append(row @ np.asarray(solution, dtype=float))
-    return np.array(values)
-
-
 def test_shortest_path_constraints_are_read_with_the_flow_conservation():
-    model = copt.shortestPathModel(grid=(5, 5))
-    backend = cl.backends.from_pyepo(model)
-    assert backend.readable
-    spec = backend.spec
-    assert spec.cost_shape == (40,) and spec.sense == "min"
-    hull = cl.analyze(spec)
-    assert hull.dim == cl.analyze(cl.data.shortest_path_spec((5, 5))).dim == 16
-    costs = np.random.default_rng(0).random((8, 40))
-    read = cl.make_solver(spec).solve(costs)
-    np.testing.assert_allclose(np.sum(costs * read, 1), own_objectives(model, costs), atol=1e-9)
-    np.testing.assert_allclose(read @ hull.normals.T, np.tile(hull.offsets, (8, 1)), atol=1e-9)
-    theirs = cl.make_solver(spec, backend=backend).solve(costs)
-    np.testing.assert_allclose(np.sum(costs * theirs, 1), np.sum(costs * read, 1), atol=1e-9)
+    check_grid_model_is_read(copt.shortestPathModel(grid=(5, 5)),
+                             np.random.default_rng(0).random((8, 40)))
 
 
 def test_knapsack_rows_types_and_sense_are_read():
     weights = np.random.default_rng(2).integers(3, 8, (2, 12)).astype(float)
-    model = copt.knapsackModel(weights=weights, capacity=[20.0, 20.0])
-    spec = cl.backends.from_pyepo(model).spec
-    assert spec.sense == "max" and spec.integrality == ["binary"] * 12
-    values = np.random.default_rng(3).random((8, 12))
-    read = cl.make_solver(spec).solve(values)
-    np.testing.assert_allclose(np.sum(values * read, 1), own_objectives(model, values),
-                               atol=1e-9)
-    knapsack = cl.problems.Knapsack(weights=weights.tolist(), capacities=[20.0, 20.0])
-    np.testing.assert_allclose(np.sum(values * read, 1),
-                               np.sum(values * cl.make_solver(knapsack).solve(values), 1),
-                               atol=1e-9)
+    check_knapsack_model_is_read(copt.knapsackModel(weights=weights, capacity=[20.0, 20.0]),
+                                 weights, [20.0, 20.0], np.random.default_rng(3).random((8, 12)))
 
 
 def test_combo_layer_on_the_model_projects_out_the_flow():

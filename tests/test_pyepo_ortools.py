@@ -4,6 +4,7 @@ constraints."""
 import numpy as np
 import pytest
 import torch
+from pyepo_kit import check_grid_model_is_read, check_knapsack_model_is_read, own_objectives
 
 import combolayer as cl
 
@@ -22,47 +23,16 @@ def grid_costs(seed: int, shape: tuple[int, int]) -> np.ndarray:
     return np.random.default_rng(seed).integers(1, 1000, shape) / 1000
 
 
-def own_objectives(model, costs: np.ndarray) -> np.ndarray:
-    """The objective value of the model's own solve (setObj, solve) of each cost row."""
-    values = []
-    for row in costs:
-        model.setObj(row)
-        solution, _ = model.solve()
-        values.append(row @ np.asarray(solution, dtype=float))
-    return np.array(values)
-
-
 @pytest.mark.parametrize("model_class", PATH_MODELS, ids=lambda m: m.__name__)
 def test_shortest_path_constraints_are_read_with_the_flow_conservation(model_class):
-    model = model_class(grid=(5, 5))
-    backend = cl.backends.from_pyepo(model)
-    assert backend.readable
-    spec = backend.spec
-    assert spec.cost_shape == (40,) and spec.sense == "min"
-    hull = cl.analyze(spec)
-    assert hull.dim == cl.analyze(cl.data.shortest_path_spec((5, 5))).dim == 16
-    costs = grid_costs(0, (8, 40))
-    read = cl.make_solver(spec).solve(costs)
-    np.testing.assert_allclose(np.sum(costs * read, 1), own_objectives(model, costs), atol=1e-9)
-    np.testing.assert_allclose(read @ hull.normals.T, np.tile(hull.offsets, (8, 1)), atol=1e-9)
-    theirs = cl.make_solver(spec, backend=backend).solve(costs)
-    np.testing.assert_allclose(np.sum(costs * theirs, 1), np.sum(costs * read, 1), atol=1e-9)
+    check_grid_model_is_read(model_class(grid=(5, 5)), grid_costs(0, (8, 40)))
 
 
 @pytest.mark.parametrize("model_class", KNAPSACK_MODELS, ids=lambda m: m.__name__)
 def test_knapsack_rows_types_and_sense_are_read(model_class):
     weights = np.random.default_rng(2).integers(3, 8, (2, 12)).astype(float)
-    model = model_class(weights=weights, capacity=[20.0, 20.0])
-    spec = cl.backends.from_pyepo(model).spec
-    assert spec.sense == "max" and spec.integrality == ["binary"] * 12
-    values = grid_costs(3, (8, 12))
-    read = cl.make_solver(spec).solve(values)
-    np.testing.assert_allclose(np.sum(values * read, 1), own_objectives(model, values),
-                               atol=1e-9)
-    knapsack = cl.problems.Knapsack(weights=weights.tolist(), capacities=[20.0, 20.0])
-    np.testing.assert_allclose(np.sum(values * read, 1),
-                               np.sum(values * cl.make_solver(knapsack).solve(values), 1),
-                               atol=1e-9)
+    read = check_knapsack_model_is_read(model_class(weights=weights, capacity=[20.0, 20.0]),
+                                        weights, [20.0, 20.0], grid_costs(3, (8, 12)))
     assert set(np.unique(read)) <= {0.0, 1.0}
 
 

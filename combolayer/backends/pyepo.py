@@ -1,5 +1,5 @@
-"""PyEPO's ``optModel`` as a backend: its own solver (Gurobi, COPT, Pyomo, OR-Tools) behind
-combolayer's solver, layer and losses.
+"""PyEPO's ``optModel`` as a backend: its own solver (Gurobi, COPT, Pyomo, OR-Tools,
+MPAX) behind combolayer's solver, layer and losses.
 
 ``from_pyepo(optmodel)`` returns a [`PyEPOBackend`][combolayer.backends.PyEPOBackend], a
 value accepted wherever a backend is (``cl.make_solver(spec, backend=...)``,
@@ -16,11 +16,14 @@ solver it was given) every active constraint's linear form is read with Pyomo's
 ``cost[i]`` parameters; for an OR-Tools model (``pyepo.model.ort``) the pywraplp
 solver's ``ExportModelToProto`` or the CP-SAT model's ``Proto()`` gives every linear
 row, bound and variable type; for a COPT model (``pyepo.model.copt``) ``getA()``,
-``getInfo`` of the rows' and columns' bounds and each column's ``vtype``. Each becomes
-an equivalent [`ILP`][combolayer.ILP] (the
-predicted-cost variables first, every other variable auxiliary), so ``cl.analyze`` and
-``projection="auto"`` see the model's affine hull (flow conservation for shortest path).
-Other models (hand-written ones) hide their constraints behind their own
+``getInfo`` of the rows' and columns' bounds and each column's ``vtype``; for an MPAX
+model (``pyepo.model.mpax``) the linear program it hands to MPAX, ``A x = b``,
+``G x >= h``, ``l <= x <= u``, all continuous. Each becomes an equivalent
+[`ILP`][combolayer.ILP] (the predicted-cost variables first, every other variable
+auxiliary), so ``cl.analyze`` and ``projection="auto"`` see the model's affine hull
+(flow conservation for shortest path). An MPAX model solves a whole batch in one
+vmapped call of its PDLP solver (``batch_optimize``); every other model solves row by
+row. Other models (hand-written ones) hide their constraints behind their own
 modelling objects; for them [`spec`][combolayer.backends.PyEPOBackend.spec] raises
 [`SpecError`][combolayer.SpecError] saying so, and a spec must be passed by the caller
 (``cl.ComboLayer(spec, backend=from_pyepo(m))``): the model still solves, and the
@@ -38,9 +41,10 @@ import scipy.sparse as sp
 from ..errors import SpecError
 from ..specs.base import ILP, Spec
 from .config import BackendConfig
+from .outcome import Outcome, settle
 from .solver import Solver
 
-__all__ = ["PyEPOBackend", "from_pyepo", "ilp_from_copt", "ilp_from_gurobi",
+__all__ = ["PyEPOBackend", "from_pyepo", "ilp_from_copt", "ilp_from_gurobi", "ilp_from_mpax",
            "ilp_from_ortools", "ilp_from_pyomo"]
 
 #: Gurobi's (and COPT's) variable types as combolayer's integrality.
@@ -152,6 +156,36 @@ def ilp_from_copt(optmodel: Any) -> ILP:
         sp.csr_matrix(model.getA(), shape=(len(constrs), len(variables))),
         row_lower=row_lower, row_upper=row_upper, lower=lower, upper=upper,
         integrality=[_VTYPES.get(v.vtype, "continuous") for v in variables],
+    )
+
+
+def ilp_from_mpax(optmodel: Any) -> ILP:
+    """The [`ILP`][combolayer.ILP] of a PyEPO MPAX model (``pyepo.model.mpax``).
+
+    The model is the linear program it hands to MPAX's PDLP solver: ``A x = b``,
+    ``G x >= h`` and ``l <= x <= u``, one variable per cost, every variable continuous
+    (MPAX solves linear programs: PyEPO's MPAX knapsack is the LP relaxation). The
+    arrays are read as the model holds them, in float32. Raises SpecError for a
+    quadratic objective (``Q``: portfolio), saying to pass a spec.
+    """
+    if getattr(optmodel, "Q", None) is not None:
+        raise SpecError(f"PyEPO model {optmodel!r} has a quadratic objective (Q); "
+                        "combolayer's ILP is linear: pass a spec")
+
+    def array(name: str) -> np.ndarray:
+        value = getattr(optmodel, name)
+        value = value.todense() if hasattr(value, "todense") else value  # a sparse BCOO
+        return np.asarray(value, dtype=float)
+
+    n = optmodel.num_cost
+    A, G = array("A").reshape(-1, n), array("G").reshape(-1, n)
+    b, h = array("b").reshape(-1), array("h").reshape(-1)
+    return _ilp_from_rows(
+        optmodel, list(range(n)), sp.csr_matrix(np.vstack([A, G])),
+        row_lower=np.concatenate([b, h]),
+        row_upper=np.concatenate([b, np.full(len(h), np.inf)]),
+        lower=array("l").reshape(-1), upper=array("u").reshape(-1),
+        integrality=["continuous"] * n,
     )
 
 
@@ -399,6 +433,34 @@ class _PyEPOKernel:
         return np.where(np.abs(out - rounded) < 1e-6, rounded, out) + 0.0
 
 
+class _MpaxKernel(_PyEPOKernel):
+    """An MPAX model's batch in one call of its vmapped, jitted PDLP solve
+    (``batch_optimize``), which minimises the costs as given (the model's ``setObj``
+    is what folds its sense in). Each row's MPAX status is mapped onto combolayer's:
+    an iteration or time limit returns the iterate as ``"inaccurate"`` (a warning, or
+    an error under ``on_limit="raise"``), infeasible and unbounded raise."""
+
+    def __call__(self, costs: np.ndarray) -> np.ndarray:
+        import jax.numpy as jnp
+        from mpax.termination import TerminationStatus
+
+        with self._lock:
+            solutions, _, statuses = self.optmodel.batch_optimize(
+                jnp.asarray(costs, dtype=jnp.float32))
+        solutions = np.asarray(solutions, dtype=np.float64)
+        outcomes = {int(TerminationStatus.OPTIMAL): Outcome.OPTIMAL,
+                    int(TerminationStatus.PRIMAL_INFEASIBLE): Outcome.INFEASIBLE,
+                    int(TerminationStatus.DUAL_INFEASIBLE): Outcome.UNBOUNDED,
+                    int(TerminationStatus.ITERATION_LIMIT): Outcome.INACCURATE,
+                    int(TerminationStatus.TIME_LIMIT): Outcome.INACCURATE}
+        out = np.empty_like(costs)
+        for b, status in enumerate(np.asarray(statuses).tolist()):
+            out[b] = settle(outcomes.get(status, Outcome.STOPPED), "MPAX",
+                            lambda b=b: solutions[b, : self.num_outputs], has_solution=True,
+                            status=TerminationStatus(status).name)
+        return out
+
+
 class PyEPOBackend:
     """A PyEPO ``optModel`` as a combolayer backend (see the module docstring).
 
@@ -421,12 +483,14 @@ class PyEPOBackend:
 
     @property
     def readable(self) -> bool:
-        """Whether the model's constraints can be read into a spec (Gurobi, COPT, Pyomo
-        and OR-Tools models, pywraplp and CP-SAT)."""
+        """Whether the model's constraints can be read into a spec (Gurobi, COPT, MPAX,
+        Pyomo and OR-Tools models, pywraplp and CP-SAT)."""
         return self._reader is not None
 
     @property
     def _reader(self):
+        if hasattr(self.optmodel, "batch_optimize"):
+            return ilp_from_mpax
         model = getattr(self.optmodel, "_model", None)
         if type(model).__module__.startswith(("coptpy", "coptcore")):
             return ilp_from_copt
@@ -443,16 +507,17 @@ class PyEPOBackend:
         """The model's constraints as an [`ILP`][combolayer.ILP] (read once).
 
         Raises:
-            SpecError: the model's constraints cannot be read (not a Gurobi, COPT, Pyomo
-                or OR-Tools model, or not linear); the message says to pass a spec instead.
+            SpecError: the model's constraints cannot be read (not a Gurobi, COPT, MPAX,
+                Pyomo or OR-Tools model, or not linear); the message says to pass a spec
+                instead.
         """
         if self._spec is None:
             if not self.readable:
                 raise SpecError(
                     f"cannot read the constraints of PyEPO model {self.optmodel!r}: only "
-                    "Gurobi models (pyepo.model.grb), COPT models (pyepo.model.copt), Pyomo "
-                    "models (pyepo.model.omo) and OR-Tools models (pyepo.model.ort, pywraplp "
-                    "and CP-SAT) expose them. "
+                    "Gurobi models (pyepo.model.grb), COPT models (pyepo.model.copt), MPAX "
+                    "models (pyepo.model.mpax), Pyomo models (pyepo.model.omo) and OR-Tools "
+                    "models (pyepo.model.ort, pywraplp and CP-SAT) expose them. "
                     "Pass the problem's spec yourself: cl.ComboLayer(spec, "
                     "backend=cl.backends.from_pyepo(model)); projection='auto' then analyses "
                     "that spec"
@@ -466,7 +531,8 @@ class PyEPOBackend:
         if spec.num_outputs != n:
             raise SpecError(f"{spec.label} has {spec.num_outputs} outputs but PyEPO model "
                             f"{self.optmodel!r} predicts {n} costs: expected equal sizes")
-        kernel = _PyEPOKernel(self.optmodel, n)
+        batched = hasattr(self.optmodel, "batch_optimize")  # an MPAX model
+        kernel = (_MpaxKernel if batched else _PyEPOKernel)(self.optmodel, n)
         return Solver(spec, kernel, self.name, BackendConfig(name=self.name))
 
 
