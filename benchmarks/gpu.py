@@ -10,7 +10,10 @@ the device synchronised before each clock read):
 - the kernels alone (top-k, ranking, the enumerated DAG shortest path) on CUDA
   over the CPU, at growing batch sizes;
 - the solution cache's lookup (`SolutionPool.best`, one matmul and an argmin)
-  on CUDA over the CPU.
+  on CUDA over the CPU;
+- PyEPO's MPAX model (PDLP through JAX) behind `cl.backends.from_pyepo`, a batch
+  in one vmapped call on JAX's device, against the exact kernel, where pyepo and
+  mpax are installed.
 
 Without a CUDA device it says so and measures nothing. The tables go into
 docs/performance.md (block ``gpu``) unless ``--no-doc``.
@@ -132,6 +135,32 @@ def lookup_rows(cases: list[tuple[int, int, int]], seconds: float) -> list[str]:
     return rows
 
 
+def mpax_rows(batches: list[int], seconds: float) -> list[str]:
+    """PyEPO's MPAX 5 x 5 grid model behind `cl.backends.from_pyepo` (a batch in one
+    vmapped PDLP call, on JAX's default device) against combolayer's exact DAG kernel
+    on the CPU, with MPAX's worst relative objective gap over the batch."""
+    try:
+        import jax
+        from pyepo.model.mpax import shortestPathModel
+    except ImportError as error:
+        return [f"MPAX skipped: {error} (the [mpax] extra)"]
+    spec = cl.data.shortest_path_spec((5, 5))
+    mpax = cl.make_solver(spec, backend=cl.backends.from_pyepo(shortestPathModel(grid=(5, 5))))
+    exact = cl.make_solver(spec, backend="scipy")
+    rows = [f"PyEPO's MPAX grid model (PDLP in float32, relative tolerance 1e-4) on JAX's "
+            f"{jax.devices()[0].platform.upper()}, against the exact DAG kernel on the CPU:",
+            "", "| batch | MPAX, ms | exact kernel, ms | MPAX / exact | worst objective gap |",
+            "|---|---|---|---|---|"]
+    for batch in tqdm(batches, desc="mpax", leave=False):
+        costs = torch.rand(batch, spec.cost_shape[0], dtype=torch.float64)
+        times = [median_ms(partial(solver.solve, costs), CPU, seconds) for solver in (mpax, exact)]
+        best = (costs * exact.solve(costs)).sum(-1)
+        gap = float((((costs * mpax.solve(costs)).sum(-1) - best) / best).abs().max())
+        rows.append(f"| {batch} | {times[0]:.2f} | {times[1]:.3f} | {times[0] / times[1]:.0f} "
+                    f"| {gap:.1e} |")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -154,7 +183,7 @@ def main() -> None:
     body = [header, "", "The layer, forward and Identity backward (projection \"auto\"):", "",
             *layer_rows(batches, seconds), "", "The kernels alone:", "",
             *kernel_rows(shapes, seconds), "", "The solution cache's lookup:", "",
-            *lookup_rows(lookups, seconds)]
+            *lookup_rows(lookups, seconds), "", *mpax_rows(batches, seconds)]
     print("\n".join(body))
     if not args.no_doc:
         write_block(DOC, "gpu", "benchmarks/gpu.py", body, "## On a CUDA device")

@@ -13,8 +13,9 @@ pytest.importorskip("mpax", reason="mpax is not installed (optional extra [mpax]
 mpax_models = pytest.importorskip("pyepo.model.mpax",
                                   reason="pyepo's MPAX models are unavailable")
 
-#: MPAX's PDLP stops at a relative tolerance of 1e-4, in float32.
-RTOL = 1e-4
+#: MPAX's PDLP stops at a relative tolerance of 1e-4, in float32; its objective can
+#: still be a few percent above the optimum (docs/backends.md).
+NEAR = 5e-2
 
 
 @pytest.fixture(scope="module")
@@ -41,23 +42,31 @@ def test_a_batch_is_one_call_and_agrees_with_the_models_own_solves(path_model, m
                         lambda c: calls.append(c.shape) or batch_optimize(c))
     y = solver.solve(costs)
     assert calls == [(6, 40)] and solver.last_status == ("optimal",) * 6
-    own = own_objectives(path_model, costs)
-    exact = cl.make_solver(cl.data.shortest_path_spec((5, 5))).solve(costs)
-    np.testing.assert_allclose(np.sum(costs * y, 1), own, rtol=RTOL)
-    np.testing.assert_allclose(np.sum(costs * y, 1), np.sum(costs * exact, 1), rtol=RTOL)
+    # the vmapped solve is the model's own PDLP, row by row
+    np.testing.assert_allclose(np.sum(costs * y, 1), own_objectives(path_model, costs),
+                               rtol=1e-5)
+    # PDLP's answers are near the exact optimum, never below it beyond float32 rounding
+    best = np.sum(costs * cl.make_solver(cl.data.shortest_path_spec((5, 5))).solve(costs), 1)
+    assert np.all(np.sum(costs * y, 1) >= best * (1 - 1e-6))
+    np.testing.assert_allclose(np.sum(costs * y, 1), best, rtol=NEAR)
 
 
 def test_knapsack_is_read_as_its_lp_relaxation_and_maximised():
+    import jax
+
     weights = np.array([[3.0, 4, 5, 6, 2], [2, 7, 3, 4, 5]])
-    model = mpax_models.knapsackModel(weights=weights, capacity=[9.0, 9.0])
-    backend = cl.backends.from_pyepo(model)
-    spec = backend.spec
-    assert spec.sense == "max" and spec.integrality == ["continuous"] * 5
     values = np.random.default_rng(1).random((4, 5))
-    theirs = cl.make_solver(spec, backend=backend).solve(values)
+    # on the CPU: MPAX 0.2.4 on an H200 stopped at NaN iterates for this LP, which has
+    # no equality rows (combolayer raises SolverError then: the last test of this file)
+    with jax.default_device(jax.devices("cpu")[0]):
+        model = mpax_models.knapsackModel(weights=weights, capacity=[9.0, 9.0])
+        backend = cl.backends.from_pyepo(model)
+        spec = backend.spec
+        theirs = cl.make_solver(spec, backend=backend).solve(values)
+    assert spec.sense == "max" and spec.integrality == ["continuous"] * 5
     relaxation = cl.make_solver(spec, backend="highs").solve(values)
     np.testing.assert_allclose(np.sum(values * theirs, 1), np.sum(values * relaxation, 1),
-                               rtol=RTOL)
+                               rtol=1e-4)
 
 
 def test_combo_layer_on_the_model_projects_out_the_flow(path_model):
@@ -97,3 +106,15 @@ def test_a_quadratic_objective_is_refused(path_model, monkeypatch):
     monkeypatch.setattr(path_model, "Q", np.eye(40))
     with pytest.raises(cl.SpecError, match="quadratic objective"):
         _ = cl.backends.from_pyepo(path_model).spec
+
+
+def test_a_nan_iterate_raises_instead_of_coming_back(path_model, monkeypatch):
+    from mpax.termination import TerminationStatus
+
+    for status in (TerminationStatus.OPTIMAL, TerminationStatus.ITERATION_LIMIT):
+        monkeypatch.setattr(path_model, "batch_optimize", lambda c, status=status: (
+            np.full(c.shape, np.nan), np.zeros(c.shape[0]), np.full(c.shape[0], int(status))))
+        solver = cl.make_solver(cl.data.shortest_path_spec((5, 5)),
+                                backend=cl.backends.from_pyepo(path_model))
+        with pytest.raises(cl.SolverError, match=f"{status.name}, at a NaN or inf iterate"):
+            solver.solve(np.ones((2, 40)))

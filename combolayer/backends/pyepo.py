@@ -406,6 +406,14 @@ def _ilp_from_rows(optmodel: Any, cost_columns: list[int], A: Any, row_lower: np
                 [None if np.isposinf(u) else float(u) for u in upper[order]])
 
 
+def _on_host(solution: Any) -> np.ndarray:
+    """A model's solution as a float64 numpy array (MPAX's is a torch tensor, on the GPU
+    where JAX has one)."""
+    if hasattr(solution, "cpu"):
+        solution = solution.cpu()
+    return np.asarray(solution, dtype=np.float64)
+
+
 class _PyEPOKernel:
     """Minimise ``<c, y>`` row by row with the model's own solver (setObj, solve).
 
@@ -427,7 +435,7 @@ class _PyEPOKernel:
             for b, row in enumerate(costs):
                 self.optmodel.setObj(self.sign * row)
                 solution, _ = self.optmodel.solve()
-                out[b] = np.asarray(solution, dtype=np.float64).reshape(-1)[: self.num_outputs]
+                out[b] = _on_host(solution).reshape(-1)[: self.num_outputs]
         # Solvers return integers within their tolerance; snap those to exact values.
         rounded = np.rint(out)
         return np.where(np.abs(out - rounded) < 1e-6, rounded, out) + 0.0
@@ -438,7 +446,8 @@ class _MpaxKernel(_PyEPOKernel):
     (``batch_optimize``), which minimises the costs as given (the model's ``setObj``
     is what folds its sense in). Each row's MPAX status is mapped onto combolayer's:
     an iteration or time limit returns the iterate as ``"inaccurate"`` (a warning, or
-    an error under ``on_limit="raise"``), infeasible and unbounded raise."""
+    an error under ``on_limit="raise"``) when it is finite, and raises `SolverError`
+    when it is not; infeasible and unbounded raise."""
 
     def __call__(self, costs: np.ndarray) -> np.ndarray:
         import jax.numpy as jnp
@@ -454,10 +463,13 @@ class _MpaxKernel(_PyEPOKernel):
                     int(TerminationStatus.ITERATION_LIMIT): Outcome.INACCURATE,
                     int(TerminationStatus.TIME_LIMIT): Outcome.INACCURATE}
         out = np.empty_like(costs)
+        finite = np.isfinite(solutions).all(axis=1)  # MPAX can stop at a NaN iterate
         for b, status in enumerate(np.asarray(statuses).tolist()):
+            name = TerminationStatus(status).name
             out[b] = settle(outcomes.get(status, Outcome.STOPPED), "MPAX",
-                            lambda b=b: solutions[b, : self.num_outputs], has_solution=True,
-                            status=TerminationStatus(status).name)
+                            lambda b=b: solutions[b, : self.num_outputs],
+                            has_solution=bool(finite[b]),
+                            status=name if finite[b] else f"{name}, at a NaN or inf iterate")
         return out
 
 
