@@ -159,6 +159,11 @@ def ilp_from_copt(optmodel: Any) -> ILP:
     )
 
 
+def _is_mpax(optmodel: Any) -> bool:
+    """Whether ``optmodel`` is a PyEPO MPAX model (it solves batches: ``batch_optimize``)."""
+    return hasattr(optmodel, "batch_optimize")
+
+
 def ilp_from_mpax(optmodel: Any) -> ILP:
     """The [`ILP`][combolayer.ILP] of a PyEPO MPAX model (``pyepo.model.mpax``).
 
@@ -501,7 +506,7 @@ class PyEPOBackend:
 
     @property
     def _reader(self):
-        if hasattr(self.optmodel, "batch_optimize"):
+        if _is_mpax(self.optmodel):
             return ilp_from_mpax
         model = getattr(self.optmodel, "_model", None)
         if type(model).__module__.startswith(("coptpy", "coptcore")):
@@ -543,8 +548,7 @@ class PyEPOBackend:
         if spec.num_outputs != n:
             raise SpecError(f"{spec.label} has {spec.num_outputs} outputs but PyEPO model "
                             f"{self.optmodel!r} predicts {n} costs: expected equal sizes")
-        batched = hasattr(self.optmodel, "batch_optimize")  # an MPAX model
-        kernel = (_MpaxKernel if batched else _PyEPOKernel)(self.optmodel, n)
+        kernel = (_MpaxKernel if _is_mpax(self.optmodel) else _PyEPOKernel)(self.optmodel, n)
         return Solver(spec, kernel, self.name, BackendConfig(name=self.name))
 
 
