@@ -55,15 +55,21 @@ def test_every_method_row_builds_on_both_sides(tmp_path):
                       for label in ("Identity, projection auto", "CaVE")]
 
 
+def load_beside(name: str):
+    """A script next to pyepo_methods.py, which it imports its rows from."""
+    load()
+    spec = importlib.util.spec_from_file_location(name, SCRIPT.with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_epoch_ab_times_rows_against_pyepo_and_writes_its_block(tmp_path):
     """benchmarks/pyepo_epoch_ab.py: A/B rounds of one epoch each, a row per method."""
     pytest.importorskip("pyepo", reason="the A/B script compares against PyEPO")
     pytest.importorskip("gurobipy", reason="both sides solve with Gurobi")
-    load()  # the A/B script imports its rows from pyepo_methods
-    path = SCRIPT.with_name("pyepo_epoch_ab.py")
-    spec = importlib.util.spec_from_file_location("pyepo_epoch_ab", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_beside("pyepo_epoch_ab")
     assert module.ab_ratios(iter([2.0, 4.0]), iter([1.0, 1.0]), 2) == [2.0, 4.0]
     page = tmp_path / "estimators.md"
     page.write_text("# Estimators\n")
@@ -72,3 +78,16 @@ def test_epoch_ab_times_rows_against_pyepo_and_writes_its_block(tmp_path):
     rows = [line for line in lines if line.startswith("| SPO+") or line.startswith("| NID")]
     assert len(rows) == 2 and all(float(row.split("|")[2]) > 0 for row in rows)
     assert "<!-- pyepo-epoch-ab-shortest:start" in page.read_text()
+
+
+def test_imle_with_pyepos_noise_trains_the_same_model_as_pyepo(tmp_path):
+    """benchmarks/imle_same_noise.py: with PyEPO's noise stream ours trains PyEPO's model."""
+    pytest.importorskip("pyepo", reason="the script compares against PyEPO")
+    pytest.importorskip("gurobipy", reason="both sides solve with Gurobi")
+    module = load_beside("imle_same_noise")
+    page = tmp_path / "estimators.md"
+    page.write_text("# Estimators\n")
+    lines = module.main(["--rounds", "2", "--train", "32", "--out", str(page)])
+    cells = lines[-1].split("|")
+    assert float(cells[2]) > 0 and float(cells[4]) == 0.0  # the weights end equal
+    assert "<!-- pyepo-imle-same-noise:start" in page.read_text()
