@@ -32,6 +32,7 @@ projection is the spec's. Nothing falls back silently to an unconstrained spec.
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
@@ -456,26 +457,39 @@ class _MpaxKernel(_PyEPOKernel):
 
     def __call__(self, costs: np.ndarray) -> np.ndarray:
         import jax.numpy as jnp
-        from mpax.termination import TerminationStatus
 
         with self._lock:
             solutions, _, statuses = self.optmodel.batch_optimize(
                 jnp.asarray(costs, dtype=jnp.float32))
-        solutions = np.asarray(solutions, dtype=np.float64)
-        outcomes = {int(TerminationStatus.OPTIMAL): Outcome.OPTIMAL,
-                    int(TerminationStatus.PRIMAL_INFEASIBLE): Outcome.INFEASIBLE,
-                    int(TerminationStatus.DUAL_INFEASIBLE): Outcome.UNBOUNDED,
-                    int(TerminationStatus.ITERATION_LIMIT): Outcome.INACCURATE,
-                    int(TerminationStatus.TIME_LIMIT): Outcome.INACCURATE}
-        out = np.empty_like(costs)
+        solutions = np.asarray(solutions, dtype=np.float64)[:, : self.num_outputs]
+        statuses = np.asarray(statuses)
         finite = np.isfinite(solutions).all(axis=1)  # MPAX can stop at a NaN iterate
-        for b, status in enumerate(np.asarray(statuses).tolist()):
-            name = TerminationStatus(status).name
-            out[b] = settle(outcomes.get(status, Outcome.STOPPED), "MPAX",
-                            lambda b=b: solutions[b, : self.num_outputs],
+        outcomes, optimal = _mpax_outcomes()
+        if finite.all() and (statuses == optimal).all():
+            return solutions  # the common case: no row to settle one by one
+        out = np.empty_like(solutions)
+        for b, status in enumerate(statuses.tolist()):
+            outcome, name = outcomes[status]
+            out[b] = settle(outcome, "MPAX", lambda b=b: solutions[b],
                             has_solution=bool(finite[b]),
                             status=name if finite[b] else f"{name}, at a NaN or inf iterate")
         return out
+
+
+@functools.cache
+def _mpax_outcomes() -> tuple[dict[int, tuple[Outcome, str]], int]:
+    """MPAX's termination codes as ``code -> (combolayer outcome, MPAX's name)``, and
+    the code of an optimal row."""
+    from mpax.termination import TerminationStatus
+
+    ladder = {TerminationStatus.OPTIMAL: Outcome.OPTIMAL,
+              TerminationStatus.PRIMAL_INFEASIBLE: Outcome.INFEASIBLE,
+              TerminationStatus.DUAL_INFEASIBLE: Outcome.UNBOUNDED,
+              TerminationStatus.ITERATION_LIMIT: Outcome.INACCURATE,
+              TerminationStatus.TIME_LIMIT: Outcome.INACCURATE}
+    outcomes = {int(code): (ladder.get(code, Outcome.STOPPED), code.name)
+                for code in TerminationStatus}
+    return outcomes, int(TerminationStatus.OPTIMAL)
 
 
 class PyEPOBackend:
