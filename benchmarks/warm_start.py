@@ -8,18 +8,30 @@ features, deg 4, noise 0.5, capacity a quarter of each dimension's total
 weight), 50 items x 2 dimensions and 200 items x 2 dimensions. Epoch 0 solves
 every instance's true costs; each later epoch multiplies them by
 ``1 + 0.05 z`` (``z`` standard normal, seeded), as a model's predictions move
-between epochs. Every instance of every epoch is solved three ways on the same
-kept model, interleaved and in rotating order:
+between epochs. Every epoch is solved three ways on the same kept model, one
+way after another (each over all instances, as a training loop solves them),
+in rotating order:
 
 - ``cold``: no start;
 - ``last``: the instance's solution of the previous epoch as a MIP start;
 - ``true``: the instance's true optimal solution as a start (what a solution
   pool seeded with the training set's solutions would offer).
 
+The second table takes the costs a training loop itself sends to the solver,
+which is where the layer and the losses pass starts: under the solution cache
+(``solve_ratio`` 0.1) every exact solve starts from the pool's best solution
+under its cost. Ten epochs of SPO+ (shifted costs ``2 c_hat - c``) and of
+Identity (projection "auto", regret loss; the projected predictions, nearly
+uniform) train on the 50 x 2 knapsack with SCIP, the pool seeded with the
+training set's solutions; every exact solve's costs and the start the cache
+handed it are recorded, and an evenly spaced sample of them is then solved
+with and without that start, in passes over the sample (cold, start, start,
+cold).
+
 The kernel's ``start=`` hook (:class:`combolayer.backends.solver.RowKernel`)
 is called directly on HiGHS, SCIP and Gurobi (when gurobipy is installed), one
-solver thread. The objectives are checked equal. The table (median and mean ms
-per solve, and the ratio of the means to ``cold``) goes between the
+solver thread. The objectives are checked equal. The tables (median and mean ms
+per solve, and the ratio of the means to no start) go between the
 ``warm-start`` markers of docs/performance.md.
 """
 
@@ -36,10 +48,14 @@ import numpy as np
 import torch
 from _doc_blocks import write_block
 
+from _training import fit_linear
+
 import combolayer as cl
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES = ("cold", "last", "true")
+#: The training loops whose own exact solves the second table replays.
+LOOPS = ("SPO+", "Identity")
 
 
 def knapsack_data(num_items: int, num_data: int, seed: int = 135):
@@ -59,27 +75,114 @@ def measure(spec, backend: str, true_costs: np.ndarray, true_solutions: np.ndarr
     kernel.takes_start = True  # measured whether or not the backend keeps starts on
     sign = solver.sign
     last = kernel(sign * true_costs)  # epoch 0: every instance's solution
-    kernel(sign * true_costs[:1])  # warm-up
     rng = np.random.default_rng(seed)
     times: dict[str, list[float]] = {mode: [] for mode in MODES}
-    step = 0
-    for _ in range(epochs):
-        costs = true_costs * (1 + 0.05 * rng.standard_normal(true_costs.shape))
-        solutions = np.empty_like(last)
-        for i, cost in enumerate(sign * costs):
-            starts = {"cold": None, "last": last[i:i + 1], "true": true_solutions[i:i + 1]}
-            values = {}
-            order = MODES[step % 3:] + MODES[:step % 3]  # rotate who goes first
-            step += 1
-            for mode in order:
-                begin = time.perf_counter()
-                y = kernel(cost[None], start=starts[mode])
-                times[mode].append(time.perf_counter() - begin)
-                values[mode] = float(cost @ y[0])
-                solutions[i] = y[0]
-            assert max(values.values()) - min(values.values()) < 1e-6, (backend, values)
-        last = solutions
+    for epoch in range(epochs):
+        costs = sign * true_costs * (1 + 0.05 * rng.standard_normal(true_costs.shape))
+        starts = {"cold": None, "last": last, "true": true_solutions}
+        order = MODES[epoch % 3:] + MODES[:epoch % 3]  # rotate who goes first
+        solutions = {mode: passes(kernel, costs, starts[mode], times[mode]) for mode in order}
+        check_objectives(backend, costs, solutions)
+        last = solutions["cold"]
     return times
+
+
+def passes(kernel, costs: np.ndarray, starts: np.ndarray | None,
+           seconds: list[float]) -> np.ndarray:
+    """Solve every row of ``costs`` in turn (with its row of ``starts`` as a MIP start
+    when given), appending each solve's time to ``seconds``.
+
+    One mode's solves run one after another, as a training loop's do. Solving a
+    row right after the same row in another mode would flatter the second: SCIP
+    keeps earlier solutions across solves and tries them as incumbents, and Gurobi
+    starts from its previous solution, so the second solve would begin from the
+    optimum (measured: the same cost again took 0.78x SCIP's first solve).
+    """
+    out = np.empty_like(costs)
+    for i, cost in enumerate(costs):
+        begin = time.perf_counter()
+        out[i] = kernel(cost[None], start=None if starts is None else starts[i:i + 1])[0]
+        seconds.append(time.perf_counter() - begin)
+    return out
+
+
+def check_objectives(backend: str, costs: np.ndarray, solutions: dict[str, np.ndarray]) -> None:
+    values = np.stack([(costs * y).sum(axis=1) for y in solutions.values()])
+    spread = float((values.max(axis=0) - values.min(axis=0)).max())
+    assert spread < 1e-6, f"{backend}: the modes' optimal objectives differ by {spread}"
+
+
+class Capture:
+    """Stands in for an exact solver's kernel in a training run: records each exact
+    solve's costs (the kernel's, minimisation) and the start the solution cache hands
+    it, and solves without the start, so the recorded run is the same whatever the
+    backends measured afterwards do with starts."""
+
+    takes_start = True
+
+    def __init__(self, solver) -> None:
+        self.kernel = solver.kernel
+        self.array_api = self.kernel.array_api
+        self.costs: list[np.ndarray] = []
+        self.starts: list[np.ndarray] = []
+        solver.kernel = self
+
+    def __call__(self, costs: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+        self.costs.append(np.array(costs, dtype=np.float64))
+        self.starts.append(np.array(start, dtype=np.float64))
+        return self.kernel(costs)
+
+
+def training_solves(data, loop: str, epochs: int) -> tuple[np.ndarray, np.ndarray]:
+    """The costs and pool starts of every exact solve in ``epochs`` of ``loop``
+    ("SPO+" or "Identity") at ``solve_ratio`` 0.1 on SCIP, the pool seeded with
+    ``data``'s solutions."""
+    generator = torch.Generator().manual_seed(0)
+    if loop == "SPO+":
+        cached = cl.losses.SPOPlusLoss(data.spec, backend="scip", solve_ratio=0.1,
+                                       generator=generator)
+        loss = cached
+    else:
+        cached = cl.ComboLayer(data.spec, projection="auto", solve_ratio=0.1, backend="scip",
+                               generator=generator)
+        sign = cached.solver.sign
+
+        def loss(pred, costs, solutions):
+            return (sign * ((cached(pred) - solutions) * costs).sum(-1)).mean()
+    cached.pool.seed(data.solutions)
+    capture = Capture(cached.solver)
+    dataset = torch.utils.data.TensorDataset(data.features, data.costs, data.solutions)
+    _, run = fit_linear(loss, dataset, (data.features.shape[1], data.costs.shape[1]), seed=0,
+                        epochs=epochs)
+    for _ in run:
+        pass
+    return np.concatenate(capture.costs), np.concatenate(capture.starts)
+
+
+def measure_replay(spec, backend: str, costs: np.ndarray,
+                   starts: np.ndarray) -> dict[str, list[float]]:
+    """Seconds per solve of each recorded solve, with and without its pool start, in
+    passes over all of them ordered cold, pool, pool, cold."""
+    kernel = cl.make_solver(spec, backend).kernel
+    kernel.takes_start = True  # measured whether or not the backend keeps starts on
+    times: dict[str, list[float]] = {"cold": [], "pool": []}
+    solutions = {}
+    for mode in ("cold", "pool", "pool", "cold"):
+        solutions[mode] = passes(kernel, costs, starts if mode == "pool" else None, times[mode])
+    check_objectives(backend, costs, solutions)
+    return times
+
+
+def cells(times: dict[str, list[float]], modes) -> list[str]:
+    """``median / mean`` ms per mode, and each mean against the first mode's."""
+    first = statistics.fmean(times[modes[0]])
+    out = []
+    for mode in modes:
+        median = statistics.median(times[mode]) * 1e3
+        mean = statistics.fmean(times[mode]) * 1e3
+        ratio = statistics.fmean(times[mode]) / first
+        out.append(f"{median:.1f} / {mean:.1f}" + ("" if mode == modes[0] else f" ({ratio:.2f}x)"))
+    return out
 
 
 def main() -> None:
@@ -90,6 +193,7 @@ def main() -> None:
     torch.set_num_threads(1)
     command = "python " + " ".join(["benchmarks/warm_start.py", *sys.argv[1:]])
     sizes = {50: (24, 3), 200: (16, 3)} if not args.quick else {50: (6, 1), 200: (4, 1)}
+    train_epochs, samples, num_train = (10, 200, 1000) if not args.quick else (1, 8, 64)
     backends = ["highs", "scip"]
     try:
         import gurobipy  # noqa: F401
@@ -109,16 +213,21 @@ def main() -> None:
                 continue
             times = measure(data.spec, backend, true_costs, true_solutions, epochs,
                             seed=num_items)
-            cold = statistics.fmean(times["cold"])
-            cells = []
-            for mode in MODES:
-                median = statistics.median(times[mode]) * 1e3
-                mean = statistics.fmean(times[mode]) * 1e3
-                ratio = statistics.fmean(times[mode]) / cold
-                cells.append(f"{median:.1f} / {mean:.1f}" + ("" if mode == "cold"
-                                                             else f" ({ratio:.2f}x)"))
-            rows.append(f"| {num_items} x 2 | {backend} | " + " | ".join(cells) + " |")
+            rows.append(f"| {num_items} x 2 | {backend} | " + " | ".join(cells(times, MODES))
+                        + " |")
             print(rows[-1], flush=True)
+    replay_rows = []
+    train = knapsack_data(50, num_train)
+    for loop in LOOPS:
+        costs, starts = training_solves(train, loop, train_epochs)
+        sample = np.linspace(0, len(costs) - 1, min(samples, len(costs))).astype(int)
+        for backend in backends:
+            if backend not in cl.backends.registry.capable_backends(train.spec):
+                continue
+            times = measure_replay(train.spec, backend, costs[sample], starts[sample])
+            replay_rows.append(f"| {loop} | {backend} | "
+                               + " | ".join(cells(times, ("cold", "pool"))) + " |")
+            print(replay_rows[-1], flush=True)
     seconds = time.perf_counter() - start
     load = np.round(np.array(os.getloadavg()), 1)
     lines = [
@@ -126,12 +235,20 @@ def main() -> None:
         "(a shared 2-core machine: noisy), one solver thread; median / mean ms per solve, "
         "and the mean against no start. Instances per size: "
         + ", ".join(f"{n} x 2: {c} instances x {e} perturbed epochs"
-                    for n, (c, e) in sizes.items()) + "; the three modes interleaved.",
+                    for n, (c, e) in sizes.items()) + "; each mode solves an epoch's instances one after another, the modes in rotating order.",
         "",
         "| knapsack | backend | no start | start: last epoch's solution | "
         "start: true solution |",
         "|---|---|---|---|---|",
         *rows,
+        "",
+        f"The training loops' own exact solves on the 50 x 2 knapsack ({train_epochs} "
+        f"epochs of {num_train} instances at solve_ratio 0.1 on SCIP, {samples} solves sampled "
+        "evenly from each run, with and without the start the solution cache gave them):",
+        "",
+        "| training loop | backend | no start | start: the pool's best |",
+        "|---|---|---|---|",
+        *replay_rows,
     ]
     path = Path(args.out)
     write_block(path, "warm-start", "benchmarks/warm_start.py", lines,

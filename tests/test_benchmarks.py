@@ -1,4 +1,4 @@
-"""benchmarks/mip_training.py and benchmarks/gpu.py run end to end on a toy size (rows
+"""benchmarks/mip_training.py, warm_start.py and gpu.py run end to end on a toy size (rows
 whose package, backend or device is missing are skipped with a message, never a crash)."""
 
 import os
@@ -36,3 +36,18 @@ def test_gpu_benchmark_measures_on_a_device_or_says_there_is_none():
         assert "The solution cache's lookup:" in result.stdout
     else:
         assert "no CUDA device on this machine: nothing to measure" in result.stdout
+
+
+def test_warm_start_quick_writes_both_tables(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    page = tmp_path / "performance.md"
+    page.write_text("# Performance\n")
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "warm_start.py"),
+                             "--quick", "--out", str(page)], capture_output=True, text=True,
+                            env=env, timeout=600, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    block = page.read_text()
+    assert "<!-- warm-start:start" in block and "<!-- warm-start:end -->" in block
+    for row in ("| 50 x 2 | scip |", "| 200 x 2 | highs |", "| SPO+ | scip |",
+                "| Identity | scip |"):
+        assert row in block

@@ -126,8 +126,9 @@ class HighsKernel(RowKernel):
         self._columns = np.arange(form.num_outputs, dtype=np.int32)
         self._base_rows = self.model.getNumRow()
 
-    #: On: a start (``setSolution``) measured 0.86-0.92x the mean time without on
-    #: PyEPO's knapsack, 50 x 2 and 200 x 2, in two runs (benchmarks/warm_start.py).
+    #: On: a start (``setSolution``) measured 0.86-0.96x the mean time without on
+    #: PyEPO's knapsack, 50 x 2 and 200 x 2, and on the training loops' own solves
+    #: (benchmarks/warm_start.py, docs/performance.md).
     takes_start = True
 
     def solve_one(self, cost: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:

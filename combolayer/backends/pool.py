@@ -188,7 +188,7 @@ class CachedSolver(Solver):
 
     def _solve_exactly(self, costs: Tensor) -> Tensor:
         """Exact solves, each started from the pool's best solution under its cost where
-        the kernel takes a MIP start (HiGHS: 0.86-0.92x the time without it,
+        the kernel takes a MIP start (HiGHS: 0.86-0.96x the time without it,
         docs/performance.md); the solutions join the pool."""
         start = None
         if len(self.pool) and getattr(self.exact.kernel, "takes_start", False):

@@ -237,10 +237,10 @@ class ScipKernel(RowKernel):
         self._outputs = self._terms[: form.num_outputs]
         self._nogil = hasattr(self.model, "optimizeNogil")
 
-    #: Off: a start measured no faster on PyEPO's knapsack (mean 1.17x and 1.28x at
-    #: 50 x 2, 0.91x and 0.95x at 200 x 2; with the cheap heuristics on, 0.99-1.15x;
-    #: benchmarks/warm_start.py, docs/performance.md).
-    #: Set it on a kernel to pass ``start`` through.
+    #: Off: a start measured no faster on PyEPO's knapsack (mean 0.99-1.02x, and
+    #: 0.98-1.00x on the training loops' own solves with the pool's starts;
+    #: benchmarks/warm_start.py, docs/performance.md): SCIP already tries the
+    #: solutions it kept from earlier solves. Set it on a kernel to pass ``start``.
     takes_start = False
 
     def solve_one(self, cost: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
