@@ -47,7 +47,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from _doc_blocks import write_block
-
 from _training import fit_linear
 
 import combolayer as cl
@@ -235,7 +234,8 @@ def main() -> None:
         "(a shared 2-core machine: noisy), one solver thread; median / mean ms per solve, "
         "and the mean against no start. Instances per size: "
         + ", ".join(f"{n} x 2: {c} instances x {e} perturbed epochs"
-                    for n, (c, e) in sizes.items()) + "; each mode solves an epoch's instances one after another, the modes in rotating order.",
+                    for n, (c, e) in sizes.items()) + "; each mode solves an epoch's instances one after another, the modes in "
+        "rotating order.",
         "",
         "| knapsack | backend | no start | start: last epoch's solution | "
         "start: true solution |",
