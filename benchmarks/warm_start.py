@@ -234,7 +234,8 @@ def main() -> None:
         "(a shared 2-core machine: noisy), one solver thread; median / mean ms per solve, "
         "and the mean against no start. Instances per size: "
         + ", ".join(f"{n} x 2: {c} instances x {e} perturbed epochs"
-                    for n, (c, e) in sizes.items()) + "; each mode solves an epoch's instances one after another, the modes in "
+                    for n, (c, e) in sizes.items())
+        + "; each mode solves an epoch's instances one after another, the modes in "
         "rotating order.",
         "",
         "| knapsack | backend | no start | start: last epoch's solution | "
