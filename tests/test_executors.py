@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -300,6 +301,48 @@ def test_crashed_process_raises_solver_error_then_pool_recovers(fault, always_pa
     expected = cl.make_solver(spec, "highs").solve(costs)
     np.testing.assert_array_equal(solver.solve(costs), expected)
     solver.kernel.close()
+
+
+def test_process_workers_that_cannot_build_their_model_raise_with_the_reason(always_parallel):
+    spec = knapsack()
+    solver = cl.make_solver(spec, {"name": "test_unbuildable", "executor": "process",
+                                   "workers": 2})
+    with pytest.raises(cl.SolverError, match="2 of the 2 worker processes for ILP.* could not "
+                                             "build the model \\(backend 'test_unbuildable'\\): "
+                                             "RuntimeError: no licence in this worker"):
+        solver.solve(batch_with_duplicates(spec))
+    solver.kernel.close()
+
+
+UNGUARDED_SCRIPT = """
+import time
+import numpy as np, combolayer as cl
+from combolayer.backends import executors
+executors.START_SECONDS = dict.fromkeys(("thread", "process", "ray"), 0.0)
+executors.MIN_SOLVE_SECONDS = executors.MIN_CHUNK_SECONDS["process"] = 0.0
+spec = cl.ILP.from_matrices(shape=[12], A_ub=np.ones((1, 12)), b_ub=[4], sense="max")
+solver = cl.make_solver(spec, {"name": "highs", "executor": "process", "workers": 2})
+costs = np.random.default_rng(0).normal(size=(64, 12))
+start = time.monotonic()
+try:
+    while time.monotonic() - start < 120:  # the workers start in the background
+        solver.solve(costs)
+        time.sleep(0.05)
+except cl.SolverError as error:
+    print("RAISED:", error)
+"""
+
+
+def test_a_script_without_a_main_guard_gets_told_why_its_workers_died(tmp_path):
+    """Workers start by forkserver, which runs the main module again in each; a script
+    that solves at its top level makes every worker start workers of its own and die."""
+    script = tmp_path / "train.py"
+    script.write_text(UNGUARDED_SCRIPT)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "RAISED: process executor: a worker process for ILP" in result.stdout
+    assert 'must do so under `if __name__ == "__main__":`' in result.stdout
 
 
 @pytest.mark.parametrize("executor", ["thread", "process"])

@@ -450,6 +450,8 @@ class ThreadKernel(ParallelKernel):
 # -- processes ------------------------------------------------------------------------
 
 _WORKER_KERNEL: Kernel | None = None
+#: Why this pool worker could not build its model (``"Error: message"``), or None.
+_WORKER_START_ERROR: str | None = None
 
 
 def _init_process(cls: type, spec: Spec, config: BackendConfig) -> None:
@@ -458,15 +460,27 @@ def _init_process(cls: type, spec: Spec, config: BackendConfig) -> None:
     _WORKER_KERNEL = cls().compile(spec, config)
 
 
+def _init_pool_worker(cls: type, spec: Spec, config: BackendConfig) -> None:
+    """The process pool's initializer. A model that fails to build is kept as a
+    reason for `_started_worker` to report: an initializer that raises breaks the
+    pool, and the caller would see BrokenProcessPool without the reason."""
+    global _WORKER_START_ERROR
+    try:
+        _init_process(cls, spec, config)
+    except Exception as error:  # raised in the caller, with the solver's context
+        _WORKER_START_ERROR = f"{type(error).__name__}: {error}"
+
+
 def _solve_in_process(costs: np.ndarray) -> Result:
     return _solve_recorded(_WORKER_KERNEL, costs, catch=True)
 
 
-def _worker_pid(pause: float) -> int:
-    # The pause keeps this worker busy so that the next warm-up task starts (and
-    # builds its model in) another process.
+def _started_worker(pause: float) -> tuple[int, str | None]:
+    """This worker's pid and why its model failed to build (None when it did not).
+    The pause keeps this worker busy so that the next warm-up task starts (and
+    builds its model in) another process."""
     time.sleep(pause)
-    return os.getpid()
+    return os.getpid(), _WORKER_START_ERROR
 
 
 def _process_context():
@@ -487,22 +501,38 @@ class ProcessKernel(ParallelKernel):
     def __init__(self, cls: type, spec: Spec, config: BackendConfig) -> None:
         super().__init__(cls, spec, config)
         self._pool = None
+        self._start_method = None
 
     def _start(self) -> None:
         if self._pool is None:
+            context = _process_context()
+            self._start_method = context.get_start_method()
             self._pool = ProcessPoolExecutor(
                 max_workers=self.workers,
-                mp_context=_process_context(),
-                initializer=_init_process,
+                mp_context=context,
+                initializer=_init_pool_worker,
                 initargs=(self.cls, self.spec, self.config),
             )
 
     def _warm(self) -> None:
-        # One task per worker: every process starts and builds its model now,
-        # not in the first call handed to the pool.
-        futures = [self._pool.submit(_worker_pid, 0.05) for _ in range(self.workers)]
-        for future in futures:
-            future.result()
+        """One task per worker: every process starts and builds its model now, not
+        in the first call handed to the pool; a worker that could not raises."""
+        futures = [self._pool.submit(_started_worker, 0.05) for _ in range(self.workers)]
+        try:
+            reasons = [future.result()[1] for future in futures]
+        except BrokenProcessPool as error:
+            raise SolverError(
+                f"process executor: a worker process for {self.spec.label} (backend "
+                f"{self.cls.name!r}) died while starting: {error} Workers start by "
+                f"{self._start_method!r}, which runs the main module again in each: "
+                "a script that solves or trains at its top level must do so under "
+                "`if __name__ == \"__main__\":`") from error
+        failed = [reason for reason in reasons if reason is not None]
+        if failed:
+            raise SolverError(
+                f"process executor: {len(failed)} of the {self.workers} worker processes "
+                f"for {self.spec.label} could not build the model (backend "
+                f"{self.cls.name!r}): {failed[0]}")
 
     def _map(self, chunks, deadline):
         futures = [self._pool.submit(_solve_in_process, chunk) for chunk in chunks]
