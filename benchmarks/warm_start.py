@@ -80,13 +80,13 @@ def measure(spec, backend: str, true_costs: np.ndarray, true_solutions: np.ndarr
         costs = sign * true_costs * (1 + 0.05 * rng.standard_normal(true_costs.shape))
         starts = {"cold": None, "last": last, "true": true_solutions}
         order = MODES[epoch % 3:] + MODES[:epoch % 3]  # rotate who goes first
-        solutions = {mode: passes(kernel, costs, starts[mode], times[mode]) for mode in order}
+        solutions = {mode: solve_each(kernel, costs, starts[mode], times[mode]) for mode in order}
         check_objectives(backend, costs, solutions)
         last = solutions["cold"]
     return times
 
 
-def passes(kernel, costs: np.ndarray, starts: np.ndarray | None,
+def solve_each(kernel, costs: np.ndarray, starts: np.ndarray | None,
            seconds: list[float]) -> np.ndarray:
     """Solve every row of ``costs`` in turn (with its row of ``starts`` as a MIP start
     when given), appending each solve's time to ``seconds``.
@@ -127,6 +127,7 @@ class Capture:
         solver.kernel = self
 
     def __call__(self, costs: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+        assert start is not None, "the pool is seeded: every exact solve gets a start"
         self.costs.append(np.array(costs, dtype=np.float64))
         self.starts.append(np.array(start, dtype=np.float64))
         return self.kernel(costs)
@@ -167,7 +168,7 @@ def measure_replay(spec, backend: str, costs: np.ndarray,
     times: dict[str, list[float]] = {"cold": [], "pool": []}
     solutions = {}
     for mode in ("cold", "pool", "pool", "cold"):
-        solutions[mode] = passes(kernel, costs, starts if mode == "pool" else None, times[mode])
+        solutions[mode] = solve_each(kernel, costs, starts if mode == "pool" else None, times[mode])
     check_objectives(backend, costs, solutions)
     return times
 
