@@ -112,11 +112,31 @@ def test_cp_sat_negative_references_are_negated_variables():
             return model, x
 
     model = Negated(grid=(3, 3))
+    if model._model.Validate():  # OR-Tools >= 9.15 forbids negated variables in a linear row
+        with pytest.raises(cl.SpecError, match="not a valid CP-SAT model.*negated variable"):
+            _ = cl.backends.from_pyepo(model).spec
+        return
     costs = grid_costs(6, (4, 12))
     costs[:, 0] = -1.0
     y = cl.make_solver(cl.backends.from_pyepo(model).spec).solve(costs)
     assert (y[:, 0] == 0).all()
     np.testing.assert_allclose(np.sum(costs * y, 1), own_objectives(model, costs), atol=1e-9)
+
+
+def test_a_cp_sat_model_its_own_validator_refuses_is_refused_with_its_message():
+    class OutOfRange(ort.shortestPathCpModel):
+        def _getModel(self):
+            model, x = super()._getModel()
+            row = model.Proto().constraints.add()
+            row.linear.vars.append(10_000)  # no such variable
+            row.linear.coeffs.append(1)
+            row.linear.domain.extend([0, 1])
+            return model, x
+
+    with pytest.raises(cl.SpecError, match="not a valid CP-SAT model, which its own solver "
+                                           "refuses too; CP-SAT's validator says: Out of "
+                                           "bound integer variable 10000"):
+        _ = cl.backends.from_pyepo(OutOfRange(grid=(3, 3))).spec
 
 
 def test_cp_sat_proto_read_from_its_text_form_as_newer_or_tools_hands_it_out():

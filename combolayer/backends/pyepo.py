@@ -206,7 +206,8 @@ def ilp_from_ortools(optmodel: Any) -> ILP:
     variables come first, in cost order, the model's other variables follow as
     auxiliary ones. Raises SpecError otherwise (general constraints, a quadratic
     objective, a CP-SAT ``bool_or`` or ``!=``, a variable without a finite lower
-    bound), saying to pass a spec.
+    bound), saying to pass a spec, and for a CP-SAT model that CP-SAT's own
+    ``Validate()`` refuses, with its message.
     """
     if hasattr(optmodel._model, "ExportModelToProto"):
         return _ilp_from_linear_solver(optmodel)
@@ -248,6 +249,10 @@ def _ilp_from_cp_sat(optmodel: Any) -> ILP:
     from google.protobuf import text_format
     from ortools.sat import cp_model_pb2
 
+    invalid = optmodel._model.Validate()
+    if invalid:
+        raise SpecError(f"PyEPO model {optmodel!r} is not a valid CP-SAT model, which its "
+                        f"own solver refuses too; CP-SAT's validator says: {invalid}")
     proto = optmodel._model.Proto()
     if not isinstance(proto, cp_model_pb2.CpModelProto):
         # OR-Tools >= 9.12 hands out a C++ wrapper; its text form is the same proto
@@ -271,7 +276,8 @@ def _ilp_from_cp_sat(optmodel: Any) -> ILP:
                             f"{i}); combolayer's ILP reads only unconditional linear "
                             "constraints: pass a spec")
         for ref, coef in zip(constraint.linear.vars, constraint.linear.coeffs, strict=True):
-            # a negative reference is the negation of variable -ref - 1
+            # a negative reference is the negation of variable -ref - 1 (OR-Tools
+            # before 9.15; the validator of newer ones refuses it in a linear row)
             rows.append(i)
             columns.append(ref if ref >= 0 else -ref - 1)
             values.append(float(coef) if ref >= 0 else -float(coef))
