@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from _doc_blocks import write_block
-from _training import fit_linear
+from _training import solve_each, training_solves
 
 import combolayer as cl
 
@@ -86,77 +86,10 @@ def measure(spec, backend: str, true_costs: np.ndarray, true_solutions: np.ndarr
     return times
 
 
-def solve_each(kernel, costs: np.ndarray, starts: np.ndarray | None,
-           seconds: list[float]) -> np.ndarray:
-    """Solve every row of ``costs`` in turn (with its row of ``starts`` as a MIP start
-    when given), appending each solve's time to ``seconds``.
-
-    One mode's solves run one after another, as a training loop's do. Solving a
-    row right after the same row in another mode would flatter the second: SCIP
-    keeps earlier solutions across solves and tries them as incumbents, and Gurobi
-    starts from its previous solution, so the second solve would begin from the
-    optimum (measured: the same cost again took 0.78x SCIP's first solve).
-    """
-    out = np.empty_like(costs)
-    for i, cost in enumerate(costs):
-        begin = time.perf_counter()
-        out[i] = kernel(cost[None], start=None if starts is None else starts[i:i + 1])[0]
-        seconds.append(time.perf_counter() - begin)
-    return out
-
-
 def check_objectives(backend: str, costs: np.ndarray, solutions: dict[str, np.ndarray]) -> None:
     values = np.stack([(costs * y).sum(axis=1) for y in solutions.values()])
     spread = float((values.max(axis=0) - values.min(axis=0)).max())
     assert spread < 1e-6, f"{backend}: the modes' optimal objectives differ by {spread}"
-
-
-class Capture:
-    """Stands in for an exact solver's kernel in a training run: records each exact
-    solve's costs (the kernel's, minimisation) and the start the solution cache hands
-    it, and solves without the start, so the recorded run is the same whatever the
-    backends measured afterwards do with starts."""
-
-    takes_start = True
-
-    def __init__(self, solver) -> None:
-        self.kernel = solver.kernel
-        self.array_api = self.kernel.array_api
-        self.costs: list[np.ndarray] = []
-        self.starts: list[np.ndarray] = []
-        solver.kernel = self
-
-    def __call__(self, costs: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
-        assert start is not None, "the pool is seeded: every exact solve gets a start"
-        self.costs.append(np.array(costs, dtype=np.float64))
-        self.starts.append(np.array(start, dtype=np.float64))
-        return self.kernel(costs)
-
-
-def training_solves(data, loop: str, epochs: int) -> tuple[np.ndarray, np.ndarray]:
-    """The costs and pool starts of every exact solve in ``epochs`` of ``loop``
-    ("SPO+" or "Identity") at ``solve_ratio`` 0.1 on SCIP, the pool seeded with
-    ``data``'s solutions."""
-    generator = torch.Generator().manual_seed(0)
-    if loop == "SPO+":
-        cached = cl.losses.SPOPlusLoss(data.spec, backend="scip", solve_ratio=0.1,
-                                       generator=generator)
-        loss = cached
-    else:
-        cached = cl.ComboLayer(data.spec, projection="auto", solve_ratio=0.1, backend="scip",
-                               generator=generator)
-        sign = cached.solver.sign
-
-        def loss(pred, costs, solutions):
-            return (sign * ((cached(pred) - solutions) * costs).sum(-1)).mean()
-    cached.pool.seed(data.solutions)
-    capture = Capture(cached.solver)
-    dataset = torch.utils.data.TensorDataset(data.features, data.costs, data.solutions)
-    _, run = fit_linear(loss, dataset, (data.features.shape[1], data.costs.shape[1]), seed=0,
-                        epochs=epochs)
-    for _ in run:
-        pass
-    return np.concatenate(capture.costs), np.concatenate(capture.starts)
 
 
 def measure_replay(spec, backend: str, costs: np.ndarray,

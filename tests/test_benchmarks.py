@@ -1,5 +1,6 @@
-"""benchmarks/mip_training.py, warm_start.py and gpu.py run end to end on a toy size (rows
-whose package, backend or device is missing are skipped with a message, never a crash)."""
+"""The benchmarks with a --quick mode run end to end on a toy size: mip_training,
+warm_start, identity_floor and gpu (rows whose package, backend or device is missing
+are skipped with a message, never a crash)."""
 
 import os
 import subprocess
@@ -51,3 +52,21 @@ def test_warm_start_quick_writes_both_tables(tmp_path):
     for row in ("| 50 x 2 | scip |", "| 200 x 2 | highs |", "| SPO+ | scip |",
                 "| Identity | scip |"):
         assert row in block
+
+
+def test_identity_floor_quick_writes_its_table(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    page = tmp_path / "performance.md"
+    page.write_text("# Performance\n")
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "identity_floor.py"),
+                             "--quick", "--out", str(page)], capture_output=True, text=True,
+                            env=env, timeout=600, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    block = page.read_text()
+    assert "<!-- identity-floor:start" in block
+    for loop in ("Identity at solve_ratio 0.1", "SPO+ at solve_ratio 1 (64 solves an epoch)"):
+        assert f"| {loop}" in block
+        assert "| scip, the default backend (fast mode) |" in block
+    # gurobi either measured or named as skipped
+    assert "| gurobi (one thread) |" in block or "gurobi (one thread): not measured" in (
+        result.stdout)
