@@ -523,10 +523,10 @@ class ProcessKernel(ParallelKernel):
         except BrokenProcessPool as error:
             raise SolverError(
                 f"process executor: a worker process for {self.spec.label} (backend "
-                f"{self.cls.name!r}) died while starting: {error} Workers start by "
-                f"{self._start_method!r}, which runs the main module again in each: "
-                "a script that solves or trains at its top level must do so under "
-                "`if __name__ == \"__main__\":`") from error
+                f"{self.cls.name!r}) died while starting: {error} The usual cause: "
+                f"workers start by {self._start_method!r}, which runs the main module "
+                "again in each, so a script that solves or trains at its top level "
+                "must do so under `if __name__ == \"__main__\":`") from error
         failed = [reason for reason in reasons if reason is not None]
         if failed:
             raise SolverError(
