@@ -7,17 +7,38 @@ by hand. A page without the block gets it appended under ``heading``.
 
 from __future__ import annotations
 
+import argparse
 import re
 import shlex
 import sys
 from pathlib import Path
 
 
+def page_parser(doc: str, page: Path) -> argparse.ArgumentParser:
+    """The arguments of a benchmark that writes a block into ``page``: its description
+    (the first line of ``doc``), ``--quick`` (a toy size, end to end) and ``--out``
+    (the page to write, ``page`` by default); a script adds its own."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a toy size, end to end")
+    parser.add_argument("--out", default=str(page), help="the page to write the block into")
+    return parser
+
+
 def command_line(script: str, argv: list[str] | None) -> str:
     """How the block was made: ``python SCRIPT ARGS``, with the arguments given
-    (``argv``) or those of this process (``None``), quoted for a shell."""
+    (``argv``) or those of this process (``None``), quoted for a shell. ``--out
+    PATH`` is left out: where the block was written says nothing about how it was
+    measured (a run elsewhere writes to a copy of the page)."""
     args = sys.argv[1:] if argv is None else argv
-    return " ".join(["python", script, *map(shlex.quote, args)])
+    shown, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--out":
+            skip = True
+        elif not arg.startswith("--out="):
+            shown.append(arg)
+    return " ".join(["python", script, *map(shlex.quote, shown)])
 
 
 def write_block(path: Path, name: str, script: str, body: list[str], heading: str) -> None:

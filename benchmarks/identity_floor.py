@@ -25,7 +25,6 @@ The table goes between the ``identity-floor`` markers of docs/performance.md.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import time
@@ -34,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _doc_blocks import command_line, write_block
+from _doc_blocks import command_line, page_parser, write_block
 from _training import solve_each, training_solves
 from warm_start import check_objectives, knapsack_data
 
@@ -112,9 +111,7 @@ def usable(spec) -> dict[str, tuple]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", default=str(ROOT / "docs" / "performance.md"))
+    parser = page_parser(__doc__, ROOT / "docs" / "performance.md")
     args = parser.parse_args()
     torch.set_num_threads(1)
     epochs, samples, num_train = (10, 150, 1000) if not args.quick else (1, 6, 64)

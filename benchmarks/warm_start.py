@@ -37,16 +37,14 @@ per solve, and the ratio of the means to no start) go between the
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from _doc_blocks import write_block
+from _doc_blocks import command_line, page_parser, write_block
 from _training import solve_each, training_solves
 
 import combolayer as cl
@@ -119,12 +117,10 @@ def cells(times: dict[str, list[float]], modes) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", default=str(ROOT / "docs" / "performance.md"))
+    parser = page_parser(__doc__, ROOT / "docs" / "performance.md")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    command = "python " + " ".join(["benchmarks/warm_start.py", *sys.argv[1:]])
+    command = command_line("benchmarks/warm_start.py", None)
     sizes = {50: (24, 3), 200: (16, 3)} if not args.quick else {50: (6, 1), 200: (4, 1)}
     train_epochs, samples, num_train = (10, 200, 1000) if not args.quick else (1, 8, 64)
     backends = ["highs", "scip"]
