@@ -227,7 +227,13 @@ def _malloc_trim():
 
 
 class ScipKernel(RowKernel):
-    """One kept SCIP model; ``__call__`` solves a batch of minimisation costs."""
+    """One kept SCIP model; ``__call__`` solves a batch of minimisation costs.
+
+    SCIP keeps the solutions of earlier solves across ``freeTransform`` and tries them
+    as incumbents in the next (a warm start of its own; docs/performance.md). The
+    answer is optimal either way; under ties, which optimum comes back may depend on
+    the earlier solves of this kernel.
+    """
 
     def __init__(self, form: CanonicalForm, config: BackendConfig, kind: str = "ilp") -> None:
         _trim_dropped_models()
