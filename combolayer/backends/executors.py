@@ -483,10 +483,15 @@ def _started_worker(pause: float) -> tuple[int, str | None]:
     return os.getpid(), _WORKER_START_ERROR
 
 
+def _start_method() -> str:
+    """How worker processes start. fork would copy HiGHS's and torch's thread pools in
+    a broken state; forkserver (Python 3.14's default) forks workers from a clean
+    server; spawn where there is none. Both run the main module again in each."""
+    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+
+
 def _process_context():
-    # fork would copy HiGHS's and torch's thread pools in a broken state;
-    # forkserver (Python 3.14's default) forks workers from a clean server.
-    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    method = _start_method()
     context = multiprocessing.get_context(method)
     if method == "forkserver":
         context.set_forkserver_preload(["combolayer.backends.registry"])
@@ -501,15 +506,12 @@ class ProcessKernel(ParallelKernel):
     def __init__(self, cls: type, spec: Spec, config: BackendConfig) -> None:
         super().__init__(cls, spec, config)
         self._pool = None
-        self._start_method = None
 
     def _start(self) -> None:
         if self._pool is None:
-            context = _process_context()
-            self._start_method = context.get_start_method()
             self._pool = ProcessPoolExecutor(
                 max_workers=self.workers,
-                mp_context=context,
+                mp_context=_process_context(),
                 initializer=_init_pool_worker,
                 initargs=(self.cls, self.spec, self.config),
             )
@@ -524,7 +526,7 @@ class ProcessKernel(ParallelKernel):
             raise SolverError(
                 f"process executor: a worker process for {self.spec.label} (backend "
                 f"{self.cls.name!r}) died while starting: {error} The usual cause: "
-                f"workers start by {self._start_method!r}, which runs the main module "
+                f"workers start by {_start_method()!r}, which runs the main module "
                 "again in each, so a script that solves or trains at its top level "
                 "must do so under `if __name__ == \"__main__\":`") from error
         failed = [reason for reason in reasons if reason is not None]
