@@ -74,7 +74,9 @@ def _cost_variables(optmodel: Any) -> list:
     x = optmodel.x
     if not hasattr(x, "tolist"):
         return list(x.values())
-    flat, pending = [], [x.tolist()]  # a Gurobi or COPT MVar: nested lists, row-major
+    # a Gurobi or COPT MVar: nested lists, row-major, flattened by hand (numpy probes
+    # COPT's Var for __array_struct__, which raises KeyError, not AttributeError)
+    flat, pending = [], [x.tolist()]
     while pending:
         item = pending.pop()
         if isinstance(item, list):
