@@ -65,3 +65,35 @@ def random_ilp(rng: np.random.Generator, integer: bool | None = None) -> cl.ILP:
         upper=upper.tolist(),
         constraints=constraints,
     )
+
+
+def objective_values(spec: cl.ILP, costs: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """``<costs, y> + <known_cost, x>`` of every full point ``x = concat(y, aux)`` (rows)."""
+    values = points[:, : spec.num_outputs] @ np.ravel(costs)
+    if spec.known_cost is not None:
+        values = values + points @ np.asarray(spec.known_cost, dtype=float)
+    return values
+
+
+def optimum_full(spec: cl.ILP, costs: np.ndarray) -> tuple[float, np.ndarray]:
+    """The optimal objective counting the known cost, and every optimal full point
+    ``(K, num_vars)``."""
+    points = feasible_points(spec)
+    values = objective_values(spec, costs, points)
+    best = values.min() if spec.sense == "min" else values.max()
+    return float(best), points[np.isclose(values, best)]
+
+
+def random_known_ilp(rng: np.random.Generator, integer: bool | None = None) -> cl.ILP:
+    """`random_ilp` with a random integer known cost on every variable (outputs and
+    auxiliaries), and at least one auxiliary."""
+    spec = random_ilp(rng, integer)
+    if spec.num_aux == 0:
+        spec = spec.model_copy(update={"num_aux": 1})
+        upper = spec.upper if isinstance(spec.upper, list) else [spec.upper] * spec.num_outputs
+        constraints = [cl.Constraint(coefs=[*row.coefs, 1.0], sense=row.sense, rhs=row.rhs)
+                       for row in spec.constraints]
+        spec = cl.ILP(**{**spec.model_dump(), "num_aux": 1, "upper": [*upper, 1.0],
+                         "constraints": [row.model_dump() for row in constraints]})
+    known = rng.integers(-3, 4, spec.num_vars).astype(float).tolist()
+    return cl.ILP(**{**spec.model_dump(), "known_cost": known})

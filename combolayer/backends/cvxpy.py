@@ -74,19 +74,46 @@ class CvxpyKernel(RowKernel):
         # cvxpy takes integer positions as a tuple of index arrays, one per axis.
         integer = (np.flatnonzero(form.integer),) if form.is_mip else False
         self.x = cp.Variable(n, integer=integer, bounds=[form.lower, form.upper])
-        self.cost = cp.Parameter(form.num_outputs)
+        # every column's cost (outputs first): a full-width cost row sets all of them
+        self.cost = cp.Parameter(n)
         constraints = []
         if form.A_ub.shape[0]:
             constraints.append(form.A_ub @ self.x <= form.b_ub)
         if form.A_eq.shape[0]:
             constraints.append(form.A_eq @ self.x == form.b_eq)
-        self.problem = cp.Problem(cp.Minimize(self.cost @ self.x[: form.num_outputs]),
-                                  constraints)
+        self.problem = self._base = cp.Problem(cp.Minimize(self.cost @ self.x), constraints)
+        self._constraints = constraints
+        #: Per m: the problem with m parameter rows ``A x <= b`` more, built once (DPP).
+        self._with_rows: dict[int, tuple] = {}
+
+    #: Per-call rows are Parameters of a problem kept per row count: only their values
+    #: change between instances.
+    takes_rows = True
+
+    def _set_rows(self, A: np.ndarray, b: np.ndarray) -> None:
+        import cvxpy as cp
+
+        m = A.shape[0]
+        if m not in self._with_rows:
+            A_param = cp.Parameter((m, self.form.num_vars))
+            b_param = cp.Parameter(m)
+            problem = cp.Problem(self._base.objective,
+                                 [*self._constraints, A_param @ self.x <= b_param])
+            self._with_rows[m] = (problem, A_param, b_param)
+        problem, A_param, b_param = self._with_rows[m]
+        A_param.value = np.ascontiguousarray(A[:, : self.form.num_vars], dtype=float)
+        b_param.value = np.asarray(b, dtype=float)
+        self.problem = problem
+
+    def _clear_rows(self) -> None:
+        self.problem = self._base
 
     def solve_one(self, cost: np.ndarray) -> np.ndarray:
         import cvxpy as cp
 
-        self.cost.value = np.asarray(cost, dtype=float)
+        full = np.zeros(self.form.num_vars)
+        full[: len(cost)] = cost
+        self.cost.value = full
         try:
             with warnings.catch_warnings():
                 # "Solution may be inaccurate": the status is read below instead.
@@ -156,7 +183,7 @@ class CvxpyBackend(Backend):
 
     name: ClassVar[str] = "cvxpy"
     requires: ClassVar[tuple[str, ...]] = ("cvxpy",)
-    capabilities: ClassVar[Capability] = Capability.LP | Capability.MIP
+    capabilities: ClassVar[Capability] = Capability.LP | Capability.MIP | Capability.ROWS
     generic_tier: ClassVar[int] = Tier.MODELLING
 
     def compile(self, spec: Spec, config: BackendConfig) -> CvxpyKernel:

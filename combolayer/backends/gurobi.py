@@ -280,8 +280,26 @@ class GurobiKernel(_GurobiRun, RowKernel):
             self._callback = _lazy_callback(self.variables, form.separator)
         model.update()
 
+    #: Per-call rows are added to the kept model (``addMConstr``) and removed again.
+    takes_rows = True
+    _row_constraints = None
+
+    def _set_rows(self, A: np.ndarray, b: np.ndarray) -> None:
+        from gurobipy import GRB
+
+        self._clear_rows()
+        self._row_constraints = self.model.addMConstr(
+            sp.csr_matrix(A[:, : self.form.num_vars]), self.variables, GRB.LESS_EQUAL,
+            np.asarray(b, dtype=np.float64))
+
+    def _clear_rows(self) -> None:
+        if self._row_constraints is not None:
+            self.model.remove(self._row_constraints)
+            self._row_constraints = None
+
     def solve_one(self, cost: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
-        self._outputs.Obj = cost
+        # a full-width cost (a known cost, or the auxiliaries asked for) sets every column
+        (self._outputs if len(cost) == self.form.num_outputs else self.variables).Obj = cost
         self._set_start(start)
         self._optimize(self._callback)
         return self._settle(self._callback)
@@ -394,7 +412,8 @@ class GurobiBackend(Backend):
 
     name: ClassVar[str] = "gurobi"
     requires: ClassVar[tuple[str, ...]] = ("gurobipy",)
-    capabilities: ClassVar[Capability] = Capability.LP | Capability.MIP | Capability.LAZY_CUTS
+    capabilities: ClassVar[Capability] = (Capability.LP | Capability.MIP | Capability.LAZY_CUTS
+                                          | Capability.ROWS)
     #: ``"auto"`` logs why when it passes over this backend (a licence that does not
     #: cover the model), since a user who installed it expects it to be used.
     announce_fallback: ClassVar[bool] = True

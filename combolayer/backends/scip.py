@@ -242,6 +242,27 @@ class ScipKernel(RowKernel):
         self.model, self.variables, self._terms = _build_model(form, config, kind)
         self._outputs = self._terms[: form.num_outputs]
         self._nogil = hasattr(self.model, "optimizeNogil")
+        self._row_constraints: list = []
+
+    #: Per-call rows are added to the kept (untransformed) model and deleted again.
+    takes_rows = True
+
+    def _set_rows(self, A: np.ndarray, b: np.ndarray) -> None:
+        from pyscipopt.scip import Expr
+
+        self._clear_rows()
+        self.model.freeTransform()  # constraints change only on the original problem
+        for coefs, rhs in zip(A[:, : self.form.num_vars], b, strict=True):
+            nonzero = np.flatnonzero(coefs)[:] if coefs.any() else np.zeros(1, dtype=int)
+            expr = Expr({self._terms[j]: float(coefs[j]) for j in nonzero.tolist()})
+            self._row_constraints.append(self.model.addCons(expr <= float(rhs)))
+
+    def _clear_rows(self) -> None:
+        if self._row_constraints:
+            self.model.freeTransform()
+            for constraint in self._row_constraints:
+                self.model.delCons(constraint)
+            self._row_constraints = []
 
     #: Off: a start measured no faster on PyEPO's knapsack (mean 0.99-1.02x, and
     #: 0.98-1.00x on the training loops' own solves with the pool's starts;
@@ -253,7 +274,9 @@ class ScipKernel(RowKernel):
         from pyscipopt.scip import Expr
 
         values = np.asarray(cost, dtype=float).tolist()
-        objective = Expr(dict(zip(self._outputs, values, strict=True)))
+        # a full-width cost (a known cost, or the auxiliaries asked for) covers every column
+        terms = self._outputs if len(values) == len(self._outputs) else self._terms
+        objective = Expr(dict(zip(terms, values, strict=True)))
         return self._optimize(objective, start if self.form.is_mip else None)
 
     def _add_start(self, start: np.ndarray) -> None:
@@ -315,7 +338,8 @@ class ScipBackend(Backend):
 
     name: ClassVar[str] = "scip"
     requires: ClassVar[tuple[str, ...]] = ("pyscipopt",)
-    capabilities: ClassVar[Capability] = Capability.LP | Capability.MIP | Capability.LAZY_CUTS
+    capabilities: ClassVar[Capability] = (Capability.LP | Capability.MIP | Capability.LAZY_CUTS
+                                          | Capability.ROWS)
     generic_tier: ClassVar[int] = Tier.MIP_SOLVER
 
     def compile(self, spec: Spec, config: BackendConfig) -> ScipKernel:

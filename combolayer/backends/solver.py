@@ -5,16 +5,18 @@ from __future__ import annotations
 import math
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
 
-from ..errors import SolverError
+from ..errors import BackendUnavailable, InfeasibleError, SolverError
 from ..specs.base import Spec
-from .outcome import OPTIMAL, record_all, recording, row_statuses, worst
+from .outcome import INFEASIBLE, OPTIMAL, record_all, recording, row_statuses, worst
+from .rows import RowBound, Rows, check_rows, note_infeasible, rows_for
 
 
 @runtime_checkable
@@ -36,6 +38,10 @@ class RowKernel:
 
     Subclasses set ``form`` and define ``solve_one(cost) -> x`` (solver values,
     outputs first); the loop and the rounding of outputs are done here, once.
+    ``cost`` has N entries (the outputs' costs; every other variable keeps the
+    cost 0 it was built with) or ``num_vars`` (a cost on every variable, sent by a
+    `Solver` whose spec has a known cost or that was asked for the auxiliaries);
+    the kernel returns as many values per row as each cost row has.
 
     A kept solver model is not thread-safe (two threads sharing one SCIP model
     crashed the process; HiGHS returned garbage), so each kernel holds a lock:
@@ -53,21 +59,46 @@ class RowKernel:
         kernel._lock = threading.Lock()
         return kernel
 
+    #: Whether the kernel takes per-call rows (``rows=``): subclasses that define
+    #: ``_set_rows(A, b)`` (add ``A x <= b`` to the kept model) and ``_clear_rows()``.
+    takes_rows = False
+
     def solve_one(self, cost: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def __call__(self, costs: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+    def _set_rows(self, A: np.ndarray, b: np.ndarray) -> None:
+        """Put the rows ``A x <= b`` (``(m, num_vars)``, ``(m,)``) into the kept model,
+        in place of the previous instance's."""
+        raise NotImplementedError
+
+    def _clear_rows(self) -> None:
+        """Take the per-call rows out of the kept model again."""
+        raise NotImplementedError
+
+    def __call__(self, costs: np.ndarray, start: np.ndarray | None = None,
+                 rows: Rows | None = None) -> np.ndarray:
         """The ``(B, N)`` optimal outputs for ``(B, N)`` minimisation costs.
 
         ``start``, optional, is a ``(B, N)`` array of candidate outputs, one per row
         (the instance's last solution, or a solution pool's best under its cost),
         given to the solver as a MIP start where the kernel ``takes_start``. It is
         a hint: the answer stays optimal whether or not the start is feasible.
+
+        ``rows``, optional (kernels that `takes_rows`), adds per-instance rows: cost
+        row ``i`` is solved with ``rows.A[rows.index[i]] x <= rows.b[rows.index[i]]``.
+        The kept model gets them in place (set when the entry changes, cleared after
+        the batch), never rebuilt. An instance they make infeasible is recorded with
+        the status ``"infeasible"`` and a row of zeros (CombOptNet's dummy); the
+        `Solver` then raises or flags it (``on_infeasible``).
         """
+        if rows is not None:
+            return self._call_with_rows(costs, start, rows)
+        # costs may be full-width (num_vars: the Solver's known costs or return_aux):
+        # solve_one then sets every column's cost and the whole solution comes back
         n = costs.shape[1]
         out = np.empty_like(costs)
         statuses = []
-        starts = (np.asarray(start, dtype=np.float64).reshape(costs.shape)
+        starts = (np.asarray(start, dtype=np.float64).reshape(len(costs), -1)
                   if start is not None and self.takes_start else None)
         with self._lock, recording() as log:
             for b, row in enumerate(costs):
@@ -77,7 +108,41 @@ class RowKernel:
                 # one status per row, however many solves the row took
                 statuses.append(worst(log[solves:]))
         record_all(statuses)
-        return self.form.outputs(out)
+        return self.form.outputs(out) if n <= self.form.num_outputs else self.form.solution(out)
+
+    def _call_with_rows(self, costs: np.ndarray, start: np.ndarray | None,
+                        rows: Rows) -> np.ndarray:
+        n = costs.shape[1]
+        out = np.zeros_like(costs)
+        statuses = []
+        starts = (np.asarray(start, dtype=np.float64).reshape(len(costs), -1)
+                  if start is not None and self.takes_start else None)
+        index = np.asarray(rows.index).tolist()
+        current = None
+        with self._lock, recording() as log:
+            try:
+                for i, row in enumerate(costs):
+                    if index[i] != current:
+                        current = index[i]
+                        A = np.asarray(rows.A[current], dtype=np.float64)
+                        if A.shape[1] < self.form.num_vars:  # the form's own auxiliaries
+                            A = np.pad(A, ((0, 0), (0, self.form.num_vars - A.shape[1])))
+                        self._set_rows(A, np.asarray(rows.b[current], dtype=np.float64))
+                    solves = len(log)
+                    try:
+                        x = (self.solve_one(row) if starts is None
+                             else self.solve_one(row, start=starts[i]))
+                    except InfeasibleError:
+                        del log[solves:]
+                        statuses.append(INFEASIBLE)
+                        continue
+                    out[i] = x[:n]
+                    statuses.append(worst(log[solves:]))
+            finally:
+                if current is not None:
+                    self._clear_rows()
+        record_all(statuses)
+        return self.form.outputs(out) if n <= self.form.num_outputs else self.form.solution(out)
 
 
 @dataclass(frozen=True)
@@ -154,6 +219,49 @@ def all_finite(costs: Any) -> bool:
     return bool(np.isfinite(costs).all())
 
 
+def known_minimisation_cost(spec: Spec) -> np.ndarray | None:
+    """``sign * known_cost`` of ``spec`` as a float64 ``(num_vars,)`` array, or None
+    when it has none (or only zeros, which change nothing)."""
+    known = getattr(spec, "known_cost", None)
+    if known is None:
+        return None
+    known = np.asarray(known, dtype=np.float64)
+    if not known.any():
+        return None
+    return (1.0 if spec.sense == "min" else -1.0) * known
+
+
+def pool_width(spec: Spec) -> int:
+    """The width of a solution pool's rows for ``spec``: ``num_vars`` (whole solutions,
+    whose known cost the pool must count to rank them) when it has a known cost,
+    else ``N``, the outputs."""
+    if known_minimisation_cost(spec) is None:
+        return math.prod(spec.cost_shape)
+    return math.prod(spec.cost_shape) + int(getattr(spec, "num_aux", 0) or 0)
+
+
+_CAPTURE = threading.local()
+
+
+def _capture_box() -> list | None:
+    return getattr(_CAPTURE, "box", None)
+
+
+@contextmanager
+def capturing_aux() -> Iterator[list]:
+    """Within the block, every solve of any `Solver` in this thread asks for the
+    whole solutions and appends its auxiliaries (a ``(B, num_aux)`` tensor, one row
+    per solved instance, in order) to the yielded list: how a layer reads the
+    auxiliaries of the solves its estimator made."""
+    previous = _capture_box()
+    box: list = []
+    _CAPTURE.box = box
+    try:
+        yield box
+    finally:
+        _CAPTURE.box = previous
+
+
 class Solver:
     """A problem compiled for one backend: ``solve(costs)`` returns the optimal solutions.
 
@@ -175,8 +283,23 @@ class Solver:
         self.sign = 1.0 if spec.sense == "min" else -1.0
         self.cost_shape = spec.cost_shape
         self.num_outputs = math.prod(spec.cost_shape)
+        #: Auxiliary variables (an ILP's ``num_aux``; 0 for the named problems, whose
+        #: solution is the output) and all variables, ``N + num_aux``.
+        self.num_aux = int(getattr(spec, "num_aux", 0) or 0)
+        self.num_vars = self.num_outputs + self.num_aux
+        #: The known cost in minimisation form (``sign * known_cost``, ``(num_vars,)``
+        #: float64), or None when the spec has none (or only zeros).
+        self.known = known_minimisation_cost(spec)
+        #: The width of the rows a solution pool keeps for this solver (`pool_width`).
+        self.pool_width = self.num_vars if self.known is not None else self.num_outputs
+        self._known_on: dict[tuple[Any, Any], torch.Tensor] = {}
         self._last = threading.local()
         self.on_limit = getattr(config, "on_limit", "warn")
+        self.on_infeasible = getattr(config, "on_infeasible", "raise")
+        #: Builds the solver that takes per-call rows when this one's kernel does not
+        #: (set by `make_solver`: the best backend with ``Capability.ROWS``), or None.
+        self.row_fallback: Callable[[], Solver] | None = None
+        self._row_solver: Solver | None = None
 
     @property
     def last_status(self) -> tuple[str, ...]:
@@ -186,20 +309,55 @@ class Solver:
         first. Per thread, so threads that share a solver each read their own."""
         return getattr(self._last, "status", ())
 
-    def _run(self, kernel: Callable, costs: Any, start: np.ndarray | None = None) -> Any:
+    @property
+    def last_infeasible(self) -> np.ndarray:
+        """``(B,)`` bool over the rows of this thread's most recent solve: True where the
+        per-call rows left no feasible solution (``on_infeasible="flag"``; the row's
+        solution is then zeros)."""
+        return np.array([status == INFEASIBLE for status in self.last_status], dtype=bool)
+
+    def _run(self, kernel: Callable, costs: Any, start: np.ndarray | None = None,
+             rows: Rows | None = None) -> Any:
         """``kernel(costs)`` on a ``(B, N)`` batch, keeping each row's status and
         warning (or raising) when one is not optimal; ``start`` goes to a kernel
-        that `takes_start`."""
+        that `takes_start`, ``rows`` (per-call rows) to one that ``takes_rows``."""
+        kwargs = {}
+        if start is not None:
+            kwargs["start"] = start
+        if rows is not None:
+            kwargs["rows"] = rows
         with recording() as log:
-            y = kernel(costs) if start is None else kernel(costs, start=start)
+            y = kernel(costs, **kwargs) if kwargs else kernel(costs)
         statuses = row_statuses(log, costs.shape[0])
         self._last.status = tuple(statuses)
         if statuses and worst(statuses) != OPTIMAL:
+            if INFEASIBLE in statuses:
+                self._infeasible(statuses, rows)
             self._not_optimal(statuses)
         return y
 
+    def _infeasible(self, statuses: list[str], rows: Rows | None) -> None:
+        """Per-call rows that left instances without a feasible solution: raise
+        `InfeasibleError` (``on_infeasible="raise"``) or flag them (``"flag"``: the
+        caller's `collect_infeasible` hears which, or this call warns)."""
+        bad = [i for i, status in enumerate(statuses) if status == INFEASIBLE]
+        message = (f"{self.backend}: {len(bad)} of {len(statuses)} instances of "
+                   f"{self.spec.label} are infeasible with their per-call rows A x <= b "
+                   f"(rows {bad[:10]}{' ...' if len(bad) > 10 else ''})")
+        if self.on_infeasible != "flag":
+            raise InfeasibleError(message + "; on_infeasible='flag' (on the layer or in "
+                                  "BackendConfig) returns them flagged instead")
+        entries = np.asarray(rows.index if rows is not None else np.arange(len(statuses)))
+        if isinstance(rows.index, torch.Tensor) if rows is not None else False:
+            entries = rows.index.detach().cpu().numpy()
+        if not note_infeasible(entries[bad]):
+            warnings.warn(message + ": their solutions are zeros; solver.last_infeasible "
+                          "says which", RuntimeWarning, stacklevel=5)
+
     def _not_optimal(self, statuses: list[str]) -> None:
-        bad = [status for status in statuses if status != OPTIMAL]
+        bad = [status for status in statuses if status not in (OPTIMAL, INFEASIBLE)]
+        if not bad:
+            return
         kinds = ", ".join(sorted(set(bad)))
         message = (f"{self.backend}: {len(bad)} of {len(statuses)} rows of {self.spec.label} "
                    f"were not solved to optimality ({kinds}): their solutions are feasible but "
@@ -218,11 +376,39 @@ class Solver:
         self._kernel = kernel
         self._torch_kernel = kernel.array_api == "torch"  # read on every solve
 
+    @property
+    def backend(self) -> str:
+        """The backend's name; under ``"auto"``'s race (`combolayer.backends.race`) the one
+        solving whole batches now: the first-ranked, then the winner."""
+        return getattr(self._kernel, "current_backend", None) or self._backend
+
+    @backend.setter
+    def backend(self, name: str) -> None:
+        self._backend = name
+
+    @property
+    def backend_reason(self) -> str:
+        """Why this backend solves: named by the caller, its place in ``"auto"``'s ranking,
+        or the race's winner and its times (set by `make_solver`)."""
+        return (getattr(self._kernel, "backend_reason", None)
+                or getattr(self, "choice_reason", ""))
+
     def __repr__(self) -> str:
         return f"Solver({self.spec.label}, backend={self.backend!r})"
 
-    def solve(self, costs: Any) -> Any:
-        """``argmin`` (``argmax`` for ``sense="max"``) of ``<costs, y>`` over the feasible set."""
+    def solve(self, costs: Any, return_aux: bool = False, A: Any = None, b: Any = None) -> Any:
+        """``argmin`` (``argmax`` for ``sense="max"``) of ``<costs, y> + <known_cost, x>``
+        over the feasible set (``x = concat(y, aux)``; no known cost: ``<costs, y>``).
+
+        With ``return_aux=True`` it returns ``(y, aux)``, ``aux`` of shape
+        ``(*batch, num_aux)`` (the auxiliary variables of the same solutions), of
+        the same kind, dtype and device as ``y``.
+
+        ``A`` and ``b`` add the rows ``A x <= b`` for this call (`combolayer.backends.rows`):
+        ``A (*batch, m, num_vars)`` or ``(m, num_vars)``, ``b (*batch, m)`` or ``(m,)``.
+        An instance they leave infeasible raises `InfeasibleError`, or under
+        ``BackendConfig(on_infeasible="flag")`` comes back as zeros, flagged in
+        `last_infeasible`, with one warning."""
         is_torch = isinstance(costs, torch.Tensor)
         if not is_torch:
             costs = np.asarray(costs)
@@ -230,41 +416,180 @@ class Solver:
             costs = costs.astype(np.float64, copy=False)
         else:
             check_costs(self.spec, costs)
-        y = self.solve_min(self.sign * costs)
-        return y
+        rows = None
+        if A is not None or b is not None:
+            batch = tuple(costs.shape[: costs.ndim - len(self.cost_shape)])
+            check_rows(self.spec.label, self.num_vars, batch, A, b)
+            rows = rows_for(A, b, batch)
+            if not is_torch:
+                rows = rows.numpy()
+        return self.solve_min(self.sign * costs, return_aux=return_aux, rows=rows)
 
-    def solve_min(self, costs: Any) -> Any:
-        """Minimise ``<costs, y>`` for already sense-folded costs; no input checks.
+    def solve_min(self, costs: Any, return_aux: bool = False, rows: Rows | None = None) -> Any:
+        """Minimise ``<costs, y>`` (plus the known cost, sense-folded) for already
+        sense-folded costs; no input checks.
 
         Takes a numpy array or a torch tensor of shape ``(*batch, *cost_shape)``
-        and returns the same kind, shape, dtype and device.
+        and returns the same kind, shape, dtype and device; with ``return_aux``,
+        ``(y, aux)`` with ``aux`` of shape ``(*batch, num_aux)``. ``rows``: per-call rows
+        (`Rows`, one entry per instance of the flattened batch, see `RowBound`).
         """
         shape = costs.shape
+        batch = tuple(shape[: len(shape) - len(self.cost_shape)])
         if costs.size == 0 if isinstance(costs, np.ndarray) else costs.numel() == 0:
-            return costs * 0  # nothing to solve: no kernel sees an empty batch
+            y = costs * 0  # nothing to solve: no kernel sees an empty batch
+            if not return_aux:
+                return y
+            aux = (np.zeros((*batch, self.num_aux)) if isinstance(costs, np.ndarray)
+                   else costs.new_zeros((*batch, self.num_aux)))
+            return y, aux
         if isinstance(costs, torch.Tensor):
-            return self.solve_rows(costs.detach().reshape(-1, self.num_outputs)).reshape(shape)
+            out = self.solve_rows(costs.detach().reshape(-1, self.num_outputs),
+                                  return_aux=return_aux, rows=rows)
+            if not return_aux:
+                return out.reshape(shape)
+            return out[0].reshape(shape), out[1].reshape(*batch, self.num_aux)
         flat = np.ascontiguousarray(costs, dtype=np.float64).reshape(-1, self.num_outputs)
-        if self._torch_kernel:
-            y = self._run(self.kernel, torch.from_numpy(flat)).numpy()
-        else:
-            y = self._run(self.kernel, flat)
-        return np.asarray(y, dtype=np.float64).reshape(shape)
+        capture = _capture_box()
+        full = return_aux or capture is not None or self.known is not None
+        x = np.asarray(self._full_numpy(flat, full, rows), dtype=np.float64)
+        if not full:
+            return x.reshape(shape)
+        y, aux = self._split(x)
+        if capture is not None:
+            capture.append(torch.from_numpy(aux))
+        if not return_aux:
+            return y.reshape(shape)
+        return y.reshape(shape), aux.reshape(*batch, self.num_aux)
 
-    def solve_rows(self, costs: torch.Tensor, start: np.ndarray | None = None) -> torch.Tensor:
+    def solve_rows(self, costs: torch.Tensor, start: np.ndarray | None = None,
+                   return_aux: bool = False, rows: Rows | None = None) -> Any:
         """`solve_min` of a ``(B, N)`` tensor with ``B >= 1`` that needs no gradient,
         with nothing else looked at: the layer's hot path, where every call counts.
         ``start``, ``(B, N)`` candidate outputs, is passed on as a MIP start where the
-        kernel `takes_start` (see `RowKernel.__call__`), and dropped elsewhere."""
+        kernel `takes_start` (see `RowKernel.__call__`), and dropped elsewhere.
+        ``return_aux`` returns ``(y, aux)``, ``aux`` ``(B, num_aux)``."""
+        capture = _capture_box()
+        full = return_aux or capture is not None or self.known is not None
+        x = self._full_rows(costs, start, full, rows)
+        if not full:
+            return x
+        y, aux = self._split(x)
+        y = y.contiguous()
+        if capture is not None:
+            capture.append(aux)
+        return (y, aux) if return_aux else y
+
+    def _full_rows(self, costs: torch.Tensor, start: np.ndarray | None = None,
+                   full: bool = False, rows: Rows | None = None) -> torch.Tensor:
+        """The solutions of ``(B, N)`` minimisation costs as a tensor on the costs'
+        device and dtype: ``(B, N)`` outputs, or with ``full`` the whole solutions
+        ``(B, num_vars)`` (the known cost, if any, is always counted: a spec with one
+        is solved full-width). `CachedSolver` overrides this."""
+        if rows is not None and not getattr(self._kernel, "takes_rows", False):
+            return self.row_solver()._full_rows(costs, start, full, rows)
         if not getattr(self._kernel, "takes_start", False):
             start = None
+        wide = full or self.known is not None
         if self._torch_kernel:
-            y = self._run(self._kernel, costs)
+            y = self._run(self._kernel, self.widen(costs) if wide else costs,
+                          rows=None if rows is None else rows.torch(costs))
         else:
             # one copy at most: none for float64 CPU costs, which numpy shares
-            y = torch.from_numpy(self._run(self._kernel, costs.to("cpu", torch.float64).numpy(),
-                                           start))
+            flat = costs.to("cpu", torch.float64).numpy()
+            y = torch.from_numpy(self._run(self._kernel, self.widen(flat) if wide else flat,
+                                           start, None if rows is None else rows.numpy()))
+        if wide:
+            self._check_width(y)
         # get_device() compares ints (-1 on the CPU) without building torch.device objects
         if y.dtype is costs.dtype and y.get_device() == costs.get_device():
             return y
         return y.to(costs)
+
+    def _full_numpy(self, flat: np.ndarray, full: bool, rows: Rows | None = None) -> np.ndarray:
+        if rows is not None and not getattr(self._kernel, "takes_rows", False):
+            return self.row_solver()._full_numpy(flat, full, rows)
+        wide = full or self.known is not None
+        costs = self.widen(flat) if wide else flat
+        if self._torch_kernel:
+            costs = torch.from_numpy(costs)
+            x = self._run(self.kernel, costs,
+                          rows=None if rows is None else rows.torch(costs)).numpy()
+        else:
+            x = self._run(self.kernel, costs, rows=None if rows is None else rows.numpy())
+        if wide:
+            self._check_width(x)
+        return x
+
+    def row_solver(self) -> Solver:
+        """The solver for calls with per-call rows: this one when its kernel takes them,
+        else one compiled (once, on first use) for the best backend that does."""
+        if getattr(self._kernel, "takes_rows", False):
+            return self
+        if self._row_solver is None:
+            if self.row_fallback is None:
+                raise BackendUnavailable(
+                    f"backend {self.backend!r} cannot take per-call rows A x <= b for "
+                    f"{self.spec.label}; backends that can: highs, scip, gurobi, cvxpy, "
+                    "enumerate (small binary problems)")
+            self._row_solver = self.row_fallback()
+            self._row_solver._last = self._last  # its statuses are this solver's
+        return self._row_solver
+
+    def bind_rows(self, A: Any, b: Any) -> RowBound:
+        """This solver with the rows ``A x <= b`` bound to every solve (`RowBound`)."""
+        return RowBound(self, A, b)
+
+    def widen(self, costs: Any) -> Any:
+        """``(B, num_vars)`` minimisation costs for ``(B, N)`` ones: the given costs on
+        the outputs, zero on the auxiliaries, plus the sense-folded known cost."""
+        if isinstance(costs, torch.Tensor):
+            out = costs.new_zeros((costs.shape[0], self.num_vars))
+            out[:, : self.num_outputs] = costs
+            if self.known is not None:
+                key = (out.device, out.dtype)
+                known = self._known_on.get(key)
+                if known is None:
+                    known = self._known_on[key] = torch.from_numpy(self.known).to(out)
+                out += known
+            return out
+        out = np.zeros((costs.shape[0], self.num_vars))
+        out[:, : self.num_outputs] = costs
+        if self.known is not None:
+            out += self.known
+        return out
+
+    def _split(self, x: Any) -> tuple[Any, Any]:
+        return x[:, : self.num_outputs], x[:, self.num_outputs :]
+
+    def _check_width(self, x: Any) -> None:
+        if x.shape[-1] != self.num_vars:
+            raise SolverError(
+                f"backend {self.backend!r} returned {x.shape[-1]} values per solution for "
+                f"{self.spec.label} where {self.num_vars} were asked (outputs and auxiliaries): "
+                "it cannot solve with a known cost or return the auxiliaries; use one of "
+                "'highs', 'scip', 'gurobi', 'cvxpy'")
+
+    def known_value(self, y: Any, aux: Any | None = None) -> Any:
+        """``<known_cost, concat(y, aux)>`` per instance (the spec's sense, not folded),
+        for ``y`` of shape ``(*batch, *cost_shape)`` and ``aux`` ``(*batch, num_aux)``;
+        0 without a known cost. ``aux`` may be left out when the known cost is zero
+        on the auxiliaries."""
+        k = len(self.cost_shape)
+        is_torch = isinstance(y, torch.Tensor)
+        if self.known is None:
+            batch = tuple(y.shape[: y.ndim - k])
+            return y.new_zeros(batch) if is_torch else np.zeros(batch)
+        known = self.sign * self.known
+        flat = y.reshape(*y.shape[: y.ndim - k], self.num_outputs)
+        on_y = torch.from_numpy(known[: self.num_outputs]).to(flat) if is_torch else \
+            known[: self.num_outputs]
+        value = (flat * on_y).sum(-1)
+        on_aux = known[self.num_outputs :]
+        if not on_aux.any():
+            return value
+        if aux is None:
+            raise ValueError(f"{self.spec.label} has a known cost on its auxiliaries: pass their "
+                             "values too (aux, from solve(..., return_aux=True)) to count it")
+        on_aux = torch.from_numpy(on_aux).to(aux) if is_torch else on_aux
+        return value + (aux * on_aux).sum(-1)

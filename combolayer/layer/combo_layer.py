@@ -17,13 +17,14 @@ from torch import Tensor, nn
 
 from ..analysis.hull import analyze
 from ..backends.config import BackendConfig
-from ..backends.pool import CachedSolver, SolutionPool, check_solve_ratio
+from ..backends.pool import CachedSolver, SolutionPool, as_pool, check_solve_ratio
 from ..backends.registry import make_solver
-from ..backends.solver import Solver, check_costs
+from ..backends.solver import Solver, capturing_aux, check_costs
 from ..estimators import Estimator, resolve_method
 from ..estimators.base import ProjectedSolve
 from ..specs.base import Spec
 from ..specs.load import load_spec, read_mapping
+from ..specs.paths import config_base, resolve_path
 from ..transforms.noise import SignNoise
 from ..transforms.projection import NORM_EPS, Normalized, Transform
 from .projection import HULL_PROJECTIONS, make_projection
@@ -58,9 +59,11 @@ class ComboLayer(nn.Module):
             `combolayer.layer.schedules` (``"constant"``, ``"step_off"``,
             ``"linear_decay"``) or a dict with ``name`` and its arguments
             (``{"name": "step_off", "until": 10}``), starting at ``noise``.
-        backend: a backend name, a `BackendConfig`, a dict, or a PyEPO model
-            wrapped by `combolayer.backends.from_pyepo` (which may also stand in
-            place of ``spec``: the spec is then read from the model).
+        backend: a backend name, a `BackendConfig`, a dict, a compiled
+            [`Solver`][combolayer.backends.Solver] (``cl.make_solver(spec, ...)``, as
+            the losses take; it may also stand in place of ``spec``), or a PyEPO
+            model wrapped by `combolayer.backends.from_pyepo` (which may also stand
+            in place of ``spec``: the spec is then read from the model).
         generator: the ``torch.Generator`` noise and the ``solve_ratio`` draws
             come from (seed it to reproduce a run).
         solve_ratio: PyEPO's solution cache (Mulamba et al. 2021). In training
@@ -112,10 +115,24 @@ class ComboLayer(nn.Module):
         super().__init__()
         if callable(getattr(spec, "solver_for", None)) and backend == "auto":
             spec, backend = spec.spec, spec  # a wrapped model in place of the spec
+        if isinstance(spec, Solver) and backend == "auto":
+            spec, backend = spec.spec, spec  # a compiled solver in place of the spec
         self.solve_ratio = check_solve_ratio(solve_ratio)
         self.spec = load_spec(spec)
-        self.backend_config = (backend if callable(getattr(backend, "solver_for", None))
-                               else BackendConfig.load(backend))
+        if isinstance(backend, Solver):
+            # A compiled solver, as the losses take: used as is, and recompiled from
+            # its recipe (the backend it runs, pinned) after pickling or copying.
+            if backend.spec != self.spec:
+                raise ValueError(f"backend is a Solver compiled for {backend.spec.label}, but "
+                                 f"the layer's spec is {self.spec.label}: pass a solver of "
+                                 "this spec, or the solver alone in place of the spec")
+            self.__dict__["_given_solver"] = backend
+            config = backend.config
+            self.backend_config = (config.model_copy(update={"name": backend.backend})
+                                   if isinstance(config, BackendConfig) else config)
+        else:
+            self.backend_config = (backend if callable(getattr(backend, "solver_for", None))
+                                   else BackendConfig.load(backend))
         self.method = resolve_method(method)
         self._projection_arg = projection
         self._projection_name = (
@@ -131,20 +148,20 @@ class ComboLayer(nn.Module):
                 f"e.g. cl.SumOfGamma(k=10, tau=10); got {sample_noise!r}"
             )
         self.sample_noise = sample_noise
-        n = self.spec.num_outputs
-        if pool is not None and pool.num_outputs != n:
-            raise ValueError(f"pool holds solutions of {pool.num_outputs} outputs but "
-                             f"{self.spec.label} has {n}")
-        #: The solution cache's pool (plain tensors: pickled and deep-copied with the layer).
-        self.pool = pool if pool is not None else SolutionPool(n)
+        #: The solution cache's pool, bound to this spec (pickled and deep-copied with the
+        #: layer; a pool of another problem is refused).
+        self.pool = as_pool(pool, self.spec)
         self._compile()
         logger.debug("ComboLayer(%s): backend %r chosen", self.spec.label, self.solver.backend)
+        logger.info("ComboLayer(%s): backend %r: %s", self.spec.label, self.solver.backend,
+                    self.backend_reason)
 
     def _compile(self) -> _Compiled:
         """Build the solver, projection and differentiable solve. Done in ``__init__``,
         and again on first use after unpickling or deep-copying, which leave solver
         state (models, worker pools, closures) behind."""
-        solver = make_solver(self.spec, self.backend_config)
+        solver = (self.__dict__.pop("_given_solver", None)
+                  or make_solver(self.spec, self.backend_config))
         # Problems that need non-negative costs (shortest paths on graphs with
         # cycles): the solver must be able to take what the layer gives it.
         floor = self.spec.nonnegative_costs()
@@ -177,6 +194,10 @@ class ComboLayer(nn.Module):
                                               _ClipPerturbations(cached, floor)),
                 train_fused=(build_projected(cached, flat) if fusable and build_projected
                              else None))
+        # a copy keeps the winner of the race its original ran (combolayer.backends.race)
+        adopt = getattr(solver.kernel, "adopt", None)
+        if adopt is not None:
+            adopt(self.__dict__.get("_race"))
         self.__dict__["_compiled"] = compiled
         return compiled
 
@@ -190,6 +211,13 @@ class ComboLayer(nn.Module):
         return self.compiled.solver
 
     @property
+    def backend_reason(self) -> str:
+        """Why `solver`'s backend solves this layer's problem: named by the caller, its
+        place in ``"auto"``'s ranking, or the race it won on this run's costs, with the
+        times (`combolayer.backends.race`)."""
+        return self.solver.backend_reason
+
+    @property
     def projection(self) -> Transform:
         """The cost projection P, on costs of shape ``(..., *cost_shape)``."""
         return self.compiled.projection
@@ -198,13 +226,20 @@ class ComboLayer(nn.Module):
         # Pickling, torch.save and deepcopy keep the recipe, never the solver:
         # HiGHS and SCIP models, worker pools and closures cannot be pickled.
         state = self.__dict__.copy()
-        state.pop("_compiled", None)
+        compiled = state.pop("_compiled", None)
+        race = getattr(getattr(compiled, "solver", None), "kernel", None)
+        if callable(getattr(race, "outcome", None)) and race.outcome() is not None:
+            state["_race"] = race.outcome()  # plain data: the race's winner and times
         return state
 
     @classmethod
     def from_config(cls, source: str | os.PathLike | dict) -> ComboLayer:
         """Build from a dict or YAML/JSON with keys problem, method, projection, noise, backend,
         noise_schedule, solve_ratio.
+
+        A relative path in ``problem`` is read next to the config file that names it
+        (from the current directory for a dict or a YAML/JSON string), as in
+        ``combolayer train``; a missing file's error shows the resolved path.
 
         Raises:
             ValueError: ``problem`` is missing or a key is unknown.
@@ -222,7 +257,11 @@ class ComboLayer(nn.Module):
                 f"layer config needs 'problem' and may have {sorted(known - {'problem'})}; "
                 f"got keys {sorted(config)}"
             )
-        return cls(config.pop("problem"), **config)
+        # One rule with ``combolayer train``: a relative path is read next to the file
+        # that names it (the current directory for a dict or a string).
+        problem = resolve_path(config.pop("problem"), config_base(source), "problem",
+                               origin=source if config_base(source) else None)
+        return cls(problem, **config)
 
     def set_noise(self, noise: float | Any | None) -> None:
         """Set the training-mode noise: ``alpha`` for xi ~ U({-alpha/2, alpha/2}^N),
@@ -286,18 +325,24 @@ class ComboLayer(nn.Module):
             f"noise={noise}, backend={self.solver.backend!r}, "
             f"time_limit={config.time_limit}, workers={config.workers}"
             + (f", solve_ratio={self.solve_ratio}" if self.solve_ratio < 1.0 else "")
+            + f", backend_reason={self.backend_reason!r}"
         )
 
-    def forward(self, w: Tensor, target: Tensor | None = None) -> Tensor:
+    def forward(self, w: Tensor, target: Tensor | None = None, return_aux: bool = False) -> Any:
         """Solve for costs ``w``; the backward pass is the estimator's.
 
         Args:
             w: costs of shape ``(*batch, *cost_shape)``, any float dtype and device.
             target: the true solutions, same shape, for estimators that use one
                 (the informed margin); ignored by the others.
+            return_aux: also return the auxiliary variables (`combolayer.ILP`'s
+                ``num_aux``) of the solutions, without a gradient.
 
         Returns:
-            The optimal solutions, with the shape, dtype and device of ``w``.
+            The optimal solutions, with the shape, dtype and device of ``w``; with
+            ``return_aux``, ``(y, aux)``, ``aux`` of shape ``(*batch, num_aux)`` on
+            ``y``'s device and dtype (for an estimator whose output averages several
+            solves, the perturbed ones, the same average of their auxiliaries).
 
         Raises:
             ValueError: ``w`` (or ``target``) has NaN/inf or a trailing shape other
@@ -306,7 +351,27 @@ class ComboLayer(nn.Module):
             SolverError: the solver failed (time limit without a solution, a
                 crashed worker, ...).
         """
+        if return_aux:
+            return self._with_aux(w, target, self.training)
         return self._forward(w, target, sampling=self.training)
+
+    def _with_aux(self, *args: Any) -> tuple[Tensor, Tensor]:
+        """``_forward(*args)`` and the auxiliaries of the solves it made: the first
+        solve's (the one that gives the output), averaged over each instance's
+        solutions when it solved several per instance (perturbed samples)."""
+        with capturing_aux() as box:
+            y = self._forward(*args)
+        n = self.spec.num_outputs
+        batch = y.shape[: y.dim() - len(self.spec.cost_shape)]
+        count = y.numel() // n
+        num_aux = self.solver.num_aux
+        if not box or count == 0:
+            return y, y.new_zeros((*batch, num_aux))
+        aux = box[0].detach().to(y)
+        if aux.shape[0] % count:
+            raise RuntimeError(f"{self.method} solved {aux.shape[0]} instances for a batch of "
+                               f"{count}: cannot tell which auxiliaries go with the output")
+        return y, aux.reshape(count, -1, num_aux).mean(dim=1).reshape(*batch, num_aux)
 
     def sample(self, w: Tensor, target: Tensor | None = None) -> Tensor:
         """A sampled forward in either mode: ``y(P(w + eps))`` with ``eps`` drawn
@@ -358,6 +423,12 @@ class ComboLayer(nn.Module):
                          y.numel() // self.spec.num_outputs, compiled.solver.backend,
                          time.perf_counter() - start)
         return y
+
+
+# help(cl.ComboLayer.__init__) and IDEs read the arguments from __init__, which would
+# otherwise show nn.Module's docstring: give it the class's (mkdocstrings reads the
+# source, so the docs show it once).
+ComboLayer.__init__.__doc__ = ComboLayer.__doc__
 
 
 class _ClipPerturbations:

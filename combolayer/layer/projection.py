@@ -39,17 +39,40 @@ PROJECTIONS: dict[str, Transform] = {
 #: instead of the LP relaxation's.
 HULL_PROJECTIONS = ("auto", "auto-exact", "plane")
 
+#: The projections that rescale or shift w, and what they do to it: with a known cost
+#: they change the solution, so a layer refuses them.
+SCALING_PROJECTIONS = {"norm": "rescaling", "std": "shifting and rescaling",
+                       "mean": "shifting"}
+
+
+def has_known_cost(spec: Spec) -> bool:
+    """Whether ``spec`` has a known cost that is not all zero (`combolayer.ILP.known_cost`)."""
+    known = getattr(spec, "known_cost", None)
+    return known is not None and any(value != 0 for value in known)
+
 
 def make_projection(projection: str | Transform, spec: Spec) -> Transform:
     """The projection for a layer on ``spec``, acting on costs of shape ``(..., *cost_shape)``.
 
     A callable is used as it is and receives costs of shape ``(..., *cost_shape)``.
+
+    With a known cost (``ILP.known_cost``, not all zero) the objective is
+    ``<w, y> + <known_cost, x>``, and rescaling or shifting ``w`` changes its argmin:
+    ``"auto"`` is then the hull projection alone (no normalisation), and ``"norm"``,
+    ``"std"`` and ``"mean"`` raise ``ValueError`` (docs/invariance.md says why).
     """
     if callable(projection):
         return projection
+    known = has_known_cost(spec)
+    if known and projection in SCALING_PROJECTIONS:
+        raise ValueError(
+            f"projection {projection!r} changes the solution of {spec.label}: it has a known "
+            f"cost, so the objective <w, y> + <known_cost, x> is not invariant to "
+            f"{SCALING_PROJECTIONS[projection]} w; use 'auto' or 'plane' (the hull "
+            "projection, which keeps the solution), 'none', or a callable")
     if projection in HULL_PROJECTIONS:
         hull = analyze(spec, exact=projection.endswith("-exact"))
-        if projection == "plane":
+        if projection == "plane" or known:
             return hull.transform()
         # plane then normalise, as one autograd node (docs/performance.md)
         plane = project_plane(torch.tensor(hull.normals, dtype=torch.float64))

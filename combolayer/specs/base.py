@@ -34,11 +34,19 @@ INTEGER_TOL = 1e-9
 
 
 def _as_spec_error(error: ValidationError) -> SpecError:
-    lines = []
+    # The same mistake in many rows (a wrong sense in every constraint) is one
+    # message naming the rows, not one message per row.
+    grouped: dict[tuple, list[str]] = {}
     for item in error.errors():
         where = ".".join(str(part) for part in item["loc"]) or "spec"
         message = item["msg"].removeprefix("Value error, ")
-        lines.append(f"{where}: {message}")
+        pattern = tuple("#" if isinstance(part, int) else part for part in item["loc"])
+        grouped.setdefault((pattern, message), []).append(where)
+    lines = []
+    for (_, message), places in grouped.items():
+        shown = ", ".join(places[:5]) + (f" and {len(places) - 5} more" if len(places) > 5
+                                         else "")
+        lines.append(f"{shown}: {message}")
     title = error.title if error.title.isidentifier() else "spec"
     return SpecError(f"invalid {title}: " + "; ".join(lines))
 
@@ -78,6 +86,33 @@ class _Validated(BaseModel):
         except ValidationError as error:
             raise _as_spec_error(error) from None
 
+    def __repr_args__(self) -> Any:
+        # A short repr: long lists (constraints, weights, bounds) show their first
+        # items and their length, never every number.
+        for name, value in super().__repr_args__():
+            yield name, _Short(value)
+
+
+class _Short:
+    """A value whose repr shows at most `SHOWN` items of each list, tuple or dict in it."""
+
+    SHOWN = 3
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        value, shown = self.value, self.SHOWN
+        if isinstance(value, (list, tuple)) and len(value) > 2 * shown:
+            head = ", ".join(repr(_Short(v)) for v in value[:shown])
+            return f"[{head}, ... {len(value)} in all]"
+        if isinstance(value, dict) and len(value) > 2 * shown:
+            head = ", ".join(f"{k!r}: {_Short(v)!r}" for k, v in list(value.items())[:shown])
+            return f"{{{head}, ... {len(value)} in all}}"
+        if isinstance(value, list):
+            return "[" + ", ".join(repr(_Short(v)) for v in value) + "]"
+        return repr(value)
+
 
 class Spec(_Validated):
     """Base of every spec: frozen, no unknown fields, pydantic errors become SpecError."""
@@ -109,6 +144,14 @@ class Spec(_Validated):
 
     def to_ilp(self) -> ILP:
         raise NotImplementedError
+
+    def model_size(self) -> tuple[int, int]:
+        """``(variables, nonzeros)`` of the largest model a backend compiles from this
+        spec (``to_ilp()``), counted from the fields without building it, so that
+        `load_spec` can refuse text asking for too big a model before allocating it.
+        A named problem whose ILP has more than its outputs says so by overriding
+        this; the default counts one variable and one nonzero per output."""
+        return self.num_outputs, self.num_outputs
 
     def nonnegative_costs(self) -> np.ndarray | None:
         """The flat cost entries that must be >= 0 for this problem to be well posed
@@ -178,6 +221,24 @@ class Constraint(_Validated):
         return [(j, v) for j, v in enumerate(self.coefs) if v != 0.0]
 
 
+class Variable(_Validated):
+    """Where one named model variable (a cvxpy variable) sits in an ILP's full solution
+    ``x = concat(y, aux)``: its ``shape``, and ``index``, the position in ``x`` of each of
+    its entries in row-major order."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    shape: list[int]
+    index: list[int]
+
+    @model_validator(mode="after")
+    def _check(self) -> Variable:
+        if len(self.index) != max(math.prod(self.shape), 1):
+            raise ValueError(f"index has {len(self.index)} entries but shape {self.shape} "
+                             f"holds {math.prod(self.shape)}")
+        return self
+
+
 def _broadcast(value: Any, n: int, field: str) -> list:
     if isinstance(value, list):
         if len(value) != n:
@@ -191,12 +252,16 @@ class ILP(Spec):
     """A (mixed-)integer linear program ``min/max <w, y>`` over the first N variables.
 
     The N = prod(shape) output variables come first, then ``num_aux`` auxiliary
-    variables that carry zero cost and are not returned. Costs and solutions
-    have shape ``(*batch, *shape)``.
+    variables, which are not predicted and come back only on request
+    (``solve(costs, return_aux=True)``). Costs and solutions have shape
+    ``(*batch, *shape)``. The objective is ``<w, y> + <known_cost, x>`` over all
+    variables ``x = concat(y, aux)``.
 
     Attributes:
         shape: the cost/solution shape.
         num_aux: auxiliary variables after the outputs.
+        known_cost: a cost that is not predicted, one number per variable
+            (``num_vars`` long), or None (no known cost).
         sense: ``"min"`` (default) or ``"max"``.
         integrality: ``"binary"`` (default), ``"integer"`` or ``"continuous"``,
             or one of those per variable.
@@ -224,11 +289,14 @@ class ILP(Spec):
     kind: Literal["ilp"] = "ilp"
     shape: list[int]
     num_aux: int = 0
+    known_cost: list[float] | None = None
     sense: Sense = "min"
     integrality: Integrality | list[Integrality] = "binary"
     lower: float | list[float] = 0.0
     upper: float | list[float] | None = 1.0
     constraints: list[Constraint] = []
+    #: Named model variables (``from_cvxpy``): name -> where it sits in the full solution.
+    variables: dict[str, Variable] | None = None
 
     _label_fields: ClassVar[tuple[str, ...]] = ("shape",)
 
@@ -240,6 +308,18 @@ class ILP(Spec):
     def num_vars(self) -> int:
         return self.num_outputs + self.num_aux
 
+    def model_size(self) -> tuple[int, int]:
+        return self.num_vars, sum(len(row.coefs) for row in self.constraints)
+
+    @field_validator("shape", "num_aux", mode="before")
+    @classmethod
+    def _no_booleans(cls, value: Any) -> Any:
+        # pydantic reads true as 1: `shape: [true]` would be a one-variable ILP
+        items = value if isinstance(value, list | tuple) else [value]
+        if any(isinstance(item, bool | np.bool_) for item in items):
+            raise ValueError(f"expected whole numbers, got {value!r} (a boolean is not a size)")
+        return value
+
     @model_validator(mode="after")
     def _check(self) -> ILP:
         if not self.shape or any(d < 1 for d in self.shape):
@@ -247,6 +327,14 @@ class ILP(Spec):
         if self.num_aux < 0:
             raise ValueError(f"num_aux must be >= 0, got {self.num_aux}")
         n = self.num_vars
+        if self.known_cost is not None:
+            if len(self.known_cost) != n:
+                raise ValueError(f"known_cost has {len(self.known_cost)} entries but the ILP has "
+                                 f"{n} variables (num_vars = prod(shape) + num_aux)")
+            bad = [j for j, v in enumerate(self.known_cost) if not math.isfinite(v)]
+            if bad:
+                raise ValueError(f"known_cost[{bad[0]}] must be finite, "
+                                 f"got {self.known_cost[bad[0]]}")
         _broadcast(self.integrality, n, "integrality")
         lower = np.asarray(_broadcast(self.lower, n, "lower"), dtype=float)
         upper = self._upper_array()
@@ -282,7 +370,32 @@ class ILP(Spec):
                     )
                 if not math.isfinite(v):
                     raise ValueError(f"constraints[{i}].coefs[{j}] must be finite, got {v}")
+        for name, variable in (self.variables or {}).items():
+            bad = [j for j in variable.index if not 0 <= j < n]
+            if bad:
+                raise ValueError(f"variables[{name!r}].index {bad[0]} is out of range: "
+                                 f"expected 0 <= index < {n}")
         return self
+
+    def split(self, x: Any) -> dict[str, Any]:
+        """The full solution ``x = concat(y, aux)`` (``(*batch, num_vars)``, numpy or
+        torch) as a dict: each named variable (`variables`, set by ``from_cvxpy``) ->
+        its values, of shape ``(*batch, *variable_shape)``.
+
+        Raises:
+            SpecError: the spec has no named variables.
+            ValueError: ``x``'s last axis is not ``num_vars`` long.
+        """
+        if not self.variables:
+            raise SpecError(f"{self.label} has no named variables to split into (specs built "
+                            "by ILP.from_cvxpy have them); slice x[..., :N] and x[..., N:]")
+        if x.shape[-1] != self.num_vars:
+            raise ValueError(f"x has {x.shape[-1]} entries in its last axis but {self.label} "
+                             f"has {self.num_vars} variables: pass concat(y.flatten, aux), the "
+                             "full solution")
+        batch = tuple(x.shape[:-1])
+        return {name: x[..., list(v.index)].reshape(*batch, *v.shape)
+                for name, v in self.variables.items()}
 
     def _upper_array(self) -> np.ndarray:
         upper = np.inf if self.upper is None else self.upper
@@ -308,8 +421,11 @@ class ILP(Spec):
         upper: float | Sequence[float] | None = 1.0,
         sense: Sense = "min",
         num_aux: int = 0,
+        known_cost: Any = None,
     ) -> ILP:
-        """An ILP from numpy or scipy.sparse matrices: ``A_ub x <= b_ub``, ``A_eq x == b_eq``."""
+        """An ILP from numpy or scipy.sparse matrices: ``A_ub x <= b_ub``, ``A_eq x == b_eq``;
+        ``known_cost`` (one number per variable, or None) is the part of the objective
+        that is not predicted."""
         shape = [int(shape)] if np.isscalar(shape) else [int(d) for d in shape]
         n = math.prod(shape) + num_aux
         constraints: list[Constraint] = []
@@ -340,15 +456,25 @@ class ILP(Spec):
             lower=as_field(lower),
             upper=as_field(upper),
             constraints=constraints,
+            known_cost=None if known_cost is None else as_field(np.ravel(known_cost)),
         )
 
     @classmethod
     def from_cvxpy(cls, problem: Any, cost: Any = None, *, parameters: Any = None,
                    variables: Any = None) -> ILP:
-        """The ILP equivalent to a cvxpy ``Minimize/Maximize(cost @ x)`` problem with
-        boolean/integer/continuous variables and linear constraints; ``cost`` is the
-        ``cp.Parameter`` whose shape becomes ``shape``. The conversion is
+        """The ILP equivalent to a cvxpy problem with boolean/integer/continuous
+        variables and linear constraints whose objective is affine in the variables
+        with ``cost`` entering linearly: ``cost @ x``, ``cost @ x[2:]``,
+        ``cp.sum(cp.multiply(C, X))``, sums of such terms, plus known linear terms
+        and constants (``Minimize(c @ x + f @ z + 3)``). ``cost`` is the
+        ``cp.Parameter`` whose shape becomes ``shape``; the variables it multiplies
+        are the outputs, in its shape; every other variable is an auxiliary, and the
+        known linear terms become ``known_cost``. ``spec.variables`` says where each
+        cvxpy variable sits in the full solution, and ``spec.split(x)`` reads them
+        back by name. The conversion is
         `combolayer.specs.cvxpy_frontend.ilp_arguments` (cvxpy is imported only then).
+        A term that is not linear in the variables, or in which a parameter
+        multiplies another, raises `SpecError` naming it.
 
         cvxpylayers' spelling works too, so a ``CvxpyLayer(problem, parameters=[w],
         variables=[x])`` becomes ``ILP.from_cvxpy(problem, parameters=[w],
@@ -366,13 +492,16 @@ class ILP(Spec):
             cost = parameters[0]
         if cost is None:
             raise SpecError("from_cvxpy needs the cost parameter: cost=w or parameters=[w]")
-        if variables is not None:
-            expected = sorted(v.name() for v in problem.objective.variables())
+        arguments = cvxpy_frontend.ilp_arguments(problem, cost)
+        named = arguments.pop("variables")
+        outputs = arguments.pop("output_variables")
+        if variables is not None and {v.id for v in variables} != outputs:
+            expected = sorted(v.name() for v in problem.variables() if v.id in outputs)
             got = sorted(v.name() for v in variables)
-            if {v.id for v in variables} != {v.id for v in problem.objective.variables()}:
-                raise SpecError(f"variables must be the ones the objective multiplies by the "
-                                f"cost: expected {expected}, got {got}")
-        return cls.from_matrices(**cvxpy_frontend.ilp_arguments(problem, cost))
+            raise SpecError(f"variables must be the ones the objective multiplies by the "
+                            f"cost: expected {expected}, got {got}")
+        spec = cls.from_matrices(**arguments)
+        return cls(**{**spec.model_dump(), "variables": named})
 
     @classmethod
     def from_file(cls, path: Any) -> ILP:

@@ -13,6 +13,7 @@ builds a spec's form once and caches it.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -20,6 +21,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
+
+from ..errors import NoIntegerWarning
 
 if TYPE_CHECKING:
     from .base import Spec
@@ -74,6 +77,12 @@ class CanonicalForm:
         y = x[..., : self.num_outputs]
         return np.where(self.integer[: self.num_outputs], np.rint(y), y) + 0.0
 
+    def solution(self, x: np.ndarray) -> np.ndarray:
+        """Solver values ``x`` (``(..., k)``, the first k variables, outputs first),
+        rounded where integer: the full solution ``concat(y, aux)`` for k = num_vars."""
+        k = x.shape[-1]
+        return np.where(self.integer[:k], np.rint(x), x) + 0.0
+
     def rows(self) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
         """All rows stacked as ``row_lower <= A x <= row_upper``."""
         A = sp.vstack([self.A_ub, self.A_eq], format="csr")
@@ -84,7 +93,24 @@ class CanonicalForm:
 
 def canonical_form(spec: Spec, lazy: bool = True) -> CanonicalForm:
     """The spec's canonical form, built once per (spec, lazy) and shared: do not modify it."""
-    return _canonical_form(type(spec), spec.model_dump_json(), lazy)
+    spec_json = spec.model_dump_json()
+    form = _canonical_form(type(spec), spec_json, lazy)
+    if form.num_vars and not form.integer.any() and spec_json not in _WARNED_NO_INTEGER:
+        # Once per spec: a forgotten boolean=True in cvxpy, with 0..1 bounds, otherwise
+        # gives fractional "decisions" without a word.
+        _WARNED_NO_INTEGER.add(spec_json)
+        warnings.warn(
+            f"{spec.label} has no integer variable: it is solved as a linear program and "
+            "its solutions may be fractional. Mark the integer ones with integrality="
+            "'binary' or 'integer' (one value, or a list with one per variable), or "
+            "boolean=True / integer=True on the cvxpy Variable; for an LP on purpose, "
+            "warnings.filterwarnings('ignore', category=cl.NoIntegerWarning)",
+            NoIntegerWarning, stacklevel=3)
+    return form
+
+
+#: The specs (as JSON) already warned about having no integer variable.
+_WARNED_NO_INTEGER: set[str] = set()
 
 
 @lru_cache(maxsize=64)

@@ -6,9 +6,14 @@ thin alias that builds the spec from them (so this module never imports the
 specs, and cvxpy is imported only when a problem is converted).
 
 cvxpylayers differentiates convex programs but cannot take integer
-variables; a cvxpy problem ``Minimize/Maximize(cost @ x)`` with boolean or
-integer variables and linear constraints converts here into an ILP that
+variables; a cvxpy problem ``Minimize/Maximize(cost @ x + f @ z + ...)`` with boolean
+or integer variables and linear constraints converts here into an ILP that
 [`ComboLayer`][combolayer.ComboLayer] differentiates with Identity, Blackbox, ...
+The objective may be any affine function of the variables in which the cost
+parameter enters linearly (``cost @ x``, ``cost @ x[2:]``,
+``cp.sum(cp.multiply(C, X))``, sums of such terms); its other linear terms (with
+numbers or other parameters at their current values) become the ILP's
+``known_cost``, and constants are dropped (they do not change the argmin).
 
 cvxpy's own canonicalisation does the work (``problem.get_problem_data``):
 it flattens every variable into one vector (column-major, as cvxpy does),
@@ -51,6 +56,7 @@ def _check_inputs(problem: Any, cost: Any):
     if missing:
         raise SpecError(f"parameters {missing} have no value; from_cvxpy fixes every parameter "
                         "other than the cost at its current value")
+    _check_terms(problem.objective.expr, cost)
     if not problem.is_dcp(dpp=True):
         raise SpecError(
             "the objective must be linear: Minimize/Maximize(cost @ x) over variables with "
@@ -62,6 +68,35 @@ def _check_inputs(problem: Any, cost: Any):
         raise SpecError(f"from_cvxpy needs one of the cvxpy solvers {_DATA_SOLVERS} installed "
                         "(pip install highspy)")
     return solvers[0]
+
+
+def _additive_terms(expr: Any) -> list:
+    """The summands of an objective (nested sums and subtractions flattened)."""
+    from cvxpy.atoms.affine.add_expr import AddExpression
+    from cvxpy.atoms.affine.unary_operators import NegExpression
+
+    if isinstance(expr, AddExpression):
+        return [term for arg in expr.args for term in _additive_terms(arg)]
+    if isinstance(expr, NegExpression):
+        return _additive_terms(expr.args[0])
+    return [expr]
+
+
+def _check_terms(objective: Any, cost: Any) -> None:
+    """Refuse, naming it, an objective term that is not linear in the variables or in
+    which a parameter multiplies another (the cost parameter must enter linearly)."""
+    for term in _additive_terms(objective):
+        if not term.is_affine():
+            raise SpecError(f"the objective term {term} is not linear in the variables (a "
+                            "quadratic or other non-linear term); from_cvxpy takes an affine "
+                            "objective: the cost parameter times variables, plus known linear "
+                            "terms and constants")
+        if term.parameters() and not term.is_dpp():
+            names = sorted(p.name() for p in term.parameters())
+            raise SpecError(f"the objective term {term} multiplies parameters {names} together "
+                            f"(or by a non-linear function); the cost parameter "
+                            f"{cost.name()!r} must enter linearly: cost @ x, cost @ x[i:j] or "
+                            "cp.sum(cp.multiply(C, X))")
 
 
 def _problem_data(problem: Any, cost: Any, solver: str) -> dict:
@@ -97,22 +132,24 @@ def _check_linear(data: dict, param_prob: Any) -> None:
         )
 
 
-def _cost_map(param_prob: Any, cost: Any, sign: float) -> sp.csc_matrix:
-    """``M`` with ``objective = cost_F . (M^T x)``, cost flattened column-major as cvxpy does."""
+def _cost_map(param_prob: Any, cost: Any, sign: float) -> tuple[sp.csc_matrix, np.ndarray]:
+    """``(M, known)`` with ``objective = cost_F . (M^T x) + known . x + constant``, the
+    cost flattened column-major as cvxpy does; ``known`` is the objective's linear part
+    without the cost, other parameters at their current values."""
     q = sp.csc_matrix(param_prob.q)
     n = q.shape[0] - 1
     start = param_prob.param_id_to_col[cost.id]
     size = max(cost.size, 1)
     M = sign * q[:n, start : start + size]
-    others = sp.hstack([q[:n, :start], q[:n, start + size :]]).tocsc()
-    others.eliminate_zeros()
-    if others.nnz:
-        raise SpecError(
-            "the objective must be cost @ x only: it has terms on the variables that are not "
-            "multiplied by the cost parameter (give them their own cost, or move them into "
-            "constraints)"
-        )
-    return sp.csc_matrix(M)
+    values = np.zeros(q.shape[1])
+    for param_id, col in param_prob.param_id_to_col.items():
+        if param_id == -1:  # the constant column
+            values[col] = 1.0
+        elif param_id != cost.id:
+            param = param_prob.id_to_param[param_id]
+            values[col : col + max(param.size, 1)] = np.ravel(param.value, order="F")
+    known = sign * np.asarray(q[:n] @ values).ravel() + 0.0  # + 0.0: no -0.0
+    return sp.csc_matrix(M), known
 
 
 def _selected_columns(M: sp.csc_matrix) -> np.ndarray | None:
@@ -128,13 +165,16 @@ def _selected_columns(M: sp.csc_matrix) -> np.ndarray | None:
 
 def ilp_arguments(problem: Any, cost: Any) -> dict[str, Any]:
     """The ``ILP.from_matrices`` arguments of the ILP equivalent to ``problem``, whose
-    cost vector is the parameter ``cost`` (``ILP.from_cvxpy`` builds it).
+    cost vector is the parameter ``cost`` (``ILP.from_cvxpy`` builds it), plus
+    ``variables`` (each cvxpy variable's name -> its shape and positions in the full
+    solution) and ``output_variables`` (the ids of the variables the cost multiplies).
 
     The ILP's ``shape`` is ``cost.shape`` and its solution ``y`` is the
-    expression the cost multiplies (usually a variable ``x`` of the same shape):
-    ``argmin/argmax <cost, y>`` over the problem's feasible set. Every other
-    variable becomes an auxiliary; parameters other than ``cost`` are fixed at
-    their current values.
+    expression the cost multiplies (usually a variable ``x`` of the same shape, or
+    a slice of one): ``argmin/argmax <cost, y> + <known_cost, x>`` over the
+    problem's feasible set. Every other variable becomes an auxiliary; the
+    objective's other linear terms become ``known_cost``; parameters other than
+    ``cost`` are fixed at their current values.
     """
     import cvxpy as cp
 
@@ -145,7 +185,7 @@ def ilp_arguments(problem: Any, cost: Any) -> dict[str, Any]:
     _check_linear(data, param_prob)
 
     # cvxpy minimises -objective for Maximize: undo the flip to read the costs.
-    M = _cost_map(param_prob, cost, -1.0 if maximize else 1.0)
+    M, known = _cost_map(param_prob, cost, -1.0 if maximize else 1.0)
     n = M.shape[0]
     shape = [int(d) for d in cost.shape] or [1]
     N = math.prod(shape)
@@ -169,12 +209,17 @@ def ilp_arguments(problem: Any, cost: Any) -> dict[str, Any]:
     A_eq, b_eq, A_ub, b_ub = A[:zero], b[:zero], A[zero:], b[zero:]
 
     selected = _selected_columns(M)
+    # where cvxpy's column j sits in the full solution
+    position = np.arange(n) + N
     if selected is not None:
         outputs = selected[F]
         rest = np.setdiff1d(np.arange(n), outputs)  # sorted: keeps cvxpy's order
         order = np.concatenate([outputs, rest])
         A_eq, A_ub = A_eq[:, order], A_ub[:, order]
         kinds, lower, upper = kinds[order], lower[order], upper[order]
+        known = known[order]
+        position = np.empty(n, dtype=int)
+        position[order] = np.arange(n)
     else:
         # y = M^T x as N new free outputs ahead of all the problem's variables.
         link = sp.hstack([sp.identity(N, format="csr"), -M[:, F].T.tocsr()]).tocsr()
@@ -184,6 +229,20 @@ def ilp_arguments(problem: Any, cost: Any) -> dict[str, Any]:
         kinds = np.concatenate([np.array(["continuous"] * N, dtype=object), kinds])
         lower = np.concatenate([np.full(N, -np.inf), lower])
         upper = np.concatenate([np.full(N, np.inf), upper])
+        known = np.concatenate([np.zeros(N), known])
+
+    variables = {}
+    for var_id, col in param_prob.var_id_to_col.items():
+        var = param_prob.id_to_var[var_id]
+        var_shape = [int(d) for d in var.shape]
+        # entry i of the variable in row-major order is cvxpy's column col + F-index
+        fortran = np.arange(max(var.size, 1)).reshape(var_shape or [1], order="F").ravel()
+        variables[var.name()] = {"shape": var_shape,
+                                 "index": position[col + fortran].tolist()}
+    touched = set(np.flatnonzero(np.diff(sp.csr_matrix(M).indptr)).tolist())
+    output_variables = {var_id for var_id, col in param_prob.var_id_to_col.items()
+                        if touched & set(range(col, col + max(
+                            param_prob.id_to_var[var_id].size, 1)))}
 
     return dict(
         shape=shape,
@@ -196,4 +255,7 @@ def ilp_arguments(problem: Any, cost: Any) -> dict[str, Any]:
         upper=upper.tolist(),
         sense="max" if maximize else "min",
         num_aux=len(kinds) - N,
+        known_cost=known if np.any(known) else None,
+        variables=variables,
+        output_variables=output_variables,
     )

@@ -1,0 +1,237 @@
+"""Issue 36: known cost terms, partial prediction and the auxiliaries back.
+
+Every check here is against brute-force enumeration (tests/bruteforce.py) or the
+definition written out: the objective is ``<w, y> + <known_cost, x>`` over the full
+solution ``x = concat(y, aux)``, min or max.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from bruteforce import objective_values, optimum_full, random_known_ilp
+
+import combolayer as cl
+from combolayer.backends.registry import capable_backends
+
+MIP_BACKENDS = ["highs", "scip", "gurobi", "cvxpy"]
+
+
+def _installed(name: str) -> bool:
+    spec = cl.ILP(shape=[2], constraints=[cl.Constraint(coefs=[1, 1], sense="<=", rhs=1)])
+    return name in capable_backends(spec)
+
+
+def _mip_backend(name: str):
+    return pytest.param(name, marks=pytest.mark.skipif(not _installed(name),
+                                                        reason=f"{name} is not installed"))
+
+
+def _count_wrong(spec: cl.ILP, costs: np.ndarray, y: np.ndarray, aux: np.ndarray) -> int:
+    """Rows whose ``concat(y, aux)`` is not an optimal full point under the known cost."""
+    wrong = 0
+    for i in range(len(costs)):
+        best, points = optimum_full(spec, costs[i])
+        x = np.concatenate([np.ravel(y[i]), aux[i]])
+        value = objective_values(spec, costs[i], x[None])[0]
+        wrong += not (np.isclose(value, best) and np.isclose(points, x).all(axis=1).any())
+    return wrong
+
+
+def _cases(seed: int, specs: int, rows: int):
+    rng = np.random.default_rng(seed)
+    for _ in range(specs):
+        spec = random_known_ilp(rng)
+        yield spec, rng.integers(-3, 4, (rows, spec.num_outputs)).astype(float)
+
+
+@pytest.mark.parametrize("backend", [_mip_backend(name) for name in MIP_BACKENDS])
+def test_random_ilps_with_known_costs_equal_brute_force_on_every_backend(backend):
+    """1000 instances per backend (100 random ILPs x 10 costs, min and max, known costs on
+    outputs and auxiliaries): the full solution is optimal, and 0 are wrong."""
+    wrong = total = 0
+    senses = set()
+    for spec, costs in _cases(36, 100, 10):
+        y, aux = cl.make_solver(spec, backend).solve(costs, return_aux=True)
+        assert y.shape == costs.shape and aux.shape == (len(costs), spec.num_aux)
+        wrong += _count_wrong(spec, costs, y, aux)
+        total += len(costs)
+        senses.add(spec.sense)
+    assert senses == {"min", "max"}
+    assert (wrong, total) == (0, 1000)
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_executors_solve_known_costs_and_return_the_auxiliaries(executor, always_parallel):
+    config = cl.BackendConfig(name="highs", executor=executor, workers=2)
+    wrong = total = 0
+    for spec, costs in _cases(360, 6, 12):
+        solver = cl.make_solver(spec, config)
+        y, aux = solver.solve(costs, return_aux=True)
+        wrong += _count_wrong(spec, costs, y, aux)
+        total += len(costs)
+        # the outputs alone come from the same full-width solve
+        assert np.array_equal(solver.solve(costs), y)
+    assert (wrong, total) == (0, 72)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_layer_with_known_costs_equals_brute_force_in_both_modes(training):
+    """projection "auto" (the hull projection alone, with a known cost) keeps the solution."""
+    wrong = total = 0
+    for spec, costs in _cases(3600 + training, 40, 5):
+        layer = cl.ComboLayer(spec, projection="auto", backend="highs")
+        layer.train(training)
+        w = torch.tensor(costs, requires_grad=True)
+        y, aux = layer(w, return_aux=True)
+        assert aux.requires_grad is False and aux.dtype == w.dtype
+        wrong += _count_wrong(spec, costs, y.detach().numpy(), aux.numpy())
+        total += len(costs)
+        y.sum().backward()
+        assert w.grad is not None and w.grad.shape == w.shape
+    assert (wrong, total) == (0, 200)
+
+
+def test_return_aux_shapes_kinds_and_dtypes():
+    spec = cl.ILP(shape=[2, 2], num_aux=2, known_cost=[0, 0, 0, 0, 1.0, -1.0],
+                  constraints=[cl.Constraint(coefs={0: 1, 1: 1, 2: 1, 3: 1, 4: 1}, sense="<=",
+                                             rhs=2)])
+    solver = cl.make_solver(spec, "highs")
+    costs = np.zeros((3, 5, 2, 2))
+    y, aux = solver.solve(costs, return_aux=True)
+    assert isinstance(aux, np.ndarray) and y.shape == (3, 5, 2, 2) and aux.shape == (3, 5, 2)
+    # the aux with known cost -1 is taken, the one with +1 is not
+    assert (aux == [0.0, 1.0]).all()
+    w = torch.zeros(4, 2, 2, dtype=torch.float32)
+    y, aux = solver.solve(w, return_aux=True)
+    assert aux.dtype == torch.float32 and aux.shape == (4, 2)
+    # empty batches too
+    y, aux = solver.solve(np.zeros((0, 2, 2)), return_aux=True)
+    assert y.shape == (0, 2, 2) and aux.shape == (0, 2)
+    # a named problem has no auxiliaries
+    y, aux = cl.make_solver(cl.problems.TopK(4, 2)).solve(np.arange(4.0), return_aux=True)
+    assert y.tolist() == [0, 0, 1, 1] and aux.shape == (0,)
+
+
+def test_layer_return_aux_in_training_and_eval_mode_and_with_perturbed():
+    spec = cl.ILP(shape=[3], num_aux=1, known_cost=[0, 0, 0, -1.5],
+                  constraints=[cl.Constraint(coefs=[1, 1, 1, 1], sense="<=", rhs=2)])
+    w = torch.tensor([[-2.0, -2.0, 0.5], [1.0, 1.0, 1.0]])
+    for method in ["identity", "blackbox", cl.Perturbed(sigma=0.1, num_samples=3)]:
+        layer = cl.ComboLayer(spec, method=method, projection="auto", backend="highs")
+        for mode in (True, False):
+            layer.train(mode)
+            y, aux = layer(w.clone().requires_grad_(), return_aux=True)
+            assert aux.shape == (2, 1) and not aux.requires_grad
+            if not mode or not isinstance(method, cl.Perturbed):
+                # row 0: y0 and y1 (-4) beat the aux (-1.5) with either; row 1: the aux only
+                assert aux[:, 0].tolist() == pytest.approx([0.0, 1.0], abs=0.34)
+
+
+@pytest.mark.parametrize("projection", ["norm", "std", "mean"])
+def test_scaling_projections_refuse_a_known_cost(projection):
+    spec = cl.ILP(shape=[2], num_aux=1, known_cost=[0, 0, 1.0])
+    with pytest.raises(ValueError, match=f"projection '{projection}' changes the solution.*"
+                                         "known cost"):
+        cl.ComboLayer(spec, projection=projection)
+
+
+def test_auto_is_the_hull_projection_alone_with_a_known_cost():
+    """Normalising changes argmin <w, y> + <k, x>; the hull projection does not. Here
+    w = (2, 2) with a known cost of -3 on an aux that excludes y: scaled down
+    (auto's normalisation would give |w| = 1) the outputs would win instead."""
+    spec = cl.ILP(shape=[2], num_aux=1, known_cost=[0, 0, -3.0],
+                  constraints=[cl.Constraint(coefs=[1, 1, 1], sense="==", rhs=1)])
+    w = torch.tensor([-2.0, -2.5])
+    exact = cl.make_solver(spec).solve(w)
+    for projection in ["auto", "plane", "none"]:
+        assert torch.equal(cl.ComboLayer(spec, projection=projection)(w), exact)
+    # the same argmin without a known cost flips under scaling
+    assert exact.tolist() == [0.0, 0.0]
+    assert cl.make_solver(spec).solve(w * 2).tolist() == [0.0, 1.0]
+
+
+def test_known_cost_round_trips_and_is_validated():
+    spec = cl.ILP(shape=[2], num_aux=1, known_cost=[1.0, 0.0, -2.5],
+                  constraints=[cl.Constraint(coefs=[1, 1, 1], sense="==", rhs=1)])
+    assert cl.load_spec(spec.model_dump_json()) == spec
+    assert cl.load_spec(yaml.safe_dump(json.loads(spec.model_dump_json()))) == spec
+    assert cl.load_spec("{kind: ilp, shape: [2], num_aux: 1, known_cost: [1, 0, -2.5], "
+                        "constraints: [{coefs: [1, 1, 1], sense: '==', rhs: 1}]}") == spec
+    with pytest.raises(cl.SpecError, match="known_cost has 2 entries but the ILP has 3"):
+        cl.ILP(shape=[2], num_aux=1, known_cost=[1.0, 0.0])
+    with pytest.raises(cl.SpecError, match=r"known_cost\[1\] must be finite"):
+        cl.ILP(shape=[2], known_cost=[1.0, float("nan")])
+    matrices = cl.ILP.from_matrices(shape=[2], A_eq=np.ones((1, 3)), b_eq=[1.0], num_aux=1,
+                                    known_cost=np.array([1.0, 0.0, -2.5]))
+    assert matrices.known_cost == spec.known_cost
+    assert cl.make_solver(matrices).solve(np.array([0.0, -2.0]), return_aux=True)[1].tolist() \
+        == [1.0]
+
+
+def test_from_cvxpy_facility_location_reads_known_costs_and_splits_by_name():
+    cp = pytest.importorskip("cvxpy")
+    capacity, fixed = np.array([2.0, 2.0, 3.0]), np.array([3.0, 2.0, 4.0])
+    c = cp.Parameter((4, 3), name="c")
+    x = cp.Variable((4, 3), boolean=True, name="x")
+    z = cp.Variable(3, boolean=True, name="z")
+    problem = cp.Problem(cp.Minimize(cp.sum(cp.multiply(c, x)) + fixed @ z + 5),
+                         [cp.sum(x, axis=1) == 1, cp.sum(x, axis=0) <= cp.multiply(capacity, z),
+                          cp.sum(z) <= 2])
+    spec = cl.ILP.from_cvxpy(problem, cost=c)
+    assert spec.shape == [4, 3] and spec.num_aux == 3
+    assert spec.known_cost == [0.0] * 12 + fixed.tolist()
+    assert spec.variables["x"].shape == [4, 3] and spec.variables["z"].index == [12, 13, 14]
+    rng = np.random.default_rng(1)
+    costs = rng.uniform(0, 5, (6, 4, 3))
+    y, aux = cl.make_solver(spec, "highs").solve(costs, return_aux=True)
+    for i in range(len(costs)):
+        c.value = costs[i]
+        problem.solve("HIGHS")
+        parts = spec.split(np.concatenate([y[i].ravel(), aux[i]]))
+        assert np.array_equal(parts["x"], y[i])
+        assert (costs[i] * y[i]).sum() + fixed @ parts["z"] + 5 == pytest.approx(problem.value)
+    batched = spec.split(torch.cat([torch.tensor(y).flatten(1), torch.tensor(aux)], dim=1))
+    assert batched["x"].shape == (6, 4, 3) and batched["z"].shape == (6, 3)
+    with pytest.raises(ValueError, match="x has 12 entries in its last axis but .* 15"):
+        spec.split(y.reshape(6, 12))
+    with pytest.raises(cl.SpecError, match="has no named variables"):
+        cl.ILP(shape=[2]).split(np.zeros(2))
+
+
+def test_from_cvxpy_partial_prediction_on_a_slice_in_the_parameter_order():
+    cp = pytest.importorskip("cvxpy")
+    x = cp.Variable(5, boolean=True, name="x")
+    c = cp.Parameter(3, name="c")
+    g = cp.Parameter(2, name="g", value=np.array([1.0, -1.0]))
+    problem = cp.Problem(cp.Maximize(c @ x[[4, 2, 3]] + g @ x[:2] - 1), [cp.sum(x) <= 2])
+    spec = cl.ILP.from_cvxpy(problem, cost=c)
+    # outputs: x[4], x[2], x[3] in that order; the known cost (g, at its value) on x[0], x[1]
+    assert spec.shape == [3] and spec.sense == "max"
+    assert spec.variables["x"].index == [3, 4, 1, 2, 0]
+    assert spec.known_cost == [0.0, 0.0, 0.0, 1.0, -1.0]
+    rng = np.random.default_rng(2)
+    for cost in rng.normal(size=(20, 3)):
+        y, aux = cl.make_solver(spec, "highs").solve(cost, return_aux=True)
+        c.value = cost
+        problem.solve("HIGHS")
+        assert np.array_equal(spec.split(np.concatenate([y, aux]))["x"],
+                              np.rint(x.value)) or cost @ y + g.value @ np.rint(
+            x.value[:2]) == pytest.approx(problem.value + 1)
+        assert cost @ y + [1.0, -1.0] @ aux[[0, 1]] - 1 == pytest.approx(problem.value)
+
+
+def test_from_cvxpy_variables_are_the_ones_the_cost_multiplies():
+    cp = pytest.importorskip("cvxpy")
+    x = cp.Variable(3, boolean=True, name="x")
+    z = cp.Variable(1, boolean=True, name="z")
+    w = cp.Parameter(3)
+    problem = cp.Problem(cp.Minimize(w @ x + 2 * z), [cp.sum(x) <= 2 * z])
+    assert cl.ILP.from_cvxpy(problem, parameters=[w], variables=[x]).known_cost == \
+        [0, 0, 0, 2.0]
+    with pytest.raises(cl.SpecError, match=r"expected \['x'\], got \['x', 'z'\]"):
+        cl.ILP.from_cvxpy(problem, parameters=[w], variables=[x, z])
