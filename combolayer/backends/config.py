@@ -48,6 +48,10 @@ class BackendConfig(BaseModel):
     workers: int | Literal["auto"] = 1
     executor: Executor = "serial"
     options: dict[str, Any] = {}
+    #: True turns ``"auto"``'s race off (`combolayer.backends.race`): its fixed ranking
+    #: decides, so a seeded run repeats bit for bit (racing solvers may return different
+    #: optima of a cost with ties; every answer is optimal either way).
+    deterministic: bool = False
     on_limit: OnLimit = "warn"
 
     @field_validator("workers", mode="before")

@@ -12,6 +12,7 @@ declare ``capabilities`` as a set of words (``"linear"``, ``"integer"``,
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import os
@@ -27,6 +28,7 @@ from ..specs.load import load_spec
 from .base import Backend, Capability, Tier, capability_check
 from .config import BackendConfig
 from .executors import parallel_kernel
+from .race import MAX_CANDIDATES, RacingKernel
 from .solver import Kernel, Solver
 
 ENTRY_POINT_GROUP = "combolayer.backends"
@@ -187,7 +189,17 @@ def make_solver(
     config = BackendConfig.load(backend)
     cls = select_backend(spec, config.name)
     kernel = _executor_kernel(cls, spec, config)
-    return Solver(spec, kernel, cls.name, config)
+    reason = choice_reason(cls, spec, config)
+    rivals = race_rivals(cls, spec) if config.name == "auto" and not config.deterministic else []
+    if rivals:
+        kernel = RacingKernel(
+            (cls.name, kernel),
+            [(rival.name, functools.partial(_executor_kernel, rival, spec, config))
+             for rival in rivals],
+            spec.label, first_reason=reason)
+    solver = Solver(spec, kernel, cls.name, config)
+    solver.choice_reason = reason
+    return solver
 
 
 def as_solver(problem: Any, backend: Any = "auto") -> Solver:
@@ -217,6 +229,60 @@ def renamed_solver_keyword(solver: Any, backend: Any, where: str) -> Any:
                   "a compiled solver), or the solver itself in place of the spec",
                   DeprecationWarning, stacklevel=4)
     return solver
+
+
+#: What each tier of ``"auto"``'s ranking stands for, for `choice_reason`.
+_TIER_REASONS = {
+    Tier.CLOSED_FORM: "a closed form on the tensor itself",
+    Tier.SPECIALISED: "an exact algorithm of its own for the problem kind",
+    Tier.REFERENCE: "a slow independent reference, the only one that can",
+    Tier.GENERIC: "a generic solver",
+}
+
+
+def choice_reason(cls: type, spec: Spec, config: BackendConfig) -> str:
+    """Why backend ``cls`` solves ``spec`` under ``config``, in one sentence (issue 39):
+    named by the caller, or where ``"auto"`` ranks it and which backends it passed over."""
+    if config.name != "auto":
+        return f"{cls.name}: named by the caller (backend={config.name!r})"
+    rank = preference(cls, spec)
+    rank_doc = (getattr(cls, "rank", None).__doc__ or "") if "rank" in vars(cls) else ""
+    if rank < Tier.GENERIC:
+        tier = max(t for t in _TIER_REASONS if t <= rank)
+        why = (f"{_TIER_REASONS[tier]} for {spec.kind!r}, ranked ahead of every generic "
+               "solver and used without a race")
+    elif rank_doc:
+        why = " ".join(rank_doc.split()).split(". ")[0].split(";")[0].rstrip(".")
+    else:
+        why = f"the first generic solver of its ranking that can (rank {rank:g})"
+    passed = [f"{other.name} ({why_not(other, spec)})" for other in _ranked(spec)
+              if preference(other, spec) < rank and not missing_packages(other)
+              and getattr(other, "announce_fallback", False)]
+    return (f"{cls.name}: first under 'auto': {why}"
+            + (f"; passed over {', '.join(passed)}" if passed else "")
+            + ("; BackendConfig(deterministic=True) keeps to this ranking"
+               if config.deterministic else ""))
+
+
+def race_rivals(cls: type, spec: Spec) -> list[type]:
+    """The backends that race ``cls``, the first capable one of ``"auto"``'s ranking
+    (`combolayer.backends.race`): none when ``cls`` has an algorithm of its own for the
+    problem (its rank below ``Tier.GENERIC``) or is a batched torch kernel (top-k,
+    ranking, enumeration of small binary problems: no solver loop to time); else the
+    next capable generic exact solvers on numpy (ranked below ``Tier.MODELLING``), up
+    to ``race.MAX_CANDIDATES`` in all."""
+    if (not Tier.GENERIC <= preference(cls, spec) < Tier.MODELLING
+            or getattr(cls, "array_api", "numpy") != "numpy"):
+        return []
+    rivals = []
+    for other in _ranked(spec):
+        if len(rivals) == MAX_CANDIDATES - 1:
+            break
+        if (other is not cls and Tier.GENERIC <= preference(other, spec) < Tier.MODELLING
+                and getattr(other, "array_api", "numpy") == "numpy"
+                and why_not(other, spec) is None):
+            rivals.append(other)
+    return rivals
 
 
 def _executor_kernel(cls: type, spec: Spec, config: BackendConfig) -> Kernel:

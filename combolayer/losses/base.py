@@ -52,13 +52,18 @@ class SolverLoss:
 
             spec, config = self.__dict__["_solver_recipe"]
             solver = self.__dict__["_solver"] = make_solver(spec, config)
+            adopt = getattr(solver.kernel, "adopt", None)  # keep the original's race winner
+            if adopt is not None:
+                adopt(self.__dict__.get("_race"))
         return solver
 
     @solver.setter
     def solver(self, solver: Solver) -> None:
         self.__dict__["_solver"] = solver
         config = solver.config
-        if hasattr(config, "model_copy"):  # a BackendConfig: pin the backend "auto" chose
+        # a BackendConfig: pin the backend "auto" chose, unless "auto" races (a copy then
+        # races too, starting from the original's winner: see __getstate__)
+        if hasattr(config, "model_copy") and not hasattr(solver.kernel, "adopt"):
             config = config.model_copy(update={"name": solver.backend})
         self.__dict__["_solver_recipe"] = (solver.spec, config)
 
@@ -80,6 +85,9 @@ class SolverLoss:
         state = self.__dict__.copy()
         state.pop("_solver", None)
         state.pop("_cached", None)  # a cache around the solver, rebuilt with it
+        outcome = getattr(getattr(self.__dict__.get("_solver"), "kernel", None), "outcome", None)
+        if callable(outcome) and outcome() is not None:
+            state["_race"] = outcome()  # "auto"'s race winner (plain data)
         return state
 
     def __setstate__(self, state: dict) -> None:

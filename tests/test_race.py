@@ -1,0 +1,289 @@
+"""``backend="auto"`` races the capable exact backends on the run's own rows (issue 41).
+
+Racing solvers may return different optima of a cost with ties, so these tests check
+optimality (against brute-force enumeration), never equality of solutions; and that
+``BackendConfig(deterministic=True)`` turns the race off and repeats a run bit for bit.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import logging
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from bruteforce import optimum, random_ilp
+
+import combolayer as cl
+from combolayer.backends import race, registry
+from combolayer.backends.race import RacingKernel
+from combolayer.backends.solver import Solver
+
+GENERIC = [name for name in ("gurobi", "scip", "highs")
+           if name in registry.capable_backends(cl.problems.Knapsack([[1, 2]], [2]).to_ilp())]
+
+
+@pytest.fixture
+def eager(monkeypatch):
+    """Race from the first call, and decide after a few solves."""
+    monkeypatch.setattr(race, "START_SECONDS", 0.0)
+    monkeypatch.setattr(race, "MIN_SOLVES", 2)
+    monkeypatch.setattr(race, "MAX_SOLVES", 3)
+
+
+def knapsack(n: int = 24, seed: int = 0) -> cl.problems.Knapsack:
+    """A knapsack the DP refuses (real weights) and too large to enumerate, so only
+    generic MIP solvers can."""
+    rng = np.random.default_rng(seed)
+    weights = rng.uniform(1, 5, (2, n)).round(3) + np.pi * 1e-4
+    return cl.problems.Knapsack(weights=weights.tolist(), capacities=(weights.sum(1) / 3).tolist())
+
+
+def raced(spec, names: tuple[str, ...], config=None) -> Solver:
+    """A solver whose kernel races exactly ``names`` (in that order)."""
+    config = config or cl.BackendConfig()
+    first, *rest = names
+    kernel = RacingKernel(
+        (first, cl.make_solver(spec, first).kernel),
+        [(name, lambda name=name: cl.make_solver(spec, name).kernel) for name in rest],
+        spec.label)
+    return Solver(spec, kernel, first, config)
+
+
+# -- answers stay optimal; every row is solved once ------------------------------------
+
+
+@pytest.mark.parametrize("pair", list(itertools.combinations(GENERIC, 2)),
+                         ids=lambda pair: "-".join(pair))
+def test_racing_keeps_every_answer_optimal_on_random_ilps(eager, pair):
+    if len(GENERIC) < 2:
+        pytest.skip("fewer than two generic MIP backends installed")
+    rng = np.random.default_rng(7)
+    for _ in range(6):
+        spec = random_ilp(rng)
+        solver = raced(spec, pair)
+        costs = rng.integers(-3, 4, (12, spec.num_outputs)).astype(float)  # ties included
+        y = solver.solve(costs)
+        for first, second in ((0, 6), (6, 12)):  # two calls: race, then the winner
+            y[first:second] = solver.solve(costs[first:second])
+            for b in range(first, second):
+                best, optimal = optimum(spec, costs[b])
+                assert float(costs[b] @ y[b]) == pytest.approx(best), (spec, pair, b)
+                assert any(np.allclose(y[b], point) for point in optimal)
+        assert solver.last_status == ("optimal",) * 6
+        solved = {name: n for name, n, _, _ in solver.kernel.table()}
+        assert all(solved[name] >= 1 for name in pair), solver.kernel.table()
+
+
+class Counting:
+    """A numpy kernel that counts the rows it is given and takes a fixed (fake) time."""
+
+    array_api = "numpy"
+
+    def __init__(self, seconds: float, clock: list[float]) -> None:
+        self.seconds, self.clock, self.rows = seconds, clock, 0
+
+    def __call__(self, costs: np.ndarray) -> np.ndarray:
+        self.rows += len(costs)
+        self.clock[0] += self.seconds * len(costs)
+        return (costs < 0).astype(float)
+
+
+def fake_race(times: dict[str, float]) -> tuple[RacingKernel, dict[str, Counting]]:
+    clock = [0.0]
+    kernels = {name: Counting(seconds, clock) for name, seconds in times.items()}
+    first, *rest = kernels
+    kernel = RacingKernel((first, kernels[first]),
+                          [(name, lambda name=name: kernels[name]) for name in rest],
+                          "Fake()", clock=lambda: clock[0])
+    return kernel, kernels
+
+
+def test_the_race_solves_every_row_once_and_keeps_the_fastest(caplog):
+    kernel, kernels = fake_race({"slow": 3e-3, "fast": 1e-3, "slowest": 9e-3})
+    rows = 0
+    with caplog.at_level(logging.INFO, logger="combolayer"):
+        while kernel.winner is None:
+            costs = np.random.default_rng(rows).normal(size=(8, 4))
+            np.testing.assert_array_equal(kernel(costs), costs < 0)
+            rows += 8
+            assert sum(k.rows for k in kernels.values()) == rows  # no extra solve
+            assert kernel.solved == {name: k.rows for name, k in kernels.items()}
+            assert kernel.rows_in == rows
+        assert rows < 200
+    assert kernel.winner == "fast" and kernel.current_backend == "fast"
+    lines = [r.getMessage() for r in caplog.records if "the race" in r.getMessage()]
+    assert len(lines) == 1 and "fast 1 ms, slow 3 ms, slowest 9 ms" in lines[0], lines
+    # the lead: the first-ranked backend alone for START_SECONDS of solving
+    assert kernels["slow"].rows >= race.START_SECONDS / 3e-3
+    # the rule: each at least MIN_SOLVES timed solves (after one warm-up), no more than
+    # MAX_SOLVES; the slowest dropped as soon as the rule allowed
+    table = {name: (n, verdict) for name, n, _, verdict in kernel.table()}
+    assert table["fast"][1] == "winner"
+    assert race.MIN_SOLVES <= table["slowest"][0] <= race.MAX_SOLVES
+    before = {name: k.rows for name, k in kernels.items()}
+    kernel(np.ones((16, 4)))
+    assert kernels["fast"].rows == before["fast"] + 16  # the winner takes whole batches
+    assert "fast won the race on this run's own costs" in kernel.backend_reason
+
+
+def test_re_checks_are_bounded_and_follow_drift():
+    kernel, kernels = fake_race({"a": 1e-3, "b": 2e-3})
+    while kernel.winner is None:
+        kernel(np.ones((4, 3)))
+    assert kernel.winner == "a"
+    for _ in range(40):  # enough winner time for a check, which keeps "a"
+        kernel(np.ones((100, 3)))
+    assert kernel.checks >= 1 and kernel.winner == "a"
+    # what the others solved since the race stays within the budget
+    raced_b = kernels["b"].rows
+    for _ in range(200):
+        kernel(np.ones((100, 3)))
+    extra = (kernels["b"].rows - raced_b) * 2e-3
+    assert extra <= race.RECHECK_BUDGET * 200 * 100 * 1e-3 * 1.5
+    kernels["a"].seconds = 5e-3  # the costs drift: "a" is now the slower
+    for _ in range(200):
+        kernel(np.ones((100, 3)))
+        if kernel.winner == "b":
+            break
+    assert kernel.winner == "b", kernel.table()
+
+
+# -- which problems race ---------------------------------------------------------------
+
+
+def test_named_kernels_stay_first_without_a_race():
+    for spec in (cl.problems.TopK(6, 2), cl.problems.ShortestPath.grid(3, 3),
+                 cl.problems.Matching(3, 3), cl.problems.Knapsack([[3, 4, 5]], [8]),
+                 cl.problems.TSP(5)):
+        solver = cl.make_solver(spec)
+        assert not isinstance(solver.kernel, RacingKernel), spec.label
+        assert "without a race" in solver.backend_reason, solver.backend_reason
+
+
+def test_auto_races_generic_mip_solvers_and_deterministic_turns_it_off():
+    if len(GENERIC) < 2:
+        pytest.skip("fewer than two generic MIP backends installed")
+    spec = knapsack()
+    solver = cl.make_solver(spec)
+    assert isinstance(solver.kernel, RacingKernel)
+    assert solver.kernel.names == GENERIC[: race.MAX_CANDIDATES]
+    assert solver.backend == GENERIC[0]
+    assert len(solver.kernel.kernels) == 1  # the rivals' models are built when it races
+    fixed = cl.make_solver(spec, cl.BackendConfig(deterministic=True))
+    assert not isinstance(fixed.kernel, RacingKernel) and fixed.backend == GENERIC[0]
+    assert "deterministic=True" in fixed.backend_reason
+    named = cl.make_solver(spec, "scip")
+    assert named.backend_reason == "scip: named by the caller (backend='scip')"
+
+
+def test_deterministic_reproduces_a_training_run_bit_for_bit(eager):
+    spec = knapsack()
+
+    def run() -> torch.Tensor:
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 24)
+        layer = cl.ComboLayer(spec, backend=cl.BackendConfig(deterministic=True),
+                              solve_ratio=0.5, generator=torch.Generator().manual_seed(1))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        x = torch.randn(24, 3, generator=torch.Generator().manual_seed(2))
+        c = torch.randn(24, 24, generator=torch.Generator().manual_seed(3))
+        for _ in range(4):
+            loss = (layer(model(x)) * c).sum()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+    first, second = run(), run()
+    assert torch.equal(first, second)
+
+
+# -- the layer, copies, losses, executors, the cache ------------------------------------
+
+
+def finished_layer(**kwargs) -> cl.ComboLayer:
+    layer = cl.ComboLayer(knapsack(), **kwargs)
+    w = torch.randn(8, 24, generator=torch.Generator().manual_seed(0))
+    for _ in range(20):
+        layer(w)
+        if layer.solver.kernel.winner is not None:
+            break
+    assert layer.solver.kernel.winner is not None
+    return layer
+
+
+def test_layer_shows_why_and_copies_keep_the_winner(eager, caplog):
+    if len(GENERIC) < 2:
+        pytest.skip("fewer than two generic MIP backends installed")
+    with caplog.at_level(logging.INFO, logger="combolayer"):
+        layer = finished_layer()
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ComboLayer(")]
+    assert len(said) == 1 and "'auto' races" in said[0], said  # once per layer, at INFO
+    winner = layer.solver.backend
+    assert "won the race" in layer.backend_reason and winner in layer.backend_reason
+    assert "backend_reason=" in repr(layer) and f"backend={winner!r}" in repr(layer)
+    for twin in (copy.deepcopy(layer), pickle.loads(pickle.dumps(layer))):
+        assert twin.solver is not layer.solver
+        assert twin.solver.backend == winner
+        assert "copied from" in twin.backend_reason
+
+
+def test_a_copied_loss_keeps_the_winner(eager):
+    if len(GENERIC) < 2:
+        pytest.skip("fewer than two generic MIP backends installed")
+    spec = knapsack()
+    loss = cl.losses.SPOPlusLoss(spec)
+    c = torch.randn(8, 24, generator=torch.Generator().manual_seed(0))
+    for _ in range(20):
+        loss(c + 0.1, c).backward() if c.requires_grad else loss(c + 0.1, c)
+        if loss.solver.kernel.winner is not None:
+            break
+    winner = loss.solver.backend
+    twin = copy.deepcopy(loss)
+    assert twin.solver.backend == winner and isinstance(twin.solver.kernel, RacingKernel)
+
+
+def test_thread_workers_take_the_winner(eager, always_parallel):
+    if len(GENERIC) < 2:
+        pytest.skip("fewer than two generic MIP backends installed")
+    spec = knapsack()
+    solver = cl.make_solver(spec, cl.BackendConfig(executor="thread", workers=2))
+    rng = np.random.default_rng(0)
+    reference = cl.make_solver(spec, "highs")
+    while solver.kernel.winner is None:
+        costs = rng.normal(size=(6, 24))
+        y = solver.solve(costs)
+        np.testing.assert_allclose((y * costs).sum(1), (reference.solve(costs) * costs).sum(1),
+                                   atol=1e-6)
+    winner = solver.kernel.kernel(solver.kernel.winner)
+    assert winner.executor == "thread"
+    costs = rng.normal(size=(32, 24))
+    y = solver.solve(costs)
+    np.testing.assert_allclose((y * costs).sum(1), (reference.solve(costs) * costs).sum(1),
+                               atol=1e-6)
+    assert winner._ready.is_set()  # the winner's workers solved the batch
+    for kernel in solver.kernel.kernels.values():
+        assert getattr(kernel, "_ready", None) is None or kernel is winner \
+            or not kernel._ready.is_set()  # the losers never started workers
+        getattr(kernel, "close", lambda: None)()
+
+
+def test_the_solution_cache_races_its_exact_solves(eager):
+    if len(GENERIC) < 2:
+        pytest.skip("fewer than two generic MIP backends installed")
+    layer = cl.ComboLayer(knapsack(), solve_ratio=0.5,
+                          generator=torch.Generator().manual_seed(0))
+    w = torch.randn(16, 24, generator=torch.Generator().manual_seed(1))
+    for _ in range(10):
+        layer(w)
+    table = layer.solver.kernel.table()
+    assert sum(n for _, n, _, _ in table) > 0, table  # the cached solver's solves raced
+    assert len(layer.pool) > 0
+    layer.eval()
+    y = layer(w)
+    reference = cl.make_solver(layer.spec, "highs").solve(w)
+    torch.testing.assert_close((y * w).sum(1), (reference * w).sum(1))
