@@ -89,3 +89,35 @@ def test_library_works_without(blocked):
         # The message names backends that can, and the blocked one is not among them.
         able = result.stdout.split("backends that can: ")[1].strip().split(", ")
         assert "highs" in able and request["name"] not in able, able
+
+
+RELAXATION_CHECK = textwrap.dedent("""
+    import torch
+    import combolayer as cl
+
+    spec = cl.problems.TopK(3, 1)
+    # every other method still trains
+    layer = cl.ComboLayer(spec, method="blackbox")
+    layer(torch.tensor([3.0, 1.0, 2.0], requires_grad=True)).sum().backward()
+    for name in ("qptl", "intopt"):
+        try:
+            cl.ComboLayer(spec, method=name)
+        except cl.BackendUnavailable as error:
+            message = str(error)
+        else:
+            raise SystemExit("no BackendUnavailable for " + name)
+        assert "pip install 'combolayer[cvxpylayers]'" in message, message
+        assert "'comboptnet' and 'score_function'" in message, message
+    assert "cvxpylayers" not in sys.modules, "imported anyway"
+    print("OK", message)
+""")
+
+
+def test_relaxation_methods_without_cvxpylayers():
+    """Without the [cvxpylayers] extra combolayer imports and trains with the other
+    methods, and "qptl"/"intopt" say, when the layer is built, which extra they need."""
+    script = BLOCK.format(blocked="cvxpylayers") + RELAXATION_CHECK
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("OK"), result.stdout

@@ -1,0 +1,203 @@
+"""The smoothed LP relaxation that "qptl" and "intopt" differentiate, as a cvxpylayers layer.
+
+For a spec's canonical form (minimisation costs ``c`` on the N outputs, a known
+cost ``k`` on all ``V`` variables, rows ``A_ub x <= b_ub``, ``A_eq x == b_eq``,
+bounds ``l <= x <= u``) and per-call rows ``A x <= b``, the relaxation is
+
+    x*(c, A, b) = argmin_x  c . x[:N] + k . x + smoothing(x)
+                  subject to the rows above, integrality dropped,
+
+with ``smoothing`` either the quadratic ``gamma/2 |x|^2`` (QPTL) or the log
+barrier ``-mu * sum(log(slack))`` over every inequality and finite bound (IntOpt).
+It is built once per number of per-call rows ``m`` as a `cvxpylayers.torch.CvxpyLayer`
+whose parameters are ``c`` and, when ``m > 0``, ``A`` and ``b``; the derivatives
+of ``x*`` in all three come from cvxpylayers (diffcp's implicit differentiation
+of the conic program's optimality conditions).
+
+cvxpylayers (the optional extra ``[cvxpylayers]``) is imported when the first
+relaxation is built, never when combolayer is imported.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..backends.solver import Solver
+from ..errors import BackendUnavailable, InfeasibleError, SolverError
+from ..specs.base import Spec
+from ..specs.canonical import canonical_form
+from .base import DifferentiableSolve, Estimator, Positive
+
+Smoothing = Literal["quadratic", "log_barrier"]
+
+
+def _import_cvxpylayers() -> tuple[Any, Any]:
+    try:
+        import cvxpy as cp
+        from cvxpylayers.torch import CvxpyLayer
+    except ImportError as error:
+        raise BackendUnavailable(
+            f"the relaxation methods 'qptl' and 'intopt' need cvxpylayers ({error.name} is "
+            "missing): pip install 'combolayer[cvxpylayers]'; the methods that need no extra "
+            "package are 'comboptnet' and 'score_function'"
+        ) from None
+    return cp, CvxpyLayer
+
+
+class Relaxation:
+    """``x*(costs, A, b)``, the smoothed LP relaxation of ``spec`` (see the module
+    docstring), differentiable in all three through cvxpylayers.
+
+    Args:
+        spec: the problem; its canonical form is taken without lazy cuts.
+        smoothing: ``"quadratic"`` (``weight = gamma``) or ``"log_barrier"``
+            (``weight = mu``).
+        weight: the smoothing weight, > 0.
+        known: the sense-folded known cost on all ``num_vars`` variables, or None.
+        solver_args: keyword arguments for diffcp's solve (SCS's ``eps_abs``,
+            ``eps_rel``, ``max_iters``; diffcp's ``mode``).
+    """
+
+    def __init__(self, spec: Spec, smoothing: Smoothing, weight: float,
+                 known: np.ndarray | None = None, solver_args: dict | None = None) -> None:
+        self.form = canonical_form(spec, lazy=False)
+        if self.form.separator is not None:
+            raise BackendUnavailable(
+                f"{spec.label} has constraints added lazily (a separator), which a relaxation "
+                "written out once cannot hold; use method 'comboptnet' or 'score_function'"
+            )
+        self.smoothing = smoothing
+        self.weight = float(weight)
+        self.known = None if known is None else np.asarray(known, dtype=np.float64)
+        self.num_outputs = self.form.num_outputs
+        self.num_vars = self.form.num_vars
+        self.solver_args = dict(solver_args or {})
+        self._layers: dict[int, Any] = {}
+        self._lock = threading.Lock()
+
+    def _layer(self, m: int) -> Any:
+        """The CvxpyLayer for ``m`` per-call rows, built on first use."""
+        with self._lock:
+            if m not in self._layers:
+                self._layers[m] = self._build(m)
+            return self._layers[m]
+
+    def _build(self, m: int) -> Any:
+        cp, CvxpyLayer = _import_cvxpylayers()
+        form = self.form
+        x = cp.Variable(self.num_vars)
+        cost = cp.Parameter(self.num_outputs)
+        objective = cost @ x[: self.num_outputs]
+        if self.known is not None:
+            objective = objective + self.known @ x
+        parameters = [cost]
+        inequalities = []  # (matrix expression, right-hand side): expression <= rhs
+        if form.A_ub.shape[0]:
+            inequalities.append((form.A_ub @ x, form.b_ub))
+        lower = np.isfinite(form.lower)
+        upper = np.isfinite(form.upper)
+        if lower.any():
+            inequalities.append((-x[np.flatnonzero(lower)], -form.lower[lower]))
+        if upper.any():
+            inequalities.append((x[np.flatnonzero(upper)], form.upper[upper]))
+        if m:
+            A = cp.Parameter((m, self.num_vars))
+            b = cp.Parameter(m)
+            parameters += [A, b]
+            inequalities.append((A @ x, b))
+        constraints = []
+        if form.A_eq.shape[0]:
+            constraints.append(form.A_eq @ x == form.b_eq)
+        if self.smoothing == "quadratic":
+            objective = objective + self.weight / 2 * cp.sum_squares(x)
+            constraints += [lhs <= rhs for lhs, rhs in inequalities]
+        else:
+            objective = objective - self.weight * sum(cp.sum(cp.log(rhs - lhs))
+                                                      for lhs, rhs in inequalities)
+        problem = cp.Problem(cp.Minimize(objective), constraints)
+        return CvxpyLayer(problem, parameters=parameters, variables=[x])
+
+    def __call__(self, costs: Tensor, A: Tensor | None = None, b: Tensor | None = None) -> Tensor:
+        """``x*[:N]`` for ``(B, N)`` minimisation costs and per-call rows ``A`` ``(B, m, V)``,
+        ``b`` ``(B, m)`` (or None); float64 inside, returned in ``costs``'s dtype.
+
+        Raises:
+            InfeasibleError: the relaxation has no (strictly, for the log barrier)
+                feasible point for some instance.
+            SolverError: the conic solver failed otherwise.
+        """
+        m = 0 if A is None else A.shape[-2]
+        args = [costs.to(torch.float64)]
+        if m:
+            args += [A.to(torch.float64), b.to(torch.float64)]
+        layer = self._layer(m)
+        try:
+            with warnings.catch_warnings():
+                # cvxpylayers 1.2 copies torch tensors with np.array(..., copy=False),
+                # which numpy 2 reports once per call; the copy is made either way
+                warnings.simplefilter("ignore", DeprecationWarning)
+                (x,) = layer(*args, solver_args=self.solver_args)
+        except Exception as error:  # diffcp raises its own SolverError, SCS a bare one
+            text = str(error)
+            kind = InfeasibleError if "infeasible" in text.lower() else SolverError
+            raise kind(f"the {self.smoothing} relaxation of {m} per-call rows failed for a batch "
+                       f"of {costs.shape[0]}: {text}") from None
+        return x[..., : self.num_outputs].to(costs.dtype)
+
+
+def _batched(costs: Tensor, A: Tensor | None, b: Tensor | None, num_outputs: int,
+             num_vars: int) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """``(B, N)`` costs and rows ``(B, m, V)``, ``(B, m)`` broadcast onto their batch."""
+    flat = costs.reshape(-1, num_outputs)
+    if A is None:
+        return flat, None, None
+    batch = costs.shape[: costs.dim() - 1] if costs.dim() > 1 else ()
+    m = A.shape[-2]
+    A = A.expand(*batch, m, num_vars).reshape(-1, m, num_vars)
+    b = b.expand(*batch, m).reshape(-1, m)
+    return flat, A, b
+
+
+class RelaxationEstimator(Estimator):
+    """Base of the relaxation methods: the training forward is `Relaxation`'s smoothed
+    LP solution, differentiated by autograd through cvxpylayers in the costs and in the
+    per-call rows; eval mode solves the exact ILP with the layer's solver.
+
+    Subclasses set ``name``, ``smoothing`` and the field named by ``weight_field``.
+    """
+
+    smoothing: ClassVar[Smoothing]
+    weight_field: ClassVar[str]
+    row_gradients: ClassVar[bool] = True
+
+    #: SCS's absolute and relative tolerance for the relaxation (diffcp's solve).
+    tolerance: Positive = 1e-6
+
+    def relaxation(self, solver: Solver) -> Relaxation:
+        return Relaxation(solver.spec, self.smoothing, getattr(self, self.weight_field),
+                          known=getattr(solver, "known", None),
+                          solver_args={"eps_abs": self.tolerance, "eps_rel": self.tolerance})
+
+    def build(self, solver: Solver) -> DifferentiableSolve:
+        _import_cvxpylayers()  # a missing extra is reported when the layer is built
+        relaxation = self.relaxation(solver)
+
+        def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
+                  training: bool = True, A: Tensor | None = None,
+                  b: Tensor | None = None) -> Tensor:
+            if not training:
+                exact = solver if A is None else solver.bind_rows(A.detach(), b.detach())
+                return exact.solve_min(costs.detach())
+            flat, A_flat, b_flat = _batched(costs, A, b, relaxation.num_outputs,
+                                            relaxation.num_vars)
+            if flat.shape[0] == 0:
+                return costs * 0
+            return relaxation(flat, A_flat, b_flat).reshape(costs.shape)
+
+        return solve

@@ -1,0 +1,113 @@
+"""QPTL and IntOpt against their definition: the smoothed LP relaxation, solved and
+finite-differenced independently with cvxpy (Clarabel), in float64."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import combolayer as cl
+
+pytest.importorskip("cvxpylayers", reason="the [cvxpylayers] extra is not installed")
+cp = pytest.importorskip("cvxpy")
+
+# cvxpylayers 1.2 copies tensors with np.array(copy=False), which numpy 2 reports on backward
+pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
+
+N, M_SPEC, M_CALL, BATCH = 5, 2, 2, 2
+
+
+def _problem(seed: int) -> tuple[cl.ILP, np.ndarray, np.ndarray]:
+    """A binary ILP with two rows of its own, and per-call rows, all with slack at 0
+    (so both relaxations have an interior)."""
+    rng = np.random.default_rng(seed)
+    A_ub = rng.uniform(0.2, 1.0, (M_SPEC, N))
+    spec = cl.ILP.from_matrices(shape=[N], A_ub=A_ub, b_ub=A_ub.sum(1) * 0.6)
+    A = rng.uniform(-0.5, 1.0, (BATCH, M_CALL, N))
+    b = np.abs(A).sum(-1) * 0.5 + 0.1
+    return spec, A, b
+
+
+def _reference(spec, smoothing, weight, c, A, b):
+    """x*(c, A, b) for one instance, straight from the definition, with Clarabel."""
+    A_ub, b_ub, _, _ = spec.to_matrices()
+    x = cp.Variable(N)
+    if smoothing == "quadratic":
+        objective = c @ x + weight / 2 * cp.sum_squares(x)
+        constraints = [A_ub.toarray() @ x <= b_ub, A @ x <= b, x >= 0, x <= 1]
+    else:
+        slacks = [b_ub - A_ub.toarray() @ x, b - A @ x, x, 1 - x]
+        objective = c @ x - weight * sum(cp.sum(cp.log(s)) for s in slacks)
+        constraints = []
+    # as tight as Clarabel reaches on each (the barrier's exponential cones stop near 1e-10)
+    tol = 1e-12 if smoothing == "quadratic" else 1e-10
+    cp.Problem(cp.Minimize(objective), constraints).solve(
+        solver=cp.CLARABEL, tol_gap_abs=tol, tol_gap_rel=tol, tol_feas=tol)
+    return x.value
+
+
+# (name, smoothing, weight field, weight, SCS tolerance, gradient atol): SCS's exponential
+# cones (the barrier) reach about 1e-3 in the derivative, its quadratic cones 1e-4 and better
+CASES = [("qptl", "quadratic", "gamma", 0.5, 1e-8, 2e-4),
+         ("intopt", "log_barrier", "mu", 0.2, 1e-7, 2e-3)]
+
+
+@pytest.mark.parametrize("name, smoothing, field, weight, tolerance, atol", CASES,
+                         ids=[case[0] for case in CASES])
+def test_gradient_matches_finite_differences_of_the_relaxation(name, smoothing, field, weight,
+                                                               tolerance, atol):
+    spec, A_np, b_np = _problem(seed=3)
+    gen = torch.Generator().manual_seed(0)
+    c = torch.randn(BATCH, N, generator=gen, dtype=torch.float64, requires_grad=True)
+    A = torch.tensor(A_np, requires_grad=True)
+    b = torch.tensor(b_np, requires_grad=True)
+    g = torch.randn(BATCH, N, generator=gen, dtype=torch.float64)
+    method = cl.estimators.METHODS[name](**{field: weight, "tolerance": tolerance})
+    solve = method.build(cl.make_solver(spec))
+    x = solve(c, needs_grad=True, training=True, A=A, b=b)
+    (x * g).sum().backward()
+
+    def value(i, c_i, A_i, b_i):
+        return float(g[i].numpy() @ _reference(spec, smoothing, weight, c_i, A_i, b_i))
+
+    # the quadratic one is piecewise affine (a small step stays off its kinks), the
+    # barrier's smooth (a larger step keeps Clarabel's 1e-10 out of the quotient)
+    step = 1e-5 if smoothing == "quadratic" else 1e-3
+    for i in range(BATCH):
+        args = [c.detach()[i].numpy(), A_np[i], b_np[i]]
+        assert np.allclose(x.detach()[i].numpy(), _reference(spec, smoothing, weight, *args),
+                           atol=1e-5)
+        for k, grad in enumerate((c.grad[i], A.grad[i], b.grad[i])):
+            numeric = np.zeros(grad.shape)
+            for j in np.ndindex(grad.shape):
+                plus = [a.copy() for a in args]
+                minus = [a.copy() for a in args]
+                plus[k][j] += step
+                minus[k][j] -= step
+                numeric[j] = (value(i, *plus) - value(i, *minus)) / (2 * step)
+            assert np.allclose(grad.numpy(), numeric, atol=atol, rtol=2e-3), (k, grad, numeric)
+    # every input got a gradient that is not zero: the check above compared something
+    assert all(float(t.grad.abs().max()) > 1e-3 for t in (c, A, b))
+
+
+@pytest.mark.parametrize("name", ["qptl", "intopt"])
+def test_training_is_the_relaxation_and_eval_the_exact_ilp(name):
+    spec = cl.problems.Knapsack(weights=[[2.0, 3.0, 4.0, 5.0]], capacities=[7.0])
+    w = torch.tensor([3.0, 4.0, 5.0, 7.0], dtype=torch.float64, requires_grad=True)
+    layer = cl.ComboLayer(spec, method=name, projection="none")
+    relaxed = layer(w)
+    assert not torch.equal(relaxed, relaxed.round())  # fractional: the smoothed relaxation
+    relaxed.sum().backward()
+    assert w.grad.abs().sum() > 0
+    layer.eval()
+    exact = layer(w)
+    assert exact.tolist() == [1.0, 0.0, 0.0, 1.0]  # items 0 and 3: value 10, weight 7
+    assert exact.tolist() == cl.make_solver(spec).solve(w.detach()).tolist()
+
+
+def test_unknown_parameters_and_bad_weights_are_refused():
+    with pytest.raises(ValueError, match="gamma must be > 0, got -1"):
+        cl.ComboLayer(cl.problems.TopK(3, 1), method={"name": "qptl", "gamma": -1.0})
+    with pytest.raises(ValueError, match="mu"):
+        cl.ComboLayer(cl.problems.TopK(3, 1), method={"name": "intopt", "mu": 0.0})
