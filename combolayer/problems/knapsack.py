@@ -66,6 +66,9 @@ class Knapsack(Spec):
     def cost_shape(self) -> tuple[int, ...]:
         return (self.num_items,)
 
+    def model_size(self) -> tuple[int, int]:
+        return self.num_items, self.num_items * self.num_constraints
+
     def to_ilp(self) -> ILP:
         return ILP.from_matrices(shape=[self.num_items], A_ub=np.asarray(self.weights),
                                  b_ub=np.asarray(self.capacities), sense=self.sense)

@@ -47,6 +47,9 @@ class Matching(Spec):
     def cost_shape(self) -> tuple[int, ...]:
         return (self.rows, self.cols)
 
+    def model_size(self) -> tuple[int, int]:
+        return self.rows * self.cols, 2 * self.rows * self.cols
+
     def to_ilp(self) -> ILP:
         r, c = np.meshgrid(np.arange(self.rows), np.arange(self.cols), indexing="ij")
         flat = (r * self.cols + c).ravel()

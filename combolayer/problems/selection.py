@@ -77,6 +77,9 @@ class Ranking(Spec):
     def cost_shape(self) -> tuple[int, ...]:
         return (self.n,)
 
+    def model_size(self) -> tuple[int, int]:
+        return self.n + self.n**2, 3 * self.n**2 + self.n  # the n*n assignment P
+
     def to_ilp(self) -> ILP:
         """Assignment formulation: ``P`` (n*n binary auxiliaries, item i gets rank r+1),
         ``y_i = sum_r (r + 1) P_ir``."""

@@ -176,6 +176,10 @@ class ShortestPath(_NonnegativeOnCycles, Spec):
             return None  # acyclic: any costs
         return np.ones(len(self.edges), dtype=bool)
 
+    def model_size(self) -> tuple[int, int]:
+        m = len(self.edges)
+        return (m, 2 * m) if self.directed else (3 * m, 7 * m)  # undirected: two arcs per edge
+
     def to_ilp(self) -> ILP:
         tails, heads = self.arrays
         m = len(tails)
@@ -281,6 +285,11 @@ class GridShortestPath(_NonnegativeOnCycles, Spec):
         tails, heads = np.concatenate(tails), np.concatenate(heads)
         keep = (heads != self.source_index) & (tails != self.target_index)
         return tails[keep], heads[keep]
+
+    def model_size(self) -> tuple[int, int]:
+        n = self.rows * self.cols
+        arcs = self.neighborhood * n  # at most one arc per move and vertex
+        return n + arcs, n + 3 * arcs
 
     def to_ilp(self) -> ILP:
         tails, heads = self.arcs

@@ -368,6 +368,10 @@ class TSP(Spec):
         upper[: self.num_nodes**2] = 1.0 - np.eye(self.num_nodes).ravel()  # no self-loops
         return upper
 
+    def model_size(self) -> tuple[int, int]:
+        n = self.num_nodes
+        return 2 * n * n + n, 10 * n * n  # MTZ: outputs, arcs, orders; ~10 entries per pair
+
     def to_ilp(self) -> ILP:
         """The compact MTZ formulation: outputs ``y`` (n*n), then arcs ``a`` (n*n), then
         orders ``u`` (n) with ``u_0 = 0``, ``1 <= u_i <= n - 1``."""

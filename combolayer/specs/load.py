@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Hashable
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Union
@@ -47,9 +48,13 @@ def read_mapping(source: str | os.PathLike | dict, what: str = "spec") -> dict:
         return source
     text, origin = _read_text(source)
     try:
-        data = json.loads(text) if origin.endswith(".json") else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        data = (json.loads(text, object_pairs_hook=_unique_pairs) if origin.endswith(".json")
+                else yaml.load(text, Loader=_UniqueKeyLoader))  # noqa: S506 (a SafeLoader)
+    except (json.JSONDecodeError, yaml.YAMLError, _DuplicateKey) as error:
         raise SpecError(f"could not parse {what} from {origin}: {error}") from None
+    except RecursionError:
+        raise SpecError(f"could not parse {what} from {origin}: it is nested deeper than "
+                        "Python's recursion limit; expected a spec a few levels deep") from None
     if not isinstance(data, dict):
         hint = ""
         if isinstance(source, str) and "\n" not in source and not Path(source).exists():
@@ -58,12 +63,45 @@ def read_mapping(source: str | os.PathLike | dict, what: str = "spec") -> dict:
     return data
 
 
+class _DuplicateKey(ValueError):
+    """A mapping that names one key twice (YAML and JSON readers keep the last silently)."""
+
+
+def _unique_pairs(pairs: list[tuple[Any, Any]]) -> dict:
+    seen: dict = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _DuplicateKey(f"the key {key!r} appears twice in one mapping; expected "
+                                "each key once")
+        seen[key] = value
+    return seen
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.safe_load``'s loader, refusing a mapping that names a key twice."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # a merge (<<) may be overridden by a key of this mapping
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, Hashable):
+                continue  # SafeLoader's own error names it
+            if key in seen:
+                raise _DuplicateKey(f"the key {key!r} appears twice in one mapping "
+                                    f"({node.start_mark.name}, line {node.start_mark.line + 1})"
+                                    "; expected each key once")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def _read_text(source: str | os.PathLike) -> tuple[str, str]:
     if isinstance(source, os.PathLike):
         path = Path(source)
         if not path.is_file():
             raise SpecError(f"no file named {str(path)!r}")
-        return path.read_text(), str(path)
+        return _text_of(path), str(path)
     if not isinstance(source, str):
         raise SpecError(
             f"expected a path, a YAML/JSON string or a dict, got {type(source).__name__}"
@@ -72,14 +110,27 @@ def _read_text(source: str | os.PathLike) -> tuple[str, str]:
         "\n" not in source and len(source) < 4096 and not source.lstrip().startswith("{")
     )
     if looks_like_path and Path(source).is_file():
-        return Path(source).read_text(), source
+        return _text_of(Path(source)), source
     return source, "a string"
 
 
-#: Specs read from text (a file or a YAML/JSON string) may have at most this many
-#: variables: ``shape: [1000000000]`` would otherwise take minutes and ~50 GB.
-#: Pass ``max_variables=None`` to [`load_spec`][combolayer.load_spec] for trusted input.
-MAX_TEXT_VARIABLES = 10_000_000
+def _text_of(path: Path) -> str:
+    try:
+        return path.read_text()
+    except UnicodeDecodeError:
+        raise SpecError(f"{str(path)!r} is not a text file (UTF-8): expected a YAML or JSON "
+                        "spec") from None
+
+
+#: Specs read from text (a file or a YAML/JSON string) may compile to at most this
+#: many variables, counted in the model a backend builds (`Spec.model_size`), not in
+#: the outputs: ``{kind: ranking, n: 200000}`` has 200,000 outputs but 4e10
+#: variables. Pass ``max_variables=None`` to [`load_spec`][combolayer.load_spec] for
+#: trusted input.
+MAX_TEXT_VARIABLES = 2_000_000
+#: ... and at most this many constraint nonzeros (lifted with ``max_variables=None``
+#: too): a few GB of memory in the canonical form, the solver's copy and the analysis.
+MAX_TEXT_NONZEROS = 10_000_000
 
 
 def load_spec(source: Spec | str | os.PathLike | dict, *,
@@ -113,18 +164,33 @@ def load_spec(source: Spec | str | os.PathLike | dict, *,
     """
     if isinstance(source, Spec):
         return source
-    data = read_mapping(source)
-    from_text = not isinstance(source, dict)
-    if from_text and max_variables is not None:
-        _check_ilp_size(data, max_variables)  # before validation allocates per variable
+    if isinstance(source, dict):
+        return _validated(source)
+    return spec_from_text(read_mapping(source), max_variables=max_variables)
+
+
+def _validated(data: dict) -> Spec:
     try:
-        spec = spec_adapter().validate_python(data)
+        return spec_adapter().validate_python(data)
     except ValidationError as error:
         raise _as_spec_error(error) from None
-    if from_text and max_variables is not None and spec.num_outputs > max_variables:
-        raise SpecError(f"{spec.label} has {spec.num_outputs} outputs, above the limit of "
-                        f"{max_variables} for specs read from text; pass max_variables=None "
-                        "to load_spec for trusted input")
+
+
+def spec_from_text(data: dict, *, max_variables: int | None = MAX_TEXT_VARIABLES) -> Spec:
+    """The spec of a mapping read from text (a spec file, or the ``problem`` of a train or
+    layer config), refused when its model would exceed ``max_variables`` variables or
+    `MAX_TEXT_NONZEROS` nonzeros (`Spec.model_size`), before anything is built."""
+    if max_variables is None:
+        return _validated(data)
+    _check_ilp_size(data, max_variables)  # before validation allocates per variable
+    spec = _validated(data)
+    variables, nonzeros = spec.model_size()
+    if variables > max_variables or nonzeros > MAX_TEXT_NONZEROS:
+        raise SpecError(
+            f"{spec.label} compiles to a model of about {variables:,} variables and "
+            f"{nonzeros:,} nonzeros, above the limit of {max_variables:,} variables and "
+            f"{MAX_TEXT_NONZEROS:,} nonzeros for specs read from text; pass "
+            "max_variables=None to load_spec for trusted input")
     return spec
 
 
