@@ -188,6 +188,7 @@ def test_deterministic_reproduces_a_training_run_bit_for_bit(eager):
         model = torch.nn.Linear(3, 24)
         layer = cl.ComboLayer(spec, backend=cl.BackendConfig(deterministic=True),
                               solve_ratio=0.5, generator=torch.Generator().manual_seed(1))
+        assert not isinstance(layer.solver.kernel, RacingKernel)  # the fixed ranking
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         x = torch.randn(24, 3, generator=torch.Generator().manual_seed(2))
         c = torch.randn(24, 24, generator=torch.Generator().manual_seed(3))
@@ -287,3 +288,18 @@ def test_the_solution_cache_races_its_exact_solves(eager):
     y = layer(w)
     reference = cl.make_solver(layer.spec, "highs").solve(w)
     torch.testing.assert_close((y * w).sum(1), (reference * w).sum(1))
+
+
+def test_bench_race_shows_the_race_for_a_spec(eager, capsys):
+    if len(GENERIC) < 2:
+        pytest.skip("fewer than two generic MIP backends installed")
+    from combolayer.cli.main import main
+
+    assert main(["bench", "--race", knapsack().model_dump_json(), "--rows", "24"]) == 0
+    out = capsys.readouterr().out
+    assert "rows asked 24, rows solved 24" in out
+    for name in GENERIC[: race.MAX_CANDIDATES]:
+        assert f"\n{name} " in out
+    assert "won the race" in out
+    assert main(["bench", "--race", "{kind: topk, n: 5, k: 2}"]) == 0
+    assert "no race: torch" in capsys.readouterr().out

@@ -222,6 +222,12 @@ class RacingKernel:
             kernel = self.kernels[name] = self._builders.pop(name)()
         return kernel
 
+    def start(self) -> None:
+        """Race from the next row, without the lead (``combolayer bench --race``)."""
+        with self._lock:
+            if self.phase == "lead":
+                self._start_race()
+
     def _start_race(self) -> None:
         """Build the rivals' models; one that fails to build (a licence, memory) sits out."""
         for name in self.names[1:]:

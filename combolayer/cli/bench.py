@@ -98,6 +98,8 @@ def run(batch: int = 256, repeats: int = 3) -> list[tuple[str, float, float]]:
 def main(args: Any) -> int:
     if getattr(args, "check", False):
         return check()
+    if getattr(args, "race", None):
+        return race(args.race, rows=args.rows)
     run(batch=args.batch)
     return 0
 
@@ -122,3 +124,30 @@ def check() -> int:
         print(f"REGRESSION {failure}")
     print("bench --check:", "FAILED" if failures else f"ok (limit {perf.CHECK_FACTOR}x baseline)")
     return 1 if failures else 0
+
+
+def race(spec_source: Any, rows: int = 200, seed: int = 0) -> int:
+    """``combolayer bench --race SPEC``: ``backend="auto"``'s race for a spec, run from
+    the first call (no lead) on ``rows`` random costs, 8 rows a call, and its table."""
+    from ..backends.race import RacingKernel
+    from ..backends.registry import make_solver
+    from ..specs.load import load_spec
+
+    spec = load_spec(spec_source)
+    solver = make_solver(spec)
+    kernel = solver.kernel
+    if not isinstance(kernel, RacingKernel):
+        print(f"{spec.label}: no race: {solver.backend_reason}")
+        return 0
+    kernel.start()
+    costs = np.random.default_rng(seed).uniform(0.0, 1.0, (rows, *spec.cost_shape))
+    for chunk in tqdm(np.array_split(costs, max(1, rows // 8)), desc="race"):
+        solver.solve(chunk)
+    print(f"{spec.label}, {rows} random cost rows (uniform in [0, 1)), 8 a call:")
+    print(f"{'backend':<12} {'timed solves':>12} {'rows solved':>11} {'ms per solve':>12}  verdict")
+    for name, timed, mean, verdict in kernel.table():
+        shown = "-" if mean is None else f"{mean * 1e3:.3g}"
+        print(f"{name:<12} {timed:>12} {kernel.solved[name]:>11} {shown:>12}  {verdict}")
+    print(f"rows asked {kernel.rows_in}, rows solved {sum(kernel.solved.values())}")
+    print(f"backend {solver.backend!r}: {solver.backend_reason}")
+    return 0

@@ -56,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out", help="run directory (overrides the config's 'out')")
     bench = sub.add_parser("bench", help=COMMANDS["bench"][1])
     bench.add_argument("--batch", type=int, default=256)
+    bench.add_argument("--race", metavar="SPEC",
+                       help="show backend='auto''s race for SPEC (a YAML/JSON spec file or "
+                            "string) on --rows random costs uniform in [0, 1): each "
+                            "candidate's timed solves, mean ms per solve and verdict")
+    bench.add_argument("--rows", type=int, default=200,
+                       help="cost rows for --race (default 200)")
     bench.add_argument("--check", action="store_true",
                        help="run the training-overhead ratios (under a minute) and exit 1 when "
                             "one exceeds 1.5x its committed baseline (docs/performance.md)")
