@@ -119,7 +119,8 @@ def test_solve_ratio_and_seeding():
     assert 70 < len(calls) < 130
     with pytest.raises(ValueError, match=r"solve_ratio must be in \[0, 1\], got 1.5"):
         cl.losses.NCELoss(SPEC_MIN, solve_ratio=1.5)
-    with pytest.raises(ValueError, match="pool holds solutions of 4 outputs"):
+    with pytest.raises(ValueError, match=r"pool holds solutions of ILP\(shape=\[4\]\), not of "
+                                         r"ShortestPath"):
         cl.losses.NCELoss(data.spec, pool=shared)
 
 

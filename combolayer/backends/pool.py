@@ -7,10 +7,21 @@ returned (or the training set's true solutions) goes in once, and
 `SolutionPool.best` answers a batch of costs with the cheapest solution
 in the pool, ``argmin_{y in pool} <c, y>``, as one ``(B, N) @ (N, P)`` product on
 the costs' device.
+
+A pool belongs to one problem: the first layer or loss that uses it binds it to
+its spec (`SolutionPool.bind`), and another problem, even one with the same
+number of outputs, is refused, since its answers would come from rows infeasible
+for it. All reads and writes hold the pool's lock, so layers and losses on
+several threads may share one.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -18,110 +29,332 @@ import torch
 from torch import Tensor
 
 from ..transforms.noise import generator_device
-from .solver import Solver
+from .solver import Solver, pool_width
 
 #: How many solutions a pool keeps unless told otherwise: a (32, N) x (N, 10^4)
 #: lookup stays well under a millisecond for the problem sizes of the examples.
 DEFAULT_MAX_SIZE = 10_000
 
+#: ``allowed(pooled) -> (B, P) bool``: which pooled rows ``(P, N)`` (on the costs' device
+#: and dtype) may answer each cost row, e.g. those feasible for per-call constraint rows.
+Allowed = Callable[[Tensor], Tensor]
+
+_WHOLE = ("; a spec with a known cost keeps whole solutions in its pool, concat(y, aux) of "
+          "{width} values, not the {n} outputs: seed it with concat(y, aux)")
+
+
+def spec_signature(spec: Any) -> str:
+    """A digest of what makes a solution feasible for ``spec``: the spec itself without
+    its ``sense`` (the pool answers minimisation costs; the sense is folded in first).
+    Two specs share a pool exactly when their signatures are equal."""
+    data = spec.model_dump(mode="json", exclude={"sense"})
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def _row_key(row: np.ndarray) -> bytes:
+    # A 16-byte digest, not the row's bytes: at N = 900 the bytes of 10^4 keys would be
+    # a second copy of the pool. A hit is confirmed against the stored row.
+    return hashlib.blake2b(row.tobytes(), digest_size=16).digest()
+
 
 class SolutionPool:
-    """Distinct ``(N,)`` solutions, at most ``max_size`` of them.
+    """Distinct ``(N,)`` solutions of one problem, at most ``max_size`` of them.
 
     Solutions are flattened to ``N = prod(cost_shape)`` outputs. Adding a
-    solution already in the pool does nothing; once the pool is full, a new
-    solution replaces the oldest one that was not seeded (seeded solutions, the
-    training set's true ones, stay).
+    solution already in the pool does nothing (seeding it marks it seeded); once
+    the pool is full, a new solution takes the place of the oldest one that was
+    not seeded (seeded solutions, the training set's true ones, stay). Replacing
+    a row costs O(N), whatever the pool's size.
+
+    ``SolutionPool(spec)`` binds the pool to ``spec`` at once; ``SolutionPool(N)``
+    is bound by the first layer or loss it is given to (`bind`). Every method
+    holds the pool's lock: threads may share a pool.
     """
 
-    def __init__(self, num_outputs: int, max_size: int = DEFAULT_MAX_SIZE) -> None:
-        if max_size < 1:
-            raise ValueError(f"max_size must be at least 1, got {max_size}")
-        self.num_outputs = num_outputs
-        self.max_size = max_size
-        # CPU float64 rows, oldest first, in the first _size rows of a buffer that
-        # doubles when full, so adding is in place. Callers get copies (made once per
-        # change and device): a view would change under a graph that saved it.
-        self._buffer = torch.empty(0, num_outputs, dtype=torch.float64)
-        self._size = 0
-        self._keys: dict[bytes, int] = {}  # row bytes -> 1 when seeded, 0 otherwise
-        self._seeded = 0
-        self._converted: dict[tuple[torch.device, torch.dtype], Tensor] = {}
+    def __init__(self, num_outputs: int | Any, max_size: int = DEFAULT_MAX_SIZE) -> None:
+        spec = None
+        if hasattr(num_outputs, "cost_shape"):
+            spec, num_outputs = num_outputs, pool_width(num_outputs)
+        if isinstance(num_outputs, bool) or not isinstance(num_outputs, (int, np.integer)) \
+                or num_outputs < 1:
+            raise ValueError(f"num_outputs must be an int >= 1 (or a spec), got {num_outputs!r}")
+        if isinstance(max_size, bool) or not isinstance(max_size, (int, np.integer)) \
+                or max_size < 1:
+            raise ValueError(f"max_size must be an int >= 1, got {max_size!r}")
+        self.num_outputs = int(num_outputs)
+        self.max_size = int(max_size)
+        self._signature: str | None = None
+        self._label: str | None = None
+        self._cost_shape: tuple[int, ...] | None = None
+        self._hint = ""
+        self._reset(torch.empty(0, self.num_outputs, dtype=torch.float64), [], [])
+        self._init_runtime()
+        if spec is not None:
+            self.bind(spec)
+
+    def _reset(self, rows: Tensor, seeded: list[bool], order: list[int]) -> None:
+        """Fill the pool with ``rows`` (slot order), their seeded flags and the
+        eviction order of the unseeded ones (oldest first)."""
+        # The one copy of the pool: CPU float64 rows in the first _size slots of a buffer
+        # that doubles when full. A full pool replaces rows in place.
+        self._buffer = rows
+        self._rows = rows.numpy()
+        self._size = len(rows)
+        self._seeded = list(seeded)
+        self._num_seeded = sum(self._seeded)
+        self._fifo: OrderedDict[int, None] = OrderedDict.fromkeys(order)
+        self._keys: dict[bytes, int] = {}
+        self._slot_keys: list[bytes | None] = []
+        for slot in range(self._size):
+            key = _row_key(self._rows[slot])
+            self._slot_keys.append(None if key in self._keys else key)
+            self._keys.setdefault(key, slot)
+
+    def _init_runtime(self) -> None:
+        self._lock = threading.RLock()
+        # Copies on other devices, in the costs' dtype, for `best`; updated row by row.
+        self._mirrors: dict[tuple[torch.device, torch.dtype], Tensor] = {}
+
+    def __getstate__(self) -> dict:
+        with self._lock:
+            state = {name: value for name, value in self.__dict__.items()
+                     if name in ("num_outputs", "max_size", "_signature", "_label",
+                                 "_cost_shape", "_hint")}
+            state["rows"] = self._buffer[: self._size].clone()
+            state["seeded"] = list(self._seeded)
+            state["order"] = list(self._fifo)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        rows, seeded, order = state.pop("rows"), state.pop("seeded"), state.pop("order")
+        self.__dict__.update(state)
+        self._reset(rows.to(torch.float64).contiguous(), seeded, order)
+        self._init_runtime()
 
     def __len__(self) -> int:
         return self._size
 
     def __repr__(self) -> str:
-        return f"SolutionPool({len(self)} of at most {self.max_size}, N={self.num_outputs})"
+        of = f", {self._label}" if self._label else ""
+        return f"SolutionPool({len(self)} of at most {self.max_size}, N={self.num_outputs}{of})"
+
+    @property
+    def spec_label(self) -> str | None:
+        """The label of the problem the pool is bound to, or None while unbound."""
+        return self._label
+
+    def bind(self, spec: Any) -> SolutionPool:
+        """Tie the pool to ``spec`` (the first call) or check that ``spec`` is the problem
+        it is tied to: the same spec up to its sense. Returns the pool.
+
+        Raises:
+            ValueError: the pool holds solutions of another problem.
+        """
+        signature = spec_signature(spec)
+        with self._lock:
+            if self._signature is None:
+                width = pool_width(spec)
+                hint = (_WHOLE.format(n=spec.num_outputs, width=width)
+                        if width != spec.num_outputs else "")
+                if width != self.num_outputs:
+                    raise ValueError(f"pool holds solutions of {self.num_outputs} outputs but "
+                                     f"{spec.label} has {width}" if not hint else
+                                     f"pool holds rows of {self.num_outputs} values but "
+                                     f"{spec.label} keeps {width}{hint}")
+                self._signature, self._label, self._hint = signature, spec.label, hint
+                # rows may be given in the cost shape when the pool keeps the outputs only
+                self._cost_shape = (tuple(spec.cost_shape) if width == spec.num_outputs
+                                    else (width,))
+            elif signature != self._signature:
+                raise ValueError(
+                    f"this pool holds solutions of {self._label}, not of {spec.label}: a pool "
+                    f"is shared only between layers and losses on the same problem (the same "
+                    f"spec, the sense aside), as another problem's rows may be infeasible for "
+                    f"it; give this one its own pool (pool=None)")
+        return self
 
     @property
     def solutions(self) -> Tensor:
-        """The pool as a ``(P, N)`` float64 CPU tensor, oldest first."""
-        return self._on(torch.device("cpu"), torch.float64)
+        """A copy of the pool, ``(P, N)`` float64 on the CPU, in slot order (a row that
+        replaced an evicted one has its slot)."""
+        with self._lock:
+            return self._buffer[: self._size].clone()
+
+    def snapshot(self, like: Tensor) -> Tensor:
+        """A copy of the pool ``(P, N)`` on ``like``'s device and dtype, never changed
+        afterwards (a graph that saved it stays valid while the pool grows)."""
+        with self._lock:
+            return self._buffer[: self._size].to(device=like.device, dtype=like.dtype,
+                                                 copy=True)
 
     def seed(self, solutions: Tensor) -> int:
-        """Add solutions that stay in the pool whatever comes later; returns how many were new."""
+        """Add solutions that stay in the pool whatever comes later (one already in the
+        pool becomes seeded); returns how many were new."""
         return self._add(solutions, seeded=True)
 
     def add(self, solutions: Tensor) -> int:
         """Add ``(..., N)`` solutions not yet in the pool; returns how many were new."""
         return self._add(solutions, seeded=False)
 
-    def best(self, costs: Tensor) -> Tensor:
+    def best(self, costs: Tensor, allowed: Allowed | None = None) -> Tensor:
         """The cheapest pooled solution for each row of ``(B, N)`` minimisation costs,
-        on the costs' device and dtype. Raises ``RuntimeError`` on an empty pool."""
-        if not self._size:
-            raise RuntimeError("the solution pool is empty: seed it or solve exactly first")
-        pool = self._on(costs.device, costs.dtype)
-        return pool[(costs @ pool.T).argmin(dim=1)]
+        on the costs' device and dtype. ``allowed`` restricts each row to some pooled
+        solutions (see `lookup`). Raises ``RuntimeError`` on an empty pool, or when
+        ``allowed`` leaves a row without a solution."""
+        y, found = self.lookup(costs, allowed)
+        if not bool(found.all()):
+            row = int((~found).nonzero()[0, 0])
+            raise RuntimeError(f"no pooled solution is allowed for cost row {row} "
+                               f"({len(self)} in the pool): solve it exactly")
+        return y
 
-    def _add(self, solutions: Tensor, seeded: bool) -> int:
-        rows = torch.as_tensor(solutions).detach().to("cpu", torch.float64)
-        # + 0.0 turns -0.0 (which solvers return) into 0.0, so the byte keys match;
-        # numpy rows, as iterating a tensor would build a tensor per row
-        rows = rows.reshape(-1, self.num_outputs).numpy() + 0.0
-        added = 0
-        for row in rows:
-            key = row.tobytes()
-            if key in self._keys:
-                continue
-            if self._size >= self.max_size and not self._evict_oldest():
-                break  # full of seeded solutions
-            self._keys[key] = int(seeded)
-            self._seeded += int(seeded)
-            self._append(row)
-            added += 1
-        if added:
-            self._converted.clear()
+    def lookup(self, costs: Tensor, allowed: Allowed | None = None) -> tuple[Tensor, Tensor]:
+        """``(y, found)``: for each row of ``(B, N)`` minimisation costs the cheapest
+        pooled solution ``y`` (costs' device and dtype) among those ``allowed``, and
+        whether there was one (``(B,)`` bool; a row without one gets zeros).
+
+        ``allowed(pooled)`` takes the pooled rows ``(P, N)`` on the costs' device and
+        dtype and returns a ``(B, P)`` bool mask, e.g. the rows feasible for per-call
+        constraints; it runs under the pool's lock. Raises ``RuntimeError`` on an
+        empty pool."""
+        with self._lock, torch.no_grad():
+            if not self._size:
+                raise RuntimeError("the solution pool is empty: seed it or solve exactly first")
+            pool = self._on(costs.device, costs.dtype)
+            scores = costs.to(pool.dtype) @ pool.T
+            found = torch.ones(len(costs), dtype=torch.bool, device=costs.device)
+            if allowed is not None:
+                mask = allowed(pool if pool.dtype == costs.dtype else pool.to(costs.dtype))
+                if tuple(mask.shape) != tuple(scores.shape):
+                    raise ValueError(f"allowed returned a mask of shape {tuple(mask.shape)}, "
+                                     f"expected {tuple(scores.shape)} (cost rows, pooled rows)")
+                mask = mask.to(device=scores.device, dtype=torch.bool)
+                scores = scores.masked_fill(~mask, torch.inf)
+                found = mask.any(dim=1)
+            y = pool[scores.argmin(dim=1)].to(costs.dtype)
+            if allowed is not None:
+                y[~found] = 0.0
+            return y, found
+
+    def _flat_rows(self, solutions: Any) -> np.ndarray:
+        """``solutions`` as ``(M, N)`` float64 rows, refused unless their trailing shape
+        is the problem's cost shape (or ``(N,)``) and every value is finite."""
+        tensor = torch.as_tensor(solutions).detach()
+        shape = tuple(tensor.shape)
+        n = self.num_outputs
+        if self._cost_shape is not None:
+            k = len(self._cost_shape)
+            ok = shape[len(shape) - k:] == self._cost_shape or shape[-1:] == (n,)
+            expected = f"(..., {', '.join(map(str, self._cost_shape))})"
+            if self._cost_shape != (n,):
+                expected += f" or (..., {n})"
+            expected += self._hint
+        else:
+            ok = any(int(np.prod(shape[i:])) == n for i in range(len(shape)))
+            expected = f"trailing dimensions that multiply to N = {n}"
+        if not ok:
+            of = f" of {self._label}" if self._label else ""
+            raise ValueError(f"pool solutions{of} must have shape {expected}, got {shape}")
+        # + 0.0 turns -0.0 (which solvers return) into 0.0, so equal rows match
+        rows = tensor.to("cpu", torch.float64).reshape(-1, n).numpy() + 0.0
+        if not np.isfinite(rows).all():
+            bad = int(np.flatnonzero(~np.isfinite(rows).all(axis=1))[0])
+            raise ValueError(f"pool solutions must be finite, got {rows[bad][:8]} in row {bad}")
+        return rows
+
+    def _add(self, solutions: Any, seeded: bool) -> int:
+        rows = self._flat_rows(solutions)
+        with self._lock:
+            added, written = 0, []
+            for row in rows:
+                key = _row_key(row)
+                slot = self._keys.get(key)
+                if slot is not None and np.array_equal(self._rows[slot], row):
+                    if seeded and not self._seeded[slot]:
+                        self._seeded[slot] = True
+                        self._num_seeded += 1
+                        del self._fifo[slot]
+                    continue
+                slot = self._free_slot()
+                if slot is None:
+                    break  # full of seeded solutions
+                self._rows[slot] = row
+                self._seeded[slot] = seeded
+                self._num_seeded += int(seeded)
+                if not seeded:
+                    self._fifo[slot] = None
+                # a digest shared with another row (never seen in practice) is left out
+                # of the index: the row may then appear twice, never be mistaken
+                self._slot_keys[slot] = None if key in self._keys else key
+                self._keys.setdefault(key, slot)
+                written.append(slot)
+                added += 1
+            self._update_mirrors(written)
         return added
 
-    def _append(self, row: np.ndarray) -> None:
-        if self._size == len(self._buffer):
-            grown = torch.empty(min(self.max_size, max(16, 2 * self._size)), self.num_outputs,
-                                dtype=torch.float64)
-            grown[: self._size] = self._buffer[: self._size]
-            self._buffer = grown
-        self._buffer[self._size] = torch.from_numpy(row)
-        self._size += 1
+    def _free_slot(self) -> int | None:
+        """The slot for a new row: the next empty one, else the oldest unseeded row's
+        (its row leaves the pool), else None (every row is seeded)."""
+        if self._size < self.max_size:
+            if self._size == len(self._buffer):
+                self._grow()
+            self._size += 1
+            self._seeded.append(False)
+            self._slot_keys.append(None)
+            return self._size - 1
+        if not self._fifo:
+            return None
+        slot, _ = self._fifo.popitem(last=False)
+        old = self._slot_keys[slot]
+        if old is not None:
+            del self._keys[old]
+        return slot
 
-    def _evict_oldest(self) -> bool:
-        rows = self._buffer[: self._size].numpy()
-        for index in range(self._size):
-            key = bytes(rows[index])
-            if not self._keys[key]:
-                del self._keys[key]
-                self._buffer[index : self._size - 1] = self._buffer[index + 1 : self._size].clone()
-                self._size -= 1
-                return True
-        return False
+    def _grow(self) -> None:
+        grown = torch.empty(min(self.max_size, max(16, 2 * self._size)), self.num_outputs,
+                            dtype=torch.float64)
+        grown[: self._size] = self._buffer[: self._size]
+        self._buffer, self._rows = grown, grown.numpy()
+        self._mirrors.clear()  # rebuilt at the new capacity on the next lookup
+
+    def _update_mirrors(self, slots: list[int]) -> None:
+        if not slots or not self._mirrors:
+            return
+        index = torch.tensor(slots)
+        rows = self._buffer[index]
+        for mirror in self._mirrors.values():
+            mirror[index.to(mirror.device)] = rows.to(device=mirror.device, dtype=mirror.dtype)
 
     def _on(self, device: torch.device, dtype: torch.dtype) -> Tensor:
+        """The pool's first rows for a lookup: the buffer itself on the CPU (costs are
+        multiplied in float64), a mirror kept up to date on another device."""
+        if device.type == "cpu":
+            return self._buffer[: self._size]
         key = (device, dtype)
-        converted = self._converted.get(key)
-        if converted is None:
-            converted = self._converted[key] = self._buffer[: self._size].to(
-                device=device, dtype=dtype, copy=True)
-        return converted
+        mirror = self._mirrors.get(key)
+        if mirror is None:
+            mirror = self._mirrors[key] = self._buffer.to(device=device, dtype=dtype, copy=True)
+        return mirror[: self._size]
+
+
+def as_pool(pool: Any, spec: Any) -> SolutionPool:
+    """The pool of a layer or loss on ``spec``, bound to it: a new one from ``None``,
+    ``pool`` itself when it is a `SolutionPool` (shared; refused when it belongs to
+    another problem), or a new one seeded with solutions ``(..., *cost_shape)`` or a
+    data set holding them (``.solutions``, as ``cl.data``'s, or PyEPO's
+    ``optDataset.sols``).
+
+    Raises:
+        ValueError: the pool belongs to another problem, or the solutions do not have
+            the problem's trailing shape.
+    """
+    if isinstance(pool, SolutionPool):
+        return pool.bind(spec)
+    fresh = SolutionPool(spec)
+    if pool is not None:
+        fresh.seed(getattr(pool, "solutions", getattr(pool, "sols", pool)))
+    return fresh
 
 
 def check_solve_ratio(solve_ratio: float) -> float:
@@ -144,20 +377,23 @@ class CachedSolver(Solver):
     """A `Solver` that solves each instance exactly with probability ``solve_ratio``
     and answers the others from ``pool`` (PyEPO's ``solve_ratio``, Mulamba et al. 2021).
 
-    It is the wrapped solver with only `solve_rows` (and the numpy path of
+    It is the wrapped solver with only `_full_rows` (and the numpy path of
     `solve_min`) changed, so every estimator and loss that calls
     ``solve_min`` / ``solve_rows`` uses the cache without knowing it. Exact
     solutions go into the pool (distinct, up to ``pool.max_size``); an instance
     drawn for the pool while the pool is empty is solved exactly. Draws come from
     ``generator`` (the global RNG when None), one uniform per instance.
+
+    The pool keeps rows of width ``pool_width``: the outputs, or whole solutions
+    when the spec has a known cost (the pool then ranks them with it). Calls with
+    per-call rows, and calls that ask for the auxiliaries of a pool that does not
+    keep them, are solved exactly.
     """
 
     def __init__(self, solver: Solver, solve_ratio: float, pool: SolutionPool,
                  generator: torch.Generator | None = None) -> None:
         super().__init__(solver.spec, solver.kernel, solver.backend, solver.config)
-        if pool.num_outputs != solver.num_outputs:
-            raise ValueError(f"pool holds solutions of {pool.num_outputs} outputs but "
-                             f"{solver.spec.label} has {solver.num_outputs}")
+        pool.bind(solver.spec)
         self.exact = solver
         self.solve_ratio = check_solve_ratio(solve_ratio)
         self.pool = pool
@@ -166,33 +402,46 @@ class CachedSolver(Solver):
     def __repr__(self) -> str:
         return f"CachedSolver({self.exact!r}, solve_ratio={self.solve_ratio}, pool={self.pool!r})"
 
-    def solve_min(self, costs: Any) -> Any:
+    def solve_min(self, costs: Any, return_aux: bool = False, rows: Any = None) -> Any:
         if isinstance(costs, np.ndarray):
             flat = torch.from_numpy(np.ascontiguousarray(costs, dtype=np.float64))
-            return super().solve_min(flat).numpy()
-        return super().solve_min(costs)
+            out = super().solve_min(flat, return_aux=return_aux, rows=rows)
+            return tuple(part.numpy() for part in out) if return_aux else out.numpy()
+        return super().solve_min(costs, return_aux=return_aux, rows=rows)
 
-    def solve_rows(self, costs: Tensor) -> Tensor:
+    def _full_rows(self, costs: Tensor, start: np.ndarray | None = None, full: bool = False,
+                   rows: Any = None) -> Tensor:
+        wide = full or self.known is not None
+        if rows is not None or (wide and self.pool_width < self.num_vars):
+            # per-call rows: pooled rows may violate them; no auxiliaries in the pool
+            return self._solve_exactly(costs, wide, rows)
         exact = torch.rand(costs.shape[0], generator=self.generator,
                            device=generator_device(self.generator)) < self.solve_ratio
         num_exact = int(exact.sum())
         if num_exact == len(exact) or len(self.pool) == 0:
-            return self._solve_exactly(costs)
+            return self._solve_exactly(costs, wide)
         # every row's pool answer in one lookup (a new tensor), then the drawn rows
         # overwritten with their exact solutions
-        y = self.pool.best(costs)
+        y = self.pool.best(self._keyed(costs))
         if num_exact:
             exact = exact.to(costs.device)
-            y[exact] = self._solve_exactly(costs[exact])
-        return y
+            y[exact] = self._solve_exactly(costs[exact], wide)
+        return y if wide else y[:, : self.num_outputs]
 
-    def _solve_exactly(self, costs: Tensor) -> Tensor:
+    def _keyed(self, costs: Tensor) -> Tensor:
+        """The costs the pool ranks its rows by: the whole objective when it keeps whole
+        solutions (a known cost), else the costs of the outputs."""
+        return self.widen(costs) if self.pool_width > self.num_outputs else costs
+
+    def _solve_exactly(self, costs: Tensor, wide: bool, rows: Any = None) -> Tensor:
         """Exact solves, each started from the pool's best solution under its cost where
         the kernel takes a MIP start (HiGHS: 0.86-0.96x the time without it,
-        docs/performance.md); the solutions join the pool."""
+        docs/performance.md); the solutions join the pool (not those of per-call rows,
+        whose flagged infeasible rows are zeros)."""
         start = None
-        if len(self.pool) and getattr(self.exact.kernel, "takes_start", False):
-            start = self.pool.best(costs).to("cpu", torch.float64).numpy()
-        y = self.exact.solve_rows(costs, start=start)
-        self.pool.add(y)
-        return y
+        if rows is None and len(self.pool) and getattr(self.exact.kernel, "takes_start", False):
+            start = self.pool.best(self._keyed(costs)).to("cpu", torch.float64).numpy()
+        x = self.exact._full_rows(costs, start, full=wide, rows=rows)
+        if rows is None:
+            self.pool.add(x[:, : self.pool_width])
+        return x

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..backends.pool import SolutionPool, check_solve_ratio
+from ..backends.pool import SolutionPool, as_pool, check_solve_ratio
 from ..backends.registry import as_solver
 from ..backends.solver import check_costs, inner
 from ..estimators import Perturbed
@@ -47,7 +47,7 @@ class FenchelYoungLoss(SolverLoss):
         self.solver = as_solver(spec, backend)
         self.spec = self.solver.spec
         self.solve_ratio = check_solve_ratio(solve_ratio)
-        self.pool = pool if pool is not None else SolutionPool(self.solver.num_outputs)
+        self.pool = as_pool(pool, self.spec)
         self.generator = generator
         self.perturbed = Perturbed(sigma=sigma, num_samples=num_samples, noise=noise,
                                    generator=generator,

@@ -7,31 +7,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..backends.pool import SolutionPool, check_solve_ratio, draw_exact
+from ..backends.pool import as_pool, check_solve_ratio, draw_exact
 from ..backends.registry import as_solver
 from ..backends.solver import check_costs
 from .base import check_reduction, check_solution, reduce
-
-
-def as_pool(pool: Any, num_outputs: int) -> SolutionPool:
-    """A `SolutionPool` from ``None`` (empty), a pool (shared as is), solutions
-    ``(..., *cost_shape)``, or a data set holding them (``.solutions``, as
-    ``cl.data``'s, or PyEPO's ``optDataset.sols``), which then seed it."""
-    if isinstance(pool, SolutionPool):
-        if pool.num_outputs != num_outputs:
-            raise ValueError(f"pool holds solutions of {pool.num_outputs} outputs but the "
-                             f"problem has {num_outputs}")
-        return pool
-    fresh = SolutionPool(num_outputs)
-    if pool is None:
-        return fresh
-    solutions = getattr(pool, "solutions", getattr(pool, "sols", pool))
-    solutions = torch.as_tensor(solutions)
-    if solutions.numel() % num_outputs:
-        raise ValueError(f"pool solutions have shape {tuple(solutions.shape)}, which is not a "
-                         f"batch of {num_outputs}-output solutions")
-    fresh.seed(solutions)
-    return fresh
 
 
 class PooledLoss:
@@ -60,7 +39,7 @@ class PooledLoss:
         self.solver = as_solver(spec, backend)
         self.spec = self.solver.spec
         self.solve_ratio = check_solve_ratio(solve_ratio)
-        self.pool = as_pool(pool, self.solver.num_outputs)
+        self.pool = as_pool(pool, self.spec)
         self.reduction = check_reduction(reduction)
         self.generator = generator
 
@@ -78,7 +57,7 @@ class PooledLoss:
                 f"{type(self).__name__}'s solution pool is empty: pass pool=<the training "
                 f"solutions> (or call loss.pool.seed(y_train)) when solve_ratio < 1"
             )
-        return self.pool.solutions.to(costs)
+        return self.pool.snapshot(costs)
 
     def flat(self, costs: Tensor, name: str) -> Tensor:
         """Checked min-sense costs, flattened to ``(B, N)``."""

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..backends.pool import SolutionPool, check_solve_ratio
+from ..backends.pool import SolutionPool, as_pool, check_solve_ratio
 from ..backends.registry import as_solver
 from ..backends.solver import Solver, check_costs, inner
 from .base import SolverLoss, check_reduction, check_solution, reduce
@@ -47,7 +47,7 @@ class SPOPlusLoss(SolverLoss):
         self.spec = self.solver.spec
         self.reduction = check_reduction(reduction)
         self.solve_ratio = check_solve_ratio(solve_ratio)
-        self.pool = pool if pool is not None else SolutionPool(self.solver.num_outputs)
+        self.pool = as_pool(pool, self.spec)
         self.generator = generator
 
     @property
