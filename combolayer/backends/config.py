@@ -2,16 +2,37 @@
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import SpecError
 from ..specs.load import read_mapping
 
 Executor = Literal["serial", "thread", "process", "ray"]
 OnLimit = Literal["warn", "raise"]
+
+
+#: Threads per solver and local workers allowed per usable core (at least
+#: `_MIN_PARALLEL` in all): more only oversubscribes the cores, and a million
+#: threads abort HiGHS or fork a million processes.
+_PER_CORE = 8
+_MIN_PARALLEL = 32
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (``os.sched_getaffinity`` where it exists)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def max_parallel() -> int:
+    """The most ``threads`` and local ``workers`` a `BackendConfig` accepts."""
+    return max(_PER_CORE * usable_cores(), _MIN_PARALLEL)
 
 
 class BackendConfig(BaseModel):
@@ -62,6 +83,45 @@ class BackendConfig(BaseModel):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"expected a positive integer or 'auto', got {value!r}")
         return value
+
+    @field_validator("options")
+    @classmethod
+    def _finite_options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        # solvers take a NaN parameter without a word (Gurobi's MIPGap) and then
+        # stop wherever the comparison with NaN happens to fall
+        for key, option in value.items():
+            if isinstance(option, float) and math.isnan(option):
+                raise ValueError(f"options[{key!r}] is NaN: expected a number")
+            # HiGHS's "threads", Gurobi's "Threads", SCIP's "parallel/maxnthreads": the
+            # same bound as the threads field
+            if ("thread" in str(key).lower() and isinstance(option, int | float)
+                    and option > max_parallel()):
+                raise ValueError(f"options[{key!r}]={option} is above the limit of "
+                                 f"{max_parallel()} threads ({_PER_CORE} per usable core, "
+                                 f"{usable_cores()} usable here)")
+        return value
+
+    @field_validator("threads")
+    @classmethod
+    def _threads(cls, value: int) -> int:
+        # HiGHS aborts the interpreter (std::terminate) when it cannot start them all
+        if value > max_parallel():
+            raise ValueError(f"threads={value} is above the limit of {max_parallel()} "
+                             f"({_PER_CORE} per usable core, {usable_cores()} usable here): "
+                             "expected 0 (the solver's default), 1, or up to the usable cores")
+        return value
+
+    @model_validator(mode="after")
+    def _bounded_workers(self) -> BackendConfig:
+        # Ray counts its cluster's CPUs when it starts its actors; threads and processes
+        # run here, one model each
+        if (self.executor in ("thread", "process") and isinstance(self.workers, int)
+                and self.workers > max_parallel()):
+            raise ValueError(
+                f"workers={self.workers} for executor={self.executor!r} is above the limit of "
+                f"{max_parallel()} ({_PER_CORE} per usable core, {usable_cores()} usable "
+                "here): expected up to the usable cores, or workers='auto'")
+        return self
 
     @classmethod
     def load(cls, source: BackendConfig | str | os.PathLike | dict | None) -> BackendConfig:

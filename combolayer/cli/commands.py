@@ -26,11 +26,40 @@ def analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+#: ``--costs`` files larger than this are refused before reading (a cost file of a
+#: model within `combolayer.specs.load.MAX_TEXT_VARIABLES` is far smaller).
+MAX_COSTS_BYTES = 1 << 30
+
+
 def load_costs(path: Path) -> np.ndarray:
-    """Costs from ``.npy``, a JSON array, or whitespace/comma-separated text."""
+    """Costs from ``.npy``, ``.npz`` (its one array, or the one named ``costs``), a JSON
+    array, or whitespace/comma-separated text.
+
+    Raises:
+        ValueError: not a regular file (``/dev/zero``), larger than `MAX_COSTS_BYTES`,
+            or not one of those formats; the message names what was expected.
+    """
+    formats = "expected a .npy or .npz array, a JSON array or comma/space-separated text"
+    if not path.is_file():
+        what = "no file" if not path.exists() else "not a regular file"
+        raise ValueError(f"--costs {str(path)!r}: {what}; {formats}")
+    if path.stat().st_size > MAX_COSTS_BYTES:
+        raise ValueError(f"--costs {str(path)!r} has {path.stat().st_size:,} bytes, above the "
+                         f"limit of {MAX_COSTS_BYTES:,}")
     if path.suffix == ".npy":
         return np.load(path, allow_pickle=False)
-    text = path.read_text()
+    if path.suffix == ".npz":
+        with np.load(path, allow_pickle=False) as arrays:
+            names = list(arrays.files)
+            if len(names) != 1 and "costs" not in names:
+                raise ValueError(f"--costs {str(path)!r} holds the arrays {names}: expected one "
+                                 "array, or one named 'costs'")
+            return arrays["costs" if "costs" in names else names[0]]
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise ValueError(f"--costs {str(path)!r} is neither text nor a .npy/.npz file "
+                         f"(by its suffix); {formats}") from None
     if text.lstrip().startswith("["):
         return np.asarray(json.loads(text), dtype=float)
     return np.loadtxt(io.StringIO(text), delimiter="," if "," in text else None, ndmin=1)

@@ -51,6 +51,8 @@ PYEPO_SOURCE = "PyEPO's published regret, as cited in docs/estimators.md (not re
 
 def run(epochs: int = 20, seed: int = 135, out: str | Path = "runs/demo") -> list[History]:
     """Train every row of `METHODS`, print the analysis and the table, save the plot."""
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        raise ValueError(f"epochs must be a whole number >= 1, got {epochs!r}")
     data_args = dict(num_features=5, grid=(5, 5), deg=4, noise_width=0.5)
     train, test = datasets.shortest_path(2000, seed=seed, **data_args).split(1000)
     print(analysis_summary(train.spec))

@@ -22,13 +22,31 @@ COMMANDS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one line on stderr (exit code 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1 (``--epochs``, ``--batch``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="combolayer", description=__doc__)
+    parser = _Parser(prog="combolayer", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="log the backend chosen and solver times to stderr (DEBUG)")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help=COMMANDS["demo"][1])
-    demo.add_argument("--epochs", type=int, default=20)
+    demo.add_argument("--epochs", type=positive_int, default=20)
     demo.add_argument("--out", default="runs/demo", help="folder for the plot and table")
     demo.add_argument("--seed", type=int, default=135)
     solve = sub.add_parser(
@@ -55,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("config", help="a YAML/JSON file (see docs/training.md)")
     train.add_argument("--out", help="run directory (overrides the config's 'out')")
     bench = sub.add_parser("bench", help=COMMANDS["bench"][1])
-    bench.add_argument("--batch", type=int, default=256)
+    bench.add_argument("--batch", type=positive_int, default=256)
     bench.add_argument("--race", metavar="SPEC",
                        help="show backend='auto''s race for SPEC (a YAML/JSON spec file or "
                             "string) on --rows random costs uniform in [0, 1): each "
@@ -124,8 +142,23 @@ def main(argv: list[str] | None = None) -> int:
             _read_model_files(args)
         return getattr(importlib.import_module(module), function)(args) or 0
     except (ComboLayerError, ValueError, OSError) as error:
-        print(f"combolayer {args.command}: {type(error).__name__}: {error}", file=sys.stderr)
-        return 2
+        return _refuse(args, error)
+    except MemoryError:
+        return _refuse(args, MemoryError("ran out of memory: the problem or the data is too "
+                                         "large for this machine; try a smaller one"))
+    except RecursionError:
+        return _refuse(args, RecursionError("the input is nested too deeply to read"))
+    except Exception as error:  # noqa: BLE001 -- the command line's edge: never a traceback
+        logging.getLogger("combolayer").debug("unexpected error", exc_info=True)
+        hint = "" if args.verbose else " (run with -v for the traceback)"
+        return _refuse(args, error, hint)
+
+
+def _refuse(args: argparse.Namespace, error: BaseException, hint: str = "") -> int:
+    """One line on stderr naming the command and the error, and exit code 2."""
+    text = " ".join(str(error).split()) or "no message"  # one line
+    print(f"combolayer {args.command}: {type(error).__name__}: {text}{hint}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import typing
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import torch
@@ -41,7 +41,7 @@ from ..layer.combo_layer import ComboLayer
 from ..losses import FenchelYoungLoss, SPOPlusLoss, hamming
 from ..specs.base import ILP
 from ..specs.files import is_model_file
-from ..specs.load import load_spec, read_mapping
+from ..specs.load import load_spec, read_mapping, spec_from_text
 
 #: The training losses ``loss`` may name.
 LOSSES = ("hamming", "regret", "spo+", "fenchel_young")
@@ -123,16 +123,16 @@ class LayerConfig(_Strict):
 
     method: str | dict[str, Any] = "identity"
     projection: str = "auto"
-    noise: float = Field(0.0, ge=0.0)
+    noise: float = Field(0.0, ge=0.0, allow_inf_nan=False)
     backend: str | dict[str, Any] = "auto"
-    solve_ratio: float = Field(1.0, ge=0.0, le=1.0)
+    solve_ratio: float = Field(1.0, ge=0.0, le=1.0, allow_inf_nan=False)
 
 
 class ModelConfig(_Strict):
     """The cost model: a linear map from features to costs, or an MLP with
     ReLU ``hidden`` layers."""
 
-    hidden: list[int] = []
+    hidden: list[Annotated[int, Field(ge=1, strict=True)]] = []
 
 
 class TrainConfig(_Strict):
@@ -162,7 +162,7 @@ class TrainConfig(_Strict):
     model: ModelConfig = ModelConfig()
     loss: Literal["hamming", "regret", "spo+", "fenchel_young"] = "hamming"
     epochs: int = Field(20, ge=1)
-    lr: float = Field(1e-2, gt=0.0)
+    lr: float = Field(1e-2, gt=0.0, allow_inf_nan=False)
     batch_size: int = Field(32, ge=1)
     num_train: int | None = Field(None, ge=1)
     num_test: int | None = Field(None, ge=1)
@@ -252,6 +252,8 @@ def load_spec_or_model_file(problem: Any):
     """A spec from a YAML/JSON path/string/dict, or an MPS/LP file through HiGHS."""
     if isinstance(problem, (str, os.PathLike)) and is_model_file(problem):
         return ILP.from_file(problem)
+    if isinstance(problem, dict):  # written in the config's text: the text size limits
+        return spec_from_text(problem)
     return load_spec(problem)
 
 
@@ -342,10 +344,22 @@ class History:
         return path
 
 
+#: The most parameters `cost_model` builds (400 MB of float32): a typo such as
+#: ``hidden: [10000000]`` is refused instead of exhausting memory.
+MAX_MODEL_PARAMETERS = 100_000_000
+
+
 def cost_model(num_features: int, cost_shape: tuple[int, ...], hidden: list[int] = ()) -> nn.Module:
     """Features ``(B, p)`` to costs ``(B, *cost_shape)``: linear, or an MLP with ReLU
     ``hidden`` layers."""
     sizes = [num_features, *hidden, math.prod(cost_shape)]
+    if min(sizes) < 1:
+        raise ConfigError(f"model.hidden sizes must be >= 1, got {list(hidden)}")
+    parameters = sum((a + 1) * b for a, b in zip(sizes, sizes[1:]))
+    if parameters > MAX_MODEL_PARAMETERS:
+        raise ConfigError(f"the cost model {' -> '.join(map(str, sizes))} has {parameters:,} "
+                          f"parameters, above the limit of {MAX_MODEL_PARAMETERS:,}: expected "
+                          "smaller model.hidden sizes")
     layers: list[nn.Module] = []
     for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
         layers.append(nn.Linear(a, b))
