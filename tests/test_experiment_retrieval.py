@@ -36,14 +36,14 @@ def test_retrieval_quick(tmp_path):
     for c in result["claims"]:
         if "on par" in c["claim"] or "changes Identity little" in c["claim"]:
             assert "tolerance: 0.1 x spread untrained" in c["claim"]
-            assert "control" in c["evidence"]
+        assert (c["verdict"], c["evidence"]) == ("inconclusive", "smoke run: no verdicts")
 
     details = json.loads((tmp_path / "details.json").read_text())
     [spread] = details["spread"]
     assert list(spread["controls"]) == ["identity [control], P=std"]
     # learning must beat the untrained network's held-out R@1 (about 0.29 here)
     assert spread["best"]["mean"] > spread["untrained"] + 0.05, spread
-    assert details["recheck"] == []  # quick runs re-run nothing
+    assert "recheck" not in details  # no claim gets more seeds than the others
     for extras in details["extras"].values():
         assert {"R@2", "R@4", "R@8", "s_per_epoch", "solver_share"} <= set(extras)
         assert 0.0 < extras["solver_share"]["mean"] < 1.0

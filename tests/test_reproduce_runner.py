@@ -2,6 +2,7 @@
 and the report, independent of any one experiment."""
 
 import json
+import math
 
 import pytest
 
@@ -147,37 +148,120 @@ def test_claims_on_gated_runs_are_invalid_and_the_report_counts_them(tmp_path):
     assert "| identity beats imle | **invalid** |" in text
 
 
-def test_tune_picks_the_best_validation_score_in_the_metric_direction():
-    scores = {1.0: 0.5, 10.0: 0.7, 100.0: 0.6}
-
+def _peaked_train(peak, seed_wobble=0.0):
+    """Validation score highest at ``peak`` (falling a unit per decade away from it);
+    seed 0 scores ``seed_wobble`` higher at values below the peak, seed 1 lower."""
     def train(variant, seed, bar):
-        return core.Outcome(value=0.0, final_val=scores[variant.options["lam"]])
+        lam = variant.options["lam"]
+        score = -abs(math.log10(lam) - math.log10(peak))
+        if lam < peak:
+            score += seed_wobble * (1 if seed == 0 else -1)
+        return core.Outcome(value=0.0, final_val=score)
+    return train
 
-    def variant_for(lam):
-        return core.Variant("blackbox", options={"lam": lam})
 
-    for higher, chosen in ((True, 10.0), (False, 1.0)):
-        metric = core.Metric(name="m", higher_is_better=higher)
-        record = core.tune("blackbox", "lam", list(scores), variant_for, train, 0, metric)
-        assert record["chosen"] == chosen and record["chosen_validation"] == scores[chosen]
-        assert record["validation"] == scores and record["grid"] == list(scores)
+def _lam(lam):
+    return core.Variant("blackbox", options={"lam": lam})
+
+
+FULL = core.ExperimentConfig(seeds=list(range(4)), progress=False)
+WIDE = core.Bounds.around(10.0, "a published lambda")
+
+
+def test_tune_grows_the_grid_until_the_choice_has_a_worse_neighbour_on_each_side():
+    higher = core.Metric(name="m", higher_is_better=True)
+    record = core.tune("blackbox", "lam", [1.0, 10.0, 100.0], _lam, _peaked_train(1000.0),
+                       FULL, higher, bounds=WIDE)
+    assert record["grid"] == [1.0, 10.0, 100.0, 1000.0, 10000.0]
+    assert record["chosen"] == 1000.0 and record["at_bound"] is None and record["grown"]
+    assert record["seeds"] == [0, 1] and record["bounds"]["high"] == 10000.0
+    # downwards too, and in the metric's direction: a lower-is-better score peaked at 0.1
+    lower = core.Metric(name="m", higher_is_better=False)
+    flipped = _peaked_train(0.1)
+    record = core.tune("blackbox", "lam", [1.0, 10.0, 100.0], _lam,
+                       lambda v, seed, bar: core.Outcome(
+                           value=0.0, final_val=-flipped(v, seed, bar).final_val),
+                       FULL, lower, bounds=WIDE)
+    assert record["chosen"] == 0.1 and record["grid"][0] == 0.01 and record["at_bound"] is None
+
+
+def test_tune_stops_at_a_stated_bound_and_marks_it():
+    higher = core.Metric(name="m", higher_is_better=True)
+    record = core.tune("blackbox", "lam", [1.0, 10.0, 100.0], _lam, _peaked_train(1e9),
+                       FULL, higher, bounds=WIDE)
+    assert record["grid"][-1] == 10000.0 and record["chosen"] == 10000.0
+    assert record["at_bound"] == "high"
+    # a step past the bound is clipped to the bound itself
+    record = core.tune("blackbox", "lam", [1.0, 10.0], _lam, _peaked_train(1e-9), FULL, higher,
+                       bounds=core.Bounds(0.5, 100.0, "a test bound"))
+    assert record["grid"] == [0.5, 1.0, 10.0] and record["at_bound"] == "low"
+    with pytest.raises(ValueError, match="outside the bounds"):
+        core.tune("blackbox", "lam", [1e6], _lam, _peaked_train(1.0), FULL, higher, bounds=WIDE)
+    with pytest.raises(ValueError, match="0 < low < high"):
+        core.Bounds(1.0, 1.0, "empty")
+
+
+def test_tune_chooses_on_the_mean_over_the_tuning_seeds_not_the_first():
+    higher = core.Metric(name="m", higher_is_better=True)
+    # seed 0 alone prefers 1 (score -1 + 3 = 2 > 0); the mean over seeds 0 and 1 prefers 10
+    record = core.tune("blackbox", "lam", [0.1, 1.0, 10.0, 100.0], _lam,
+                       _peaked_train(10.0, seed_wobble=3.0), FULL, higher, bounds=WIDE)
+    assert record["chosen"] == 10.0 and record["validation_per_seed"][1.0] == [2.0, -4.0]
+    one_seed = core.ExperimentConfig(seeds=[0, 1], tune_seeds=1, progress=False)
+    record = core.tune("blackbox", "lam", [0.1, 1.0, 10.0, 100.0], _lam,
+                       _peaked_train(10.0, seed_wobble=3.0), one_seed, higher, bounds=WIDE)
+    assert record["chosen"] == 1.0
+
+
+def test_a_quick_run_scores_its_grid_without_growing_it():
+    quick = core.ExperimentConfig(seeds=[0], quick=True, progress=False)
+    higher = core.Metric(name="m", higher_is_better=True)
+    record = core.tune("blackbox", "lam", [10.0], _lam, _peaked_train(1000.0), quick, higher,
+                       bounds=WIDE)
+    assert record["grid"] == [10.0] and not record["grown"] and record["seeds"] == [0]
     with pytest.raises(ValueError, match="validation values"):
-        core.tune("blackbox", "lam", [1.0], variant_for,
-                  lambda v, seed, bar: core.Outcome(value=0.0), 0, metric)
+        core.tune("blackbox", "lam", [1.0], _lam,
+                  lambda v, seed, bar: core.Outcome(value=0.0), quick, higher, bounds=WIDE)
 
 
-def test_the_report_names_the_tuned_hyperparameters(tmp_path):
+def test_the_report_shows_the_whole_grid_and_how_the_choice_is_bracketed(tmp_path):
     runs, a, b = fake_runs()
     metric = core.Metric(name="R@1", higher_is_better=True)
     config = core.ExperimentConfig(seeds=[0, 1, 2], out=tmp_path / "results" / "fake")
-    tuning = [core.tune("imle", "lam", [100.0, 1000.0],
-                        lambda lam: core.Variant("imle", options={"lam": lam}),
-                        lambda v, seed, bar: core.Outcome(
-                            value=0.0, final_val={100.0: 1.5, 1000.0: 0.9}[v.options["lam"]]),
-                        0, core.Metric(name="MSE", higher_is_better=False), setting="k=5")]
+    scores = {100.0: 1.5, 1000.0: 0.9, 10000.0: 1.2}
+    lower = core.Metric(name="MSE", higher_is_better=False)
+    train = _const_train(scores)
+    tuning = [core.tune("imle", "lam", [100.0, 1000.0], _lam, train, config, lower,
+                        bounds=core.Bounds.around(1000.0, "I-MLE's lambda"), setting="k=5"),
+              core.tune("imle", "tau", [100.0, 1000.0], _lam, train, config, lower,
+                        bounds=core.Bounds(1.0, 1000.0, "a test bound"))]
     core.finish("fake", config, metric, runs, [], [], started=0.0, details={"tuning": tuning})
     text = report.render(tmp_path / "results", tmp_path / "results.md").read_text()
-    assert "| imle (lam) | k=5 | 100: 1.5, 1000: 0.9 | 1000 | 0.9 |" in text
+    assert ("| imle (lam) | k=5 | 100: 1.5, **1000: 0.9**, 10000: 1.2 | 1000 | 0.9 | "
+            "yes: worse on both sides |") in text
+    assert ("| imle (tau) | - | 100: 1.5, **1000: 0.9** | 1000 | 0.9 | at the upper bound "
+            "1000 (a test bound) |") in text
+    assert "mean over 2 seed(s)" in text
+
+
+def _const_train(scores):
+    return lambda v, seed, bar: core.Outcome(value=0.0, final_val=scores[v.options["lam"]])
+
+
+def test_every_row_runs_the_config_seeds_and_a_quick_run_claims_nothing(tmp_path):
+    runs, a, b = fake_runs()
+    metric = core.Metric(name="R@1", higher_is_better=True)
+    claims = [core.claim_better("identity beats imle", runs, a, b, metric)]
+    assert claims[0].verdict == "agrees"
+    quick = core.ExperimentConfig(seeds=[0, 1, 2], quick=True, out=tmp_path / "quick")
+    result = core.finish("fake", quick, metric, runs, [], claims, started=0.0)
+    assert [(c.claim, c.verdict, c.evidence) for c in result.claims] == [
+        ("identity beats imle", "inconclusive", "smoke run: no verdicts")]
+    saved = json.loads((tmp_path / "quick" / "results.json").read_text())
+    assert saved["claims"][0]["evidence"] == core.SMOKE
+    more = core.ExperimentConfig(seeds=[0, 1, 2, 3], out=tmp_path / "full")
+    with pytest.raises(ValueError, match="every row runs on the config's 4 seeds"):
+        core.finish("fake", more, metric, runs, [], claims, started=0.0)
 
 
 def test_a_control_learns_in_its_first_epoch_only_and_has_its_own_label():
@@ -206,17 +290,6 @@ def test_on_par_counts_only_when_the_control_loses_to_both_rows():
     assert verdicts.require_control(apart, kept_up)[0] == "disagrees"
 
 
-def test_near_boundary_marks_verdicts_one_standard_error_from_flipping():
-    # d = 0.09 and se = 0.06 / sqrt(3) = 0.0346: d clears 2 SE (0.069) but not 3 SE
-    a, b = [1.03, 1.09, 1.15], [1.0, 1.0, 1.0]
-    assert verdicts.better(a, b, True)[0] == "agrees"
-    assert verdicts.near_boundary(a, b, True, "better")
-    assert not verdicts.near_boundary([2.0, 2.01, 2.02], b, True, "better")
-    assert verdicts.near_boundary([1.0, 1.01, 1.02], [1.0, 1.0, 1.0], True, "on_par", 0.012)
-    with pytest.raises(ValueError, match="rule must be one of"):
-        verdicts.near_boundary(a, b, True, "beats")
-
-
 def _toy_train_one(means):
     """A stand-in ``train_one``: the row's value is its mean plus a seed-dependent wobble."""
     def train_one(variant, seed, bar):
@@ -225,31 +298,7 @@ def _toy_train_one(means):
     return train_one
 
 
-def test_judge_reruns_the_rows_of_shaky_claims_and_reports_which_moved():
-    a, b, c = (core.Variant("identity", projection="std"), core.Variant("blackbox"),
-               core.Variant("imle"))
-    means = {a.label: 0.80, b.label: 0.78, c.label: 0.40}
-    train_one = _toy_train_one(means)
-    config = core.ExperimentConfig(seeds=[0, 1, 2], recheck_seeds=6, progress=False)
-    runs = core.run_variants([a, b, c], config.seeds, train_one, desc="toy", progress=False)
-    metric = core.Metric(name="R@1", higher_is_better=True)
-
-    def claims_of(runs):
-        return [core.claim_better("identity beats blackbox", runs, a, b, metric),
-                core.claim_better("identity beats imle", runs, a, c, metric)]
-
-    claims, recheck = core.judge(runs, claims_of, config, train_one, desc="toy")
-    assert [r["claim"] for r in recheck] == ["identity beats blackbox"]
-    assert recheck[0]["before"] == "inconclusive" and recheck[0]["seeds"] == 6
-    assert len(runs.values(a)) == len(runs.values(b)) == 6 and len(runs.values(c)) == 3
-    assert claims[1].verdict == "agrees"
-    # a quick run, or one already at the re-check's seed count, re-runs nothing
-    quick = core.ExperimentConfig(seeds=[0, 1, 2], quick=True, progress=False)
-    fresh = core.run_variants([a, b, c], quick.seeds, train_one, desc="toy", progress=False)
-    assert core.judge(fresh, claims_of, quick, train_one, desc="toy")[1] == []
-
-
-def test_the_report_shows_the_spread_to_the_control_and_the_rechecked_claims(tmp_path):
+def test_the_report_shows_the_spread_to_the_control(tmp_path):
     a = core.Variant("identity", projection="std")
     frozen = core.control(a)
     means = {a.label: 0.80, frozen.label: 0.35}
@@ -257,14 +306,11 @@ def test_the_report_shows_the_spread_to_the_control_and_the_rechecked_claims(tmp
     runs = core.run_variants([a, frozen], [0, 1, 2], train_one, desc="toy", progress=False)
     metric = core.Metric(name="R@1", higher_is_better=True)
     config = core.ExperimentConfig(seeds=[0, 1, 2], out=tmp_path / "results" / "fake")
-    recheck = [{"claim": "identity beats x", "before": "inconclusive", "after": "agrees",
-                "seeds": 10, "rows": [a.label]}]
-    core.finish("fake", config, metric, runs, [], [], started=0.0,
-                details={"recheck": recheck})
+    core.finish("fake", config, metric, runs, [], [], started=0.0)
     text = report.render(tmp_path / "results", tmp_path / "results.md").read_text()
     # the toy wobble of seeds 0, 1, 2 averages +0.0133
     assert "| - | 0.1 | identity, P=std: 0.8133 | identity [control], P=std: 0.3633 |" in text
-    assert "1 of 1 moved" in text and "| identity beats x | inconclusive | agrees |" in text
+    assert "Seeds [0, 1, 2], 3 per row; full run" in text
 
 
 def test_a_collapse_is_a_validation_metric_that_ends_below_its_untrained_value():

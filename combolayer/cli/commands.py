@@ -114,7 +114,7 @@ def reproduce(args: argparse.Namespace) -> int:
     import yaml
 
     from ..experiments import describe, experiments, get
-    from ..experiments.core import execute
+    from ..experiments.core import SMOKE, execute
     from ..experiments.report import render
 
     benchmarks = _benchmarks()
@@ -165,8 +165,11 @@ def reproduce(args: argparse.Namespace) -> int:
     config = module.Config(**overrides)
     start = time.perf_counter()
     result = execute(module.run, config)
+    if result.quick:  # a smoke run claims nothing (core.smoke): the claims, no verdicts
+        print(f"{SMOKE}; the claims a full run judges:")
     for claim in result.claims:
-        print(f"[{claim.verdict}] {claim.claim}: {claim.evidence}")
+        print(f"- {claim.claim}" if result.quick else
+              f"[{claim.verdict}] {claim.claim}: {claim.evidence}")
     out = config.out or f"runs/{args.experiment}"
     print(f"{args.experiment}: {time.perf_counter() - start:.0f} s; results in {out}/",
           file=sys.stderr)

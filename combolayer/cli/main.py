@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from ..errors import ComboLayerError
@@ -141,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("solve", "analyze"):
             _read_model_files(args)
         return getattr(importlib.import_module(module), function)(args) or 0
+    except BrokenPipeError:
+        return _reader_left()
     except (ComboLayerError, ValueError, OSError) as error:
         return _refuse(args, error)
     except MemoryError:
@@ -152,6 +155,18 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("combolayer").debug("unexpected error", exc_info=True)
         hint = "" if args.verbose else " (run with -v for the traceback)"
         return _refuse(args, error, hint)
+
+
+def _reader_left() -> int:
+    """``combolayer analyze ... | head``: the reader closed the pipe, so stop quietly, as
+    Unix tools do (exit code 141, 128 + SIGPIPE). Standard output now goes nowhere, or
+    the interpreter's final flush would raise the same error again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor behind sys.stdout (a test's capture)
+        pass
+    return 141
 
 
 def _refuse(args: argparse.Namespace, error: BaseException, hint: str = "") -> int:

@@ -3,11 +3,15 @@ seeds x variants loop with progress bars, the learning-curve plot, and saving.
 
 An experiment module describes *what* to train (its variants, a `control`
 among them) and *how one run goes* (``train_one(variant, seed) -> Outcome``);
-`run_variants` does the rest, `judge` turns the runs into claims and re-runs
-the rows of shaky claims at more seeds, and `finish` writes ``results.json``
-(the schema below, exactly these keys), ``details.json`` (curves, secondary
-metrics, the spread untrained -> best -> control, the re-checked claims) and
-``curves.png``.
+`tune` chooses each tuned hyperparameter on the validation split (growing its
+grid until the choice is bracketed or a stated bound is reached),
+`run_variants` runs every row on the same seeds, fixed in the config before
+any result, the experiment judges its claims once on all of them, and `finish`
+writes ``results.json`` (the schema below, exactly these keys),
+``details.json`` (curves, secondary metrics, the spread untrained -> best ->
+control, the tuning records) and ``curves.png``. A quick run (``--quick``) is
+a smoke run: `finish` replaces every verdict by ``"inconclusive"`` with the
+evidence `SMOKE`, so it claims nothing.
 """
 
 from __future__ import annotations
@@ -38,10 +42,12 @@ class ExperimentConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    seeds: list[int] = Field(default=[0, 1, 2, 3, 4], min_length=1)
-    #: rows of a shaky claim (inconclusive, or within one standard error of a
-    #: boundary) are re-run on further seeds up to this many; 0 turns it off
-    recheck_seeds: int = Field(default=10, ge=0)
+    #: every row runs on exactly these seeds, fixed before any result (an
+    #: experiment that cannot afford 10 sets a smaller list for all its rows)
+    seeds: list[int] = Field(default=list(range(10)), min_length=1)
+    #: a tuned value is chosen on the mean validation score over the first this
+    #: many of ``seeds`` (`tune`)
+    tune_seeds: int = Field(default=2, ge=1)
     device: str = "cpu"
     quick: bool = False
     out: Path | None = None  # default: runs/NAME
@@ -82,10 +88,8 @@ class Claim(BaseModel):
     claim: str
     verdict: Literal["agrees", "disagrees", "inconclusive", "invalid"]
     evidence: str
-    #: not saved: the labels of the rows the claim compares, and whether its
-    #: verdict could flip with more seeds (`judge` re-runs those rows)
+    #: not saved: the labels of the rows the claim compares
     _rows: tuple[str, ...] = PrivateAttr(default=())
-    _shaky: bool = PrivateAttr(default=False)
 
 
 class Metric(BaseModel):
@@ -288,20 +292,103 @@ def run_variants(variants: Sequence[Variant], seeds: Sequence[int],
     return Runs(list(variants), outcomes)
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """How far a tuned hyperparameter's grid may grow: ``low`` and ``high`` are the
+    values a user of the method would not go beyond, ``why`` says why, and the
+    grid grows by ``factor`` a step."""
+
+    low: float
+    high: float
+    why: str
+    factor: float = 10.0
+
+    @classmethod
+    def around(cls, value: float, source: str, decades: int = 3) -> Bounds:
+        """The project's bound for every tuned value: ``decades`` factors of 10 either
+        side of ``value``, the method's published setting (named by ``source``).
+        Beyond a thousandfold change from the published setting a user would call
+        the method misconfigured rather than tuned."""
+        spread = 10.0 ** decades
+        return cls(value / spread, value * spread,
+                   f"{spread:g}x either side of {source} {value:g}")
+
+    def __post_init__(self) -> None:
+        if not 0 < self.low < self.high:
+            raise ValueError(f"bounds need 0 < low < high, got low={self.low}, high={self.high}")
+        if self.factor <= 1:
+            raise ValueError(f"the grid grows by a factor > 1, got {self.factor}")
+
+
+def tune_seeds(config: ExperimentConfig) -> list[int]:
+    """The seeds a tuned value is chosen on: the first ``config.tune_seeds`` of ``config.seeds``."""
+    return list(config.seeds[:config.tune_seeds])
+
+
 def tune(method: str, parameter: str, grid: Sequence[float],
          variant_for: Callable[[float], Variant],
-         train_one: Callable[[Variant, int, tqdm | None], Outcome], seed: int,
-         metric: Metric, setting: str = "") -> dict[str, Any]:
-    """Choose ``method``'s ``parameter`` from ``grid`` as the paper's baselines were
-    tuned: one run per value on ``seed``, scored on the validation split
-    (`Outcome.final_val`). Returns the record ``details.json`` keeps under
-    ``"tuning"``: the grid's scores, the chosen value and its score."""
-    scores = {value: train_one(variant_for(value), seed, None).final_val for value in grid}
-    if any(score is None for score in scores.values()):
-        raise ValueError(f"tuning {method}'s {parameter} needs validation values, got {scores}")
-    chosen = (max if metric.higher_is_better else min)(scores, key=scores.get)
-    return {"method": method, "parameter": parameter, "setting": setting, "grid": list(grid),
-            "validation": scores, "chosen": chosen, "chosen_validation": scores[chosen]}
+         train_one: Callable[[Variant, int, tqdm | None], Outcome],
+         config: ExperimentConfig, metric: Metric, *, bounds: Bounds,
+         setting: str = "") -> dict[str, Any]:
+    """Choose ``method``'s ``parameter`` on the validation split, bracketed.
+
+    Each value scores the mean of `Outcome.final_val` over `tune_seeds`. While
+    the best value is the grid's smallest (largest), the grid grows by
+    ``bounds.factor`` below (above) it, clipped to the bound, until the best
+    value has a worse neighbour on each side or sits at a bound (``at_bound``
+    says which). A quick run scores the given grid only (``grown`` False).
+    Returns the record ``details.json`` keeps under ``"tuning"``.
+    """
+    if not grid:
+        raise ValueError(f"tuning {method}'s {parameter} needs a grid, got {list(grid)}")
+    outside = [v for v in grid if not bounds.low <= v <= bounds.high]
+    if outside:
+        raise ValueError(f"tuning {method}'s {parameter}: grid values {outside} lie outside "
+                         f"the bounds [{bounds.low:g}, {bounds.high:g}]")
+    seeds = tune_seeds(config)
+    per_seed: dict[float, list[float]] = {}
+    name = f"tune {method} {parameter}{f' [{setting}]' if setting else ''}"
+    bar = tqdm(desc=name, disable=not config.progress, unit="run")
+
+    def score(value: float) -> None:
+        found = []
+        for seed in seeds:
+            bar.set_postfix_str(f"{parameter}={value:g}, seed {seed}")
+            found.append(train_one(variant_for(value), seed, None).final_val)
+            bar.update()
+        if any(v is None for v in found):
+            raise ValueError(f"tuning {method}'s {parameter} needs validation values, "
+                             f"got {found} at {value:g}")
+        per_seed[float(value)] = [float(v) for v in found]
+
+    for value in sorted(set(grid)):
+        score(value)
+    pick = max if metric.higher_is_better else min
+    grow = not config.quick
+    while True:
+        values = sorted(per_seed)
+        means = {v: float(np.mean(per_seed[v])) for v in values}
+        chosen = pick(values, key=means.get)
+        at_bound = None
+        if grow and chosen == values[0]:
+            if chosen <= bounds.low:
+                at_bound = "low"
+            else:
+                score(max(chosen / bounds.factor, bounds.low))
+                continue
+        if grow and chosen == values[-1]:
+            if chosen >= bounds.high:
+                at_bound = "high"
+            else:
+                score(min(chosen * bounds.factor, bounds.high))
+                continue
+        break
+    bar.close()
+    return {"method": method, "parameter": parameter, "setting": setting, "grid": values,
+            "validation": means, "validation_per_seed": {v: per_seed[v] for v in values},
+            "seeds": seeds, "chosen": chosen, "chosen_validation": means[chosen],
+            "bounds": {"low": bounds.low, "high": bounds.high, "why": bounds.why},
+            "at_bound": at_bound, "grown": grow}
 
 
 # -- claims -------------------------------------------------------------------------
@@ -343,8 +430,6 @@ def _judged(text: str, runs: Runs, a: Variant, b: Variant, metric: Metric, rule:
     made = Claim(claim=text, verdict=verdict,
                  evidence=f"{_mean(runs, a)} vs {_mean(runs, b)}: {evidence}")
     made._rows = tuple(v.label for v in (a, b, control) if v is not None)
-    made._shaky = verdict == "inconclusive" or (verdict != "invalid" and verdicts.near_boundary(
-        values_a, values_b, metric.higher_is_better, rule, threshold))
     return made
 
 
@@ -382,36 +467,7 @@ def claim_collapses(text: str, runs: Runs, variant: Variant, metric: Metric) -> 
                  evidence=f"{variant.label}: validation {np.mean(before):.4g} untrained -> "
                           f"{np.mean(after):.4g} trained: {evidence}")
     made._rows = (variant.label,)
-    made._shaky = verdict == "inconclusive"
     return made
-
-
-def judge(runs: Runs, claims_of: Callable[[Runs], list[Claim]], config: ExperimentConfig,
-          train_one: Callable[[Variant, int, tqdm | None], Outcome],
-          desc: str) -> tuple[list[Claim], list[dict[str, Any]]]:
-    """``claims_of(runs)``, with the rows of every shaky claim (`Claim._shaky`)
-    re-run on further seeds up to ``config.recheck_seeds`` (not in a quick run)
-    and the claims judged again. Returns the final claims and, per re-checked claim, its verdict
-    before and after (``details.json``'s ``"recheck"``)."""
-    claims = claims_of(runs)
-    shaky = [c for c in claims if c._shaky]
-    labels = list(dict.fromkeys(label for c in shaky for label in c._rows))
-    more = config.recheck_seeds - len(config.seeds)
-    if config.quick or not labels or more <= 0:
-        return claims, []
-    extra_seeds = list(range(max(config.seeds) + 1, max(config.seeds) + 1 + more))
-    variants = [v for v in runs.variants if v.label in labels]
-    runs.extend(run_variants(variants, extra_seeds, train_one,
-                             desc=f"{desc}: re-run at {config.recheck_seeds} seeds",
-                             progress=config.progress))
-    after = claims_of(runs)
-    if len(after) != len(claims):
-        raise ValueError(f"claims_of must make the same claims on more seeds: "
-                         f"{len(claims)} before, {len(after)} after")
-    recheck = [{"claim": new.claim, "before": old.verdict, "after": new.verdict,
-                "seeds": config.recheck_seeds, "rows": list(new._rows)}
-               for old, new in zip(claims, after) if old._shaky]
-    return after, recheck
 
 
 def _mean(runs: Runs, v: Variant) -> str:
@@ -421,6 +477,17 @@ def _mean(runs: Runs, v: Variant) -> str:
 
 
 # -- finishing: results.json, details.json, curves.png ---------------------------------
+
+
+#: A quick run's evidence for every claim: it is a smoke run and claims nothing.
+SMOKE = "smoke run: no verdicts"
+
+
+def smoke(claims: Sequence[Claim]) -> list[Claim]:
+    """``claims`` as a smoke run states them: the same texts, each with the verdict
+    ``"inconclusive"`` (the schema's value for "not decided") and the evidence
+    `SMOKE`. A quick run's one seed and few epochs decide nothing."""
+    return [Claim(claim=c.claim, verdict="inconclusive", evidence=SMOKE) for c in claims]
 
 
 def versions() -> dict[str, str]:
@@ -441,7 +508,16 @@ def output_dir(name: str, config: ExperimentConfig) -> Path:
 def finish(name: str, config: ExperimentConfig, metric: Metric, runs: Runs,
            paper: Sequence[PaperNumber], claims: Sequence[Claim], started: float,
            curve_label: str | None = None, details: dict[str, Any] | None = None) -> Result:
-    """Assemble the `Result`, write it with the details and the plot, return it."""
+    """Assemble the `Result`, write it with the details and the plot, return it.
+
+    Every row must have run on exactly ``config.seeds``. In a quick run every
+    claim keeps its text but says `SMOKE` (`smoke`)."""
+    for v in runs.variants:
+        if len(runs.outcomes[v.label]) != len(config.seeds):
+            raise ValueError(f"every row runs on the config's {len(config.seeds)} seeds; "
+                             f"{v.label} has {len(runs.outcomes[v.label])}")
+    if config.quick:
+        claims = smoke(claims)
     result = Result(
         experiment=name, quick=config.quick, seeds=list(config.seeds), metric=metric,
         rows=runs.rows(), paper=list(paper), claims=list(claims),

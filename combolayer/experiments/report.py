@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from . import describe, experiments
-from .core import Result
+from .core import SMOKE, Result
 from .verdicts import VERDICTS, Z
 
 ICONS = {"agrees": "agrees", "disagrees": "**disagrees**", "inconclusive": "inconclusive",
@@ -47,11 +47,28 @@ def render(results_dir: Path = Path("docs/results"), out: Path = Path("docs/resu
         f"claim agrees only when the control is detectably worse than both rows; "
         f"otherwise it is *inconclusive* and its evidence says *trivial*. Thresholds "
         f"are fractions of the analogue's own spread (untrained -> best row) unless a "
-        f"claim says otherwise. Rows of an inconclusive claim, or one within one "
-        f"standard error of a boundary, are re-run on further seeds (10 in all) and "
-        f"the claim judged again; each section lists the claims that were. With 5 to "
-        f"10 seeds this is a heuristic, not a significance test "
+        f"claim says otherwise. Every row of an experiment runs on the same seeds, "
+        f"fixed before any result (10 where the 20-minute budget allows, else a smaller "
+        f"number for every row, stated in the section), and every claim is judged once "
+        f"on all of them: no claim gets more seeds because of where its verdict fell. "
+        f"With 4 to 10 seeds this is a heuristic, not a significance test "
         f"(`combolayer/experiments/verdicts.py`).",
+        "",
+        "**How hyperparameters are tuned.** Every tuned value (each method's lambda, "
+        "Identity's noise and temperatures alike) is chosen on the validation split, by "
+        "the mean over the first 2 seeds. Its grid grows a factor of 10 at a time until "
+        "the chosen value has a worse neighbour on each side, or the grid reaches a "
+        "stated bound, 1000x either side of the method's published (or starting) value, "
+        "beyond which a user would call the method misconfigured rather than tuned "
+        "(`combolayer.experiments.core.tune`). Each section's table shows the whole "
+        "grid, the chosen value in bold, and whether it was bracketed or stopped at a "
+        "bound.",
+        "",
+        f"**Smoke runs claim nothing.** `combolayer reproduce NAME --quick` (one or two "
+        f"seeds, a few epochs) prints \"{SMOKE}\" instead of verdicts, and its "
+        f"results.json keeps each claim's text with the verdict `inconclusive` (the "
+        f"schema's value for \"not decided\") and the evidence \"{SMOKE}\". Only the "
+        f"full runs below have verdicts.",
         "",
     ]
     results = {name: Result.model_validate_json(
@@ -70,17 +87,24 @@ def render(results_dir: Path = Path("docs/results"), out: Path = Path("docs/resu
 
 
 def _summary(results: dict[str, Result]) -> list[str]:
-    lines = ["| experiment | metric | claims agreeing | disagreeing | inconclusive "
-             "(of which trivial) | invalid | run time |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| experiment | metric | seeds per row | claims agreeing | disagreeing | "
+             "inconclusive (of which trivial) | invalid | run time |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, r in results.items():
         counts = verdict_counts(r)
         lines.append(f"| [{name}](#{name}) | {r.metric.name} "
                      f"({'higher' if r.metric.higher_is_better else 'lower'} is better) | "
-                     f"{counts['agrees']} | {counts['disagrees']} | {counts['inconclusive']} "
+                     f"{seed_count(r)} | {counts['agrees']} | {counts['disagrees']} | "
+                     f"{counts['inconclusive']} "
                      f"({trivial_count(r)}) | {counts['invalid']} | "
                      f"{r.runtime_s / 60:.1f} min |")
     return lines + [""]
+
+
+def seed_count(result: Result) -> str:
+    """The number of seeds every row ran, or each distinct count where rows differ."""
+    counts = sorted({len(row.values) for row in result.rows})
+    return " / ".join(str(c) for c in counts)
 
 
 def trivial_count(result: Result) -> int:
@@ -100,7 +124,8 @@ def _section(name: str, r: Result, module, results_dir: Path) -> list[str]:
     lines = [f"## {name}", "", f"*{title}.*", ""]
     if setup:
         lines += [setup, ""]
-    lines += [f"Seeds {r.seeds}; {'quick smoke run' if r.quick else 'full run'}, "
+    lines += [f"Seeds {r.seeds}, {seed_count(r)} per row; "
+              f"{'quick smoke run' if r.quick else 'full run'}, "
               f"{r.runtime_s / 60:.1f} min in all on "
               f"torch {r.versions.get('torch', '?')}.", ""]
     lines += ["| method | projection | noise / margin | "
@@ -126,7 +151,6 @@ def _section(name: str, r: Result, module, results_dir: Path) -> list[str]:
     lines += ["| claim (paper) | verdict | evidence |", "|---|---|---|"]
     lines += [f"| {c.claim} | {ICONS[c.verdict]} | {c.evidence} |" for c in r.claims]
     lines.append("")
-    lines += _recheck(details)
     if (results_dir / name / "curves.png").exists():
         lines += [f"![{name} learning curves](results/{name}/curves.png)", ""]
     lines += ["Regenerate:", "", "```bash",
@@ -151,22 +175,39 @@ def _extras(details: dict) -> list[str]:
 
 
 def _tuning(details: dict) -> list[str]:
-    """The hyperparameter grids tuned on the validation split, when the run recorded any."""
+    """The hyperparameter grids tuned on the validation split, when the run recorded any:
+    every value tried, the chosen one in bold, and whether it is bracketed or at a bound."""
     tuning = details.get("tuning", [])
     if not tuning:
         return []
-    lines = ["Hyperparameters chosen on the validation split (first seed):", "",
-             "| method | setting | grid: validation score | chosen | its validation score |",
-             "|---|---|---|---|---|"]
+    seeds = sorted({len(t.get("seeds", [0])) for t in tuning})
+    lines = [f"Hyperparameters chosen on the validation split (mean over "
+             f"{' / '.join(map(str, seeds))} seed(s)):", "",
+             "| method | setting | grid: mean validation score | chosen | its validation "
+             "score | bracketed |", "|---|---|---|---|---|---|"]
     for t in tuning:
-        scores = next(v for key, v in t.items() if key.startswith("validation"))
-        grid = ", ".join(f"{float(lam):g}: {score:.4g}" for lam, score in scores.items())
-        chosen = next(v for key, v in t.items() if key.startswith("chosen_"))
+        cells = []
+        for value, score in t["validation"].items():
+            cell = f"{float(value):g}: {score:.4g}"
+            cells.append(f"**{cell}**" if float(value) == float(t["chosen"]) else cell)
         method = f"{t['method']} ({t['parameter']})" if "parameter" in t else t["method"]
         setting = t.get("setting") or (f"k={t['k']}" if "k" in t else "-")
-        lines.append(f"| {method} | {setting} | {grid} | {t['chosen']:g} | "
-                     f"{chosen:.4g} |")
+        lines.append(f"| {method} | {setting} | {', '.join(cells)} | {t['chosen']:g} | "
+                     f"{t['chosen_validation']:.4g} | {bracket(t)} |")
     return lines + [""]
+
+
+def bracket(record: dict) -> str:
+    """How a tuning record's choice stands: bracketed by worse values on both sides, or
+    stopped at a stated bound (`core.tune`), or not grown (a quick run, an older run)."""
+    bounds = record.get("bounds")
+    if bounds is None or not record.get("grown", False):
+        return "not grown (quick run)" if bounds is not None else "not grown (older run)"
+    if record.get("at_bound"):
+        side = "lower" if record["at_bound"] == "low" else "upper"
+        return (f"at the {side} bound {bounds[record['at_bound']]:g} "
+                f"({bounds['why']})")
+    return "yes: worse on both sides"
 
 
 def _spread(details: dict, r: Result) -> list[str]:
@@ -181,17 +222,4 @@ def _spread(details: dict, r: Result) -> list[str]:
         best = f"{s['best']['row']}: {s['best']['mean']:.4g}" if s["best"] else "-"
         controls = ", ".join(f"{label}: {value:.4g}" for label, value in s["controls"].items())
         lines.append(f"| {s['setting'] or '-'} | {untrained} | {best} | {controls or '-'} |")
-    return lines + [""]
-
-
-def _recheck(details: dict) -> list[str]:
-    """The claims whose rows were re-run on more seeds, and whether they moved."""
-    recheck = details.get("recheck", [])
-    if not recheck:
-        return []
-    moved = sum(c["before"] != c["after"] for c in recheck)
-    lines = [f"Claims re-run at {recheck[0]['seeds']} seeds (they were inconclusive or within "
-             f"one standard error of a boundary); {moved} of {len(recheck)} moved:", "",
-             "| claim | before | after |", "|---|---|---|"]
-    lines += [f"| {c['claim']} | {c['before']} | {c['after']} |" for c in recheck]
     return lines + [""]

@@ -29,12 +29,12 @@ the first epoch), and `require_control` turns an "agrees" into a
 *trivial* "inconclusive" unless both compared rows beat the control by
 ``2 se`` (`discriminates`).
 
-A verdict is **shaky** when it is inconclusive or its ``d`` lies within one
-``se`` of a boundary of its rule (`near_boundary`); experiments re-run the
-rows of shaky claims at more seeds.
+Every claim is judged once, on all the seeds of its rows, and every row of an
+experiment runs the same seeds, fixed in its config before any result: no
+claim gets more seeds because of where its verdict fell.
 
-Two standard errors is about a 95% two-sided level for large samples; with 3
-seeds it is a heuristic, stated as such in docs/results.md. Nothing here is
+Two standard errors is about a 95% two-sided level for large samples; with 5
+to 10 seeds it is a heuristic, stated as such in docs/results.md. Nothing here is
 per-experiment: every experiment states its claims through these functions.
 """
 
@@ -188,22 +188,6 @@ def require_control(verdict_and_evidence: tuple[Verdict, str],
     if verdict == "agrees" and not ok:
         return "inconclusive", f"trivial: {why}. Numbers: {evidence}"
     return verdict, f"{evidence}; {why}"
-
-
-def near_boundary(a: Sequence[float], b: Sequence[float] | float, higher_is_better: bool,
-                  rule: str, threshold: float = 0.0) -> bool:
-    """Is ``d`` within one ``se`` of a boundary of ``rule`` ("better" with
-    ``threshold`` as its minimum gap, "on_par" or "on_par_or_better" with it as
-    the tolerance)? Such a verdict could flip with a few more seeds."""
-    d, se = difference(a, b, higher_is_better)
-    boundaries = {
-        "better": [max(Z * se, threshold), -Z * se] + ([threshold - Z * se] if threshold else []),
-        "on_par": [threshold, -threshold, threshold + Z * se, -(threshold + Z * se)],
-        "on_par_or_better": [threshold, -threshold, Z * se, -(threshold + Z * se)],
-    }
-    if rule not in boundaries:
-        raise ValueError(f"rule must be one of {sorted(boundaries)}, got {rule!r}")
-    return any(abs(d - edge) < se for edge in boundaries[rule])
 
 
 def scaled_threshold(untrained: float, best: float, fraction: float) -> tuple[float, str]:

@@ -10,10 +10,10 @@ from torch import Tensor
 from ..backends.pool import as_pool, check_solve_ratio, draw_exact
 from ..backends.registry import as_solver
 from ..backends.solver import check_costs
-from .base import check_reduction, check_solution, reduce
+from .base import LossInputs, check_reduction, check_solution, reduce
 
 
-class PooledLoss:
+class PooledLoss(LossInputs):
     """Base of the losses over a pool of feasible solutions (PyEPO's ``solpool``).
 
     Every call first refreshes the pool as PyEPO does: with probability
