@@ -17,6 +17,7 @@ from .errors import (
     BackendUnavailable,
     ComboLayerError,
     InfeasibleError,
+    NoIntegerWarning,
     SolverError,
     SpecError,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "Identity",
     "InfeasibleError",
     "Margin",
+    "NoIntegerWarning",
     "Perturbed",
     "RegularizedFrankWolfe",
     "SolverError",

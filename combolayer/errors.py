@@ -21,3 +21,9 @@ class InfeasibleError(SolverError):
 
 class BackendUnavailable(ComboLayerError, ImportError):
     """A backend's package is missing, or the backend cannot handle this problem."""
+
+
+class NoIntegerWarning(UserWarning):
+    """A spec without a single integer variable: it is solved as a linear program, so
+    its solutions may be fractional. Silence it for an LP on purpose with
+    ``warnings.filterwarnings("ignore", category=cl.NoIntegerWarning)``."""

@@ -121,16 +121,23 @@ def test_backend_selected_by_yaml_string_dict_and_file(tmp_path):
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
+@pytest.mark.filterwarnings("ignore::combolayer.NoIntegerWarning")  # an LP on purpose
 def test_auto_picks_highs_for_lps_and_gurobi_then_scip_for_mips(monkeypatch):
     """SCIP's per-solve set-up is far smaller than HiGHS's on small MIPs (see highs.rank);
     Gurobi, when installed and licensed for the model, comes first on MIPs."""
-    mip = random_ilp(2)
-    lp = mip.model_copy(update={"integrality": "continuous"})
+    small = random_ilp(2)
+    # beyond 16 variables: no enumeration (a small binary one goes to "enumerate" first,
+    # see test_rows.py)
+    mip = cl.ILP(shape=[17], integrality="binary",
+                 constraints=[cl.Constraint(coefs=[1.0] * 17, sense="<=", rhs=5.0)])
+    lp = small.model_copy(update={"integrality": "continuous"})
     gurobi = ["gurobi"] if HAS_GUROBI else []
     assert cl.make_solver(lp).backend == "highs"
     assert registry.capable_backends(lp) == ["highs", *gurobi, "scip", "cvxpy"]
     assert cl.make_solver(mip).backend == (gurobi or ["scip"])[0]
-    assert registry.capable_backends(mip) == [*gurobi, "scip", "highs", "cvxpy", "bruteforce"]
+    assert registry.capable_backends(mip)[: 3 + len(gurobi)] == [*gurobi, "scip", "highs",
+                                                                 "cvxpy"]
+    assert registry.capable_backends(small)[0] == "enumerate"
     monkeypatch.setenv("COMBOLAYER_AUTO_GUROBI", "0")  # the opt-out
     assert cl.make_solver(mip).backend == "scip"
 
@@ -338,6 +345,7 @@ def test_infeasible_raises_infeasible_error(backend):
 
 @pytest.mark.parametrize("backend", params(MIP_BACKENDS))
 @pytest.mark.parametrize("integrality", ["continuous", "integer"])
+@pytest.mark.filterwarnings("ignore::combolayer.NoIntegerWarning")  # an LP on purpose
 def test_unbounded_raises_solver_error(backend, integrality):
     spec = cl.ILP(shape=[2], integrality=integrality, lower=[float("-inf"), 0.0], upper=None,
                   constraints=[cl.Constraint(coefs=[1, 1], sense="<=", rhs=3)])
@@ -379,6 +387,7 @@ def test_missing_package_names_backends_that_can(monkeypatch):
         cl.make_solver(random_ilp(0), "scip")
 
 
+@pytest.mark.filterwarnings("ignore::combolayer.NoIntegerWarning")  # an LP on purpose
 def test_capability_mismatch_names_backends_that_can():
     spec = cl.ILP(shape=[2], integrality="continuous",
                   constraints=[cl.Constraint(coefs=[1, 1], sense="<=", rhs=1)])

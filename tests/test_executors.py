@@ -119,6 +119,7 @@ def test_results_in_order_and_duplicates_solved_once(backend, executor, always_p
     solver.kernel.close()
 
 
+@pytest.mark.filterwarnings("ignore::combolayer.NoIntegerWarning")  # an LP on purpose
 def test_sub_millisecond_solves_stay_serial():
     """No pool is started when handing rows over would cost more than solving them."""
     spec = cl.ILP.from_matrices(shape=[6], A_ub=np.ones((1, 6)), b_ub=[3],
@@ -199,6 +200,7 @@ def test_workers_start_mid_call_and_take_the_rows_left(monkeypatch):
     assert kernel.serial_seconds >= 0.03
 
 
+@pytest.mark.filterwarnings("ignore::combolayer.NoIntegerWarning")  # an LP on purpose
 def test_sub_millisecond_solves_log_that_they_stay_serial(caplog):
     import logging
 

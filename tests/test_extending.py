@@ -151,6 +151,7 @@ class WordsBackend:
         return ArgminBackend().compile(spec, config)
 
 
+@pytest.mark.filterwarnings("ignore::combolayer.NoIntegerWarning")  # an LP on purpose
 def test_a_backend_of_the_0_1_protocol_still_works(monkeypatch):
     registry.backends()
     monkeypatch.setitem(registry._REGISTRY, WordsBackend.name, WordsBackend)

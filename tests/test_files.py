@@ -68,6 +68,7 @@ def model_file(request, tmp_path):
 
 
 @pytest.mark.parametrize("backend", ["auto", "highs"])
+@pytest.mark.filterwarnings("ignore::combolayer.NoIntegerWarning")  # an LP on purpose
 def test_file_solutions_match_highs_on_the_file(model_file, backend, rng):
     spec = cl.ILP.from_file(model_file)
     solver = cl.make_solver(spec, backend=backend)

@@ -58,6 +58,7 @@ def test_auxiliary_variables_are_not_returned():
     )
 
 
+@pytest.mark.filterwarnings("ignore::combolayer.NoIntegerWarning")  # an LP on purpose
 def test_continuous_lp():
     spec = cl.ILP(
         shape=[2],
@@ -76,6 +77,7 @@ def test_infeasible_raises():
 
 
 @pytest.mark.parametrize("integrality", ["integer", "continuous"])
+@pytest.mark.filterwarnings("ignore::combolayer.NoIntegerWarning")  # an LP on purpose
 def test_unbounded_raises(integrality):
     spec = cl.ILP(
         shape=[2],

@@ -23,6 +23,7 @@ def path_model():
     return mpax_models.shortestPathModel(grid=(5, 5))
 
 
+@pytest.mark.filterwarnings("ignore::combolayer.NoIntegerWarning")  # an LP on purpose
 def test_shortest_path_program_is_read_with_the_flow_conservation(path_model):
     backend = cl.backends.from_pyepo(path_model)
     assert backend.readable
@@ -51,6 +52,7 @@ def test_a_batch_is_one_call_and_agrees_with_the_models_own_solves(path_model, m
     np.testing.assert_allclose(np.sum(costs * y, 1), best, rtol=NEAR)
 
 
+@pytest.mark.filterwarnings("ignore::combolayer.NoIntegerWarning")  # an LP on purpose
 def test_knapsack_is_read_as_its_lp_relaxation_and_maximised():
     import jax
 

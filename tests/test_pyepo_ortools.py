@@ -24,6 +24,7 @@ def grid_costs(seed: int, shape: tuple[int, int]) -> np.ndarray:
 
 
 @pytest.mark.parametrize("model_class", PATH_MODELS, ids=lambda m: m.__name__)
+@pytest.mark.filterwarnings("ignore::combolayer.NoIntegerWarning")  # an LP on purpose
 def test_shortest_path_constraints_are_read_with_the_flow_conservation(model_class):
     check_grid_model_is_read(model_class(grid=(5, 5)), grid_costs(0, (8, 40)))
 
@@ -53,6 +54,7 @@ def test_combo_layer_on_the_model_projects_out_the_flow(model_class):
                                atol=1e-5, rtol=0)
 
 
+@pytest.mark.filterwarnings("ignore::combolayer.NoIntegerWarning")  # an LP on purpose
 def test_two_sided_rows_are_read_and_free_variables_refused():
     class Ranged(ort.shortestPathModel):
         def _getModel(self):

@@ -64,6 +64,7 @@ def test_npz_data_with_an_mps_problem_writes_history_plot_and_checkpoint(tmp_pat
     write_npz(tmp_path / "data.npz", spec, with_solutions=False)
     config = {"problem": "pair.lp", "data": {"npz": "data.npz"}, "epochs": 3,
               "layer": {"projection": "auto", "noise": 0.5}, "model": {"hidden": [8]},
+              "loss": "l1",
               "out": str(tmp_path / "run")}
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump(config))

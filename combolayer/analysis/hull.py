@@ -111,6 +111,21 @@ class AffineHull:
             f"{self.cost_shape} or ({self.num_outputs},)"
         )
 
+    def __repr__(self) -> str:
+        # Short: kind, sizes, dimension and the first rows, never every number.
+        shown = 3
+        rows = "; ".join(
+            np.array2string(row, precision=3, suppress_small=True, threshold=8, edgeitems=3,
+                            max_line_width=10_000)
+            + f" = {offset:.4g}" for row, offset in zip(self.normals[:shown], self.offsets))
+        more = f"; ... {len(self.normals) - shown} more" if len(self.normals) > shown else ""
+        fixed = np.array2string(self.fixed, threshold=8, edgeitems=3)
+        return (f"AffineHull({'exact' if self.exact else 'LP relaxation'}, "
+                f"cost_shape={self.cost_shape}, dim={self.dim} in R^{self.num_outputs}, "
+                f"{len(self.normals)} equations, fixed={fixed}"
+                + (f", normals @ y = offsets: [{rows}{more}]" if len(self.normals) else "")
+                + ")")
+
     def __post_init__(self) -> None:
         # One float64 copy, moved to w's device and dtype per call (a no-op when they match).
         object.__setattr__(self, "_basis", torch.tensor(self.normals, dtype=torch.float64))

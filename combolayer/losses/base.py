@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+from typing import Any
+
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -33,7 +38,64 @@ def check_solution(solver: Solver, y: Tensor, like: Tensor, name: str) -> Tensor
     return torch.as_tensor(y).to(like)
 
 
-class SolverLoss:
+#: The arguments of a loss's ``__call__`` that carry costs or solutions: `LossInputs`
+#: turns numpy arrays there into tensors.
+TENSOR_ARGUMENTS = ("cost_pred", "cost_true", "y_true")
+
+
+def as_loss_input(value: Any, name: str, owner: str, like: Tensor | None = None) -> Any:
+    """``value`` as a tensor: a tensor as is, a numpy array converted (to ``like``'s
+    dtype and device when given, else a float tensor), None kept; anything else raises
+    TypeError naming what is expected."""
+    if value is None or isinstance(value, Tensor):
+        return value
+    if isinstance(value, np.ndarray):
+        if not (np.issubdtype(value.dtype, np.number) or value.dtype == np.bool_):
+            raise TypeError(f"{owner}: {name} must be numeric, got a numpy array of dtype "
+                            f"{value.dtype}")
+        tensor = torch.from_numpy(np.ascontiguousarray(value))
+        if like is not None:
+            return tensor.to(dtype=like.dtype, device=like.device)
+        return tensor if tensor.is_floating_point() else tensor.to(torch.get_default_dtype())
+    raise TypeError(f"{owner}: {name} must be a torch.Tensor or a numpy array, got "
+                    f"{type(value).__name__}")
+
+
+class LossInputs:
+    """What every loss does with its inputs, done once: the arguments named in
+    `TENSOR_ARGUMENTS` may be numpy arrays, which become tensors (the first of them,
+    the prediction, a float tensor; the others like it); anything else is a
+    TypeError that names what is expected. Each subclass's ``__call__`` is wrapped
+    when the class is defined, so a loss added later cannot miss it."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        call = cls.__dict__.get("__call__")
+        if call is None or getattr(call, "_loss_inputs", False):
+            return
+        signature = inspect.signature(call)
+        names = [name for name in signature.parameters if name in TENSOR_ARGUMENTS]
+        if not names:
+            return
+
+        @functools.wraps(call)
+        def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind(self, *args, **kwargs)
+            like = None
+            owner = type(self).__name__
+            for name in names:
+                if name in bound.arguments:
+                    value = as_loss_input(bound.arguments[name], name, owner, like)
+                    bound.arguments[name] = value
+                    if like is None and isinstance(value, Tensor) and value.is_floating_point():
+                        like = value
+            return call(*bound.args, **bound.kwargs)
+
+        checked._loss_inputs = True  # type: ignore[attr-defined]
+        cls.__call__ = checked  # type: ignore[method-assign]
+
+
+class SolverLoss(LossInputs):
     """A loss that holds a compiled solver as ``self.solver``, and still deep-copies and
     pickles with every backend.
 

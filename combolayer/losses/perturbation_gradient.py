@@ -9,10 +9,10 @@ from torch import Tensor
 
 from ..backends.registry import as_solver
 from ..backends.solver import check_costs, inner
-from .base import check_reduction, check_solution, reduce
+from .base import LossInputs, check_reduction, check_solution, reduce
 
 
-class PGLoss:
+class PGLoss(LossInputs):
     """The perturbation gradient loss: the decision loss's directional finite difference.
 
     With ``c_hat`` the predicted and ``c`` the true min-sense costs, ``h`` the

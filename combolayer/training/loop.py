@@ -15,6 +15,7 @@ import math
 import os
 import time
 import typing
+import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,9 +43,15 @@ from ..losses import FenchelYoungLoss, SPOPlusLoss, hamming
 from ..specs.base import ILP
 from ..specs.files import is_model_file
 from ..specs.load import load_spec, read_mapping, spec_from_text
+from ..specs.paths import config_base, resolve_path
 
 #: The training losses ``loss`` may name.
-LOSSES = ("hamming", "regret", "spo+", "fenchel_young")
+LOSSES = ("regret", "l1", "hamming", "spo+", "fenchel_young")
+#: The losses through the layer that are linear in its output y: under them an
+#: estimator whose backward ignores y (Identity) gets the same gradient whatever y is.
+LINEAR_IN_Y = ("regret", "hamming")
+#: The losses that hold their own solver: the layer is not in their training graph.
+OWN_SOLVER = ("spo+", "fenchel_young")
 #: The built-in data generators ``data.name`` may name (PyEPO's formulas).
 GENERATORS = ("shortest_path", "knapsack", "tsp")
 #: Generator arguments the config does not set: the count comes from
@@ -145,22 +152,28 @@ class TrainConfig(_Strict):
             file). Built-in generators bring their own problem.
         layer: a `LayerConfig`.
         model: a `ModelConfig`.
-        loss: through the layer, ``"hamming"`` (default) or ``"regret"`` (the
-            decision's regret under the true costs, PyEPO's ``lossfunc="r"``); or
+        loss: through the layer, ``"regret"`` (default: the decision's regret under
+            the true costs, PyEPO's ``lossfunc="r"``), ``"l1"`` (``|y - y_true|``,
+            the one under which Identity's ``noise`` acts) or ``"hamming"``; or
             ``"spo+"`` / ``"fenchel_young"``, which hold their own solver (the layer
-            then only decides at test time).
+            then only decides at test time). A layer setting that cannot act under
+            the loss chosen warns (`inactive_settings`).
         epochs, lr, batch_size, seed: the optimisation (Adam).
         num_train, num_test: instances to train and test on. Default: 1000 each
             for generators; for ``npz`` the first 80% train and the rest test.
-        out: the run directory for ``history.csv``, ``regret.png``, ``model.pt``
-            and ``config.json`` (default ``runs/train``).
+        out: the run directory for ``history.csv``, ``regret.png``, ``model.pt``,
+            ``config.json``, ``spec.json`` and ``model.json`` (default ``runs/train``).
+
+    Relative paths (``problem``, ``data.npz``, and ``out`` when the file sets it)
+    are read next to the config file that names them, as in
+    ``ComboLayer.from_config``; from the current directory for a dict or string.
     """
 
     data: DataConfig
     problem: str | dict[str, Any] | None = None
     layer: LayerConfig = LayerConfig()
     model: ModelConfig = ModelConfig()
-    loss: Literal["hamming", "regret", "spo+", "fenchel_young"] = "hamming"
+    loss: Literal["regret", "l1", "hamming", "spo+", "fenchel_young"] = "regret"
     epochs: int = Field(20, ge=1)
     lr: float = Field(1e-2, gt=0.0, allow_inf_nan=False)
     batch_size: int = Field(32, ge=1)
@@ -220,29 +233,17 @@ def load_config(source: str | os.PathLike | dict) -> TrainConfig:
                 problems.append(f"{where}: {message}" if where else message)
         raise ConfigError("invalid train config: " + "; ".join(problems)
                           + " (every key: docs/training.md)") from None
-    base = Path(source).parent if _is_file(source) else Path.cwd()
-    return config.model_copy(update={"problem": _resolve(config.problem, base),
-                                     "data": _resolve_npz(config.data, base)})
-
-
-def _is_file(source: Any) -> bool:
-    if isinstance(source, os.PathLike):
-        return True
-    return isinstance(source, str) and "\n" not in source and Path(source).is_file()
-
-
-def _resolve(problem: Any, base: Path) -> Any:
-    """A relative spec path, read next to the config file when it is there."""
-    if isinstance(problem, str) and "\n" not in problem and not Path(problem).is_absolute():
-        if (base / problem).is_file():
-            return str(base / problem)
-    return problem
-
-
-def _resolve_npz(data: DataConfig, base: Path) -> DataConfig:
-    if data.npz is None:
-        return data
-    return DataConfig(npz=_resolve(data.npz, base))
+    # One rule with ComboLayer.from_config: relative to the file that names them.
+    base = config_base(source)
+    origin = str(source) if base is not None else None
+    update: dict[str, Any] = {
+        "problem": resolve_path(config.problem, base, "problem", origin, ConfigError)}
+    if config.data.npz is not None:
+        update["data"] = DataConfig(npz=resolve_path(config.data.npz, base, "data.npz",
+                                                     origin, ConfigError, always=True))
+    if "out" in config.model_fields_set and base is not None:
+        update["out"] = os.path.normpath(base / os.path.expanduser(config.out))
+    return config.model_copy(update=update)
 
 
 # -- data -------------------------------------------------------------------------
@@ -390,7 +391,7 @@ def fit(
     batch_size: int = 32,
     seed: int = 0,
     model: nn.Module | None = None,
-    loss: str = "hamming",
+    loss: str = "regret",
     progress: tqdm | None = None,
 ) -> History:
     """Train a cost model through ``layer``; record the training loss and test regret.
@@ -401,13 +402,18 @@ def fit(
         test: the split the regret is measured on after each epoch.
         model: features ``(B, p)`` -> costs ``(B, *cost_shape)``; default linear.
             Trained in place.
-        loss: one of `LOSSES`: ``"hamming"`` or ``"regret"`` (through the
-            layer), ``"spo+"`` or ``"fenchel_young"``.
+        loss: one of `LOSSES`: ``"regret"`` (default), ``"l1"`` or ``"hamming"``
+            (through the layer), ``"spo+"`` or ``"fenchel_young"``.
 
-    The Hamming loss is PyEPO's form, linear in y: its gradient is nonzero on
-    correct outputs too, unlike ``|y - y_true|``, whose gradient vanishes there
-    (measured on the demo: 0.088 against 0.155 normalized regret for Identity).
+    The regret and the Hamming loss (PyEPO's form) are linear in y: their gradient
+    is nonzero on correct outputs too, unlike ``|y - y_true|`` ("l1"), whose
+    gradient vanishes there. But under a loss linear in y, Identity's gradient
+    does not depend on y at all, so its ``noise`` cannot act; under "l1" it does,
+    and is needed (docs/training.md, "Which loss"). A layer setting that cannot
+    act under ``loss`` warns once (`inactive_settings`).
     """
+    for message in inactive_settings(layer, loss):
+        warnings.warn(message, UserWarning, stacklevel=2)
     torch.manual_seed(seed)
     if model is None:
         model = cost_model(train.features.shape[1], tuple(layer.spec.cost_shape))
@@ -442,9 +448,45 @@ def fit(
     return history
 
 
+def inactive_settings(layer: ComboLayer, loss: str) -> list[str]:
+    """What the layer sets that cannot change training under ``loss``, each a sentence.
+
+    - A loss that holds its own solver (``spo+``, ``fenchel_young``) never calls the
+      layer while training, and the test regret solves without it: the layer's
+      ``method``, ``projection`` and ``noise`` do nothing.
+    - A loss linear in y (``regret``, ``hamming``) has a constant ``dL/dy``; Identity's
+      backward, ``-(dP/dw)^T dL/dy``, then does not depend on y, so the noise (which
+      only changes y) leaves every gradient, and the trained model, as it was.
+    """
+    method = getattr(layer.method, "name", type(layer.method).__name__)
+    if loss in OWN_SOLVER:
+        set_here = []
+        if method != "identity":
+            set_here.append(f"method={method!r}")
+        if layer._projection_name != "auto":
+            set_here.append(f"projection={layer._projection_name!r}")
+        if layer.noise is not None:
+            set_here.append(f"noise={layer.noise_level:g}")
+        if set_here:
+            return [f"layer {', '.join(set_here)} cannot act under loss {loss!r}: the loss "
+                    "solves with its own solver, and the layer is used only to decide at "
+                    "test time, without them; use loss 'regret' or 'l1' to train through "
+                    "the layer"]
+        return []
+    if loss in LINEAR_IN_Y and method == "identity" and layer.noise is not None:
+        return [f"layer noise={layer.noise_level:g} cannot act under loss {loss!r} with "
+                "method 'identity': the loss is linear in y, so Identity's gradient does not "
+                "depend on the solver's output and the noise changes nothing the model "
+                "learns; use loss 'l1' (|y - y_true|), under which it acts, or a method that "
+                "solves again in its backward pass (blackbox)"]
+    return []
+
+
 def _criterion(loss: str, layer: ComboLayer):
     if loss == "hamming":
         return lambda w, c, y_true: hamming(layer(w), y_true)
+    if loss == "l1":
+        return lambda w, c, y_true: (layer(w) - y_true).abs().mean()
     if loss == "regret":
         k, sign = len(layer.spec.cost_shape), layer.solver.sign
         return lambda w, c, y_true: (sign * inner(c, layer(w) - y_true, k)).mean()
@@ -467,8 +509,6 @@ def save_plot(histories: list[History], path: Path, title: str = "") -> Path | N
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        import warnings
-
         warnings.warn("matplotlib is not installed: no plot (pip install combolayer[plot])",
                       stacklevel=2)
         return None
@@ -486,7 +526,9 @@ def save_plot(histories: list[History], path: Path, title: str = "") -> Path | N
 
 def run(config: TrainConfig, out: str | os.PathLike | None = None) -> tuple[History, Path]:
     """Train as ``config`` says; write ``history.csv``, ``regret.png``, ``model.pt``
-    (the cost model's ``state_dict``) and ``config.json`` to the run directory."""
+    (the cost model's ``state_dict``), ``config.json`` (the config with every path
+    resolved), ``spec.json`` (the problem) and ``model.json`` (the model's shapes)
+    to the run directory, which `load_run` reads back."""
     folder = Path(out if out is not None else config.out)
     train_data, test_data = load_data(config)
     layer = ComboLayer(train_data.spec, **config.layer.model_dump())
@@ -502,7 +544,44 @@ def run(config: TrainConfig, out: str | os.PathLike | None = None) -> tuple[Hist
     save_plot([history], folder / "regret.png", title=train_data.spec.label)
     torch.save(model.state_dict(), folder / "model.pt")
     (folder / "config.json").write_text(json.dumps(config.model_dump(), indent=2) + "\n")
+    (folder / "spec.json").write_text(train_data.spec.model_dump_json(indent=2) + "\n")
+    shapes = {"num_features": int(train_data.features.shape[1]),
+              "cost_shape": list(train_data.spec.cost_shape), "hidden": config.model.hidden,
+              "backend": layer.solver.backend}
+    (folder / "model.json").write_text(json.dumps(shapes, indent=2) + "\n")
     return history, folder
+
+
+def load_run(path: str | os.PathLike) -> tuple[nn.Module, ComboLayer]:
+    """The trained cost model and its layer from a ``combolayer train`` run folder.
+
+    Reads ``model.json`` (the model's shapes), ``model.pt`` (its weights),
+    ``spec.json`` (the problem) and ``config.json`` (the layer's arguments). Both come
+    back in eval mode, ready to predict and solve: ``layer(model(features))``.
+
+    Raises:
+        FileNotFoundError: ``path`` is not a run folder; the message names the
+            missing file.
+
+    Examples:
+        >>> model, layer = cl.training.load_run("runs/train")  # doctest: +SKIP
+        >>> decisions = layer(model(features))                  # doctest: +SKIP
+    """
+    folder = Path(path)
+    needed = ("model.json", "model.pt", "spec.json", "config.json")
+    missing = [name for name in needed if not (folder / name).is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"{str(folder)!r} is not a complete combolayer train run folder: no {missing[0]} "
+            f"(expected {', '.join(needed)}; runs written before combolayer 0.1's load_run "
+            "lack model.json and spec.json)")
+    shapes = json.loads((folder / "model.json").read_text())
+    config = json.loads((folder / "config.json").read_text())
+    spec = load_spec(folder / "spec.json", max_variables=None)
+    model = cost_model(shapes["num_features"], tuple(shapes["cost_shape"]), shapes["hidden"])
+    model.load_state_dict(torch.load(folder / "model.pt", weights_only=True))
+    layer = ComboLayer(spec, **LayerConfig.model_validate(config["layer"]).model_dump())
+    return model.eval(), layer.eval()
 
 
 def _run_name(config: TrainConfig) -> str:

@@ -1,0 +1,143 @@
+"""combolayer train (issue 39): a default loss under which Identity's options act, warnings
+for settings that cannot act, one rule for relative paths, and run folders that reload."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+import combolayer as cl
+from combolayer.training.loop import (
+    ConfigError,
+    load_config,
+    load_data,
+    normalized_regret,
+    run,
+)
+from combolayer.training.loop import fit as fit_loop
+
+SMALL = {"data": {"name": "shortest_path", "num_features": 5, "grid": [3, 3], "deg": 2},
+         "epochs": 2, "num_train": 64, "num_test": 64}
+
+
+def _trained_weights(loss, noise):
+    train, test = load_data(load_config(SMALL))
+    layer = cl.ComboLayer(train.spec, noise=noise, generator=torch.Generator().manual_seed(0))
+    model = torch.nn.Linear(5, train.spec.num_outputs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit_loop(layer, train, test, epochs=2, loss=loss, model=model)
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def test_default_loss_is_the_regret():
+    assert load_config(SMALL).loss == "regret"
+
+
+def test_noise_acts_under_l1_and_not_under_a_loss_linear_in_y():
+    # What the warning says, checked: under the regret (linear in y) Identity's noise
+    # leaves the trained model exactly as it was; under L1 it changes it.
+    assert torch.equal(_trained_weights("regret", 0.0), _trained_weights("regret", 0.5))
+    assert torch.equal(_trained_weights("hamming", 0.0), _trained_weights("hamming", 0.5))
+    assert not torch.allclose(_trained_weights("l1", 0.0), _trained_weights("l1", 0.5))
+
+
+@pytest.mark.parametrize("layer, loss, message", [
+    ({"noise": 0.5}, "regret", "noise=0.5 cannot act under loss 'regret' with method 'identity'"),
+    ({"noise": 0.5}, "hamming", "use loss 'l1'"),
+    ({"method": "blackbox"}, "spo+", "method='blackbox' cannot act under loss 'spo\\+'"),
+    ({"noise": 0.2, "projection": "std"}, "fenchel_young",
+     "projection='std', noise=0.2 cannot act"),
+])
+def test_a_setting_that_cannot_act_warns(tmp_path, layer, loss, message):
+    config = load_config({**SMALL, "epochs": 1, "layer": layer, "loss": loss})
+    with pytest.warns(UserWarning, match=message):
+        run(config, out=tmp_path)
+
+
+@pytest.mark.parametrize("layer, loss", [({"noise": 0.5}, "l1"), ({}, "regret"),
+                                         ({"method": "blackbox", "noise": 0.5}, "regret"),
+                                         ({}, "spo+")])
+def test_settings_that_act_do_not_warn(tmp_path, layer, loss):
+    config = load_config({**SMALL, "epochs": 1, "layer": layer, "loss": loss})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        run(config, out=tmp_path)
+
+
+def _npz(path, spec, n=60, p=3):
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(n, p))
+    costs = features @ rng.normal(size=(p, spec.num_outputs))
+    np.savez(path, features=features, costs=costs)
+
+
+def test_train_reads_relative_paths_next_to_the_config(tmp_path, monkeypatch):
+    project = tmp_path / "project"
+    project.mkdir()
+    spec = cl.problems.TopK(n=5, k=2)
+    (project / "topk.yaml").write_text(yaml.safe_dump(spec.model_dump()))
+    _npz(project / "data.npz", spec)
+    (project / "train.yaml").write_text(yaml.safe_dump(
+        {"problem": "topk.yaml", "data": {"npz": "data.npz"}, "epochs": 1, "out": "run"}))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    config = load_config("../project/train.yaml")
+    assert config.problem == str(project / "topk.yaml")
+    assert config.data.npz == str(project / "data.npz")
+    assert config.out == str(project / "run")
+    _, folder = run(config)
+    assert folder == project / "run" and (folder / "model.pt").is_file()
+    # A missing file: the error shows where it was looked for.
+    (project / "bad.yaml").write_text(yaml.safe_dump(
+        {"problem": "nothere.yaml", "data": {"npz": "data.npz"}}))
+    with pytest.raises(ConfigError, match=f"problem: no file named '{project}/nothere.yaml'"):
+        load_config(project / "bad.yaml")
+    (project / "bad.yaml").write_text(yaml.safe_dump(
+        {"problem": "topk.yaml", "data": {"npz": "sub/gone.npz"}}))
+    with pytest.raises(ConfigError, match=f"data.npz: no file named '{project}/sub/gone.npz'"):
+        load_config(project / "bad.yaml")
+
+
+def test_from_config_reads_relative_paths_next_to_the_config(tmp_path, monkeypatch):
+    project = tmp_path / "project"
+    (project / "specs").mkdir(parents=True)
+    (project / "specs" / "topk.yaml").write_text("{kind: topk, n: 5, k: 2}\n")
+    (project / "layer.yaml").write_text("problem: specs/topk.yaml\nmethod: blackbox\n")
+    monkeypatch.chdir(tmp_path)
+    layer = cl.ComboLayer.from_config("project/layer.yaml")
+    assert layer.spec == cl.problems.TopK(n=5, k=2)
+    # A dict is named by no file: its relative paths are read from the current directory.
+    monkeypatch.chdir(project)
+    assert cl.ComboLayer.from_config({"problem": "specs/topk.yaml"}).spec.k == 2
+    (project / "layer.yaml").write_text("problem: topk.yaml\n")
+    with pytest.raises(cl.SpecError, match=f"problem: no file named '{project}/topk.yaml' "
+                                           r"\(the relative path 'topk.yaml' is read next to"):
+        cl.ComboLayer.from_config(project / "layer.yaml")
+
+
+def test_load_run_reloads_the_model_and_layer_and_reproduces_the_test_regret(tmp_path):
+    spec = cl.problems.TopK(n=5, k=2)
+    (tmp_path / "topk.yaml").write_text(yaml.safe_dump(spec.model_dump()))
+    _npz(tmp_path / "data.npz", spec)
+    (tmp_path / "train.yaml").write_text(yaml.safe_dump(
+        {"problem": "topk.yaml", "data": {"npz": "data.npz"}, "epochs": 3, "lr": 0.05,
+         "model": {"hidden": [7]}, "layer": {"method": "blackbox"}, "out": "run"}))
+    history, folder = run(load_config(tmp_path / "train.yaml"))
+    saved = load_config(folder / "config.json")  # self-contained: absolute paths
+    assert saved.problem == str(tmp_path / "topk.yaml")
+    model, layer = cl.training.load_run(folder)
+    assert not model.training and not layer.training
+    assert layer.spec == spec and layer.method.name == "blackbox"
+    assert model[0].in_features == 3 and model[0].out_features == 7
+    _, test = load_data(saved)
+    assert normalized_regret(layer, model, test) == pytest.approx(history.regret[-1], abs=1e-7)
+    assert layer(model(test.features[:4])).shape == (4, 5)
+
+
+def test_load_run_names_the_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no model.json"):
+        cl.training.load_run(tmp_path)
