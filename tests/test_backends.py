@@ -199,7 +199,9 @@ def test_no_valid_licence_falls_back_under_auto_and_raises_when_named(caplog, mo
     reason = "Gurobi error 10009 (no valid licence): License expired 2025-11-01"
     monkeypatch.setattr(gurobi, "licence", lambda: gurobi.Licence(reason=reason))
     monkeypatch.setattr(registry, "_announced", set())
-    spec = random_ilp(3)
+    # 17 binary variables: beyond enumeration, so SCIP is next after Gurobi
+    spec = cl.ILP(shape=[17], integrality="binary",
+                  constraints=[cl.Constraint(coefs=[1.0] * 17, sense="<=", rhs=5.0)])
     with caplog.at_level(logging.INFO, logger="combolayer"):
         assert cl.make_solver(spec).backend == "scip"
     lines = [r.getMessage() for r in caplog.records if "gurobi" in r.getMessage()]

@@ -36,6 +36,9 @@ class Capability(enum.Flag):
     #: A whole batch in one vectorised call rather than a loop over instances.
     #: (Whether kernels take torch tensors on any device is ``Backend.array_api``.)
     BATCHED = enum.auto()
+    #: Per-call rows ``A x <= b`` (``kernel(costs, rows=...)``, `combolayer.backends.rows`),
+    #: put into the kept model in place.
+    ROWS = enum.auto()
 
     @classmethod
     def parse(cls, words: frozenset[str] | set[str]) -> tuple[Capability, frozenset[str]]:

@@ -13,6 +13,7 @@ from ..specs.load import read_mapping
 
 Executor = Literal["serial", "thread", "process", "ray"]
 OnLimit = Literal["warn", "raise"]
+OnInfeasible = Literal["raise", "flag"]
 
 
 #: Threads per solver and local workers allowed per usable core (at least
@@ -74,6 +75,11 @@ class BackendConfig(BaseModel):
     #: optima of a cost with ties; every answer is optimal either way).
     deterministic: bool = False
     on_limit: OnLimit = "warn"
+    #: What an instance that per-call rows ``A x <= b`` leave infeasible does:
+    #: ``"raise"`` `InfeasibleError`, or ``"flag"``: its solution is zeros, the
+    #: call warns once with the count, and ``solver.last_infeasible`` /
+    #: ``layer.last_infeasible`` say which.
+    on_infeasible: OnInfeasible = "raise"
 
     @field_validator("workers", mode="before")
     @classmethod

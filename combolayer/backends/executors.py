@@ -50,6 +50,7 @@ from ..errors import BackendUnavailable, SolverError, SpecError
 from ..specs.base import Spec
 from .config import BackendConfig
 from .outcome import record_all, recording
+from .rows import Rows
 from .solver import Kernel
 
 #: Work per chunk (seconds) below which handing rows to a worker costs more
@@ -94,10 +95,20 @@ def _serial_config(config: BackendConfig) -> BackendConfig:
     return config.model_copy(update={"executor": "serial", "workers": 1, "threads": 1})
 
 
-def _timed(kernel: Kernel, costs: np.ndarray) -> tuple[np.ndarray, float]:
+def _timed(kernel: Kernel, costs: np.ndarray, rows: Rows | None = None
+           ) -> tuple[np.ndarray, float]:
     start = time.perf_counter()
-    out = kernel(costs)
+    out = kernel(costs) if rows is None else kernel(costs, rows=rows)
     return np.asarray(out, dtype=np.float64), time.perf_counter() - start
+
+
+#: What a worker is handed: a ``(B, N)`` cost array, or ``(costs, rows)`` with the
+#: chunk's per-call rows (`Rows.subset`: only the entries its rows use).
+Chunk = np.ndarray | tuple
+
+
+def _parts(chunk: Chunk) -> tuple[np.ndarray, Rows | None]:
+    return chunk if isinstance(chunk, tuple) else (chunk, None)
 
 
 #: What a worker sends back for a chunk: solutions, seconds, the rows' statuses
@@ -106,16 +117,17 @@ def _timed(kernel: Kernel, costs: np.ndarray) -> tuple[np.ndarray, float]:
 Result = tuple[np.ndarray, float, list, list]
 
 
-def _solve_recorded(kernel: Kernel, costs: np.ndarray, catch: bool = False) -> Result:
+def _solve_recorded(kernel: Kernel, chunk: Chunk, catch: bool = False) -> Result:
     """Solve a chunk in a worker, keeping what the caller must hear. ``catch`` also
     keeps the warnings (processes and actors only: catching warnings is not thread-safe,
     and a worker thread's own warnings already reach the caller's process)."""
+    costs, rows = _parts(chunk)
     with recording() as log:
         if not catch:
-            return (*_timed(kernel, costs), log, [])
+            return (*_timed(kernel, costs, rows), log, [])
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            out, seconds = _timed(kernel, costs)
+            out, seconds = _timed(kernel, costs, rows)
     return out, seconds, log, [(w.category, str(w.message)) for w in caught]
 
 
@@ -171,28 +183,44 @@ class ParallelKernel:
         """The start cost the caller's solve time must exceed before workers start."""
         return START_SECONDS[self.executor] + self.build_seconds
 
-    def __call__(self, costs: np.ndarray) -> np.ndarray:
+    @property
+    def takes_rows(self) -> bool:
+        """Whether the workers' kernels take per-call rows (chunks carry theirs)."""
+        return getattr(self.local, "takes_rows", False)
+
+    def __call__(self, costs: np.ndarray, rows: Rows | None = None) -> np.ndarray:
         costs = np.ascontiguousarray(costs, dtype=np.float64)
         if len(costs) == 0:
             return np.empty_like(costs)
-        unique, inverse = np.unique(costs, axis=0, return_inverse=True)
+        if rows is None:
+            unique, inverse = np.unique(costs, axis=0, return_inverse=True)
+        else:  # a row repeats only with the same costs and the same per-call rows
+            keyed = np.hstack([costs, np.asarray(rows.index, dtype=np.float64)[:, None]])
+            _, first, inverse = np.unique(keyed, axis=0, return_index=True,
+                                          return_inverse=True)
+            unique = costs[first]
+            rows = rows.subset(first)
         inverse = inverse.reshape(-1)
         with self._lock, recording() as log:  # one batch at a time per kernel
-            solved = self._solve_unique(unique)
+            solved = self._solve_unique(unique, rows)
         if log:  # each unique row's status, once for every row that repeats it
             record_all(np.asarray(log, dtype=object)[inverse].tolist()
                        if len(log) == len(unique) else log)
         return solved[inverse]
 
-    def _solve_unique(self, costs: np.ndarray) -> np.ndarray:
+    def _solve_unique(self, costs: np.ndarray, rows: Rows | None = None) -> np.ndarray:
         done = 0
         parts = []
+
+        def rows_of(start: int, stop: int) -> Rows | None:
+            return None if rows is None else rows.subset(np.arange(start, min(stop, len(costs))))
+
         if self.per_solve is None:
             # The very first solve pays one-off set-up (HiGHS: 30 ms on a
             # 6-item knapsack that then takes 0.1 ms): time a second one too.
             times = []
-            for row in costs[:2]:
-                out, seconds = _timed(self.local, row[None])
+            for k, row in enumerate(costs[:2]):
+                out, seconds = _timed(self.local, row[None], rows_of(k, k + 1))
                 parts.append(out)
                 times.append(seconds)
             self.per_solve = min(times)
@@ -201,7 +229,7 @@ class ParallelKernel:
         rest = costs[done:]
         if self._num_chunks(len(rest)) <= 1:  # too little work to ever hand off
             if len(rest):
-                parts.append(self._solve_here(rest))
+                parts.append(self._solve_here(rest, rows_of(done, len(costs))))
             return np.concatenate(parts, axis=0)
         # Solved here in slices until the workers are ready: the run can pay for
         # them (and start them) in the middle of a call, and the rows left when
@@ -210,18 +238,24 @@ class ParallelKernel:
             ready = self._workers_ready()  # first: it starts them once the run has paid
             n_chunks = self._num_chunks(len(rest))
             if ready and n_chunks > 1:
-                results = self._map_safely(np.array_split(rest, n_chunks))
+                chunks = np.array_split(rest, n_chunks)
+                if rows is not None:
+                    bounds = np.cumsum([done] + [len(chunk) for chunk in chunks])
+                    chunks = [(chunk, rows_of(bounds[k], bounds[k + 1]))
+                              for k, chunk in enumerate(chunks)]
+                results = self._map_safely(chunks)
                 parts.extend(out for out, _ in results)
                 self._update(sum(seconds for _, seconds in results) / len(rest))
                 break
-            rows = max(1, int(SLICE_SECONDS / self.per_solve))
-            parts.append(self._solve_here(rest[:rows]))
-            rest = rest[rows:]
+            count = max(1, int(SLICE_SECONDS / self.per_solve))
+            parts.append(self._solve_here(rest[:count], rows_of(done, done + count)))
+            rest = rest[count:]
+            done += count
         return np.concatenate(parts, axis=0)
 
-    def _solve_here(self, rows: np.ndarray) -> np.ndarray:
+    def _solve_here(self, rows: np.ndarray, per_call: Rows | None = None) -> np.ndarray:
         """Solve ``rows`` in the caller, counting the time toward the workers' start."""
-        out, seconds = _timed(self.local, rows)
+        out, seconds = _timed(self.local, rows, per_call)
         self.serial_seconds += seconds
         self._update(seconds / len(rows))
         return out
@@ -302,7 +336,7 @@ class ParallelKernel:
         if limit is None:
             return None
         rounds = math.ceil(len(chunks) / self.workers)
-        rows = max(len(c) for c in chunks)
+        rows = max(len(_parts(c)[0]) for c in chunks)
         # Each solve may legitimately use its full time limit; allow a model
         # build per worker and generous slack for start-up on top.
         return 2.0 + 3.0 * self.build_seconds + 1.5 * limit * rows * rounds
@@ -471,8 +505,8 @@ def _init_pool_worker(cls: type, spec: Spec, config: BackendConfig) -> None:
         _WORKER_START_ERROR = f"{type(error).__name__}: {error}"
 
 
-def _solve_in_process(costs: np.ndarray) -> Result:
-    return _solve_recorded(_WORKER_KERNEL, costs, catch=True)
+def _solve_in_process(chunk: Chunk) -> Result:
+    return _solve_recorded(_WORKER_KERNEL, chunk, catch=True)
 
 
 def _started_worker(pause: float) -> tuple[int, str | None]:
@@ -575,8 +609,8 @@ class _Actor:
     def __init__(self, cls: type, spec: Spec, config: BackendConfig) -> None:
         _init_process(cls, spec, config)
 
-    def solve(self, costs: np.ndarray) -> Result:
-        return _solve_in_process(costs)
+    def solve(self, chunk: Chunk) -> Result:
+        return _solve_in_process(chunk)
 
     def node(self) -> str:
         """The id of the Ray node this actor runs on (its model is built by now)."""

@@ -108,6 +108,9 @@ def _shown(status: str) -> str:
 
 #: The status of a row solved to optimality; any other status is a non-optimal answer.
 OPTIMAL = Outcome.OPTIMAL.value
+#: The status of a row whose per-call rows ``A x <= b`` left no feasible solution (its
+#: output is a row of zeros); `Solver` raises or flags it (``on_infeasible``).
+INFEASIBLE = Outcome.INFEASIBLE.value
 
 _LOCAL = threading.local()
 

@@ -199,7 +199,34 @@ def make_solver(
             spec.label, first_reason=reason)
     solver = Solver(spec, kernel, cls.name, config)
     solver.choice_reason = reason
+    solver.row_fallback = functools.partial(_row_solver, spec, config)
     return solver
+
+
+def row_backends(spec: Spec) -> list[str]:
+    """The installed backends that take per-call rows ``A x <= b`` for ``spec``, best first."""
+    return [cls.name for cls in _ranked(spec)
+            if _declared(cls)[0] & Capability.ROWS and why_not(cls, spec) is None]
+
+
+def _row_solver(spec: Spec, config: BackendConfig) -> Solver:
+    """The solver for calls with per-call rows when ``config``'s backend takes none:
+    the best installed backend that does (``Capability.ROWS``), with the same settings."""
+    able = row_backends(spec)
+    if not able:
+        raise BackendUnavailable(
+            f"backend {config.name!r} cannot take per-call rows A x <= b for {spec.label}, "
+            "and no installed backend that can solves it (highs, scip, gurobi, cvxpy, or "
+            "enumerate for small binary problems)")
+    for name in able:
+        # a backend may compile some problems to kernels of their own that take no rows
+        # (HiGHS's and Gurobi's TSP kernels): the next one then
+        solver = make_solver(spec, config.model_copy(update={"name": name}))
+        if getattr(solver.kernel, "takes_rows", False):
+            logger.info("%s: backend %r takes no per-call rows; calls with rows go to %r",
+                        spec.label, config.name, name)
+            return solver
+    raise BackendUnavailable(f"none of {able} takes per-call rows A x <= b for {spec.label}")
 
 
 def as_solver(problem: Any, backend: Any = "auto") -> Solver:

@@ -114,14 +114,18 @@ class RowKernel:
                         rows: Rows) -> np.ndarray:
         n = costs.shape[1]
         out = np.zeros_like(costs)
-        statuses = []
         starts = (np.asarray(start, dtype=np.float64).reshape(len(costs), -1)
                   if start is not None and self.takes_start else None)
-        index = np.asarray(rows.index).tolist()
+        index = np.asarray(rows.index)
+        # grouped by entry (stable): an entry's rows go in once for all its cost rows
+        order = np.argsort(index, kind="stable").tolist()
+        statuses = [OPTIMAL] * len(costs)
+        index = index.tolist()
         current = None
         with self._lock, recording() as log:
             try:
-                for i, row in enumerate(costs):
+                for i in order:
+                    row = costs[i]
                     if index[i] != current:
                         current = index[i]
                         A = np.asarray(rows.A[current], dtype=np.float64)
@@ -134,10 +138,10 @@ class RowKernel:
                              else self.solve_one(row, start=starts[i]))
                     except InfeasibleError:
                         del log[solves:]
-                        statuses.append(INFEASIBLE)
+                        statuses[i] = INFEASIBLE
                         continue
                     out[i] = x[:n]
-                    statuses.append(worst(log[solves:]))
+                    statuses[i] = worst(log[solves:])
             finally:
                 if current is not None:
                     self._clear_rows()
@@ -444,8 +448,11 @@ class Solver:
                    else costs.new_zeros((*batch, self.num_aux)))
             return y, aux
         if isinstance(costs, torch.Tensor):
-            out = self.solve_rows(costs.detach().reshape(-1, self.num_outputs),
-                                  return_aux=return_aux, rows=rows)
+            # only the options asked for: a subclass's solve_rows may take fewer
+            options = {key: value for key, value in (("return_aux", return_aux),
+                                                     ("rows", rows))
+                       if value is not None and value is not False}
+            out = self.solve_rows(costs.detach().reshape(-1, self.num_outputs), **options)
             if not return_aux:
                 return out.reshape(shape)
             return out[0].reshape(shape), out[1].reshape(*batch, self.num_aux)

@@ -17,11 +17,21 @@ The autograd shell around them is written once, in `differentiable`.
 ``build(solver)`` runs once, when a layer is built, and returns the
 differentiable solve
 
-    solve(costs, *, target, needs_grad, training=True) -> y
+    solve(costs, *, target, needs_grad, training=True, A=None, b=None) -> y
 
 where ``needs_grad`` is decided by the layer, outside any autograd.Function,
 and ``training`` is the layer's mode. The solver is captured by the returned
 closure, never passed through ``.apply``.
+
+Per-call rows ``A x <= b`` (``layer(w, A=A, b=b)``) reach ``solve`` as tensors
+``A (*batch, m, num_vars)`` and ``b (*batch, m)``, broadcast to the costs' batch
+(the objective sense is folded into the costs only). A cost-only estimator sees
+them as per-instance data: its ``forward`` and ``backward`` get a solver with the
+rows bound (`combolayer.backends.rows.RowBound`), and its gradient reaches the
+costs only. An estimator with ``row_gradients = True`` gives them a gradient:
+
+- ``forward(solver, costs, *, target, training, A, b) -> (output, saved)``;
+- ``backward(solver, grad, costs, A, b, *saved) -> (dL/dcosts, dL/dA, dL/db)``.
 """
 
 from __future__ import annotations
@@ -41,6 +51,7 @@ from pydantic import (
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from ..backends.rows import RowBound
 from ..backends.solver import Solver
 from ..specs.base import positional_fields
 from ..transforms.projection import Normalized
@@ -63,8 +74,39 @@ def solve_samples(solver: Solver, costs: Tensor) -> Tensor:
     solve, which is closest when only the noise changed (PyEPO's 5x5 grid with Gurobi:
     DPOMul's epoch 1.07 -> 0.98 of PyEPO's, against one sample of every instance at a
     time)."""
+    if isinstance(solver, RowBound):
+        # per-call rows broadcast over the leading sample axis (trailing batch axes
+        # aligned); the kernel keeps an instance's rows while its samples follow
+        return solver.solve_min(costs)
     batch_dims = costs.dim() - 1 - len(solver.cost_shape)
     return solver.solve_min(costs.movedim(0, batch_dims)).movedim(batch_dims, 0)
+
+
+def differentiable_rows(backward: Callable[..., tuple], once: bool = True
+                        ) -> Callable[..., Tensor]:
+    """The autograd shell with per-call rows: ``apply(costs, A, b, output, *saved) ->
+    output`` whose backward is ``(dL/dcosts, dL/dA, dL/db) = backward(grad, costs, A, b,
+    *saved)`` (None for an input without a gradient)."""
+
+    def vjp(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        costs, A, b, *saved = ctx.saved_tensors
+        d_costs, d_A, d_b = backward(grad, costs, A, b, *saved)
+        return (d_costs, d_A, d_b, None, *(None for _ in saved))
+
+    class _RowShell(torch.autograd.Function):
+        @staticmethod
+        def forward(costs: Tensor, A: Tensor, b: Tensor, output: Tensor,
+                    *saved: Tensor) -> Tensor:
+            return output.clone()
+
+        @staticmethod
+        def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
+            costs, A, b, _, *saved = inputs
+            ctx.save_for_backward(costs, A, b, *saved)
+
+        backward = staticmethod(once_differentiable(vjp) if once else vjp)
+
+    return _RowShell.apply
 
 
 def differentiable(backward: Backward, once: bool = True) -> Callable[..., Tensor]:
@@ -117,6 +159,9 @@ class Estimator(BaseModel):
     name: ClassVar[str] = ""
     #: True when ``backward`` is pure torch (no solver call) and may be differentiated again.
     differentiable_backward: ClassVar[bool] = False
+    #: True when the estimator gives per-call rows ``A``, ``b`` a gradient (see the
+    #: module docstring); the layer refuses rows that require one otherwise.
+    row_gradients: ClassVar[bool] = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs = positional_fields(type(self), args, kwargs, TypeError)
@@ -149,16 +194,41 @@ class Estimator(BaseModel):
 
     def build(self, solver: Solver) -> DifferentiableSolve:
         def backward(grad: Tensor, costs: Tensor, *saved: Tensor) -> Tensor:
+            if self.row_gradients:  # called without rows: A and b are None
+                return self.backward(solver, grad, costs, None, None, *saved)[0]
             return self.backward(solver, grad, costs, *saved)
 
-        shell = differentiable(backward, once=not self.differentiable_backward)
+        once = not self.differentiable_backward
+        shell = differentiable(backward, once=once)
+
+        def backward_rows(grad: Tensor, costs: Tensor, A: Tensor, b: Tensor,
+                          *saved: Tensor) -> tuple:
+            bound = RowBound(solver, A, b)
+            if self.row_gradients:
+                return self.backward(bound, grad, costs, A, b, *saved)
+            return self.backward(bound, grad, costs, *saved), None, None
+
+        row_shell = differentiable_rows(backward_rows, once=once)
 
         def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
-                  training: bool = True) -> Tensor:
-            output, saved = self.forward(solver, costs, target=target, training=training)
+                  training: bool = True, A: Tensor | None = None,
+                  b: Tensor | None = None) -> Tensor:
+            if A is None:
+                rows = {"A": None, "b": None} if self.row_gradients else {}
+                output, saved = self.forward(solver, costs, target=target, training=training,
+                                             **rows)
+                if not needs_grad or saved is None:
+                    return output
+                return shell(costs, output, *saved)
+            bound = RowBound(solver, A, b)
+            if self.row_gradients:
+                output, saved = self.forward(bound, costs, target=target, training=training,
+                                             A=A.detach(), b=b.detach())
+            else:
+                output, saved = self.forward(bound, costs, target=target, training=training)
             if not needs_grad or saved is None:
                 return output
-            return shell(costs, output, *saved)
+            return row_shell(costs, A, b, output, *saved)
 
         return solve
 
@@ -179,6 +249,11 @@ def _sample_count(value: Any, info: ValidationInfo) -> int:
 Positive = Annotated[float, AfterValidator(_positive)]
 #: A number of samples: an int >= 1 (``2.0`` is refused, not truncated).
 SampleCount = Annotated[int, BeforeValidator(_sample_count)]
+
+
+def row_gradient_methods() -> list[str]:
+    """The registered estimators that give per-call rows ``A``, ``b`` a gradient."""
+    return sorted(name for name, cls in METHODS.items() if cls.row_gradients)
 
 
 def resolve_method(method: str | dict | Estimator) -> Estimator:

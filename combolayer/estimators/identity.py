@@ -136,9 +136,14 @@ class Identity(Estimator):
         # argument binding (docs/performance.md), instead of the shared shell.
         negative_identity = fast_apply(_negative_identity(solver))
         solve_min = solver.solve_min
+        with_rows = super().build(solver)  # per-call rows: the shared shell
 
         def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
-                  training: bool = True) -> Tensor:
+                  training: bool = True, A: Tensor | None = None,
+                  b: Tensor | None = None) -> Tensor:
+            if A is not None:
+                return with_rows(costs, target=target, needs_grad=needs_grad,
+                                 training=training, A=A, b=b)
             return negative_identity(costs) if needs_grad else solve_min(costs)
 
         return solve

@@ -64,13 +64,13 @@ class Margin(Estimator):
         half = self.alpha / 2.0
 
         def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
-                  training: bool = True) -> Tensor:
+                  training: bool = True, **rows: Tensor) -> Tensor:
             if training:
                 if target is None:
                     raise ValueError(
                         "Margin needs the true solution in training: call layer(w, target=y_true)"
                     )
                 costs = costs + half * (2.0 * target - 1.0)
-            return base(costs, target=target, needs_grad=needs_grad, training=training)
+            return base(costs, target=target, needs_grad=needs_grad, training=training, **rows)
 
         return solve

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -19,9 +21,10 @@ from ..analysis.hull import analyze
 from ..backends.config import BackendConfig
 from ..backends.pool import CachedSolver, SolutionPool, as_pool, check_solve_ratio
 from ..backends.registry import make_solver
+from ..backends.rows import check_rows, collect_infeasible
 from ..backends.solver import Solver, capturing_aux, check_costs
 from ..estimators import Estimator, resolve_method
-from ..estimators.base import ProjectedSolve
+from ..estimators.base import ProjectedSolve, row_gradient_methods
 from ..specs.base import Spec
 from ..specs.load import load_spec, read_mapping
 from ..specs.paths import config_base, resolve_path
@@ -79,6 +82,11 @@ class ComboLayer(nn.Module):
             (``SolutionPool(N, max_size=...)``, default 10 000 solutions). Seed
             it with the training set's true solutions, as PyEPO does with its
             dataset: ``layer.pool.seed(y_train)``. An empty pool solves exactly.
+        on_infeasible: what an instance does that per-call rows ``A x <= b``
+            (``layer(w, A=A, b=b)``) leave infeasible: ``"raise"``
+            (`InfeasibleError`, the default) or ``"flag"`` (its solution is zeros,
+            one warning per call with the count, `last_infeasible` says which).
+            Sets ``BackendConfig.on_infeasible``.
 
     Everything is compiled here, once; ``forward`` only checks, transforms and
     dispatches. Costs and solutions have shape ``(*batch, *spec.cost_shape)``.
@@ -111,6 +119,7 @@ class ComboLayer(nn.Module):
         sample_noise: Any = None,
         solve_ratio: float = 1.0,
         pool: SolutionPool | None = None,
+        on_infeasible: str | None = None,
     ) -> None:
         super().__init__()
         if callable(getattr(spec, "solver_for", None)) and backend == "auto":
@@ -133,6 +142,15 @@ class ComboLayer(nn.Module):
         else:
             self.backend_config = (backend if callable(getattr(backend, "solver_for", None))
                                    else BackendConfig.load(backend))
+        if on_infeasible is not None:
+            if on_infeasible not in ("raise", "flag"):
+                raise ValueError(f"on_infeasible must be 'raise' or 'flag', got {on_infeasible!r}")
+            if not isinstance(self.backend_config, BackendConfig):
+                raise ValueError("on_infeasible needs a backend given by name or BackendConfig, "
+                                 f"got {type(backend).__name__}: set it on that solver's config")
+            self.__dict__.pop("_given_solver", None)
+            self.backend_config = self.backend_config.model_copy(
+                update={"on_infeasible": on_infeasible})
         self.method = resolve_method(method)
         self._projection_arg = projection
         self._projection_name = (
@@ -250,7 +268,7 @@ class ComboLayer(nn.Module):
         """
         config = dict(read_mapping(source, what="layer config"))
         known = {"problem", "method", "projection", "noise", "backend", "noise_schedule",
-                 "solve_ratio"}
+                 "solve_ratio", "on_infeasible"}
         unknown = set(config) - known
         if unknown or "problem" not in config:
             raise ValueError(
@@ -328,7 +346,8 @@ class ComboLayer(nn.Module):
             + f", backend_reason={self.backend_reason!r}"
         )
 
-    def forward(self, w: Tensor, target: Tensor | None = None, return_aux: bool = False) -> Any:
+    def forward(self, w: Tensor, target: Tensor | None = None, return_aux: bool = False, *,
+                A: Tensor | None = None, b: Tensor | None = None) -> Any:
         """Solve for costs ``w``; the backward pass is the estimator's.
 
         Args:
@@ -337,6 +356,13 @@ class ComboLayer(nn.Module):
                 (the informed margin); ignored by the others.
             return_aux: also return the auxiliary variables (`combolayer.ILP`'s
                 ``num_aux``) of the solutions, without a gradient.
+            A, b: per-call rows ``A x <= b`` added to the spec's constraints for this
+                call: ``A (*batch, m, num_vars)`` or ``(m, num_vars)``, ``b (*batch, m)``
+                or ``(m,)`` (``num_vars`` = N outputs + ``num_aux``). Without a gradient
+                they are per-instance data for any method; with one, the method must
+                give them one (``row_gradients``: ``"comboptnet"``, ``"score_function"``,
+                ``"qptl"``). An instance they leave infeasible raises, or under
+                ``on_infeasible="flag"`` is zeros, flagged in `last_infeasible`.
 
         Returns:
             The optimal solutions, with the shape, dtype and device of ``w``; with
@@ -352,8 +378,8 @@ class ComboLayer(nn.Module):
                 crashed worker, ...).
         """
         if return_aux:
-            return self._with_aux(w, target, self.training)
-        return self._forward(w, target, sampling=self.training)
+            return self._with_aux(w, target, self.training, A, b)
+        return self._forward(w, target, self.training, A, b)
 
     def _with_aux(self, *args: Any) -> tuple[Tensor, Tensor]:
         """``_forward(*args)`` and the auxiliaries of the solves it made: the first
@@ -373,7 +399,8 @@ class ComboLayer(nn.Module):
                                f"{count}: cannot tell which auxiliaries go with the output")
         return y, aux.reshape(count, -1, num_aux).mean(dim=1).reshape(*batch, num_aux)
 
-    def sample(self, w: Tensor, target: Tensor | None = None) -> Tensor:
+    def sample(self, w: Tensor, target: Tensor | None = None, *, A: Tensor | None = None,
+               b: Tensor | None = None) -> Tensor:
         """A sampled forward in either mode: ``y(P(w + eps))`` with ``eps`` drawn
         from ``sample_noise``, and the estimator run as in training (so
         [`IMLE`][combolayer.IMLE] and `Perturbed` draw their own noise too). The margin
@@ -381,9 +408,33 @@ class ComboLayer(nn.Module):
         in training mode, as in ``forward``. Differentiable like ``forward``; use
         it for a test-time ELBO, which is an expectation over samples.
         """
-        return self._forward(w, target, sampling=True)
+        return self._forward(w, target, True, A, b)
 
-    def _forward(self, w: Tensor, target: Tensor | None, sampling: bool) -> Tensor:
+    @property
+    def last_infeasible(self) -> Tensor | None:
+        """After a call with per-call rows under ``on_infeasible="flag"``: a bool tensor
+        of the batch shape, True for the instances the rows left without a feasible
+        solution (their output is zeros). None before such a call. Per thread."""
+        return getattr(self.compiled.last, "infeasible", None)
+
+    def _rows(self, w: Tensor, A: Any, b: Any) -> tuple[Tensor, Tensor, bool]:
+        """Per-call rows checked once, as tensors on ``w``'s device and dtype broadcast to
+        its batch (autograd kept), and whether they need a gradient."""
+        batch = tuple(w.shape[: w.dim() - len(self.spec.cost_shape)])
+        check_rows(self.spec.label, self.compiled.solver.num_vars, batch, A, b)
+        A = torch.as_tensor(A).to(w)
+        b = torch.as_tensor(b).to(w)
+        rows_grad = torch.is_grad_enabled() and (A.requires_grad or b.requires_grad)
+        if rows_grad and not getattr(self.method, "row_gradients", False):
+            raise ValueError(
+                f"A or b requires a gradient, but method {self.method} gives none to "
+                f"per-call rows: use one of {row_gradient_methods()}, or pass A.detach() "
+                "and b.detach() to use them as data")
+        m, n = A.shape[-2], A.shape[-1]
+        return A.expand(*batch, m, n), b.expand(*batch, m), rows_grad
+
+    def _forward(self, w: Tensor, target: Tensor | None, sampling: bool,
+                 A: Any = None, b: Any = None) -> Tensor:
         if not isinstance(w, Tensor):
             if not isinstance(w, np.ndarray):
                 raise TypeError(f"w must be a torch.Tensor (or a numpy array), got "
@@ -394,6 +445,9 @@ class ComboLayer(nn.Module):
         check_costs(self.spec, w, "w")
         if target is not None:
             check_costs(self.spec, target, "target")
+        rows_grad = False
+        if A is not None or b is not None:
+            A, b, rows_grad = self._rows(w, A, b)
         if sampling and self.sample_noise is not None:
             # Before the projection: the paper's samplers perturb the logits.
             w = w + self.sample_noise.sample(w.shape, generator=self.generator).to(w)
@@ -404,7 +458,7 @@ class ComboLayer(nn.Module):
         xi = None if noise is None else noise.sample(w.shape, generator=self.generator).to(w)
         cache = compiled.train_solve is not None and (self.training or sampling)
         fused = compiled.train_fused if cache else compiled.fused
-        if fused is not None:
+        if fused is not None and A is None:
             y = fused(w, xi)
         else:
             projected = u = compiled.projection(w)
@@ -415,14 +469,36 @@ class ComboLayer(nn.Module):
             if compiled.floor is not None:
                 costs = costs + self._hull_offset(w, projected)
             solve = compiled.train_solve if cache else compiled.solve
-            y = solve(costs, target=None if target is None else target.to(costs),
-                               needs_grad=torch.is_grad_enabled() and costs.requires_grad,
-                               training=self.training or sampling)
+            needs_grad = torch.is_grad_enabled() and (costs.requires_grad or rows_grad)
+            target = None if target is None else target.to(costs)
+            if A is None:
+                y = solve(costs, target=target, needs_grad=needs_grad,
+                          training=self.training or sampling)
+            else:
+                with collect_infeasible() as flagged:
+                    y = solve(costs, target=target, needs_grad=needs_grad,
+                              training=self.training or sampling, A=A, b=b)
+                self._flag(compiled, flagged, A)
         if debug:
             logger.debug("%s: batch of %d solved on %r in %.4f s", self.spec.label,
                          y.numel() // self.spec.num_outputs, compiled.solver.backend,
                          time.perf_counter() - start)
         return y
+
+
+    def _flag(self, compiled: _Compiled, flagged: set[int], A: Tensor) -> None:
+        """Keep which instances the per-call rows left infeasible (``last_infeasible``),
+        and warn once per call with their count."""
+        batch = tuple(A.shape[:-2])
+        mask = torch.zeros(math.prod(batch), dtype=torch.bool)
+        if flagged:
+            mask[sorted(flagged)] = True
+            warnings.warn(
+                f"{self.spec.label}: {len(flagged)} of {mask.numel()} instances are infeasible "
+                "with their per-call rows A x <= b; their solutions are zeros (CombOptNet's "
+                "dummy) and layer.last_infeasible says which; on_infeasible='raise' makes "
+                "this an error", RuntimeWarning, stacklevel=4)
+        compiled.last.infeasible = mask.reshape(batch).to(A.device)
 
 
 # help(cl.ComboLayer.__init__) and IDEs read the arguments from __init__, which would
@@ -445,7 +521,7 @@ class _ClipPerturbations:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._solver, name)
 
-    def solve_min(self, costs: Any) -> Any:
+    def solve_min(self, costs: Any, **kwargs: Any) -> Any:
         n = self._solver.num_outputs
         flat = costs.reshape(-1, n)
         floor = self._floor.to(flat.device) if isinstance(flat, Tensor) else self._floor.numpy()
@@ -461,7 +537,7 @@ class _ClipPerturbations:
             flat[:, floor] = flat[:, floor].clamp_min(0) if isinstance(flat, Tensor) else \
                 np.maximum(flat[:, floor], 0)
             costs = flat.reshape(costs.shape)
-        return self._solver.solve_min(costs)
+        return self._solver.solve_min(costs, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -479,3 +555,5 @@ class _Compiled:
     #: used in training mode and by ``sample``; None otherwise.
     train_solve: Callable[..., Tensor] | None = None
     train_fused: ProjectedSolve | None = None
+    #: Per-thread results of the last call (``last_infeasible``).
+    last: threading.local = dataclasses.field(default_factory=threading.local)

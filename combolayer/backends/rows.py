@@ -1,0 +1,228 @@
+"""Per-call rows ``A x <= b``: constraints given with the costs, one set per instance.
+
+``solver.solve(costs, A=A, b=b)`` and ``layer(w, A=A, b=b)`` add the rows
+``A x <= b`` to the spec's own constraints for that call. ``A`` is
+``(*batch, m, num_vars)`` or ``(m, num_vars)`` and ``b`` is ``(*batch, m)`` or
+``(m,)``, where ``num_vars`` counts every variable of the spec (the N outputs,
+then the auxiliaries); their batch broadcasts onto the costs' batch as torch
+broadcasts (trailing axes aligned).
+
+They are checked once, at the edge (`check_rows`), and then travel as one
+`Rows` value: the distinct rows ``A (R, m, num_vars)``, ``b (R, m)`` and, for
+each cost row of the flattened batch, the entry it uses (``index``). A kernel
+that ``takes_rows`` gets the whole batch in one call and puts each entry's rows
+into its kept model in place (added, solved, taken out again), never rebuilding
+it; consecutive cost rows with the same entry (an instance's samples) keep them.
+
+`RowBound` binds a call's rows to a solver, so that every estimator and loss
+that calls ``solve_min`` solves with them without knowing it.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+#: Slack on ``A x <= b`` when a solution is checked against per-call rows (the
+#: solution cache, the tests): the solvers' own feasibility tolerance is 1e-6.
+FEASIBILITY_TOL = 1e-6
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Per-instance rows ``A x <= b`` for a ``(B, ...)`` batch of cost rows.
+
+    ``A`` is ``(R, m, num_vars)``, ``b`` is ``(R, m)`` (numpy arrays or torch
+    tensors) and ``index`` is ``(B,)``: cost row ``i`` is solved with
+    ``A[index[i]] x <= b[index[i]]``.
+    """
+
+    A: Any
+    b: Any
+    index: Any
+
+    @property
+    def num_rows(self) -> int:
+        """``m``, the rows per instance."""
+        return int(self.A.shape[-2])
+
+    def numpy(self) -> Rows:
+        """The same rows as float64 numpy arrays (``index`` as int64)."""
+        def host(value: Any, dtype: Any) -> np.ndarray:
+            if isinstance(value, torch.Tensor):
+                value = value.detach().to("cpu").numpy()
+            return np.ascontiguousarray(value, dtype=dtype)
+
+        return Rows(host(self.A, np.float64), host(self.b, np.float64),
+                    host(self.index, np.int64))
+
+    def torch(self, like: torch.Tensor) -> Rows:
+        """The same rows as tensors with the dtype and device of ``like``."""
+        def tensor(value: Any) -> torch.Tensor:
+            return torch.as_tensor(value).to(device=like.device, dtype=like.dtype)
+
+        return Rows(tensor(self.A), tensor(self.b),
+                    torch.as_tensor(self.index).to(device=like.device, dtype=torch.long))
+
+    def take(self, selected: Any) -> Rows:
+        """The rows of the cost rows ``selected`` (a mask or indices into the batch)."""
+        index = self.index
+        if isinstance(index, torch.Tensor):
+            return Rows(self.A, self.b, index[torch.as_tensor(selected, device=index.device)])
+        return Rows(self.A, self.b, np.asarray(index)[np.asarray(selected)])
+
+    def subset(self, selected: Any) -> Rows:
+        """The rows of the cost rows ``selected`` with only the entries they use (what
+        a worker is sent with its chunk): numpy rows only."""
+        entries, index = np.unique(np.asarray(self.index)[np.asarray(selected)],
+                                   return_inverse=True)
+        return Rows(np.asarray(self.A)[entries], np.asarray(self.b)[entries],
+                    index.reshape(-1))
+
+    def feasible(self, x: Any, tol: float = FEASIBILITY_TOL) -> Any:
+        """``(B,)``: whether each row of ``x`` (``(B, num_vars)`` solutions, or ``(B, k)``
+        with ``k`` below ``num_vars``: the other columns count as 0) meets its rows."""
+        A = self.A[self.index]
+        k = x.shape[-1]
+        if isinstance(x, torch.Tensor):
+            A = torch.as_tensor(A).to(x)
+            lhs = (A[..., :k] @ x.unsqueeze(-1)).squeeze(-1)
+            return (lhs <= torch.as_tensor(self.b[self.index]).to(x) + tol).all(dim=-1)
+        lhs = np.einsum("bmk,bk->bm", np.asarray(A)[..., :k], x)
+        return (lhs <= np.asarray(self.b)[np.asarray(self.index)] + tol).all(axis=-1)
+
+
+def _shape(value: Any) -> tuple[int, ...]:
+    return tuple(value.shape)
+
+
+def check_rows(label: str, num_vars: int, batch: tuple[int, ...], A: Any, b: Any) -> None:
+    """Raise ValueError unless ``A``/``b`` are per-call rows for a costs batch ``batch``:
+    ``A (*rows_batch, m, num_vars)``, ``b (*rows_batch, m)``, real and finite, with a
+    batch that broadcasts onto ``batch``. The message names expected and got."""
+    if (A is None) != (b is None):
+        raise ValueError(f"per-call rows need both A and b (A x <= b) for {label}, got only "
+                         f"{'A' if b is None else 'b'}")
+    for name, value, least in (("A", A, 2), ("b", b, 1)):
+        if not isinstance(value, (torch.Tensor, np.ndarray)):
+            raise TypeError(f"{name} must be a torch.Tensor or a numpy array, got "
+                            f"{type(value).__name__}")
+        if value.ndim < least:
+            expected = "(*batch, m, num_vars)" if name == "A" else "(*batch, m)"
+            raise ValueError(f"{name} must have shape {expected} for {label}, got shape "
+                             f"{_shape(value)}")
+        is_complex = value.is_complex() if isinstance(value, torch.Tensor) else \
+            np.iscomplexobj(value)
+        if is_complex:
+            raise ValueError(f"{name} must be real, got dtype {value.dtype}")
+    if A.shape[-1] != num_vars:
+        raise ValueError(f"A has {A.shape[-1]} columns but {label} has {num_vars} variables "
+                         f"(num_vars = N outputs + num_aux): A must be (*batch, m, "
+                         f"{num_vars}), got {_shape(A)}")
+    if b.shape[-1] != A.shape[-2]:
+        raise ValueError(f"b must have one entry per row of A: A has m = {A.shape[-2]} rows, "
+                         f"b has shape {_shape(b)} (expected (*batch, {A.shape[-2]}))")
+    try:
+        rows_batch = torch.broadcast_shapes(tuple(A.shape[:-2]), tuple(b.shape[:-1]))
+        together = torch.broadcast_shapes(rows_batch, tuple(batch))
+    except RuntimeError:
+        together = None
+    if together is None or tuple(together) != tuple(batch):
+        raise ValueError(f"the rows' batch shape (A: {_shape(A)[:-2]}, b: {_shape(b)[:-1]}) "
+                         f"does not broadcast onto the costs' batch shape {tuple(batch)} "
+                         f"for {label}")
+    for name, value in (("A", A), ("b", b)):
+        finite = (bool(torch.isfinite(value.detach()).all()) if isinstance(value, torch.Tensor)
+                  else bool(np.isfinite(value).all()))
+        if not finite:
+            raise ValueError(f"{name} must be finite, got NaN or inf entries for {label}")
+
+
+def rows_for(A: Any, b: Any, batch: tuple[int, ...]) -> Rows:
+    """`Rows` for a costs batch of shape ``batch`` from checked ``A`` and ``b``: the
+    distinct entries once, and the entry of every cost row (trailing axes aligned)."""
+    rows_batch = tuple(torch.broadcast_shapes(tuple(A.shape[:-2]), tuple(b.shape[:-1])))
+    m, n = A.shape[-2], A.shape[-1]
+    count = math.prod(rows_batch)
+    if isinstance(A, torch.Tensor) or isinstance(b, torch.Tensor):
+        A, b = torch.as_tensor(A), torch.as_tensor(b)
+        A_flat = A.detach().expand(*rows_batch, m, n).reshape(count, m, n)
+        b_flat = b.detach().to(A_flat).expand(*rows_batch, m).reshape(count, m)
+        index = torch.arange(count, device=A_flat.device).reshape(rows_batch)
+        return Rows(A_flat, b_flat, index.expand(batch).reshape(-1))
+    A_flat = np.broadcast_to(A, (*rows_batch, m, n)).reshape(count, m, n)
+    b_flat = np.broadcast_to(b, (*rows_batch, m)).reshape(count, m)
+    index = np.broadcast_to(np.arange(count).reshape(rows_batch), batch).reshape(-1)
+    return Rows(A_flat, b_flat, index)
+
+
+class RowBound:
+    """A solver (or a wrapper of one) with a call's rows bound to it: ``solve_min(costs)``
+    solves with the rows ``A x <= b`` broadcast onto the costs' batch (trailing axes
+    aligned, so a leading sample axis is fine). Everything else is the solver's."""
+
+    def __init__(self, solver: Any, A: torch.Tensor, b: torch.Tensor) -> None:
+        self._solver = solver
+        self.A = A.detach()
+        self.b = b.detach()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._solver, name)
+
+    def __repr__(self) -> str:
+        return f"RowBound({self._solver!r}, m={self.A.shape[-2]})"
+
+    def _batch(self, costs: Any) -> tuple[int, ...]:
+        return tuple(costs.shape[: costs.ndim - len(self._solver.cost_shape)])
+
+    def solve_min(self, costs: Any, **kwargs: Any) -> Any:
+        rows = rows_for(self.A, self.b, self._batch(costs))
+        return self._solver.solve_min(costs, rows=rows, **kwargs)
+
+    def solve_rows(self, costs: torch.Tensor, start: Any = None, **kwargs: Any) -> torch.Tensor:
+        """`solve_min` of a ``(B, N)`` batch: ``B`` is a multiple of the rows' batch size."""
+        rows = rows_for(self.A, self.b, tuple(self.A.shape[:-2]))
+        count = len(rows.A)
+        if costs.shape[0] % count:
+            raise ValueError(f"{costs.shape[0]} cost rows do not match the {count} instances "
+                             "of the per-call rows")
+        index = torch.arange(costs.shape[0], device=rows.A.device) % count
+        return self._solver.solve_rows(costs, start=start,
+                                       rows=type(rows)(rows.A, rows.b, index), **kwargs)
+
+
+# -- infeasible instances -------------------------------------------------------------
+
+_LOCAL = threading.local()
+
+
+class collect_infeasible:  # noqa: N801 (used as a context manager, like a function)
+    """``with collect_infeasible() as flagged:`` gathers, in this thread, the row entries
+    (``Rows.index`` values) that a `Solver` flagged infeasible under
+    ``on_infeasible="flag"`` until the block ends (the layer's one warning per call)."""
+
+    __slots__ = ("flagged",)
+
+    def __enter__(self) -> set[int]:
+        stack = _LOCAL.__dict__.setdefault("stack", [])
+        self.flagged: set[int] = set()
+        stack.append(self.flagged)
+        return self.flagged
+
+    def __exit__(self, *exc: object) -> None:
+        _LOCAL.stack.pop()
+
+
+def note_infeasible(entries: Any) -> bool:
+    """Add row entries to this thread's innermost `collect_infeasible`; False when none
+    is open (the caller then warns itself)."""
+    stack = _LOCAL.__dict__.get("stack")
+    if not stack:
+        return False
+    stack[-1].update(int(entry) for entry in entries)
+    return True
