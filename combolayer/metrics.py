@@ -41,8 +41,10 @@ def _as64(x: Any) -> Tensor:
 
 
 def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, backend: Any,
-                y_true: Any, where: str) -> tuple[Tensor, Tensor, float]:
-    """``(<c, y_pred>, <c, y*>, sign)`` per instance, as float64 tensors."""
+                y_true: Any, where: str, aux_pred: Any = None) -> tuple[Tensor, Tensor, float]:
+    """``(<c, y_pred>, <c, y*>, sign)`` per instance, as float64 tensors; with a known
+    cost (`combolayer.ILP.known_cost`) each objective counts it: ``+ <k, x>`` over the
+    full solution, whose auxiliaries ``aux_pred`` gives for ``y_pred``."""
     solver = as_solver(spec, renamed_solver_keyword(solver, backend, where))
     cost, pred = _as64(cost_true), _as64(y_pred)
     check_costs(solver.spec, cost, "cost_true")
@@ -50,6 +52,8 @@ def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, b
         raise ValueError(
             f"y_pred has shape {tuple(pred.shape)} but cost_true has {tuple(cost.shape)}"
         )
+    if solver.known is not None:
+        return _objectives_with_known_cost(solver, cost, pred, y_true, aux_pred)
     if y_true is None:
         best = solver.solve(cost)
     else:
@@ -62,9 +66,32 @@ def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, b
     return inner(cost, pred, k), inner(cost, best, k), solver.sign
 
 
+def _objectives_with_known_cost(solver: Solver, cost: Tensor, pred: Tensor, y_true: Any,
+                                aux_pred: Any) -> tuple[Tensor, Tensor, float]:
+    k = len(solver.cost_shape)
+    on_aux = bool(solver.known[solver.num_outputs :].any())
+    if on_aux and aux_pred is None:
+        raise ValueError(f"{solver.spec.label} has a known cost on its auxiliaries: pass "
+                         "aux_pred, the auxiliaries of the decisions (layer(w, return_aux=True) "
+                         "or solver.solve(costs, return_aux=True)), to count it")
+    aux = None if aux_pred is None else _as64(aux_pred)
+    value = inner(cost, pred, k) + _as64(solver.known_value(pred, aux))
+    if y_true is None or on_aux:  # y_true has no auxiliaries: x* is solved
+        best_y, best_aux = solver.solve(cost, return_aux=True)
+    else:
+        best_y, best_aux = _as64(y_true), None
+    best = inner(cost, best_y, k) + _as64(solver.known_value(best_y, best_aux))
+    return value, best, solver.sign
+
+
 def regret(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None = None,
-           backend: Any = "auto", y_true: Any = None) -> Tensor:
+           backend: Any = "auto", y_true: Any = None, aux_pred: Any = None) -> Tensor:
     """Per-instance regret: ``<c, y_pred> - <c, y*(c)>`` (min), the reverse for max; >= 0.
+
+    With a known cost (`combolayer.ILP.known_cost`) both objectives count it,
+    ``<c, y> + <known_cost, x>``; a known cost on the auxiliaries needs ``aux_pred``,
+    the auxiliaries of the decisions taken (``y_true`` is then not used: the
+    optimum's auxiliaries are solved for).
 
     Args:
         spec: the problem.
@@ -73,23 +100,25 @@ def regret(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None = No
         solver: a compiled solver for ``spec`` (skips compiling one).
         backend: the backend to compile with when ``solver`` is not given.
         y_true: the optimal solutions for ``cost_true`` (skips solving them).
+        aux_pred: the auxiliaries of ``y_pred``, ``(*batch, num_aux)`` (a known cost).
 
     Returns:
         A float64 tensor of shape ``batch``.
     """
     value, best, sign = _objectives(spec, cost_true, y_pred, solver, backend, y_true,
-                                    "regret")
+                                    "regret", aux_pred)
     return sign * (value - best)
 
 
 def normalized_regret(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None = None,
-                      backend: Any = "auto", y_true: Any = None) -> Tensor:
-    """Scalar ``sum regret / (sum |<c, y*(c)>| + 1e-7)`` over the batch (PyEPO's ``regret``).
+                      backend: Any = "auto", y_true: Any = None, aux_pred: Any = None) -> Tensor:
+    """Scalar ``sum regret / (sum |<c, y*(c)>| + 1e-7)`` over the batch (PyEPO's ``regret``);
+    with a known cost the optimal objectives count it (``+ <known_cost, x*>``).
 
     Arguments as `regret`; returns a float64 scalar tensor.
     """
     value, best, sign = _objectives(spec, cost_true, y_pred, solver, backend, y_true,
-                                    "normalized_regret")
+                                    "normalized_regret", aux_pred)
     return (sign * (value - best)).sum() / (best.abs().sum() + REGRET_EPS)
 
 

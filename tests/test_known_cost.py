@@ -235,3 +235,66 @@ def test_from_cvxpy_variables_are_the_ones_the_cost_multiplies():
         [0, 0, 0, 2.0]
     with pytest.raises(cl.SpecError, match=r"expected \['x'\], got \['x', 'z'\]"):
         cl.ILP.from_cvxpy(problem, parameters=[w], variables=[x, z])
+
+
+def _brute_spo_plus(spec: cl.ILP, c_hat: np.ndarray, c: np.ndarray) -> tuple[float, np.ndarray]:
+    """SPO+ by its definition for the affine objective, min form (docs/losses.md):
+    max_x {<c - 2 c_hat, y> - <k, x>} + 2 <c_hat, y*> + 2 <k, x*> - z*(c), and its gradient
+    2 (y* - y~) in the spec's sense."""
+    sign = 1.0 if spec.sense == "min" else -1.0
+    from bruteforce import feasible_points
+
+    points = feasible_points(spec)
+    n = spec.num_outputs
+    k = sign * np.asarray(spec.known_cost)
+    ch, cm = sign * c_hat, sign * c
+    shifted_values = points[:, :n] @ (cm - 2 * ch) - points @ k
+    tilde = points[shifted_values.argmax()]
+    true_values = points[:, :n] @ cm + points @ k
+    star = points[true_values.argmin()]
+    loss = shifted_values.max() + 2 * ch @ star[:n] + 2 * k @ star - true_values.min()
+    return float(loss), sign * 2 * (star[:n] - tilde[:n])
+
+
+def test_spo_plus_with_a_known_cost_equals_its_definition_by_brute_force():
+    rng = np.random.default_rng(11)
+    checked = 0
+    for _ in range(30):
+        spec = random_known_ilp(rng)
+        loss = cl.losses.SPOPlusLoss(spec, reduction="none", backend="highs")
+        c_hat = torch.tensor(rng.normal(size=(4, spec.num_outputs)), requires_grad=True)
+        c = torch.tensor(rng.normal(size=(4, spec.num_outputs)))
+        value = loss(c_hat, c)
+        value.sum().backward()
+        value = value.detach()
+        for i in range(4):
+            expected, grad = _brute_spo_plus(spec, c_hat[i].detach().numpy(), c[i].numpy())
+            assert float(value[i]) == pytest.approx(expected, abs=1e-9)
+            assert c_hat.grad[i].numpy() == pytest.approx(grad)
+            assert float(value[i]) >= -1e-9
+            checked += 1
+        # at the true cost the loss is 0
+        assert loss(c, c).abs().max() < 1e-9
+    assert checked == 120
+
+
+def test_regret_counts_the_known_cost_and_needs_the_decisions_auxiliaries():
+    from bruteforce import feasible_points
+
+    rng = np.random.default_rng(12)
+    for _ in range(20):
+        spec = random_known_ilp(rng)
+        points = feasible_points(spec)
+        x = points[rng.integers(len(points), size=3)]
+        c = rng.normal(size=(3, spec.num_outputs))
+        y_pred, aux_pred = x[:, : spec.num_outputs], x[:, spec.num_outputs :]
+        got = cl.metrics.regret(spec, c, y_pred, aux_pred=aux_pred, backend="highs")
+        sign = 1.0 if spec.sense == "min" else -1.0
+        for i in range(3):
+            best, _ = optimum_full(spec, c[i])
+            value = objective_values(spec, c[i], x[i][None])[0]
+            assert float(got[i]) == pytest.approx(sign * (value - best), abs=1e-9)
+            assert float(got[i]) >= -1e-9
+        if any(spec.known_cost[spec.num_outputs :]):
+            with pytest.raises(ValueError, match="known cost on its auxiliaries: pass aux_pred"):
+                cl.metrics.regret(spec, c, y_pred, backend="highs")

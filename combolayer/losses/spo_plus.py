@@ -67,6 +67,9 @@ class SPOPlusLoss(SolverLoss):
         sign = self.solver.sign
         c_hat, c = sign * cost_pred, sign * cost_true
         shifted = 2.0 * c_hat - c
+        if self.solver.known is not None:
+            return reduce(self._with_known_cost(c_hat, c, shifted, y_true, cost_pred),
+                          self.reduction)
         if y_true is None and self.shifted_solver is self.solver:
             both = self.solver.solve_min(torch.stack([shifted.detach(), c]))
             y_tilde, y_star = both[0], both[1]
@@ -78,3 +81,30 @@ class SPOPlusLoss(SolverLoss):
             y_tilde = self.shifted_solver.solve_min(shifted.detach())
         loss = inner(shifted, y_star - y_tilde, len(self.spec.cost_shape))
         return reduce(loss, self.reduction)
+
+    def _with_known_cost(self, c_hat: Tensor, c: Tensor, shifted: Tensor,
+                         y_true: Tensor | None, cost_pred: Tensor) -> Tensor:
+        """SPO+ for the affine objective ``<c, y> + <k, x>`` (min-sense ``k``, the
+        spec's known cost): ``loss = <2 c_hat - c, y* - y~> + <k, x* - x~>`` with ``x~``
+        the optimum under ``2 c_hat - c`` (and ``k``) and ``x*`` under ``c``;
+        ``d loss / d c_hat = 2 (y* - y~)`` as before (docs/losses.md). ``y_true`` is
+        used when the known cost is zero on the auxiliaries; otherwise ``x*``'s
+        auxiliaries are needed and ``y*`` is solved."""
+        solver = self.solver
+        k = len(self.spec.cost_shape)
+        on_aux = bool(solver.known[solver.num_outputs :].any())
+        if y_true is None and self.shifted_solver is solver:
+            y, aux = solver.solve_min(torch.stack([shifted.detach(), c]), return_aux=True)
+            (y_tilde, y_star), (aux_tilde, aux_star) = y, aux
+        else:
+            if y_true is not None and not on_aux:
+                y_star, aux_star = check_solution(solver, y_true, cost_pred, "y_true"), None
+            else:
+                y_star, aux_star = solver.solve_min(c, return_aux=True)
+            if self.shifted_solver is not solver:
+                self.pool.add(y_star.reshape(-1, solver.num_outputs))
+            y_tilde, aux_tilde = self.shifted_solver.solve_min(shifted.detach(), return_aux=True)
+        # known_value is in the spec's sense: times sign, the min-sense <k, x>
+        known = solver.sign * (solver.known_value(y_star, aux_star)
+                               - solver.known_value(y_tilde, aux_tilde))
+        return inner(shifted, y_star - y_tilde, k) + known.to(shifted)
