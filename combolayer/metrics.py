@@ -94,11 +94,14 @@ def regret(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None = No
     optimum's auxiliaries are solved for).
 
     Args:
-        spec: the problem.
+        spec: the problem: a spec, a compiled [`Solver`][combolayer.backends.Solver]
+            (``cl.make_solver(...)``, used as is) or a ComboLayer (its solver).
         cost_true: the true costs, ``(*batch, *cost_shape)``.
         y_pred: the decisions taken, same shape.
-        solver: a compiled solver for ``spec`` (skips compiling one).
-        backend: the backend to compile with when ``solver`` is not given.
+        solver: deprecated (warns ``DeprecationWarning``): pass the compiled solver
+            as ``spec`` or as ``backend=``.
+        backend: the backend to compile a spec with: a name, a `BackendConfig`, or a
+            compiled [`Solver`][combolayer.backends.Solver] (skips compiling one).
         y_true: the optimal solutions for ``cost_true`` (skips solving them).
         aux_pred: the auxiliaries of ``y_pred``, ``(*batch, num_aux)`` (a known cost).
 
@@ -115,7 +118,8 @@ def normalized_regret(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver 
     """Scalar ``sum regret / (sum |<c, y*(c)>| + 1e-7)`` over the batch (PyEPO's ``regret``);
     with a known cost the optimal objectives count it (``+ <known_cost, x*>``).
 
-    Arguments as `regret`; returns a float64 scalar tensor.
+    Arguments as `regret` (``solver=`` deprecated there too: pass the compiled solver as
+    ``spec`` or ``backend=``); returns a float64 scalar tensor.
     """
     value, best, sign = _objectives(spec, cost_true, y_pred, solver, backend, y_true,
                                     "normalized_regret", aux_pred)
@@ -124,7 +128,10 @@ def normalized_regret(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver 
 
 def cost_ratio(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None = None,
                backend: Any = "auto", y_true: Any = None) -> Tensor:
-    """Per-instance ``<c, y_pred> / <c, y*(c)>`` (1 is optimal; the Warcraft metric)."""
+    """Per-instance ``<c, y_pred> / <c, y*(c)>`` (1 is optimal; the Warcraft metric).
+
+    Arguments as `regret` (``solver=`` is deprecated: pass the compiled solver as
+    ``spec`` or ``backend=``)."""
     value, best, _ = _objectives(spec, cost_true, y_pred, solver, backend, y_true,
                                  "cost_ratio")
     return value / best

@@ -176,3 +176,12 @@ def test_layer_takes_a_compiled_solver_as_backend_or_in_place_of_the_spec():
     with pytest.raises(ValueError, match=r"backend is a Solver compiled for TopK\(n=5, k=2\), "
                                          r"but the layer's spec is TopK\(n=5, k=3\)"):
         cl.ComboLayer(cl.problems.TopK(n=5, k=3), backend=solver)
+
+
+def test_metrics_docstrings_call_solver_keyword_deprecated():
+    for metric in (cl.metrics.regret, cl.metrics.normalized_regret, cl.metrics.cost_ratio):
+        doc = inspect.getdoc(metric)
+        assert "deprecated" in doc and "backend=" in doc, metric.__name__
+    args = inspect.getdoc(cl.metrics.regret).split("Args:")[1]
+    solver_line = next(line for line in args.splitlines() if line.strip().startswith("solver:"))
+    assert "deprecated" in solver_line

@@ -29,6 +29,7 @@ from .fenchel_young import FenchelYoungLoss
 from .functional import hamming, loglog_recall
 from .listwise_ltr import ListwiseLTRLoss
 from .nce import NCELoss
+from .pairwise_difference_ltr import PairwiseDifferenceLTRLoss
 from .pairwise_ltr import PairwiseLTRLoss
 from .perturbation_gradient import PGLoss
 from .pointwise_ltr import PointwiseLTRLoss
@@ -42,6 +43,7 @@ __all__ = [
     "ListwiseLTRLoss",
     "NCELoss",
     "PGLoss",
+    "PairwiseDifferenceLTRLoss",
     "PairwiseLTRLoss",
     "PointwiseLTRLoss",
     "RegularizedFenchelYoungLoss",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -11,20 +14,40 @@ from .pooled import CostPooledLoss
 class ListwiseLTRLoss(CostPooledLoss):
     """Listwise LTR: cross-entropy between the pool's softmax rankings under the two costs.
 
-    With ``c_hat`` and ``c`` the predicted and true min-sense costs and ``S``
-    the pool (see `combolayer.losses.pooled.PooledLoss`),
-    ``p = softmax_{y in S}(-<c, y>)`` clamped below at 1e-8 and
-    ``q = softmax_{y in S}(-<c_hat, y>)``:
+    With ``c_hat`` and ``c`` the predicted and true min-sense costs, ``S`` the pool
+    (see `combolayer.losses.pooled.PooledLoss`), ``tau = temperature``,
+    ``p = softmax_{y in S}(-<c, y> / tau)`` clamped below at 1e-8 and
+    ``q = softmax_{y in S}(-<c_hat, y> / tau)``:
 
         loss = -sum_{y in S} p_y log q_y
-        d loss / d c_hat = sum_y p_y y - (sum_y p_y) sum_y q_y y
+        d loss / d c_hat = (sum_y p_y y - (sum_y p_y) sum_y q_y y) / tau
 
-    (``sum p = 1`` up to the clamp). PyEPO's ``listwiseLTR``, clamp included.
+    (``sum p = 1`` up to the clamp). Mandi et al.'s listwise (ListNet) loss, with
+    their temperature ``tau`` on both distributions: a small ``tau`` concentrates
+    them on the best solutions, a large one spreads them over the pool. At
+    ``temperature=1`` (the default) it is PyEPO's ``listwiseLTR`` exactly, clamp
+    included (PyEPO has no temperature).
+
+    Args:
+        spec, solve_ratio, pool, reduction, backend, generator: as
+            `combolayer.losses.pooled.PooledLoss`.
+        temperature: ``tau > 0`` (default 1).
 
     Reference: Mandi, Bucarey, Mulamba, Guns, "Decision-Focused Learning:
     Through the Lens of Learning to Rank", ICML 2022.
     """
 
+    def __init__(self, spec: Any, solve_ratio: float = 1.0, pool: Any = None,
+                 reduction: str = "mean", backend: Any = "auto",
+                 generator: torch.Generator | None = None, temperature: float = 1.0) -> None:
+        if not (isinstance(temperature, (int, float)) and math.isfinite(temperature)
+                and temperature > 0):
+            raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+        super().__init__(spec, solve_ratio=solve_ratio, pool=pool, reduction=reduction,
+                         backend=backend, generator=generator)
+        self.temperature = float(temperature)
+
     def per_instance(self, c_hat: Tensor, c: Tensor, pool: Tensor) -> Tensor:
-        target = torch.softmax(-(c @ pool.T), dim=-1).clamp(min=1e-8)
-        return -(torch.log_softmax(-(c_hat @ pool.T), dim=-1) * target).sum(-1)
+        tau = self.temperature
+        target = torch.softmax(-(c @ pool.T) / tau, dim=-1).clamp(min=1e-8)
+        return -(torch.log_softmax(-(c_hat @ pool.T) / tau, dim=-1) * target).sum(-1)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -9,23 +12,44 @@ from .pooled import CostPooledLoss
 
 
 class PairwiseLTRLoss(CostPooledLoss):
-    """Pairwise LTR: the pool's truly best solution should beat every other under the prediction.
+    """Pairwise LTR: the pool's truly best solution should beat every other under the
+    prediction, by at least ``margin``.
 
     With ``c_hat`` and ``c`` the predicted and true min-sense costs, ``S`` the
-    pool (see `combolayer.losses.pooled.PooledLoss`) and
-    ``y_b = argmin_{y in S} <c, y>`` the pool's best under the true cost:
+    pool (see `combolayer.losses.pooled.PooledLoss`),
+    ``y_b = argmin_{y in S} <c, y>`` the pool's best under the true cost and
+    ``theta = margin``:
 
-        loss = 1/max(|S| - 1, 1) sum_{y in S} relu(<c_hat, y_b> - <c_hat, y>)
-        d loss / d c_hat = 1/max(|S| - 1, 1) sum_{y: <c_hat, y_b> > <c_hat, y>} (y_b - y)
+        loss = 1/max(|S| - 1, 1) sum_{y in S, y != y_b} relu(theta + <c_hat, y_b> - <c_hat, y>)
+        d loss / d c_hat = 1/max(|S| - 1, 1) sum_{y: theta + <c_hat, y_b> > <c_hat, y>} (y_b - y)
 
-    (``y_b`` against itself adds 0). PyEPO's ``pairwiseLTR``, with the hinge at 0.
+    Mandi et al.'s pairwise ranking loss, with their margin ``theta``; at
+    ``margin=0`` (the default) it is PyEPO's ``pairwiseLTR`` exactly (PyEPO has no
+    margin). A margin asks the best solution to win by ``theta`` in objective
+    units of the predicted cost, so it interacts with the cost's scale.
+
+    Args:
+        spec, solve_ratio, pool, reduction, backend, generator: as
+            `combolayer.losses.pooled.PooledLoss`.
+        margin: ``theta >= 0`` (default 0).
 
     Reference: Mandi, Bucarey, Mulamba, Guns, "Decision-Focused Learning:
     Through the Lens of Learning to Rank", ICML 2022.
     """
 
+    def __init__(self, spec: Any, solve_ratio: float = 1.0, pool: Any = None,
+                 reduction: str = "mean", backend: Any = "auto",
+                 generator: torch.Generator | None = None, margin: float = 0.0) -> None:
+        if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin >= 0):
+            raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")
+        super().__init__(spec, solve_ratio=solve_ratio, pool=pool, reduction=reduction,
+                         backend=backend, generator=generator)
+        self.margin = float(margin)
+
     def per_instance(self, c_hat: Tensor, c: Tensor, pool: Tensor) -> Tensor:
         predicted = c_hat @ pool.T
         best = (c @ pool.T).argmin(-1, keepdim=True)
-        margins = torch.relu(predicted.gather(-1, best) - predicted)
+        margins = torch.relu(self.margin + predicted.gather(-1, best) - predicted)
+        if self.margin:  # y_b against itself: the hinge would count the margin
+            margins = margins.scatter(-1, best, 0.0)
         return margins.sum(-1) / max(pool.shape[0] - 1, 1)
