@@ -202,7 +202,8 @@ class ParallelKernel:
             rows = rows.subset(first)
         inverse = inverse.reshape(-1)
         with self._lock, recording() as log:  # one batch at a time per kernel
-            solved = self._solve_unique(unique, rows)
+            solved = (self._solve_unique(unique) if rows is None
+                      else self._solve_unique(unique, rows))
         if log:  # each unique row's status, once for every row that repeats it
             record_all(np.asarray(log, dtype=object)[inverse].tolist()
                        if len(log) == len(unique) else log)

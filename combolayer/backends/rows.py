@@ -63,11 +63,13 @@ class Rows:
 
     def torch(self, like: torch.Tensor) -> Rows:
         """The same rows as tensors with the dtype and device of ``like``."""
-        def tensor(value: Any) -> torch.Tensor:
-            return torch.as_tensor(value).to(device=like.device, dtype=like.dtype)
+        def tensor(value: Any, dtype: torch.dtype) -> torch.Tensor:
+            if isinstance(value, np.ndarray):  # broadcast views are read-only: copy once
+                value = torch.from_numpy(np.array(value))
+            return value.to(device=like.device, dtype=dtype)
 
-        return Rows(tensor(self.A), tensor(self.b),
-                    torch.as_tensor(self.index).to(device=like.device, dtype=torch.long))
+        return Rows(tensor(self.A, like.dtype), tensor(self.b, like.dtype),
+                    tensor(self.index, torch.long))
 
     def take(self, selected: Any) -> Rows:
         """The rows of the cost rows ``selected`` (a mask or indices into the batch)."""

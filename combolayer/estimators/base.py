@@ -109,6 +109,23 @@ def differentiable_rows(backward: Callable[..., tuple], once: bool = True
     return _RowShell.apply
 
 
+def check_upstream(grad: Tensor) -> None:
+    """``ValueError`` when the gradient that reaches a ``once_differentiable`` backward
+    (one that calls a solver or reuses its samples) is not finite: no solver step
+    (Blackbox's ``c + lam dL/dy``, I-MLE's) can be taken from it, and the fault is the
+    loss's, not the estimator's hyperparameters."""
+    finite = torch.isfinite(grad)
+    if not bool(finite.all()):
+        bad = ~finite
+        index = tuple(int(i) for i in bad.nonzero()[0])
+        raise ValueError(
+            f"the upstream gradient dL/dy is not finite: {int(bad.sum())} of {grad.numel()} "
+            f"entries are NaN or inf (the first, {float(grad[index])}, at index {index}); the "
+            "loss after the layer made it, not the estimator's settings (such as lam): "
+            "check the loss (a log of 0, a division by 0), e.g. under "
+            "torch.autograd.detect_anomaly()")
+
+
 def differentiable(backward: Backward, once: bool = True) -> Callable[..., Tensor]:
     """The one autograd shell of every estimator.
 
@@ -119,6 +136,8 @@ def differentiable(backward: Backward, once: bool = True) -> Callable[..., Tenso
 
     def vjp(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
         costs, *saved = ctx.saved_tensors
+        if once:
+            check_upstream(grad)
         return (backward(grad, costs, *saved), None, *(None for _ in saved))
 
     class _Shell(torch.autograd.Function):
@@ -222,8 +241,9 @@ class Estimator(BaseModel):
                 return shell(costs, output, *saved)
             bound = RowBound(solver, A, b)
             if self.row_gradients:
+                # with their graph: the estimator may look at which need a gradient
                 output, saved = self.forward(bound, costs, target=target, training=training,
-                                             A=A.detach(), b=b.detach())
+                                             A=A, b=b)
             else:
                 output, saved = self.forward(bound, costs, target=target, training=training)
             if not needs_grad or saved is None:
