@@ -16,15 +16,18 @@ times them on the rows the caller asks for anyway:
    warm-up and is not timed (HiGHS's first solve pays its set-up). Once every
    candidate still in the race has `MIN_SOLVES` timed solves, one whose mean time
    per solve exceeds the best mean by more than `Z` standard errors of the
-   difference drops out; when one is left, or all have `MAX_SOLVES`, the lowest
-   mean wins. One INFO line gives the times.
+   difference, or is more than `DROP_RATIO` times it, drops out; when one is left,
+   or all have `MAX_SOLVES`, the lowest mean wins. One INFO line gives the times.
 3. **Re-check.** The winner then solves whole batches (on the configured
    executor: thread, process or Ray workers start for the winner only). The cost
    distribution drifts during training, so once the winner has spent
    ``1 / RECHECK_BUDGET`` times what a check is expected to cost, every candidate,
-   the winner too, solves `RECHECK_SOLVES` rows one at a time; another takes over
-   when its mean is below `SWITCH_MARGIN` times the winner's. A check costs at most
-   `RECHECK_BUDGET` of the solve time between checks, and again no extra solve.
+   the winner too, solves `RECHECK_SOLVES` rows one at a time. A check costs at
+   most `RECHECK_BUDGET` of the solve time between checks, and again no extra
+   solve. A few rows are a hint, not a verdict: a candidate whose check mean is
+   below `SWITCH_MARGIN` times the winner's races the winner again, from fresh
+   samples and under the race's rule (at most `MAX_SOLVES` rows each), and takes
+   over only if it wins that.
 
 Every answer is optimal whoever solves it; two exact solvers may return
 different optima of a cost with ties, so ``BackendConfig(deterministic=True)``
@@ -60,6 +63,9 @@ MIN_SOLVES = 5
 MAX_SOLVES = 30
 #: Standard errors of the difference of means by which a candidate must trail to drop out.
 Z = 3.0
+#: ... or the ratio of means past which it drops out whatever the spread: a solver twice
+#: as slow costs more in the race than a rare wrong drop, which a re-check undoes.
+DROP_RATIO = 2.0
 #: Rows each candidate solves in a re-check.
 RECHECK_SOLVES = 4
 #: The largest share of the winner's solve time that a re-check may cost.
@@ -317,18 +323,25 @@ class RacingKernel:
             if name == best:
                 continue
             gap = stats[name][0] - stats[best][0]
-            if gap > Z * math.hypot(stats[name][1], stats[best][1]):
+            if (gap > Z * math.hypot(stats[name][1], stats[best][1])
+                    or stats[name][0] > DROP_RATIO * stats[best][0]):
                 self.alive.remove(name)
                 self.dropped[name] = f"dropped ({gap / stats[best][0]:+.0%} per solve)"
         if len(self.alive) == 1 or min(counts) >= MAX_SOLVES:
-            self.means = {n: statistics.fmean(v) for n, v in self.samples.items() if v}
-            self._win(best, "won")
+            self.means.update({n: stats[n][0] for n in stats})
+            if self.winner is None:
+                self._win(best, "won")
+            else:  # a re-race that a check asked for
+                self._win(best, "kept the lead in" if best == self.winner else
+                          f"took over from {self.winner} in")
 
     def _win(self, name: str, how: str) -> None:
+        changed = name != self.winner
         self.winner, self.phase, self.since_check = name, "won", 0.0
-        logger.info("backend 'auto' for %s: %s %s the race: %s mean per solve (%s timed "
-                    "solves)", self.label, name, how, self._times(),
-                    ", ".join(f"{n} {len(self.samples[n])}" for n in self.names))
+        logger.log(logging.INFO if changed else logging.DEBUG,
+                   "backend 'auto' for %s: %s %s the race: %s mean per solve (%s timed "
+                   "solves)", self.label, name, how, self._times(),
+                   ", ".join(f"{n} {len(self.samples[n])}" for n in self.names))
 
     def _check_cost(self) -> float:
         """What a re-check is expected to cost: the other candidates' rows."""
@@ -346,10 +359,18 @@ class RacingKernel:
         self.checks += 1
         means = {n: statistics.fmean(v) for n, v in self._check_samples.items()}
         self.means.update(means)
-        best = min(means, key=means.get)
-        if best != self.winner and means[best] < SWITCH_MARGIN * means[self.winner]:
-            old = self.winner
-            self._win(best, f"took over from {old} in re-check {self.checks} of")
+        challengers = [n for n in means if n != self.winner
+                       and means[n] < SWITCH_MARGIN * means[self.winner]]
+        if challengers:
+            # a few rows are a hint, not a verdict: the winner and the challengers race
+            # again from fresh samples, under the race's rule
+            self.alive = [self.winner, *challengers]
+            for name in self.alive:
+                self.samples[name] = []
+                self.dropped.pop(name, None)
+            self.phase = "race"
+            logger.debug("backend 'auto' for %s: re-check %d: %s looked faster than %s; "
+                         "racing them again", self.label, self.checks, challengers, self.winner)
             return
         self.phase, self.since_check = "won", 0.0
         logger.debug("backend 'auto' for %s: re-check %d keeps %s (%s)", self.label,
