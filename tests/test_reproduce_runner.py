@@ -344,3 +344,27 @@ def test_the_readme_headline_counts_the_committed_verdicts():
                        r"(\d+) invalid", text)
     assert stated, "the README's reproduction paragraph states no verdict counts"
     assert [int(n) for n in stated.groups()] == list(counts.values())
+
+
+def test_the_report_lists_the_verdicts_that_changed_from_the_previous_run(tmp_path):
+    runs, a, b = fake_runs()
+    metric = core.Metric(name="R@1", higher_is_better=True)
+    config = core.ExperimentConfig(seeds=[0, 1, 2], out=tmp_path / "results" / "fake")
+    claims = [core.claim_better("identity beats imle (gap 0.01)", runs, a, b, metric),
+              core.claim_better("imle beats identity", runs, b, a, metric)]
+    new = core.finish("fake", config, metric, runs, [], claims, started=0.0)
+    old = new.model_copy(update={"claims": [
+        core.Claim(claim="identity beats imle (gap 0.2)", verdict="inconclusive", evidence=""),
+        core.Claim(claim="imle beats identity", verdict=claims[1].verdict, evidence=""),
+        core.Claim(claim="a dropped claim", verdict="agrees", evidence="")]})
+    changes = report.verdict_changes(old, new)
+    assert changes == [
+        {"claim": "identity beats imle", "before": "inconclusive", "after": claims[0].verdict},
+        {"claim": "a dropped claim", "before": "agrees", "after": "-"}]
+    assert claims[0].verdict == "agrees"
+    core.finish("fake", config, metric, runs, [], claims, started=0.0, details={
+        "changes": {"previous": "commit abc", "claims": changes, "why": "The grid grew."}})
+    text = report.render(tmp_path / "results", tmp_path / "results.md").read_text()
+    assert ("Changed from the previous committed run (commit abc): 2 verdict(s). "
+            "The grid grew.") in text
+    assert "| identity beats imle | inconclusive | agrees |" in text

@@ -151,6 +151,7 @@ def _section(name: str, r: Result, module, results_dir: Path) -> list[str]:
     lines += ["| claim (paper) | verdict | evidence |", "|---|---|---|"]
     lines += [f"| {c.claim} | {ICONS[c.verdict]} | {c.evidence} |" for c in r.claims]
     lines.append("")
+    lines += _changes(details)
     if (results_dir / name / "curves.png").exists():
         lines += [f"![{name} learning curves](results/{name}/curves.png)", ""]
     lines += ["Regenerate:", "", "```bash",
@@ -223,3 +224,33 @@ def _spread(details: dict, r: Result) -> list[str]:
         controls = ", ".join(f"{label}: {value:.4g}" for label, value in s["controls"].items())
         lines.append(f"| {s['setting'] or '-'} | {untrained} | {best} | {controls or '-'} |")
     return lines + [""]
+
+
+def verdict_changes(old: Result, new: Result) -> list[dict[str, str]]:
+    """Claims whose verdict differs between two runs of one experiment, matched by the
+    claim's text up to its first parenthesis (thresholds in brackets move with the
+    numbers); claims only one run makes are listed with ``"-"`` for the other."""
+    def key(text: str) -> str:
+        return text.split(" (")[0]
+
+    before = {key(c.claim): c.verdict for c in old.claims}
+    after = {key(c.claim): c.verdict for c in new.claims}
+    return [{"claim": claim, "before": before.get(claim, "-"), "after": after.get(claim, "-")}
+            for claim in dict.fromkeys([*before, *after])
+            if before.get(claim, "-") != after.get(claim, "-")]
+
+
+def _changes(details: dict) -> list[str]:
+    """The verdicts that changed from the previous committed run (``details["changes"]``:
+    the previous run's description, `verdict_changes`, and why), when recorded."""
+    changes = details.get("changes")
+    if not changes:
+        return []
+    moved = changes["claims"]
+    lines = [f"Changed from the previous committed run ({changes['previous']}): "
+             f"{len(moved)} verdict(s). {changes['why']}", ""]
+    if moved:
+        lines += ["| claim | before | after |", "|---|---|---|"]
+        lines += [f"| {c['claim']} | {c['before']} | {c['after']} |" for c in moved]
+        lines.append("")
+    return lines
