@@ -126,6 +126,23 @@ def check_upstream(grad: Tensor) -> None:
             "torch.autograd.detect_anomaly()")
 
 
+def check_upstream(grad: Tensor) -> None:
+    """``ValueError`` when the gradient that reaches a ``once_differentiable`` backward
+    (one that calls a solver or reuses its samples) is not finite: no solver step
+    (Blackbox's ``c + lam dL/dy``, I-MLE's) can be taken from it, and the fault is the
+    loss's, not the estimator's hyperparameters."""
+    finite = torch.isfinite(grad)
+    if not bool(finite.all()):
+        bad = ~finite
+        index = tuple(int(i) for i in bad.nonzero()[0])
+        raise ValueError(
+            f"the upstream gradient dL/dy is not finite: {int(bad.sum())} of {grad.numel()} "
+            f"entries are NaN or inf (the first, {float(grad[index])}, at index {index}); the "
+            "loss after the layer made it, not the estimator's settings (such as lam): "
+            "check the loss (a log of 0, a division by 0), e.g. under "
+            "torch.autograd.detect_anomaly()")
+
+
 def differentiable(backward: Backward, once: bool = True) -> Callable[..., Tensor]:
     """The one autograd shell of every estimator.
 

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from ..analysis.hull import analyze
+from ..backends.clip import ClipNegatives
 from ..backends.config import BackendConfig
 from ..backends.pool import CachedSolver, SolutionPool, as_pool, check_solve_ratio
 from ..backends.registry import make_solver
@@ -507,37 +508,14 @@ class ComboLayer(nn.Module):
 ComboLayer.__init__.__doc__ = ComboLayer.__doc__
 
 
-class _ClipPerturbations:
+class _ClipPerturbations(ClipNegatives):
     """The layer's solver for problems that need non-negative costs: the user's cost is
     checked in ``forward``, so a negative entry here comes from the layer's own noise or
     an estimator's step (Blackbox's ``c + lam dL/dy``, a perturbation). It is set to 0,
-    with a warning the first time."""
+    with a warning the first time (`combolayer.backends.clip`, shared with the losses)."""
 
     def __init__(self, solver: Any, floor: Tensor) -> None:
-        self._solver = solver
-        self._floor = floor
-        self._warned = False
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._solver, name)
-
-    def solve_min(self, costs: Any, **kwargs: Any) -> Any:
-        n = self._solver.num_outputs
-        flat = costs.reshape(-1, n)
-        floor = self._floor.to(flat.device) if isinstance(flat, Tensor) else self._floor.numpy()
-        negative = (flat[:, floor] < 0).any()
-        if bool(negative):
-            if not self._warned:
-                warnings.warn(f"{self._solver.spec.label}: the layer's noise or the estimator's "
-                              "step made some costs negative, which this problem cannot take; "
-                              "they are set to 0 (warned once per layer)", RuntimeWarning,
-                              stacklevel=3)
-                self._warned = True
-            flat = flat.clone() if isinstance(flat, Tensor) else flat.copy()
-            flat[:, floor] = flat[:, floor].clamp_min(0) if isinstance(flat, Tensor) else \
-                np.maximum(flat[:, floor], 0)
-            costs = flat.reshape(costs.shape)
-        return self._solver.solve_min(costs, **kwargs)
+        super().__init__(solver, floor, "the layer's noise or the estimator's step", "layer")
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,16 @@
-"""What every loss shares: reductions and shape checks on solutions."""
+"""What every loss shares: reductions, checks of its inputs, a solver that survives
+copies, and the clipping of the negative costs it makes itself.
+
+Every loss subclasses `SolverLoss` and joins `LOSSES`, so one test
+(tests/test_losses_round4.py) holds each of them to what all must do: survive
+``copy.deepcopy``, ``pickle`` and ``torch.save``, and refuse a NaN or inf target.
+"""
 
 from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -41,6 +47,18 @@ def check_solution(solver: Solver, y: Tensor, like: Tensor, name: str) -> Tensor
 #: The arguments of a loss's ``__call__`` that carry costs or solutions: `LossInputs`
 #: turns numpy arrays there into tensors.
 TENSOR_ARGUMENTS = ("cost_pred", "cost_true", "y_true")
+#: The targets among them: `LossInputs` refuses NaN or inf there (the prediction is
+#: checked with the costs, by ``check_costs``).
+TARGET_ARGUMENTS = ("cost_true", "y_true")
+
+
+def check_finite_target(value: Tensor, name: str, owner: str) -> None:
+    """``ValueError`` naming the first NaN or inf entry of the target ``value``."""
+    finite = torch.isfinite(value)
+    if not bool(finite.all()):
+        index = tuple(int(i) for i in (~finite).nonzero()[0])
+        raise ValueError(f"{owner}: {name} must be finite, got {float(value[index])} at index "
+                         f"{index} (a target with NaN or inf gives a NaN loss)")
 
 
 def as_loss_input(value: Any, name: str, owner: str, like: Tensor | None = None) -> Any:
@@ -87,6 +105,8 @@ class LossInputs:
                 if name in bound.arguments:
                     value = as_loss_input(bound.arguments[name], name, owner, like)
                     bound.arguments[name] = value
+                    if name in TARGET_ARGUMENTS and isinstance(value, Tensor):
+                        check_finite_target(value, name, owner)
                     if like is None and isinstance(value, Tensor) and value.is_floating_point():
                         like = value
             return call(*bound.args, **bound.kwargs)
@@ -95,16 +115,31 @@ class LossInputs:
         cls.__call__ = checked  # type: ignore[method-assign]
 
 
+#: Every loss by class name: a subclass of `SolverLoss` joins it when defined, unless
+#: its body sets ``_abstract_loss = True`` (a base such as `PooledLoss`).
+LOSSES: dict[str, type[SolverLoss]] = {}
+
+
 class SolverLoss(LossInputs):
-    """A loss that holds a compiled solver as ``self.solver``, and still deep-copies and
-    pickles with every backend.
+    """The base of every loss: it holds a compiled solver as ``self.solver``, and still
+    deep-copies and pickles with every backend.
 
     A compiled solver holds native models, locks and worker pools, none of which
     can be copied; like a layer, a loss therefore keeps a recipe (the spec and the
     backend config, with the backend that ``"auto"`` chose) and rebuilds its solver
     on first use after ``copy.deepcopy``, ``pickle`` or ``torch.save``. Every loss
-    that solves inherits this by subclassing; it only assigns ``self.solver``.
+    inherits this by subclassing; it only assigns ``self.solver``. Whatever else
+    it builds around the solver (a cache, a clipping wrapper) goes under a key of
+    `DERIVED` in ``__dict__`` and is dropped and rebuilt the same way.
     """
+
+    #: ``__dict__`` keys of objects built around the solver: never copied or pickled.
+    DERIVED: ClassVar[tuple[str, ...]] = ("_solver", "_cached", "_clips")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.__dict__.get("_abstract_loss", False):
+            LOSSES[cls.__name__] = cls
 
     @property
     def solver(self) -> Solver:
@@ -143,10 +178,44 @@ class SolverLoss(LossInputs):
                 self.solver, self.solve_ratio, self.pool, self.generator)
         return cached
 
+    def own_step(self, solver: Any, step: str) -> Any:
+        """``solver`` for the costs this loss makes itself in ``step`` (e.g.
+        ``"2 c_hat - c"``): on a problem that needs non-negative costs, negatives there
+        are set to 0 with one warning per loss and step that names it
+        (`combolayer.backends.clip`), as the layer does with its noise; otherwise
+        ``solver`` itself. The user's own costs never go through it."""
+        from ..backends.clip import clip_negatives
+
+        clips = self.__dict__.setdefault("_clips", {})
+        wrapped = clips.get(step)
+        if wrapped is None or getattr(wrapped, "_solver", wrapped) is not solver:
+            wrapped = clips[step] = clip_negatives(
+                solver, f"{type(self).__name__}'s own step {step}", "loss and step")
+        return wrapped
+
+    def own_costs(self, costs: Tensor, step: str) -> Tensor:
+        """``costs`` that this loss made in ``step``, clipped as `own_step` clips them,
+        for a batch that the solver takes together with the user's costs."""
+        wrapped = self.own_step(self.solver, step)
+        return costs if wrapped is self.solver else wrapped.clip(costs)
+
+    def check_nonnegative(self, costs: Tensor, name: str) -> None:
+        """Refuse min-sense ``costs`` that the user gave (``name``) with a negative entry
+        where the problem needs non-negative costs, as the layer does with ``w``."""
+        floor = self.spec.nonnegative_costs()
+        if floor is None:
+            return
+        given = costs.detach().reshape(-1, self.solver.num_outputs)[
+            :, torch.as_tensor(floor, device=costs.device)]
+        if bool((given < 0).any()):
+            b, j = (given < 0).nonzero()[0].tolist()
+            raise self.spec.negative_cost_error(
+                f"{name}, instance {b}, value {float(given[b, j]):.4g}")
+
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state.pop("_solver", None)
-        state.pop("_cached", None)  # a cache around the solver, rebuilt with it
+        for key in self.DERIVED:  # rebuilt from the recipe on first use
+            state.pop(key, None)
         outcome = getattr(getattr(self.__dict__.get("_solver"), "kernel", None), "outcome", None)
         if callable(outcome) and outcome() is not None:
             state["_race"] = outcome()  # "auto"'s race winner (plain data)

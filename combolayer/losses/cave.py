@@ -14,7 +14,7 @@ from ..backends.pool import draw_exact
 from ..backends.registry import as_solver
 from ..backends.solver import check_costs
 from ..errors import BackendUnavailable
-from .base import LossInputs, check_reduction, check_solution, reduce
+from .base import SolverLoss, check_reduction, check_solution, reduce
 
 #: A constraint whose slack at ``y_true`` is below this binds (PyEPO's tolerance).
 TIGHT = 1e-5
@@ -102,7 +102,7 @@ def cone_projection(point: np.ndarray, normals: np.ndarray, max_iter: int) -> np
     return np.asarray(solver.solve().x) @ normals
 
 
-class CaVELoss(LossInputs):
+class CaVELoss(SolverLoss):
     """The CaVE loss: one minus the cosine between ``-c_hat`` and its projection on the cone.
 
     With ``c_hat`` the predicted min-sense cost and ``G`` the normals of the

@@ -63,7 +63,9 @@ class FenchelYoungLoss(SolverLoss):
         check_costs(self.spec, cost_pred, "cost_pred")
         y_true = check_solution(self.solver, y_true, cost_pred, "y_true")
         c = self.solver.sign * cost_pred
-        z, samples = self.perturbed.perturbed_solutions(self.cached_solver, c)
+        self.check_nonnegative(c, "cost_pred")
+        z, samples = self.perturbed.perturbed_solutions(
+            self.own_step(self.cached_solver, "c - sigma Z"), c)
         k = len(self.spec.cost_shape)
         perturbed_value = inner(self.perturbed.perturb(c, z), samples, k).mean(0)
         return reduce(inner(c, y_true, k) - perturbed_value, self.reduction)

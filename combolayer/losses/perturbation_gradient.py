@@ -9,10 +9,10 @@ from torch import Tensor
 
 from ..backends.registry import as_solver
 from ..backends.solver import check_costs, inner
-from .base import LossInputs, check_reduction, check_solution, reduce
+from .base import SolverLoss, check_reduction, check_solution, reduce
 
 
-class PGLoss(LossInputs):
+class PGLoss(SolverLoss):
     """The perturbation gradient loss: the decision loss's directional finite difference.
 
     With ``c_hat`` the predicted and ``c`` the true min-sense costs, ``h`` the
@@ -67,9 +67,13 @@ class PGLoss(LossInputs):
         check_costs(self.spec, cost_true, "cost_true")
         sign = self.solver.sign
         c_hat, step = sign * cost_pred, self.sigma * sign * cost_true
+        self.check_nonnegative(c_hat, "cost_pred")
         upper = c_hat + step if self.two_sides else c_hat
         lower = c_hat - step
-        solutions = self.solver.solve_min(torch.stack([upper.detach(), lower.detach()]))
+        # the steps' own negatives (c_hat - sigma c) are set to 0 where the problem needs it
+        solved = [self.own_costs(upper.detach(), "c_hat + sigma c") if self.two_sides
+                  else upper.detach(), self.own_costs(lower.detach(), "c_hat - sigma c")]
+        solutions = self.solver.solve_min(torch.stack(solved))
         k = len(self.spec.cost_shape)
         width = 2.0 * self.sigma if self.two_sides else self.sigma
         loss = (inner(upper, solutions[0], k) - inner(lower, solutions[1], k)) / width

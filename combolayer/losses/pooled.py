@@ -10,10 +10,10 @@ from torch import Tensor
 from ..backends.pool import as_pool, check_solve_ratio, draw_exact
 from ..backends.registry import as_solver
 from ..backends.solver import check_costs
-from .base import LossInputs, check_reduction, check_solution, reduce
+from .base import SolverLoss, check_reduction, check_solution, reduce
 
 
-class PooledLoss(LossInputs):
+class PooledLoss(SolverLoss):
     """Base of the losses over a pool of feasible solutions (PyEPO's ``solpool``).
 
     Every call first refreshes the pool as PyEPO does: with probability
@@ -32,6 +32,8 @@ class PooledLoss(LossInputs):
     ``(P, N)`` pool; `SolutionPooledLoss` and `CostPooledLoss` check and
     flatten the target (true solutions or true costs) that they compare with.
     """
+
+    _abstract_loss = True
 
     def __init__(self, spec: Any, solve_ratio: float = 1.0, pool: Any = None,
                  reduction: str = "mean", backend: Any = "auto",
@@ -91,6 +93,8 @@ class PooledLoss(LossInputs):
 class SolutionPooledLoss(PooledLoss):
     """A pool loss against the true solutions ``y_true`` (NCE, CMAP)."""
 
+    _abstract_loss = True
+
     def __call__(self, cost_pred: Tensor, y_true: Tensor) -> Tensor:
         return self._loss(cost_pred, y_true)
 
@@ -101,6 +105,8 @@ class SolutionPooledLoss(PooledLoss):
 
 class CostPooledLoss(PooledLoss):
     """A pool loss against the true costs ``cost_true`` (the LTR family)."""
+
+    _abstract_loss = True
 
     def __call__(self, cost_pred: Tensor, cost_true: Tensor) -> Tensor:
         return self._loss(cost_pred, cost_true)

@@ -9,10 +9,10 @@ from torch import Tensor
 from ..backends.registry import as_solver
 from ..backends.solver import check_costs, inner
 from ..estimators.frank_wolfe import away_step_frank_wolfe
-from .base import LossInputs, check_reduction, check_solution, reduce
+from .base import SolverLoss, check_reduction, check_solution, reduce
 
 
-class RegularizedFenchelYoungLoss(LossInputs):
+class RegularizedFenchelYoungLoss(SolverLoss):
     """The Fenchel-Young loss of the L2 regulariser ``Omega(y) = lam/2 ||y||^2``.
 
     With ``c`` the predicted min-sense cost and

@@ -52,8 +52,9 @@ class SPOPlusLoss(SolverLoss):
 
     @property
     def shifted_solver(self) -> Solver:
-        """The solver ``y~`` comes from: the exact one, or the cache around it."""
-        return self.cached_solver
+        """The solver ``y~`` comes from: the exact one, or the cache around it (with
+        the negatives of ``2 c_hat - c`` set to 0 where the problem cannot take them)."""
+        return self.own_step(self.cached_solver, "2 c_hat - c")
 
     def __repr__(self) -> str:
         ratio = f", solve_ratio={self.solve_ratio}" if self.solve_ratio < 1.0 else ""
@@ -66,6 +67,8 @@ class SPOPlusLoss(SolverLoss):
         check_costs(self.spec, cost_true, "cost_true")
         sign = self.solver.sign
         c_hat, c = sign * cost_pred, sign * cost_true
+        self.check_nonnegative(c_hat, "cost_pred")
+        self.check_nonnegative(c, "cost_true")
         shifted = 2.0 * c_hat - c
         if self.solver.known is not None:
             return reduce(self._with_known_cost(c_hat, c, shifted, y_true, cost_pred),
@@ -76,7 +79,7 @@ class SPOPlusLoss(SolverLoss):
         else:
             y_star = (self.solver.solve_min(c) if y_true is None else
                       check_solution(self.solver, y_true, cost_pred, "y_true"))
-            if self.shifted_solver is not self.solver:
+            if self.cached_solver is not self.solver:
                 self.pool.add(y_star.reshape(-1, self.solver.num_outputs))
             y_tilde = self.shifted_solver.solve_min(shifted.detach())
         loss = inner(shifted, y_star - y_tilde, len(self.spec.cost_shape))

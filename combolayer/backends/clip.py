@@ -1,0 +1,67 @@
+"""Negative costs that a layer or a loss made itself, on problems that cannot take them.
+
+A problem with `Spec.nonnegative_costs` (shortest paths on graphs with cycles,
+solved by Dijkstra) refuses a user's negative cost with an error that says how
+to fix it. A negative that the library itself made, from costs the user gave
+non-negative, is another matter: the layer's noise, a Blackbox step, a
+perturbation, or a loss's own term (SPO+'s ``2 c_hat - c``, PG's
+``c_hat - h c``, Fenchel-Young's ``c - sigma Z``). `ClipNegatives` sets those
+to 0 before the solver, with one warning that names where they came from. The
+layer and every loss use it, so the rule is the same everywhere.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+
+class ClipNegatives:
+    """``solver`` for costs that ``source`` made: entries of the ``floor`` mask (over
+    the ``N`` outputs) below 0 are set to 0, with a ``RuntimeWarning`` the first time
+    (``once`` says per what). Every other attribute is the solver's."""
+
+    def __init__(self, solver: Any, floor: Any, source: str, once: str) -> None:
+        self._solver = solver
+        self._floor = torch.as_tensor(np.asarray(floor, dtype=bool))
+        self._source = source
+        self._once = once
+        self._warned = False
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.__dict__["_solver"], name)
+
+    def clip(self, costs: Any) -> Any:
+        """``costs`` (``(..., *cost_shape)``, numpy or torch) with the negatives in the
+        floor set to 0 (a copy), or ``costs`` itself when there are none."""
+        n = self._solver.num_outputs
+        flat = costs.reshape(-1, n)
+        is_torch = isinstance(flat, Tensor)
+        floor = self._floor.to(flat.device) if is_torch else self._floor.numpy()
+        if not bool((flat[:, floor] < 0).any()):
+            return costs
+        if not self._warned:
+            warnings.warn(f"{self._solver.spec.label}: {self._source} made some costs "
+                          f"negative, which this problem cannot take; they are set to 0 "
+                          f"(warned once per {self._once})", RuntimeWarning, stacklevel=4)
+            self._warned = True
+        flat = flat.clone() if is_torch else flat.copy()
+        flat[:, floor] = (flat[:, floor].clamp_min(0) if is_torch
+                          else np.maximum(flat[:, floor], 0))
+        return flat.reshape(costs.shape)
+
+    def solve_min(self, costs: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._solver.solve_min(self.clip(costs), *args, **kwargs)
+
+
+def clip_negatives(solver: Any, source: str, once: str) -> Any:
+    """``solver`` wrapped in `ClipNegatives` when its problem needs non-negative costs,
+    else ``solver`` itself."""
+    floor = solver.spec.nonnegative_costs()
+    return solver if floor is None else ClipNegatives(solver, floor, source, once)
