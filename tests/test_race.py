@@ -248,11 +248,12 @@ def test_a_copied_loss_keeps_the_winner(eager):
     assert twin.solver.backend == winner and isinstance(twin.solver.kernel, RacingKernel)
 
 
-def test_thread_workers_take_the_winner(eager, always_parallel):
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_executor_workers_take_the_winner(eager, always_parallel, executor):
     if len(GENERIC) < 2:
         pytest.skip("fewer than two generic MIP backends installed")
     spec = knapsack()
-    solver = cl.make_solver(spec, cl.BackendConfig(executor="thread", workers=2))
+    solver = cl.make_solver(spec, cl.BackendConfig(executor=executor, workers=2))
     rng = np.random.default_rng(0)
     reference = cl.make_solver(spec, "highs")
     while solver.kernel.winner is None:
@@ -261,9 +262,12 @@ def test_thread_workers_take_the_winner(eager, always_parallel):
         np.testing.assert_allclose((y * costs).sum(1), (reference.solve(costs) * costs).sum(1),
                                    atol=1e-6)
     winner = solver.kernel.kernel(solver.kernel.winner)
-    assert winner.executor == "thread"
+    assert winner.executor == executor
     costs = rng.normal(size=(32, 24))
     y = solver.solve(costs)
+    if executor == "process":  # the pool starts in the background; then it takes the rows
+        assert winner._ready.wait(60)
+        y = solver.solve(costs)
     np.testing.assert_allclose((y * costs).sum(1), (reference.solve(costs) * costs).sum(1),
                                atol=1e-6)
     assert winner._ready.is_set()  # the winner's workers solved the batch
@@ -303,3 +307,26 @@ def test_bench_race_shows_the_race_for_a_spec(eager, capsys):
     assert "won the race" in out
     assert main(["bench", "--race", "{kind: topk, n: 5, k: 2}"]) == 0
     assert "no race: torch" in capsys.readouterr().out
+
+
+def test_calls_with_per_call_rows_go_whole_to_the_current_backend(eager):
+    if len(GENERIC) < 2:
+        pytest.skip("fewer than two generic MIP backends installed")
+    spec = knapsack()
+    solver = cl.make_solver(spec)
+    reference = cl.make_solver(spec, "highs")
+    A = np.zeros((1, spec.num_outputs))
+    A[0, :5] = 1.0  # at most one of the first five items
+    b = np.array([1.0])
+    rng = np.random.default_rng(0)
+    for _ in range(6):  # calls without rows race; calls with rows are answered whole
+        costs = rng.uniform(size=(6, spec.num_outputs))
+        asked = solver.kernel.rows_in
+        y = solver.solve(costs, A=A, b=b)
+        assert solver.kernel.rows_in == asked + 6
+        assert (y[:, :5].sum(1) <= 1 + 1e-9).all()
+        np.testing.assert_allclose((y * costs).sum(1),
+                                   (reference.solve(costs, A=A, b=b) * costs).sum(1), atol=1e-6)
+        solver.solve(costs)
+    assert solver.kernel.winner is not None
+    assert sum(solver.kernel.solved.values()) == solver.kernel.rows_in

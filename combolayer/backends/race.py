@@ -121,6 +121,7 @@ class RacingKernel:
         self.samples: dict[str, list[float]] = {name: [] for name in self.names}
         self._warm: set[str] = set()
         self.alive = list(self.names)
+        self._racing: list[str] = []
         self.dropped: dict[str, str] = {}
         self.winner: str | None = None
         #: The mean seconds per solve each candidate showed in the race or the last check.
@@ -248,7 +249,7 @@ class RacingKernel:
             self.means = {}
             self._win(self.names[0], "is left alone in")
             return
-        self.phase = "race"
+        self.phase, self._racing = "race", list(self.alive)
         logger.debug("backend 'auto' for %s: %s spent %.2f s; racing %s", self.label,
                      self.names[0], self.lead_seconds, self.alive)
 
@@ -328,7 +329,8 @@ class RacingKernel:
                 self.alive.remove(name)
                 self.dropped[name] = f"dropped ({gap / stats[best][0]:+.0%} per solve)"
         if len(self.alive) == 1 or min(counts) >= MAX_SOLVES:
-            self.means.update({n: stats[n][0] for n in stats})
+            self.means.update({n: statistics.fmean(self.samples[n]) for n in self._racing
+                               if self.samples[n]})
             if self.winner is None:
                 self._win(best, "won")
             else:  # a re-race that a check asked for
@@ -365,6 +367,7 @@ class RacingKernel:
             # a few rows are a hint, not a verdict: the winner and the challengers race
             # again from fresh samples, under the race's rule
             self.alive = [self.winner, *challengers]
+            self._racing = list(self.alive)
             for name in self.alive:
                 self.samples[name] = []
                 self.dropped.pop(name, None)
