@@ -493,7 +493,10 @@ class ComboLayer(nn.Module):
         batch = tuple(A.shape[:-2])
         mask = torch.zeros(math.prod(batch), dtype=torch.bool)
         if flagged:
-            mask[sorted(flagged)] = True
+            # an entry of rows bound with leading sample axes (score_function) maps back
+            # to its instance: trailing axes align
+            mask[sorted({entry % mask.numel() for entry in flagged})] = True
+            flagged = mask.nonzero()
             warnings.warn(
                 f"{self.spec.label}: {len(flagged)} of {mask.numel()} instances are infeasible "
                 "with their per-call rows A x <= b; their solutions are zeros (CombOptNet's "

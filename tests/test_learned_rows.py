@@ -1,0 +1,187 @@
+"""The row-gradient estimators against their definitions (issue 37, item 2):
+"comboptnet" against a numpy transcription of CombOptNet's reference formulas, and
+"score_function" against the gradient of the Gaussian-smoothed solution, known in
+closed form on one-variable problems, by Monte Carlo."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import combolayer as cl
+
+# -- CombOptNet: the reference code's formulas, written again in numpy ------------------
+# The reference (martius-lab/CombOptNet, comboptnet_module) writes rows as
+# A y + b <= 0 and averages over the batch; here b_ref = -b and instances are summed.
+
+
+def _reference_mismatch(c, A, b_ref, y, y_grad, infeasible, lb, ub, tau):
+    bs, dim = y.shape
+    dy = -y_grad
+    step = y + np.sign(dy)
+    dy = dy * ((step >= lb) & (step <= ub))
+    order = np.argsort(np.abs(dy), axis=-1, kind="stable")
+    ranks = np.argsort(order, axis=-1, kind="stable")
+    triangular = np.triu(np.ones((dim, dim)))
+    delta = np.take_along_axis(triangular[None], ranks[:, None, :], axis=-1)
+    delta = delta * np.sign(dy + 1e-8)[:, None, :]
+    sorted_abs = np.take_along_axis(np.abs(dy), order, axis=-1)
+    lambdas = np.diff(np.concatenate([np.zeros((bs, 1)), sorted_abs], axis=-1), axis=-1)
+    y_prime = y[:, None, :] + delta
+
+    def distance(point):  # (bs, K, m): constraints broadcast over the K targets
+        lhs = np.einsum("bmn,bkn->bkm", A, point) + b_ref[:, None, :]
+        return lhs / (np.linalg.norm(A, axis=-1)[:, None, :] + 1e-8)
+
+    feasible = np.all(distance(y_prime) <= 0, axis=-1).astype(float)
+    inside = (np.all(y_prime >= lb, axis=-1) & np.all(y_prime <= ub, axis=-1)).astype(float)
+    correct = np.all(np.isclose(y[:, None, :], y_prime), axis=-1) * (1.0 - infeasible)[:, None]
+    d_y = distance(y[:, None, :])[:, 0, :]
+    positive = np.maximum(-d_y, 0.0)
+    if tau:
+        near = -tau * (np.log(np.mean(np.exp(-positive / tau), axis=-1)))
+    else:
+        near = positive.min(axis=-1)
+    rows = near[:, None] * feasible + np.maximum(distance(y_prime), 0).sum(-1) * (1 - feasible)
+    rows = rows * inside * (1 - correct)
+    cost = np.maximum((c[:, None, :] * y_prime).sum(-1) - (c * y).sum(-1)[:, None], 0)
+    cost = cost * inside * feasible
+    return np.mean((rows + cost) * lambdas, axis=-1).sum()
+
+
+def _central_differences(f, x, step=1e-6):
+    grad = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[index] += step
+        down[index] -= step
+        grad[index] = (f(up) - f(down)) / (2 * step)
+    return grad
+
+
+@pytest.mark.parametrize(("integrality", "lower", "upper", "tau"),
+                         [("binary", 0.0, 1.0, 0.5), ("integer", -2.0, 2.0, 0.5),
+                          ("binary", 0.0, 1.0, None)])
+def test_comboptnet_gradients_equal_the_reference_formulas(integrality, lower, upper, tau):
+    rng = np.random.default_rng(11)
+    n, m, batch = 5, 3, 6
+    spec = cl.ILP(shape=[n], integrality=integrality, lower=lower, upper=upper)
+    layer = cl.ComboLayer(spec, method=cl.estimators.CombOptNet(tau=tau), projection="none",
+                          backend="scip")
+    w = torch.tensor(rng.normal(size=(batch, n)), requires_grad=True)
+    A = torch.tensor(rng.normal(size=(batch, m, n)), requires_grad=True)
+    b = torch.tensor(rng.uniform(0.5, 2.0, size=(batch, m)), requires_grad=True)
+    target = torch.tensor(rng.integers(int(lower), int(upper) + 1, (batch, n)), dtype=torch.float64)
+    y = layer(w, A=A, b=b)
+    loss = ((y - target) ** 2).sum()
+    loss.backward()
+    y_np, y_grad = y.detach().numpy(), 2 * (y - target).detach().numpy()
+    arrays = dict(c=w.detach().numpy(), A=A.detach().numpy(), b_ref=-b.detach().numpy())
+
+    def with_(name):
+        def f(value):
+            args = dict(arrays, **{name: value})
+            return _reference_mismatch(args["c"], args["A"], args["b_ref"], y_np, y_grad,
+                                       np.zeros(batch), lower, upper, tau)
+        return f
+
+    expected_c = _central_differences(with_("c"), arrays["c"])
+    expected_A = _central_differences(with_("A"), arrays["A"])
+    expected_b = -_central_differences(with_("b_ref"), arrays["b_ref"])
+    assert np.abs(expected_A).sum() > 0 and np.abs(expected_b).sum() > 0  # not vacuous
+    np.testing.assert_allclose(w.grad.numpy(), expected_c, atol=1e-6)
+    np.testing.assert_allclose(A.grad.numpy(), expected_A, atol=1e-6)
+    np.testing.assert_allclose(b.grad.numpy(), expected_b, atol=1e-6)
+
+
+def test_comboptnet_flagged_rows_get_the_references_dummy_treatment():
+    """An infeasible instance returns zeros (the reference's dummy) counted as incorrect,
+    so its rows are pulled towards the feasible targets."""
+    spec = cl.ILP(shape=[2], integrality="binary")
+    layer = cl.ComboLayer(spec, method="comboptnet", projection="none", on_infeasible="flag")
+    A = torch.tensor([[[1.0, 1.0]]], requires_grad=True)
+    b = torch.tensor([[-0.5]], requires_grad=True)  # no 0/1 point has a sum below 0
+    with pytest.warns(RuntimeWarning, match="1 of 1 instances"):
+        y = layer(torch.tensor([[-1.0, -1.0]]), A=A, b=b)
+    assert y.tolist() == [[0.0, 0.0]] and layer.last_infeasible.tolist() == [True]
+    ((y - torch.tensor([[1.0, 0.0]])) ** 2).sum().backward()
+    assert b.grad.item() < 0  # gradient descent raises b towards feasibility
+
+
+# -- the score-function estimator: its expectation by Monte Carlo -----------------------
+
+
+def _phi(z: float) -> float:
+    return math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+
+
+@pytest.mark.parametrize(("part", "expected"), [
+    # y = 1 iff cost w < 0 and a <= b: E[y] = Phi(-w / s) (w), Phi((b - a) / s) (a, b)
+    ("w", lambda w, a, b, s: -_phi(w / s) / s),
+    ("A", lambda w, a, b, s: -_phi((b - a) / s) / s),
+    ("b", lambda w, a, b, s: _phi((b - a) / s) / s),
+])
+def test_score_function_matches_the_smoothed_gradient(part, expected):
+    """One binary variable x, cost w, one row a x <= b: the estimator's gradient of the
+    output (dL/dy = 1) against d/dtheta E[y(theta + sigma eps)], within 4 standard
+    errors of 40 000 samples."""
+    w0, a0, b0, sigma = -0.2, 1.0, 1.3, 0.5
+    spec = cl.ILP(shape=[1], integrality="binary")
+    samples = 40_000
+    method = cl.estimators.ScoreFunction(sigma=sigma, num_samples=samples, perturb=(part,),
+                                         generator=torch.Generator().manual_seed(3))
+    layer = cl.ComboLayer(spec, method=method, projection="none", backend="enumerate",
+                          on_infeasible="flag")
+    w = torch.tensor([w0], dtype=torch.float64, requires_grad=part == "w")
+    A = torch.tensor([[a0]], dtype=torch.float64, requires_grad=part == "A")
+    b = torch.tensor([b0], dtype=torch.float64, requires_grad=part == "b")
+    y = layer(w, A=A, b=b)
+    y.sum().backward()
+    got = {"w": w, "A": A, "b": b}[part].grad.item()
+    truth = expected(w0, a0, b0, sigma)
+    # the per-sample terms are bounded by |eps| / sigma: their spread bounds the error
+    standard_error = 1.0 / sigma / math.sqrt(samples)
+    assert abs(got - truth) < 4 * standard_error, (got, truth)
+
+
+def test_score_function_without_rows_perturbs_the_costs_only():
+    spec = cl.problems.TopK(n=4, k=2)
+    method = cl.estimators.ScoreFunction(sigma=2.0, num_samples=16,
+                                         generator=torch.Generator().manual_seed(0))
+    layer = cl.ComboLayer(spec, method=method, projection="none")
+    w = torch.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    y = layer(w)
+    assert torch.isclose(y.sum(), torch.tensor(2.0))
+    (y * torch.tensor([1.0, 0, 0, 0])).sum().backward()
+    assert torch.isfinite(w.grad).all() and w.grad.abs().sum() > 0
+    layer.eval()
+    assert layer(w).tolist() == [0.0, 0.0, 1.0, 1.0]
+
+
+def test_learning_a_capacity_with_comboptnet_reaches_the_true_solutions():
+    """A knapsack whose capacity b is learned from the true solutions alone: CombOptNet
+    moves b until the layer returns them (training reduces the loss to zero)."""
+    torch.manual_seed(0)
+    n, batch = 6, 32
+    weights = torch.rand(1, n) + 0.5
+    true_b = torch.tensor([2.0])
+    values = -torch.rand(batch, n) - 0.1  # minimisation costs: take as much as fits
+    spec = cl.ILP(shape=[n], integrality="binary")
+    solver = cl.make_solver(spec, "enumerate")
+    targets = solver.solve(values, A=weights, b=true_b)
+    b = torch.tensor([0.5], requires_grad=True)
+    layer = cl.ComboLayer(spec, method="comboptnet", projection="none", backend="enumerate")
+    optimizer = torch.optim.Adam([b], lr=0.1)
+    first = None
+    for _ in range(80):
+        y = layer(values, A=weights, b=b)
+        loss = (y - targets).abs().sum(-1).mean()
+        first = float(loss.detach()) if first is None else first
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert first > 1.0
+    assert float((layer(values, A=weights, b=b) - targets).abs().sum()) == 0.0
