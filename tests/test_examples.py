@@ -21,5 +21,8 @@ def test_example_runs(path, capsys):
         assert result > 0.5
     if path.name == "facility_location.py":  # both trainings cut the regret (known costs)
         assert result["identity"] < result["before"] and result["spo+"] < result["before"]
+    if path.name == "predicted_capacity.py":  # learned capacities: better decisions
+        assert result["comboptnet"]["accuracy"] > result["before"]["accuracy"]
+        assert result["comboptnet"]["infeasible"] < result["before"]["infeasible"]
     if path.name == "from_mps.py":
         assert result == 1.0  # the layer learned costs that make the target optimal

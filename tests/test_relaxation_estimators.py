@@ -12,9 +12,6 @@ import combolayer as cl
 pytest.importorskip("cvxpylayers", reason="the [cvxpylayers] extra is not installed")
 cp = pytest.importorskip("cvxpy")
 
-# cvxpylayers 1.2 copies tensors with np.array(copy=False), which numpy 2 reports on backward
-pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
-
 N, M_SPEC, M_CALL, BATCH = 5, 2, 2, 2
 
 
@@ -111,3 +108,20 @@ def test_unknown_parameters_and_bad_weights_are_refused():
         cl.ComboLayer(cl.problems.TopK(3, 1), method={"name": "qptl", "gamma": -1.0})
     with pytest.raises(ValueError, match="mu"):
         cl.ComboLayer(cl.problems.TopK(3, 1), method={"name": "intopt", "mu": 0.0})
+
+
+@pytest.mark.parametrize("name", ["qptl", "intopt"])
+def test_rows_that_empty_the_relaxation_raise_or_are_flagged(name):
+    spec = cl.problems.TopK(4, 2, sense="min")
+    w = torch.tensor([[3.0, 1.0, 2.0, 5.0], [1.0, 2.0, 3.0, 4.0]], requires_grad=True)
+    A = torch.ones(2, 1, 4, requires_grad=True)
+    b = torch.tensor([[3.0], [1.0]])  # the second leaves no point with two of four chosen
+    with pytest.raises(cl.InfeasibleError, match="infeasible"):
+        cl.ComboLayer(spec, method=name, projection="none")(w, A=A, b=b)
+    layer = cl.ComboLayer(spec, method=name, projection="none", on_infeasible="flag")
+    with pytest.warns(RuntimeWarning, match="1 of 2 instances"):
+        y = layer(w, A=A, b=b)
+    assert layer.last_infeasible.tolist() == [False, True]
+    assert y[1].tolist() == [0.0] * 4 and y[0].sum().item() == pytest.approx(2.0, abs=1e-3)
+    (y * torch.tensor([1.0, -1.0, 0.5, 2.0])).sum().backward()
+    assert A.grad[1].abs().sum() == 0 and A.grad[0].abs().sum() > 0

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..backends.rows import note_infeasible
 from ..backends.solver import Solver
 from ..errors import BackendUnavailable, InfeasibleError, SolverError
 from ..specs.base import Spec
@@ -47,6 +48,10 @@ def _import_cvxpylayers() -> tuple[Any, Any]:
             "missing): pip install 'combolayer[cvxpylayers]'; the methods that need no extra "
             "package are 'comboptnet' and 'score_function'"
         ) from None
+    # cvxpylayers 1.2 copies tensors with np.array(..., copy=False), which numpy 2 reports
+    # on every forward and backward; the copy is made either way
+    warnings.filterwarnings("ignore", message="__array__ implementation doesn't accept a copy",
+                            category=DeprecationWarning, module="cvxpylayers")
     return cp, CvxpyLayer
 
 
@@ -138,11 +143,7 @@ class Relaxation:
             args += [A.to(torch.float64), b.to(torch.float64)]
         layer = self._layer(m)
         try:
-            with warnings.catch_warnings():
-                # cvxpylayers 1.2 copies torch tensors with np.array(..., copy=False),
-                # which numpy 2 reports once per call; the copy is made either way
-                warnings.simplefilter("ignore", DeprecationWarning)
-                (x,) = layer(*args, solver_args=self.solver_args)
+            (x,) = layer(*args, solver_args=self.solver_args)
         except Exception as error:  # diffcp raises its own SolverError, SCS a bare one
             text = str(error)
             kind = InfeasibleError if "infeasible" in text.lower() else SolverError
@@ -164,10 +165,31 @@ def _batched(costs: Tensor, A: Tensor | None, b: Tensor | None, num_outputs: int
     return flat, A, b
 
 
+def _each_or_dummy(relaxation: Relaxation, costs: Tensor, A: Tensor, b: Tensor) -> Tensor:
+    """The batch instance by instance, after a batch whose per-call rows left some
+    relaxation empty, under ``on_infeasible="flag"``: those instances get zeros with a
+    zero gradient (the reference code's dummy for its LP baseline) and are flagged
+    like the exact solvers' (`note_infeasible`, or one warning with the count)."""
+    found, bad = [], []
+    for i in range(costs.shape[0]):
+        try:
+            found.append(relaxation(costs[i : i + 1], A[i : i + 1], b[i : i + 1]))
+        except InfeasibleError:
+            found.append(costs[i : i + 1] * 0)
+            bad.append(i)
+    if bad and not note_infeasible(np.asarray(bad)):
+        warnings.warn(f"{len(bad)} of {costs.shape[0]} instances have an empty relaxation "
+                      "with their per-call rows A x <= b: their outputs are zeros, without "
+                      "a gradient", RuntimeWarning, stacklevel=4)
+    return torch.cat(found)
+
+
 class RelaxationEstimator(Estimator):
     """Base of the relaxation methods: the training forward is `Relaxation`'s smoothed
     LP solution, differentiated by autograd through cvxpylayers in the costs and in the
-    per-call rows; eval mode solves the exact ILP with the layer's solver.
+    per-call rows; eval mode solves the exact ILP with the layer's solver. Under
+    ``on_infeasible="flag"`` an instance whose rows leave the relaxation empty gets
+    zeros and no gradient, and is flagged; otherwise `InfeasibleError` is raised.
 
     Subclasses set ``name``, ``smoothing`` and the field named by ``weight_field``.
     """
@@ -198,6 +220,12 @@ class RelaxationEstimator(Estimator):
                                             relaxation.num_vars)
             if flat.shape[0] == 0:
                 return costs * 0
-            return relaxation(flat, A_flat, b_flat).reshape(costs.shape)
+            try:
+                x = relaxation(flat, A_flat, b_flat)
+            except InfeasibleError:
+                if A is None or getattr(solver, "on_infeasible", "raise") != "flag":
+                    raise
+                x = _each_or_dummy(relaxation, flat, A_flat, b_flat)
+            return x.reshape(costs.shape)
 
         return solve

@@ -1,0 +1,40 @@
+"""CombOptNet's random-constraints reproduction: its data follow the paper's generator,
+and its --quick run goes through the real CLI, claims nothing and writes the schema."""
+
+import json
+
+import numpy as np
+import pytest
+
+from combolayer import cli
+from combolayer.experiments import comboptnet
+
+pytest.importorskip("cvxpylayers", reason="the qptl row needs the [cvxpylayers] extra")
+
+
+def test_true_constraints_keep_a_corner_feasible_and_solutions_satisfy_them():
+    rng = np.random.default_rng(0)
+    for box in comboptnet.BOXES.values():
+        a, offset, origin = comboptnet.offset_constraints(rng, 8, 16, box, feasible_corner=True)
+        assert np.allclose(np.linalg.norm(a, axis=1), 1.0)
+        lb, ub = box
+        assert ((origin >= lb + (ub - lb) / 4) & (origin <= ub - (ub - lb) / 4)).all()
+    data = comboptnet.make_data("dense", 4, 0, 16, (20, 5, 10), "highs")
+    A, b = data.true_rows
+    for costs, solutions in data.splits.values():
+        y = solutions.numpy()
+        assert (y @ A.T <= b + 1e-6).all() and (y == np.round(y)).all()
+        assert ((y >= -5) & (y <= 5)).all()
+        assert np.allclose(np.linalg.norm(costs.numpy(), axis=1), 1.0)
+
+
+def test_quick_run_claims_nothing_and_writes_the_schema(tmp_path, capsys):
+    assert cli.main(["reproduce", "comboptnet", "--quick", "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.startswith("smoke run: no verdicts")
+    result = json.loads((tmp_path / "results.json").read_text())
+    assert result["experiment"] == "comboptnet" and result["quick"] is True
+    assert {row["method"] for row in result["rows"]} == {
+        "comboptnet [binary, m=2]", "qptl [binary, m=2]", "score function [binary, m=2]"}
+    assert all(len(row["values"]) == len(result["seeds"]) for row in result["rows"])
+    assert all(0.0 <= v <= 1.0 for row in result["rows"] for v in row["values"])
+    assert result["claims"] and all(c["verdict"] == "inconclusive" for c in result["claims"])
