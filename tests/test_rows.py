@@ -213,3 +213,32 @@ def test_enumeration_is_auto_for_small_binary_problems_and_batched_on_torch():
         cl.make_solver(cl.ILP(shape=[21], integrality="binary"), "enumerate")
     with pytest.raises(cl.BackendUnavailable, match="binary problems only"):
         cl.make_solver(cl.ILP(shape=[3], integrality="integer", upper=2), "enumerate")
+
+
+def test_the_solution_cache_answers_only_with_pooled_solutions_feasible_for_each_row():
+    """solve_ratio < 1 with per-call rows: a row drawn for the pool gets the cheapest
+    pooled solution that meets its own rows; a row none meets is solved exactly."""
+    rng = np.random.default_rng(3)
+    spec = cl.ILP(shape=[6], integrality="binary",
+                  constraints=[cl.Constraint(coefs=[1.0] * 6, sense="<=", rhs=4)])
+    points = feasible_points(spec)
+    layer = cl.ComboLayer(spec, projection="none", solve_ratio=0.2,
+                          generator=torch.Generator().manual_seed(0))
+    layer.pool.seed(torch.tensor(points))  # every feasible point of the fixed part
+    A, b = rows_around(rng, points, 200, m=3)
+    A, b = torch.tensor(A), torch.tensor(b)
+    costs = torch.tensor(rng.normal(size=(200, 6)))
+    exact_rows = []
+    original = layer.solver._full_rows
+
+    def spy(costs, start=None, full=False, rows=None):
+        exact_rows.append(len(costs))
+        return original(costs, start, full, rows)
+
+    layer.solver._full_rows = spy
+    y = layer(costs, A=A, b=b)
+    assert ((A @ y.unsqueeze(-1)).squeeze(-1) <= b + 1e-9).all()
+    # the pool holds every point: each answer is the optimum under its rows
+    np.testing.assert_allclose((costs * y).sum(1).numpy(), brute_force_values(
+        spec, points, costs.numpy(), A.numpy(), b.numpy()), atol=1e-9)
+    assert 0 < sum(exact_rows) < 100  # about 20% solved, the rest from the pool

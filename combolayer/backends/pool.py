@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +30,7 @@ import torch
 from torch import Tensor
 
 from ..transforms.noise import generator_device
+from .rows import FEASIBILITY_TOL
 from .solver import Solver, pool_width
 
 #: How many solutions a pool keeps unless told otherwise: a (32, N) x (N, 10^4)
@@ -412,9 +414,10 @@ class CachedSolver(Solver):
     def _full_rows(self, costs: Tensor, start: np.ndarray | None = None, full: bool = False,
                    rows: Any = None) -> Tensor:
         wide = full or self.known is not None
-        if rows is not None or (wide and self.pool_width < self.num_vars):
-            # per-call rows: pooled rows may violate them; no auxiliaries in the pool
+        if wide and self.pool_width < self.num_vars:  # no auxiliaries in the pool
             return self._solve_exactly(costs, wide, rows)
+        if rows is not None:
+            return self._with_rows(costs, wide, rows)
         exact = torch.rand(costs.shape[0], generator=self.generator,
                            device=generator_device(self.generator)) < self.solve_ratio
         num_exact = int(exact.sum())
@@ -426,6 +429,39 @@ class CachedSolver(Solver):
         if num_exact:
             exact = exact.to(costs.device)
             y[exact] = self._solve_exactly(costs[exact], wide)
+        return y if wide else y[:, : self.num_outputs]
+
+    def _with_rows(self, costs: Tensor, wide: bool, rows: Any) -> Tensor:
+        """The cache under per-call rows: a row drawn for the pool gets the cheapest
+        pooled solution that meets *its* rows ``A x <= b`` (checked on the pooled
+        columns); one with none is solved exactly. Pools that cannot check the rows
+        (rows on auxiliaries the pool does not keep) solve every row exactly."""
+        rows = rows.torch(costs)
+        width = self.pool_width
+        if bool((rows.A[..., width:] != 0).any()):
+            if not getattr(self, "_told_rows", False):
+                self._told_rows = True
+                warnings.warn(f"{self.spec.label}: the solution pool keeps {width} columns but "
+                              "the per-call rows use the others too, so it cannot check them: "
+                              "every row is solved exactly (solve_ratio has no effect)",
+                              RuntimeWarning, stacklevel=5)
+            return self._solve_exactly(costs, wide, rows)
+        exact = torch.rand(costs.shape[0], generator=self.generator,
+                           device=generator_device(self.generator)) < self.solve_ratio
+        exact = exact.to(costs.device)
+        if bool(exact.all()) or len(self.pool) == 0:
+            return self._solve_exactly(costs, wide, rows)
+        A = rows.A[rows.index][..., :width]
+        b = rows.b[rows.index]
+
+        def allowed(pooled: Tensor) -> Tensor:
+            lhs = torch.einsum("bmk,pk->bmp", A.to(pooled), pooled)
+            return (lhs <= b.to(pooled)[..., None] + FEASIBILITY_TOL).all(dim=1)
+
+        y, found = self.pool.lookup(self._keyed(costs), allowed)
+        exact = exact | ~found.to(costs.device)
+        if bool(exact.any()):
+            y[exact] = self._solve_exactly(costs[exact], wide, rows.take(exact)).to(y)
         return y if wide else y[:, : self.num_outputs]
 
     def _keyed(self, costs: Tensor) -> Tensor:
@@ -444,4 +480,9 @@ class CachedSolver(Solver):
         x = self.exact._full_rows(costs, start, full=wide, rows=rows)
         if rows is None:
             self.pool.add(x[:, : self.pool_width])
+        else:  # flagged infeasible rows are zeros, not solutions: left out
+            flagged = self.exact.last_infeasible
+            kept = (torch.as_tensor(~flagged, device=x.device) if len(flagged) == len(x)
+                    else torch.ones(len(x), dtype=torch.bool, device=x.device))
+            self.pool.add(x[kept][:, : self.pool_width])
         return x
