@@ -500,6 +500,55 @@ def _mpax_outcomes() -> tuple[dict[int, tuple[Outcome, str]], int]:
     return outcomes, int(TerminationStatus.OPTIMAL)
 
 
+class _ModelRecipe:
+    """How to build a PyEPO model again: its class and the arguments of its
+    constructor, read back from the attributes of the same names (PyEPO's models keep
+    them: ``shortestPathModel(grid)`` has ``.grid``, ``knapsackModel(weights,
+    capacity)`` has ``.weights`` and ``.capacity``)."""
+
+    def __init__(self, cls: type, kwargs: dict[str, Any], label: str) -> None:
+        self.cls, self.kwargs, self.label = cls, kwargs, label
+
+    @classmethod
+    def of(cls, optmodel: Any) -> _ModelRecipe:
+        import inspect
+
+        kind = type(optmodel)
+        label = f"{kind.__module__}.{kind.__qualname__}"
+        kwargs, missing = {}, []
+        for name, parameter in inspect.signature(kind.__init__).parameters.items():
+            if name == "self" or parameter.kind in (parameter.VAR_POSITIONAL,
+                                                    parameter.VAR_KEYWORD):
+                continue
+            if hasattr(optmodel, name):
+                kwargs[name] = getattr(optmodel, name)
+            else:
+                missing.append(name)
+        if missing:
+            raise TypeError(
+                f"a layer or solver on the PyEPO model {label} cannot be copied, pickled or "
+                f"saved: the model holds its solver's native model, which cannot be pickled, "
+                f"and its constructor's argument(s) {missing} are not attributes of the model "
+                f"to build it again from. Build the layer again from a new model in the "
+                f"other process (docs/core.md, 'Copies and checkpoints')")
+        return cls(kind, kwargs, label)
+
+    def build(self, backend: PyEPOBackend) -> Any:
+        """The model again; refused when its constraints read differently from the
+        original's (a model changed after it was built cannot be rebuilt this way)."""
+        optmodel = self.cls(**self.kwargs)
+        if backend._spec is not None and PyEPOBackend(optmodel).readable:
+            rebuilt = PyEPOBackend(optmodel).spec
+            if rebuilt != backend._spec:
+                raise TypeError(
+                    f"the PyEPO model {self.label} built again from {sorted(self.kwargs)} "
+                    f"reads as another problem than the original (its variables, bounds or "
+                    f"constraints differ): the original was changed after it was built, so "
+                    f"a copy cannot be made from its constructor. Build the layer again from "
+                    f"a new model instead (docs/core.md, 'Copies and checkpoints')")
+        return optmodel
+
+
 class PyEPOBackend:
     """A PyEPO ``optModel`` as a combolayer backend (see the module docstring).
 
@@ -519,6 +568,18 @@ class PyEPOBackend:
 
     def __repr__(self) -> str:
         return f"from_pyepo({type(self.optmodel).__name__})"
+
+    def __getstate__(self) -> dict:
+        # A PyEPO model holds its solver's native model (Gurobi's, COPT's, ...), which
+        # cannot be pickled: a copy keeps how to build the model again instead.
+        state = self.__dict__.copy()
+        state["optmodel"] = _ModelRecipe.of(self.optmodel)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        recipe = state.pop("optmodel")
+        self.__dict__.update(state)
+        self.optmodel = recipe.build(self)
 
     @property
     def readable(self) -> bool:
@@ -571,7 +632,9 @@ class PyEPOBackend:
             raise SpecError(f"{spec.label} has {spec.num_outputs} outputs but PyEPO model "
                             f"{self.optmodel!r} predicts {n} costs: expected equal sizes")
         kernel = (_MpaxKernel if _is_mpax(self.optmodel) else _PyEPOKernel)(self.optmodel, n)
-        return Solver(spec, kernel, self.name, BackendConfig(name=self.name))
+        solver = Solver(spec, kernel, self.name, BackendConfig(name=self.name))
+        solver.backend_source = self  # what a loss's copy compiles its solver from again
+        return solver
 
 
 def from_pyepo(optmodel: Any) -> PyEPOBackend:

@@ -162,6 +162,8 @@ class SolverLoss(LossInputs):
         # races too, starting from the original's winner: see __getstate__)
         if hasattr(config, "model_copy") and not hasattr(solver.kernel, "adopt"):
             config = config.model_copy(update={"name": solver.backend})
+        # a wrapped PyEPO model: compiled again from the wrapper (which copies as a recipe)
+        config = getattr(solver, "backend_source", None) or config
         self.__dict__["_solver_recipe"] = (solver.spec, config)
 
     @property
