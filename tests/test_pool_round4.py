@@ -206,3 +206,20 @@ def test_seeding_a_row_already_in_the_pool_keeps_it():
     for row in torch.eye(4):
         pool.add(row)
     assert any(torch.equal(row, truth) for row in pool.solutions)
+
+
+def test_a_mirror_for_another_device_follows_every_eviction(monkeypatch):
+    # The mirrors a CUDA lookup uses are updated row by row, in place; here the CPU
+    # stands in for the device (the buffer is then used through a float32 mirror).
+    monkeypatch.setattr(SolutionPool, "_buffer_device", "none")
+    gen = torch.Generator().manual_seed(3)
+    pool = SolutionPool(8, max_size=24)
+    pool.seed(torch.eye(8, dtype=torch.float64)[:2])
+    for _ in range(40):
+        pool.add((torch.rand(5, 8, generator=gen) < 0.5).double())
+        costs = torch.randn(6, 8, generator=gen)
+        y = pool.best(costs)  # float32: through the mirror
+        assert ("cpu", torch.float32) in {(d.type, t) for d, t in pool._mirrors}
+        solutions = pool.solutions.float()
+        torch.testing.assert_close((costs * y).sum(1), (costs @ solutions.T).min(1).values)
+        assert all(any(torch.equal(row, s) for s in solutions) for row in y)

@@ -328,10 +328,13 @@ class SolutionPool:
         for mirror in self._mirrors.values():
             mirror[index.to(mirror.device)] = rows.to(device=mirror.device, dtype=mirror.dtype)
 
+    #: Where lookups use the buffer itself (tests point it elsewhere to run the mirrors).
+    _buffer_device = "cpu"
+
     def _on(self, device: torch.device, dtype: torch.dtype) -> Tensor:
         """The pool's first rows for a lookup: the buffer itself on the CPU (costs are
         multiplied in float64), a mirror kept up to date on another device."""
-        if device.type == "cpu":
+        if device.type == self._buffer_device:
             return self._buffer[: self._size]
         key = (device, dtype)
         mirror = self._mirrors.get(key)
