@@ -126,7 +126,7 @@ def test_auto_picks_highs_for_lps_and_gurobi_then_scip_for_mips(monkeypatch):
     """SCIP's per-solve set-up is far smaller than HiGHS's on small MIPs (see highs.rank);
     Gurobi, when installed and licensed for the model, comes first on MIPs."""
     small = random_ilp(2)
-    # beyond 16 variables: no enumeration (a small binary one goes to "enumerate" first,
+    # 17 variables: beyond enumeration (a small binary one goes to "enumerate" first,
     # see test_rows.py)
     mip = cl.ILP(shape=[17], integrality="binary",
                  constraints=[cl.Constraint(coefs=[1.0] * 17, sense="<=", rhs=5.0)])
@@ -271,7 +271,8 @@ def test_gurobi_rejects_unknown_option_and_status_map():
         cl.make_solver(random_ilp(0), {"name": "gurobi", "options": {"NotAParam": 1}})
     assert gurobi_outcome(GRB.OPTIMAL) is Outcome.OPTIMAL
     assert gurobi_outcome(GRB.INF_OR_UNBD) is Outcome.INFEASIBLE_OR_UNBOUNDED
-    assert gurobi_outcome(GRB.SOLUTION_LIMIT) is Outcome.TIME_LIMIT
+    assert gurobi_outcome(GRB.SOLUTION_LIMIT) is Outcome.LIMIT  # named, not "time limit"
+    assert gurobi_outcome(GRB.TIME_LIMIT) is Outcome.TIME_LIMIT
     assert gurobi_outcome(GRB.NUMERIC) is Outcome.STOPPED
     assert gurobi_outcome(GRB.INTERRUPTED) is Outcome.INTERRUPTED
 

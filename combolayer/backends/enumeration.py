@@ -34,13 +34,18 @@ MAX_VARS = 20
 #: pieces of at most this many (32 MB of float64).
 BLOCK = 1 << 22
 #: Up to this many variables ``"auto"`` puts enumeration ahead of the MIP solvers on
-#: pure binary problems. Measured (benchmarks/enumeration.py, 2 cores): a batch of 256
-#: 16-variable problems with 4 per-call rows in 0.03-0.06 ms per instance, against
-#: 0.3-1 ms per solve for SCIP and Gurobi; at 20 variables a solve is a 2^20-column
-#: product (about 10 ms per instance), slower than the solvers.
-AUTO_MAX_VARS = 16
+#: pure binary problems. Measured on the shared 2-core machine (256 instances, one torch
+#: thread): without per-call rows 0.07 / 0.17 / 0.72 ms per instance at 12 / 14 / 16
+#: variables against SCIP 2.0-2.3 ms and Gurobi 0.9-1.1 ms; with per-call rows 0.45 ms
+#: against 2 ms at 12 variables, but at 16 as slow as the solvers or slower (3.6-8 ms
+#: against 2.6-4 ms: 2^16 points per check), and torch's intra-op threads on an
+#: oversubscribed machine made it 10x slower again. 12 is where it wins everywhere.
+AUTO_MAX_VARS = 12
 #: Per instance, this many cheapest points are checked against the per-call rows first.
 CANDIDATES = 64
+#: Rows used by at least this many cost rows each (on average) are checked against
+#: every point once per entry instead.
+SHARED = 4
 
 
 def _binary_form(spec: Spec) -> tuple[CanonicalForm | None, str | None]:
@@ -129,6 +134,14 @@ class EnumerationKernel:
         A = A[..., :n] if A.shape[-1] >= n else torch.nn.functional.pad(A, (0, n - A.shape[-1]))
         b = rows.b.to(torch.float64)
         index = rows.index[start:stop]
+        entries, inverse = torch.unique(index, return_inverse=True)
+        if len(entries) * SHARED <= len(index):
+            # rows shared by many cost rows (one set for the batch): each entry's
+            # feasible points once, then a masked argmin per cost row
+            lhs = A[entries] @ points.T  # (entries, m, K)
+            allowed = (lhs <= b[entries][..., None] + FEASIBILITY_TOL).all(dim=1)
+            masked = objective.masked_fill(~allowed[inverse], float("inf"))
+            return masked.argmin(dim=1), allowed.any(dim=1)[inverse]
         k = min(CANDIDATES, points.shape[0])
         cheapest = objective.topk(k, dim=1, largest=False, sorted=True).indices  # (rows, k)
         lhs = torch.einsum("rmn,rkn->rmk", A[index], points[cheapest])

@@ -78,6 +78,8 @@ def signed_distance(A: Tensor, b: Tensor, x: Tensor) -> Tensor:
 def softmin(values: Tensor, tau: float | None, dim: int) -> Tensor:
     """``-tau * log(mean(exp(-values / tau)))`` (the reference's shifted log-sum-exp);
     the minimum when ``tau`` is None or 0."""
+    if values.shape[dim] == 0:  # no rows: nothing to move
+        return values.sum(dim=dim)
     if not tau:
         return values.min(dim=dim).values
     return -tau * (torch.logsumexp(-values / tau, dim=dim) - math.log(values.shape[dim]))
