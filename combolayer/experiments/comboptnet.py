@@ -169,9 +169,9 @@ class StaticConstraints(nn.Module):
     origin, all learned; the rows ``A x <= b`` normalised to unit directions."""
 
     def __init__(self, k: int, n: int, box: tuple[float, float],
-                 generator: np.random.Generator) -> None:
+                 generator: np.random.Generator, feasible_corner: bool = False) -> None:
         super().__init__()
-        a, offset, origin = offset_constraints(generator, k, n, box, feasible_corner=False)
+        a, offset, origin = offset_constraints(generator, k, n, box, feasible_corner)
         self.direction = nn.Parameter(torch.tensor(a))
         self.offset = nn.Parameter(torch.tensor(offset))
         self.origin = nn.Parameter(torch.tensor(origin))
@@ -206,8 +206,11 @@ def train_one(variant: core.Variant, seed: int, config: Config, bar=None) -> cor
     kind, m = variant.options["kind"], variant.options["m"]
     data = make_data(kind, m, seed, config.num_variables,
                      (config.n_train, config.n_val, config.n_test), config.backend)
+    # the reference code starts its LP baseline (only) from rows that keep a random corner
+    # feasible: an empty relaxation has no gradient
     model = StaticConstraints(config.learned_per_true * m, config.num_variables, data.box,
-                              np.random.default_rng([seed, 7919]))
+                              np.random.default_rng([seed, 7919]),
+                              feasible_corner=variant.options["method"] == "qptl")
     layer = cl.ComboLayer(data.spec, method=method_for(variant, config, seed), projection="none",
                           backend=config.backend, on_infeasible="flag",
                           generator=torch.Generator().manual_seed(seed))
