@@ -19,6 +19,11 @@ mean over the epochs after the first; ``auto`` / the fastest single backend; whi
 backend ``auto`` kept and why (``layer.backend_reason``); and the rows the race gave
 each candidate, which add up to the rows asked (no solve spent racing that a fixed
 choice would not have made).
+
+Then solve loops on the MIP problems where ``auto`` races (docs/problems.md's
+knapsack 2 x 100 and TSP 20, mip_training's 200 x 2 knapsack): 640 random cost rows
+in batches of 32, each backend with a fresh solver, so ``auto``'s lead and race
+are counted in its time.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 
@@ -90,6 +96,51 @@ def train_interleaved(loop, spec, train, backends, epochs: int, bar) -> dict:
     return runs
 
 
+def solve_loops(quick: bool) -> list[tuple[str, object]]:
+    """MIP problems on which ``auto`` races (docs/problems.md, docs/performance.md):
+    (row label, spec). Seeded, so every run solves the same problems."""
+    rng = np.random.default_rng(0)
+    n = 30 if quick else 100
+    weights = rng.uniform(3, 8, (2, n)).round(1)
+    knapsack = cl.problems.Knapsack(weights=weights.tolist(),
+                                    capacities=(weights.sum(1) / 4).round(1).tolist())
+    heavy = knapsack_data(1, 200 if not quick else 40, 2).spec
+    return [(f"knapsack {n} items x 2 (problems.md)", knapsack),
+            (f"knapsack {heavy.num_items} items x 2 (mip_training's per-solve table)", heavy),
+            ("TSP 20 (problems.md)", cl.problems.TSP(num_nodes=20 if not quick else 13))]
+
+
+def solve_loop(spec, backend, costs: np.ndarray) -> float:
+    """Seconds to solve ``costs`` in batches of 32 with a fresh solver (the race included)."""
+    solver = cl.make_solver(spec, backend)
+    start = time.perf_counter()
+    for chunk in np.array_split(costs, max(1, len(costs) // 32)):
+        solver.solve(chunk)
+    return time.perf_counter() - start
+
+
+def solve_rows(quick: bool, bar) -> list[str]:
+    rows = []
+    for label, spec in solve_loops(quick):
+        count = 64 if quick else 640
+        rng = np.random.default_rng(1)
+        if isinstance(spec, cl.problems.TSP):
+            points = rng.random((count, spec.num_nodes, 2))
+            costs = np.linalg.norm(points[:, :, None] - points[:, None], axis=-1)
+        else:
+            costs = rng.uniform(0, 1, (count, *spec.cost_shape))
+        singles = [b for b in SINGLES if b in cl.backends.capable_backends(spec)]
+        seconds = {b: solve_loop(spec, b, costs) for b in ["auto", *singles]}
+        bar.update()
+        fastest = min(singles, key=seconds.get)
+        auto = cl.make_solver(spec)
+        rows.append(row([label, str(count), " / ".join(f"{b} {seconds[b]:.2f}" for b in singles),
+                         f"{seconds['auto']:.2f}", fastest,
+                         f"{seconds['auto'] / seconds[fastest]:.2f}",
+                         "yes" if hasattr(auto.kernel, "adopt") else "no (a named kernel)"]))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = page_parser(__doc__, DOC)
     parser.add_argument("--epochs", type=int, default=8)
@@ -105,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"not measured (not installed or cannot solve {spec.label}): {missing}")
     backends = ["auto", *singles]
     rows, goals, reasons = [], [], []
-    with tqdm(total=len(LOOPS) * epochs * len(backends), desc="auto_race") as bar:
+    loops = solve_loops(args.quick)
+    with tqdm(total=len(LOOPS) * epochs * len(backends) + len(loops), desc="auto_race") as bar:
         for label, loop in LOOPS.items():
             runs = train_interleaved(loop, spec, data, backends, epochs, bar)
             means = {b: statistics.fmean(r["seconds"]) for b, r in runs.items()}
@@ -127,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{label}: auto kept {runs['auto']['solver'].backend}: "
                   f"{runs['auto']['solver'].backend_reason}")
             reasons.append(f"- {label}: {runs['auto']['solver'].backend_reason}")
+        loop_rows = solve_rows(args.quick, bar)
     body = [generated_by("benchmarks/auto_race.py", time.perf_counter() - began), "",
             f"{spec.label}, {num_train} training instances, {epochs} epochs, batch 32, one "
             "thread, every backend interleaved epoch by epoch:", "",
@@ -136,7 +189,11 @@ def main(argv: list[str] | None = None) -> int:
                     "auto / fastest single (after the first)", "fastest single",
                     "auto kept", "solves spent racing beyond a fixed choice"], goals), "",
             "Why `auto` kept what it kept (`backend_reason`, as the layer's repr shows it):", "",
-            *reasons]
+            *reasons, "",
+            "Solve loops: the same random costs (uniform in [0, 1); TSP: random points) "
+            "solved in batches of 32 by a fresh solver each, `auto`'s race included:", "",
+            *table(["problem", "rows", "single backends (s)", "auto (s)", "fastest single",
+                    "auto / fastest single", "raced"], loop_rows)]
     print("\n".join(body))
     write_block(Path(args.out), "auto-race", "benchmarks/auto_race.py", body,
                 "## backend=\"auto\" races the exact backends (issue 41)")

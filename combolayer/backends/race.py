@@ -129,6 +129,7 @@ class RacingKernel:
         self.since_check = 0.0
         self._check_samples: dict[str, list[float]] = {}
         self.checks = 0
+        self.check_means: dict[str, float] = {}
         self.adopted = False
         #: Rows the race was given, and rows each candidate solved (whole batches too):
         #: every row is solved once, so the counts add up to `rows_in`.
@@ -164,12 +165,16 @@ class RacingKernel:
             return (f"{self.winner} won the race against "
                     f"{', '.join(n for n in self.names if n != self.winner)} on the costs of the "
                     f"layer this one was copied from ({self._times()} per solve)")
+        last = ""
+        if self.checks:
+            last = (f"; re-checked {self.checks} times, the last on {RECHECK_SOLVES} rows each: "
+                    f"{self._times(self.check_means)}")
         return (f"{self.winner} won the race on this run's own costs: {self._times()} mean per "
-                f"solve" + (f"; re-checked {self.checks} times" if self.checks else ""))
+                f"solve{last}")
 
-    def _times(self) -> str:
-        order = sorted(self.means, key=self.means.get)
-        return ", ".join(f"{name} {_ms(self.means[name])}" for name in order)
+    def _times(self, means: dict[str, float] | None = None) -> str:
+        means = self.means if means is None else means
+        return ", ".join(f"{name} {_ms(means[name])}" for name in sorted(means, key=means.get))
 
     def table(self) -> list[tuple[str, int, float | None, str]]:
         """One row per candidate: name, timed solves, mean seconds per solve, verdict."""
@@ -347,7 +352,8 @@ class RacingKernel:
 
     def _check_cost(self) -> float:
         """What a re-check is expected to cost: the other candidates' rows."""
-        others = [self.means.get(n, 0.0) for n in self.names if n != self.winner
+        others = [self.means.get(n, self.check_means.get(n, 0.0)) for n in self.names
+                  if n != self.winner
                   and not self.dropped.get(n, "").startswith("could not")]
         return RECHECK_SOLVES * sum(others)
 
@@ -360,7 +366,8 @@ class RacingKernel:
     def _end_check(self) -> None:
         self.checks += 1
         means = {n: statistics.fmean(v) for n, v in self._check_samples.items()}
-        self.means.update(means)
+        #: The last check's means (a hint on a few rows; `means` stays the races').
+        self.check_means = means
         challengers = [n for n in means if n != self.winner
                        and means[n] < SWITCH_MARGIN * means[self.winner]]
         if challengers:
