@@ -86,6 +86,24 @@ def _cost_variables(optmodel: Any) -> list:
     return flat
 
 
+#: Variable types an ILP cannot state, by Gurobi's and COPT's letter.
+_UNSUPPORTED_VTYPES = {"S": "semi-continuous", "N": "semi-integer"}
+
+
+def _integrality(optmodel: Any, vtypes: list[str], names: list[str]) -> list[str]:
+    """Each column's integrality from its type letter; a semi-continuous or semi-integer
+    column (``x in {0} or [lb, ub]``), or a letter not known, raises SpecError: read as
+    continuous, its lower bound would exclude the 0 it may take."""
+    for vtype, name in zip(vtypes, names, strict=True):
+        if vtype not in _VTYPES:
+            what = (f"a {_UNSUPPORTED_VTYPES[vtype]} variable" if vtype in _UNSUPPORTED_VTYPES
+                    else f"a variable of type {vtype!r}")
+            raise SpecError(f"PyEPO model {optmodel!r} has {what} ({name}); "
+                            "combolayer's ILP has binary, integer and continuous ones: "
+                            "pass a spec")
+    return [_VTYPES[vtype] for vtype in vtypes]
+
+
 def ilp_from_gurobi(optmodel: Any) -> ILP:
     """The [`ILP`][combolayer.ILP] of a PyEPO Gurobi model: every row, bound and type.
 
@@ -98,6 +116,12 @@ def ilp_from_gurobi(optmodel: Any) -> ILP:
     if model.NumQConstrs or model.NumGenConstrs or model.NumSOS or model.IsQP:
         raise SpecError(f"PyEPO model {optmodel!r} has quadratic, SOS or general constraints "
                         "or a quadratic objective; combolayer's ILP is linear: pass a spec")
+    others = {"more objectives": model.NumObj - 1, "piecewise-linear objective terms":
+              model.NumPWLObjVars, "scenarios": model.NumScenarios}
+    found = [f"{count} {what}" for what, count in others.items() if count > 0]
+    if found:
+        raise SpecError(f"PyEPO model {optmodel!r} has {', '.join(found)} beyond one linear "
+                        "objective, which an ILP with one cost cannot state: pass a spec")
     if model.Params.LazyConstraints:
         raise SpecError(f"PyEPO model {optmodel!r} adds lazy constraints in a callback "
                         "(subtour or capacity cuts), which its matrix does not hold, so the "
@@ -115,7 +139,8 @@ def ilp_from_gurobi(optmodel: Any) -> ILP:
         row_upper=np.where(senses == ">", np.inf, rhs),
         lower=np.where(lower <= -1e30, -np.inf, lower),
         upper=np.where(upper >= 1e30, np.inf, upper),
-        integrality=[_VTYPES.get(v.VType, "continuous") for v in variables],
+        integrality=_integrality(optmodel, [v.VType for v in variables],
+                                 [v.VarName for v in variables]),
     )
 
 
@@ -158,7 +183,8 @@ def ilp_from_copt(optmodel: Any) -> ILP:
         optmodel, [v.index for v in _cost_variables(optmodel)],
         sp.csr_matrix(model.getA(), shape=(len(constrs), len(variables))),
         row_lower=row_lower, row_upper=row_upper, lower=lower, upper=upper,
-        integrality=[_VTYPES.get(v.vtype, "continuous") for v in variables],
+        integrality=_integrality(optmodel, [v.vtype for v in variables],
+                                 [v.name for v in variables]),
     )
 
 
@@ -319,6 +345,7 @@ def ilp_from_pyomo(optmodel: Any) -> ILP:
     from pyomo.repn import generate_standard_repn
 
     model = optmodel._model
+    _check_pyomo_components(optmodel, model)
     objective = generate_standard_repn(model.obj.expr, compute_values=False)
     cost_index = {id(model.cost[i]): i for i in model.cost}
     cost_vars: list = [None] * optmodel.num_cost
@@ -362,6 +389,11 @@ def ilp_from_pyomo(optmodel: Any) -> ILP:
                             "pass a spec")
         lower.append(float(low))
         upper.append(None if high is None else float(high))
+        if not (v.is_binary() or v.is_integer() or v.is_continuous()):
+            raise SpecError(f"PyEPO model {optmodel!r} has a variable whose domain is not "
+                            f"an interval of the reals or the integers ({v.name} in "
+                            f"{v.domain}); combolayer's ILP has binary, integer and "
+                            "continuous variables: pass a spec")
         integrality.append("binary" if v.is_binary() else
                            "integer" if v.is_integer() else "continuous")
 
@@ -376,6 +408,28 @@ def ilp_from_pyomo(optmodel: Any) -> ILP:
                 lower, upper)
 
 
+#: The Pyomo component types an ILP reader accounts for; any other active one (an
+#: SOSConstraint, a LogicalConstraint, a GDP Disjunction, a Piecewise block) holds
+#: constraints that the linear rows do not, and is refused rather than skipped.
+_PYOMO_READ = frozenset({"Var", "Param", "Constraint", "Objective", "Set", "RangeSet",
+                         "Expression", "Suffix", "Block"})
+
+
+def _check_pyomo_components(optmodel: Any, model: Any) -> None:
+    import pyomo.environ as pe
+
+    for component in model.component_objects(active=True, descend_into=True):
+        kind = component.ctype.__name__
+        if kind not in _PYOMO_READ:
+            raise SpecError(f"PyEPO model {optmodel!r} has a {kind} ({component.name}), "
+                            "which combolayer's reader of linear rows cannot hold: pass a "
+                            "spec")
+    objectives = list(model.component_data_objects(pe.Objective, active=True))
+    if len(objectives) != 1:
+        raise SpecError(f"PyEPO model {optmodel!r} has {len(objectives)} active objectives: "
+                        "expected one, the costs' (pass a spec)")
+
+
 def _ilp(optmodel: Any, num_costs: int, A_ub, b_ub, A_eq, b_eq, integrality, lower,
          upper) -> ILP:
     """The ILP of a read model: its first ``num_costs`` columns are the costs' variables."""
@@ -383,7 +437,9 @@ def _ilp(optmodel: Any, num_costs: int, A_ub, b_ub, A_eq, b_eq, integrality, low
         shape=[num_costs], A_ub=A_ub if A_ub.shape[0] else None,
         b_ub=b_ub if A_ub.shape[0] else None, A_eq=A_eq if A_eq.shape[0] else None,
         b_eq=b_eq if A_eq.shape[0] else None, integrality=integrality, lower=lower,
-        upper=upper, sense="min" if _model_sign(optmodel) > 0 else "max",
+        # from_matrices reads an array: an unbounded column is inf there, not None (NaN)
+        upper=[np.inf if u is None else u for u in upper],
+        sense="min" if _model_sign(optmodel) > 0 else "max",
         num_aux=len(lower) - num_costs,
     )
 
@@ -448,11 +504,68 @@ class _PyEPOKernel:
         with self._lock:
             for b, row in enumerate(costs):
                 self.optmodel.setObj(self.sign * row)
-                solution, _ = self.optmodel.solve()
+                try:
+                    solution, _ = self.optmodel.solve()
+                except RuntimeError as error:  # PyEPO's "... found no solution (status 3)"
+                    _no_solution(self.optmodel, error)
                 out[b] = _on_host(solution).reshape(-1)[: self.num_outputs]
         # Solvers return integers within their tolerance; snap those to exact values.
         rounded = np.rint(out)
         return np.where(np.abs(out - rounded) < 1e-6, rounded, out) + 0.0
+
+
+#: Solver status codes PyEPO's bare RuntimeError leaves out, by the model's package:
+#: Gurobi's ``Status`` and COPT's ``status`` attributes, OR-Tools' pywraplp status
+#: (in PyEPO's message). Any other model is read from the message's words (Pyomo's
+#: "termination infeasible").
+_STATUS_OUTCOMES = {
+    "gurobipy": ("Status", {3: Outcome.INFEASIBLE, 4: Outcome.INFEASIBLE_OR_UNBOUNDED,
+                            5: Outcome.UNBOUNDED}),
+    "coptpy": ("status", {2: Outcome.INFEASIBLE, 3: Outcome.UNBOUNDED,
+                          4: Outcome.INFEASIBLE_OR_UNBOUNDED}),
+    "ortools.linear_solver": (None, {2: Outcome.INFEASIBLE, 3: Outcome.UNBOUNDED}),
+}
+
+
+def _no_solution(optmodel: Any, error: RuntimeError) -> None:
+    """Raise combolayer's error for a PyEPO solve that found no solution:
+    `InfeasibleError` for an infeasible model, `SolverError` otherwise, naming the
+    solver's own words; PyEPO raises a bare ``RuntimeError`` for all of them."""
+    import re
+
+    model = getattr(optmodel, "_model", None)
+    package = type(model).__module__
+    outcome = Outcome.STOPPED
+    for prefix, (attribute, codes) in _STATUS_OUTCOMES.items():
+        if package.startswith(prefix):
+            code: Any = None
+            if attribute is not None:
+                try:
+                    code = getattr(model, attribute)
+                except Exception:  # noqa: BLE001 -- a status it cannot report
+                    code = None
+            else:
+                found = re.search(r"status (\d+)", str(error))
+                code = int(found.group(1)) if found else None
+            outcome = codes.get(code, Outcome.STOPPED)
+            break
+    else:
+        words = str(error).lower()
+        if "infeasible" in words and "unbounded" not in words:
+            outcome = Outcome.INFEASIBLE
+        elif "unbounded" in words and "infeasible" not in words:
+            outcome = Outcome.UNBOUNDED
+
+    def is_infeasible() -> bool:  # no solution with a zero cost either
+        optmodel.setObj(np.zeros(optmodel.num_cost))
+        try:
+            optmodel.solve()
+        except RuntimeError:
+            return True
+        return False
+
+    settle(outcome, f"PyEPO model {type(optmodel).__name__}", lambda: None,
+           has_solution=False, status=str(error), is_infeasible=is_infeasible)
 
 
 class _MpaxKernel(_PyEPOKernel):
