@@ -61,7 +61,8 @@ def test_each_solver_maps_its_statuses():
     assert scip_outcome("gaplimit") is Outcome.OPTIMAL
     assert scip_outcome("inforunbd") is Outcome.INFEASIBLE_OR_UNBOUNDED
     assert scip_outcome("userinterrupt") is Outcome.INTERRUPTED
-    assert scip_outcome("nodelimit") is Outcome.STOPPED
+    assert scip_outcome("nodelimit") is Outcome.LIMIT  # as Gurobi's NODE_LIMIT (issue 38)
+    assert scip_outcome("sollimit") is Outcome.LIMIT
     cp = pytest.importorskip("cvxpy")
     from combolayer.backends.cvxpy import cvxpy_outcome
 

@@ -157,15 +157,16 @@ def _status_table() -> dict[int, tuple[Outcome, str]]:
     path of a solve reads one entry."""
     from gurobipy import GRB
 
-    limits = {"TIME_LIMIT", "SOLUTION_LIMIT", "NODE_LIMIT", "ITERATION_LIMIT", "WORK_LIMIT",
-              "MEM_LIMIT", "USER_OBJ_LIMIT"}
-    named = {"OPTIMAL": Outcome.OPTIMAL, "INFEASIBLE": Outcome.INFEASIBLE,
+    limits = {"SOLUTION_LIMIT", "NODE_LIMIT", "ITERATION_LIMIT", "WORK_LIMIT", "MEM_LIMIT",
+              "USER_OBJ_LIMIT"}
+    named = {"TIME_LIMIT": Outcome.TIME_LIMIT, "OPTIMAL": Outcome.OPTIMAL,
+             "INFEASIBLE": Outcome.INFEASIBLE,
              "UNBOUNDED": Outcome.UNBOUNDED, "INF_OR_UNBD": Outcome.INFEASIBLE_OR_UNBOUNDED,
              "INTERRUPTED": Outcome.INTERRUPTED}
     names = ("LOADED", "OPTIMAL", "INFEASIBLE", "INF_OR_UNBD", "UNBOUNDED", "CUTOFF",
              "ITERATION_LIMIT", "NODE_LIMIT", "TIME_LIMIT", "SOLUTION_LIMIT", "INTERRUPTED",
              "NUMERIC", "SUBOPTIMAL", "INPROGRESS", "USER_OBJ_LIMIT", "WORK_LIMIT", "MEM_LIMIT")
-    return {getattr(GRB, name): (Outcome.TIME_LIMIT if name in limits
+    return {getattr(GRB, name): (Outcome.LIMIT if name in limits
                                  else named.get(name, Outcome.STOPPED), name)
             for name in names if hasattr(GRB, name)}
 
@@ -173,7 +174,8 @@ def _status_table() -> dict[int, tuple[Outcome, str]]:
 def gurobi_status(status: int) -> tuple[Outcome, str]:
     """Gurobi's status code as an `Outcome`, with Gurobi's name for it. Every limit a
     user can set (time, solutions, nodes, iterations, work, memory, objective) stops
-    like the time limit: its best solution with a warning, or an error without one."""
+    like the time limit: its best solution with a warning, or an error without one;
+    ``last_status`` and the message name the limit (``"solution limit"``)."""
     return _status_table().get(status) or (Outcome.STOPPED, str(status))
 
 

@@ -40,6 +40,10 @@ class Outcome(enum.Enum):
     #: The solver could not tell which; `settle` asks ``is_infeasible``.
     INFEASIBLE_OR_UNBOUNDED = "infeasible or unbounded"
     TIME_LIMIT = "time limit"
+    #: Any other limit a user can set (solutions, nodes, iterations, work, memory, an
+    #: objective bound): it stops like the time limit, but is named by the solver's
+    #: status (`limit_name`) in ``last_status`` and in messages.
+    LIMIT = "limit"
     #: A solution the solver returned but calls inaccurate (cvxpy's
     #: ``optimal_inaccurate``, e.g. SCIP stopped by a node limit).
     INACCURATE = "inaccurate"
@@ -82,15 +86,16 @@ def settle(
             f"{solver}: the problem is unbounded for these costs; add finite bounds "
             "(lower/upper) to the variables"
         )
-    if outcome is Outcome.TIME_LIMIT:
+    if outcome in (Outcome.TIME_LIMIT, Outcome.LIMIT):
+        limit = outcome.value if outcome is Outcome.TIME_LIMIT else limit_name(status)
         if has_solution:
-            if not record(outcome.value):
-                warnings.warn(f"{solver} hit the time limit; returning the best feasible "
+            if not record(limit):
+                warnings.warn(f"{solver} hit the {limit}; returning the best feasible "
                               "solution found, which may not be optimal", RuntimeWarning,
                               stacklevel=2)
             return solution()
-        raise SolverError(f"{solver} hit the time limit without finding a feasible solution; "
-                          "raise BackendConfig.time_limit")
+        raise SolverError(f"{solver} hit the {limit} without finding a feasible solution; "
+                          f"{raise_limit(limit)}")
     if outcome is Outcome.INACCURATE and has_solution:
         if not record(outcome.value):
             warnings.warn(f"{solver} returned a solution it calls inaccurate{_shown(status)}; "
@@ -98,6 +103,33 @@ def settle(
         return solution()
     shown = f" {status!r}" if status else f" {outcome.value!r}"
     raise SolverError(f"{solver} stopped with status{shown}")
+
+
+#: Solvers' status names of a limit (Gurobi's ``SOLUTION_LIMIT``, SCIP's ``sollimit``)
+#: in words; any other is its name with underscores as spaces.
+_LIMIT_NAMES = {
+    "sollimit": "solution limit", "bestsollimit": "solution limit",
+    "nodelimit": "node limit", "totalnodelimit": "node limit",
+    "stallnodelimit": "stall node limit", "memlimit": "memory limit",
+    "restartlimit": "restart limit", "mem_limit": "memory limit",
+    "user_obj_limit": "objective limit",
+}
+
+
+def limit_name(status: str) -> str:
+    """The limit a solver's status names, in words (``"SOLUTION_LIMIT"`` and
+    ``"sollimit"``: ``"solution limit"``); ``"limit"`` when there is no status."""
+    key = status.strip().lower()
+    if not key:
+        return Outcome.LIMIT.value
+    return _LIMIT_NAMES.get(key, key.replace("_", " "))
+
+
+def raise_limit(limit: str) -> str:
+    """The advice for a row stopped by ``limit`` (a `limit_name` or ``"time limit"``)."""
+    if limit == Outcome.TIME_LIMIT.value:
+        return "raise BackendConfig.time_limit"
+    return f"raise or remove the {limit} set in BackendConfig.options"
 
 
 def _shown(status: str) -> str:

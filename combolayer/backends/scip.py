@@ -329,6 +329,10 @@ def scip_outcome(status: str) -> Outcome:
         "inforunbd": Outcome.INFEASIBLE_OR_UNBOUNDED,
         "timelimit": Outcome.TIME_LIMIT,
         "userinterrupt": Outcome.INTERRUPTED,
+        # the limits a user can set in options, as Gurobi's: the best solution found
+        # (with a warning) or an error without one, named in last_status
+        **dict.fromkeys(("sollimit", "bestsollimit", "nodelimit", "totalnodelimit",
+                         "stallnodelimit", "memlimit", "restartlimit"), Outcome.LIMIT),
     }.get(status, Outcome.STOPPED)
 
 

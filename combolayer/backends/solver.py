@@ -15,7 +15,7 @@ import torch
 
 from ..errors import BackendUnavailable, InfeasibleError, SolverError
 from ..specs.base import Spec
-from .outcome import INFEASIBLE, OPTIMAL, record_all, recording, row_statuses, worst
+from .outcome import INFEASIBLE, OPTIMAL, raise_limit, record_all, recording, row_statuses, worst
 from .rows import RowBound, Rows, check_rows, note_infeasible, rows_for
 
 
@@ -368,8 +368,9 @@ class Solver:
                    "may not be optimal; see solver.last_status for which")
         if self.on_limit == "raise":
             raise SolverError(message + "; BackendConfig(on_limit='raise') makes this an error")
-        warnings.warn(message + "; raise BackendConfig.time_limit, or set on_limit='raise' to "
-                      "make this an error", RuntimeWarning, stacklevel=4)
+        advice = "; ".join(raise_limit(kind) for kind in sorted(set(bad)) if "limit" in kind)
+        warnings.warn(message + f"; {advice or 'see the solver status'}, or set "
+                      "on_limit='raise' to make this an error", RuntimeWarning, stacklevel=4)
 
     @property
     def kernel(self) -> Kernel:

@@ -118,9 +118,27 @@ def read_model(path: str | os.PathLike) -> FileModel:
     integrality = _integrality(lp, lower, upper, path)
     sense = "max" if lp.sense_ == highspy.ObjSense.kMaximize else "min"
     names = [str(name) for name in lp.col_names_] or [""] * n
+    _check_cost(cost, names, path)
     arguments = dict(shape=[n], sense=sense, integrality=integrality, lower=lower.tolist(),
                      upper=upper.tolist(), constraints=_constraints(lp))
     return FileModel(arguments, cost, float(lp.offset_), names)
+
+
+#: `combolayer.backends.solver.MAX_COST`, the bound on a layer's costs (the solver
+#: imports the specs, so the number is repeated here; a test keeps the two equal).
+MAX_COST = 1e15
+
+
+def _check_cost(cost: np.ndarray, names: list[str], path: Path) -> None:
+    """The objective as a default cost is held to the rule of costs given to a layer:
+    HiGHS reads a coefficient from 1e20 on as infinite (``1e300 y`` became ``inf``)."""
+    bad = np.flatnonzero(~(np.abs(cost) < MAX_COST))
+    if bad.size:
+        j = int(bad[0])
+        name = f" ({names[j]})" if names[j] else ""
+        raise SpecError(f"{str(path)!r}: the objective coefficient of column {j}{name} is "
+                        f"{cost[j]:g}: expected a magnitude below {MAX_COST:g}, as for costs "
+                        "given to a layer (HiGHS reads one from 1e20 on as infinite)")
 
 
 def _integrality(lp, lower: np.ndarray, upper: np.ndarray, path: Path) -> list[str]:
