@@ -39,13 +39,13 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import SpecError
+from ..errors import SolverError, SpecError
 from ..specs.base import ILP, Spec
 from .config import BackendConfig
 from .outcome import Outcome, settle
 from .solver import Solver
 
-__all__ = ["PyEPOBackend", "from_pyepo", "ilp_from_copt", "ilp_from_gurobi", "ilp_from_mpax",
+__all__ = ["PyEPOBackend", "from_pyepo", "ilp_from_copt", "ilp_from_dsl", "ilp_from_gurobi", "ilp_from_mpax",
            "ilp_from_ortools", "ilp_from_pyomo"]
 
 #: Gurobi's (and COPT's) variable types as combolayer's integrality.
@@ -499,16 +499,26 @@ class _PyEPOKernel:
         self.num_outputs = num_outputs
         self._lock = threading.Lock()
 
+    def _set_costs(self, row: np.ndarray) -> None:
+        if len(row) != self.num_outputs:
+            raise SolverError(f"PyEPO model {self.optmodel!r} takes its {self.num_outputs} "
+                              "predicted costs only: it cannot solve with a known cost or "
+                              "return the auxiliaries (a pyepo.dsl model can)")
+        self.optmodel.setObj(self.sign * row)
+
+    def _solution(self, solution: Any, width: int) -> np.ndarray:
+        return _on_host(solution).reshape(-1)[:width]
+
     def __call__(self, costs: np.ndarray) -> np.ndarray:
         out = np.empty_like(costs)
         with self._lock:
             for b, row in enumerate(costs):
-                self.optmodel.setObj(self.sign * row)
+                self._set_costs(row)
                 try:
                     solution, _ = self.optmodel.solve()
                 except RuntimeError as error:  # PyEPO's "... found no solution (status 3)"
                     _no_solution(self.optmodel, error)
-                out[b] = _on_host(solution).reshape(-1)[: self.num_outputs]
+                out[b] = self._solution(solution, costs.shape[1])
         # Solvers return integers within their tolerance; snap those to exact values.
         rounded = np.rint(out)
         return np.where(np.abs(out - rounded) < 1e-6, rounded, out) + 0.0
@@ -581,8 +591,8 @@ class _MpaxKernel(_PyEPOKernel):
 
         with self._lock:
             solutions, _, statuses = self.optmodel.batch_optimize(
-                jnp.asarray(costs, dtype=jnp.float32))
-        solutions = np.asarray(solutions, dtype=np.float64)[:, : self.num_outputs]
+                jnp.asarray(self._model_costs(costs), dtype=jnp.float32))
+        solutions = self._solutions(np.asarray(solutions, dtype=np.float64), costs.shape[1])
         statuses = np.asarray(statuses)
         finite = np.isfinite(solutions).all(axis=1)  # MPAX can stop at a NaN iterate
         outcomes, optimal = _mpax_outcomes()
@@ -595,6 +605,130 @@ class _MpaxKernel(_PyEPOKernel):
                             has_solution=bool(finite[b]),
                             status=name if finite[b] else f"{name}, at a NaN or inf iterate")
         return out
+
+
+    def _model_costs(self, costs: np.ndarray) -> np.ndarray:
+        return costs
+
+    def _solutions(self, solutions: np.ndarray, width: int) -> np.ndarray:
+        return solutions[:, : self.num_outputs]
+
+
+class _DslOrder:
+    """A compiled ``pyepo.dsl`` model: the spec's variables (the predicted ones in
+    ``c_pred_index`` order, then the others) sit at ``order`` in the model. Costs of
+    any width (N, or every variable with the known cost added by the `Solver`) go
+    into the model's order as one full-length objective, set whole (``_setFullObj``,
+    no second scatter onto ``fixed_cost``); solutions come back in the spec's order."""
+
+    optmodel: Any
+    sign: float
+
+    def __init__(self, optmodel: Any, num_outputs: int) -> None:
+        super().__init__(optmodel, num_outputs)  # type: ignore[call-arg]
+        self.order = dsl_order(_dsl_problem(optmodel), optmodel)
+
+    def _model_costs(self, costs: np.ndarray) -> np.ndarray:
+        full = np.zeros((len(costs), len(self.order)))
+        full[:, self.order[: costs.shape[1]]] = costs
+        return full
+
+    def _set_costs(self, row: np.ndarray) -> None:
+        self.optmodel._setFullObj(self.sign * self._model_costs(row[None])[0])
+
+    def _solution(self, solution: Any, width: int) -> np.ndarray:
+        return _on_host(solution).reshape(-1)[self.order[:width]]
+
+    def _solutions(self, solutions: np.ndarray, width: int) -> np.ndarray:
+        return solutions[:, self.order[:width]]
+
+
+class _DslKernel(_DslOrder, _PyEPOKernel):
+    """A compiled DSL model solved row by row with its own solver."""
+
+
+class _DslMpaxKernel(_DslOrder, _MpaxKernel):
+    """A compiled DSL model for MPAX: the batch in one ``batch_optimize`` call of the
+    full-length, minimisation costs in the model's order."""
+
+
+def _dsl_problem(optmodel: Any) -> Any:
+    """The ``pyepo.dsl.Problem`` a compiled DSL model was built from, or None."""
+    problem = getattr(optmodel, "problem", None)
+    if problem is None or not all(hasattr(problem, name) for name in (
+            "c_pred_index", "fixed_cost", "constrs", "num_vars")):
+        return None
+    return problem
+
+
+def dsl_order(problem: Any, optmodel: Any) -> np.ndarray:
+    """The model positions of the spec's variables: ``c_pred_index`` (the predicted
+    costs' variables, in the cost's order), then every other variable in the model's
+    order. A mapping that is not one cost per distinct variable raises `SpecError`."""
+    index = np.asarray(problem.c_pred_index, dtype=int).reshape(-1)
+    n = int(problem.num_vars)
+    if (len(index) != optmodel.num_cost or len(np.unique(index)) != len(index)
+            or ((index < 0) | (index >= n)).any()):
+        raise SpecError(f"PyEPO DSL model {optmodel!r} maps its {optmodel.num_cost} predicted "
+                        f"costs onto the variables {index.tolist()} (of {n}): expected one "
+                        "distinct variable per cost, so it cannot be read as an ILP")
+    return np.concatenate([index, np.setdiff1d(np.arange(n), index)])
+
+
+def ilp_from_dsl(optmodel: Any) -> ILP:
+    """The ILP of a compiled ``pyepo.dsl`` model (any of its backends: Gurobi, COPT,
+    Pyomo, OR-Tools, MPAX), read from the DSL problem itself: the variables the cost
+    lands on (``c_pred_index``) are the outputs in the cost's order, the others
+    auxiliaries, ``fixed_cost`` the known cost; ``obj_offset`` (a constant) changes no
+    argmin. A quadratic term, a quadratic row or an unbounded-below variable raises
+    `SpecError`."""
+    problem = _dsl_problem(optmodel)
+    order = dsl_order(problem, optmodel)
+    if getattr(problem, "obj_Q", None) is not None:
+        raise SpecError(f"PyEPO DSL model {optmodel!r} has a quadratic objective term: "
+                        "combolayer's ILP is linear")
+    ub, eq = [], []
+    for i, (quadratic, A, sense, b) in enumerate(problem.constrs):
+        if quadratic is not None:
+            raise SpecError(f"PyEPO DSL model {optmodel!r}: constraint {i} is quadratic; "
+                            "combolayer's ILP is linear")
+        A, b = sp.csr_matrix(A, dtype=float), np.asarray(b, dtype=float).reshape(-1)
+        if sense in ("<=", "<"):
+            ub.append((A, b))
+        elif sense in (">=", ">"):
+            ub.append((-A, -b))
+        elif sense in ("==", "="):
+            eq.append((A, b))
+        else:
+            raise SpecError(f"PyEPO DSL model {optmodel!r}: constraint {i} has sense "
+                            f"{sense!r}, expected '<=', '>=' or '=='")
+    n = len(order)
+
+    def stack(rows: list) -> tuple[sp.csr_matrix, np.ndarray]:
+        if not rows:
+            return sp.csr_matrix((0, n)), np.zeros(0)
+        A = sp.vstack([A for A, _ in rows], format="csc")[:, order].tocsr()
+        return A, np.concatenate([b for _, b in rows])
+
+    A_ub, b_ub = stack(ub)
+    A_eq, b_eq = stack(eq)
+    kinds = [_VTYPES[getattr(t, "value", t)] for t in np.asarray(problem.var_type)[order]]
+    lower = np.asarray(problem.var_lb, dtype=float)[order]
+    upper = np.asarray(problem.var_ub, dtype=float)[order]
+    if np.isneginf(lower).any():
+        j = int(order[np.flatnonzero(np.isneginf(lower))[0]])
+        raise SpecError(f"PyEPO DSL model {optmodel!r} has a variable without a finite lower "
+                        f"bound (variable {j} of the model); combolayer's ILP needs finite "
+                        "lower bounds: pass a spec")
+    known = np.asarray(problem.fixed_cost, dtype=float)[order]
+    num_cost = optmodel.num_cost
+    return ILP.from_matrices(
+        shape=[num_cost], A_ub=A_ub if A_ub.shape[0] else None,
+        b_ub=b_ub if A_ub.shape[0] else None, A_eq=A_eq if A_eq.shape[0] else None,
+        b_eq=b_eq if A_eq.shape[0] else None, integrality=kinds, lower=lower.tolist(),
+        upper=[None if np.isposinf(u) else float(u) for u in upper],
+        sense="min" if _model_sign(optmodel) > 0 else "max", num_aux=n - num_cost,
+        known_cost=known if known.any() else None)
 
 
 @functools.cache
@@ -702,6 +836,8 @@ class PyEPOBackend:
 
     @property
     def _reader(self):
+        if _dsl_problem(self.optmodel) is not None:
+            return ilp_from_dsl  # before the backends: the DSL problem says it all
         if _is_mpax(self.optmodel):
             return ilp_from_mpax
         model = getattr(self.optmodel, "_model", None)
@@ -744,7 +880,11 @@ class PyEPOBackend:
         if spec.num_outputs != n:
             raise SpecError(f"{spec.label} has {spec.num_outputs} outputs but PyEPO model "
                             f"{self.optmodel!r} predicts {n} costs: expected equal sizes")
-        kernel = (_MpaxKernel if _is_mpax(self.optmodel) else _PyEPOKernel)(self.optmodel, n)
+        if _dsl_problem(self.optmodel) is not None:
+            kinds = (_DslMpaxKernel, _DslKernel)
+        else:
+            kinds = (_MpaxKernel, _PyEPOKernel)
+        kernel = kinds[0 if _is_mpax(self.optmodel) else 1](self.optmodel, n)
         solver = Solver(spec, kernel, self.name, BackendConfig(name=self.name))
         solver.backend_source = self  # what a loss's copy compiles its solver from again
         return solver
