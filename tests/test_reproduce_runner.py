@@ -356,15 +356,17 @@ def test_the_report_lists_the_verdicts_that_changed_from_the_previous_run(tmp_pa
     old = new.model_copy(update={"claims": [
         core.Claim(claim="identity beats imle (gap 0.2)", verdict="inconclusive", evidence=""),
         core.Claim(claim="imle beats identity", verdict=claims[1].verdict, evidence=""),
-        core.Claim(claim="a dropped claim", verdict="agrees", evidence="")]})
+        core.Claim(claim="a dropped claim (k=5; paper: 0.63 (time))", verdict="agrees",
+                   evidence="")]})
     changes = report.verdict_changes(old, new)
     assert changes == [
-        {"claim": "identity beats imle", "before": "inconclusive", "after": claims[0].verdict},
-        {"claim": "a dropped claim", "before": "agrees", "after": "-"}]
+        {"claim": "identity beats imle (gap 0.01)", "before": "inconclusive",
+         "after": claims[0].verdict},
+        {"claim": "a dropped claim (k=5; paper: 0.63 (time))", "before": "agrees", "after": "-"}]
     assert claims[0].verdict == "agrees"
     core.finish("fake", config, metric, runs, [], claims, started=0.0, details={
         "changes": {"previous": "commit abc", "claims": changes, "why": "The grid grew."}})
     text = report.render(tmp_path / "results", tmp_path / "results.md").read_text()
     assert ("Changed from the previous committed run (commit abc): 2 verdict(s). "
             "The grid grew.") in text
-    assert "| identity beats imle | inconclusive | agrees |" in text
+    assert "| identity beats imle (gap 0.01) | inconclusive | agrees |" in text

@@ -10,6 +10,7 @@ regenerates it.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from . import describe, experiments
@@ -228,14 +229,16 @@ def _spread(details: dict, r: Result) -> list[str]:
 
 def verdict_changes(old: Result, new: Result) -> list[dict[str, str]]:
     """Claims whose verdict differs between two runs of one experiment, matched by the
-    claim's text up to its first parenthesis (thresholds in brackets move with the
+    claim's text without its parentheses (thresholds in brackets move with the
     numbers); claims only one run makes are listed with ``"-"`` for the other."""
     def key(text: str) -> str:
-        return text.split(" (")[0]
+        return " ".join(re.sub(r"\((?:[^()]|\([^()]*\))*\)", "", text).split())
 
     before = {key(c.claim): c.verdict for c in old.claims}
     after = {key(c.claim): c.verdict for c in new.claims}
-    return [{"claim": claim, "before": before.get(claim, "-"), "after": after.get(claim, "-")}
+    texts = {key(c.claim): c.claim for c in [*old.claims, *new.claims]}  # the new run's text
+    return [{"claim": texts[claim], "before": before.get(claim, "-"),
+             "after": after.get(claim, "-")}
             for claim in dict.fromkeys([*before, *after])
             if before.get(claim, "-") != after.get(claim, "-")]
 
