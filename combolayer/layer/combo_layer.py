@@ -357,9 +357,10 @@ class ComboLayer(nn.Module):
                 (the informed margin); ignored by the others.
             return_aux: also return the auxiliary variables (`combolayer.ILP`'s
                 ``num_aux``) of the solutions, without a gradient.
-            A, b: per-call rows ``A x <= b`` added to the spec's constraints for this
-                call: ``A (*batch, m, num_vars)`` or ``(m, num_vars)``, ``b (*batch, m)``
-                or ``(m,)`` (``num_vars`` = N outputs + ``num_aux``). Without a gradient
+            A: per-call rows ``A x <= b`` added to the spec's constraints for this
+                call: ``(*batch, m, num_vars)`` or ``(m, num_vars)`` (``num_vars`` = N
+                outputs + ``num_aux``).
+            b: their right-hand sides, ``(*batch, m)`` or ``(m,)``. Without a gradient
                 they are per-instance data for any method; with one, the method must
                 give them one (``row_gradients``: ``"comboptnet"``, ``"score_function"``,
                 ``"qptl"``). An instance they leave infeasible raises, or under
