@@ -2,14 +2,17 @@
 
 The facility-location model of examples/facility_location.py (18 predicted assignment
 costs, 3 opening decisions with known costs, capacities, at most 2 open), batch 32,
-Identity, one backend for both (``--backend``, SCIP by default). "with": the spec from cvxpy, 18 outputs and 3
-auxiliaries with their known cost, projection "auto" (the hull projection alone, as
-with any known cost). "without": the workaround the feature replaces, the same MIP
-with all 21 variables as outputs and no known cost, the opening costs appended to
-every predicted batch by hand, projection "plane" (the same hull projection). Both
-solve the same objective, so the difference is the known-cost machinery (full-width
-costs, the auxiliaries sliced off). Rounds alternate the two layers; the ratio is the
-median of the per-round ratios (goal <= 1.05, issue 36).
+Identity, one backend for both (``--backend``, SCIP by default).
+
+"with": the spec from cvxpy, 18 outputs and 3 auxiliaries with their known cost,
+projection "auto" (the hull projection alone, as with any known cost).
+"without": the workaround the feature replaces, the same MIP with all 21 variables as
+outputs and no known cost, the opening costs appended to every predicted batch by
+hand, projection "plane" (the same hull projection).
+
+Both solve the same objective, so the difference is the known-cost machinery
+(full-width costs, the auxiliaries sliced off). Rounds alternate the two layers; the
+ratio is the median of the per-round ratios (goal <= 1.05, issue 36).
 """
 
 from __future__ import annotations

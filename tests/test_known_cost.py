@@ -298,3 +298,69 @@ def test_regret_counts_the_known_cost_and_needs_the_decisions_auxiliaries():
         if any(spec.known_cost[spec.num_outputs :]):
             with pytest.raises(ValueError, match="known cost on its auxiliaries: pass aux_pred"):
                 cl.metrics.regret(spec, c, y_pred, backend="highs")
+
+
+def test_solution_cache_ranks_pooled_solutions_with_the_known_cost():
+    """solve_ratio < 1: a row answered from the pool gets the pooled whole solution that is
+    cheapest under its cost including the known part (the pool keeps whole solutions)."""
+    rng = np.random.default_rng(21)
+    checked = 0
+    for spec, _ in _cases(2100, 8, 1):
+        layer = cl.ComboLayer(spec, projection="none", backend="highs", solve_ratio=0.3,
+                              generator=torch.Generator().manual_seed(0))
+        assert layer.solver.pool_width == spec.num_vars
+        for _ in range(6):
+            costs = rng.integers(-3, 4, (8, spec.num_outputs)).astype(float)
+            y, aux = layer(torch.tensor(costs), return_aux=True)
+            pooled = layer.pool.solutions.numpy()
+            assert pooled.shape[1] == spec.num_vars
+            for i in range(len(costs)):
+                x = np.concatenate([y[i].numpy(), aux[i].numpy()])
+                value = objective_values(spec, costs[i], x[None])[0]
+                best_pooled = objective_values(spec, costs[i], pooled).min()
+                feasible = np.isclose(feasible_points_of(spec), x).all(axis=1).any()
+                assert feasible and value <= best_pooled + 1e-9 if spec.sense == "min" else \
+                    feasible and value >= objective_values(spec, costs[i], pooled).max() - 1e-9
+                checked += 1
+    assert checked == 8 * 6 * 8
+
+
+def feasible_points_of(spec: cl.ILP) -> np.ndarray:
+    from bruteforce import feasible_points
+
+    return feasible_points(spec)
+
+
+@pytest.mark.parametrize("backend", [_mip_backend(name) for name in MIP_BACKENDS])
+def test_facility_location_is_optimal_and_reads_back_the_open_facilities(backend):
+    """The example's model, 200 random cost sets: the solution is the brute-force optimum
+    (opening costs counted) and the auxiliaries are exactly its open facilities."""
+    import itertools
+    import runpy
+    from pathlib import Path
+
+    pytest.importorskip("cvxpy")
+    example = runpy.run_path(str(Path(__file__).resolve().parents[1] / "examples"
+                                 / "facility_location.py"))
+    spec = example["model_spec"]()
+    customers, facilities = spec.shape
+    capacity, opening = example["CAPACITY"], example["OPENING"]
+    points = []
+    for assign in itertools.product(range(facilities), repeat=customers):
+        load = np.bincount(assign, minlength=facilities)
+        for z in itertools.product([0, 1], repeat=facilities):
+            if sum(z) <= 2 and (load <= capacity * np.array(z)).all():
+                x = np.zeros((customers, facilities))
+                x[np.arange(customers), assign] = 1
+                points.append(np.concatenate([x.ravel(), z]))
+    points = np.array(points)
+    rng = np.random.default_rng(200)
+    costs = rng.uniform(0.0, 6.0, (200, customers, facilities))
+    y, aux = cl.make_solver(spec, backend).solve(costs, return_aux=True)
+    values = points[:, : spec.num_outputs] @ costs.reshape(200, -1).T + (
+        points[:, spec.num_outputs :] @ opening)[:, None]
+    best = points[values.argmin(axis=0)]
+    assert np.all(values.min(axis=0) < np.sort(values, axis=0)[1] - 1e-9)  # unique optima
+    optimal = (np.abs(np.concatenate([y.reshape(200, -1), aux], axis=1) - best) < 1e-6).all(1)
+    opened = (aux == best[:, spec.num_outputs :]).all(axis=1)
+    assert (int(optimal.sum()), int(opened.sum())) == (200, 200)

@@ -96,6 +96,6 @@ def test_a_dsl_mapping_that_is_not_one_cost_per_variable_is_refused():
     broken.problem.c_pred_index = np.array([5, 2, 0, 1, 4, 5])
     with pytest.raises(cl.SpecError, match=r"onto the variables \[5, 2, 0, 1, 4, 5\].*one "
                                            "distinct variable per cost"):
-        cl.backends.from_pyepo(broken).spec
+        _ = cl.backends.from_pyepo(broken).spec
     with pytest.raises(cl.SpecError, match="one distinct variable per cost"):
         cl.ComboLayer(cl.backends.from_pyepo(broken))

@@ -45,8 +45,8 @@ from .config import BackendConfig
 from .outcome import Outcome, settle
 from .solver import Solver
 
-__all__ = ["PyEPOBackend", "from_pyepo", "ilp_from_copt", "ilp_from_dsl", "ilp_from_gurobi", "ilp_from_mpax",
-           "ilp_from_ortools", "ilp_from_pyomo"]
+__all__ = ["PyEPOBackend", "from_pyepo", "ilp_from_copt", "ilp_from_dsl", "ilp_from_gurobi",
+           "ilp_from_mpax", "ilp_from_ortools", "ilp_from_pyomo"]
 
 #: Gurobi's (and COPT's) variable types as combolayer's integrality.
 _VTYPES = {"B": "binary", "I": "integer", "C": "continuous"}
