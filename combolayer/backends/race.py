@@ -124,7 +124,7 @@ class RacingKernel:
         self._racing: list[str] = []
         self.dropped: dict[str, str] = {}
         self.winner: str | None = None
-        #: The mean seconds per solve each candidate showed in the race or the last check.
+        #: The mean seconds per solve each candidate showed in the last race it ran in.
         self.means: dict[str, float] = {}
         self.since_check = 0.0
         self._check_samples: dict[str, list[float]] = {}
@@ -181,8 +181,14 @@ class RacingKernel:
         rows = []
         for name in self.names:
             times = self.samples[name]
-            verdict = ("winner" if name == self.winner else self.dropped.get(name, "racing")
-                       if self.phase in ("race", "won", "check") else "waiting")
+            if name == self.winner:
+                verdict = "winner"
+            elif name in self.dropped:
+                verdict = self.dropped[name]
+            elif self.phase == "lead":
+                verdict = "waiting"
+            else:
+                verdict = "racing" if name in self.alive and self.phase == "race" else "lost"
             rows.append((name, len(times), self.means.get(name), verdict))
         return rows
 
@@ -207,11 +213,13 @@ class RacingKernel:
     def __call__(self, costs: np.ndarray, start: np.ndarray | None = None,
                  **per_call: Any) -> np.ndarray:
         per_call = {key: value for key, value in per_call.items() if value is not None}
-        self.rows_in += len(costs)
         if per_call or len(costs) == 0:
             # per-call rows (A, b) go to the current backend whole: not raced
+            with self._lock:
+                self.rows_in += len(costs)
             return self._whole(self.current_backend, costs, start, per_call)[0]
         with self._lock:
+            self.rows_in += len(costs)
             if self.phase in ("lead", "won"):
                 name = self.current_backend
                 # the lead solves in the caller: executor workers start for the winner only

@@ -273,15 +273,18 @@ def choice_reason(cls: type, spec: Spec, config: BackendConfig) -> str:
     if config.name != "auto":
         return f"{cls.name}: named by the caller (backend={config.name!r})"
     rank = preference(cls, spec)
-    rank_doc = (getattr(cls, "rank", None).__doc__ or "") if "rank" in vars(cls) else ""
     if rank < Tier.GENERIC:
         tier = max(t for t in _TIER_REASONS if t <= rank)
         why = (f"{_TIER_REASONS[tier]} for {spec.kind!r}, ranked ahead of every generic "
                "solver and used without a race")
-    elif rank_doc:
-        why = " ".join(rank_doc.split()).split(". ")[0].split(";")[0].rstrip(".")
     else:
-        why = f"the first generic solver of its ranking that can (rank {rank:g})"
+        behind = [f"{other.name} {preference(other, spec):g}" for other in _ranked(spec)
+                  if other is not cls and Tier.GENERIC <= preference(other, spec) < Tier.LAST
+                  and why_not(other, spec) is None]
+        why = (f"the first capable generic solver of its ranking for this problem (rank "
+               f"{rank:g}"
+               + (f"; then {', '.join(behind)}" if behind else "")
+               + "; docs/backends.md gives the measurements behind it)")
     passed = [f"{other.name} ({why_not(other, spec)})" for other in _ranked(spec)
               if preference(other, spec) < rank and not missing_packages(other)
               and getattr(other, "announce_fallback", False)]
