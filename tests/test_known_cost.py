@@ -364,3 +364,29 @@ def test_facility_location_is_optimal_and_reads_back_the_open_facilities(backend
     optimal = (np.abs(np.concatenate([y.reshape(200, -1), aux], axis=1) - best) < 1e-6).all(1)
     opened = (aux == best[:, spec.num_outputs :]).all(axis=1)
     assert (int(optimal.sum()), int(opened.sum())) == (200, 200)
+
+
+def test_fenchel_young_counts_the_known_cost_of_its_samples():
+    """FY with a known cost: the loss value is <c, y_true> + <k[:N], y_true> minus the
+    samples' mean full objective (min form); its gradient is y_true - mean y_s. With a
+    vanishing sigma every sample is the exact optimum x*(c)."""
+    rng = np.random.default_rng(31)
+    for _ in range(10):
+        spec = random_known_ilp(rng)
+        sign = 1.0 if spec.sense == "min" else -1.0
+        k = sign * np.asarray(spec.known_cost)
+        n = spec.num_outputs
+        solver = cl.make_solver(spec, "highs")
+        y_true = torch.tensor(solver.solve(rng.normal(size=(3, n))))
+        c_pred = torch.tensor(rng.normal(size=(3, n)), requires_grad=True)
+        loss = cl.losses.FenchelYoungLoss(spec, sigma=1e-9, num_samples=2, reduction="none",
+                                          backend="highs")
+        value = loss(c_pred, y_true)
+        ys, auxs = solver.solve(c_pred.detach(), return_aux=True)
+        c = sign * c_pred.detach()
+        full = torch.cat([ys, auxs], dim=-1).numpy()
+        expected = ((c * y_true).sum(-1).numpy() + y_true.numpy() @ k[:n]
+                    - ((c * ys).sum(-1).numpy() + full @ k))
+        assert value.detach().numpy() == pytest.approx(expected, abs=1e-6)
+        value.sum().backward()
+        assert c_pred.grad.numpy() == pytest.approx(sign * (y_true - ys).numpy())

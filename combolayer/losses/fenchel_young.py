@@ -9,7 +9,7 @@ from torch import Tensor
 
 from ..backends.pool import SolutionPool, as_pool, check_solve_ratio
 from ..backends.registry import as_solver
-from ..backends.solver import check_costs, inner
+from ..backends.solver import capturing_aux, check_costs, inner
 from ..estimators import Perturbed
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
@@ -23,7 +23,10 @@ class FenchelYoungLoss(SolverLoss):
     estimate of ``F_sigma(theta) - <theta, y_true>`` (the constant
     ``Omega(y_true)`` is dropped, so the value is >= 0 only in expectation), and
     ``d loss / d c = y_true - mean_s y_s``, i.e. ``y_sigma(theta) - y_true`` in
-    the paper's form. All samples are one batch call.
+    the paper's form. All samples are one batch call. With a known cost
+    (`combolayer.ILP.known_cost`, ``k``) each objective counts it:
+    ``+ <k[:N], y_true> - 1/S sum_s <k, x_s>`` over the samples' whole solutions
+    (``<k[N:], aux_true>`` is a constant, dropped with ``Omega(y_true)``).
     ``perturbation="multiplicative"`` is PyEPO's ``perturbedFenchelYoungMul``
     (PFYMul): ``c - sigma Z_s`` becomes ``c * f_s``, ``f_s = exp(sigma Z_s - sigma^2/2)``,
     so ``d loss / d c = y_true - mean_s f_s * y_s`` (see [`Perturbed`][combolayer.Perturbed]).
@@ -64,8 +67,28 @@ class FenchelYoungLoss(SolverLoss):
         y_true = check_solution(self.solver, y_true, cost_pred, "y_true")
         c = self.solver.sign * cost_pred
         self.check_nonnegative(c, "cost_pred")
-        z, samples = self.perturbed.perturbed_solutions(
-            self.own_step(self.cached_solver, "c - sigma Z"), c)
+        with capturing_aux() as box:
+            z, samples = self.perturbed.perturbed_solutions(
+                self.own_step(self.cached_solver, "c - sigma Z"), c)
         k = len(self.spec.cost_shape)
         perturbed_value = inner(self.perturbed.perturb(c, z), samples, k).mean(0)
-        return reduce(inner(c, y_true, k) - perturbed_value, self.reduction)
+        loss = inner(c, y_true, k) - perturbed_value
+        if self.solver.known is not None:
+            loss = loss + self._known_part(y_true, samples, box)
+        return reduce(loss, self.reduction)
+
+    def _known_part(self, y_true: Tensor, samples: Tensor, box: list) -> Tensor:
+        """The known cost's share of the loss (min form, ``k`` the sense-folded known
+        cost): ``<k[:N], y_true> - 1/S sum_s <k, x_s>``, with ``x_s`` the samples' whole
+        solutions. ``<k[N:], aux_true>`` does not depend on the prediction and is dropped
+        with ``Omega(y_true)``; the gradient (``y_true - mean_s y_s``) is unchanged."""
+        solver = self.solver
+        batch = samples.shape[1 : samples.dim() - len(self.spec.cost_shape)]
+        # the samples were solved instance by instance (solve_samples): rows (*batch, S)
+        aux = box[0].to(samples).reshape(*batch, len(samples), solver.num_aux)
+        aux = aux.movedim(len(batch), 0)
+        sampled = solver.sign * solver.known_value(samples, aux)
+        on_outputs = torch.from_numpy(solver.known[: solver.num_outputs]).to(y_true)
+        flat_true = y_true.reshape(*y_true.shape[: y_true.dim() - len(self.spec.cost_shape)],
+                                   -1)
+        return (flat_true * on_outputs).sum(-1) - sampled.mean(0)
