@@ -387,6 +387,20 @@ def local_ray():
     cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 
 
+def test_ray_actors_take_per_call_rows(local_ray, always_parallel):
+    """Issue 37: each chunk an actor solves carries its own rows A x <= b."""
+    spec = knapsack()
+    rng = np.random.default_rng(2)
+    costs = batch_with_duplicates(spec, rows=16)
+    A = rng.integers(0, 3, (16, 1, spec.num_vars)).astype(float)
+    b = rng.integers(2, 6, (16, 1)).astype(float)
+    expected = cl.make_solver(spec, "highs").solve(costs, A=A, b=b)
+    solver = cl.make_solver(spec, {"name": "highs", "executor": "ray", "workers": 2})
+    np.testing.assert_array_equal(solver.solve(costs, A=A, b=b), expected)
+    assert len(solver.kernel._actors) == 2  # the workers solved them
+    assert (np.einsum("imn,in->im", A, expected) <= b).all()
+
+
 def test_ray_actors_in_order_dedupe_and_recover_from_a_dead_actor(local_ray, always_parallel,
                                                                    monkeypatch):
     spec = knapsack()

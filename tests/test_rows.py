@@ -65,12 +65,13 @@ def test_random_ilps_with_per_instance_rows_equal_brute_force(backend):
     assert wrong == 0, f"{backend}: {wrong} wrong of {checked}"
 
 
-@pytest.mark.parametrize("executor", ["thread", "process"])
+@pytest.mark.parametrize("executor", ["thread", "process"])  # Ray: tests/test_executors.py
 def test_executors_hand_each_chunk_its_rows(executor, monkeypatch):
     """Workers (started before the call) get chunks with their own rows; duplicates are
     solved once only when costs and rows both repeat."""
     monkeypatch.setattr(executors, "MIN_SOLVE_SECONDS", 0.0)
-    monkeypatch.setattr(executors, "MIN_CHUNK_SECONDS", dict.fromkeys(("thread", "process"), 0))
+    monkeypatch.setattr(executors, "MIN_CHUNK_SECONDS",
+                        dict.fromkeys(("thread", "process", "ray"), 0))
     rng = np.random.default_rng(5)
     spec = random_ilp(rng, integer=True)
     points = feasible_points(spec)
