@@ -390,3 +390,60 @@ def test_fenchel_young_counts_the_known_cost_of_its_samples():
         assert value.detach().numpy() == pytest.approx(expected, abs=1e-6)
         value.sum().backward()
         assert c_pred.grad.numpy() == pytest.approx(sign * (y_true - ys).numpy())
+
+
+def test_from_file_with_named_outputs_keeps_the_rest_of_the_objective_as_known_cost(tmp_path):
+    """A facility file: the user predicts the assignment columns (named, in their own
+    order); the opening columns keep the file's costs as known cost."""
+    path = tmp_path / "facility.lp"
+    path.write_text("\n".join([
+        "Minimize", " cost: 4 a_0 + 1 a_1 + 3 b_0 + 2 b_1 + 5 open_0 + 1 open_1",
+        "Subject To", " c_a: a_0 + a_1 = 1", " c_b: b_0 + b_1 = 1",
+        " u_0: a_0 + b_0 - 2 open_0 <= 0", " u_1: a_1 + b_1 - 2 open_1 <= 0",
+        "Binaries", " a_0 a_1 b_0 b_1 open_0 open_1", "End", ""]))
+    spec = cl.ILP.from_file(path, outputs=["b_1", "b_0", "a_1", "a_0"])
+    assert spec.shape == [4] and spec.num_aux == 2
+    assert spec.known_cost == [0, 0, 0, 0, 5.0, 1.0]
+    assert spec.default_cost == (2.0, 3.0, 1.0, 4.0)
+    whole = cl.ILP.from_file(path)
+    solver = cl.make_solver(spec, "highs")
+    rng = np.random.default_rng(4)
+    for cost in rng.normal(size=(20, 4)) * 3:
+        y, aux = solver.solve(cost, return_aux=True)
+        # the same problem with every column an output and the file's order
+        full_cost = np.array([cost[3], cost[2], cost[1], cost[0], 5.0, 1.0])
+        best = cl.make_solver(whole, "highs").solve(full_cost)
+        x = np.concatenate([y, aux])
+        named = spec.split(x)
+        assert [named[name] for name in ["a_0", "a_1", "b_0", "b_1", "open_0", "open_1"]] \
+            == best.tolist()
+    with pytest.raises(cl.SpecError, match="outputs names column 'c_0'"):
+        cl.ILP.from_file(path, outputs=["c_0"])
+    with pytest.raises(cl.SpecError, match="each once"):
+        cl.ILP.from_file(path, outputs=["a_0", 0])
+
+
+def test_losses_and_estimators_that_do_not_count_a_known_cost_refuse_it():
+    """Every registered loss either counts the known cost (SPO+, Fenchel-Young) or refuses
+    a spec with one; so does RFWO, whose linear oracle would weigh it at the wrong scale."""
+    spec = cl.ILP(shape=[3], num_aux=1, known_cost=[0, 0, 0, 1.0],
+                  constraints=[cl.Constraint(coefs=[1, 1, 1, 1], sense="<=", rhs=2)])
+    plain = cl.ILP(shape=[3], constraints=[cl.Constraint(coefs=[1, 1, 1], sense="<=", rhs=2)])
+    losses = cl.losses.base.LOSSES
+    counting = {name for name, cls in losses.items() if cls.counts_known_cost}
+    assert counting == {"SPOPlusLoss", "FenchelYoungLoss"}
+    for name, cls in losses.items():
+        if name in counting:
+            cls(spec, backend="highs")
+            continue
+        with pytest.raises(ValueError, match=f"{name} does not support a known cost"):
+            cls(spec, backend="highs")
+        cls(plain, backend="highs")  # without a known cost nothing changes
+    methods = cl.estimators.METHODS
+    assert not methods["rfwo"].counts_known_cost
+    with pytest.raises(ValueError, match="RegularizedFrankWolfe does not support a known cost"):
+        cl.ComboLayer(spec, method="rfwo")
+    cl.ComboLayer(plain, method="rfwo")
+    for name in ("identity", "blackbox", "perturbed", "imle"):
+        assert methods[name].counts_known_cost
+        cl.ComboLayer(spec, method=name)

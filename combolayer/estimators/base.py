@@ -126,23 +126,6 @@ def check_upstream(grad: Tensor) -> None:
             "torch.autograd.detect_anomaly()")
 
 
-def check_upstream(grad: Tensor) -> None:
-    """``ValueError`` when the gradient that reaches a ``once_differentiable`` backward
-    (one that calls a solver or reuses its samples) is not finite: no solver step
-    (Blackbox's ``c + lam dL/dy``, I-MLE's) can be taken from it, and the fault is the
-    loss's, not the estimator's hyperparameters."""
-    finite = torch.isfinite(grad)
-    if not bool(finite.all()):
-        bad = ~finite
-        index = tuple(int(i) for i in bad.nonzero()[0])
-        raise ValueError(
-            f"the upstream gradient dL/dy is not finite: {int(bad.sum())} of {grad.numel()} "
-            f"entries are NaN or inf (the first, {float(grad[index])}, at index {index}); the "
-            "loss after the layer made it, not the estimator's settings (such as lam): "
-            "check the loss (a log of 0, a division by 0), e.g. under "
-            "torch.autograd.detect_anomaly()")
-
-
 def differentiable(backward: Backward, once: bool = True) -> Callable[..., Tensor]:
     """The one autograd shell of every estimator.
 
@@ -195,6 +178,10 @@ class Estimator(BaseModel):
     name: ClassVar[str] = ""
     #: True when ``backward`` is pure torch (no solver call) and may be differentiated again.
     differentiable_backward: ClassVar[bool] = False
+    #: Whether the estimator is right with a known cost (`combolayer.ILP.known_cost`),
+    #: which the solver adds to every solve. One whose derivation assumes a purely
+    #: linear objective in the prediction sets False and `build` refuses such a spec.
+    counts_known_cost: ClassVar[bool] = True
     #: True when the estimator gives per-call rows ``A``, ``b`` a gradient (see the
     #: module docstring); the layer refuses rows that require one otherwise.
     row_gradients: ClassVar[bool] = False
@@ -229,6 +216,8 @@ class Estimator(BaseModel):
         return None
 
     def build(self, solver: Solver) -> DifferentiableSolve:
+        refuse_known_cost(self, solver)
+
         def backward(grad: Tensor, costs: Tensor, *saved: Tensor) -> Tensor:
             if self.row_gradients:  # called without rows: A and b are None
                 return self.backward(solver, grad, costs, None, None, *saved)[0]
@@ -268,6 +257,19 @@ class Estimator(BaseModel):
             return row_shell(costs, A, b, output, *saved)
 
         return solve
+
+
+def refuse_known_cost(owner: Any, solver: Any) -> None:
+    """``ValueError`` when ``owner`` (an estimator or a loss whose ``counts_known_cost`` is
+    False) meets a solver whose spec has a known cost: its derivation assumes the
+    objective ``<w, y>`` alone, and the answer would be silently off."""
+    if getattr(solver, "known", None) is not None and not getattr(owner, "counts_known_cost",
+                                                                     True):
+        raise ValueError(
+            f"{type(owner).__name__} does not support a known cost: {solver.spec.label} has "
+            "known_cost, and its derivation assumes the objective <w, y> alone; use Identity, "
+            "Blackbox, Perturbed, IMLE, SPOPlusLoss or FenchelYoungLoss, or fold the known "
+            "cost into the prediction")
 
 
 def _positive(value: float, info: ValidationInfo) -> float:

@@ -120,6 +120,10 @@ class RegularizedFrankWolfe(Estimator):
     max_iter: int = Field(default=10_000, ge=1)
     tol: float = Field(default=1e-6, ge=0)
 
+    #: The regularised problem's linear oracle would weigh the known cost against the
+    #: quadratic term at scale 1, not 1/lam: refused rather than silently off.
+    counts_known_cost: ClassVar[bool] = False
+
     def forward(self, solver, costs, *, target, training):
         if not training:
             return solver.solve_min(costs), None

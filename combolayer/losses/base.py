@@ -135,6 +135,10 @@ class SolverLoss(LossInputs):
 
     #: ``__dict__`` keys of objects built around the solver: never copied or pickled.
     DERIVED: ClassVar[tuple[str, ...]] = ("_solver", "_cached", "_clips")
+    #: Whether the loss counts a known cost (`combolayer.ILP.known_cost`) in the
+    #: objectives it compares; one that does not refuses such a spec (ValueError)
+    #: rather than compare the wrong objectives. SPO+ and Fenchel-Young count it.
+    counts_known_cost: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -156,6 +160,9 @@ class SolverLoss(LossInputs):
 
     @solver.setter
     def solver(self, solver: Solver) -> None:
+        from ..estimators.base import refuse_known_cost
+
+        refuse_known_cost(self, solver)
         self.__dict__["_solver"] = solver
         config = solver.config
         # a BackendConfig: pin the backend "auto" chose, unless "auto" races (a copy then

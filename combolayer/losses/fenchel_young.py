@@ -43,6 +43,8 @@ class FenchelYoungLoss(SolverLoss):
     Differentiable Perturbed Optimizers", NeurIPS 2020.
     """
 
+    counts_known_cost = True  # see _with_known_cost / _known_part
+
     def __init__(self, spec: Any, sigma: float = 1.0, num_samples: int = 1,
                  noise: Any = "gaussian", reduction: str = "mean", backend: Any = "auto",
                  generator: torch.Generator | None = None, solve_ratio: float = 1.0,

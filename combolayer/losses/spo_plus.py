@@ -40,6 +40,8 @@ class SPOPlusLoss(SolverLoss):
     Management Science 68(1), 2022.
     """
 
+    counts_known_cost = True  # see _with_known_cost / _known_part
+
     def __init__(self, spec: Any, reduction: str = "mean", backend: Any = "auto",
                  solve_ratio: float = 1.0, pool: SolutionPool | None = None,
                  generator: torch.Generator | None = None) -> None:

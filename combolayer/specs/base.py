@@ -394,7 +394,7 @@ class ILP(Spec):
                              f"has {self.num_vars} variables: pass concat(y.flatten, aux), the "
                              "full solution")
         batch = tuple(x.shape[:-1])
-        return {name: x[..., list(v.index)].reshape(*batch, *v.shape)
+        return {name: x[..., list(v.index)].reshape((*batch, *v.shape))
                 for name, v in self.variables.items()}
 
     def _upper_array(self) -> np.ndarray:
@@ -504,19 +504,75 @@ class ILP(Spec):
         return cls(**{**spec.model_dump(), "variables": named})
 
     @classmethod
-    def from_file(cls, path: Any) -> ILP:
+    def from_file(cls, path: Any, outputs: Sequence[str | int] | None = None) -> ILP:
         """The ILP in an MPS or LP file, read by HiGHS: bounds, integrality, the
         objective sense and row names kept; ``shape = [num_vars]``; the file's
-        objective is attached as ``spec.default_cost``. See `combolayer.specs.files`."""
+        objective is attached as ``spec.default_cost``. See `combolayer.specs.files`.
+
+        ``outputs`` (column names or indices, in the prediction's order) makes only
+        those columns outputs (``shape = [len(outputs)]``); every other column becomes
+        an auxiliary, and the file's objective on the auxiliaries stays in the model as
+        their ``known_cost`` (its part on the outputs is ``default_cost``). The spec's
+        ``variables`` then name each column (when the file names them all, once each).
+
+        Raises:
+            SpecError: an unknown, repeated or out-of-range column in ``outputs``.
+        """
         from .files import read_model
 
         model = read_model(path)
+        if outputs is not None:
+            return cls._with_outputs(model, list(outputs))
         spec = cls(**model.arguments)
         # Not a pydantic field (the spec's fields are the problem, not one cost):
         # a plain attribute that model_dump leaves out. A tuple keeps the frozen
         # spec's equality and hashing well defined.
         object.__setattr__(spec, "default_cost", tuple(model.cost.tolist()))
         return spec
+
+    @classmethod
+    def _with_outputs(cls, model: Any, outputs: list[str | int]) -> ILP:
+        """`from_file`'s spec with the columns ``outputs`` first, the rest auxiliaries."""
+        spec = cls(**model.arguments)
+        names = list(model.names)
+        n = spec.num_vars
+        by_name = {name: j for j, name in enumerate(names) if name}
+        chosen = []
+        for item in outputs:
+            if isinstance(item, str):
+                if item not in by_name:
+                    raise SpecError(f"outputs names column {item!r}, which the file does not "
+                                    f"have; expected one of {sorted(by_name)[:10]}")
+                chosen.append(by_name[item])
+            elif not 0 <= int(item) < n:
+                raise SpecError(f"outputs index {item} is out of range: expected 0 <= index "
+                                f"< {n} (the file's columns)")
+            else:
+                chosen.append(int(item))
+        if not chosen or len(set(chosen)) != len(chosen):
+            raise SpecError(f"outputs must name at least one column, each once; got {outputs}")
+        order = chosen + [j for j in range(n) if j not in set(chosen)]
+        position = np.empty(n, dtype=int)
+        position[order] = np.arange(n)
+        cost = np.asarray(model.cost, dtype=float)
+        known = np.concatenate([np.zeros(len(chosen)), cost[order[len(chosen):]]])
+        upper = spec._upper_array()[order]
+        data = spec.model_dump()
+        data.update(
+            shape=[len(chosen)], num_aux=n - len(chosen),
+            integrality=[_broadcast(spec.integrality, n, "integrality")[j] for j in order],
+            lower=[_broadcast(spec.lower, n, "lower")[j] for j in order],
+            upper=[None if np.isposinf(u) else float(u) for u in upper],
+            constraints=[{"coefs": {int(position[j]): v for j, v in row.items()},
+                          "sense": row.sense, "rhs": row.rhs, "name": row.name}
+                         for row in spec.constraints],
+            known_cost=known.tolist() if known.any() else None,
+            variables=({name: {"shape": [], "index": [int(position[j])]}
+                        for j, name in enumerate(names)}
+                       if all(names) and len(set(names)) == len(names) else None))
+        result = cls(**data)
+        object.__setattr__(result, "default_cost", tuple(cost[chosen].tolist()))
+        return result
 
     def to_matrices(self) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix, np.ndarray]:
         """``(A_ub, b_ub, A_eq, b_eq)``; ``>=`` rows are negated into ``A_ub``."""
