@@ -307,6 +307,12 @@ class ParallelKernel:
             return True
         self._starter = threading.Thread(target=self._start_and_warm, daemon=True,
                                          name=f"combolayer-{self.executor}-start")
+        # Said when it happens: the workers start now, in the background, while the
+        # caller goes on solving (the "started" line follows once they are ready).
+        logger.info("%s: starting %d %s workers on %r in the background after %.2f s solved "
+                    "in the caller (start cost %.2f s); the caller solves until they are ready",
+                    self.spec.label, self.workers, self.executor, self.cls.name,
+                    self.serial_seconds, self.start_seconds())
         self._starter.start()
         return False
 
@@ -315,7 +321,10 @@ class ParallelKernel:
         try:
             self._start()
             self._warm()
-        except BaseException as error:  # raised in the next call
+        except BaseException as error:  # said now, and raised in the next call
+            if self._starter is not None:  # a background start: the caller may be done
+                warnings.warn(f"{error} (the rows are solved in the caller meanwhile; the "
+                              "next call raises this)", RuntimeWarning, stacklevel=1)
             self._start_error = error
             self._reset_workers()
         else:
@@ -533,10 +542,25 @@ def _process_context():
     return context
 
 
+def _importing_main_in_a_worker() -> bool:
+    """Whether this process is a worker that multiprocessing is still starting, by
+    running the parent's main module again (forkserver and spawn do)."""
+    return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
+
+
 class ProcessKernel(ParallelKernel):
     """A pool of ``workers`` processes; each builds the model once in its initializer."""
 
     executor = "process"
+
+    def __call__(self, costs: np.ndarray, rows: Rows | None = None) -> np.ndarray:
+        if _importing_main_in_a_worker():
+            # A script that solves at its top level, without `if __name__ ==
+            # "__main__":`, solving again inside a worker being started: the worker
+            # stops here, quietly (SystemExit prints no traceback), instead of running
+            # the script and printing a traceback per worker; the parent says why.
+            raise SystemExit(1)
+        return super().__call__(costs, rows)
 
     def __init__(self, cls: type, spec: Spec, config: BackendConfig) -> None:
         super().__init__(cls, spec, config)

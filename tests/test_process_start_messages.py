@@ -1,0 +1,67 @@
+"""The process executor speaks when things happen (issue 39 item 8): a script without
+`if __name__ == "__main__":` is told why its workers died while the caller still
+solves, without a traceback per worker, and the workers' start is logged when it begins."""
+
+import logging
+import subprocess
+import sys
+
+import numpy as np
+
+import combolayer as cl
+from combolayer.backends import executors
+
+UNGUARDED = """
+import time, warnings
+import numpy as np, combolayer as cl
+from combolayer.backends import executors
+executors.START_SECONDS = dict.fromkeys(("thread", "process", "ray"), 0.05)
+executors.MIN_SOLVE_SECONDS = executors.MIN_CHUNK_SECONDS["process"] = 0.0
+spec = cl.ILP.from_matrices(shape=[12], A_ub=np.ones((1, 12)), b_ub=[4], sense="max")
+solver = cl.make_solver(spec, {"name": "highs", "executor": "process", "workers": 2})
+costs = np.random.default_rng(0).normal(size=(64, 12))
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always", RuntimeWarning)
+    start = time.monotonic()
+    try:
+        while not seen and time.monotonic() - start < 120:
+            solver.solve(costs)  # the workers start, and die, in the background
+    except cl.SolverError as error:
+        print("RAISED")
+print("WARNED:", seen[0].message if seen else None)
+"""
+
+
+def test_an_unguarded_script_is_told_at_once_and_without_a_traceback_per_worker(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(UNGUARDED)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    warned = [line for line in result.stdout.splitlines() if line.startswith("WARNED:")]
+    assert len(warned) == 1, result.stdout  # the parent only: the workers stopped quietly
+    assert "died while starting" in warned[0]
+    assert 'must do so under `if __name__ == "__main__":`' in warned[0]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert "bootstrapping phase" not in result.stderr
+
+
+def test_the_start_is_logged_when_it_begins_and_again_when_ready(monkeypatch, caplog):
+    monkeypatch.setattr(executors, "MIN_SOLVE_SECONDS", 0.0)
+    monkeypatch.setattr(executors, "MIN_CHUNK_SECONDS", dict.fromkeys(("thread", "process"), 0))
+    monkeypatch.setattr(executors, "START_SECONDS", dict.fromkeys(("thread", "process"), 0.05))
+    spec = cl.ILP.from_matrices(shape=[10], A_ub=np.ones((1, 10)), b_ub=[3], sense="max")
+    solver = cl.make_solver(spec, {"name": "highs", "executor": "thread", "workers": 2})
+    costs = np.random.default_rng(1).normal(size=(32, 10))
+    kernel = solver.kernel
+    with caplog.at_level(logging.INFO, logger="combolayer"):
+        while kernel._starter is None and not kernel._started():
+            solver.solve(costs)
+        starting = [r.getMessage() for r in caplog.records if "starting 2 thread" in
+                    r.getMessage()]
+        assert len(starting) == 1 and "in the background" in starting[0]
+        kernel._ready.wait(60)
+    ready = [r.getMessage() for r in caplog.records if "2 thread workers started" in
+             r.getMessage()]
+    assert len(ready) == 1
+    kernel.close()
