@@ -447,3 +447,26 @@ def test_losses_and_estimators_that_do_not_count_a_known_cost_refuse_it():
     for name in ("identity", "blackbox", "perturbed", "imle"):
         assert methods[name].counts_known_cost
         cl.ComboLayer(spec, method=name)
+
+
+def test_blackbox_gradient_with_a_known_cost_is_its_formula_by_brute_force():
+    """dL/du = (y(u') - y(u)) / lam with u' = u + lam dL/dy (min), both argmins taken
+    over the whole objective <., y> + <k, x>."""
+    rng = np.random.default_rng(41)
+    checked = 0
+    for spec, costs in _cases(4100, 15, 3):
+        layer = cl.ComboLayer(spec, method=cl.Blackbox(lam=2.0, reduction="sum"),
+                              projection="none",
+                              backend="highs")
+        w = torch.tensor(costs + rng.normal(scale=0.1, size=costs.shape), requires_grad=True)
+        g = torch.tensor(rng.normal(size=costs.shape))
+        (layer(w) * g).sum().backward()
+        sign = 1.0 if spec.sense == "min" else -1.0
+        for i in range(len(costs)):
+            u = w[i].detach().numpy()
+            shifted = u + sign * 2.0 * g[i].numpy()  # min form: c' = c + lam g
+            y0 = optimum_full(spec, u)[1][0][: spec.num_outputs]
+            y1 = optimum_full(spec, shifted)[1][0][: spec.num_outputs]
+            assert w.grad[i].numpy() == pytest.approx((y1 - y0) / 2.0 * sign)
+            checked += 1
+    assert checked == 45
