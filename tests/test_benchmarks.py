@@ -104,3 +104,10 @@ def test_known_cost_quick_writes_its_row(tmp_path):
     _, block = run_quick("known_cost.py", tmp_path)
     assert "<!-- known-cost:start" in block and "<!-- known-cost:end -->" in block
     assert "| 64 instances, 3 rounds | scip |" in block
+
+
+def test_enumeration_quick_writes_its_table(tmp_path):
+    _, block = run_quick("enumeration.py", tmp_path)
+    assert "<!-- enumeration:start" in block and "<!-- enumeration:end -->" in block
+    for row in ("| 6 | none |", "| 8 | shared rows |", "| 8 | per-instance rows |"):
+        assert row in block
