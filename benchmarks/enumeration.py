@@ -74,7 +74,7 @@ def main() -> None:
                     raise SystemExit(f"{name} disagrees with {backends[0]} at n={n}, {case}")
                 times[name] = seconds
             fastest = min(times, key=times.get)
-            lines.append(row([str(n), case, *(f"{times[name] * 1e3:.2f}" for name in backends),
+            lines.append(row([str(n), case, *(f"{times[name] * 1e3:.3g}" for name in backends),
                               fastest]))
             print(lines[-1], flush=True)
     body = [generated_by("benchmarks/enumeration.py", time.perf_counter() - started), "",
