@@ -28,9 +28,10 @@ class ListwiseLTRLoss(CostPooledLoss):
     ``temperature=1`` (the default) it is PyEPO's ``listwiseLTR`` exactly, clamp
     included (PyEPO has no temperature).
 
+    The other arguments (``spec``, ``solve_ratio``, ``pool``, ``reduction``,
+    ``backend``, ``generator``) are `combolayer.losses.pooled.PooledLoss`'s.
+
     Args:
-        spec, solve_ratio, pool, reduction, backend, generator: as
-            `combolayer.losses.pooled.PooledLoss`.
         temperature: ``tau > 0`` (default 1).
 
     Reference: Mandi, Bucarey, Mulamba, Guns, "Decision-Focused Learning:

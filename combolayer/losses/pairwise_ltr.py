@@ -28,9 +28,10 @@ class PairwiseLTRLoss(CostPooledLoss):
     margin). A margin asks the best solution to win by ``theta`` in objective
     units of the predicted cost, so it interacts with the cost's scale.
 
+    The other arguments (``spec``, ``solve_ratio``, ``pool``, ``reduction``,
+    ``backend``, ``generator``) are `combolayer.losses.pooled.PooledLoss`'s.
+
     Args:
-        spec, solve_ratio, pool, reduction, backend, generator: as
-            `combolayer.losses.pooled.PooledLoss`.
         margin: ``theta >= 0`` (default 0).
 
     Reference: Mandi, Bucarey, Mulamba, Guns, "Decision-Focused Learning:
