@@ -229,10 +229,11 @@ def _spread(details: dict, r: Result) -> list[str]:
 
 def verdict_changes(old: Result, new: Result) -> list[dict[str, str]]:
     """Claims whose verdict differs between two runs of one experiment, matched by the
-    claim's text without its parentheses (thresholds in brackets move with the
-    numbers); claims only one run makes are listed with ``"-"`` for the other."""
+    claim's text with its measured numbers blanked (a threshold moves with the
+    spread; a setting such as ``k=5`` stays); claims only one run makes are listed
+    with ``"-"`` for the other."""
     def key(text: str) -> str:
-        return " ".join(re.sub(r"\((?:[^()]|\([^()]*\))*\)", "", text).split())
+        return re.sub(r"(?<![=\w])\d+(?:\.\d+)?(?:e[-+]?\d+)?", "#", text)
 
     before = {key(c.claim): c.verdict for c in old.claims}
     after = {key(c.claim): c.verdict for c in new.claims}
