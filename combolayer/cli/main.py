@@ -67,12 +67,15 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser(
         "train", help=COMMANDS["train"][1],
         description="Train a cost model through a ComboLayer on built-in PyEPO data or an "
-                    ".npz file, writing history.csv, regret.png and model.pt to the run "
-                    "directory.",
+                    ".npz file, writing history.csv, regret.png, model.pt, model.json, "
+                    "spec.json and the resolved config.json to the run directory; "
+                    "cl.training.load_run(DIR) reloads the model and its layer. Relative "
+                    "paths in the config are read next to it.",
         epilog="Every config key, with a full example: docs/training.md in the source, "
                "the 'Training' page of the documentation site (make docs).")
     train.add_argument("config", help="a YAML/JSON file (see docs/training.md)")
-    train.add_argument("--out", help="run directory (overrides the config's 'out')")
+    train.add_argument("--out", help="run directory (overrides the config's 'out'; relative "
+                                     "to the current directory)")
     bench = sub.add_parser("bench", help=COMMANDS["bench"][1])
     bench.add_argument("--batch", type=positive_int, default=256)
     bench.add_argument("--race", metavar="SPEC",

@@ -597,4 +597,5 @@ def train(args: Any) -> int:
     print(f"normalized test regret {history.regret[-1]:.4f} after {len(history.regret)} epochs, "
           f"{history.seconds_per_epoch:.3f} s/epoch")
     print(f"wrote {folder / 'history.csv'}, {folder / 'regret.png'}, {folder / 'model.pt'}")
+    print(f"reload the model and its layer with cl.training.load_run({str(folder)!r})")
     return 0
