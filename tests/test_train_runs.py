@@ -141,3 +141,23 @@ def test_load_run_reloads_the_model_and_layer_and_reproduces_the_test_regret(tmp
 def test_load_run_names_the_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="no model.json"):
         cl.training.load_run(tmp_path)
+
+
+def test_a_backend_file_is_read_next_to_the_config_too(tmp_path, monkeypatch):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "backend.yaml").write_text("name: highs\ntime_limit: 5\n")
+    (project / "layer.yaml").write_text("problem: {kind: topk, n: 5, k: 2}\n"
+                                        "backend: backend.yaml\n")
+    monkeypatch.chdir(tmp_path)
+    layer = cl.ComboLayer.from_config(project / "layer.yaml")
+    assert layer.solver.config.time_limit == 5
+    (project / "train.yaml").write_text(yaml.safe_dump(
+        {**SMALL, "layer": {"backend": "backend.yaml"}}))
+    config = load_config(project / "train.yaml")
+    assert config.layer.backend == str(project / "backend.yaml")
+    (project / "train.yaml").write_text(yaml.safe_dump(
+        {**SMALL, "layer": {"backend": "gone.yaml"}}))
+    with pytest.raises(ConfigError, match=f"layer.backend: no file named '{project}/gone.yaml'"):
+        load_config(project / "train.yaml")
+    assert load_config({**SMALL, "layer": {"backend": "scip"}}).layer.backend == "scip"

@@ -256,9 +256,9 @@ class ComboLayer(nn.Module):
         """Build from a dict or YAML/JSON with keys problem, method, projection, noise, backend,
         noise_schedule, solve_ratio.
 
-        A relative path in ``problem`` is read next to the config file that names it
-        (from the current directory for a dict or a YAML/JSON string), as in
-        ``combolayer train``; a missing file's error shows the resolved path.
+        A relative path in ``problem`` or ``backend`` is read next to the config file
+        that names it (from the current directory for a dict or a YAML/JSON string), as
+        in ``combolayer train``; a missing file's error shows the resolved path.
 
         Raises:
             ValueError: ``problem`` is missing or a key is unknown.
@@ -278,8 +278,11 @@ class ComboLayer(nn.Module):
             )
         # One rule with ``combolayer train``: a relative path is read next to the file
         # that names it (the current directory for a dict or a string).
-        problem = resolve_path(config.pop("problem"), config_base(source), "problem",
-                               origin=source if config_base(source) else None)
+        base = config_base(source)
+        origin = source if base is not None else None
+        problem = resolve_path(config.pop("problem"), base, "problem", origin=origin)
+        if "backend" in config:  # a backend config may be a YAML/JSON file too
+            config["backend"] = resolve_path(config["backend"], base, "backend", origin=origin)
         return cls(problem, **config)
 
     def set_noise(self, noise: float | Any | None) -> None:

@@ -164,8 +164,8 @@ class TrainConfig(_Strict):
         out: the run directory for ``history.csv``, ``regret.png``, ``model.pt``,
             ``config.json``, ``spec.json`` and ``model.json`` (default ``runs/train``).
 
-    Relative paths (``problem``, ``data.npz``, and ``out`` when the file sets it)
-    are read next to the config file that names them, as in
+    Relative paths (``problem``, ``data.npz``, ``layer.backend``, and ``out`` when the
+    file sets it) are read next to the config file that names them, as in
     ``ComboLayer.from_config``; from the current directory for a dict or string.
     """
 
@@ -241,6 +241,9 @@ def load_config(source: str | os.PathLike | dict) -> TrainConfig:
     if config.data.npz is not None:
         update["data"] = DataConfig(npz=resolve_path(config.data.npz, base, "data.npz",
                                                      origin, ConfigError, always=True))
+    if isinstance(config.layer.backend, str):  # a backend config may be a YAML/JSON file
+        update["layer"] = config.layer.model_copy(update={"backend": resolve_path(
+            config.layer.backend, base, "layer.backend", origin, ConfigError)})
     if "out" in config.model_fields_set and base is not None:
         update["out"] = os.path.normpath(base / os.path.expanduser(config.out))
     return config.model_copy(update=update)
