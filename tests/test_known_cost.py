@@ -473,3 +473,20 @@ def test_blackbox_gradient_with_a_known_cost_is_its_formula_by_brute_force():
             assert w.grad[i].numpy() == pytest.approx((y1 - y0) / 2.0 * sign)
             checked += 1
     assert checked == 45
+
+
+def test_spo_plus_with_a_known_cost_and_the_solution_cache():
+    """solve_ratio < 1: y* (exact, whole) joins the pool, y~ may come from it; the loss
+    stays >= 0 (the pool answer is feasible, so the SPO+ bound still holds) and the pool
+    keeps whole solutions."""
+    rng = np.random.default_rng(51)
+    spec = random_known_ilp(rng)
+    loss = cl.losses.SPOPlusLoss(spec, reduction="none", backend="highs", solve_ratio=0.5,
+                                 generator=torch.Generator().manual_seed(0))
+    for _ in range(5):
+        c_hat = torch.tensor(rng.normal(size=(6, spec.num_outputs)), requires_grad=True)
+        c = torch.tensor(rng.normal(size=(6, spec.num_outputs)))
+        value = loss(c_hat, c, y_true=torch.tensor(cl.make_solver(spec).solve(c.numpy())))
+        value.sum().backward()
+        assert (value.detach() >= -1e-9).all()
+    assert len(loss.pool) > 0 and loss.pool.solutions.shape[1] == spec.num_vars

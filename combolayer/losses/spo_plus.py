@@ -98,16 +98,19 @@ class SPOPlusLoss(SolverLoss):
         solver = self.solver
         k = len(self.spec.cost_shape)
         on_aux = bool(solver.known[solver.num_outputs :].any())
-        if y_true is None and self.shifted_solver is solver:
+        cached = self.shifted_solver is not solver
+        if y_true is None and not cached:
             y, aux = solver.solve_min(torch.stack([shifted.detach(), c]), return_aux=True)
             (y_tilde, y_star), (aux_tilde, aux_star) = y, aux
         else:
-            if y_true is not None and not on_aux:
+            if y_true is not None and not on_aux and not cached:
                 y_star, aux_star = check_solution(solver, y_true, cost_pred, "y_true"), None
-            else:
+            else:  # the pool keeps whole solutions: y*'s auxiliaries are needed
                 y_star, aux_star = solver.solve_min(c, return_aux=True)
-            if self.shifted_solver is not solver:
-                self.pool.add(y_star.reshape(-1, solver.num_outputs))
+            if cached:
+                whole = torch.cat([y_star.reshape(-1, solver.num_outputs),
+                                   aux_star.reshape(-1, solver.num_aux)], dim=1)
+                self.pool.add(whole[:, : solver.pool_width])
             y_tilde, aux_tilde = self.shifted_solver.solve_min(shifted.detach(), return_aux=True)
         # known_value is in the spec's sense: times sign, the min-sense <k, x>
         known = solver.sign * (solver.known_value(y_star, aux_star)
