@@ -4,8 +4,9 @@ per-call rows.
     python benchmarks/enumeration.py [--quick] [--out docs/performance.md]
 
 Pure binary ILPs of n variables with two knapsack rows of the spec's own
-(uniform weights, a quarter of their sum as capacity) get a batch of 256 random
-costs; "shared rows" adds two per-call rows ``A x <= b`` for the whole batch,
+(uniform weights, a quarter of their sum as capacity), and with none (every 0/1
+point feasible), get a batch of 256 random costs; "shared rows" adds two per-call
+rows ``A x <= b`` for the whole batch,
 "per-instance rows" four rows per instance. Enumeration, SCIP and Gurobi (HiGHS's
 per-solve set-up, 10-40 ms on these, keeps it out) each solve the batch three
 times after a warm-up call; the table shows the best of the three per instance
@@ -24,11 +25,16 @@ import torch
 from _doc_blocks import generated_by, page_parser, row, table, write_block
 
 import combolayer as cl
+from combolayer.backends.enumeration import feasible_points
+from combolayer.specs.canonical import canonical_form
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "performance.md"
 
 
-def problem(n: int, rng: np.random.Generator) -> cl.ILP:
+def problem(n: int, rng: np.random.Generator, free: bool = False) -> cl.ILP:
+    """Two knapsack rows of the spec's own, or (``free``) none: every 0/1 point."""
+    if free:
+        return cl.ILP(shape=[n], integrality="binary")
     weights = rng.uniform(0, 1, (2, n))
     return cl.ILP.from_matrices(shape=[n], A_ub=weights, b_ub=weights.sum(1) / 4,
                                 integrality="binary")
@@ -49,12 +55,14 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     started = time.perf_counter()
-    sizes, batch, repeats = ((6, 8), 16, 1) if args.quick else ((8, 12, 14, 16), 256, 3)
+    sizes, batch, repeats = (((6, False), (8, False)), 16, 1) if args.quick else (
+        ((8, False), (12, False), (14, False), (16, False), (12, True), (16, True)), 256, 3)
     backends = ["enumerate", "scip"] + (["gurobi"] if _has("gurobipy") else [])
     rng = np.random.default_rng(0)
     lines = []
-    for n in sizes:
-        spec = problem(n, rng)
+    for n, free in sizes:
+        spec = problem(n, rng, free)
+        points = len(feasible_points(canonical_form(spec)))
         costs = torch.tensor(rng.normal(size=(batch, n)))
         cases = {
             "none": {},
@@ -74,11 +82,11 @@ def main() -> None:
                     raise SystemExit(f"{name} disagrees with {backends[0]} at n={n}, {case}")
                 times[name] = seconds
             fastest = min(times, key=times.get)
-            lines.append(row([str(n), case, *(f"{times[name] * 1e3:.3g}" for name in backends),
-                              fastest]))
+            lines.append(row([str(n), str(points), case,
+                              *(f"{times[name] * 1e3:.3g}" for name in backends), fastest]))
             print(lines[-1], flush=True)
     body = [generated_by("benchmarks/enumeration.py", time.perf_counter() - started), "",
-            *table(["variables", "per-call rows",
+            *table(["variables", "feasible points", "per-call rows",
                     *(f"{name} (ms per instance)" for name in backends), "fastest"], lines)]
     write_block(Path(args.out), "enumeration", "benchmarks/enumeration.py", body,
                 "## Enumeration against the MIP solvers")

@@ -13,7 +13,7 @@ Ties go to the first point in lexicographic order (deterministic).
 
 from __future__ import annotations
 
-import itertools
+import functools
 from typing import ClassVar
 
 import numpy as np
@@ -33,14 +33,15 @@ MAX_VARS = 20
 #: Entries of one ``(rows, points)`` block (costs or row checks): the batch is cut into
 #: pieces of at most this many (32 MB of float64).
 BLOCK = 1 << 22
-#: Up to this many variables ``"auto"`` puts enumeration ahead of the MIP solvers on
-#: pure binary problems. Measured on the shared 2-core machine (256 instances, one torch
-#: thread): without per-call rows 0.07 / 0.17 / 0.72 ms per instance at 12 / 14 / 16
-#: variables against SCIP 2.0-2.3 ms and Gurobi 0.9-1.1 ms; with per-call rows 0.45 ms
-#: against 2 ms at 12 variables, but at 16 as slow as the solvers or slower (3.6-8 ms
-#: against 2.6-4 ms: 2^16 points per check), and torch's intra-op threads on an
-#: oversubscribed machine made it 10x slower again. 12 is where it wins everywhere.
-AUTO_MAX_VARS = 12
+#: ``"auto"`` puts enumeration ahead of the MIP solvers on pure binary problems of at
+#: most `AUTO_MAX_VARS` variables whose own constraints leave at most `AUTO_MAX_POINTS`
+#: feasible points: a solve costs one pass over them. Measured on the shared 2-core
+#: machine (benchmarks/enumeration.py, docs/performance.md, 256 instances, one torch
+#: thread): up to 4096 points 0.0004-0.2 ms per instance against SCIP's 1.2-4.9 ms and
+#: Gurobi's 0.18-3.1 ms, with and without per-call rows; 16 free variables (65 536
+#: points) 1.4-6.8 ms against Gurobi's 0.17-3.0 ms, slower.
+AUTO_MAX_VARS = 16
+AUTO_MAX_POINTS = 4096
 #: Per instance, this many cheapest points are checked against the per-call rows first.
 CANDIDATES = 64
 #: Rows used by at least this many cost rows each (on average) are checked against
@@ -68,14 +69,21 @@ def feasible_points(form: CanonicalForm, tol: float = FEASIBILITY_TOL) -> np.nda
     """Every 0/1 point (in lexicographic order) within the bounds and the form's rows,
     as ``(K, num_vars)`` float64."""
     n = form.num_vars
-    points = np.array(list(itertools.product((0.0, 1.0), repeat=n)), dtype=np.float64)
-    points = points.reshape(-1, n)
+    # row i is the binary expansion of i, first variable most significant: lexicographic
+    points = ((np.arange(2**n)[:, None] >> np.arange(n - 1, -1, -1)) & 1).astype(np.float64)
     ok = ((points >= form.lower - tol) & (points <= form.upper + tol)).all(axis=1)
     if form.A_ub.shape[0]:
         ok &= (np.asarray(form.A_ub @ points.T).T <= form.b_ub + tol).all(axis=1)
     if form.A_eq.shape[0]:
         ok &= (np.abs(np.asarray(form.A_eq @ points.T).T - form.b_eq) <= tol).all(axis=1)
     return points[ok]
+
+
+@functools.lru_cache(maxsize=64)
+def _count_points(cls: type, spec_json: str) -> int:
+    """How many feasible points a spec has (once per spec)."""
+    spec = cls.model_validate_json(spec_json)
+    return len(feasible_points(_binary_form(spec)[0]))
 
 
 class EnumerationKernel:
@@ -172,9 +180,12 @@ class EnumerationBackend(Backend):
     @classmethod
     def rank(cls, spec: Spec) -> float:
         """Ahead of the MIP solvers (behind any algorithm for the problem kind) on pure
-        binary MIPs of at most `AUTO_MAX_VARS` variables; last otherwise."""
+        binary MIPs of at most `AUTO_MAX_VARS` variables and `AUTO_MAX_POINTS` feasible
+        points; last otherwise."""
         form, reason = _binary_form(spec)
         if reason is not None or not form.is_mip or form.num_vars > AUTO_MAX_VARS:
+            return Tier.LAST
+        if _count_points(type(spec), spec.model_dump_json()) > AUTO_MAX_POINTS:
             return Tier.LAST
         return Tier.MIP_SOLVER - 3
 
