@@ -86,6 +86,17 @@ def _cost_variables(optmodel: Any) -> list:
     return flat
 
 
+def _not_dsl(optmodel: Any, reader: str) -> None:
+    """Refuse a compiled ``pyepo.dsl`` model in a backend's own reader: its costs sit on
+    the variables ``c_pred_index`` names (permuted, a subset, with a known part), which
+    the reader does not see, so the ILP would be silently another problem."""
+    if _dsl_problem(optmodel) is not None:
+        raise SpecError(f"PyEPO model {optmodel!r} is a DSL model (pyepo.dsl): its costs "
+                        "map onto the variables through c_pred_index, which the "
+                        f"{reader} reader does not see; read it with "
+                        "cl.backends.ilp_from_dsl(model) or cl.backends.from_pyepo(model).spec")
+
+
 #: Variable types an ILP cannot state, by Gurobi's and COPT's letter.
 _UNSUPPORTED_VTYPES = {"S": "semi-continuous", "N": "semi-integer"}
 
@@ -111,6 +122,7 @@ def ilp_from_gurobi(optmodel: Any) -> ILP:
     model's other variables follow as auxiliary ones (cost 0). Raises SpecError when the
     model has quadratic or general constraints, which an ILP cannot state.
     """
+    _not_dsl(optmodel, "Gurobi")
     model = optmodel._model
     model.update()
     if model.NumQConstrs or model.NumGenConstrs or model.NumSOS or model.IsQP:
@@ -155,6 +167,7 @@ def ilp_from_copt(optmodel: Any) -> ILP:
     callback (PyEPO's DFJ TSP and RCI VRP add their subtour and capacity cuts so, and
     the matrix does not hold them), saying to pass a spec.
     """
+    _not_dsl(optmodel, "COPT")
     from coptpy import COPT, CallbackBase
 
     model = optmodel._model
@@ -202,6 +215,7 @@ def ilp_from_mpax(optmodel: Any) -> ILP:
     arrays are read as the model holds them, in float32. Raises SpecError for a
     quadratic objective (``Q``: portfolio), saying to pass a spec.
     """
+    _not_dsl(optmodel, "MPAX")
     if getattr(optmodel, "Q", None) is not None:
         raise SpecError(f"PyEPO model {optmodel!r} has a quadratic objective (Q); "
                         "combolayer's ILP is linear: pass a spec")
@@ -237,6 +251,7 @@ def ilp_from_ortools(optmodel: Any) -> ILP:
     bound), saying to pass a spec, and for a CP-SAT model that CP-SAT's own
     ``Validate()`` refuses, with its message.
     """
+    _not_dsl(optmodel, "OR-Tools")
     if hasattr(optmodel._model, "ExportModelToProto"):
         return _ilp_from_linear_solver(optmodel)
     return _ilp_from_cp_sat(optmodel)
@@ -341,10 +356,15 @@ def ilp_from_pyomo(optmodel: Any) -> ILP:
     SpecError otherwise (a quadratic constraint, a cost shared by two variables as in
     PyEPO's symmetric TSP), saying to pass a spec.
     """
+    _not_dsl(optmodel, "Pyomo")
     import pyomo.environ as pe
     from pyomo.repn import generate_standard_repn
 
     model = optmodel._model
+    if not hasattr(model, "cost"):
+        raise SpecError(f"PyEPO model {optmodel!r} has no cost parameters (model.cost, as "
+                        "PyEPO's Pyomo models have), so its costs cannot be matched to its "
+                        "variables: pass a spec")
     _check_pyomo_components(optmodel, model)
     objective = generate_standard_repn(model.obj.expr, compute_values=False)
     cost_index = {id(model.cost[i]): i for i in model.cost}
