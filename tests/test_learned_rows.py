@@ -185,3 +185,31 @@ def test_learning_a_capacity_with_comboptnet_reaches_the_true_solutions():
         optimizer.step()
     assert first > 1.0
     assert float((layer(values, A=weights, b=b) - targets).abs().sum()) == 0.0
+
+
+@pytest.mark.parametrize("method", ["comboptnet", "score_function"])
+def test_max_problems_and_auxiliaries_fold_the_sense_into_the_costs_only(method):
+    """argmax <w, y> is argmin <-w, y>: a max layer's gradient in w is minus the min
+    layer's at -w, and A, b get the same gradient; auxiliary columns of A get one too."""
+    rng = np.random.default_rng(4)
+    base = dict(shape=[3], num_aux=1, integrality="binary",
+                constraints=[cl.Constraint(coefs=[1.0, 1.0, 1.0, -1.0], sense="<=", rhs=1.0)])
+    grads = {}
+    w_min = torch.tensor(rng.normal(size=(4, 3)))
+    for sense in ("min", "max"):
+        params = {"sigma": 0.5, "num_samples": 64, "generator": torch.Generator().manual_seed(0)}
+        estimator = (cl.estimators.ScoreFunction(**params) if method == "score_function"
+                     else cl.estimators.CombOptNet())
+        layer = cl.ComboLayer(cl.ILP(sense=sense, **base), method=estimator, projection="none",
+                              backend="scip")
+        w = (w_min if sense == "min" else -w_min).clone().requires_grad_(True)
+        A = torch.tensor(np.tile([[0.5, 1.0, 1.5, -1.0]], (4, 1, 1)), requires_grad=True)
+        b = torch.full((4, 1), 1.2, dtype=torch.float64, requires_grad=True)
+        y = layer(w, A=A, b=b)
+        (y * torch.tensor([1.0, -1.0, 0.5])).sum().backward()
+        grads[sense] = (w.grad, A.grad, b.grad)
+    torch.testing.assert_close(grads["max"][0], -grads["min"][0])
+    torch.testing.assert_close(grads["max"][1], grads["min"][1])
+    torch.testing.assert_close(grads["max"][2], grads["min"][2])
+    assert grads["min"][1].shape == (4, 1, 4)
+    assert grads["min"][1].abs().sum() > 0 and grads["min"][0].abs().sum() > 0
