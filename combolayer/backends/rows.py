@@ -86,18 +86,6 @@ class Rows:
         return Rows(np.asarray(self.A)[entries], np.asarray(self.b)[entries],
                     index.reshape(-1))
 
-    def feasible(self, x: Any, tol: float = FEASIBILITY_TOL) -> Any:
-        """``(B,)``: whether each row of ``x`` (``(B, num_vars)`` solutions, or ``(B, k)``
-        with ``k`` below ``num_vars``: the other columns count as 0) meets its rows."""
-        A = self.A[self.index]
-        k = x.shape[-1]
-        if isinstance(x, torch.Tensor):
-            A = torch.as_tensor(A).to(x)
-            lhs = (A[..., :k] @ x.unsqueeze(-1)).squeeze(-1)
-            return (lhs <= torch.as_tensor(self.b[self.index]).to(x) + tol).all(dim=-1)
-        lhs = np.einsum("bmk,bk->bm", np.asarray(A)[..., :k], x)
-        return (lhs <= np.asarray(self.b)[np.asarray(self.index)] + tol).all(axis=-1)
-
 
 def _shape(value: Any) -> tuple[int, ...]:
     return tuple(value.shape)
