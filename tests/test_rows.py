@@ -196,7 +196,7 @@ def test_the_hull_of_the_fixed_part_is_sound_with_rows():
     A = torch.randint(-1, 2, (16, 1, 4), generator=rng).double()
     b = torch.ones(16, 1) * 1.0
     y = layer(w.double(), A=A, b=b.double())
-    shifted = layer(w.double() + 5.0 * torch.as_tensor(hull.normals[0]), A=A, b=b.double())
+    shifted = layer(w.double() + 5.0 * torch.tensor(hull.normals[0]), A=A, b=b.double())
     assert torch.equal(y, shifted)
     assert ((A @ y.unsqueeze(-1)).squeeze(-1) <= b + 1e-9).all()
 
