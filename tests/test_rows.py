@@ -243,3 +243,35 @@ def test_the_solution_cache_answers_only_with_pooled_solutions_feasible_for_each
     np.testing.assert_allclose((costs * y).sum(1).numpy(), brute_force_values(
         spec, points, costs.numpy(), A.numpy(), b.numpy()), atol=1e-9)
     assert 0 < sum(exact_rows) < 100  # about 20% solved, the rest from the pool
+
+
+def test_per_call_rows_change_the_kept_model_in_place_and_leave_it_as_built():
+    """No model is rebuilt for rows: after a call the kept model has its own rows again
+    (HiGHS, SCIP, Gurobi), and cvxpy keeps one parameter problem per row count."""
+    rng = np.random.default_rng(8)
+    spec = random_ilp(rng, integer=True)
+    points = feasible_points(spec)
+    A, b = rows_around(rng, points, 6)
+    costs = rng.normal(size=(6, spec.num_outputs))
+    counts = {
+        "highs": lambda kernel: kernel.model.getNumRow(),
+        "scip": lambda kernel: kernel.model.getNConss(),
+        "cvxpy": lambda kernel: len(kernel.problem.constraints),
+    }
+    if HAS_GUROBI:
+        # Gurobi applies removals lazily, at the next optimize or update
+        counts["gurobi"] = lambda kernel: (kernel.model.update(),
+                                           kernel.model.getAttr("NumConstrs"))[1]
+    for backend, count in counts.items():
+        solver = cl.make_solver(spec, backend)
+        kernel = solver.kernel
+        model, before = getattr(kernel, "model", None), count(kernel)
+        solver.solve(costs, A=A, b=b)
+        solver.solve(costs, A=A[:, :1], b=b[:, :1])
+        assert count(kernel) == before, backend
+        assert getattr(kernel, "model", None) is model, backend
+    cvxpy_kernel = cl.make_solver(spec, "cvxpy").kernel
+    cl.make_solver(spec, "cvxpy")  # another solver: its own kernel
+    for _ in range(2):
+        cvxpy_kernel(costs, rows=cl.backends.rows.Rows(A, b, np.arange(6)))
+    assert sorted(cvxpy_kernel._with_rows) == [2]
