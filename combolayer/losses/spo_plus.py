@@ -22,6 +22,12 @@ class SPOPlusLoss(SolverLoss):
     (>= 0) and ``d loss / d c_hat = 2 (y* - y~)``. ``y*`` and ``y~`` are solved in
     one batch call; pass ``y_true`` (the optimal solutions) to skip solving ``y*``.
 
+    With a known cost ``k`` (`combolayer.ILP.known_cost`, min form) the objective is
+    affine, ``<c, y> + <k, x>``, and the loss is
+    ``<2 c_hat - c, y* - y~> + <k, x* - x~>`` over the whole solutions, with the same
+    gradient ``2 (y* - y~)`` (docs/core.md, "Your whole model"); ``y_true`` is then used
+    only when ``k`` is zero on the auxiliaries and there is no cache.
+
     Args:
         spec: the problem: a spec, a compiled `Solver` or a ComboLayer.
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"`` over instances.
