@@ -157,3 +157,16 @@ def test_a_refused_command_in_a_real_process_prints_no_traceback():
         [sys.executable, "-m", "combolayer", "analyze", "{kind: ranking, n: 200000}"],
         capture_output=True, text=True, timeout=120)
     check_one_line(result.returncode, result.stderr, "variables")
+
+
+def test_a_layer_config_file_is_held_to_the_text_size_limits(tmp_path):
+    import combolayer as cl
+
+    path = tmp_path / "layer.yaml"
+    path.write_text("problem: {kind: ranking, n: 200000}\nmethod: identity\n")
+    start = time.perf_counter()
+    with pytest.raises(cl.SpecError, match="40,000,200,000 variables"):
+        cl.ComboLayer.from_config(path)
+    assert time.perf_counter() - start < 5
+    path.write_text("problem: {kind: topk, n: 5, k: 2}\nmethod: identity\n")
+    assert cl.ComboLayer.from_config(path).spec.num_outputs == 5

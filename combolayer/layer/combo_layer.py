@@ -27,7 +27,7 @@ from ..backends.solver import Solver, capturing_aux, check_costs
 from ..estimators import Estimator, resolve_method
 from ..estimators.base import ProjectedSolve, row_gradient_methods
 from ..specs.base import Spec
-from ..specs.load import load_spec, read_mapping
+from ..specs.load import load_spec, read_mapping, spec_from_text
 from ..specs.paths import config_base, resolve_path
 from ..transforms.noise import SignNoise
 from ..transforms.projection import NORM_EPS, Normalized, Transform
@@ -281,6 +281,8 @@ class ComboLayer(nn.Module):
         base = config_base(source)
         origin = source if base is not None else None
         problem = resolve_path(config.pop("problem"), base, "problem", origin=origin)
+        if isinstance(problem, dict) and not isinstance(source, dict):
+            problem = spec_from_text(problem)  # written in text: the text size limits
         if "backend" in config:  # a backend config may be a YAML/JSON file too
             config["backend"] = resolve_path(config["backend"], base, "backend", origin=origin)
         return cls(problem, **config)
@@ -497,7 +499,7 @@ class ComboLayer(nn.Module):
         batch = tuple(A.shape[:-2])
         mask = torch.zeros(math.prod(batch), dtype=torch.bool)
         if flagged:
-            # an entry of rows bound with leading sample axes (score_function) maps back
+            # a position in rows bound with leading sample axes (score_function) maps back
             # to its instance: trailing axes align
             mask[sorted({entry % mask.numel() for entry in flagged})] = True
             flagged = mask.nonzero()
