@@ -189,6 +189,10 @@ def test_from_cvxpy_facility_location_reads_known_costs_and_splits_by_name():
     assert spec.shape == [4, 3] and spec.num_aux == 3
     assert spec.known_cost == [0.0] * 12 + fixed.tolist()
     assert spec.variables["x"].shape == [4, 3] and spec.variables["z"].index == [12, 13, 14]
+    assert cl.load_spec(spec.model_dump_json()) == spec  # known_cost and variables round-trip
+    # the hull of the outputs is the known cost's business no more than before
+    plain = cl.ILP(**{**spec.model_dump(), "known_cost": None})
+    assert np.allclose(cl.analyze(spec).normals, cl.analyze(plain).normals)
     rng = np.random.default_rng(1)
     costs = rng.uniform(0, 5, (6, 4, 3))
     y, aux = cl.make_solver(spec, "highs").solve(costs, return_aux=True)
