@@ -345,3 +345,16 @@ def test_a_backend_reader_refuses_a_dsl_model_whose_costs_it_cannot_see(backend,
         getattr(readers, reader)(model)
     spec = cl.backends.from_pyepo(model).spec  # the DSL reader sees the permutation
     assert spec.constraints[0].coefs == {0: 6.0, 1: 3.0, 2: 1.0, 3: 2.0, 4: 5.0, 5: 4.0}
+
+
+def test_a_copt_model_with_several_objectives_is_refused():
+    copt = pytest.importorskip("pyepo.model.copt")
+    pytest.importorskip("coptpy")
+    model = copt.shortestPathModel(grid=(2, 2))
+    assert cl.backends.from_pyepo(model).spec.num_outputs == 4  # one objective: read
+    model = copt.shortestPathModel(grid=(2, 2))
+    columns = list(model._model.getVars())
+    model._model.setObjectiveN(0, columns[0] * 1.0)
+    model._model.setObjectiveN(1, columns[1] * 1.0)
+    with pytest.raises(cl.SpecError, match="has MultiObjs"):
+        _ = cl.backends.from_pyepo(model).spec

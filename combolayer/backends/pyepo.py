@@ -53,7 +53,8 @@ _VTYPES = {"B": "binary", "I": "integer", "C": "continuous"}
 
 #: The counts of a COPT model's rows that an ILP cannot state (COPT's attribute names).
 _COPT_NONLINEAR = ("QConstrs", "Soss", "Indicators", "Cones", "ExpCones", "AffineCones",
-                   "PsdConstrs", "LmiConstrs", "NLConstrs", "HasQObj", "HasPsdObj", "HasNLObj")
+                   "PsdConstrs", "PsdCols", "LmiConstrs", "NLConstrs", "HasQObj", "HasPsdObj",
+                   "HasNLObj", "MultiObjs")
 
 
 def _model_sign(optmodel: Any) -> float:
