@@ -229,10 +229,11 @@ def _spread(details: dict, r: Result) -> list[str]:
 
 def verdict_changes(old: Result, new: Result) -> list[dict[str, str]]:
     """Claims whose verdict differs between two runs of one experiment, matched by the
-    claim's text with its measured numbers blanked (a threshold moves with the
-    spread; a setting such as ``k=5`` stays); claims only one run makes are listed
-    with ``"-"`` for the other."""
+    claim's text with its measured and tuned numbers blanked (a threshold moves with
+    the spread, a ``lambda=`` with the tuning; a setting such as ``k=5`` stays);
+    claims only one run makes are listed with ``"-"`` for the other."""
     def key(text: str) -> str:
+        text = re.sub(r"lambda=[\d.e+-]+", "lambda=#", text)
         return re.sub(r"(?<![=\w])\d+(?:\.\d+)?(?:e[-+]?\d+)?", "#", text)
 
     before = {key(c.claim): c.verdict for c in old.claims}
