@@ -275,3 +275,28 @@ def test_per_call_rows_change_the_kept_model_in_place_and_leave_it_as_built():
     for _ in range(2):
         cvxpy_kernel(costs, rows=cl.backends.rows.Rows(A, b, np.arange(6)))
     assert sorted(cvxpy_kernel._with_rows) == [2]
+
+
+@pytest.mark.parametrize("backend", ["highs", "enumerate"])
+def test_rows_given_once_for_a_batch_are_set_once_and_flag_every_instance(backend):
+    """Rows given once (broadcast over the batch, as a learned constraint is) are one
+    entry: the kept model gets them once per call, and when they are infeasible every
+    instance of the batch is flagged."""
+    spec = cl.ILP(shape=[5], integrality="binary")
+    layer = cl.ComboLayer(spec, backend=backend, projection="none", on_infeasible="flag")
+    kernel = layer.solver.kernel
+    calls = []
+    if backend == "highs":
+        original = kernel._set_rows
+        kernel._set_rows = lambda A, b: (calls.append(len(A)), original(A, b))[1]
+    w = torch.randn(8, 5, generator=torch.Generator().manual_seed(0))
+    y = layer(w, A=torch.ones(1, 5), b=torch.tensor([2.0]))
+    assert (y.sum(1) <= 2).all()
+    reference = cl.make_solver(spec, "scip").solve(w, A=torch.ones(8, 1, 5),
+                                                   b=torch.full((8, 1), 2.0))
+    torch.testing.assert_close((y * w).sum(1), (reference * w).sum(1))
+    if backend == "highs":
+        assert calls == [1]
+    with pytest.warns(RuntimeWarning, match="8 of 8 instances"):
+        y = layer(w, A=torch.ones(1, 5), b=torch.tensor([-1.0]))
+    assert layer.last_infeasible.all() and (y == 0).all()

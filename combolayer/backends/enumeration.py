@@ -37,9 +37,12 @@ BLOCK = 1 << 22
 #: most `AUTO_MAX_VARS` variables whose own constraints leave at most `AUTO_MAX_POINTS`
 #: feasible points: a solve costs one pass over them. Measured on the shared 2-core
 #: machine (benchmarks/enumeration.py, docs/performance.md, 256 instances, one torch
-#: thread): up to 4096 points 0.0004-0.2 ms per instance against SCIP's 1.2-4.9 ms and
-#: Gurobi's 0.18-3.1 ms, with and without per-call rows; 16 free variables (65 536
-#: points) 1.4-6.8 ms against Gurobi's 0.17-3.0 ms, slower.
+#: thread): up to 4096 points 0.0007-0.22 ms per instance against SCIP's 0.8-3.2 ms and
+#: Gurobi's 0.13-3.8 ms, with and without per-call rows. 16 free variables (65 536
+#: points): rows shared by the batch cut the points first (0.012 ms against Gurobi's
+#: 1.3 ms), but without rows (1.4 ms against 0.12 ms) or with rows per instance (3.5
+#: ms against 2.3 ms) it is slower, so "auto" does not pick it there; name it for a
+#: learned constraint shared by the batch.
 AUTO_MAX_VARS = 16
 AUTO_MAX_POINTS = 4096
 #: Per instance, this many cheapest points are checked against the per-call rows first.
@@ -116,6 +119,11 @@ class EnumerationKernel:
         values = costs.to(torch.float64)
         chosen = torch.empty(len(costs), dtype=torch.long, device=costs.device)
         feasible = torch.ones(len(costs), dtype=torch.bool, device=costs.device)
+        if rows is not None:
+            entries, inverse = torch.unique(rows.index, return_inverse=True)
+            if len(entries) * SHARED <= len(costs):
+                self._shared(values, rows, entries, inverse, points, chosen, feasible)
+                return self._answer(points, chosen, feasible, width, costs.dtype)
         step = max(1, BLOCK // len(points))
         for start in range(0, len(costs), step):
             stop = min(start + step, len(costs))
@@ -125,31 +133,54 @@ class EnumerationKernel:
             else:
                 chosen[start:stop], feasible[start:stop] = self._best_allowed(
                     objective, rows, start, stop, points)
+        return self._answer(points, chosen, feasible, width, costs.dtype,
+                            record=rows is not None)
+
+    @staticmethod
+    def _answer(points: torch.Tensor, chosen: torch.Tensor, feasible: torch.Tensor,
+                width: int, dtype: torch.dtype, record: bool = True) -> torch.Tensor:
         x = points[chosen, :width]
-        if rows is not None:
+        if record:
             record_all([OPTIMAL if ok else INFEASIBLE for ok in feasible.tolist()])
             x = x * feasible[:, None]
         # + 0.0: no -0.0 from the mask
-        return (x + 0.0).to(costs.dtype)
+        return (x + 0.0).to(dtype)
+
+    def _shared(self, values: torch.Tensor, rows: Rows, entries: torch.Tensor,
+                inverse: torch.Tensor, points: torch.Tensor, chosen: torch.Tensor,
+                feasible: torch.Tensor) -> None:
+        """Rows shared by many cost rows (one set for a batch, a learned constraint):
+        each entry's feasible points once, then the products over those points only."""
+        A, b = self._fitted(rows, points.shape[1])
+        width = values.shape[1]
+        for e, entry in enumerate(entries.tolist()):
+            allowed = ((A[entry] @ points.T) <= b[entry][:, None] + FEASIBILITY_TOL).all(dim=0)
+            mine = (inverse == e).nonzero().squeeze(1)
+            kept = allowed.nonzero().squeeze(1)
+            if len(kept) == 0:
+                feasible[mine] = False
+                chosen[mine] = 0
+                continue
+            subset = points[kept, :width]
+            step = max(1, BLOCK // len(kept))
+            for start in range(0, len(mine), step):
+                part = mine[start : start + step]
+                chosen[part] = kept[(values[part] @ subset.T).argmin(dim=1)]
+
+    @staticmethod
+    def _fitted(rows: Rows, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``A`` with the form's ``n`` columns (the form's own auxiliaries as zeros), ``b``."""
+        A = rows.A.to(torch.float64)
+        A = A[..., :n] if A.shape[-1] >= n else torch.nn.functional.pad(A, (0, n - A.shape[-1]))
+        return A, rows.b.to(torch.float64)
 
     def _best_allowed(self, objective: torch.Tensor, rows: Rows, start: int, stop: int,
                       points: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The cheapest point that meets each cost row's per-call rows, and whether there
         is one. The `CANDIDATES` cheapest points are checked first (a small product);
         only rows none of which is feasible check every point (``A F.T``)."""
-        A = rows.A.to(torch.float64)
-        n = points.shape[1]
-        A = A[..., :n] if A.shape[-1] >= n else torch.nn.functional.pad(A, (0, n - A.shape[-1]))
-        b = rows.b.to(torch.float64)
+        A, b = self._fitted(rows, points.shape[1])
         index = rows.index[start:stop]
-        entries, inverse = torch.unique(index, return_inverse=True)
-        if len(entries) * SHARED <= len(index):
-            # rows shared by many cost rows (one set for the batch): each entry's
-            # feasible points once, then a masked argmin per cost row
-            lhs = A[entries] @ points.T  # (entries, m, K)
-            allowed = (lhs <= b[entries][..., None] + FEASIBILITY_TOL).all(dim=1)
-            masked = objective.masked_fill(~allowed[inverse], float("inf"))
-            return masked.argmin(dim=1), allowed.any(dim=1)[inverse]
         k = min(CANDIDATES, points.shape[0])
         cheapest = objective.topk(k, dim=1, largest=False, sorted=True).indices  # (rows, k)
         lhs = torch.einsum("rmn,rkn->rmk", A[index], points[cheapest])

@@ -39,12 +39,22 @@ class Rows:
 
     ``A`` is ``(R, m, num_vars)``, ``b`` is ``(R, m)`` (numpy arrays or torch
     tensors) and ``index`` is ``(B,)``: cost row ``i`` is solved with
-    ``A[index[i]] x <= b[index[i]]``.
+    ``A[index[i]] x <= b[index[i]]``. ``origin`` ``(B,)``, where known, is each cost
+    row's position in the batch the rows were made for (`rows_for`), kept through
+    `take` and `subset`: what a flagged infeasible row is reported as.
     """
 
     A: Any
     b: Any
     index: Any
+    origin: Any = None
+
+    def origins(self) -> np.ndarray:
+        """``origin`` as int64 numpy (the positions ``0..B-1`` when not known)."""
+        value = np.arange(len(self.index)) if self.origin is None else self.origin
+        if isinstance(value, torch.Tensor):
+            value = value.detach().to("cpu").numpy()
+        return np.asarray(value, dtype=np.int64)
 
     @property
     def num_rows(self) -> int:
@@ -59,7 +69,7 @@ class Rows:
             return np.ascontiguousarray(value, dtype=dtype)
 
         return Rows(host(self.A, np.float64), host(self.b, np.float64),
-                    host(self.index, np.int64))
+                    host(self.index, np.int64), self.origin)
 
     def torch(self, like: torch.Tensor) -> Rows:
         """The same rows as tensors with the dtype and device of ``like``."""
@@ -69,14 +79,16 @@ class Rows:
             return value.to(device=like.device, dtype=dtype)
 
         return Rows(tensor(self.A, like.dtype), tensor(self.b, like.dtype),
-                    tensor(self.index, torch.long))
+                    tensor(self.index, torch.long), self.origin)
 
     def take(self, selected: Any) -> Rows:
         """The rows of the cost rows ``selected`` (a mask or indices into the batch)."""
         index = self.index
+        origin = self.origins()[np.asarray(torch.as_tensor(selected).cpu())]
         if isinstance(index, torch.Tensor):
-            return Rows(self.A, self.b, index[torch.as_tensor(selected, device=index.device)])
-        return Rows(self.A, self.b, np.asarray(index)[np.asarray(selected)])
+            return Rows(self.A, self.b, index[torch.as_tensor(selected, device=index.device)],
+                        origin)
+        return Rows(self.A, self.b, np.asarray(index)[np.asarray(selected)], origin)
 
     def subset(self, selected: Any) -> Rows:
         """The rows of the cost rows ``selected`` with only the entries they use (what
@@ -84,7 +96,7 @@ class Rows:
         entries, index = np.unique(np.asarray(self.index)[np.asarray(selected)],
                                    return_inverse=True)
         return Rows(np.asarray(self.A)[entries], np.asarray(self.b)[entries],
-                    index.reshape(-1))
+                    index.reshape(-1), self.origins()[np.asarray(selected)])
 
 
 def _shape(value: Any) -> tuple[int, ...]:
@@ -135,20 +147,28 @@ def check_rows(label: str, num_vars: int, batch: tuple[int, ...], A: Any, b: Any
 
 def rows_for(A: Any, b: Any, batch: tuple[int, ...]) -> Rows:
     """`Rows` for a costs batch of shape ``batch`` from checked ``A`` and ``b``: the
-    distinct entries once, and the entry of every cost row (trailing axes aligned)."""
+    distinct entries once, and the entry of every cost row (trailing axes aligned).
+    An axis along which both are expanded views (stride 0: the layer broadcasts rows
+    given once for the batch) counts once, so such rows are one entry, set once."""
     rows_batch = tuple(torch.broadcast_shapes(tuple(A.shape[:-2]), tuple(b.shape[:-1])))
     m, n = A.shape[-2], A.shape[-1]
-    count = math.prod(rows_batch)
+    origin = np.arange(math.prod(batch))
     if isinstance(A, torch.Tensor) or isinstance(b, torch.Tensor):
-        A, b = torch.as_tensor(A), torch.as_tensor(b)
-        A_flat = A.detach().expand(*rows_batch, m, n).reshape(count, m, n)
-        b_flat = b.detach().to(A_flat).expand(*rows_batch, m).reshape(count, m)
-        index = torch.arange(count, device=A_flat.device).reshape(rows_batch)
-        return Rows(A_flat, b_flat, index.expand(batch).reshape(-1))
+        A = torch.as_tensor(A).detach().expand(*rows_batch, m, n)
+        b = torch.as_tensor(b).detach().to(A).expand(*rows_batch, m)
+        for axis, size in enumerate(rows_batch):
+            if size > 1 and A.stride(axis) == 0 and b.stride(axis) == 0:
+                A, b = A.narrow(axis, 0, 1), b.narrow(axis, 0, 1)
+        distinct = tuple(A.shape[:-2])
+        count = math.prod(distinct)
+        index = torch.arange(count, device=A.device).reshape(distinct)
+        return Rows(A.reshape(count, m, n), b.reshape(count, m),
+                    index.expand(batch).reshape(-1), origin)
+    count = math.prod(rows_batch)
     A_flat = np.broadcast_to(A, (*rows_batch, m, n)).reshape(count, m, n)
     b_flat = np.broadcast_to(b, (*rows_batch, m)).reshape(count, m)
     index = np.broadcast_to(np.arange(count).reshape(rows_batch), batch).reshape(-1)
-    return Rows(A_flat, b_flat, index)
+    return Rows(A_flat, b_flat, index, origin)
 
 
 class RowBound:
@@ -182,8 +202,8 @@ class RowBound:
             raise ValueError(f"{costs.shape[0]} cost rows do not match the {count} instances "
                              "of the per-call rows")
         index = torch.arange(costs.shape[0], device=rows.A.device) % count
-        return self._solver.solve_rows(costs, start=start,
-                                       rows=type(rows)(rows.A, rows.b, index), **kwargs)
+        return self._solver.solve_rows(costs, start=start, rows=type(rows)(
+            rows.A, rows.b, index, np.arange(costs.shape[0])), **kwargs)
 
 
 # -- infeasible instances -------------------------------------------------------------
@@ -192,8 +212,9 @@ _LOCAL = threading.local()
 
 
 class collect_infeasible:  # noqa: N801 (used as a context manager, like a function)
-    """``with collect_infeasible() as flagged:`` gathers, in this thread, the row entries
-    (``Rows.index`` values) that a `Solver` flagged infeasible under
+    """``with collect_infeasible() as flagged:`` gathers, in this thread, the positions
+    (``Rows.origin``: in the batch the rows were bound to) that a `Solver` flagged
+    infeasible under
     ``on_infeasible="flag"`` until the block ends (the layer's one warning per call)."""
 
     __slots__ = ("flagged",)
@@ -209,7 +230,7 @@ class collect_infeasible:  # noqa: N801 (used as a context manager, like a funct
 
 
 def note_infeasible(entries: Any) -> bool:
-    """Add row entries to this thread's innermost `collect_infeasible`; False when none
+    """Add positions to this thread's innermost `collect_infeasible`; False when none
     is open (the caller then warns itself)."""
     stack = _LOCAL.__dict__.get("stack")
     if not stack:

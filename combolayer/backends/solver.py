@@ -351,10 +351,8 @@ class Solver:
         if self.on_infeasible != "flag":
             raise InfeasibleError(message + "; on_infeasible='flag' (on the layer or in "
                                   "BackendConfig) returns them flagged instead")
-        entries = np.asarray(rows.index if rows is not None else np.arange(len(statuses)))
-        if isinstance(rows.index, torch.Tensor) if rows is not None else False:
-            entries = rows.index.detach().cpu().numpy()
-        if not note_infeasible(entries[bad]):
+        where = rows.origins() if rows is not None else np.arange(len(statuses))
+        if not note_infeasible(where[bad]):
             warnings.warn(message + ": their solutions are zeros; solver.last_infeasible "
                           "says which", RuntimeWarning, stacklevel=5)
 
