@@ -242,6 +242,8 @@ def test_the_report_shows_the_whole_grid_and_how_the_choice_is_bracketed(tmp_pat
     assert ("| imle (tau) | - | 100: 1.5, **1000: 0.9** | 1000 | 0.9 | at the upper bound "
             "1000 (a test bound) |") in text
     assert "mean over 2 seed(s)" in text
+    assert "| 3 | 1 of 2, 1 at a stated bound |" in text  # the summary: seeds, tuning
+    assert "predates the current rules" not in text
 
 
 def _const_train(scores):
@@ -311,6 +313,10 @@ def test_the_report_shows_the_spread_to_the_control(tmp_path):
     # the toy wobble of seeds 0, 1, 2 averages +0.0133
     assert "| - | 0.1 | identity, P=std: 0.8133 | identity [control], P=std: 0.3633 |" in text
     assert "Seeds [0, 1, 2], 3 per row; full run" in text
+    # a run with re-checked claims (the earlier rules) says so in its section and the summary
+    core.finish("fake", config, metric, runs, [], [], started=0.0, details={"recheck": []})
+    text = report.render(tmp_path / "results", tmp_path / "results.md").read_text()
+    assert "predates the current rules" in text and "| earlier rules: not grown |" in text
 
 
 def test_a_collapse_is_a_validation_metric_that_ends_below_its_untrained_value():

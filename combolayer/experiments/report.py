@@ -74,7 +74,7 @@ def render(results_dir: Path = Path("docs/results"), out: Path = Path("docs/resu
     ]
     results = {name: Result.model_validate_json(
         (results_dir / name / "results.json").read_text()) for name in found}
-    lines += _summary(results)
+    lines += _summary(results, results_dir)
     for name, result in results.items():
         module = modules.get(name)
         lines += _section(name, result, module, results_dir)
@@ -87,19 +87,41 @@ def render(results_dir: Path = Path("docs/results"), out: Path = Path("docs/resu
     return out
 
 
-def _summary(results: dict[str, Result]) -> list[str]:
-    lines = ["| experiment | metric | seeds per row | claims agreeing | disagreeing | "
-             "inconclusive (of which trivial) | invalid | run time |",
-             "|---|---|---|---|---|---|---|---|"]
+def _summary(results: dict[str, Result], results_dir: Path) -> list[str]:
+    lines = ["| experiment | metric | seeds per row | tuned values bracketed | claims agreeing "
+             "| disagreeing | inconclusive (of which trivial) | invalid | run time |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, r in results.items():
         counts = verdict_counts(r)
+        path = results_dir / name / "details.json"
+        details = json.loads(path.read_text()) if path.exists() else {}
         lines.append(f"| [{name}](#{name}) | {r.metric.name} "
                      f"({'higher' if r.metric.higher_is_better else 'lower'} is better) | "
-                     f"{seed_count(r)} | {counts['agrees']} | {counts['disagrees']} | "
-                     f"{counts['inconclusive']} "
+                     f"{seed_count(r)} | {bracket_count(details)} | {counts['agrees']} | "
+                     f"{counts['disagrees']} | {counts['inconclusive']} "
                      f"({trivial_count(r)}) | {counts['invalid']} | "
                      f"{r.runtime_s / 60:.1f} min |")
     return lines + [""]
+
+
+def current_rules(details: dict) -> bool:
+    """Whether a committed run follows the current rules: every tuning record grown to
+    bracket its choice within stated bounds, and no claim re-run on extra seeds."""
+    return "recheck" not in details and all(
+        "bounds" in t and t.get("grown") for t in details.get("tuning", []))
+
+
+def bracket_count(details: dict) -> str:
+    """"n of m" tuned values bracketed (and how many stopped at a stated bound), or
+    that the run predates the rule."""
+    tuning = details.get("tuning", [])
+    if not current_rules(details):
+        return "earlier rules: not grown"
+    if not tuning:
+        return "none tuned"
+    at_bound = sum(bool(t["at_bound"]) for t in tuning)
+    return (f"{len(tuning) - at_bound} of {len(tuning)}"
+            + (f", {at_bound} at a stated bound" if at_bound else ""))
 
 
 def seed_count(result: Result) -> str:
@@ -125,6 +147,14 @@ def _section(name: str, r: Result, module, results_dir: Path) -> list[str]:
     lines = [f"## {name}", "", f"*{title}.*", ""]
     if setup:
         lines += [setup, ""]
+    path = results_dir / name / "details.json"
+    details = json.loads(path.read_text()) if path.exists() else {}
+    if not current_rules(details):
+        lines += ["**This committed run predates the current rules**: each value was tuned "
+                  "on the first seed from a fixed 3-value grid, and the rows of shaky claims "
+                  "were re-run on more seeds than the others. The setup above describes the "
+                  "current code; `combolayer reproduce " + name + "` re-runs it under them.",
+                  ""]
     lines += [f"Seeds {r.seeds}, {seed_count(r)} per row; "
               f"{'quick smoke run' if r.quick else 'full run'}, "
               f"{r.runtime_s / 60:.1f} min in all on "
@@ -138,8 +168,6 @@ def _section(name: str, r: Result, module, results_dir: Path) -> list[str]:
         lines.append(f"| {row.method} | {row.projection or '-'} | {margin} | "
                      f"{row.mean:.4g} ± {row.std:.2g} | {per_seed} | {row.train_s:.1f} |")
     lines.append("")
-    path = results_dir / name / "details.json"
-    details = json.loads(path.read_text()) if path.exists() else {}
     lines += _extras(details)
     lines += _tuning(details)
     lines += _spread(details, r)
