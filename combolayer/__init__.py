@@ -25,10 +25,12 @@ from .estimators import (
     AIMLE,
     IMLE,
     Blackbox,
+    CombOptNet,
     Identity,
     Margin,
     Perturbed,
     RegularizedFrankWolfe,
+    ScoreFunction,
 )
 from .layer import ComboLayer
 from .specs import ILP, Constraint, load_spec
@@ -49,6 +51,7 @@ __all__ = [
     "BackendConfig",
     "BackendUnavailable",
     "Blackbox",
+    "CombOptNet",
     "ComboLayer",
     "ComboLayerError",
     "Constraint",
@@ -58,6 +61,7 @@ __all__ = [
     "NoIntegerWarning",
     "Perturbed",
     "RegularizedFrankWolfe",
+    "ScoreFunction",
     "SolverError",
     "SpecError",
     "SumOfGamma",

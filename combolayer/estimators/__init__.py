@@ -11,11 +11,13 @@ from ..discovery import export_all, import_submodules
 from .aimle import AIMLE as AIMLE
 from .base import METHODS, Estimator, differentiable, resolve_method
 from .blackbox import Blackbox as Blackbox
+from .comboptnet import CombOptNet as CombOptNet
 from .frank_wolfe import RegularizedFrankWolfe as RegularizedFrankWolfe
 from .identity import Identity as Identity
 from .imle import IMLE as IMLE
 from .margin import Margin as Margin
 from .perturbed import Perturbed as Perturbed
+from .score_function import ScoreFunction as ScoreFunction
 
 __all__ = [
     "METHODS",

@@ -52,7 +52,7 @@ class ScoreFunction(Estimator):
     Examples:
         >>> import torch, combolayer as cl
         >>> spec = cl.ILP(shape=[2], integrality="binary")
-        >>> layer = cl.ComboLayer(spec, projection="none", method=cl.estimators.ScoreFunction(
+        >>> layer = cl.ComboLayer(spec, projection="none", method=cl.ScoreFunction(
         ...     sigma=0.3, num_samples=64, perturb=("b",),
         ...     generator=torch.Generator().manual_seed(0)))
         >>> b = torch.tensor([1.4], requires_grad=True)
