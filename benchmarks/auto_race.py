@@ -21,9 +21,9 @@ each candidate, which add up to the rows asked (no solve spent racing that a fix
 choice would not have made).
 
 Then solve loops on the MIP problems where ``auto`` races (docs/problems.md's
-knapsack 2 x 100 and TSP 20, mip_training's 200 x 2 knapsack): 640 random cost rows
-in batches of 32, each backend with a fresh solver, so ``auto``'s lead and race
-are counted in its time.
+knapsack 100 items x 2 and TSP 20, 480 rows each, and mip_training's 200 x 2
+knapsack, 160 rows): random costs in batches of 32, each backend with a fresh
+solver, so ``auto``'s lead and race are counted in its time.
 """
 
 from __future__ import annotations
@@ -105,24 +105,26 @@ def solve_loops(quick: bool) -> list[tuple[str, object]]:
     knapsack = cl.problems.Knapsack(weights=weights.tolist(),
                                     capacities=(weights.sum(1) / 4).round(1).tolist())
     heavy = knapsack_data(1, 200 if not quick else 40, 2).spec
-    return [(f"knapsack {n} items x 2 (problems.md)", knapsack),
-            (f"knapsack {heavy.num_items} items x 2 (mip_training's per-solve table)", heavy),
-            ("TSP 20 (problems.md)", cl.problems.TSP(num_nodes=20 if not quick else 13))]
+    return [(f"knapsack {n} items x 2 (problems.md)", knapsack, 64 if quick else 480),
+            (f"knapsack {heavy.num_items} items x 2 (mip_training's per-solve table)", heavy,
+             64 if quick else 160),
+            ("TSP 20 (problems.md)", cl.problems.TSP(num_nodes=20 if not quick else 13),
+             64 if quick else 480)]
 
 
-def solve_loop(spec, backend, costs: np.ndarray) -> float:
-    """Seconds to solve ``costs`` in batches of 32 with a fresh solver (the race included)."""
+def solve_loop(spec, backend, costs: np.ndarray) -> tuple[float, object]:
+    """Seconds to solve ``costs`` in batches of 32 with a fresh solver (the race
+    included), and the solver."""
     solver = cl.make_solver(spec, backend)
     start = time.perf_counter()
     for chunk in np.array_split(costs, max(1, len(costs) // 32)):
         solver.solve(chunk)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, solver
 
 
 def solve_rows(quick: bool, bar) -> list[str]:
     rows = []
-    for label, spec in solve_loops(quick):
-        count = 64 if quick else 640
+    for label, spec, count in solve_loops(quick):
         rng = np.random.default_rng(1)
         if isinstance(spec, cl.problems.TSP):
             points = rng.random((count, spec.num_nodes, 2))
@@ -130,14 +132,18 @@ def solve_rows(quick: bool, bar) -> list[str]:
         else:
             costs = rng.uniform(0, 1, (count, *spec.cost_shape))
         singles = [b for b in SINGLES if b in cl.backends.capable_backends(spec)]
-        seconds = {b: solve_loop(spec, b, costs) for b in ["auto", *singles]}
+        seconds, solvers = {}, {}
+        for backend in ["auto", *singles]:  # interleaved: auto, then each single
+            seconds[backend], solvers[backend] = solve_loop(spec, backend, costs)
         bar.update()
         fastest = min(singles, key=seconds.get)
-        auto = cl.make_solver(spec)
+        race = solvers["auto"].kernel
+        solved = ("no race (a named kernel)" if not hasattr(race, "solved") else
+                  ", ".join(f"{name} {n}" for name, n in race.solved.items())
+                  + f"; kept {solvers['auto'].backend}")
         rows.append(row([label, str(count), " / ".join(f"{b} {seconds[b]:.2f}" for b in singles),
                          f"{seconds['auto']:.2f}", fastest,
-                         f"{seconds['auto'] / seconds[fastest]:.2f}",
-                         "yes" if hasattr(auto.kernel, "adopt") else "no (a named kernel)"]))
+                         f"{seconds['auto'] / seconds[fastest]:.2f}", solved]))
     return rows
 
 
@@ -193,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
             "Solve loops: the same random costs (uniform in [0, 1); TSP: random points) "
             "solved in batches of 32 by a fresh solver each, `auto`'s race included:", "",
             *table(["problem", "rows", "single backends (s)", "auto (s)", "fastest single",
-                    "auto / fastest single", "raced"], loop_rows)]
+                    "auto / fastest single", "rows each solved under auto"], loop_rows)]
     print("\n".join(body))
     write_block(Path(args.out), "auto-race", "benchmarks/auto_race.py", body,
                 "## backend=\"auto\" races the exact backends (issue 41)")

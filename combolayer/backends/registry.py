@@ -16,6 +16,7 @@ import functools
 import importlib.util
 import logging
 import os
+import time
 import warnings
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -196,7 +197,9 @@ def make_solver(
             (cls.name, kernel),
             [(rival.name, functools.partial(_executor_kernel, rival, spec, config))
              for rival in rivals],
-            spec.label, first_reason=reason)
+            spec.label, first_reason=reason,
+            # CPU time of this process times single-threaded solves whatever the load
+            sample_clock=None if config.threads == 1 else time.perf_counter)
     solver = Solver(spec, kernel, cls.name, config)
     solver.choice_reason = reason
     solver.row_fallback = functools.partial(_row_solver, spec, config)
