@@ -100,16 +100,16 @@ def solve_loops(quick: bool) -> list[tuple[str, object]]:
     """MIP problems on which ``auto`` races (docs/problems.md, docs/performance.md):
     (row label, spec). Seeded, so every run solves the same problems."""
     rng = np.random.default_rng(0)
-    n = 30 if quick else 100
+    n = 20 if quick else 100
     weights = rng.uniform(3, 8, (2, n)).round(1)
     knapsack = cl.problems.Knapsack(weights=weights.tolist(),
                                     capacities=(weights.sum(1) / 4).round(1).tolist())
-    heavy = knapsack_data(1, 200 if not quick else 40, 2).spec
-    return [(f"knapsack {n} items x 2 (problems.md)", knapsack, 64 if quick else 480),
+    heavy = knapsack_data(1, 200 if not quick else 30, 2).spec
+    return [(f"knapsack {n} items x 2 (problems.md)", knapsack, 32 if quick else 480),
             (f"knapsack {heavy.num_items} items x 2 (mip_training's per-solve table)", heavy,
-             64 if quick else 160),
+             32 if quick else 160),
             ("TSP 20 (problems.md)", cl.problems.TSP(num_nodes=20 if not quick else 13),
-             64 if quick else 480)]
+             32 if quick else 480)]
 
 
 def solve_loop(spec, backend, costs: np.ndarray) -> tuple[float, object]:
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     began = time.perf_counter()
-    items, num_train, epochs = (50, 1000, args.epochs) if not args.quick else (30, 96, 2)
+    items, num_train, epochs = (50, 1000, args.epochs) if not args.quick else (20, 64, 2)
     data = knapsack_data(num_train, items, 2)
     spec = data.spec
     singles = [name for name in SINGLES if name in cl.backends.capable_backends(spec)]
