@@ -431,14 +431,17 @@ def test_from_file_with_named_outputs_keeps_the_rest_of_the_objective_as_known_c
 
 
 def test_losses_and_estimators_that_do_not_count_a_known_cost_refuse_it():
-    """Every registered loss either counts the known cost (SPO+, Fenchel-Young) or refuses
-    a spec with one; so does RFWO, whose linear oracle would weigh it at the wrong scale."""
+    """Every registered loss either counts the known cost (SPO+, Fenchel-Young, PG, the
+    pool losses) or refuses a spec with one (CaVE, RFY); so does RFWO."""
     spec = cl.ILP(shape=[3], num_aux=1, known_cost=[0, 0, 0, 1.0],
                   constraints=[cl.Constraint(coefs=[1, 1, 1, 1], sense="<=", rhs=2)])
     plain = cl.ILP(shape=[3], constraints=[cl.Constraint(coefs=[1, 1, 1], sense="<=", rhs=2)])
     losses = cl.losses.base.LOSSES
     counting = {name for name, cls in losses.items() if cls.counts_known_cost}
-    assert counting == {"SPOPlusLoss", "FenchelYoungLoss"}
+    # tests/test_known_cost_losses.py checks the others against their definitions
+    assert counting == {"SPOPlusLoss", "FenchelYoungLoss", "PGLoss", "NCELoss", "CMAPLoss",
+                        "PointwiseLTRLoss", "PairwiseLTRLoss", "ListwiseLTRLoss",
+                        "PairwiseDifferenceLTRLoss"}
     for name, cls in losses.items():
         if name in counting:
             cls(spec, backend="highs")

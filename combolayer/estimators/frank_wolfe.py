@@ -120,8 +120,11 @@ class RegularizedFrankWolfe(Estimator):
     max_iter: int = Field(default=10_000, ge=1)
     tol: float = Field(default=1e-6, ge=0)
 
-    #: The regularised problem's linear oracle would weigh the known cost against the
-    #: quadratic term at scale 1, not 1/lam: refused rather than silently off.
+    #: Refused (docs/core.md, "Your whole model"): `away_step_frank_wolfe` keeps only
+    #: the outputs of its vertices, but with a known cost ``k`` its gaps, exact line
+    #: search and away-vertex choice need each vertex's ``<k, v>`` too, and its oracle
+    #: (``solve_min(mu - theta)``, which adds ``k`` at scale 1) would weigh ``k`` against
+    #: ``theta = -c / lam`` at the wrong scale (``lam``, not 1). Not implemented yet.
     counts_known_cost: ClassVar[bool] = False
 
     def forward(self, solver, costs, *, target, training):

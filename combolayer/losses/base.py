@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..backends.solver import Solver
+from ..backends.solver import Solver, inner
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -137,7 +137,8 @@ class SolverLoss(LossInputs):
     DERIVED: ClassVar[tuple[str, ...]] = ("_solver", "_cached", "_clips")
     #: Whether the loss counts a known cost (`combolayer.ILP.known_cost`) in the
     #: objectives it compares; one that does not refuses such a spec (ValueError)
-    #: rather than compare the wrong objectives. SPO+ and Fenchel-Young count it.
+    #: rather than compare the wrong objectives (docs/core.md, "Your whole model",
+    #: lists which losses count it and why the others cannot).
     counts_known_cost: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -186,6 +187,30 @@ class SolverLoss(LossInputs):
             cached = self.__dict__["_cached"] = CachedSolver(
                 self.solver, self.solve_ratio, self.pool, self.generator)
         return cached
+
+    def known_like(self, like: Tensor) -> Tensor | None:
+        """The known cost in minimisation form (``sign * known_cost``, ``(num_vars,)``) on
+        ``like``'s device and dtype, or None when the spec has none."""
+        known = self.solver.known
+        return None if known is None else torch.from_numpy(known).to(like)
+
+    def solve_whole(self, solver: Any, costs: Tensor) -> tuple[Tensor, Tensor | None]:
+        """``solver.solve_min(costs)`` and, when the spec has a known cost, the
+        auxiliaries too (``(y, aux)``; ``(y, None)`` without one), so that `min_value`
+        can count the known part of each solution's objective."""
+        if self.solver.known is None:
+            return solver.solve_min(costs), None
+        y, aux = solver.solve_min(costs, return_aux=True)
+        return y, aux.to(y)
+
+    def min_value(self, costs: Tensor, y: Tensor, aux: Tensor | None) -> Tensor:
+        """The min-sense objective of whole solutions, one value per instance:
+        ``<costs, y> + <k, concat(y, aux)>`` with ``k`` the sense-folded known cost
+        (``<costs, y>`` without one); ``costs`` are already sense-folded."""
+        value = inner(costs, y, len(self.solver.cost_shape))
+        if self.solver.known is None:
+            return value
+        return value + (self.solver.sign * self.solver.known_value(y, aux)).to(value)
 
     def own_step(self, solver: Any, step: str) -> Any:
         """``solver`` for the costs this loss makes itself in ``step`` (e.g.

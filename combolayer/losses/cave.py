@@ -127,9 +127,21 @@ class CaVELoss(SolverLoss):
     the normals precomputed (``(batch, rows, N)``, zero rows ignored: PyEPO's
     ``tight_ctrs``), needed when the spec has auxiliary variables.
 
+    A known cost (`combolayer.ILP.known_cost`) is refused (ValueError): CaVE's loss
+    is a cosine, so it sees only the direction of ``c_hat``, and that is all that
+    decides ``y`` when the objective is ``<c_hat, y>`` alone. With a known cost ``k``
+    the objective ``<c_hat, y> + <k, x>`` is not invariant to scaling ``c_hat``:
+    ``c_hat`` and ``2 c_hat`` get the same CaVE loss but can have different optima,
+    and ``x*`` is optimal exactly when ``-(c_hat, k)`` lies in the cone of the whole
+    solution's binding rows (in ``num_vars`` coordinates, the last ones fixed to
+    ``k``). Aligning with that is a distance to a cone with fixed coordinates, a
+    different loss, not CaVE's cosine.
+
     Reference: Tang, Khalil, "CaVE: A Cone-Aligned Approach for Fast
     Predict-then-optimize with Binary Linear Programs", CPAIOR 2024.
     """
+
+    counts_known_cost = False  # a cosine is blind to the scale a known cost makes matter
 
     def __init__(self, spec: Any, max_iter: int = 3, solve_ratio: float = 1.0,
                  inner_ratio: float = 0.2, reduction: str = "mean", backend: Any = "auto",

@@ -19,9 +19,15 @@ class CMAPLoss(SolutionPooledLoss):
     PyEPO's ``contrastiveMAP`` (CMAP); >= 0 when ``y*`` is in the pool, and 0
     exactly when the prediction ranks ``y*`` first among the pool.
 
+    With a known cost ``k`` both objectives are whole, ``<c_hat, y> + <k, x>``
+    (the pool keeps whole solutions ``x``), and ``y_hat`` is the pool's best under
+    it; for ``y*`` the known cost of its outputs, ``<k[:N], y*>`` (its auxiliaries'
+    is a constant, left out: the value is >= 0 as above when ``k`` is zero on the
+    auxiliaries, and otherwise shifted by ``-<k[N:], aux*>``).
+
     Reference: Mulamba, Mandi, Diligenti, Lombardi, Bucarey, Guns, "Contrastive
     Losses and Solution Caching for Predict-and-Optimize", IJCAI 2021.
     """
 
     def per_instance(self, c_hat: Tensor, y_star: Tensor, pool: Tensor) -> Tensor:
-        return (c_hat * y_star).sum(-1) - (c_hat @ pool.T).min(-1).values
+        return self.target_value(c_hat, y_star) - self.values(c_hat, pool).min(-1).values

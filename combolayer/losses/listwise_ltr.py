@@ -28,6 +28,10 @@ class ListwiseLTRLoss(CostPooledLoss):
     ``temperature=1`` (the default) it is PyEPO's ``listwiseLTR`` exactly, clamp
     included (PyEPO has no temperature).
 
+    With a known cost ``k`` both distributions rank whole objectives,
+    ``<c, y> + <k, x>`` and ``<c_hat, y> + <k, x>`` (the pool keeps whole solutions
+    ``x``); the gradient keeps its form.
+
     The other arguments (``spec``, ``solve_ratio``, ``pool``, ``reduction``,
     ``backend``, ``generator``) are `combolayer.losses.pooled.PooledLoss`'s.
 
@@ -50,5 +54,5 @@ class ListwiseLTRLoss(CostPooledLoss):
 
     def per_instance(self, c_hat: Tensor, c: Tensor, pool: Tensor) -> Tensor:
         tau = self.temperature
-        target = torch.softmax(-(c @ pool.T) / tau, dim=-1).clamp(min=1e-8)
-        return -(torch.log_softmax(-(c_hat @ pool.T) / tau, dim=-1) * target).sum(-1)
+        target = torch.softmax(-self.values(c, pool) / tau, dim=-1).clamp(min=1e-8)
+        return -(torch.log_softmax(-self.values(c_hat, pool) / tau, dim=-1) * target).sum(-1)

@@ -20,9 +20,14 @@ class NCELoss(SolutionPooledLoss):
     PyEPO's ``noiseContrastiveEstimation`` (NCE): the pool's mean, including the
     true solutions it was seeded with; no solver call in the backward pass.
 
+    With a known cost ``k`` each ``<c_hat, y>`` is the whole objective
+    ``<c_hat, y> + <k, x>`` (the pool keeps whole solutions ``x``; for ``y*`` the
+    known cost of its outputs, ``<k[:N], y*>``, its auxiliaries' being a constant
+    that is left out). The gradient is unchanged.
+
     Reference: Mulamba, Mandi, Diligenti, Lombardi, Bucarey, Guns, "Contrastive
     Losses and Solution Caching for Predict-and-Optimize", IJCAI 2021.
     """
 
     def per_instance(self, c_hat: Tensor, y_star: Tensor, pool: Tensor) -> Tensor:
-        return (c_hat * y_star).sum(-1) - c_hat @ pool.mean(0)
+        return self.target_value(c_hat, y_star) - self.values(c_hat, pool).mean(-1)

@@ -24,15 +24,19 @@ class PairwiseDifferenceLTRLoss(CostPooledLoss):
     The sense does not enter (a square). PyEPO has no such loss; the test checks
     it against Mandi et al.'s reference loop.
 
+    With a known cost ``k`` (the pool keeps whole solutions ``x``) ``y_b`` is the
+    pool's best under the whole objective ``<c, y> + <k, x>``; in each gap error the
+    known part ``<k, x_b - x>`` is on both sides and cancels, so only ``y_b`` changes.
+
     Reference: Mandi, Bucarey, Mulamba, Guns, "Decision-Focused Learning:
     Through the Lens of Learning to Rank", ICML 2022 (the "pairwise difference"
     loss).
     """
 
     def per_instance(self, c_hat: Tensor, c: Tensor, pool: Tensor) -> Tensor:
-        true = c @ pool.T
+        true = self.values(c, pool)
         best = true.argmin(-1, keepdim=True)
-        predicted = c_hat @ pool.T
+        predicted = self.values(c_hat, pool)
         gap_error = (predicted.gather(-1, best) - predicted) - (true.gather(-1, best) - true)
         # y_b against itself has gap 0 on both sides: it adds nothing
         return gap_error.square().sum(-1) / max(pool.shape[0] - 1, 1)

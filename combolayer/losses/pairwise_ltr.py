@@ -28,6 +28,10 @@ class PairwiseLTRLoss(CostPooledLoss):
     margin). A margin asks the best solution to win by ``theta`` in objective
     units of the predicted cost, so it interacts with the cost's scale.
 
+    With a known cost ``k`` every objective is whole, ``<c, y> + <k, x>`` (the pool
+    keeps whole solutions ``x``): ``y_b`` is the pool's best under it, and each
+    hinge compares whole objectives, ``theta + <c_hat, y_b - y> + <k, x_b - x>``.
+
     The other arguments (``spec``, ``solve_ratio``, ``pool``, ``reduction``,
     ``backend``, ``generator``) are `combolayer.losses.pooled.PooledLoss`'s.
 
@@ -48,8 +52,8 @@ class PairwiseLTRLoss(CostPooledLoss):
         self.margin = float(margin)
 
     def per_instance(self, c_hat: Tensor, c: Tensor, pool: Tensor) -> Tensor:
-        predicted = c_hat @ pool.T
-        best = (c @ pool.T).argmin(-1, keepdim=True)
+        predicted = self.values(c_hat, pool)
+        best = self.values(c, pool).argmin(-1, keepdim=True)
         margins = torch.relu(self.margin + predicted.gather(-1, best) - predicted)
         if self.margin:  # y_b against itself: the hinge would count the margin
             margins = margins.scatter(-1, best, 0.0)

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from ..backends.registry import as_solver
-from ..backends.solver import check_costs, inner
+from ..backends.solver import check_costs
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
 
@@ -33,6 +33,13 @@ class PGLoss(SolverLoss):
     ``perturbationGradient`` (PG) with the same ``sigma`` and ``two_sides``;
     both solves of a call are one batch call.
 
+    With a known cost ``k`` (`combolayer.ILP.known_cost`, min form) ``V`` is the
+    optimal value of the whole objective, ``V(u) = min_x <u, y> + <k, x>``, so each
+    term above gains the known part of its solution's objective, ``<k, x(u)>``
+    (the solutions are then whole, ``x = concat(y, aux)``); the gradient is unchanged,
+    since ``d V / d u = y(u)`` still. ``<c, y(c_hat)>`` is again ``V``'s derivative along
+    ``c``, which is what the finite difference approximates.
+
     It is a loss, not a layer's estimator: its output is a scalar surrogate of
     regret and its input pairs the prediction with the true cost, as SPO+'s does.
 
@@ -46,6 +53,8 @@ class PGLoss(SolverLoss):
     Reference: Gupta, Huang, "Decision-Focused Learning with Directional
     Gradients", NeurIPS 2024.
     """
+
+    counts_known_cost = True  # V counts it: min_value over whole solutions
 
     def __init__(self, spec: Any, sigma: float = 0.1, two_sides: bool = False,
                  reduction: str = "mean", backend: Any = "auto") -> None:
@@ -73,8 +82,8 @@ class PGLoss(SolverLoss):
         # the steps' own negatives (c_hat - sigma c) are set to 0 where the problem needs it
         solved = [self.own_costs(upper.detach(), "c_hat + sigma c") if self.two_sides
                   else upper.detach(), self.own_costs(lower.detach(), "c_hat - sigma c")]
-        solutions = self.solver.solve_min(torch.stack(solved))
-        k = len(self.spec.cost_shape)
+        y, aux = self.solve_whole(self.solver, torch.stack(solved))
+        aux = (None, None) if aux is None else aux
         width = 2.0 * self.sigma if self.two_sides else self.sigma
-        loss = (inner(upper, solutions[0], k) - inner(lower, solutions[1], k)) / width
+        loss = (self.min_value(upper, y[0], aux[0]) - self.min_value(lower, y[1], aux[1])) / width
         return reduce(loss, self.reduction)

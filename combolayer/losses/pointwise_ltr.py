@@ -16,11 +16,14 @@ class PointwiseLTRLoss(CostPooledLoss):
         loss = 1/|S| sum_{y in S} (<c, y> - <c_hat, y>)^2
         d loss / d c_hat = -2/|S| sum_{y in S} (<c - c_hat, y>) y
 
-    The sense does not enter (a square). PyEPO's ``pointwiseLTR``.
+    The sense does not enter (a square). PyEPO's ``pointwiseLTR``. With a known
+    cost ``k`` both objectives gain the same ``<k, x>``, which cancels: the loss is
+    the same (the pool then keeps whole solutions ``x``, of which it reads ``y``).
 
     Reference: Mandi, Bucarey, Mulamba, Guns, "Decision-Focused Learning:
     Through the Lens of Learning to Rank", ICML 2022.
     """
 
     def per_instance(self, c_hat: Tensor, c: Tensor, pool: Tensor) -> Tensor:
-        return ((c - c_hat) @ pool.T).square().mean(-1)
+        # the known part <k, x> is the same under both costs: it cancels
+        return ((c - c_hat) @ self.outputs(pool).T).square().mean(-1)

@@ -31,9 +31,15 @@ class PooledLoss(SolverLoss):
     `per_instance` for minimisation on flattened ``(B, N)`` costs and a
     ``(P, N)`` pool; `SolutionPooledLoss` and `CostPooledLoss` check and
     flatten the target (true solutions or true costs) that they compare with.
+
+    With a known cost ``k`` (`combolayer.ILP.known_cost`) the pool keeps whole
+    solutions ``x = concat(y, aux)`` (seed it with them), and every objective a
+    loss compares is the whole one, ``<c, y> + <k, x>`` (min form): subclasses
+    read them from `values` and `target_value`, never from ``c @ pool.T``.
     """
 
     _abstract_loss = True
+    counts_known_cost = True  # every objective compared comes from values / target_value
 
     def __init__(self, spec: Any, solve_ratio: float = 1.0, pool: Any = None,
                  reduction: str = "mean", backend: Any = "auto",
@@ -50,16 +56,40 @@ class PooledLoss(SolverLoss):
                 f"pool={self.pool!r}, reduction={self.reduction!r})")
 
     def refreshed_pool(self, costs: Tensor) -> Tensor:
-        """The pool ``(P, N)`` on the costs' device and dtype, after solving the
+        """The pool ``(P, width)`` on the costs' device and dtype (width ``N``, or
+        ``num_vars`` with a known cost: whole solutions), after solving the
         ``(B, N)`` min-sense ``costs`` with probability ``solve_ratio``."""
         if draw_exact(self.solve_ratio, self.generator):
-            self.pool.add(self.solver.solve_min(costs.detach()))
+            y, aux = self.solve_whole(self.solver, costs.detach())
+            self.pool.add(y if aux is None else torch.cat([y, aux], dim=-1))
         if not len(self.pool):
             raise RuntimeError(
                 f"{type(self).__name__}'s solution pool is empty: pass pool=<the training "
                 f"solutions> (or call loss.pool.seed(y_train)) when solve_ratio < 1"
             )
         return self.pool.snapshot(costs)
+
+    def values(self, costs: Tensor, pool: Tensor) -> Tensor:
+        """The ``(B, P)`` min-sense objectives of the pooled solutions under ``(B, N)``
+        ``costs``: ``<costs, y> + <k, x>`` for each pooled whole solution ``x = concat(y,
+        aux)`` (with a known cost ``k`` the pool keeps whole solutions); ``<costs, y>``
+        without one."""
+        known = self.known_like(pool)
+        values = costs @ pool[:, : self.solver.num_outputs].T
+        return values if known is None else values + pool @ known
+
+    def target_value(self, costs: Tensor, y: Tensor) -> Tensor:
+        """The ``(B,)`` min-sense objectives of the ``(B, N)`` target solutions ``y``:
+        ``<costs, y> + <k[:N], y>``. The known cost of the target's auxiliaries,
+        which ``y_true`` does not give, does not depend on the prediction: it is
+        left out, a constant shift of the loss (as Fenchel-Young drops it)."""
+        known = self.known_like(y)
+        value = (costs * y).sum(-1)
+        return value if known is None else value + y @ known[: self.solver.num_outputs]
+
+    def outputs(self, pool: Tensor) -> Tensor:
+        """The pooled solutions' outputs ``(P, N)`` (the pool may keep whole solutions)."""
+        return pool[:, : self.solver.num_outputs]
 
     def flat(self, costs: Tensor, name: str) -> Tensor:
         """Checked min-sense costs, flattened to ``(B, N)``."""
@@ -76,7 +106,7 @@ class PooledLoss(SolverLoss):
 
     def per_instance(self, c_hat: Tensor, target: Tensor, pool: Tensor) -> Tensor:
         """The ``(B,)`` losses of min-sense ``(B, N)`` predictions against the
-        flattened target, over the ``(P, N)`` pool."""
+        flattened target, over the ``(P, width)`` pool (`refreshed_pool`)."""
         raise NotImplementedError
 
     def flat_target(self, target: Tensor, cost_pred: Tensor) -> Tensor:

@@ -25,6 +25,13 @@ class RegularizedFenchelYoungLoss(SolverLoss):
     so no Jacobian of the Frank-Wolfe iterate is needed. PyEPO's
     ``regularizedFrankWolfeFenchelYoung`` (RFY) with ``lambd = lam``.
 
+    A known cost (`combolayer.ILP.known_cost`) is refused (ValueError): the
+    regularised problem ``min_{mu in conv(X)} <c, mu_y> + <k, mu> + Omega(mu_y)`` is
+    well defined, but the Frank-Wolfe it shares with `combolayer.RegularizedFrankWolfe`
+    keeps only its vertices' outputs, so its gaps, line search and away steps would
+    miss each vertex's ``<k, v>``, and its oracle would weigh ``k`` against
+    ``-c / lam`` at scale 1 instead of ``1 / lam``. Not implemented yet.
+
     Args:
         spec: the problem: a spec, a compiled `Solver` or a ComboLayer.
         lam: the regularisation strength (> 0).

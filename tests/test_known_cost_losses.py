@@ -1,0 +1,238 @@
+"""Issue 36 item 4: the losses that compare objectives count the known cost.
+
+Each loss is checked against its definition written out here, over brute-force
+enumeration (tests/bruteforce.py) of small random ILPs with a known cost on outputs
+and auxiliaries, min and max. In min form (``s = +1`` for min, ``-1`` for max) a whole
+solution ``x = concat(y, aux)`` has the objective ``F(u, x) = <s u, y> + <s k, x>``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from bruteforce import feasible_points, optimum_full, random_known_ilp
+
+import combolayer as cl
+
+BATCH = 3
+
+
+def _sign(spec: cl.ILP) -> float:
+    return 1.0 if spec.sense == "min" else -1.0
+
+
+def _values(spec: cl.ILP, u: torch.Tensor, points: torch.Tensor):
+    """``F(u, x)`` for ``(B, N)`` costs ``u`` (the spec's sense) and ``(P, num_vars)``
+    whole points: ``(B, P)``, min form (without the known part when the spec has none)."""
+    s, n = _sign(spec), spec.num_outputs
+    values = (s * u) @ points[:, :n].T
+    if spec.known_cost is not None:
+        values = values + points @ (s * torch.tensor(spec.known_cost, dtype=points.dtype))
+    return values
+
+
+def _specs(seed: int, count: int):
+    rng = np.random.default_rng(seed)
+    senses = set()
+    for _ in range(count):
+        spec = random_known_ilp(rng)
+        senses.add(spec.sense)
+        yield rng, spec
+    assert senses == {"min", "max"}
+
+
+# --- the pool losses: their definitions over the pool of whole solutions ----------------
+
+def _nce(spec, c_hat, target, pool, aux_star):
+    # 1/|S| sum_x F(c_hat, x*) - F(c_hat, x), less the constant <s k[N:], aux*>
+    x_star = torch.cat([target, aux_star], dim=1)
+    whole = torch.diagonal(_values(spec, c_hat, x_star))
+    return whole - _values(spec, c_hat, pool).mean(1) - _aux_known(spec, aux_star)
+
+
+def _cmap(spec, c_hat, target, pool, aux_star):
+    x_star = torch.cat([target, aux_star], dim=1)
+    whole = torch.diagonal(_values(spec, c_hat, x_star))
+    return whole - _values(spec, c_hat, pool).min(1).values - _aux_known(spec, aux_star)
+
+
+def _aux_known(spec, aux_star):
+    s, n = _sign(spec), spec.num_outputs
+    if spec.known_cost is None:
+        return aux_star.new_zeros(len(aux_star))
+    return aux_star @ (s * torch.tensor(spec.known_cost[n:], dtype=aux_star.dtype))
+
+
+def _pointwise(spec, c_hat, c, pool):
+    return (_values(spec, c, pool) - _values(spec, c_hat, pool)).square().mean(1)
+
+
+def _pairwise(spec, c_hat, c, pool, margin=0.5):
+    best = _values(spec, c, pool).argmin(1)
+    predicted = _values(spec, c_hat, pool)
+    out = []
+    for i in range(len(c_hat)):
+        others = [j for j in range(len(pool)) if j != int(best[i])]
+        hinges = [torch.relu(margin + predicted[i, best[i]] - predicted[i, j]) for j in others]
+        out.append(sum(hinges, predicted.new_zeros(())) / max(len(pool) - 1, 1))
+    return torch.stack(out)
+
+
+def _listwise(spec, c_hat, c, pool, tau=0.7):
+    p = torch.softmax(-_values(spec, c, pool) / tau, 1).clamp(min=1e-8)
+    return -(torch.log_softmax(-_values(spec, c_hat, pool) / tau, 1) * p).sum(1)
+
+
+def _pairwise_difference(spec, c_hat, c, pool):
+    true, predicted = _values(spec, c, pool), _values(spec, c_hat, pool)
+    out = []
+    for i in range(len(c_hat)):
+        b = int(true[i].argmin())
+        errors = [((predicted[i, b] - predicted[i, j]) - (true[i, b] - true[i, j])) ** 2
+                  for j in range(len(pool)) if j != b]
+        out.append(sum(errors, true.new_zeros(())) / max(len(pool) - 1, 1))
+    return torch.stack(out)
+
+
+POOL_LOSSES = [
+    ("NCELoss", {}, _nce, True),
+    ("CMAPLoss", {}, _cmap, True),
+    ("PointwiseLTRLoss", {}, _pointwise, False),
+    ("PairwiseLTRLoss", {"margin": 0.5}, _pairwise, False),
+    ("ListwiseLTRLoss", {"temperature": 0.7}, _listwise, False),
+    ("PairwiseDifferenceLTRLoss", {}, _pairwise_difference, False),
+]
+
+
+@pytest.mark.parametrize(("name", "options", "definition", "against_solutions"), POOL_LOSSES,
+                         ids=[case[0] for case in POOL_LOSSES])
+def test_pool_losses_count_the_known_cost_by_brute_force(name, options, definition,
+                                                         against_solutions):
+    """The pool keeps whole solutions: the seeds and, refreshed, each prediction's
+    whole optimum (brute force, known cost counted); the loss and its gradient are the
+    definition over that pool, with every objective the whole one."""
+    cls = getattr(cl.losses, name)
+    checked = differs = 0
+    for rng, spec in _specs(3604, 12):
+        points = feasible_points(spec)
+        n = spec.num_outputs
+        x_true = points[rng.integers(len(points), size=BATCH)]
+        seeds = np.unique(np.vstack([x_true, points[rng.integers(len(points), size=3)]]), axis=0)
+        loss = cls(spec, pool=seeds, reduction="none", backend="highs", **options)
+        c_hat = torch.tensor(rng.normal(size=(BATCH, n)), requires_grad=True)
+        c = torch.tensor(rng.normal(size=(BATCH, n)))
+        y_true = torch.tensor(x_true[:, :n])
+        target = y_true if against_solutions else c
+        value = loss(c_hat, target)
+        value.sum().backward()
+
+        # the pool: the seeds and one whole optimum under each prediction, nothing else
+        pool = loss.pool.solutions.numpy()
+        assert pool.shape[1] == spec.num_vars
+        optima = [optimum_full(spec, row)[1] for row in c_hat.detach().numpy()]
+        for row in pool:
+            assert ((seeds == row).all(1).any()
+                    or any((best == row).all(1).any() for best in optima))
+        for best in optima:
+            assert any((best == row).all(1).any() for row in pool)
+
+        pool_t = torch.tensor(pool)
+        chat_ref = c_hat.detach().clone().requires_grad_(True)
+        args = ((torch.tensor(x_true[:, n:]),) if against_solutions else ())
+        expected = definition(spec, chat_ref, target, pool_t, *args)
+        if expected.requires_grad:  # (a one-row pool leaves the pairwise sums empty)
+            expected.sum().backward()
+        assert value.detach().numpy() == pytest.approx(expected.detach().numpy(), abs=1e-9)
+        assert _grad(c_hat) == pytest.approx(_grad(chat_ref), abs=1e-9)
+        if name == "CMAPLoss":  # x* is in the pool: the whole-objective gap is >= 0
+            assert (value.detach() + _aux_known(spec, args[0]) >= -1e-9).all()
+        checked += BATCH
+        differs += _differs_without_known(spec, definition, c_hat.detach(), target, pool_t,
+                                          args, value.detach())
+    assert checked == 12 * BATCH
+    if name != "PointwiseLTRLoss":  # there the known part cancels by definition
+        assert differs > 0
+
+
+def _grad(tensor: torch.Tensor) -> np.ndarray:
+    return np.zeros(tuple(tensor.shape)) if tensor.grad is None else tensor.grad.numpy()
+
+
+def _differs_without_known(spec, definition, c_hat, target, pool, args, value) -> int:
+    """How many instances' values the definition without the known cost gets wrong (a
+    loss that ignored the known cost would match it)."""
+    plain = cl.ILP(**{**spec.model_dump(), "known_cost": None})
+    without = definition(plain, c_hat, target, pool, *args)
+    return int((~torch.isclose(without, value, atol=1e-7)).sum())
+
+
+def test_pool_losses_refresh_with_solve_ratio_below_one_keep_whole_solutions():
+    """solve_ratio < 1 with a known cost: a call that does not solve reads the seeded
+    pool of whole solutions; N-wide seeds are refused by name."""
+    rng = np.random.default_rng(7)
+    spec, points = None, np.zeros((0, 0))
+    while len(points) < 4:
+        spec = random_known_ilp(rng)
+        points = feasible_points(spec)
+    loss = cl.losses.CMAPLoss(spec, solve_ratio=0.0, pool=points[:4], reduction="none",
+                              backend="highs")
+    c_hat = torch.tensor(rng.normal(size=(2, spec.num_outputs)))
+    y_true = torch.tensor(points[:2, : spec.num_outputs])
+    value = loss(c_hat, y_true)
+    expected = _cmap(spec, c_hat, y_true, torch.tensor(points[:4]),
+                     torch.tensor(points[:2, spec.num_outputs :]))
+    assert value.numpy() == pytest.approx(expected.numpy(), abs=1e-9)
+    assert len(loss.pool) == len(np.unique(points[:4], axis=0))
+    with pytest.raises(ValueError, match="concat"):
+        cl.losses.NCELoss(spec, pool=points[:4, : spec.num_outputs], backend="highs")
+
+
+# --- PG: the finite difference of the whole optimal value ---------------------------------
+
+@pytest.mark.parametrize("two_sides", [False, True])
+def test_pg_counts_the_known_cost_by_brute_force(two_sides):
+    """loss = (V(upper) - V(lower)) / width with V(u) = min_x F(u, x) (brute force), and
+    d loss / d c_hat = s (y(upper) - y(lower)) / width."""
+    sigma = 0.3
+    checked = differs = 0
+    for rng, spec in _specs(3605, 15):
+        s, n = _sign(spec), spec.num_outputs
+        points = feasible_points(spec)
+        loss = cl.losses.PGLoss(spec, sigma=sigma, two_sides=two_sides, reduction="none",
+                                backend="highs")
+        c_hat = torch.tensor(rng.normal(size=(BATCH, n)), requires_grad=True)
+        c = torch.tensor(rng.normal(size=(BATCH, n)))
+        value = loss(c_hat, c)
+        value.sum().backward()
+        value = value.detach()
+        width = 2 * sigma if two_sides else sigma
+        for i in range(BATCH):
+            ch, ct = c_hat[i].detach().numpy(), c[i].numpy()
+            upper = ch + sigma * ct if two_sides else ch
+            lower = ch - sigma * ct
+            best_u, x_u = optimum_full(spec, upper)
+            best_l, x_l = optimum_full(spec, lower)
+            # optimum_full's values are in the spec's sense: s * value is the min form
+            assert float(value[i]) == pytest.approx(s * (best_u - best_l) / width, abs=1e-9)
+            grad = s * (x_u[0, :n] - x_l[0, :n]) / width
+            assert c_hat.grad[i].numpy() == pytest.approx(grad, abs=1e-9)
+            # without the known cost the value would be another one
+            plain_u = s * (points[:, :n] @ upper)
+            plain_l = s * (points[:, :n] @ lower)
+            plain = (plain_u.min() - plain_l.min()) / width
+            differs += not np.isclose(plain, float(value[i]))
+            checked += 1
+    assert checked == 15 * BATCH and differs > 0
+
+
+# --- what still refuses --------------------------------------------------------------------
+
+def test_cave_and_the_regularised_frank_wolfe_methods_still_refuse_a_known_cost():
+    spec = cl.ILP(shape=[3], num_aux=1, known_cost=[1.0, 0, 0, 2.0],
+                  constraints=[cl.Constraint(coefs=[1, 1, 1, 1], sense="<=", rhs=2)])
+    for name in ("CaVELoss", "RegularizedFenchelYoungLoss"):
+        with pytest.raises(ValueError, match=f"{name} does not support a known cost"):
+            getattr(cl.losses, name)(spec, backend="highs")
+    with pytest.raises(ValueError, match="RegularizedFrankWolfe does not support a known cost"):
+        cl.ComboLayer(spec, method="rfwo")
