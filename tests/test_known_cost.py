@@ -431,8 +431,8 @@ def test_from_file_with_named_outputs_keeps_the_rest_of_the_objective_as_known_c
 
 
 def test_losses_and_estimators_that_do_not_count_a_known_cost_refuse_it():
-    """Every registered loss either counts the known cost (SPO+, Fenchel-Young, PG, the
-    pool losses) or refuses a spec with one (CaVE, RFY); so does RFWO."""
+    """Every registered loss either counts the known cost (SPO+, Fenchel-Young, PG, RFY,
+    the pool losses) or refuses a spec with one (CaVE)."""
     spec = cl.ILP(shape=[3], num_aux=1, known_cost=[0, 0, 0, 1.0],
                   constraints=[cl.Constraint(coefs=[1, 1, 1, 1], sense="<=", rhs=2)])
     plain = cl.ILP(shape=[3], constraints=[cl.Constraint(coefs=[1, 1, 1], sense="<=", rhs=2)])
@@ -441,7 +441,7 @@ def test_losses_and_estimators_that_do_not_count_a_known_cost_refuse_it():
     # tests/test_known_cost_losses.py checks the others against their definitions
     assert counting == {"SPOPlusLoss", "FenchelYoungLoss", "PGLoss", "NCELoss", "CMAPLoss",
                         "PointwiseLTRLoss", "PairwiseLTRLoss", "ListwiseLTRLoss",
-                        "PairwiseDifferenceLTRLoss"}
+                        "PairwiseDifferenceLTRLoss", "RegularizedFenchelYoungLoss"}
     for name, cls in losses.items():
         if name in counting:
             cls(spec, backend="highs")
@@ -450,11 +450,7 @@ def test_losses_and_estimators_that_do_not_count_a_known_cost_refuse_it():
             cls(spec, backend="highs")
         cls(plain, backend="highs")  # without a known cost nothing changes
     methods = cl.estimators.METHODS
-    assert not methods["rfwo"].counts_known_cost
-    with pytest.raises(ValueError, match="RegularizedFrankWolfe does not support a known cost"):
-        cl.ComboLayer(spec, method="rfwo")
-    cl.ComboLayer(plain, method="rfwo")
-    for name in ("identity", "blackbox", "perturbed", "imle"):
+    for name in ("identity", "blackbox", "perturbed", "imle", "rfwo"):
         assert methods[name].counts_known_cost
         cl.ComboLayer(spec, method=name)
 

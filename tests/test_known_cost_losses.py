@@ -228,11 +228,93 @@ def test_pg_counts_the_known_cost_by_brute_force(two_sides):
 
 # --- what still refuses --------------------------------------------------------------------
 
-def test_cave_and_the_regularised_frank_wolfe_methods_still_refuse_a_known_cost():
+def test_cave_still_refuses_a_known_cost():
     spec = cl.ILP(shape=[3], num_aux=1, known_cost=[1.0, 0, 0, 2.0],
                   constraints=[cl.Constraint(coefs=[1, 1, 1, 1], sense="<=", rhs=2)])
-    for name in ("CaVELoss", "RegularizedFenchelYoungLoss"):
-        with pytest.raises(ValueError, match=f"{name} does not support a known cost"):
-            getattr(cl.losses, name)(spec, backend="highs")
-    with pytest.raises(ValueError, match="RegularizedFrankWolfe does not support a known cost"):
-        cl.ComboLayer(spec, method="rfwo")
+    with pytest.raises(ValueError, match="CaVELoss does not support a known cost"):
+        cl.losses.CaVELoss(spec, backend="highs")
+
+
+# --- RFY and RFWO: the regularised problem over whole solutions ----------------------------
+
+def _regularised(spec, cost, lam):
+    """Brute force: ``mu = argmin_{mu in conv(X)} <s cost, mu_y> + <s k, mu> + lam/2 ||mu_y||^2``
+    over the enumerated whole points, as a QP in the convex weights (Clarabel, tight
+    tolerances). Returns ``(mu_y, <s k, mu>)``."""
+    import clarabel
+    import scipy.sparse as sp
+
+    s, n = _sign(spec), spec.num_outputs
+    points = feasible_points(spec)
+    outputs, count = points[:, :n], len(points)
+    known = np.zeros(spec.num_vars) if spec.known_cost is None else np.asarray(spec.known_cost,
+                                                                               dtype=float)
+    linear = s * (outputs @ cost + points @ known)
+    P = sp.csc_matrix(np.triu(lam * outputs @ outputs.T + 1e-12 * np.eye(count)))
+    A = sp.csc_matrix(np.vstack([np.ones((1, count)), -np.eye(count)]))
+    b = np.r_[1.0, np.zeros(count)]
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-11
+    weights = np.asarray(clarabel.DefaultSolver(
+        P, linear, A, b, [clarabel.ZeroConeT(1), clarabel.NonnegativeConeT(count)],
+        settings).solve().x)
+    return weights @ outputs, s * weights @ (points @ known)
+
+
+def test_regularized_fenchel_young_counts_the_known_cost_by_brute_force():
+    """RFY's y_lam is the regularised optimum over whole solutions (the QP over the
+    enumerated points), its value Omega(y_true) - Omega(y_lam) + <c, y_true - y_lam>
+    + <k[:N], y_true> - <k, mu> (min form) and its gradient s (y_true - y_lam)."""
+    lam = 0.7
+    checked = differs = 0
+    for rng, spec in _specs(3606, 10):
+        s, n = _sign(spec), spec.num_outputs
+        points = feasible_points(spec)
+        loss = cl.losses.RegularizedFenchelYoungLoss(spec, lam=lam, tol=1e-12, reduction="none",
+                                                     backend="highs")
+        c_pred = torch.tensor(rng.normal(size=(2, n)), requires_grad=True)
+        y_true = torch.tensor(points[rng.integers(len(points), size=2), :n])
+        value = loss(c_pred, y_true)
+        value.sum().backward()
+        value = value.detach()
+        known = s * np.asarray(spec.known_cost, dtype=float)
+        for i in range(2):
+            c, yt = s * c_pred[i].detach().numpy(), y_true[i].numpy()
+            mu_y, mu_known = _regularised(spec, c_pred[i].detach().numpy(), lam)
+            expected = (0.5 * lam * (yt @ yt - mu_y @ mu_y) + c @ (yt - mu_y)
+                        + known[:n] @ yt - mu_known)
+            assert float(value[i]) == pytest.approx(expected, abs=1e-5)
+            assert c_pred.grad[i].numpy() == pytest.approx(s * (yt - mu_y), abs=1e-4)
+            plain_mu = _regularised(cl.ILP(**{**spec.model_dump(), "known_cost": None}),
+                                    c_pred[i].detach().numpy(), lam)[0]
+            differs += not np.allclose(plain_mu, mu_y, atol=1e-4)
+            checked += 1
+    assert checked == 20 and differs > 0
+
+
+def test_rfwo_layer_counts_the_known_cost_by_brute_force():
+    """RFWO in a layer (training): the output is the regularised optimum over whole
+    solutions; its backward matches the finite difference of that optimum (brute force)
+    along random directions."""
+    lam, eps = 0.7, 1e-4
+    checked = 0
+    for rng, spec in _specs(3607, 8):
+        n = spec.num_outputs
+        layer = cl.ComboLayer(spec, method=cl.RegularizedFrankWolfe(lam=lam, tol=1e-12),
+                              projection="none", backend="highs")
+        w = torch.tensor(rng.normal(size=(2, n)), requires_grad=True)
+        g = torch.tensor(rng.normal(size=(2, n)))
+        y = layer(w)
+        (y * g).sum().backward()
+        for i in range(2):
+            wi = w[i].detach().numpy()
+            assert y[i].detach().numpy() == pytest.approx(_regularised(spec, wi, lam)[0],
+                                                          abs=1e-5)
+            direction = rng.normal(size=n)
+            ahead = _regularised(spec, wi + eps * direction, lam)[0]
+            behind = _regularised(spec, wi - eps * direction, lam)[0]
+            numeric = g[i].numpy() @ (ahead - behind) / (2 * eps)
+            assert float(w.grad[i].numpy() @ direction) == pytest.approx(numeric, abs=1e-3)
+            checked += 1
+    assert checked == 16

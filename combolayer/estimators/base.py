@@ -268,7 +268,8 @@ def refuse_known_cost(owner: Any, solver: Any) -> None:
         raise ValueError(
             f"{type(owner).__name__} does not support a known cost: {solver.spec.label} has "
             "known_cost, and its derivation assumes the objective <w, y> alone; use Identity, "
-            "Blackbox, Perturbed, IMLE, SPOPlusLoss or FenchelYoungLoss, or fold the known "
+            "Blackbox, Perturbed, IMLE, RFWO, SPOPlusLoss, FenchelYoungLoss, PGLoss, "
+            "RegularizedFenchelYoungLoss, NCE, CMAP or an LTR loss, or fold the known "
             "cost into the prediction")
 
 

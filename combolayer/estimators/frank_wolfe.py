@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from pydantic import Field
@@ -14,9 +14,26 @@ from .base import Estimator, Positive
 __all__ = ["RegularizedFrankWolfe"]
 
 
+def known_oracle(solver: Any, lam: float) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
+    """The linear oracle of the regularised problem with ``solver``'s known cost ``k``
+    (min form): ``g -> (y, <k, x> / lam)`` for the whole solution
+    ``x = argmin_x <g, y> + <k, x> / lam``, solved as ``solve_min(lam g)`` (the
+    solver adds ``k`` at scale 1; ``lam > 0`` keeps the argmin). Without a known cost
+    the second part is 0."""
+
+    def oracle(g: Tensor) -> tuple[Tensor, Tensor]:
+        if solver.known is None:
+            v = solver.solve_min(g)
+            return v, v.new_zeros(v.shape[:-1])
+        v, aux = solver.solve_min(lam * g, return_aux=True)
+        return v, solver.sign * solver.known_value(v, aux.to(v)) / lam
+
+    return oracle
+
+
 @torch.no_grad()
-def away_step_frank_wolfe(solve_min: Callable[[Tensor], Tensor], theta: Tensor, max_iter: int,
-                          tol: float) -> tuple[Tensor, Tensor, Tensor]:
+def away_step_frank_wolfe(solve_min: Callable[[Tensor], Any], theta: Tensor, max_iter: int,
+                          tol: float, linear: bool = False) -> tuple[Tensor, ...]:
     """``mu = argmin_{mu in conv(Y)} 1/2 ||mu - theta||^2`` for a ``(B, N)`` batch, by
     away-step Frank-Wolfe with exact line search; ``solve_min`` is the linear
     oracle ``argmin_{y in Y} <c, y>`` on ``(B, N)`` costs (one batch call per step).
@@ -25,40 +42,59 @@ def away_step_frank_wolfe(solve_min: Callable[[Tensor], Tensor], theta: Tensor, 
     active set (``W = 2N + 2`` slots; a zero weight is a free slot). PyEPO's
     ``_away_step_frank_wolfe``, step for step: each instance stops moving once
     its Frank-Wolfe gap is below ``tol``, all stop after ``max_iter`` steps.
+
+    ``linear=True`` adds a linear term on whole solutions (a known cost): the
+    problem is ``min_{mu in conv(X)} 1/2 ||mu_y - theta||^2 + <q, mu>``, the oracle
+    (`known_oracle`) returns ``(y, <q, x>)`` for ``argmin_x <g, y> + <q, x>``, each
+    vertex keeps its ``<q, v>`` beside its outputs for the gaps, the line search and
+    the away step, and the result gains a fourth entry, ``<q, mu>`` ``(B,)``.
     """
+    oracle = solve_min if linear else (lambda g: (solve_min(g), None))
     batch, num_vars = theta.shape
     width = 2 * num_vars + 2
     vertices = theta.new_zeros((batch, width, num_vars))
     weights = theta.new_zeros((batch, width))
     vertex_norms = theta.new_zeros((batch, width))
-    v0 = solve_min(-theta).to(theta)
+    # the linear term of each vertex, and of the iterate (0 without one)
+    vertex_linear = theta.new_zeros((batch, width))
+    v0, l0 = oracle(-theta)
+    v0 = v0.to(theta)
+    l0 = theta.new_zeros(batch) if l0 is None else l0.to(theta)
     vertices[:, 0], weights[:, 0], vertex_norms[:, 0] = v0, 1.0, (v0 * v0).sum(-1)
-    mu = v0.clone()
+    vertex_linear[:, 0] = l0
+    mu, mu_linear = v0.clone(), l0.clone()
     rows = torch.arange(batch, device=theta.device)
     for _ in range(max_iter):
         grad = mu - theta
-        v = solve_min(grad).to(theta)
-        gap_fw = (grad * (mu - v)).sum(-1)
-        scores = torch.einsum("bwv,bv->bw", vertices, grad).masked_fill(weights <= 0, -torch.inf)
+        v, lv = oracle(grad)
+        v = v.to(theta)
+        lv = theta.new_zeros(batch) if lv is None else lv.to(theta)
+        gap_fw = (grad * (mu - v)).sum(-1) + (mu_linear - lv)
+        scores = (torch.einsum("bwv,bv->bw", vertices, grad) + vertex_linear).masked_fill(
+            weights <= 0, -torch.inf)
         away = scores.argmax(-1)
         v_away, alpha_away = vertices[rows, away], weights[rows, away]
-        gap_away = (grad * (v_away - mu)).sum(-1)
+        gap_away = (grad * (v_away - mu)).sum(-1) + (vertex_linear[rows, away] - mu_linear)
         moving = gap_fw >= tol
         if not bool(moving.any()):
             break
         use_fw = gap_fw >= gap_away
         direction = torch.where(use_fw[:, None], v - mu, mu - v_away)
+        direction_linear = torch.where(use_fw, lv - mu_linear,
+                                       mu_linear - vertex_linear[rows, away])
         gap = torch.where(use_fw, gap_fw, gap_away)
         gamma_max = torch.where(use_fw, torch.ones_like(alpha_away),
                                 alpha_away / (1.0 - alpha_away).clamp(min=1e-12))
         denom = (direction * direction).sum(-1).clamp(min=1e-12)
         gamma = torch.minimum((gap / denom).clamp(min=0.0), gamma_max) * moving.to(theta)
         mu = mu + gamma[:, None] * direction
+        mu_linear = mu_linear + gamma * direction_linear
         weights = weights * torch.where(use_fw, 1.0 - gamma, 1.0 + gamma)[:, None]
         gamma_fw, gamma_away = gamma * use_fw, gamma * ~use_fw
         # a Frank-Wolfe vertex already active gains weight; a new one takes a free slot
         v_norm = (v * v).sum(-1)
-        distance = vertex_norms - 2 * torch.einsum("bwv,bv->bw", vertices, v) + v_norm[:, None]
+        distance = (vertex_norms - 2 * torch.einsum("bwv,bv->bw", vertices, v) + v_norm[:, None]
+                    + (vertex_linear - lv[:, None]).square())
         match = (distance < 1e-6) & (weights > 0)
         has_match, match_slot = match.any(-1), match.to(theta).argmax(-1)
         free = weights <= 1e-12
@@ -67,10 +103,13 @@ def away_step_frank_wolfe(solve_min: Callable[[Tensor], Tensor], theta: Tensor, 
         weights[rows, match_slot] += gamma_fw * (has_match & use_fw).to(theta)
         vertices[rows, free_slot] = torch.where(add[:, None], v, vertices[rows, free_slot])
         vertex_norms[rows, free_slot] = torch.where(add, v_norm, vertex_norms[rows, free_slot])
+        vertex_linear[rows, free_slot] = torch.where(add, lv, vertex_linear[rows, free_slot])
         weights[rows, free_slot] = torch.where(add, gamma_fw, weights[rows, free_slot])
         weights[rows, away] -= gamma_away
         weights = weights.clamp(min=0.0)
         weights = torch.where(weights < 1e-12, torch.zeros_like(weights), weights)
+    if linear:
+        return mu, vertices, weights, mu_linear
     return mu, vertices, weights
 
 
@@ -103,6 +142,14 @@ class RegularizedFrankWolfe(Estimator):
     PyEPO's ``regularizedFrankWolfeOpt`` (RFWO) with ``lambd = lam``; its loss
     form is `combolayer.losses.RegularizedFenchelYoungLoss`.
 
+    With a known cost ``k`` (`combolayer.ILP.known_cost`, min form) the problem is
+    over whole solutions ``x = concat(y, aux)``:
+    ``y_lam(c) = argmin_{mu in conv(X)} <c, mu_y> + <k, mu> + lam/2 ||mu_y||^2``, whose
+    oracle ``argmin_x <g, y> + <k, x> / lam`` is the solver's own at ``lam g``
+    (`known_oracle`); each vertex's ``<k, v>`` enters the gaps, the line search and the
+    away step. The backward is the same: on the active face the linear term only
+    shifts the projection, so ``d y_lam / d c`` is still ``-1/lam P_F``.
+
     Examples:
         >>> import torch, combolayer as cl
         >>> layer = cl.ComboLayer(cl.problems.TopK(n=3, k=1), projection="none",
@@ -120,19 +167,17 @@ class RegularizedFrankWolfe(Estimator):
     max_iter: int = Field(default=10_000, ge=1)
     tol: float = Field(default=1e-6, ge=0)
 
-    #: Refused (docs/core.md, "Your whole model"): `away_step_frank_wolfe` keeps only
-    #: the outputs of its vertices, but with a known cost ``k`` its gaps, exact line
-    #: search and away-vertex choice need each vertex's ``<k, v>`` too, and its oracle
-    #: (``solve_min(mu - theta)``, which adds ``k`` at scale 1) would weigh ``k`` against
-    #: ``theta = -c / lam`` at the wrong scale (``lam``, not 1). Not implemented yet.
-    counts_known_cost: ClassVar[bool] = False
+    #: With a known cost ``k`` the regularised problem is over whole solutions (see the
+    #: class docstring); `known_oracle` gives Frank-Wolfe each vertex's ``<k, v> / lam``.
+    counts_known_cost: ClassVar[bool] = True
 
     def forward(self, solver, costs, *, target, training):
         if not training:
             return solver.solve_min(costs), None
         flat = costs.detach().reshape(-1, solver.num_outputs)
-        mu, vertices, weights = away_step_frank_wolfe(
-            solver.solve_min, -flat / self.lam, self.max_iter, self.tol)
+        mu, vertices, weights, _ = away_step_frank_wolfe(
+            known_oracle(solver, self.lam), -flat / self.lam, self.max_iter, self.tol,
+            linear=True)
         return mu.reshape(costs.shape), (vertices, weights)
 
     def backward(self, solver, grad, costs, vertices, weights):

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from ..backends.registry import as_solver
 from ..backends.solver import check_costs, inner
-from ..estimators.frank_wolfe import away_step_frank_wolfe
+from ..estimators.frank_wolfe import away_step_frank_wolfe, known_oracle
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
 
@@ -25,12 +25,16 @@ class RegularizedFenchelYoungLoss(SolverLoss):
     so no Jacobian of the Frank-Wolfe iterate is needed. PyEPO's
     ``regularizedFrankWolfeFenchelYoung`` (RFY) with ``lambd = lam``.
 
-    A known cost (`combolayer.ILP.known_cost`) is refused (ValueError): the
-    regularised problem ``min_{mu in conv(X)} <c, mu_y> + <k, mu> + Omega(mu_y)`` is
-    well defined, but the Frank-Wolfe it shares with `combolayer.RegularizedFrankWolfe`
-    keeps only its vertices' outputs, so its gaps, line search and away steps would
-    miss each vertex's ``<k, v>``, and its oracle would weigh ``k`` against
-    ``-c / lam`` at scale 1 instead of ``1 / lam``. Not implemented yet.
+    With a known cost ``k`` (`combolayer.ILP.known_cost`, min form) the regulariser
+    counts it over whole solutions, ``y_lam`` is the outputs of
+    ``mu = argmin_{mu in conv(X)} <c, mu_y> + <k, mu> + Omega(mu_y)`` (as in
+    `combolayer.RegularizedFrankWolfe`), and
+
+        loss = Omega(y_true) - Omega(y_lam) + <c, y_true - y_lam> + <k[:N], y_true> - <k, mu>
+
+    with the same gradient ``y_true - y_lam``; the known cost of the target's
+    auxiliaries, which ``y_true`` does not give, is a constant, left out (so the value
+    is >= 0 up to ``-<k[N:], aux_true>``).
 
     Args:
         spec: the problem: a spec, a compiled `Solver` or a ComboLayer.
@@ -44,6 +48,8 @@ class RegularizedFenchelYoungLoss(SolverLoss):
     Optimization Layers: a Probabilistic Approach", arXiv:2207.13513, 2022;
     Blondel, Martins, Niculae, "Learning with Fenchel-Young Losses", JMLR 2020.
     """
+
+    counts_known_cost = True  # the regulariser counts it over whole solutions
 
     def __init__(self, spec: Any, lam: float = 1.0, max_iter: int = 10_000, tol: float = 1e-6,
                  reduction: str = "mean", backend: Any = "auto") -> None:
@@ -65,9 +71,15 @@ class RegularizedFenchelYoungLoss(SolverLoss):
         y_true = check_solution(self.solver, y_true, cost_pred, "y_true")
         c = self.solver.sign * cost_pred
         flat = c.detach().reshape(-1, self.solver.num_outputs)
-        mu, _, _ = away_step_frank_wolfe(self.solver.solve_min, -flat / self.lam,
-                                         self.max_iter, self.tol)
+        mu, _, _, mu_known = away_step_frank_wolfe(
+            known_oracle(self.solver, self.lam), -flat / self.lam, self.max_iter, self.tol,
+            linear=True)
         y_lam = mu.reshape(c.shape)
         k = len(self.spec.cost_shape)
         omega = 0.5 * self.lam * (inner(y_true, y_true, k) - inner(y_lam, y_lam, k))
-        return reduce(omega + inner(c, y_true - y_lam, k), self.reduction)
+        loss = omega + inner(c, y_true - y_lam, k)
+        known = self.known_like(c)
+        if known is not None:  # <k[:N], y_true> - <k, mu> (mu_known is <k, mu> / lam)
+            on_true = y_true.reshape(-1, self.solver.num_outputs) @ known[: self.solver.num_outputs]
+            loss = loss + (on_true - self.lam * mu_known).reshape(loss.shape)
+        return reduce(loss, self.reduction)
