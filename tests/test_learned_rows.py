@@ -184,7 +184,7 @@ def test_learning_a_capacity_with_comboptnet_reaches_the_true_solutions():
         loss.backward()
         optimizer.step()
     assert first > 1.0
-    assert float((layer(values, A=weights, b=b) - targets).abs().sum()) == 0.0
+    assert float((layer(values, A=weights, b=b.detach()) - targets).abs().sum()) == 0.0
 
 
 @pytest.mark.parametrize("method", ["comboptnet", "score_function"])
