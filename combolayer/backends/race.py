@@ -7,9 +7,10 @@ than one capable generic exact backend for a problem, `RacingKernel` holds the
 first `MAX_CANDIDATES` of its ranking and, like cuDNN's ``benchmark`` mode,
 times them on the rows the caller asks for anyway:
 
-1. **Lead.** The first-ranked backend solves everything, in the caller, until it
-   has spent `START_SECONDS` solving: a run too short for the choice to matter never
-   races.
+1. **Lead.** The first-ranked backend solves every row, one at a time in the
+   caller, until it has spent `START_SECONDS` solving (checked after each row, so the
+   race can start in the middle of a batch): a run too short for the choice to
+   matter never races.
 2. **Race.** The rows of the next calls go one at a time, each to one candidate
    (the one with the fewest timed solves), so every row is still solved once,
    by one of them: racing costs no extra solve. Each candidate's first solve is a
@@ -24,13 +25,14 @@ times them on the rows the caller asks for anyway:
 3. **Re-check.** The winner then solves whole batches (on the configured
    executor: thread, process or Ray workers start for the winner only). The cost
    distribution drifts during training, so once the winner has spent
-   ``1 / RECHECK_BUDGET`` times what a check is expected to cost, every candidate,
-   the winner too, solves `RECHECK_SOLVES` rows one at a time. A check costs at
-   most `RECHECK_BUDGET` of the solve time between checks, and again no extra
-   solve. A few rows are a hint, not a verdict: a candidate whose check median is
-   below `SWITCH_MARGIN` times the winner's races the winner again, from fresh
-   samples and under the race's rule (at most `MAX_SOLVES` rows each), and takes
-   over only if it wins that.
+   ``1 / RECHECK_BUDGET`` times what the other candidates' rows took in the last
+   check (wall time, measured; before the first, their race medians), every
+   candidate, the winner too, solves `RECHECK_SOLVES` rows one at a time. A check
+   so costs at most `RECHECK_BUDGET` of the solve time between checks, and again
+   no extra solve. A few rows are a hint, not a verdict: a candidate whose check
+   median is below `SWITCH_MARGIN` times the winner's races the winner again, from
+   fresh samples and under the race's rule (at most `MAX_SOLVES` rows each), and
+   takes over only if it wins that.
 
 Every answer is optimal whoever solves it; two exact solvers may return
 different optima of a cost with ties, so ``BackendConfig(deterministic=True)``
@@ -136,6 +138,8 @@ class RacingKernel:
         self._check_samples: dict[str, list[float]] = {}
         self.checks = 0
         self.check_medians: dict[str, float] = {}
+        self._check_wall = 0.0
+        self._last_check_wall: float | None = None
         self.adopted = False
         #: Rows the race was given, and rows each candidate solved (whole batches too):
         #: every row is solved once, so the counts add up to `rows_in`.
@@ -226,18 +230,11 @@ class RacingKernel:
             return self._whole(self.current_backend, costs, start, per_call)[0]
         with self._lock:
             self.rows_in += len(costs)
-            if self.phase in ("lead", "won"):
-                name = self.current_backend
-                # the lead solves in the caller: executor workers start for the winner only
-                y, seconds = self._whole(name, costs, start, {}, serial=self.phase == "lead")
-                if self.phase == "lead":
-                    self.lead_seconds += seconds
-                    if self.lead_seconds >= START_SECONDS:
-                        self._start_race()
-                else:
-                    self.since_check += seconds
-                    if self.since_check * RECHECK_BUDGET >= self._check_cost():
-                        self._begin_check()
+            if self.phase == "won":
+                y, seconds = self._whole(self.current_backend, costs, start, {})
+                self.since_check += seconds
+                if self.since_check * RECHECK_BUDGET >= self._check_cost():
+                    self._begin_check()
                 return y
             return self._one_by_one(costs, start)
 
@@ -273,8 +270,8 @@ class RacingKernel:
                      self.names[0], self.lead_seconds, self.alive)
 
     def _whole(self, name: str, costs: np.ndarray, start: np.ndarray | None,
-               per_call: dict, serial: bool = False) -> tuple[np.ndarray, float]:
-        kernel = _serial(self.kernel(name)) if serial else self.kernel(name)
+               per_call: dict) -> tuple[np.ndarray, float]:
+        kernel = self.kernel(name)
         kwargs = dict(per_call)
         if start is not None and getattr(kernel, "takes_start", False):
             kwargs["start"] = start
@@ -284,25 +281,34 @@ class RacingKernel:
         return y, self.clock() - began
 
     def _one_by_one(self, costs: np.ndarray, start: np.ndarray | None) -> np.ndarray:
-        """Race (or re-check) phase: each row to one candidate, timed; once decided, the
-        rest of the batch to the winner in one call. Exactly one status per row."""
+        """Lead, race or re-check: each row to one candidate, in the caller (executor
+        workers start for the winner only), timed; the lead can turn into the race and
+        the race into a win mid-batch, and the rest of the batch then goes to the
+        winner in one call. Exactly one status per row."""
         out = np.empty_like(costs)
         statuses: list[str] = []
         b = 0
-        while b < len(costs) and self.phase in ("race", "check"):
-            name = self._next()
+        while b < len(costs) and self.phase in ("lead", "race", "check"):
+            name = self.names[0] if self.phase == "lead" else self._next()
             kernel = _serial(self.kernel(name))
             kwargs = ({"start": start[b : b + 1]} if start is not None
                       and getattr(kernel, "takes_start", False) else {})
             with recording() as log:
-                began = self.sample_clock()
+                wall, began = self.clock(), self.sample_clock()
                 y = kernel(costs[b : b + 1], **kwargs)
-                seconds = self.sample_clock() - began
+                seconds, wall = self.sample_clock() - began, self.clock() - wall
             self.solved[name] += 1
             out[b] = np.asarray(y, dtype=np.float64).reshape(-1)
             statuses.extend(row_statuses(log, 1))
-            self._observe(name, seconds)
             b += 1
+            if self.phase == "lead":
+                self.lead_seconds += wall
+                if self.lead_seconds >= START_SECONDS:
+                    self._start_race()
+                continue
+            if self.phase == "check" and name != self.winner:
+                self._check_wall += wall
+            self._observe(name, seconds)
         if b < len(costs):
             with recording() as log:
                 y, seconds = self._whole(self.current_backend, costs[b:],
@@ -367,7 +373,10 @@ class RacingKernel:
                    ", ".join(f"{n} {len(self.samples[n])}" for n in self.names))
 
     def _check_cost(self) -> float:
-        """What a re-check is expected to cost: the other candidates' rows."""
+        """What a re-check costs: the wall time of the other candidates' rows in the
+        last one, or before any, their race medians."""
+        if self._last_check_wall is not None:
+            return self._last_check_wall
         others = [self.medians.get(n, self.check_medians.get(n, 0.0)) for n in self.names
                   if n != self.winner
                   and not self.dropped.get(n, "").startswith("could not")]
@@ -376,11 +385,13 @@ class RacingKernel:
     def _begin_check(self) -> None:
         self.phase = "check"
         # candidates that could not build their model sit out
+        self._check_wall = 0.0
         self._check_samples = {name: [] for name in self.names if name not in self.dropped
                                or not self.dropped[name].startswith("could not")}
 
     def _end_check(self) -> None:
         self.checks += 1
+        self._last_check_wall = self._check_wall
         medians = {n: statistics.median(v) for n, v in self._check_samples.items()}
         #: The last check's medians (a hint on a few rows; `medians` stays the races').
         self.check_medians = medians
