@@ -16,21 +16,22 @@ times them on the rows the caller asks for anyway:
    by one of them: racing costs no extra solve. Each candidate's first solve is a
    warm-up and is not timed (HiGHS's first solve pays its set-up). Once every
    candidate still in the race has `MIN_SOLVES` timed solves, one whose mean time
-   per solve exceeds the best's (the lowest median) by more than `Z` standard
-   errors of the difference, or whose median is more than `DROP_RATIO` times the
-   best median, drops out; when one is left, or all have `MAX_SOLVES`, the lowest
-   median wins. One INFO line gives the times. A solve is timed in this process's
-   CPU time (``time.process_time``; wall time when ``BackendConfig.threads`` is not
-   1), so other processes' load does not decide the race.
+   per solve exceeds the best mean by more than `Z` standard errors of the
+   difference, or is more than `DROP_RATIO` times it, drops out; when one is left,
+   or all have `MAX_SOLVES`, the lowest mean wins (the mean, not the median: with
+   MIP starts most solves are quick and the tail decides the epoch). One INFO line
+   gives the times. A solve is timed in this process's CPU time
+   (``time.process_time``; wall time when ``BackendConfig.threads`` is not 1), so
+   other processes' load does not decide the race.
 3. **Re-check.** The winner then solves whole batches (on the configured
    executor: thread, process or Ray workers start for the winner only). The cost
    distribution drifts during training, so once the winner has spent
    ``1 / RECHECK_BUDGET`` times what the other candidates' rows took in the last
-   check (wall time, measured; before the first, their race medians), every
+   check (wall time, measured; before the first, their race means), every
    candidate, the winner too, solves `RECHECK_SOLVES` rows one at a time. A check
    so costs at most `RECHECK_BUDGET` of the solve time between checks, and again
    no extra solve. A few rows are a hint, not a verdict: a candidate whose check
-   median is below `SWITCH_MARGIN` times the winner's races the winner again, from
+   mean is below `SWITCH_MARGIN` times the winner's races the winner again, from
    fresh samples and under the race's rule (at most `MAX_SOLVES` rows each), and
    takes over only if it wins that.
 
@@ -64,11 +65,11 @@ MAX_CANDIDATES = 3
 START_SECONDS = 0.2
 #: Timed solves each candidate makes before any drops out.
 MIN_SOLVES = 5
-#: Timed solves after which the lowest median wins, however close the others are.
+#: Timed solves after which the lowest mean wins, however close the others are.
 MAX_SOLVES = 30
 #: Standard errors of the difference of means by which a candidate must trail to drop out.
 Z = 3.0
-#: ... or the ratio of medians past which it drops out whatever the spread: a solver twice
+#: ... or the ratio of means past which it drops out whatever the spread: a solver twice
 #: as slow costs more in the race than a rare wrong drop, which a re-check undoes.
 DROP_RATIO = 2.0
 #: Rows each candidate solves in a re-check.
@@ -132,12 +133,12 @@ class RacingKernel:
         self._racing: list[str] = []
         self.dropped: dict[str, str] = {}
         self.winner: str | None = None
-        #: The median seconds per solve each candidate showed in the last race it ran in.
-        self.medians: dict[str, float] = {}
+        #: The mean seconds per solve each candidate showed in the last race it ran in.
+        self.means: dict[str, float] = {}
         self.since_check = 0.0
         self._check_samples: dict[str, list[float]] = {}
         self.checks = 0
-        self.check_medians: dict[str, float] = {}
+        self.check_means: dict[str, float] = {}
         self._check_wall = 0.0
         self._last_check_wall: float | None = None
         self.adopted = False
@@ -178,16 +179,16 @@ class RacingKernel:
         last = ""
         if self.checks:
             last = (f"; re-checked {self.checks} times, the last on {RECHECK_SOLVES} rows each: "
-                    f"{self._times(self.check_medians)}")
-        return (f"{self.winner} won the race on this run's own costs: {self._times()} median per "
+                    f"{self._times(self.check_means)}")
+        return (f"{self.winner} won the race on this run's own costs: {self._times()} mean per "
                 f"solve{last}")
 
     def _times(self, times: dict[str, float] | None = None) -> str:
-        times = self.medians if times is None else times
+        times = self.means if times is None else times
         return ", ".join(f"{name} {_ms(times[name])}" for name in sorted(times, key=times.get))
 
     def table(self) -> list[tuple[str, int, float | None, str]]:
-        """One row per candidate: name, timed solves, median seconds per solve, verdict."""
+        """One row per candidate: name, timed solves, mean seconds per solve, verdict."""
         rows = []
         for name in self.names:
             times = self.samples[name]
@@ -199,14 +200,14 @@ class RacingKernel:
                 verdict = "waiting"
             else:
                 verdict = "racing" if name in self.alive and self.phase == "race" else "lost"
-            rows.append((name, len(times), self.medians.get(name), verdict))
+            rows.append((name, len(times), self.means.get(name), verdict))
         return rows
 
     def outcome(self) -> dict | None:
         """What a copy needs to keep the winner (plain data: pickles), or None before it."""
         if self.winner is None:
             return None
-        return {"winner": self.winner, "medians": dict(self.medians)}
+        return {"winner": self.winner, "means": dict(self.means)}
 
     def adopt(self, outcome: dict | None) -> None:
         """Take a race's `outcome` (from the layer or loss this one was copied from)."""
@@ -214,7 +215,7 @@ class RacingKernel:
             return
         with self._lock:
             self.winner = outcome["winner"]
-            self.medians = {name: float(value) for name, value in outcome["medians"].items()
+            self.means = {name: float(value) for name, value in outcome["means"].items()
                             if name in self.names}
             self.phase, self.adopted, self.since_check = "won", True, 0.0
 
@@ -262,7 +263,7 @@ class RacingKernel:
                 logger.info("backend 'auto' for %s: %s sits out of the race: %s: %s",
                             self.label, name, type(error).__name__, error)
         if len(self.alive) == 1:
-            self.medians = {}
+            self.means = {}
             self._win(self.names[0], "is left alone in")
             return
         self.phase, self._racing = "race", list(self.alive)
@@ -343,21 +344,19 @@ class RacingKernel:
         counts = [len(self.samples[n]) for n in self.alive]
         if min(counts) < MIN_SOLVES:
             return
-        medians = {n: statistics.median(self.samples[n]) for n in self.alive}
         stats = {n: _mean_se(self.samples[n]) for n in self.alive}
-        best = min(medians, key=medians.get)
+        best = min(stats, key=lambda n: stats[n][0])
         for name in list(self.alive):
             if name == best:
                 continue
             gap = stats[name][0] - stats[best][0]
             if (gap > Z * math.hypot(stats[name][1], stats[best][1])
-                    or medians[name] > DROP_RATIO * medians[best]):
+                    or stats[name][0] > DROP_RATIO * stats[best][0]):
                 self.alive.remove(name)
-                self.dropped[name] = (f"dropped (median {medians[name] / medians[best] - 1:+.0%} "
-                                      "per solve)")
+                self.dropped[name] = f"dropped ({gap / stats[best][0]:+.0%} per solve)"
         if len(self.alive) == 1 or min(counts) >= MAX_SOLVES:
-            self.medians.update({n: statistics.median(self.samples[n]) for n in self._racing
-                                 if self.samples[n]})
+            self.means.update({n: statistics.fmean(self.samples[n]) for n in self._racing
+                               if self.samples[n]})
             if self.winner is None:
                 self._win(best, "won")
             else:  # a re-race that a check asked for
@@ -368,16 +367,16 @@ class RacingKernel:
         changed = name != self.winner
         self.winner, self.phase, self.since_check = name, "won", 0.0
         logger.log(logging.INFO if changed else logging.DEBUG,
-                   "backend 'auto' for %s: %s %s the race: %s median per solve (%s timed "
+                   "backend 'auto' for %s: %s %s the race: %s mean per solve (%s timed "
                    "solves)", self.label, name, how, self._times(),
                    ", ".join(f"{n} {len(self.samples[n])}" for n in self.names))
 
     def _check_cost(self) -> float:
         """What a re-check costs: the wall time of the other candidates' rows in the
-        last one, or before any, their race medians."""
+        last one, or before any, their race means."""
         if self._last_check_wall is not None:
             return self._last_check_wall
-        others = [self.medians.get(n, self.check_medians.get(n, 0.0)) for n in self.names
+        others = [self.means.get(n, self.check_means.get(n, 0.0)) for n in self.names
                   if n != self.winner
                   and not self.dropped.get(n, "").startswith("could not")]
         return RECHECK_SOLVES * sum(others)
@@ -392,11 +391,11 @@ class RacingKernel:
     def _end_check(self) -> None:
         self.checks += 1
         self._last_check_wall = self._check_wall
-        medians = {n: statistics.median(v) for n, v in self._check_samples.items()}
-        #: The last check's medians (a hint on a few rows; `medians` stays the races').
-        self.check_medians = medians
-        challengers = [n for n in medians if n != self.winner
-                       and medians[n] < SWITCH_MARGIN * medians[self.winner]]
+        means = {n: statistics.fmean(v) for n, v in self._check_samples.items()}
+        #: The last check's means (a hint on a few rows; `means` stays the races').
+        self.check_means = means
+        challengers = [n for n in means if n != self.winner
+                       and means[n] < SWITCH_MARGIN * means[self.winner]]
         if challengers:
             # a few rows are a hint, not a verdict: the winner and the challengers race
             # again from fresh samples, under the race's rule
