@@ -24,7 +24,8 @@ _MIN_PARALLEL = 32
 
 
 def usable_cores() -> int:
-    """The cores this process may run on (``os.sched_getaffinity`` where it exists)."""
+    """The cores this process may run on: its affinity mask (``os.sched_getaffinity``)
+    where it exists, not the machine's count."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # macOS, Windows

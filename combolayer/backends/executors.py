@@ -48,7 +48,7 @@ import torch
 
 from ..errors import BackendUnavailable, SolverError, SpecError
 from ..specs.base import Spec
-from .config import BackendConfig
+from .config import BackendConfig, usable_cores
 from .outcome import record_all, recording
 from .rows import Rows
 from .solver import Kernel
@@ -79,14 +79,6 @@ SLICE_SECONDS = 0.05
 RAY_INIT_SECONDS = 5.0
 
 logger = logging.getLogger(__name__)
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity mask, not the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
 
 
 def _serial_config(config: BackendConfig) -> BackendConfig:
