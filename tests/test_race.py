@@ -31,6 +31,7 @@ def eager(monkeypatch):
     """Race from the first call, and decide after a few solves."""
     monkeypatch.setattr(race, "START_SECONDS", 0.0)
     monkeypatch.setattr(race, "MIN_SOLVES", 2)
+    monkeypatch.setattr(race, "MIN_RATIO_SOLVES", 2)
     monkeypatch.setattr(race, "MAX_SOLVES", 3)
 
 
@@ -123,7 +124,7 @@ def test_the_race_solves_every_row_once_and_keeps_the_fastest(caplog):
     # MAX_SOLVES; the slowest dropped as soon as the rule allowed
     table = {name: (n, verdict) for name, n, _, verdict in kernel.table()}
     assert table["fast"][1] == "winner"
-    assert race.MIN_SOLVES <= table["slowest"][0] <= race.MAX_SOLVES
+    assert race.MIN_RATIO_SOLVES <= table["slowest"][0] <= race.MAX_SOLVES
     before = {name: k.rows for name, k in kernels.items()}
     kernel(np.ones((16, 4)))
     assert kernels["fast"].rows == before["fast"] + 16  # the winner takes whole batches

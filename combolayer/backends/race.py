@@ -63,8 +63,10 @@ logger = logging.getLogger(__name__)
 MAX_CANDIDATES = 3
 #: Solve time (seconds) the first-ranked backend spends alone before a race starts.
 START_SECONDS = 0.2
-#: Timed solves each candidate makes before any drops out.
+#: Timed solves each candidate makes before one drops out by the standard-error rule.
 MIN_SOLVES = 5
+#: ... and before one drops out by the ratio rule (`DROP_RATIO`).
+MIN_RATIO_SOLVES = 3
 #: Timed solves after which the lowest mean wins, however close the others are.
 MAX_SOLVES = 30
 #: Standard errors of the difference of means by which a candidate must trail to drop out.
@@ -131,6 +133,11 @@ class RacingKernel:
         self._warm: set[str] = set()
         self.alive = list(self.names)
         self._racing: list[str] = []
+        #: Race time (sample clock) each candidate's timed solves took in the current race.
+        self._spent: dict[str, float] = {}
+        #: The winner's solve time (sample clock) and rows since the last check (or its
+        #: win), in whole batches: its pace, which a check's challengers must beat.
+        self._winner_time, self._winner_rows = 0.0, 0
         self.dropped: dict[str, str] = {}
         self.winner: str | None = None
         #: The mean seconds per solve each candidate showed in the last race it ran in.
@@ -232,7 +239,10 @@ class RacingKernel:
         with self._lock:
             self.rows_in += len(costs)
             if self.phase == "won":
+                began = self.sample_clock()
                 y, seconds = self._whole(self.current_backend, costs, start, {})
+                self._winner_time += self.sample_clock() - began
+                self._winner_rows += len(costs)
                 self.since_check += seconds
                 if self.since_check * RECHECK_BUDGET >= self._check_cost():
                     self._begin_check()
@@ -266,7 +276,7 @@ class RacingKernel:
             self.means = {}
             self._win(self.names[0], "is left alone in")
             return
-        self.phase, self._racing = "race", list(self.alive)
+        self.phase, self._racing, self._spent = "race", list(self.alive), {}
         logger.debug("backend 'auto' for %s: %s spent %.2f s; racing %s", self.label,
                      self.names[0], self.lead_seconds, self.alive)
 
@@ -321,11 +331,15 @@ class RacingKernel:
         return out
 
     def _next(self) -> str:
-        """The candidate that solves the next raced row: the fewest solves, then ranking."""
+        """The candidate that solves the next raced row: the least race time spent, then
+        the fewest solves, then ranking."""
         if self.phase == "check":
             pool = [n for n in self._check_samples if len(self._check_samples[n]) < RECHECK_SOLVES]
             return min(pool, key=lambda n: len(self._check_samples[n]))
-        return min(self.alive, key=lambda n: len(self.samples[n]) + (n in self._warm))
+        # equal time, not equal rows: a solver five times slower gets a fifth of the rows,
+        # so what a slow candidate costs the race stays near what the fastest spends
+        return min(self.alive, key=lambda n: (self._spent.get(n, 0.0), len(self.samples[n]),
+                                              self.names.index(n)))
 
     def _observe(self, name: str, seconds: float) -> None:
         if self.phase == "check":
@@ -336,13 +350,14 @@ class RacingKernel:
         if name not in self._warm and not (name == self.names[0] and self.lead_seconds > 0):
             self._warm.add(name)  # the first solve pays one-off set-up: not timed
             return
+        self._spent[name] = self._spent.get(name, 0.0) + seconds
         self._warm.add(name)
         self.samples[name].append(seconds)
         self._decide()
 
     def _decide(self) -> None:
-        counts = [len(self.samples[n]) for n in self.alive]
-        if min(counts) < MIN_SOLVES:
+        counts = {n: len(self.samples[n]) for n in self.alive}
+        if min(counts.values()) < MIN_RATIO_SOLVES:
             return
         stats = {n: _mean_se(self.samples[n]) for n in self.alive}
         best = min(stats, key=lambda n: stats[n][0])
@@ -350,11 +365,14 @@ class RacingKernel:
             if name == best:
                 continue
             gap = stats[name][0] - stats[best][0]
-            if (gap > Z * math.hypot(stats[name][1], stats[best][1])
+            enough = min(counts[name], counts[best]) >= MIN_SOLVES
+            if ((enough and gap > Z * math.hypot(stats[name][1], stats[best][1]))
                     or stats[name][0] > DROP_RATIO * stats[best][0]):
                 self.alive.remove(name)
                 self.dropped[name] = f"dropped ({gap / stats[best][0]:+.0%} per solve)"
-        if len(self.alive) == 1 or min(counts) >= MAX_SOLVES:
+        left = [counts[n] for n in self.alive]
+        if (len(self.alive) == 1 or min(left) >= MAX_SOLVES
+                or sum(left) >= 3 * MAX_SOLVES * len(left)):
             self.means.update({n: statistics.fmean(self.samples[n]) for n in self._racing
                                if self.samples[n]})
             if self.winner is None:
@@ -366,6 +384,8 @@ class RacingKernel:
     def _win(self, name: str, how: str) -> None:
         changed = name != self.winner
         self.winner, self.phase, self.since_check = name, "won", 0.0
+        if changed:
+            self._winner_time, self._winner_rows = 0.0, 0
         logger.log(logging.INFO if changed else logging.DEBUG,
                    "backend 'auto' for %s: %s %s the race: %s mean per solve (%s timed "
                    "solves)", self.label, name, how, self._times(),
@@ -394,13 +414,17 @@ class RacingKernel:
         means = {n: statistics.fmean(v) for n, v in self._check_samples.items()}
         #: The last check's means (a hint on a few rows; `means` stays the races').
         self.check_means = means
+        # the winner's pace over every row since the last check, not its few check rows
+        pace = (self._winner_time / self._winner_rows if self._winner_rows
+                else means[self.winner])
+        self._winner_time, self._winner_rows = 0.0, 0
         challengers = [n for n in means if n != self.winner
-                       and means[n] < SWITCH_MARGIN * means[self.winner]]
+                       and means[n] < SWITCH_MARGIN * pace]
         if challengers:
             # a few rows are a hint, not a verdict: the winner and the challengers race
             # again from fresh samples, under the race's rule
             self.alive = [self.winner, *challengers]
-            self._racing = list(self.alive)
+            self._racing, self._spent = list(self.alive), {}
             for name in self.alive:
                 self.samples[name] = []
                 self.dropped.pop(name, None)
