@@ -12,15 +12,15 @@ times them on the rows the caller asks for anyway:
    race can start in the middle of a batch): a run too short for the choice to
    matter never races.
 2. **Race.** The rows of the next calls go one at a time, each to one candidate
-   (the one with the fewest timed solves), so every row is still solved once,
-   by one of them: racing costs no extra solve. Each candidate's first solve is a
-   warm-up and is not timed (HiGHS's first solve pays its set-up). Once every
-   candidate still in the race has `MIN_SOLVES` timed solves, one whose mean time
-   per solve exceeds the best mean by more than `Z` standard errors of the
-   difference, or is more than `DROP_RATIO` times it, drops out; when one is left,
-   or all have `MAX_SOLVES`, the lowest mean wins (the mean, not the median: with
-   MIP starts most solves are quick and the tail decides the epoch). One INFO line
-   gives the times. A solve is timed in this process's CPU time
+   (the one that has spent the least race time: equal time, not equal rows), so
+   every row is still solved once, by one of them: racing costs no extra solve.
+   Each candidate's first solve is a warm-up and is not timed (HiGHS's first solve
+   pays its set-up). A candidate whose mean time per solve is more than
+   `DROP_RATIO` times the best mean (both with `MIN_RATIO_SOLVES` timed solves),
+   or exceeds it by more than `Z` standard errors of the difference (both with
+   `MIN_SOLVES`), drops out; when one is left, or all have `MAX_SOLVES`, the
+   lowest mean wins (the mean, not the median: the slow tail decides an epoch).
+   One INFO line gives the times. A solve is timed in this process's CPU time
    (``time.process_time``; wall time when ``BackendConfig.threads`` is not 1), so
    other processes' load does not decide the race.
 3. **Re-check.** The winner then solves whole batches (on the configured
@@ -31,9 +31,9 @@ times them on the rows the caller asks for anyway:
    candidate, the winner too, solves `RECHECK_SOLVES` rows one at a time. A check
    so costs at most `RECHECK_BUDGET` of the solve time between checks, and again
    no extra solve. A few rows are a hint, not a verdict: a candidate whose check
-   mean is below `SWITCH_MARGIN` times the winner's races the winner again, from
-   fresh samples and under the race's rule (at most `MAX_SOLVES` rows each), and
-   takes over only if it wins that.
+   mean is below `SWITCH_MARGIN` times the winner's pace over every row since the
+   last check races the winner again, from fresh samples and under the race's
+   rule, and takes over only if it wins that.
 
 Every answer is optimal whoever solves it; two exact solvers may return
 different optima of a cost with ties, so ``BackendConfig(deterministic=True)``
