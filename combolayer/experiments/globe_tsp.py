@@ -62,8 +62,8 @@ row: "on par" is a difference within 0.1 of it, and counts only when the
 control is detectably worse than both rows; "more robust" is a lead above 0.1
 of it. The cost-collapse claim is gated on Identity only (Blackbox failing to
 train is what it predicts), the speed claim on both rows. Every claim is
-judged once, on all 4 seeds. Expected full run: about 12 minutes on an idle
-2-core machine.
+judged once, on all 4 seeds. The committed full run took 10 minutes on the
+2 cores shared with other jobs.
 
 At this scale training is far from converged (1,800 steps against the
 paper's 20,000; the paper reaches 99.7% at k=5), so the absolute accuracies
