@@ -14,9 +14,10 @@ import threading
 import numpy as np
 import pytest
 import torch
+from testkit import skip_unless_installed as available
 
 import combolayer as cl
-from combolayer.backends.registry import backends, capable_backends, missing_packages
+from combolayer.backends.registry import capable_backends
 
 
 def choose(k=2, n=5):
@@ -37,12 +38,6 @@ BACKEND_CASES = {
     "scipy": (lambda: cl.problems.Matching(3, 3), {}),
     "networkx": (lambda: cl.problems.Matching(3, 3), {}),
 }
-
-
-def available(name):
-    cls = backends().get(name)
-    if cls is None or missing_packages(cls):
-        pytest.skip(f"backend {name!r} is not installed here")
 
 
 # -- 1. layers survive a real training loop -------------------------------------------

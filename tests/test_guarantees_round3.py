@@ -12,6 +12,7 @@ import threading
 import numpy as np
 import pytest
 import torch
+from testkit import BACKEND_SPECS
 
 import combolayer as cl
 
@@ -297,24 +298,14 @@ def test_fork_workers_solve_after_the_parent_solved_with_a_threaded_highs(backen
 
 # -- 4. losses survive deepcopy and pickle --------------------------------------------
 
-LOSS_BACKENDS = {  # every backend, on a problem it accepts
-    "highs": lambda: cl.problems.TopK(6, 2),
-    "scip": lambda: cl.problems.TopK(6, 2),
-    "cvxpy": lambda: cl.problems.TopK(6, 2),
-    "torch": lambda: cl.problems.TopK(6, 2),
-    "scipy": lambda: cl.problems.Matching(3, 3),
-    "networkx": lambda: cl.problems.Matching(3, 3),
-}
-
-
 @pytest.mark.parametrize("executor", ["serial", "thread"])
-@pytest.mark.parametrize("backend", sorted(LOSS_BACKENDS))
+@pytest.mark.parametrize("backend", sorted(BACKEND_SPECS))
 @pytest.mark.parametrize("loss_name", ["SPOPlusLoss", "FenchelYoungLoss"])
 def test_losses_deepcopy_and_pickle_with_every_backend(loss_name, backend, executor):
     # Before: TypeError: cannot pickle '_thread.lock' (the compiled solver's lock).
     if backend == "cvxpy":
         pytest.importorskip("cvxpy")
-    spec = LOSS_BACKENDS[backend]()
+    spec = BACKEND_SPECS[backend]()
     config = {"name": backend, "executor": executor, "workers": 2}
     loss = getattr(cl.losses, loss_name)(spec, backend=config)
     rng = np.random.default_rng(0)

@@ -12,15 +12,9 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from testkit import skip_unless_installed as available
 
 import combolayer as cl
-from combolayer.backends.registry import backends, missing_packages
-
-
-def available(name):
-    cls = backends().get(name)
-    if cls is None or missing_packages(cls):
-        pytest.skip(f"backend {name!r} is not installed here")
 
 # -- item 1: a reader refuses what an ILP cannot state, never reads it as something else
 

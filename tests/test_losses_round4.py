@@ -11,27 +11,13 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from testkit import BACKEND_SPECS
+from testkit import skip_unless_installed as _available
 
 import combolayer as cl
-from combolayer.backends.registry import backends, missing_packages
 from combolayer.backends.solver import inner
 from combolayer.estimators.base import METHODS
 from combolayer.losses.base import LOSSES
-
-BACKEND_SPECS = {  # every backend that can run here, on a problem it accepts
-    "highs": lambda: cl.problems.TopK(6, 2),
-    "scip": lambda: cl.problems.TopK(6, 2),
-    "cvxpy": lambda: cl.problems.TopK(6, 2),
-    "torch": lambda: cl.problems.TopK(6, 2),
-    "scipy": lambda: cl.problems.Matching(3, 3),
-    "networkx": lambda: cl.problems.Matching(3, 3),
-}
-
-
-def _available(name):
-    cls = backends().get(name)
-    if cls is None or missing_packages(cls):
-        pytest.skip(f"backend {name!r} is not installed here")
 
 
 def _target_name(loss_cls):

@@ -5,7 +5,18 @@ from __future__ import annotations
 import pytest
 import torch
 
-from combolayer.backends.registry import capable_backends
+import combolayer as cl
+from combolayer.backends.registry import backends, capable_backends, missing_packages
+
+#: Every backend, each on a small problem it accepts (a factory: a fresh spec per test).
+BACKEND_SPECS = {
+    "highs": lambda: cl.problems.TopK(6, 2),
+    "scip": lambda: cl.problems.TopK(6, 2),
+    "cvxpy": lambda: cl.problems.TopK(6, 2),
+    "torch": lambda: cl.problems.TopK(6, 2),
+    "scipy": lambda: cl.problems.Matching(3, 3),
+    "networkx": lambda: cl.problems.Matching(3, 3),
+}
 
 
 class FixedNoise:
@@ -27,3 +38,11 @@ def backend_or_skip(name: str, spec) -> str:
     if name not in capable_backends(spec):
         pytest.skip(f"backend {name!r} is not installed or cannot solve {spec.label}")
     return name
+
+
+def skip_unless_installed(name: str) -> None:
+    """Skip the test when backend ``name`` is not registered or its packages are missing."""
+    cls = backends().get(name)
+    if cls is None or missing_packages(cls):
+        pytest.skip(f"backend {name!r} is not installed here")
+
