@@ -14,6 +14,7 @@ import threading
 import numpy as np
 import pytest
 import torch
+from testkit import run_on_threads
 from testkit import skip_unless_installed as available
 
 import combolayer as cl
@@ -215,20 +216,12 @@ def test_two_threads_sharing_a_serial_layer_take_turns_and_stay_exact(name):
     solver = cl.make_solver(spec, name)
     costs = np.random.default_rng(0).normal(size=(100, 6))
     expected = cl.make_solver(spec, "highs").solve(costs)
-    results, errors = [None, None], []
+    results = [None, None]
 
     def work(i):
-        try:
-            results[i] = solver.solve(costs)
-        except BaseException as error:  # pragma: no cover - reported below
-            errors.append(error)
+        results[i] = solver.solve(costs)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    run_on_threads(work, 2)
     for r in results:
         np.testing.assert_array_equal((r * costs).sum(1), (expected * costs).sum(1))
 

@@ -2,12 +2,12 @@
 15 and 16), each pinned by a test that failed before its fix."""
 
 import sys
-import threading
 import time
 
 import numpy as np
 import pytest
 import torch
+from testkit import run_on_threads
 
 import combolayer as cl
 from combolayer.backends.pool import CachedSolver, SolutionPool, as_pool
@@ -83,24 +83,15 @@ def test_a_pool_shared_by_four_threads_stays_consistent(fast_switching):
     pool = SolutionPool(12, max_size=40)
     seeded = torch.eye(12, dtype=torch.float64)[:5]
     pool.seed(seeded)
-    errors = []
 
     def work(seed):
         rng = np.random.default_rng(seed)
-        try:
-            for _ in range(150):
-                rows = (rng.random((4, 12)) < 0.5).astype(np.float64)
-                pool.add(torch.from_numpy(rows))
-                pool.best(torch.from_numpy(rng.normal(size=(3, 12))))
-        except Exception as error:  # noqa: BLE001 - any error in a thread fails the test
-            errors.append(error)
+        for _ in range(150):
+            rows = (rng.random((4, 12)) < 0.5).astype(np.float64)
+            pool.add(torch.from_numpy(rows))
+            pool.best(torch.from_numpy(rng.normal(size=(3, 12))))
 
-    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors, errors
+    run_on_threads(work, 4)
     _check_consistent(pool)
     assert len(pool) == 40
     assert all(any(torch.equal(row, s) for s in pool.solutions) for row in seeded)
@@ -111,23 +102,14 @@ def test_a_layer_with_a_cache_on_four_threads(fast_switching):
     spec = cl.problems.TopK(10, 3)
     layer = cl.ComboLayer(spec, solve_ratio=0.5, pool=SolutionPool(10, max_size=20),
                           projection="none").train()
-    errors = []
 
     def work(seed):
         gen = torch.Generator().manual_seed(seed)
-        try:
-            for _ in range(150):
-                y = layer(torch.randn(4, 10, generator=gen))
-                assert torch.equal(y.sum(-1), torch.full((4,), 3.0))
-        except Exception as error:  # noqa: BLE001
-            errors.append(error)
+        for _ in range(150):
+            y = layer(torch.randn(4, 10, generator=gen))
+            assert torch.equal(y.sum(-1), torch.full((4,), 3.0))
 
-    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors, errors
+    run_on_threads(work, 4)
     _check_consistent(layer.pool)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 
@@ -46,3 +48,21 @@ def skip_unless_installed(name: str) -> None:
     if cls is None or missing_packages(cls):
         pytest.skip(f"backend {name!r} is not installed here")
 
+
+def run_on_threads(work, count: int) -> None:
+    """Run ``work(0)`` ... ``work(count - 1)`` on ``count`` threads at once and fail
+    with every error they raised (an error in a thread would otherwise be lost)."""
+    errors = []
+
+    def run(i):
+        try:
+            work(i)
+        except BaseException as error:  # noqa: BLE001 - any error in a thread fails the test
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
