@@ -33,6 +33,13 @@ import torch
 FEASIBILITY_TOL = 1e-6
 
 
+def _host(value: Any, dtype: Any) -> np.ndarray:
+    """``value`` (a tensor on any device, or array-like) as a contiguous numpy array."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().to("cpu").numpy()
+    return np.ascontiguousarray(value, dtype=dtype)
+
+
 @dataclass(frozen=True)
 class Rows:
     """Per-instance rows ``A x <= b`` for a ``(B, ...)`` batch of cost rows.
@@ -51,10 +58,8 @@ class Rows:
 
     def origins(self) -> np.ndarray:
         """``origin`` as int64 numpy (the positions ``0..B-1`` when not known)."""
-        value = np.arange(len(self.index)) if self.origin is None else self.origin
-        if isinstance(value, torch.Tensor):
-            value = value.detach().to("cpu").numpy()
-        return np.asarray(value, dtype=np.int64)
+        return _host(np.arange(len(self.index)) if self.origin is None else self.origin,
+                     np.int64)
 
     @property
     def num_rows(self) -> int:
@@ -63,13 +68,8 @@ class Rows:
 
     def numpy(self) -> Rows:
         """The same rows as float64 numpy arrays (``index`` as int64)."""
-        def host(value: Any, dtype: Any) -> np.ndarray:
-            if isinstance(value, torch.Tensor):
-                value = value.detach().to("cpu").numpy()
-            return np.ascontiguousarray(value, dtype=dtype)
-
-        return Rows(host(self.A, np.float64), host(self.b, np.float64),
-                    host(self.index, np.int64), self.origin)
+        return Rows(_host(self.A, np.float64), _host(self.b, np.float64),
+                    _host(self.index, np.int64), self.origin)
 
     def torch(self, like: torch.Tensor) -> Rows:
         """The same rows as tensors with the dtype and device of ``like``."""
@@ -187,6 +187,10 @@ class RowBound:
     def __repr__(self) -> str:
         return f"RowBound({self._solver!r}, m={self.A.shape[-2]})"
 
+    def bind_rows(self, A: torch.Tensor, b: torch.Tensor) -> RowBound:
+        """The same solver with the rows ``A x <= b`` bound instead of these."""
+        return RowBound(self._solver, A, b)
+
     def _batch(self, costs: Any) -> tuple[int, ...]:
         return tuple(costs.shape[: costs.ndim - len(self._solver.cost_shape)])
 
@@ -202,7 +206,7 @@ class RowBound:
             raise ValueError(f"{costs.shape[0]} cost rows do not match the {count} instances "
                              "of the per-call rows")
         index = torch.arange(costs.shape[0], device=rows.A.device) % count
-        return self._solver.solve_rows(costs, start=start, rows=type(rows)(
+        return self._solver.solve_rows(costs, start=start, rows=Rows(
             rows.A, rows.b, index, np.arange(costs.shape[0])), **kwargs)
 
 

@@ -20,7 +20,6 @@ import torch
 from pydantic import field_validator
 from torch import Tensor
 
-from ..backends.rows import RowBound
 from ..backends.solver import inner
 from .base import Estimator, Positive, SampleCount
 
@@ -111,9 +110,8 @@ class ScoreFunction(Estimator):
                                                                               *A.shape)
             b_s = b + self.sigma * noise["b"] if "b" in noise else b.expand(self.num_samples,
                                                                               *b.shape)
-            # each sample its own rows: rebind the row-bound solver's underlying solver
-            base = solver._solver if isinstance(solver, RowBound) else solver
-            samples = RowBound(base, A_s, b_s).solve_min(c)
+            # each sample its own rows (with rows given, the solver is a RowBound)
+            samples = solver.bind_rows(A_s, b_s).solve_min(c)
         empty = costs.new_zeros(0)
         return samples.mean(0), (samples, noise.get("w", empty), noise.get("A", empty),
                                  noise.get("b", empty))
