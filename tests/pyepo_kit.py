@@ -106,3 +106,14 @@ def pyepo_knapsack(num_items: int = 8, seed: int = 0):
     model = knapsackModel(weights=weights, capacity=capacities)
     spec = cl.problems.Knapsack(weights=weights.tolist(), capacities=capacities.tolist())
     return model, spec
+
+
+def assert_same_loss(theirs, ours, cost: torch.Tensor, target: torch.Tensor) -> None:
+    """PyEPO's loss ``theirs`` and ours, each on its own copy of ``cost``: the same
+    value and the same gradient with respect to ``cost``."""
+    a, b = cost.clone().requires_grad_(), cost.clone().requires_grad_()
+    their_loss, our_loss = theirs(a, target), ours(b, target)
+    their_loss.backward()
+    our_loss.backward()
+    torch.testing.assert_close(our_loss, their_loss.detach())
+    torch.testing.assert_close(b.grad, a.grad)

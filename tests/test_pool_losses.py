@@ -8,6 +8,7 @@ from pyepo_kit import (
     POINTS,
     SPEC_MAX,
     SPEC_MIN,
+    assert_same_loss,
     brute_min,
     pyepo_knapsack,
     pyepo_shortest_path,
@@ -145,10 +146,5 @@ def test_pool_losses_agree_with_pyepo(problem, name):
         index = torch.randint(0, 12, (4,), generator=gen)
         target = (dataset.sols[index].double() if name in ("nce", "cmap")
                   else train_costs[index])
-        a, b = cost.clone().requires_grad_(), cost.clone().requires_grad_()
-        their_loss, our_loss = theirs(a, target), ours(b, target)
-        their_loss.backward()
-        our_loss.backward()
-        torch.testing.assert_close(our_loss, their_loss.detach())
-        torch.testing.assert_close(b.grad, a.grad)
+        assert_same_loss(theirs, ours, cost, target)
         assert len(ours.pool) == len(theirs.solpool)
