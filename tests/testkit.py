@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -66,3 +68,13 @@ def run_on_threads(work, count: int) -> None:
     for thread in threads:
         thread.join()
     assert not errors, errors
+
+
+def load_benchmark(name: str):
+    """The module of ``benchmarks/<name>.py`` (benchmarks/ is not a package), so that a
+    test checks with the benchmark's own measure."""
+    path = Path(__file__).parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
