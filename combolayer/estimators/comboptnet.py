@@ -37,6 +37,7 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
+from ..backends.rows import FEASIBILITY_TOL
 from ..backends.solver import Solver
 from ..specs.canonical import canonical_form
 from .base import Estimator
@@ -206,7 +207,7 @@ def _fixed_check(form, n: int):
     b_ub = torch.as_tensor(form.b_ub)
     A_eq = torch.as_tensor(form.A_eq.toarray())
     b_eq = torch.as_tensor(form.b_eq)
-    tol = 1e-6
+    tol = FEASIBILITY_TOL
 
     def ok(points: Tensor) -> Tensor:
         result = torch.ones(points.shape[:-1], dtype=torch.bool, device=points.device)
