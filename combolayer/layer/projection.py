@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from ..analysis.hull import analyze
+from ..backends.solver import known_minimisation_cost
 from ..specs.base import Spec
 from ..transforms.projection import (
     Transform,
@@ -46,9 +47,9 @@ SCALING_PROJECTIONS = {"norm": "rescaling", "std": "shifting and rescaling",
 
 
 def has_known_cost(spec: Spec) -> bool:
-    """Whether ``spec`` has a known cost that is not all zero (`combolayer.ILP.known_cost`)."""
-    known = getattr(spec, "known_cost", None)
-    return known is not None and any(value != 0 for value in known)
+    """Whether ``spec`` has a known cost that is not all zero (`combolayer.ILP.known_cost`):
+    the solver's own test (`known_minimisation_cost`)."""
+    return known_minimisation_cost(spec) is not None
 
 
 def make_projection(projection: str | Transform, spec: Spec) -> Transform:
