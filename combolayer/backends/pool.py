@@ -104,7 +104,6 @@ class SolutionPool:
         self._rows = rows.numpy()
         self._size = len(rows)
         self._seeded = list(seeded)
-        self._num_seeded = sum(self._seeded)
         self._fifo: OrderedDict[int, None] = OrderedDict.fromkeys(order)
         self._keys: dict[bytes, int] = {}
         self._slot_keys: list[bytes | None] = []
@@ -275,7 +274,6 @@ class SolutionPool:
                 if slot is not None and np.array_equal(self._rows[slot], row):
                     if seeded and not self._seeded[slot]:
                         self._seeded[slot] = True
-                        self._num_seeded += 1
                         del self._fifo[slot]
                     continue
                 slot = self._free_slot()
@@ -283,7 +281,6 @@ class SolutionPool:
                     break  # full of seeded solutions
                 self._rows[slot] = row
                 self._seeded[slot] = seeded
-                self._num_seeded += int(seeded)
                 if not seeded:
                     self._fifo[slot] = None
                 # a digest shared with another row (never seen in practice) is left out
