@@ -75,7 +75,7 @@ class PooledLoss(SolverLoss):
         aux)`` (with a known cost ``k`` the pool keeps whole solutions); ``<costs, y>``
         without one."""
         known = self.known_like(pool)
-        values = costs @ pool[:, : self.solver.num_outputs].T
+        values = costs @ self.outputs(pool).T
         return values if known is None else values + pool @ known
 
     def target_value(self, costs: Tensor, y: Tensor) -> Tensor:
