@@ -401,6 +401,24 @@ def test_ray_actors_take_per_call_rows(local_ray, always_parallel):
     assert (np.einsum("imn,in->im", A, expected) <= b).all()
 
 
+def test_ray_actors_solve_with_the_known_cost_and_hand_back_the_auxiliaries(local_ray,
+                                                                            always_parallel):
+    """Issue 36: the actors solve <w, y> + <known_cost, x>, auxiliaries included."""
+    rng = np.random.default_rng(3)
+    n, num_aux = 6, 2
+    spec = cl.ILP.from_matrices(shape=[n], A_ub=rng.integers(0, 3, (2, n + num_aux)).astype(float),
+                                b_ub=[4.0, 4.0], num_aux=num_aux,
+                                known_cost=rng.normal(size=n + num_aux).tolist())
+    costs = rng.normal(size=(16, n))
+    expected = cl.make_solver(spec, "highs").solve(costs, return_aux=True)
+    solver = cl.make_solver(spec, {"name": "highs", "executor": "ray", "workers": 2})
+    y, aux = solver.solve(costs, return_aux=True)
+    np.testing.assert_array_equal(y, expected[0])
+    np.testing.assert_array_equal(aux, expected[1])
+    assert len(solver.kernel._actors) == 2  # the workers solved them
+    assert aux.any() and not aux.all()  # the known cost decided the auxiliaries
+
+
 def test_ray_actors_in_order_dedupe_and_recover_from_a_dead_actor(local_ray, always_parallel,
                                                                    monkeypatch):
     spec = knapsack()
