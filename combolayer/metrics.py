@@ -52,9 +52,19 @@ def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, b
         raise ValueError(
             f"y_pred has shape {tuple(pred.shape)} but cost_true has {tuple(cost.shape)}"
         )
-    if solver.known is not None:
-        return _objectives_with_known_cost(solver, cost, pred, y_true, aux_pred)
-    if y_true is None:
+    k = len(solver.cost_shape)
+    on_aux = solver.known is not None and bool(solver.known[solver.num_outputs :].any())
+    if on_aux and aux_pred is None:
+        raise ValueError(f"{solver.spec.label} has a known cost on its auxiliaries: pass "
+                         "aux_pred, the auxiliaries of the decisions (layer(w, return_aux=True) "
+                         "or solver.solve(costs, return_aux=True)), to count it")
+    aux = None if aux_pred is None else _as64(aux_pred)
+    # known_value is 0 without a known cost, so one path serves both
+    value = inner(cost, pred, k) + _as64(solver.known_value(pred, aux))
+    best_aux = None
+    if on_aux:  # y_true has no auxiliaries: x* is solved
+        best, best_aux = solver.solve(cost, return_aux=True)
+    elif y_true is None:
         best = solver.solve(cost)
     else:
         best = _as64(y_true)
@@ -62,26 +72,8 @@ def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, b
             raise ValueError(
                 f"y_true has shape {tuple(best.shape)} but cost_true has {tuple(cost.shape)}"
             )
-    k = len(solver.cost_shape)
-    return inner(cost, pred, k), inner(cost, best, k), solver.sign
-
-
-def _objectives_with_known_cost(solver: Solver, cost: Tensor, pred: Tensor, y_true: Any,
-                                aux_pred: Any) -> tuple[Tensor, Tensor, float]:
-    k = len(solver.cost_shape)
-    on_aux = bool(solver.known[solver.num_outputs :].any())
-    if on_aux and aux_pred is None:
-        raise ValueError(f"{solver.spec.label} has a known cost on its auxiliaries: pass "
-                         "aux_pred, the auxiliaries of the decisions (layer(w, return_aux=True) "
-                         "or solver.solve(costs, return_aux=True)), to count it")
-    aux = None if aux_pred is None else _as64(aux_pred)
-    value = inner(cost, pred, k) + _as64(solver.known_value(pred, aux))
-    if y_true is None or on_aux:  # y_true has no auxiliaries: x* is solved
-        best_y, best_aux = solver.solve(cost, return_aux=True)
-    else:
-        best_y, best_aux = _as64(y_true), None
-    best = inner(cost, best_y, k) + _as64(solver.known_value(best_y, best_aux))
-    return value, best, solver.sign
+    best = _as64(best)
+    return value, inner(cost, best, k) + _as64(solver.known_value(best, best_aux)), solver.sign
 
 
 def regret(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None = None,
