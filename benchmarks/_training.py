@@ -3,7 +3,9 @@
 `fit_linear` builds a fresh ``nn.Linear`` (seeded, so every row starts from the same
 weights), Adam 1e-2 and a seeded batch order of 32, and returns the model with an
 iterator that trains one epoch per step and yields its wall time, so a caller can
-evaluate between epochs without that counting as training. `one_thread` puts
+evaluate between epochs without that counting as training. `interleaved_epochs`
+trains several losses from the same initial model on the same batches, epoch by
+epoch in turn, so machine load hits all alike. `one_thread` puts
 PyEPO's Gurobi model on one thread, as ours; `PYEPO_MIP_GAP` is the relative MIP gap
 its models stop at. `training_solves` records the exact solves a training loop
 makes under the solution cache (with `Capture` in place of the solver's kernel),
@@ -12,6 +14,7 @@ and `solve_each` replays them one after another, as training solves them.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Iterator
 
@@ -41,6 +44,38 @@ def fit_linear(loss_fn: Callable[..., torch.Tensor], dataset, sizes: tuple[int, 
             yield time.perf_counter() - start
 
     return model, epoch_seconds()
+
+
+def interleaved_epochs(makers: dict[str, Callable[[], Callable[..., torch.Tensor]]], train,
+                       epochs: int, after_epoch: Callable[[str, torch.nn.Module], None]
+                       ) -> dict[str, tuple[torch.nn.Module, list[float]]]:
+    """Train one ``nn.Linear`` per entry of ``makers`` (``make()`` builds its loss
+    ``loss(model(x), costs, solutions)``) on ``train`` (``features``, ``costs``,
+    ``solutions``), interleaved epoch by epoch: every model starts from the same
+    weights (seed 0), Adam 1e-2, and each epoch's seeded batches of 32 are the same
+    for all. ``after_epoch(name, model)`` runs after each timed epoch, untimed.
+    Returns ``{name: (model, seconds per epoch)}``."""
+    torch.manual_seed(0)
+    init = torch.nn.Linear(train.features.shape[1], train.costs.shape[1])
+    runs = {}
+    for name, make in makers.items():
+        model = copy.deepcopy(init)
+        runs[name] = dict(loss=make(), model=model, seconds=[],
+                          opt=torch.optim.Adam(model.parameters(), lr=1e-2))
+    order = torch.Generator().manual_seed(0)
+    for _ in range(epochs):
+        batches = torch.randperm(len(train.features), generator=order).split(32)
+        for name, run in runs.items():
+            start = time.perf_counter()
+            for index in batches:
+                x, c, y = train.features[index], train.costs[index], train.solutions[index]
+                value = run["loss"](run["model"](x), c, y)
+                run["opt"].zero_grad()
+                value.backward()
+                run["opt"].step()
+            run["seconds"].append(time.perf_counter() - start)
+            after_epoch(name, run["model"])
+    return {name: (run["model"], run["seconds"]) for name, run in runs.items()}
 
 
 #: The relative MIP gap PyEPO's Gurobi models stop at: they keep Gurobi's default,

@@ -30,7 +30,6 @@ candidate are its second round's).
 
 from __future__ import annotations
 
-import copy
 import statistics
 import sys
 import time
@@ -44,6 +43,7 @@ import combolayer as cl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _doc_blocks import generated_by, page_parser, row, table, write_block  # noqa: E402
+from _training import interleaved_epochs  # noqa: E402
 from mip_training import knapsack_data  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,29 +73,20 @@ LOOPS = {"Identity, solve_ratio 0.1, pool seeded": identity_loop,
 
 
 def train_interleaved(loop, spec, train, backends, epochs: int, bar) -> dict:
-    """Seconds per epoch of ``loop`` on each backend, interleaved epoch by epoch."""
-    torch.manual_seed(0)
-    init = torch.nn.Linear(train.features.shape[1], train.costs.shape[1])
-    runs = {}
-    for backend in backends:
-        model = copy.deepcopy(init)
-        loss, solver = loop(spec, backend, train)
-        runs[backend] = dict(loss=loss, solver=solver, model=model, seconds=[],
-                             opt=torch.optim.Adam(model.parameters(), lr=1e-2))
-    order = torch.Generator().manual_seed(0)
-    for _ in range(epochs):
-        batches = torch.randperm(len(train.features), generator=order).split(32)
-        for run in runs.values():
-            start = time.perf_counter()
-            for index in batches:
-                x, c, y = train.features[index], train.costs[index], train.solutions[index]
-                value = run["loss"](run["model"](x), c, y)
-                run["opt"].zero_grad()
-                value.backward()
-                run["opt"].step()
-            run["seconds"].append(time.perf_counter() - start)
-            bar.update()
-    return runs
+    """Seconds per epoch of ``loop`` on each backend, interleaved epoch by epoch
+    (`_training.interleaved_epochs`): ``{backend: dict(seconds=..., solver=...)}``."""
+    solvers = {}
+
+    def maker(backend):
+        def make():
+            loss, solvers[backend] = loop(spec, backend, train)
+            return loss
+        return make
+
+    runs = interleaved_epochs({backend: maker(backend) for backend in backends}, train,
+                              epochs, lambda name, model: bar.update())
+    return {backend: dict(seconds=seconds, solver=solvers[backend])
+            for backend, (_, seconds) in runs.items()}
 
 
 def solve_loops(quick: bool) -> list[tuple[str, object]]:

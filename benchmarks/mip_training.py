@@ -32,7 +32,6 @@ registered ("gurobi") are skipped with a printed message.
 from __future__ import annotations
 
 import argparse
-import copy
 import statistics
 import sys
 import time
@@ -47,7 +46,7 @@ import combolayer as cl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _doc_blocks import write_block  # noqa: E402
-from _training import PYEPO_MIP_GAP, one_thread  # noqa: E402
+from _training import PYEPO_MIP_GAP, interleaved_epochs, one_thread  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "performance.md"
@@ -160,35 +159,21 @@ def pyepo_rows(train, spec) -> dict[str, Callable]:
 
 
 def train_interleaved(rows: dict[str, Callable], train, test, spec, epochs: int):
-    torch.manual_seed(0)
-    init = torch.nn.Linear(train.features.shape[1], train.costs.shape[1])
-    state = {}
-    for name, make in rows.items():
-        model = copy.deepcopy(init)
-        state[name] = dict(loss=make(), model=model,
-                           opt=torch.optim.Adam(model.parameters(), lr=1e-2),
-                           seconds=[], regret=[])
+    """Seconds per epoch and test regret after each epoch of every row, interleaved
+    epoch by epoch (`_training.interleaved_epochs`)."""
     solver = cl.make_solver(spec)
-    order = torch.Generator().manual_seed(0)
+    regret = {name: [] for name in rows}
     with tqdm(total=epochs * len(rows), desc="mip_training") as bar:
-        for _ in range(epochs):
-            batches = torch.randperm(len(train.features), generator=order).split(32)
-            for name, s in state.items():
-                bar.set_description(name[:40])
-                start = time.perf_counter()
-                for index in batches:
-                    x, c, y = train.features[index], train.costs[index], train.solutions[index]
-                    value = s["loss"](s["model"](x), c, y)
-                    s["opt"].zero_grad()
-                    value.backward()
-                    s["opt"].step()
-                s["seconds"].append(time.perf_counter() - start)
-                with torch.no_grad():
-                    y_pred = solver.solve(s["model"](test.features))
-                s["regret"].append(float(cl.metrics.normalized_regret(
-                    solver, test.costs, y_pred, y_true=test.solutions)))
-                bar.update()
-    return {name: (s["seconds"], s["regret"]) for name, s in state.items()}
+        def evaluate(name, model):
+            bar.set_description(name[:40])
+            with torch.no_grad():
+                y_pred = solver.solve(model(test.features))
+            regret[name].append(float(cl.metrics.normalized_regret(
+                solver, test.costs, y_pred, y_true=test.solutions)))
+            bar.update()
+
+        runs = interleaved_epochs(rows, train, epochs, evaluate)
+    return {name: (seconds, regret[name]) for name, (_, seconds) in runs.items()}
 
 
 class PyepoGurobi:
