@@ -120,9 +120,11 @@ class EnumerationKernel:
         chosen = torch.empty(len(costs), dtype=torch.long, device=costs.device)
         feasible = torch.ones(len(costs), dtype=torch.bool, device=costs.device)
         if rows is not None:
+            # the rows fitted to the form's columns once for the batch, not once per block
+            A, b = self._fitted(rows, points.shape[1])
             entries, inverse = torch.unique(rows.index, return_inverse=True)
             if len(entries) * SHARED <= len(costs):
-                self._shared(values, rows, entries, inverse, points, chosen, feasible)
+                self._shared(values, A, b, entries, inverse, points, chosen, feasible)
                 return self._answer(points, chosen, feasible, width, costs.dtype)
         step = max(1, BLOCK // len(points))
         for start in range(0, len(costs), step):
@@ -132,7 +134,7 @@ class EnumerationKernel:
                 chosen[start:stop] = objective.argmin(dim=1)
             else:
                 chosen[start:stop], feasible[start:stop] = self._best_allowed(
-                    objective, rows, start, stop, points)
+                    objective, A, b, rows.index[start:stop], points)
         return self._answer(points, chosen, feasible, width, costs.dtype,
                             record=rows is not None)
 
@@ -146,12 +148,12 @@ class EnumerationKernel:
         # + 0.0: no -0.0 from the mask
         return (x + 0.0).to(dtype)
 
-    def _shared(self, values: torch.Tensor, rows: Rows, entries: torch.Tensor,
-                inverse: torch.Tensor, points: torch.Tensor, chosen: torch.Tensor,
-                feasible: torch.Tensor) -> None:
+    def _shared(self, values: torch.Tensor, A: torch.Tensor, b: torch.Tensor,
+                entries: torch.Tensor, inverse: torch.Tensor, points: torch.Tensor,
+                chosen: torch.Tensor, feasible: torch.Tensor) -> None:
         """Rows shared by many cost rows (one set for a batch, a learned constraint):
-        each entry's feasible points once, then the products over those points only."""
-        A, b = self._fitted(rows, points.shape[1])
+        each entry's feasible points once, then the products over those points only.
+        ``A``, ``b``: the rows `_fitted` to the points' columns."""
         width = values.shape[1]
         for e, entry in enumerate(entries.tolist()):
             allowed = ((A[entry] @ points.T) <= b[entry][:, None] + FEASIBILITY_TOL).all(dim=0)
@@ -174,13 +176,14 @@ class EnumerationKernel:
         A = A[..., :n] if A.shape[-1] >= n else torch.nn.functional.pad(A, (0, n - A.shape[-1]))
         return A, rows.b.to(torch.float64)
 
-    def _best_allowed(self, objective: torch.Tensor, rows: Rows, start: int, stop: int,
-                      points: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The cheapest point that meets each cost row's per-call rows, and whether there
-        is one. The `CANDIDATES` cheapest points are checked first (a small product);
-        only rows none of which is feasible check every point (``A F.T``)."""
-        A, b = self._fitted(rows, points.shape[1])
-        index = rows.index[start:stop]
+    @staticmethod
+    def _best_allowed(objective: torch.Tensor, A: torch.Tensor, b: torch.Tensor,
+                      index: torch.Tensor, points: torch.Tensor
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The cheapest point that meets each cost row's per-call rows (entry ``index`` of
+        the `_fitted` ``A``, ``b``), and whether there is one. The `CANDIDATES` cheapest
+        points are checked first (a small product); only rows none of which is feasible
+        check every point (``A F.T``)."""
         k = min(CANDIDATES, points.shape[0])
         cheapest = objective.topk(k, dim=1, largest=False, sorted=True).indices  # (rows, k)
         lhs = torch.einsum("rmn,rkn->rmk", A[index], points[cheapest])
