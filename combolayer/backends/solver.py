@@ -294,8 +294,9 @@ class Solver:
         #: The known cost in minimisation form (``sign * known_cost``, ``(num_vars,)``
         #: float64), or None when the spec has none (or only zeros).
         self.known = known_minimisation_cost(spec)
-        #: The width of the rows a solution pool keeps for this solver (`pool_width`).
-        self.pool_width = self.num_vars if self.known is not None else self.num_outputs
+        #: The width of the rows a solution pool keeps for this solver (`pool_width`,
+        #: the one rule, also read by pools built from a spec alone).
+        self.pool_width = pool_width(spec)
         self._known_on: dict[tuple[Any, Any], torch.Tensor] = {}
         self._last = threading.local()
         self.on_limit = getattr(config, "on_limit", "warn")
