@@ -139,6 +139,8 @@ class RacingKernel:
         #: win), in whole batches: its pace, which a check's challengers must beat.
         self._winner_time, self._winner_rows = 0.0, 0
         self.dropped: dict[str, str] = {}
+        #: Candidates whose model failed to build: they sit out of every race and check.
+        self._unbuilt: set[str] = set()
         self.winner: str | None = None
         #: The mean seconds per solve each candidate showed in the last race it ran in.
         self.means: dict[str, float] = {}
@@ -269,6 +271,7 @@ class RacingKernel:
                 self.kernel(name)
             except Exception as error:
                 self.alive.remove(name)
+                self._unbuilt.add(name)
                 self.dropped[name] = f"could not build its model: {type(error).__name__}"
                 logger.info("backend 'auto' for %s: %s sits out of the race: %s: %s",
                             self.label, name, type(error).__name__, error)
@@ -397,16 +400,13 @@ class RacingKernel:
         if self._last_check_wall is not None:
             return self._last_check_wall
         others = [self.means.get(n, self.check_means.get(n, 0.0)) for n in self.names
-                  if n != self.winner
-                  and not self.dropped.get(n, "").startswith("could not")]
+                  if n != self.winner and n not in self._unbuilt]
         return RECHECK_SOLVES * sum(others)
 
     def _begin_check(self) -> None:
         self.phase = "check"
-        # candidates that could not build their model sit out
         self._check_wall = 0.0
-        self._check_samples = {name: [] for name in self.names if name not in self.dropped
-                               or not self.dropped[name].startswith("could not")}
+        self._check_samples = {name: [] for name in self.names if name not in self._unbuilt}
 
     def _end_check(self) -> None:
         self.checks += 1
