@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import itertools
 import logging
 import os
 import time
@@ -304,18 +305,17 @@ def race_rivals(cls: type, spec: Spec) -> list[type]:
     ranking, enumeration of small binary problems: no solver loop to time); else the
     next capable generic exact solvers on numpy (ranked below ``Tier.MODELLING``), up
     to ``race.MAX_CANDIDATES`` in all."""
-    if (not Tier.GENERIC <= preference(cls, spec) < Tier.MODELLING
-            or getattr(cls, "array_api", "numpy") != "numpy"):
+    if not _races(cls, spec):
         return []
-    rivals = []
-    for other in _ranked(spec):
-        if len(rivals) == MAX_CANDIDATES - 1:
-            break
-        if (other is not cls and Tier.GENERIC <= preference(other, spec) < Tier.MODELLING
-                and getattr(other, "array_api", "numpy") == "numpy"
-                and why_not(other, spec) is None):
-            rivals.append(other)
-    return rivals
+    rivals = (other for other in _ranked(spec)
+              if other is not cls and _races(other, spec) and why_not(other, spec) is None)
+    return list(itertools.islice(rivals, MAX_CANDIDATES - 1))
+
+
+def _races(cls: type, spec: Spec) -> bool:
+    """Whether ``cls`` may race for ``spec``: a generic exact solver on numpy."""
+    return (Tier.GENERIC <= preference(cls, spec) < Tier.MODELLING
+            and getattr(cls, "array_api", "numpy") == "numpy")
 
 
 def _executor_kernel(cls: type, spec: Spec, config: BackendConfig) -> Kernel:
