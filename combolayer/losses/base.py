@@ -194,6 +194,16 @@ class SolverLoss(LossInputs):
         known = self.solver.known
         return None if known is None else torch.from_numpy(known).to(like)
 
+    def target_known_value(self, y: Tensor) -> Tensor:
+        """``<k[:N], y>`` per row (``k`` the sense-folded known cost), the known part of
+        the objective of flat target decisions ``y`` ``(..., N)``: their auxiliaries,
+        which a target does not give, do not depend on the prediction and are left out,
+        a constant shift of the loss. 0 without a known cost."""
+        known = self.known_like(y)
+        if known is None:
+            return y.new_zeros(y.shape[:-1])
+        return y @ known[: self.solver.num_outputs]
+
     def solve_whole(self, solver: Any, costs: Tensor) -> tuple[Tensor, Tensor | None]:
         """``solver.solve_min(costs)`` and, when the spec has a known cost, the
         auxiliaries too (``(y, aux)``; ``(y, None)`` without one), so that `min_value`

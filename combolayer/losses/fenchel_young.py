@@ -90,7 +90,5 @@ class FenchelYoungLoss(SolverLoss):
         aux = box[0].to(samples).reshape(*batch, len(samples), solver.num_aux)
         aux = aux.movedim(len(batch), 0)
         sampled = solver.sign * solver.known_value(samples, aux)
-        on_outputs = torch.from_numpy(solver.known[: solver.num_outputs]).to(y_true)
-        flat_true = y_true.reshape(*y_true.shape[: y_true.dim() - len(self.spec.cost_shape)],
-                                   -1)
-        return (flat_true * on_outputs).sum(-1) - sampled.mean(0)
+        flat_true = y_true.reshape(*batch, solver.num_outputs)
+        return self.target_known_value(flat_true) - sampled.mean(0)

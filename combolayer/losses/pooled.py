@@ -83,9 +83,7 @@ class PooledLoss(SolverLoss):
         ``<costs, y> + <k[:N], y>``. The known cost of the target's auxiliaries,
         which ``y_true`` does not give, does not depend on the prediction: it is
         left out, a constant shift of the loss (as Fenchel-Young drops it)."""
-        known = self.known_like(y)
-        value = (costs * y).sum(-1)
-        return value if known is None else value + y @ known[: self.solver.num_outputs]
+        return (costs * y).sum(-1) + self.target_known_value(y)
 
     def outputs(self, pool: Tensor) -> Tensor:
         """The pooled solutions' outputs ``(P, N)`` (the pool may keep whole solutions)."""

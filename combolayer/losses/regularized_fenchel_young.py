@@ -78,8 +78,7 @@ class RegularizedFenchelYoungLoss(SolverLoss):
         k = len(self.spec.cost_shape)
         omega = 0.5 * self.lam * (inner(y_true, y_true, k) - inner(y_lam, y_lam, k))
         loss = omega + inner(c, y_true - y_lam, k)
-        known = self.known_like(c)
-        if known is not None:  # <k[:N], y_true> - <k, mu> (mu_known is <k, mu> / lam)
-            on_true = y_true.reshape(-1, self.solver.num_outputs) @ known[: self.solver.num_outputs]
+        if self.solver.known is not None:  # <k[:N], y_true> - <k, mu> (mu_known: <k, mu> / lam)
+            on_true = self.target_known_value(y_true.reshape(-1, self.solver.num_outputs))
             loss = loss + (on_true - self.lam * mu_known).reshape(loss.shape)
         return reduce(loss, self.reduction)
