@@ -418,8 +418,7 @@ class CachedSolver(Solver):
             return self._solve_exactly(costs, wide, rows)
         if rows is not None:
             return self._with_rows(costs, wide, rows)
-        exact = torch.rand(costs.shape[0], generator=self.generator,
-                           device=generator_device(self.generator)) < self.solve_ratio
+        exact = self._draw(len(costs))
         num_exact = int(exact.sum())
         if num_exact == len(exact) or len(self.pool) == 0:
             return self._solve_exactly(costs, wide)
@@ -446,9 +445,7 @@ class CachedSolver(Solver):
                               "every row is solved exactly (solve_ratio has no effect)",
                               RuntimeWarning, stacklevel=5)
             return self._solve_exactly(costs, wide, rows)
-        exact = torch.rand(costs.shape[0], generator=self.generator,
-                           device=generator_device(self.generator)) < self.solve_ratio
-        exact = exact.to(costs.device)
+        exact = self._draw(len(costs)).to(costs.device)
         if bool(exact.all()) or len(self.pool) == 0:
             return self._solve_exactly(costs, wide, rows)
         A = rows.A[rows.index][..., :width]
@@ -463,6 +460,12 @@ class CachedSolver(Solver):
         if bool(exact.any()):
             y[exact] = self._solve_exactly(costs[exact], wide, rows.take(exact)).to(y)
         return y if wide else y[:, : self.num_outputs]
+
+    def _draw(self, count: int) -> Tensor:
+        """Which of ``count`` rows are solved exactly: one uniform each from the
+        generator, on its own device, below ``solve_ratio``."""
+        return torch.rand(count, generator=self.generator,
+                          device=generator_device(self.generator)) < self.solve_ratio
 
     def _keyed(self, costs: Tensor) -> Tensor:
         """The costs the pool ranks its rows by: the whole objective when it keeps whole
