@@ -297,7 +297,7 @@ class Solver:
         #: The width of the rows a solution pool keeps for this solver (`pool_width`,
         #: the one rule, also read by pools built from a spec alone).
         self.pool_width = pool_width(spec)
-        self._known_on: dict[tuple[Any, Any], torch.Tensor] = {}
+        self._known_on: dict[tuple[Any, Any, bool], torch.Tensor] = {}
         self._last = threading.local()
         self.on_limit = getattr(config, "on_limit", "warn")
         self.on_infeasible = getattr(config, "on_infeasible", "raise")
@@ -554,17 +554,23 @@ class Solver:
             out = costs.new_zeros((costs.shape[0], self.num_vars))
             out[:, : self.num_outputs] = costs
             if self.known is not None:
-                key = (out.device, out.dtype)
-                known = self._known_on.get(key)
-                if known is None:
-                    known = self._known_on[key] = torch.from_numpy(self.known).to(out)
-                out += known
+                out += self._known_like(out)
             return out
         out = np.zeros((costs.shape[0], self.num_vars))
         out[:, : self.num_outputs] = costs
         if self.known is not None:
             out += self.known
         return out
+
+    def _known_like(self, like: torch.Tensor, folded: bool = True) -> torch.Tensor:
+        """The known cost (``folded``: sense-folded, `known`; else in the spec's sense) as
+        a tensor on ``like``'s device and dtype, copied there once and kept."""
+        key = (like.device, like.dtype, folded)
+        known = self._known_on.get(key)
+        if known is None:
+            values = self.known if folded else self.sign * self.known
+            known = self._known_on[key] = torch.from_numpy(values).to(like)
+        return known
 
     def _split(self, x: Any) -> tuple[Any, Any]:
         return x[:, : self.num_outputs], x[:, self.num_outputs :]
@@ -587,16 +593,17 @@ class Solver:
         if self.known is None:
             batch = tuple(y.shape[: y.ndim - k])
             return y.new_zeros(batch) if is_torch else np.zeros(batch)
-        known = self.sign * self.known
-        flat = y.reshape(*y.shape[: y.ndim - k], self.num_outputs)
-        on_y = torch.from_numpy(known[: self.num_outputs]).to(flat) if is_torch else \
-            known[: self.num_outputs]
+        n = self.num_outputs
+        flat = y.reshape(*y.shape[: y.ndim - k], n)
+        # on tensors, the known cost copied to their device once (no host copy per call)
+        on_y = (self._known_like(flat, folded=False) if is_torch
+                else self.sign * self.known)[:n]
         value = (flat * on_y).sum(-1)
-        on_aux = known[self.num_outputs :]
-        if not on_aux.any():
+        if not self.known[n:].any():
             return value
         if aux is None:
             raise ValueError(f"{self.spec.label} has a known cost on its auxiliaries: pass their "
                              "values too (aux, from solve(..., return_aux=True)) to count it")
-        on_aux = torch.from_numpy(on_aux).to(aux) if is_torch else on_aux
+        on_aux = (self._known_like(aux, folded=False) if is_torch
+                  else self.sign * self.known)[n:]
         return value + (aux * on_aux).sum(-1)
