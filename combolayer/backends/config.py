@@ -37,6 +37,12 @@ def max_parallel() -> int:
     return max(_PER_CORE * usable_cores(), _MIN_PARALLEL)
 
 
+def _above_limit(unit: str = "") -> str:
+    """The end of the message for a value above `max_parallel`: the limit and why."""
+    return (f"is above the limit of {max_parallel()}{unit} ({_PER_CORE} per usable core, "
+            f"{usable_cores()} usable here)")
+
+
 class BackendConfig(BaseModel):
     """Which backend solves a problem, and how.
 
@@ -103,9 +109,7 @@ class BackendConfig(BaseModel):
             # same bound as the threads field
             if ("thread" in str(key).lower() and isinstance(option, int | float)
                     and option > max_parallel()):
-                raise ValueError(f"options[{key!r}]={option} is above the limit of "
-                                 f"{max_parallel()} threads ({_PER_CORE} per usable core, "
-                                 f"{usable_cores()} usable here)")
+                raise ValueError(f"options[{key!r}]={option} {_above_limit(' threads')}")
         return value
 
     @field_validator("threads")
@@ -113,9 +117,8 @@ class BackendConfig(BaseModel):
     def _threads(cls, value: int) -> int:
         # HiGHS aborts the interpreter (std::terminate) when it cannot start them all
         if value > max_parallel():
-            raise ValueError(f"threads={value} is above the limit of {max_parallel()} "
-                             f"({_PER_CORE} per usable core, {usable_cores()} usable here): "
-                             "expected 0 (the solver's default), 1, or up to the usable cores")
+            raise ValueError(f"threads={value} {_above_limit()}: expected 0 (the solver's "
+                             "default), 1, or up to the usable cores")
         return value
 
     @model_validator(mode="after")
@@ -125,9 +128,8 @@ class BackendConfig(BaseModel):
         if (self.executor in ("thread", "process") and isinstance(self.workers, int)
                 and self.workers > max_parallel()):
             raise ValueError(
-                f"workers={self.workers} for executor={self.executor!r} is above the limit of "
-                f"{max_parallel()} ({_PER_CORE} per usable core, {usable_cores()} usable "
-                "here): expected up to the usable cores, or workers='auto'")
+                f"workers={self.workers} for executor={self.executor!r} {_above_limit()}: "
+                "expected up to the usable cores, or workers='auto'")
         return self
 
     @classmethod
