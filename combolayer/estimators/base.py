@@ -217,9 +217,13 @@ class Estimator(BaseModel):
 
     def build(self, solver: Solver) -> DifferentiableSolve:
         refuse_known_cost(self, solver)
+        # decided once here, not on every solve: a row-gradient estimator's forward takes
+        # A and b (None without per-call rows), any other's takes neither
+        row_gradients = self.row_gradients
+        no_rows = {"A": None, "b": None} if row_gradients else {}
 
         def backward(grad: Tensor, costs: Tensor, *saved: Tensor) -> Tensor:
-            if self.row_gradients:  # called without rows: A and b are None
+            if row_gradients:  # called without rows: A and b are None
                 return self.backward(solver, grad, costs, None, None, *saved)[0]
             return self.backward(solver, grad, costs, *saved)
 
@@ -229,7 +233,7 @@ class Estimator(BaseModel):
         def backward_rows(grad: Tensor, costs: Tensor, A: Tensor, b: Tensor,
                           *saved: Tensor) -> tuple:
             bound = RowBound(solver, A, b)
-            if self.row_gradients:
+            if row_gradients:
                 return self.backward(bound, grad, costs, A, b, *saved)
             return self.backward(bound, grad, costs, *saved), None, None
 
@@ -239,14 +243,13 @@ class Estimator(BaseModel):
                   training: bool = True, A: Tensor | None = None,
                   b: Tensor | None = None) -> Tensor:
             if A is None:
-                rows = {"A": None, "b": None} if self.row_gradients else {}
                 output, saved = self.forward(solver, costs, target=target, training=training,
-                                             **rows)
+                                             **no_rows)
                 if not needs_grad or saved is None:
                     return output
                 return shell(costs, output, *saved)
             bound = RowBound(solver, A, b)
-            if self.row_gradients:
+            if row_gradients:
                 # with their graph: the estimator may look at which need a gradient
                 output, saved = self.forward(bound, costs, target=target, training=training,
                                              A=A, b=b)
