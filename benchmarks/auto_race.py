@@ -51,6 +51,12 @@ DOC = ROOT / "docs" / "performance.md"
 SINGLES = ("gurobi", "scip", "highs")
 
 
+def singles_for(spec) -> list[str]:
+    """The single backends of `SINGLES` that are installed and can solve ``spec``."""
+    capable = cl.backends.capable_backends(spec)
+    return [name for name in SINGLES if name in capable]
+
+
 def identity_loop(spec, backend, train):
     layer = cl.ComboLayer(spec, projection="auto", solve_ratio=0.1, backend=backend,
                           generator=torch.Generator().manual_seed(0))
@@ -124,7 +130,7 @@ def solve_rows(quick: bool, bar) -> list[str]:
             costs = np.linalg.norm(points[:, :, None] - points[:, None], axis=-1)
         else:
             costs = rng.uniform(0, 1, (count, *spec.cost_shape))
-        singles = [b for b in SINGLES if b in cl.backends.capable_backends(spec)]
+        singles = singles_for(spec)
         order = ["auto", *singles]
         runs: dict[str, list[float]] = {backend: [] for backend in order}
         solvers = {}
@@ -154,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     items, num_train, epochs = (50, 1000, args.epochs) if not args.quick else (20, 64, 2)
     data = knapsack_data(num_train, items, 2)
     spec = data.spec
-    singles = [name for name in SINGLES if name in cl.backends.capable_backends(spec)]
+    singles = singles_for(spec)
     missing = sorted(set(SINGLES) - set(singles))
     if missing:
         print(f"not measured (not installed or cannot solve {spec.label}): {missing}")
