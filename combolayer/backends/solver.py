@@ -98,8 +98,7 @@ class RowKernel:
         n = costs.shape[1]
         out = np.empty_like(costs)
         statuses = []
-        starts = (np.asarray(start, dtype=np.float64).reshape(len(costs), -1)
-                  if start is not None and self.takes_start else None)
+        starts = self._starts(costs, start)
         with self._lock, recording() as log:
             for b, row in enumerate(costs):
                 solves = len(log)
@@ -108,14 +107,24 @@ class RowKernel:
                 # one status per row, however many solves the row took
                 statuses.append(worst(log[solves:]))
         record_all(statuses)
+        return self._answer(out, n)
+
+    def _starts(self, costs: np.ndarray, start: np.ndarray | None) -> np.ndarray | None:
+        """``start`` as one float64 row per cost row, or None where the kernel does not
+        `takes_start` (or none was given)."""
+        if start is None or not self.takes_start:
+            return None
+        return np.asarray(start, dtype=np.float64).reshape(len(costs), -1)
+
+    def _answer(self, out: np.ndarray, n: int) -> np.ndarray:
+        """The rounded outputs, or the whole solutions for full-width (``num_vars``) costs."""
         return self.form.outputs(out) if n <= self.form.num_outputs else self.form.solution(out)
 
     def _call_with_rows(self, costs: np.ndarray, start: np.ndarray | None,
                         rows: Rows) -> np.ndarray:
         n = costs.shape[1]
         out = np.zeros_like(costs)
-        starts = (np.asarray(start, dtype=np.float64).reshape(len(costs), -1)
-                  if start is not None and self.takes_start else None)
+        starts = self._starts(costs, start)
         index = np.asarray(rows.index)
         # grouped by entry (stable): an entry's rows go in once for all its cost rows
         order = np.argsort(index, kind="stable").tolist()
@@ -146,7 +155,7 @@ class RowKernel:
                 if current is not None:
                     self._clear_rows()
         record_all(statuses)
-        return self.form.outputs(out) if n <= self.form.num_outputs else self.form.solution(out)
+        return self._answer(out, n)
 
 
 @dataclass(frozen=True)
