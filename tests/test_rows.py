@@ -245,6 +245,75 @@ def test_the_solution_cache_answers_only_with_pooled_solutions_feasible_for_each
     assert 0 < sum(exact_rows) < 100  # about 20% solved, the rest from the pool
 
 
+def _some_rows_infeasible(count: int, seed: int):
+    """A 6-variable binary spec, costs and per-call rows for ``count`` instances; every
+    third instance's first row (sum x <= -0.5) leaves it without a feasible point (the
+    ``bad`` mask), the others keep x = 0 feasible with slack 1."""
+    spec = cl.ILP(shape=[6], integrality="binary",
+                  constraints=[cl.Constraint(coefs=[1.0] * 6, sense="<=", rhs=4)])
+    generator = torch.Generator().manual_seed(seed)
+    w = torch.randn(count, 6, generator=generator, dtype=torch.float64)
+    A = torch.randint(-1, 2, (count, 2, 6), generator=generator).double()
+    b = torch.ones(count, 2, dtype=torch.float64)
+    bad = torch.arange(count) % 3 == 1
+    A[bad, 0], b[bad, 0] = 1.0, -0.5
+    return spec, w, A, b, bad
+
+
+def test_the_solution_cache_keeps_every_flagged_row_for_comboptnet(monkeypatch):
+    """solve_ratio < 1, on_infeasible="flag": CombOptNet reads solver.last_infeasible
+    after its solve; under the cache it must cover every instance of the batch (those
+    answered from the pool too), with each infeasible instance flagged, as without it."""
+    from combolayer.estimators.comboptnet import CombOptNet
+
+    spec, w, A, b, bad = _some_rows_infeasible(30, seed=0)
+    seen = []
+    forward = CombOptNet.forward
+
+    def recording(self, solver, costs, **kwargs):
+        out = forward(self, solver, costs, **kwargs)
+        seen.append((np.array(solver.last_infeasible), tuple(solver.last_status)))
+        return out
+
+    monkeypatch.setattr(CombOptNet, "forward", recording)
+    layer = cl.ComboLayer(spec, method="comboptnet", projection="none", on_infeasible="flag",
+                          solve_ratio=0.25, generator=torch.Generator().manual_seed(1))
+    layer.pool.seed(torch.tensor(feasible_points(spec)))
+    for _ in range(3):
+        with pytest.warns(RuntimeWarning, match="10 of 30 instances"):
+            y = layer(w, A=A.clone().requires_grad_(True), b=b.clone().requires_grad_(True))
+        assert layer.last_infeasible.tolist() == bad.tolist()
+        assert (y[bad] == 0).all()
+    assert len(seen) == 3
+    for flags, statuses in seen:
+        assert flags.tolist() == bad.tolist()
+        assert "pooled" in statuses  # not vacuous: some rows came from the pool
+        assert all(status == "infeasible" for status, row in zip(statuses, bad) if row)
+
+
+def test_the_solution_cache_keeps_every_flagged_sample_for_the_score_function():
+    """score_function's samples under the cache: a sample whose rows are infeasible is
+    zeros and flagged (it is never answered from the pool), so the layer flags the same
+    instances, and their outputs are the same zeros, as with every sample solved exactly."""
+    spec, w, A, b, bad = _some_rows_infeasible(30, seed=2)
+    runs = []
+    for ratio in (1.0, 0.25):
+        method = cl.estimators.ScoreFunction(sigma=0.1, num_samples=4, perturb=("w", "b"),
+                                             generator=torch.Generator().manual_seed(3))
+        layer = cl.ComboLayer(spec, method=method, projection="none", on_infeasible="flag",
+                              solve_ratio=ratio, generator=torch.Generator().manual_seed(4))
+        layer.pool.seed(torch.tensor(feasible_points(spec)))
+        b_in = b.clone().requires_grad_(True)
+        with pytest.warns(RuntimeWarning, match="10 of 30 instances"):
+            y = layer(w, A=A, b=b_in)
+        y.sum().backward()
+        assert torch.isfinite(b_in.grad).all()
+        runs.append((layer.last_infeasible.tolist(), y[bad]))
+    (exact_flags, exact_bad), (pooled_flags, pooled_bad) = runs
+    assert exact_flags == pooled_flags == bad.tolist()
+    assert (exact_bad == 0).all() and (pooled_bad == 0).all()
+
+
 def test_per_call_rows_change_the_kept_model_in_place_and_leave_it_as_built():
     """No model is rebuilt for rows: after a call the kept model has its own rows again
     (HiGHS, SCIP, Gurobi), and cvxpy keeps one parameter problem per row count."""

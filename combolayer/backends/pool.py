@@ -41,6 +41,11 @@ DEFAULT_MAX_SIZE = 10_000
 #: and dtype) may answer each cost row, e.g. those feasible for per-call constraint rows.
 Allowed = Callable[[Tensor], Tensor]
 
+#: The status (`Solver.last_status`) of a row a `CachedSolver` answered from its pool: a
+#: feasible solution of the problem (and of the row's own per-call rows), not solved for
+#: this cost, so not claimed optimal; rows it solved carry their solver's status.
+POOLED = "pooled"
+
 _WHOLE = ("; a spec with a known cost keeps whole solutions in its pool, concat(y, aux) of "
           "{width} values, not the {n} outputs: seed it with concat(y, aux)")
 
@@ -390,6 +395,11 @@ class CachedSolver(Solver):
     when the spec has a known cost (the pool then ranks them with it). Calls with
     per-call rows, and calls that ask for the auxiliaries of a pool that does not
     keep them, are solved exactly.
+
+    ``last_status`` / ``last_infeasible`` cover every row of the call: the exact
+    solver's status for the rows it solved (an instance its per-call rows leave
+    infeasible is always among them: no pooled solution meets its rows), `POOLED`
+    for the others.
     """
 
     def __init__(self, solver: Solver, solve_ratio: float, pool: SolutionPool,
@@ -415,26 +425,49 @@ class CachedSolver(Solver):
                    rows: Any = None) -> Tensor:
         wide = full or self.known is not None
         if wide and self.pool_width < self.num_vars:  # no auxiliaries in the pool
-            return self._solve_exactly(costs, wide, rows)
-        if rows is not None:
-            return self._with_rows(costs, wide, rows)
+            y, exact = self._solve_exactly(costs, wide, rows), None
+        elif rows is not None:
+            y, exact = self._with_rows(costs, wide, rows)
+        else:
+            y, exact = self._without_rows(costs, wide)
+        self._keep_statuses(exact, len(costs))
+        return y if wide else y[:, : self.num_outputs]
+
+    def _keep_statuses(self, exact: Tensor | None, count: int) -> None:
+        """This call's `last_status` for all ``count`` rows: the exact solver's for the
+        rows it solved (``exact``, a ``(count,)`` mask; None: every row), `POOLED`
+        for the others. Without it a flagged infeasible row would be lost to the
+        estimators that read ``last_infeasible`` (CombOptNet) under ``solve_ratio < 1``."""
+        if exact is None:
+            self._last.status = self.exact.last_status
+            return
+        statuses = [POOLED] * count
+        if bool(exact.any()):
+            for position, status in zip(exact.nonzero().flatten().tolist(),
+                                        self.exact.last_status):
+                statuses[position] = status
+        self._last.status = tuple(statuses)
+
+    def _without_rows(self, costs: Tensor, wide: bool) -> tuple[Tensor, Tensor | None]:
+        """The cache without per-call rows: every drawn row's pool answer in one lookup
+        (a new tensor), then the rows drawn for an exact solve overwritten with their
+        solutions; also the mask of the rows solved exactly (None: all)."""
         exact = self._draw(len(costs))
         num_exact = int(exact.sum())
         if num_exact == len(exact) or len(self.pool) == 0:
-            return self._solve_exactly(costs, wide)
-        # every row's pool answer in one lookup (a new tensor), then the drawn rows
-        # overwritten with their exact solutions
+            return self._solve_exactly(costs, wide), None
         y = self.pool.best(self._keyed(costs))
+        exact = exact.to(costs.device)
         if num_exact:
-            exact = exact.to(costs.device)
             y[exact] = self._solve_exactly(costs[exact], wide)
-        return y if wide else y[:, : self.num_outputs]
+        return y, exact
 
-    def _with_rows(self, costs: Tensor, wide: bool, rows: Any) -> Tensor:
+    def _with_rows(self, costs: Tensor, wide: bool, rows: Any) -> tuple[Tensor, Tensor | None]:
         """The cache under per-call rows: a row drawn for the pool gets the cheapest
         pooled solution that meets *its* rows ``A x <= b`` (checked on the pooled
         columns); one with none is solved exactly. Pools that cannot check the rows
-        (rows on auxiliaries the pool does not keep) solve every row exactly."""
+        (rows on auxiliaries the pool does not keep) solve every row exactly. Also the
+        mask of the rows solved exactly (None: all)."""
         rows = rows.torch(costs)
         width = self.pool_width
         if bool((rows.A[..., width:] != 0).any()):
@@ -444,10 +477,10 @@ class CachedSolver(Solver):
                               "the per-call rows use the others too, so it cannot check them: "
                               "every row is solved exactly (solve_ratio has no effect)",
                               RuntimeWarning, stacklevel=5)
-            return self._solve_exactly(costs, wide, rows)
+            return self._solve_exactly(costs, wide, rows), None
         exact = self._draw(len(costs)).to(costs.device)
         if bool(exact.all()) or len(self.pool) == 0:
-            return self._solve_exactly(costs, wide, rows)
+            return self._solve_exactly(costs, wide, rows), None
         A = rows.A[rows.index][..., :width]
         b = rows.b[rows.index]
 
@@ -459,7 +492,7 @@ class CachedSolver(Solver):
         exact = exact | ~found.to(costs.device)
         if bool(exact.any()):
             y[exact] = self._solve_exactly(costs[exact], wide, rows.take(exact)).to(y)
-        return y if wide else y[:, : self.num_outputs]
+        return y, exact
 
     def _draw(self, count: int) -> Tensor:
         """Which of ``count`` rows are solved exactly: one uniform each from the

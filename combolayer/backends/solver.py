@@ -319,8 +319,10 @@ class Solver:
     def last_status(self) -> tuple[str, ...]:
         """The status of each row (flattened batch, row-major) of this thread's most
         recent solve with this solver: ``"optimal"``, ``"time limit"`` (the best feasible
-        solution found when the time limit hit) or ``"inaccurate"``; ``()`` before the
-        first. Per thread, so threads that share a solver each read their own."""
+        solution found when the time limit hit) or ``"inaccurate"``, ``"infeasible"``
+        (per-call rows, ``on_infeasible="flag"``), ``"pooled"`` (a `CachedSolver`'s row
+        answered from its pool); ``()`` before the first. Per thread, so threads that
+        share a solver each read their own."""
         return getattr(self._last, "status", ())
 
     @property
