@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import itertools
 import logging
+import math
 import pickle
 
 import numpy as np
@@ -28,8 +29,8 @@ GENERIC = [name for name in ("gurobi", "scip", "highs")
 
 @pytest.fixture
 def eager(monkeypatch):
-    """Race from the first call, and decide after a few solves."""
-    monkeypatch.setattr(race, "START_SECONDS", 0.0)
+    """Race without the budget (every candidate in turn), and decide after a few solves."""
+    monkeypatch.setattr(race, "EPSILON", math.inf)
     monkeypatch.setattr(race, "MIN_SOLVES", 2)
     monkeypatch.setattr(race, "MIN_RATIO_SOLVES", 2)
     monkeypatch.setattr(race, "MAX_SOLVES", 3)
@@ -114,21 +115,61 @@ def test_the_race_solves_every_row_once_and_keeps_the_fastest(caplog):
             assert sum(k.rows for k in kernels.values()) == rows  # no extra solve
             assert kernel.solved == {name: k.rows for name, k in kernels.items()}
             assert kernel.rows_in == rows
-        assert rows < 200
+        assert rows < 3 * race.MAX_SOLVES * 3 * 2
     assert kernel.winner == "fast" and kernel.current_backend == "fast"
     lines = [r.getMessage() for r in caplog.records if "the race" in r.getMessage()]
     assert len(lines) == 1 and "fast 1 ms, slow 3 ms, slowest 9 ms" in lines[0], lines
-    # the lead: the first-ranked backend alone for START_SECONDS of solving
-    assert kernels["slow"].rows >= race.START_SECONDS / 3e-3
-    # the rule: each at least MIN_SOLVES timed solves (after one warm-up), no more than
-    # MAX_SOLVES; the slowest dropped as soon as the rule allowed
+    # the budget: a faster candidate takes over at once, so the slow leader and the
+    # slowest solved few rows; the slowest at most its first row and the few timed
+    # solves that dropped it
+    assert kernels["fast"].rows > 0.8 * rows
     table = {name: (n, verdict) for name, n, _, verdict in kernel.table()}
     assert table["fast"][1] == "winner"
-    assert race.MIN_RATIO_SOLVES <= table["slowest"][0] <= race.MAX_SOLVES
+    assert table["slowest"][0] <= race.MIN_RATIO_SOLVES
     before = {name: k.rows for name, k in kernels.items()}
     kernel(np.ones((16, 4)))
     assert kernels["fast"].rows == before["fast"] + 16  # the winner takes whole batches
     assert "fast won the race on this run's own costs" in kernel.backend_reason
+
+
+def test_untried_candidates_wait_until_the_run_can_afford_a_row():
+    kernel, kernels = fake_race({"slow": 3e-3, "fast": 1e-3, "slowest": 9e-3})
+    leader_rows = 0
+    while kernels["fast"].rows == 0:
+        kernel(np.ones((1, 4)))
+        leader_rows += 1
+        assert leader_rows < 100
+    # priced at DROP_RATIO times the best's mean, the first rival row waits until the
+    # run has solved for (DROP_RATIO - 1) / EPSILON of the leader's solves
+    assert leader_rows == pytest.approx((race.DROP_RATIO - 1) / race.EPSILON + 1, abs=1)
+    assert kernels["slowest"].rows == 0
+    for _ in range(30):  # "fast" now has the lowest time: the rows are its own
+        kernel(np.ones((1, 4)))
+    assert kernels["fast"].rows >= 25, kernel.table()
+
+
+@pytest.mark.parametrize("times", [{"fast": 1e-3, "slow": 3e-3, "slowest": 9e-3},
+                                   {"slowest": 9e-3, "slow": 3e-3, "fast": 1e-3}],
+                         ids=["fast-leads", "slowest-leads"])
+def test_slower_candidates_cost_at_most_epsilon_of_the_run(times):
+    """The bound of the module docstring: with steady times, the rows given to slower
+    candidates cost beyond the fastest's time at most EPSILON of the run's solve time
+    (RECHECK_BUDGET more once re-checks run), plus one first row each; when the
+    first-ranked backend is not the fastest, plus its rows before a rival is tried."""
+    kernel, kernels = fake_race(times)
+    fastest = min(times.values())
+    first_rows = sum(t - fastest for t in times.values())
+    before_rival = (race.DROP_RATIO - 1) / race.EPSILON + 2
+    lead = before_rival * (next(iter(times.values())) - fastest)
+    for step in range(400):
+        kernel(np.random.default_rng(step).normal(size=(8, 4)))
+        total = sum(k.rows * times[name] for name, k in kernels.items())
+        excess = sum(k.rows * (times[name] - fastest) for name, k in kernels.items())
+        budget = race.EPSILON + (race.RECHECK_BUDGET if kernel.checks else 0.0)
+        assert excess <= budget * total + first_rows + lead + 1e-12, (step, kernel.table())
+        assert sum(kernel.solved.values()) == kernel.rows_in == 8 * (step + 1)
+    assert kernel.winner == "fast" and kernel.checks >= 1
+    assert kernel.excess <= race.EPSILON * kernel.spent + first_rows
 
 
 def test_re_checks_are_bounded_and_follow_drift():
@@ -249,7 +290,19 @@ def test_a_copied_loss_keeps_the_winner(eager):
     assert twin.solver.backend == winner and isinstance(twin.solver.kernel, RacingKernel)
 
 
-@pytest.mark.parametrize("executor", ["thread", "process"])
+@pytest.fixture(params=["thread", "process", "ray"])
+def executor(request):
+    """An executor's name; for Ray, a local cluster of our own for the test."""
+    if request.param != "ray":
+        yield request.param
+        return
+    ray = pytest.importorskip("ray", reason="the ray executor needs the optional ray package")
+    # address="local": a new cluster of our own, never one another process started
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield "ray"
+    ray.shutdown()
+
+
 def test_executor_workers_take_the_winner(eager, always_parallel, executor):
     if len(GENERIC) < 2:
         pytest.skip("fewer than two generic MIP backends installed")
@@ -266,12 +319,14 @@ def test_executor_workers_take_the_winner(eager, always_parallel, executor):
     assert winner.executor == executor
     costs = rng.normal(size=(32, 24))
     y = solver.solve(costs)
-    if executor == "process":  # the pool starts in the background; then it takes the rows
+    if executor != "thread":  # the workers start in the background; then take the rows
         assert winner._ready.wait(60)
         y = solver.solve(costs)
     np.testing.assert_allclose((y * costs).sum(1), (reference.solve(costs) * costs).sum(1),
                                atol=1e-6)
     assert winner._ready.is_set()  # the winner's workers solved the batch
+    if executor == "ray":
+        assert len(winner._actors) == 2
     for kernel in solver.kernel.kernels.values():
         assert getattr(kernel, "_ready", None) is None or kernel is winner \
             or not kernel._ready.is_set()  # the losers never started workers

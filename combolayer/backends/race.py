@@ -7,22 +7,33 @@ than one capable generic exact backend for a problem, `RacingKernel` holds the
 first `MAX_CANDIDATES` of its ranking and, like cuDNN's ``benchmark`` mode,
 times them on the rows the caller asks for anyway:
 
-1. **Lead.** The first-ranked backend solves every row, one at a time in the
-   caller, until it has spent `START_SECONDS` solving (checked after each row, so the
-   race can start in the middle of a batch): a run too short for the choice to
-   matter never races.
-2. **Race.** The rows of the next calls go one at a time, each to one candidate
-   (the one that has spent the least race time: equal time, not equal rows), so
-   every row is still solved once, by one of them: racing costs no extra solve.
-   Each candidate's first solve is a warm-up and is not timed (HiGHS's first solve
-   pays its set-up). A candidate whose mean time per solve is more than
+1. **Race on a budget.** Rows go one at a time, in the caller, each to one
+   candidate, so every row is still solved once, by one of them: racing costs no
+   extra solve. A row goes to the current *best* (the lowest time per solve so
+   far; the first-ranked backend until another is timed) unless a slower
+   candidate can afford it. What a row on another candidate costs is its
+   *excess*, its time minus the best's mean (negative when it is the faster: a
+   faster solver earns its own rows and becomes the best at once). A candidate
+   may take the next row while the excess spent so far plus its own estimated
+   excess stays within `EPSILON` of the run's solve time so far. Its estimate: its
+   mean minus the best's once it has timed solves; before, the time of its first
+   row (which pays one-off set-up, so it is not a timed solve); before it has
+   any, `DROP_RATIO` - 1 times the best's mean, so an untried candidate waits until
+   the run has solved for ``(DROP_RATIO - 1) / EPSILON`` of the best's solves.
+   Among the candidates that may take a row, the one with the fewest rows in this
+   race does. **The bound:** the excess of the rows given to slower candidates
+   stays within `EPSILON` of the run's solve time, plus the overshoot of the last
+   row given to one (its excess beyond its estimate: on steady costs at most one
+   first row per candidate; the slow tail of a solve adds to it).
+2. **Winner.** A candidate drops out once its mean time per solve is more than
    `DROP_RATIO` times the best mean (both with `MIN_RATIO_SOLVES` timed solves),
    or exceeds it by more than `Z` standard errors of the difference (both with
-   `MIN_SOLVES`), drops out; when one is left, or all have `MAX_SOLVES`, the
-   lowest mean wins (the mean, not the median: the slow tail decides an epoch).
-   One INFO line gives the times. A solve is timed in this process's CPU time
-   (``time.process_time``; wall time when ``BackendConfig.threads`` is not 1), so
-   other processes' load does not decide the race.
+   `MIN_SOLVES`); when one is left, all have `MAX_SOLVES`, or the race has timed
+   ``3 * MAX_SOLVES`` solves per candidate left, the best wins (by the mean, not
+   the median: the slow tail decides an epoch). One INFO line gives the times.
+   A solve is timed in this process's CPU time (``time.process_time``; wall time
+   when ``BackendConfig.threads`` is not 1), so other processes' load does not
+   decide the race.
 3. **Re-check.** The winner then solves whole batches (on the configured
    executor: thread, process or Ray workers start for the winner only). The cost
    distribution drifts during training, so once the winner has spent
@@ -32,8 +43,9 @@ times them on the rows the caller asks for anyway:
    so costs at most `RECHECK_BUDGET` of the solve time between checks, and again
    no extra solve. A few rows are a hint, not a verdict: a candidate whose check
    mean is below `SWITCH_MARGIN` times the winner's pace over every row since the
-   last check races the winner again, from fresh samples and under the race's
-   rule, and takes over only if it wins that.
+   last check races the winner again, from fresh samples under the budget (each
+   starting from its check mean, the winner from its pace), and takes over only if
+   it wins that.
 
 Every answer is optimal whoever solves it; two exact solvers may return
 different optima of a cost with ties, so ``BackendConfig(deterministic=True)``
@@ -61,8 +73,9 @@ logger = logging.getLogger(__name__)
 
 #: At most this many backends race: the first of ``"auto"``'s ranking and those behind it.
 MAX_CANDIDATES = 3
-#: Solve time (seconds) the first-ranked backend spends alone before a race starts.
-START_SECONDS = 0.2
+#: The share of the run's solve time that rows on slower candidates may cost beyond the
+#: best's time for them.
+EPSILON = 0.05
 #: Timed solves each candidate makes before one drops out by the standard-error rule.
 MIN_SOLVES = 5
 #: ... and before one drops out by the ratio rule (`DROP_RATIO`).
@@ -72,7 +85,8 @@ MAX_SOLVES = 30
 #: Standard errors of the difference of means by which a candidate must trail to drop out.
 Z = 3.0
 #: ... or the ratio of means past which it drops out whatever the spread: a solver twice
-#: as slow costs more in the race than a rare wrong drop, which a re-check undoes.
+#: as slow costs more in the race than a rare wrong drop, which a re-check undoes. Also
+#: the ratio an untried candidate is priced at.
 DROP_RATIO = 2.0
 #: Rows each candidate solves in a re-check.
 RECHECK_SOLVES = 4
@@ -102,11 +116,11 @@ class RacingKernel:
 
     ``first`` is the first-ranked backend's ``(name, kernel)``; ``rivals`` the
     ``(name, build)`` pairs of the others in ``"auto"``'s order, each ``build()``
-    returning its kernel, called when the race starts (a run that never races
-    builds no other model). A kernel may be an executor's: its ``local`` model
-    solves the raced rows in the caller, and its workers start only if it wins.
-    ``first_reason`` says why the first-ranked backend leads; ``clock`` times the
-    solves (a test passes a fake one).
+    returning its kernel, called when the rival is first given a row (a run too
+    short to afford one builds no other model). A kernel may be an executor's: its
+    ``local`` model solves the raced rows in the caller, and its workers start only
+    if it wins. ``first_reason`` says why the first-ranked backend leads; ``clock``
+    times the solves (a test passes a fake one).
     """
 
     array_api = "numpy"
@@ -126,15 +140,23 @@ class RacingKernel:
         self.sample_clock = sample_clock or (time.process_time if clock is time.perf_counter
                                              else clock)
         self._lock = threading.RLock()
-        #: "lead", "race", "won" or "check".
-        self.phase = "lead"
-        self.lead_seconds = 0.0
+        #: "race", "won" or "check".
+        self.phase = "race"
+        #: The share of the solve time the race may spend beyond the best (`EPSILON`;
+        #: infinite after `start`: every candidate in turn).
+        self.budget = EPSILON
+        #: The run's solve time so far, and the excess of the rows raced on candidates
+        #: other than the best over the best's mean (the budget's two sides).
+        self.spent, self.excess = 0.0, 0.0
         self.samples: dict[str, list[float]] = {name: [] for name in self.names}
+        #: A candidate's time per solve before it has timed solves in this race: its
+        #: first (set-up) row's, or in a re-race its check mean (the winner: its pace).
+        self._guess: dict[str, float] = {}
+        #: Rows each candidate solved in the current race, its warm-up row included.
+        self._rows: dict[str, int] = dict.fromkeys(self.names, 0)
         self._warm: set[str] = set()
         self.alive = list(self.names)
-        self._racing: list[str] = []
-        #: Race time (sample clock) each candidate's timed solves took in the current race.
-        self._spent: dict[str, float] = {}
+        self._racing: list[str] = list(self.names)
         #: The winner's solve time (sample clock) and rows since the last check (or its
         #: win), in whole batches: its pace, which a check's challengers must beat.
         self._winner_time, self._winner_rows = 0.0, 0
@@ -178,9 +200,9 @@ class RacingKernel:
         """Why `current_backend` solves, in one sentence, with the race's times once run."""
         if self.winner is None:
             return (f"{self.names[0]} leads ({self.first_reason or 'first by ranking'}); "
-                    f"'auto' races {', '.join(self.names)} on this run's own rows once "
-                    f"{self.names[0]} has spent {START_SECONDS:g} s solving "
-                    f"({self.lead_seconds:.2g} s so far)")
+                    f"'auto' races {', '.join(self.names)} on this run's own rows, the "
+                    f"others while their extra time stays within {EPSILON:.0%} of the "
+                    f"solve time ({self.spent:.2g} s so far)")
         if self.adopted and not self.samples[self.winner]:
             return (f"{self.winner} won the race against "
                     f"{', '.join(n for n in self.names if n != self.winner)} on the costs of the "
@@ -205,11 +227,12 @@ class RacingKernel:
                 verdict = "winner"
             elif name in self.dropped:
                 verdict = self.dropped[name]
-            elif self.phase == "lead":
+            elif self.phase == "race" and not self._rows[name]:
                 verdict = "waiting"
             else:
                 verdict = "racing" if name in self.alive and self.phase == "race" else "lost"
-            rows.append((name, len(times), self.means.get(name), verdict))
+            mean = statistics.fmean(times) if times else self.means.get(name)
+            rows.append((name, len(times), mean, verdict))
         return rows
 
     def outcome(self) -> dict | None:
@@ -246,6 +269,7 @@ class RacingKernel:
                 self._winner_time += self.sample_clock() - began
                 self._winner_rows += len(costs)
                 self.since_check += seconds
+                self.spent += seconds
                 if self.since_check * RECHECK_BUDGET >= self._check_cost():
                     self._begin_check()
                 return y
@@ -259,29 +283,10 @@ class RacingKernel:
         return kernel
 
     def start(self) -> None:
-        """Race from the next row, without the lead (``combolayer bench --race``)."""
+        """Race without the budget from the next row: every candidate in turn
+        (``combolayer bench --race``, which shows the race on a few rows)."""
         with self._lock:
-            if self.phase == "lead":
-                self._start_race()
-
-    def _start_race(self) -> None:
-        """Build the rivals' models; one that fails to build (a licence, memory) sits out."""
-        for name in self.names[1:]:
-            try:
-                self.kernel(name)
-            except Exception as error:
-                self.alive.remove(name)
-                self._unbuilt.add(name)
-                self.dropped[name] = f"could not build its model: {type(error).__name__}"
-                logger.info("backend 'auto' for %s: %s sits out of the race: %s: %s",
-                            self.label, name, type(error).__name__, error)
-        if len(self.alive) == 1:
-            self.means = {}
-            self._win(self.names[0], "is left alone in")
-            return
-        self.phase, self._racing, self._spent = "race", list(self.alive), {}
-        logger.debug("backend 'auto' for %s: %s spent %.2f s; racing %s", self.label,
-                     self.names[0], self.lead_seconds, self.alive)
+            self.budget = math.inf
 
     def _whole(self, name: str, costs: np.ndarray, start: np.ndarray | None,
                per_call: dict) -> tuple[np.ndarray, float]:
@@ -295,16 +300,19 @@ class RacingKernel:
         return y, self.clock() - began
 
     def _one_by_one(self, costs: np.ndarray, start: np.ndarray | None) -> np.ndarray:
-        """Lead, race or re-check: each row to one candidate, in the caller (executor
-        workers start for the winner only), timed; the lead can turn into the race and
-        the race into a win mid-batch, and the rest of the batch then goes to the
-        winner in one call. Exactly one status per row."""
+        """Race or re-check: each row to one candidate, in the caller (executor workers
+        start for the winner only), timed; the race can turn into a win mid-batch, and
+        the rest of the batch then goes to the winner in one call. Exactly one status
+        per row."""
         out = np.empty_like(costs)
         statuses: list[str] = []
         b = 0
-        while b < len(costs) and self.phase in ("lead", "race", "check"):
-            name = self.names[0] if self.phase == "lead" else self._next()
-            kernel = _serial(self.kernel(name))
+        while b < len(costs) and self.phase in ("race", "check"):
+            name = self._next()
+            if name is None:  # every rival failed to build: the leader is left alone
+                continue
+            best = self._best() if self.phase == "race" else name
+            kernel = _serial(self.kernels[name])
             kwargs = ({"start": start[b : b + 1]} if start is not None
                       and getattr(kernel, "takes_start", False) else {})
             with recording() as log:
@@ -315,13 +323,12 @@ class RacingKernel:
             out[b] = np.asarray(y, dtype=np.float64).reshape(-1)
             statuses.extend(row_statuses(log, 1))
             b += 1
-            if self.phase == "lead":
-                self.lead_seconds += wall
-                if self.lead_seconds >= START_SECONDS:
-                    self._start_race()
-                continue
-            if self.phase == "check" and name != self.winner:
-                self._check_wall += wall
+            self.spent += seconds
+            if self.phase == "check":
+                if name != self.winner:
+                    self._check_wall += wall
+            elif name != best and self._estimate(best) is not None:
+                self.excess += seconds - self._estimate(best)
             self._observe(name, seconds)
         if b < len(costs):
             with recording() as log:
@@ -330,19 +337,63 @@ class RacingKernel:
             out[b:] = np.asarray(y, dtype=np.float64).reshape(len(costs) - b, -1)
             statuses.extend(row_statuses(log, len(costs) - b))
             self.since_check += seconds
+            self.spent += seconds
         record_all(statuses)
         return out
 
-    def _next(self) -> str:
-        """The candidate that solves the next raced row: the least race time spent, then
-        the fewest solves, then ranking."""
+    def _estimate(self, name: str) -> float | None:
+        """``name``'s seconds per solve in this race: its timed mean, else its guess."""
+        times = self.samples[name]
+        return statistics.fmean(times) if times else self._guess.get(name)
+
+    def _best(self) -> str:
+        """The candidate with the lowest estimate (then ranking); before any has one,
+        the winner or the first-ranked backend."""
+        known = [n for n in self.alive if self._estimate(n) is not None]
+        if not known:
+            return self.winner if self.winner in self.alive else self.alive[0]
+        return min(known, key=lambda n: (self._estimate(n), self.names.index(n)))
+
+    def _affordable(self, name: str, best: str) -> bool:
+        """Whether a row on ``name`` keeps the race's excess within the budget."""
+        if self.budget == math.inf:
+            return True
+        best_mean, mean = self._estimate(best), self._estimate(name)
+        if best_mean is None:
+            return False
+        extra = (DROP_RATIO - 1) * best_mean if mean is None else mean - best_mean
+        return self.excess + extra <= self.budget * self.spent
+
+    def _next(self) -> str | None:
+        """The candidate that solves the next row: in a check, the one with the fewest
+        check rows; in the race, of the best and the others that can afford a row, the
+        one with the fewest rows in this race (then ranking). A rival whose model fails
+        to build (a licence, memory) sits out."""
         if self.phase == "check":
             pool = [n for n in self._check_samples if len(self._check_samples[n]) < RECHECK_SOLVES]
             return min(pool, key=lambda n: len(self._check_samples[n]))
-        # equal time, not equal rows: a solver five times slower gets a fifth of the rows,
-        # so what a slow candidate costs the race stays near what the fastest spends
-        return min(self.alive, key=lambda n: (self._spent.get(n, 0.0), len(self.samples[n]),
-                                              self.names.index(n)))
+        best = self._best()
+        pool = [n for n in self.alive if n == best or self._affordable(n, best)]
+        name = min(pool, key=lambda n: (self._rows[n], self.names.index(n)))
+        if self._built(name):
+            return name
+        self.alive.remove(name)
+        if len(self.alive) == 1:
+            self._win(self.alive[0], "is left alone in")
+        return None
+
+    def _built(self, name: str) -> bool:
+        """Build ``name``'s model if it has none; one that fails to build (a licence,
+        memory) sits out of every race and check from then on."""
+        try:
+            self.kernel(name)
+        except Exception as error:
+            self._unbuilt.add(name)
+            self.dropped[name] = f"could not build its model: {type(error).__name__}"
+            logger.info("backend 'auto' for %s: %s sits out of the race: %s: %s",
+                        self.label, name, type(error).__name__, error)
+            return False
+        return True
 
     def _observe(self, name: str, seconds: float) -> None:
         if self.phase == "check":
@@ -350,34 +401,31 @@ class RacingKernel:
             if all(len(v) >= RECHECK_SOLVES for v in self._check_samples.values()):
                 self._end_check()
             return
-        if name not in self._warm and not (name == self.names[0] and self.lead_seconds > 0):
+        self._rows[name] += 1
+        if name not in self._warm:
             self._warm.add(name)  # the first solve pays one-off set-up: not timed
+            self._guess[name] = seconds
             return
-        self._spent[name] = self._spent.get(name, 0.0) + seconds
-        self._warm.add(name)
         self.samples[name].append(seconds)
         self._decide()
 
     def _decide(self) -> None:
+        best = self._best()
         counts = {n: len(self.samples[n]) for n in self.alive}
-        if min(counts.values()) < MIN_RATIO_SOLVES:
-            return
-        stats = {n: _mean_se(self.samples[n]) for n in self.alive}
-        best = min(stats, key=lambda n: stats[n][0])
-        for name in list(self.alive):
-            if name == best:
-                continue
-            gap = stats[name][0] - stats[best][0]
-            enough = min(counts[name], counts[best]) >= MIN_SOLVES
-            if ((enough and gap > Z * math.hypot(stats[name][1], stats[best][1]))
-                    or stats[name][0] > DROP_RATIO * stats[best][0]):
-                self.alive.remove(name)
-                self.dropped[name] = f"dropped ({gap / stats[best][0]:+.0%} per solve)"
+        if counts[best] >= MIN_RATIO_SOLVES:
+            best_mean, best_se = _mean_se(self.samples[best])
+            for name in [n for n in self.alive if n != best and counts[n] >= MIN_RATIO_SOLVES]:
+                mean, se = _mean_se(self.samples[name])
+                enough = min(counts[name], counts[best]) >= MIN_SOLVES
+                if ((enough and mean - best_mean > Z * math.hypot(se, best_se))
+                        or mean > DROP_RATIO * best_mean):
+                    self.alive.remove(name)
+                    self.dropped[name] = f"dropped ({mean / best_mean - 1:+.0%} per solve)"
         left = [counts[n] for n in self.alive]
         if (len(self.alive) == 1 or min(left) >= MAX_SOLVES
                 or sum(left) >= 3 * MAX_SOLVES * len(left)):
-            self.means.update({n: statistics.fmean(self.samples[n]) for n in self._racing
-                               if self.samples[n]})
+            self.means.update({n: self._estimate(n) for n in self._racing
+                               if self._estimate(n) is not None})
             if self.winner is None:
                 self._win(best, "won")
             else:  # a re-race that a check asked for
@@ -406,7 +454,9 @@ class RacingKernel:
     def _begin_check(self) -> None:
         self.phase = "check"
         self._check_wall = 0.0
-        self._check_samples = {name: [] for name in self.names if name not in self._unbuilt}
+        # a copy that kept its original's winner builds the others' models now
+        self._check_samples = {name: [] for name in self.names
+                               if name not in self._unbuilt and self._built(name)}
 
     def _end_check(self) -> None:
         self.checks += 1
@@ -422,11 +472,15 @@ class RacingKernel:
                        and means[n] < SWITCH_MARGIN * pace]
         if challengers:
             # a few rows are a hint, not a verdict: the winner and the challengers race
-            # again from fresh samples, under the race's rule
+            # again from fresh samples, under the budget, each starting from its check
+            # mean (the winner from its pace)
             self.alive = [self.winner, *challengers]
-            self._racing, self._spent = list(self.alive), {}
+            self._racing = list(self.alive)
+            self._guess = {**{n: means[n] for n in challengers}, self.winner: pace}
             for name in self.alive:
                 self.samples[name] = []
+                self._rows[name] = 0
+                self._warm.add(name)
                 self.dropped.pop(name, None)
             self.phase = "race"
             logger.debug("backend 'auto' for %s: re-check %d: %s looked faster than %s; "
