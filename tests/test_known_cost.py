@@ -120,6 +120,22 @@ def test_return_aux_shapes_kinds_and_dtypes():
     assert y.tolist() == [0, 0, 1, 1] and aux.shape == (0,)
 
 
+def test_known_like_is_the_known_cost_copied_once_per_device_and_dtype():
+    """Solver.known_like: the known cost in minimisation form (``folded``) or in the spec's
+    sense, on the tensor's dtype, one kept copy per (device, dtype, folded); None without
+    a known cost."""
+    spec = cl.ILP(shape=[2], num_aux=1, sense="max", known_cost=[0, 1.0, -2.0],
+                  constraints=[cl.Constraint(coefs=[1, 1, 1], sense="<=", rhs=2)])
+    solver = cl.make_solver(spec, "highs")
+    like = torch.zeros(3, dtype=torch.float32)
+    folded = solver.known_like(like)
+    assert folded.dtype == torch.float32 and folded.tolist() == [0.0, -1.0, 2.0]
+    assert solver.known_like(like.clone()) is folded  # kept, not copied again
+    assert solver.known_like(like, folded=False).tolist() == [0.0, 1.0, -2.0]
+    assert solver.known_like(like.double()).dtype == torch.float64
+    assert cl.make_solver(cl.ILP(shape=[2]), "highs").known_like(like) is None
+
+
 def test_layer_return_aux_in_training_and_eval_mode_and_with_perturbed():
     spec = cl.ILP(shape=[3], num_aux=1, known_cost=[0, 0, 0, -1.5],
                   constraints=[cl.Constraint(coefs=[1, 1, 1, 1], sense="<=", rhs=2)])

@@ -565,7 +565,7 @@ class Solver:
             out = costs.new_zeros((costs.shape[0], self.num_vars))
             out[:, : self.num_outputs] = costs
             if self.known is not None:
-                out += self._known_like(out)
+                out += self.known_like(out)
             return out
         out = np.zeros((costs.shape[0], self.num_vars))
         out[:, : self.num_outputs] = costs
@@ -573,9 +573,14 @@ class Solver:
             out += self.known
         return out
 
-    def _known_like(self, like: torch.Tensor, folded: bool = True) -> torch.Tensor:
-        """The known cost (``folded``: sense-folded, `known`; else in the spec's sense) as
-        a tensor on ``like``'s device and dtype, copied there once and kept."""
+    def known_like(self, like: torch.Tensor, folded: bool = True) -> torch.Tensor | None:
+        """The known cost ``(num_vars,)`` as a tensor on ``like``'s device and dtype, or
+        None when the spec has none (`known`). ``folded``: in minimisation form
+        (``sign * known_cost``, as `known`); else in the spec's own sense. Copied to
+        each device and dtype once and kept (the losses and metrics read it per batch):
+        the tensor is shared, so callers must not write into it."""
+        if self.known is None:
+            return None
         key = (like.device, like.dtype, folded)
         known = self._known_on.get(key)
         if known is None:
@@ -607,7 +612,7 @@ class Solver:
         n = self.num_outputs
         flat = y.reshape(*y.shape[: y.ndim - k], n)
         # on tensors, the known cost copied to their device once (no host copy per call)
-        on_y = (self._known_like(flat, folded=False) if is_torch
+        on_y = (self.known_like(flat, folded=False) if is_torch
                 else self.sign * self.known)[:n]
         value = (flat * on_y).sum(-1)
         if not self.known[n:].any():
@@ -615,6 +620,6 @@ class Solver:
         if aux is None:
             raise ValueError(f"{self.spec.label} has a known cost on its auxiliaries: pass their "
                              "values too (aux, from solve(..., return_aux=True)) to count it")
-        on_aux = (self._known_like(aux, folded=False) if is_torch
+        on_aux = (self.known_like(aux, folded=False) if is_torch
                   else self.sign * self.known)[n:]
         return value + (aux * on_aux).sum(-1)

@@ -191,8 +191,8 @@ class SolverLoss(LossInputs):
     def known_like(self, like: Tensor) -> Tensor | None:
         """The known cost in minimisation form (``sign * known_cost``, ``(num_vars,)``) on
         ``like``'s device and dtype, or None when the spec has none: the solver's own copy
-        there (made once per device and dtype, not on every call)."""
-        return None if self.solver.known is None else self.solver._known_like(like)
+        there (`Solver.known_like`, made once per device and dtype, not on every call)."""
+        return self.solver.known_like(like)
 
     def target_known_value(self, y: Tensor) -> Tensor:
         """``<k[:N], y>`` per row (``k`` the sense-folded known cost), the known part of
