@@ -8,6 +8,7 @@ solution ``x = concat(y, aux)``, min or max.
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -462,14 +463,36 @@ def test_losses_and_estimators_that_do_not_count_a_known_cost_refuse_it():
         if name in counting:
             cls(spec, backend="highs")
             continue
-        with pytest.raises(ValueError, match=f"{name} does not support a known cost"):
+        with pytest.raises(ValueError, match=f"{name} does not support a known cost") as error:
             cls(spec, backend="highs")
+        # the message names every registered method and loss that counts it
+        named = re.search(r"use a method \((.*)\) or a loss \((.*)\), or fold",
+                          str(error.value))
+        assert set(named[2].split(", ")) == counting
+        assert set(named[1].split(", ")) == {
+            method for method, cls in cl.estimators.METHODS.items() if cls.counts_known_cost}
         cls(plain, backend="highs")  # without a known cost nothing changes
     methods = cl.estimators.METHODS
     for name in ("identity", "blackbox", "perturbed", "imle", "rfwo"):
         assert methods[name].counts_known_cost
         cl.ComboLayer(spec, method=name)
 
+
+
+def test_the_known_cost_refusal_reads_the_registries(monkeypatch):
+    """The list of what counts a known cost comes from METHODS and LOSSES, not a copy:
+    a method registered with counts_known_cost is named, one without is not."""
+    from combolayer.estimators.base import known_cost_counters
+
+    methods = cl.estimators.METHODS
+    monkeypatch.setitem(methods, "zz_counts", type("Counts", (), {"counts_known_cost": True}))
+    monkeypatch.setitem(methods, "zz_blind", type("Blind", (), {"counts_known_cost": False}))
+    spec = cl.ILP(shape=[3], num_aux=1, known_cost=[0, 0, 0, 1.0],
+                  constraints=[cl.Constraint(coefs=[1, 1, 1, 1], sense="<=", rhs=2)])
+    with pytest.raises(ValueError, match=r"use a method \(.*zz_counts\) or a loss \(") as error:
+        cl.losses.CaVELoss(spec, backend="highs")
+    assert "zz_blind" not in str(error.value) and "CaVELoss (" not in str(error.value)
+    assert known_cost_counters()[0].startswith("a method (aimle, blackbox,")
 
 def test_blackbox_gradient_with_a_known_cost_is_its_formula_by_brute_force():
     """dL/du = (y(u') - y(u)) / lam with u' = u + lam dL/dy (min), both argmins taken

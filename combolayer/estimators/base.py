@@ -66,6 +66,11 @@ Backward = Callable[..., Tensor]
 #: a subclass of `Estimator` with a ``name`` joins it when defined.
 METHODS: dict[str, type[Estimator]] = {}
 
+#: The registries `refuse_known_cost` reads to name what counts a known cost, as
+#: ``(what, registry)``: the estimators here (by ``method=`` name), the losses added by
+#: `combolayer.losses.base` (which imports this module; this one cannot import it back).
+KNOWN_COST_REGISTRIES: list[tuple[str, dict[str, type]]] = [("a method", METHODS)]
+
 
 def solve_samples(solver: Solver, costs: Tensor) -> Tensor:
     """``solver.solve_min`` of ``(S, *batch, *cost_shape)`` costs, a sample axis first,
@@ -270,10 +275,21 @@ def refuse_known_cost(owner: Any, solver: Any) -> None:
                                                                      True):
         raise ValueError(
             f"{type(owner).__name__} does not support a known cost: {solver.spec.label} has "
-            "known_cost, and its derivation assumes the objective <w, y> alone; use Identity, "
-            "Blackbox, Perturbed, IMLE, RFWO, SPOPlusLoss, FenchelYoungLoss, PGLoss, "
-            "RegularizedFenchelYoungLoss, NCE, CMAP or an LTR loss, or fold the known "
-            "cost into the prediction")
+            "known_cost, and its derivation assumes the objective <w, y> alone; use "
+            f"{' or '.join(known_cost_counters())}, or fold the known cost into the "
+            "prediction")
+
+
+def known_cost_counters() -> list[str]:
+    """What counts a known cost, read from `KNOWN_COST_REGISTRIES`: one phrase per
+    registry with the sorted names of its entries whose ``counts_known_cost`` is True,
+    e.g. ``"a method (blackbox, identity, ...)"``."""
+    phrases = []
+    for what, registry in KNOWN_COST_REGISTRIES:
+        names = sorted(name for name, cls in registry.items() if cls.counts_known_cost)
+        if names:
+            phrases.append(f"{what} ({', '.join(names)})")
+    return phrases
 
 
 def _positive(value: float, info: ValidationInfo) -> float:

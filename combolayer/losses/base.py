@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from ..backends.solver import Solver, inner
+from ..estimators.base import KNOWN_COST_REGISTRIES, refuse_known_cost
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -118,6 +119,7 @@ class LossInputs:
 #: Every loss by class name: a subclass of `SolverLoss` joins it when defined, unless
 #: its body sets ``_abstract_loss = True`` (a base such as `PooledLoss`).
 LOSSES: dict[str, type[SolverLoss]] = {}
+KNOWN_COST_REGISTRIES.append(("a loss", LOSSES))
 
 
 class SolverLoss(LossInputs):
@@ -161,8 +163,6 @@ class SolverLoss(LossInputs):
 
     @solver.setter
     def solver(self, solver: Solver) -> None:
-        from ..estimators.base import refuse_known_cost
-
         refuse_known_cost(self, solver)
         self.__dict__["_solver"] = solver
         config = solver.config
