@@ -216,6 +216,34 @@ def test_enumeration_is_auto_for_small_binary_problems_and_batched_on_torch():
         cl.make_solver(cl.ILP(shape=[3], integrality="integer", upper=2), "enumerate")
 
 
+def test_enumeration_of_every_binary_point_checks_rows_by_halves_as_brute_force():
+    """With every 0/1 point kept (no rows of the spec's own, >= 8 variables) the kernel
+    checks ``A x <= b`` from the two halves of the variables: the same mask as the full
+    product, and solutions equal to brute force with shared and per-instance rows
+    (integer rows, some tight)."""
+    from combolayer.backends.enumeration import EnumerationKernel, _binary_form
+
+    rng = np.random.default_rng(5)
+    spec = cl.ILP(shape=[10], integrality="binary")
+    kernel = EnumerationKernel(_binary_form(spec)[0])
+    assert kernel._split == 5
+    points = kernel.points
+    A = torch.tensor(rng.integers(-2, 3, (7, 3, 10)), dtype=torch.float64)
+    b = torch.tensor(rng.integers(-1, 4, (7, 3)), dtype=torch.float64)
+    full = ((A @ points.T) <= b[..., None] + 1e-9).all(dim=-2)
+    assert torch.equal(kernel._allowed(A, b, points), full)
+    solver = cl.make_solver(spec, "enumerate")
+    all_points = feasible_points(spec)
+    A, b = rows_around(rng, all_points, 64, m=4)
+    costs = rng.normal(size=(64, 10))
+    for rows in ((A, b), (A[0], b[0])):  # per instance, and one set shared by the batch
+        y = solver.solve(torch.tensor(costs), A=torch.tensor(rows[0]), b=torch.tensor(rows[1]))
+        A_all, b_all = np.broadcast_to(rows[0], A.shape), np.broadcast_to(rows[1], b.shape)
+        np.testing.assert_allclose((y.numpy() * costs).sum(1),
+                                   brute_force_values(spec, all_points, costs, A_all, b_all),
+                                   atol=1e-9)
+
+
 def test_the_solution_cache_answers_only_with_pooled_solutions_feasible_for_each_row():
     """solve_ratio < 1 with per-call rows: a row drawn for the pool gets the cheapest
     pooled solution that meets its own rows; a row none meets is solved exactly."""
@@ -243,6 +271,57 @@ def test_the_solution_cache_answers_only_with_pooled_solutions_feasible_for_each
     np.testing.assert_allclose((costs * y).sum(1).numpy(), brute_force_values(
         spec, points, costs.numpy(), A.numpy(), b.numpy()), atol=1e-9)
     assert 0 < sum(exact_rows) < 100  # about 20% solved, the rest from the pool
+
+
+def test_the_solution_cache_checks_rows_on_auxiliaries_with_the_ones_it_solved():
+    """Per-call rows that weigh auxiliaries the pool does not keep (no known cost): a pooled
+    y answers only with the auxiliaries this cache's own exact solve of it returned, on the
+    whole solution concat(y, aux). Seeded outputs (no auxiliaries) never answer such rows;
+    once solved, the pool answers, and every answer meets its rows for some auxiliaries."""
+    rng = np.random.default_rng(4)
+    # a_j = 1 lets a pair of outputs both be 1; the per-call rows budget the auxiliaries
+    spec = cl.ILP(shape=[4], num_aux=2, integrality="binary", constraints=[
+        cl.Constraint(coefs=[1, 1, 0, 0, -1, 0], sense="<=", rhs=1),
+        cl.Constraint(coefs=[0, 0, 1, 1, 0, -1], sense="<=", rhs=1)])
+    points = feasible_points(spec)
+    count = 60
+    A = np.zeros((count, 2, 6))
+    A[:, 0, 4:] = 1.0  # a_0 + a_1 <= budget
+    A[:, 1, :4] = rng.integers(-1, 2, (count, 4))
+    b = np.stack([rng.integers(0, 3, count), np.full(count, 2)], axis=1).astype(float)
+    A, b = torch.tensor(A), torch.tensor(b)
+    layer = cl.ComboLayer(spec, projection="none", solve_ratio=0.0,
+                          generator=torch.Generator().manual_seed(0))
+    layer.pool.seed(torch.tensor(np.unique(points[:, :4], axis=0)))
+    exact_rows = []
+    original = layer.solver._full_rows
+
+    def spy(costs, start=None, full=False, rows=None):
+        exact_rows.append(len(costs))
+        return original(costs, start, full, rows)
+
+    layer.solver._full_rows = spy
+
+    def meets_its_rows(y: torch.Tensor) -> np.ndarray:
+        """Whether each output row has auxiliaries with which the whole point is feasible
+        for the spec and meets its instance's rows (brute force)."""
+        same = (points[None, :, :4] == y.numpy()[:, None, :]).all(axis=2)  # (count, K)
+        ok = (np.einsum("imn,kn->imk", A.numpy(), points) <= b.numpy()[..., None] + 1e-9)
+        return (same & ok.all(axis=1)).any(axis=1)
+
+    for round_ in range(2):
+        costs = torch.tensor(rng.normal(size=(count, 4)) - 1.0)  # most outputs want to be 1
+        exact_rows.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no warning: the pool checks these rows
+            y = layer(costs, A=A, b=b)
+        assert meets_its_rows(y).all(), round_
+        if round_ == 0:
+            assert sum(exact_rows) == count  # the seeded outputs have no auxiliaries
+        else:
+            assert sum(exact_rows) < count // 2  # the pool answers most now
+    tight = (b[:, 0] == 0).numpy()
+    assert tight.any() and (y.numpy()[tight][:, :2].sum(1) <= 1).all()
 
 
 def _some_rows_infeasible(count: int, seed: int):

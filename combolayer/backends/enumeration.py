@@ -52,6 +52,19 @@ CANDIDATES = 64
 SHARED = 4
 
 
+#: From this many variables on, the row values of all 2^n points are computed from the two
+#: halves of the variables (`EnumerationKernel._allowed`).
+SPLIT_MIN_VARS = 8
+
+
+def _all_points(n: int, device: torch.device) -> torch.Tensor:
+    """Every 0/1 point of ``n`` variables, lexicographic (first variable most significant),
+    ``(2^n, n)`` float64."""
+    index = torch.arange(2**n, device=device)
+    shifts = torch.arange(n - 1, -1, -1, device=device)
+    return ((index[:, None] >> shifts) & 1).to(torch.float64)
+
+
 def _binary_form(spec: Spec) -> tuple[CanonicalForm | None, str | None]:
     """The spec's canonical form when it can be enumerated, else why not."""
     try:
@@ -100,12 +113,40 @@ class EnumerationKernel:
         self.form = form
         self.points = torch.from_numpy(feasible_points(form))
         self._on: dict[torch.device, torch.Tensor] = {}
+        n = self.points.shape[1]
+        #: every 0/1 point kept (no fixed variable, no row of the spec's own): the row
+        #: values ``A F.T`` are then sums of two small products (`_allowed`)
+        self._split = n // 2 if len(self.points) == 2**n and n >= SPLIT_MIN_VARS else 0
+        self._halves_on: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def _points(self, device: torch.device) -> torch.Tensor:
         points = self._on.get(device)
         if points is None:
             points = self._on[device] = self.points.to(device)
         return points
+
+    def _allowed(self, A: torch.Tensor, b: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+        """Which points meet the rows ``A x <= b`` (``A`` ``(..., m, n)``, ``b``
+        ``(..., m)``; -> ``(..., K)`` bool). When every 0/1 point is kept, point
+        ``i = hi * 2^(n-h) + lo`` (first variables most significant) has ``a x = a[:h]
+        x_hi + a[h:] x_lo``: two products with ``2^h`` and ``2^(n-h)`` points, then one
+        comparison per row and point, row by row into one mask, instead of the ``(m, K)``
+        products (4-6x faster at 16 variables, 2-16 rows)."""
+        h = self._split
+        if not h:
+            return ((A @ points.T) <= b[..., None] + FEASIBILITY_TOL).all(dim=-2)
+        halves = self._halves_on.get(points.device)
+        if halves is None:
+            halves = self._halves_on[points.device] = (
+                _all_points(h, points.device), _all_points(points.shape[1] - h, points.device))
+        high, low = halves
+        room = (b + FEASIBILITY_TOL)[..., None] - A[..., :h] @ high.T  # (..., m, 2^h)
+        low_values = A[..., h:] @ low.T  # (..., m, 2^(n-h))
+        mask = torch.ones(room.shape[:-2] + (len(high), len(low)), dtype=torch.bool,
+                          device=points.device)
+        for j in range(A.shape[-2]):
+            mask &= low_values[..., j, None, :] <= room[..., j, :, None]
+        return mask.flatten(-2)
 
     def __call__(self, costs: torch.Tensor, rows: Rows | None = None) -> torch.Tensor:
         width = costs.shape[1]
@@ -156,7 +197,7 @@ class EnumerationKernel:
         ``A``, ``b``: the rows `_fitted` to the points' columns."""
         width = values.shape[1]
         for e, entry in enumerate(entries.tolist()):
-            allowed = ((A[entry] @ points.T) <= b[entry][:, None] + FEASIBILITY_TOL).all(dim=0)
+            allowed = self._allowed(A[entry], b[entry], points)
             mine = (inverse == e).nonzero().squeeze(1)
             kept = allowed.nonzero().squeeze(1)
             if len(kept) == 0:
@@ -176,8 +217,7 @@ class EnumerationKernel:
         A = A[..., :n] if A.shape[-1] >= n else torch.nn.functional.pad(A, (0, n - A.shape[-1]))
         return A, rows.b.to(torch.float64)
 
-    @staticmethod
-    def _best_allowed(objective: torch.Tensor, A: torch.Tensor, b: torch.Tensor,
+    def _best_allowed(self, objective: torch.Tensor, A: torch.Tensor, b: torch.Tensor,
                       index: torch.Tensor, points: torch.Tensor
                       ) -> tuple[torch.Tensor, torch.Tensor]:
         """The cheapest point that meets each cost row's per-call rows (entry ``index`` of
@@ -193,8 +233,7 @@ class EnumerationKernel:
         chosen = cheapest.gather(1, ok.to(torch.int8).argmax(dim=1, keepdim=True)).squeeze(1)
         if k < points.shape[0] and not bool(found.all()):
             rest = (~found).nonzero().squeeze(1)
-            lhs = A[index[rest]] @ points.T  # (rest, m, K)
-            allowed = (lhs <= b[index[rest]][..., None] + FEASIBILITY_TOL).all(dim=1)
+            allowed = self._allowed(A[index[rest]], b[index[rest]], points)  # (rest, K)
             masked = objective[rest].masked_fill(~allowed, float("inf"))
             chosen[rest] = masked.argmin(dim=1)
             found[rest] = allowed.any(dim=1)
