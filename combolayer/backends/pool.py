@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -59,7 +58,7 @@ def spec_signature(spec: Any) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-def _row_key(row: np.ndarray) -> bytes:
+def row_key(row: np.ndarray) -> bytes:
     # A 16-byte digest, not the row's bytes: at N = 900 the bytes of 10^4 keys would be
     # a second copy of the pool. A hit is confirmed against the stored row.
     return hashlib.blake2b(row.tobytes(), digest_size=16).digest()
@@ -113,7 +112,7 @@ class SolutionPool:
         self._keys: dict[bytes, int] = {}
         self._slot_keys: list[bytes | None] = []
         for slot in range(self._size):
-            key = _row_key(self._rows[slot])
+            key = row_key(self._rows[slot])
             self._slot_keys.append(None if key in self._keys else key)
             self._keys.setdefault(key, slot)
 
@@ -243,6 +242,13 @@ class SolutionPool:
                 y[~found] = 0.0
             return y, found
 
+    def slots(self, keys: list[bytes]) -> list[int | None]:
+        """Where the rows with these digests (`row_key`) are: each one's index among the
+        pooled rows that `lookup` hands ``allowed``, or None for a row not (or no longer)
+        in the pool."""
+        with self._lock:
+            return [self._keys.get(key) for key in keys]
+
     def _flat_rows(self, solutions: Any) -> np.ndarray:
         """``solutions`` as ``(M, N)`` float64 rows, refused unless their trailing shape
         is the problem's cost shape (or ``(N,)``) and every value is finite."""
@@ -274,7 +280,7 @@ class SolutionPool:
         with self._lock:
             added, written = 0, []
             for row in rows:
-                key = _row_key(row)
+                key = row_key(row)
                 slot = self._keys.get(key)
                 if slot is not None and np.array_equal(self._rows[slot], row):
                     if seeded and not self._seeded[slot]:
@@ -392,9 +398,14 @@ class CachedSolver(Solver):
     ``generator`` (the global RNG when None), one uniform per instance.
 
     The pool keeps rows of width ``pool_width``: the outputs, or whole solutions
-    when the spec has a known cost (the pool then ranks them with it). Calls with
-    per-call rows, and calls that ask for the auxiliaries of a pool that does not
-    keep them, are solved exactly.
+    when the spec has a known cost (the pool then ranks them with it). Calls that
+    ask for the auxiliaries of a pool that does not keep them are solved exactly.
+    With per-call rows, a row drawn for the pool gets the cheapest pooled solution
+    that meets its rows ``A x <= b``: checked on the pooled columns, and where the
+    rows weigh auxiliaries the pool does not keep, on the whole solution
+    ``concat(y, aux)`` with the auxiliaries this cache's own exact solve of ``y``
+    returned (kept beside the pool, at most ``pool.max_size``); a pooled ``y``
+    without them (seeded, or solved elsewhere) does not answer such rows.
 
     ``last_status`` / ``last_infeasible`` cover every row of the call: the exact
     solver's status for the rows it solved (an instance its per-call rows leave
@@ -410,6 +421,10 @@ class CachedSolver(Solver):
         self.solve_ratio = check_solve_ratio(solve_ratio)
         self.pool = pool
         self.generator = generator
+        #: The auxiliaries of the whole solutions this cache solved for per-call rows that
+        #: weigh them, by the digest of their outputs (`row_key`), oldest first.
+        self._aux: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._aux_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"CachedSolver({self.exact!r}, solve_ratio={self.solve_ratio}, pool={self.pool!r})"
@@ -464,35 +479,65 @@ class CachedSolver(Solver):
 
     def _with_rows(self, costs: Tensor, wide: bool, rows: Any) -> tuple[Tensor, Tensor | None]:
         """The cache under per-call rows: a row drawn for the pool gets the cheapest
-        pooled solution that meets *its* rows ``A x <= b`` (checked on the pooled
-        columns); one with none is solved exactly. Pools that cannot check the rows
-        (rows on auxiliaries the pool does not keep) solve every row exactly. Also the
-        mask of the rows solved exactly (None: all)."""
+        pooled solution that meets *its* rows ``A x <= b``; one with none is solved
+        exactly. Rows that weigh auxiliaries the pool does not keep are checked with
+        the auxiliaries this cache kept for each pooled ``y`` (`_pooled_aux`); a
+        pooled ``y`` without them does not answer those. Also the mask of the rows
+        solved exactly (None: all)."""
         rows = rows.torch(costs)
         width = self.pool_width
-        if bool((rows.A[..., width:] != 0).any()):
-            if not getattr(self, "_told_rows", False):
-                self._told_rows = True
-                warnings.warn(f"{self.spec.label}: the solution pool keeps {width} columns but "
-                              "the per-call rows use the others too, so it cannot check them: "
-                              "every row is solved exactly (solve_ratio has no effect)",
-                              RuntimeWarning, stacklevel=5)
-            return self._solve_exactly(costs, wide, rows), None
+        # per cost row: whether its rows weigh the auxiliaries the pool does not keep
+        weighs = (rows.A[..., width:] != 0).flatten(1).any(dim=1)[rows.index]
+        keep_aux = bool(weighs.any())
         exact = self._draw(len(costs)).to(costs.device)
         if bool(exact.all()) or len(self.pool) == 0:
-            return self._solve_exactly(costs, wide, rows), None
-        A = rows.A[rows.index][..., :width]
+            return self._solve_exactly(costs, wide, rows, keep_aux), None
+        A = rows.A[rows.index]
         b = rows.b[rows.index]
 
         def allowed(pooled: Tensor) -> Tensor:
-            lhs = torch.einsum("bmk,pk->bmp", A.to(pooled), pooled)
-            return (lhs <= b.to(pooled)[..., None] + FEASIBILITY_TOL).all(dim=1)
+            lhs = torch.einsum("bmk,pk->bmp", A[..., :width].to(pooled), pooled)
+            if keep_aux:
+                aux, known = self._pooled_aux(pooled)
+                lhs = lhs + torch.einsum("bmk,pk->bmp", A[..., width:].to(pooled), aux)
+            ok = (lhs <= b.to(pooled)[..., None] + FEASIBILITY_TOL).all(dim=1)
+            if keep_aux:
+                ok = ok & (known[None, :] | ~weighs.to(ok.device)[:, None])
+            return ok
 
         y, found = self.pool.lookup(self._keyed(costs), allowed)
         exact = exact | ~found.to(costs.device)
         if bool(exact.any()):
-            y[exact] = self._solve_exactly(costs[exact], wide, rows.take(exact)).to(y)
+            y[exact] = self._solve_exactly(costs[exact], wide, rows.take(exact),
+                                           keep_aux).to(y)
         return y, exact
+
+    def _pooled_aux(self, pooled: Tensor) -> tuple[Tensor, Tensor]:
+        """For the pooled rows ``(P, N)`` (`lookup`'s, in slot order), the auxiliaries
+        kept for each ``(P, num_aux)`` (zeros where none) and whether there are ``(P,)``."""
+        with self._aux_lock:
+            keys, values = list(self._aux), list(self._aux.values())
+        aux = pooled.new_zeros(len(pooled), self.num_aux)
+        known = torch.zeros(len(pooled), dtype=torch.bool, device=pooled.device)
+        hits = [(slot, i) for i, slot in enumerate(self.pool.slots(keys))
+                if slot is not None and slot < len(pooled)]
+        if hits:
+            index = torch.tensor([slot for slot, _ in hits], device=pooled.device)
+            aux[index] = torch.from_numpy(np.stack([values[i] for _, i in hits])).to(pooled)
+            known[index] = True
+        return aux, known
+
+    def _keep_aux(self, x: Tensor) -> None:
+        """Keep the auxiliaries of whole solutions ``x`` ``(B, num_vars)`` by the digest of
+        their outputs, dropping the oldest beyond ``pool.max_size``."""
+        whole = x.detach().to("cpu", torch.float64).numpy() + 0.0
+        with self._aux_lock:
+            for row in whole:
+                key = row_key(np.ascontiguousarray(row[: self.pool_width]))
+                self._aux[key] = row[self.pool_width :].copy()
+                self._aux.move_to_end(key)
+            while len(self._aux) > self.pool.max_size:
+                self._aux.popitem(last=False)
 
     def _draw(self, count: int) -> Tensor:
         """Which of ``count`` rows are solved exactly: one uniform each from the
@@ -505,20 +550,24 @@ class CachedSolver(Solver):
         solutions (a known cost), else the costs of the outputs."""
         return self.widen(costs) if self.pool_width > self.num_outputs else costs
 
-    def _solve_exactly(self, costs: Tensor, wide: bool, rows: Any = None) -> Tensor:
+    def _solve_exactly(self, costs: Tensor, wide: bool, rows: Any = None,
+                       keep_aux: bool = False) -> Tensor:
         """Exact solves, each started from the pool's best solution under its cost where
         the kernel takes a MIP start (HiGHS: 0.86-0.96x the time without it,
         docs/performance.md); the solutions join the pool (not those of per-call rows,
-        whose flagged infeasible rows are zeros)."""
+        whose flagged infeasible rows are zeros). ``keep_aux``: solved whole, and the
+        auxiliaries kept beside the pool (`_keep_aux`) for per-call rows that weigh them."""
         start = None
         if rows is None and len(self.pool) and getattr(self.exact.kernel, "takes_start", False):
             start = self.pool.best(self._keyed(costs)).to("cpu", torch.float64).numpy()
-        x = self.exact._full_rows(costs, start, full=wide, rows=rows)
+        x = self.exact._full_rows(costs, start, full=wide or keep_aux, rows=rows)
         if rows is None:
             self.pool.add(x[:, : self.pool_width])
         else:  # flagged infeasible rows are zeros, not solutions: left out
             flagged = self.exact.last_infeasible
             kept = (torch.as_tensor(~flagged, device=x.device) if len(flagged) == len(x)
                     else torch.ones(len(x), dtype=torch.bool, device=x.device))
+            if keep_aux:
+                self._keep_aux(x[kept])
             self.pool.add(x[kept][:, : self.pool_width])
-        return x
+        return x if wide or not keep_aux else x[:, : self.num_outputs]
