@@ -139,9 +139,9 @@ def test_untried_candidates_wait_until_the_run_can_afford_a_row():
         kernel(np.ones((1, 4)))
         leader_rows += 1
         assert leader_rows < 100
-    # priced at DROP_RATIO times the best's mean, the first rival row waits until the
-    # run has solved for (DROP_RATIO - 1) / EPSILON of the leader's solves
-    assert leader_rows == pytest.approx((race.DROP_RATIO - 1) / race.EPSILON + 1, abs=1)
+    # priced at UNTRIED_RATIO times the best's mean, the first rival row waits until the
+    # run has solved for (UNTRIED_RATIO - 1) / EPSILON of the leader's solves
+    assert leader_rows == pytest.approx((race.UNTRIED_RATIO - 1) / race.EPSILON + 1, abs=1)
     assert kernels["slowest"].rows == 0
     for _ in range(30):  # "fast" now has the lowest time: the rows are its own
         kernel(np.ones((1, 4)))
@@ -159,7 +159,7 @@ def test_slower_candidates_cost_at_most_epsilon_of_the_run(times):
     kernel, kernels = fake_race(times)
     fastest = min(times.values())
     first_rows = sum(t - fastest for t in times.values())
-    before_rival = (race.DROP_RATIO - 1) / race.EPSILON + 2
+    before_rival = (race.UNTRIED_RATIO - 1) / race.EPSILON + 2
     lead = before_rival * (next(iter(times.values())) - fastest)
     for step in range(400):
         kernel(np.random.default_rng(step).normal(size=(8, 4)))

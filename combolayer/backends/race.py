@@ -4,7 +4,7 @@ Which exact solver is fastest depends on the costs it is given, and in training
 those change (SCIP solves Identity's projected knapsack costs 3x faster than
 Gurobi, Gurobi is the faster on SPO+'s shifted ones). So when ``"auto"`` has more
 than one capable generic exact backend for a problem, `RacingKernel` holds the
-first `MAX_CANDIDATES` of its ranking and, like cuDNN's ``benchmark`` mode,
+first `MAX_CANDIDATES` (two) of its ranking and, like cuDNN's ``benchmark`` mode,
 times them on the rows the caller asks for anyway:
 
 1. **Race on a budget.** Rows go one at a time, in the caller, each to one
@@ -18,8 +18,9 @@ times them on the rows the caller asks for anyway:
    excess stays within `EPSILON` of the run's solve time so far. Its estimate: its
    mean minus the best's once it has timed solves; before, the time of its first
    row (which pays one-off set-up, so it is not a timed solve); before it has
-   any, `DROP_RATIO` - 1 times the best's mean, so an untried candidate waits until
-   the run has solved for ``(DROP_RATIO - 1) / EPSILON`` of the best's solves.
+   any, ``UNTRIED_RATIO - 1`` times the best's mean, so an untried candidate waits
+   until the run has solved for ``(UNTRIED_RATIO - 1) / EPSILON`` of the best's
+   solves.
    Among the candidates that may take a row, the one with the fewest rows in this
    race does. **The bound:** the excess of the rows given to slower candidates
    stays within `EPSILON` of the run's solve time, plus the overshoot of the last
@@ -71,11 +72,18 @@ from .outcome import record_all, recording, row_statuses
 
 logger = logging.getLogger(__name__)
 
-#: At most this many backends race: the first of ``"auto"``'s ranking and those behind it.
-MAX_CANDIDATES = 3
+#: At most this many backends race: the first of ``"auto"``'s ranking and the one behind
+#: it. The third (HiGHS for knapsacks, SCIP for the TSP) was the slowest on every MIP
+#: row of docs/performance.md and docs/problems.md, 3-28x the fastest, so its first row
+#: alone cost a 96-row loop up to 29% (benchmarks/auto_race.py).
+MAX_CANDIDATES = 2
 #: The share of the run's solve time that rows on slower candidates may cost beyond the
 #: best's time for them.
 EPSILON = 0.05
+#: An untried candidate is priced at this many times the best's mean per solve: it is
+#: tried once the run has solved for ``(UNTRIED_RATIO - 1) / EPSILON`` of the best's
+#: solves (sooner on credit that a faster candidate earned).
+UNTRIED_RATIO = 1.25
 #: Timed solves each candidate makes before one drops out by the standard-error rule.
 MIN_SOLVES = 5
 #: ... and before one drops out by the ratio rule (`DROP_RATIO`).
@@ -85,8 +93,7 @@ MAX_SOLVES = 30
 #: Standard errors of the difference of means by which a candidate must trail to drop out.
 Z = 3.0
 #: ... or the ratio of means past which it drops out whatever the spread: a solver twice
-#: as slow costs more in the race than a rare wrong drop, which a re-check undoes. Also
-#: the ratio an untried candidate is priced at.
+#: as slow costs more in the race than a rare wrong drop, which a re-check undoes.
 DROP_RATIO = 2.0
 #: Rows each candidate solves in a re-check.
 RECHECK_SOLVES = 4
@@ -361,7 +368,7 @@ class RacingKernel:
         best_mean, mean = self._estimate(best), self._estimate(name)
         if best_mean is None:
             return False
-        extra = (DROP_RATIO - 1) * best_mean if mean is None else mean - best_mean
+        extra = (UNTRIED_RATIO - 1) * best_mean if mean is None else mean - best_mean
         return self.excess + extra <= self.budget * self.spent
 
     def _next(self) -> str | None:
