@@ -22,10 +22,15 @@ times them on the rows the caller asks for anyway:
    until the run has solved for ``(UNTRIED_RATIO - 1) / EPSILON`` of the best's
    solves.
    Among the candidates that may take a row, the one with the fewest rows in this
-   race does. **The bound:** the excess of the rows given to slower candidates
-   stays within `EPSILON` of the run's solve time, plus the overshoot of the last
-   row given to one (its excess beyond its estimate: on steady costs at most one
-   first row per candidate; the slow tail of a solve adds to it).
+   race does. **The bound:** the excess of the rows given to candidates other than
+   the best stays within `EPSILON` of the run's solve time, plus the overshoot of
+   the last such row (its excess beyond its estimate). With steady times per solve
+   (the fake-clock test), a run so costs at most ``1 + EPSILON`` times the fastest
+   candidate's time, plus one first row of each slower candidate, plus, when the
+   first-ranked backend is not the fastest, its rows before a rival is tried;
+   `RECHECK_BUDGET` more once re-checks run. Per-row times with a heavy tail (a
+   knapsack instance 30x its median) make the means noisy: a slow row given to the
+   wrong candidate adds its excess.
 2. **Winner.** A candidate drops out once its mean time per solve is more than
    `DROP_RATIO` times the best mean (both with `MIN_RATIO_SOLVES` timed solves),
    or exceeds it by more than `Z` standard errors of the difference (both with

@@ -128,7 +128,8 @@ def check() -> int:
 
 def race(spec_source: Any, rows: int = 200, seed: int = 0) -> int:
     """``combolayer bench --race SPEC``: ``backend="auto"``'s race for a spec, run from
-    the first call (no lead) on ``rows`` random costs, 8 rows a call, and its table."""
+    the first call without the budget (the candidates in turn) on ``rows`` random costs,
+    8 rows a call, and its table."""
     from ..backends.race import RacingKernel
     from ..backends.registry import make_solver
     from ..specs.load import load_spec
