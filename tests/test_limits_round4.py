@@ -259,6 +259,8 @@ def hard_knapsack():
 @pytest.mark.parametrize("backend, options", [
     ("gurobi", {"SolutionLimit": 1}),
     ("scip", {"limits/solutions": 1, "fast": False}),
+    ("highs", {"mip_max_improving_sols": 1}),
+    ("highs", {"mip_max_nodes": 1}),  # HiGHS names its node limit a solution limit
 ])
 def test_a_solution_limit_returns_the_solution_named_as_a_solution_limit(backend, options):
     available(backend)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import combolayer as cl
-from combolayer.backends.outcome import Outcome, settle
+from combolayer.backends.outcome import Outcome, limit_name, settle
 
 SOLUTION = np.array([1.0, 0.0])
 
@@ -58,6 +58,12 @@ def test_each_solver_maps_its_statuses():
     assert highs_outcome(S.kUnboundedOrInfeasible) is Outcome.INFEASIBLE_OR_UNBOUNDED
     assert highs_outcome(S.kTimeLimit) is Outcome.TIME_LIMIT
     assert highs_outcome(S.kSolveError) is Outcome.STOPPED
+    # the limits a user sets in options stop like the time limit, named by the status
+    for status, name in ((S.kSolutionLimit, "solution limit"),
+                         (S.kIterationLimit, "iteration limit"),
+                         (S.kObjectiveBound, "objective bound")):
+        assert highs_outcome(status) is Outcome.LIMIT
+        assert limit_name(highspy.Highs().modelStatusToString(status)) == name
     assert scip_outcome("gaplimit") is Outcome.OPTIMAL
     assert scip_outcome("inforunbd") is Outcome.INFEASIBLE_OR_UNBOUNDED
     assert scip_outcome("userinterrupt") is Outcome.INTERRUPTED

@@ -457,7 +457,10 @@ TSP_MAX_NODES_FIRST = 150
 
 
 def highs_outcome(status) -> Outcome:
-    """HiGHS's model status as an `Outcome`."""
+    """HiGHS's model status as an `Outcome`. The limits a user sets in ``options``
+    (``mip_max_improving_sols``, ``mip_max_nodes`` and ``mip_max_leaves`` stop as a
+    solution limit; ``simplex_iteration_limit``, ``objective_bound``, ...) stop like the
+    time limit, named by the status (`limit_name`), as on Gurobi and SCIP."""
     S = highspy.HighsModelStatus
     return {
         S.kOptimal: Outcome.OPTIMAL,
@@ -465,6 +468,11 @@ def highs_outcome(status) -> Outcome:
         S.kUnbounded: Outcome.UNBOUNDED,
         S.kUnboundedOrInfeasible: Outcome.INFEASIBLE_OR_UNBOUNDED,
         S.kTimeLimit: Outcome.TIME_LIMIT,
+        S.kSolutionLimit: Outcome.LIMIT,
+        S.kIterationLimit: Outcome.LIMIT,
+        S.kMemoryLimit: Outcome.LIMIT,
+        S.kObjectiveBound: Outcome.LIMIT,
+        S.kObjectiveTarget: Outcome.LIMIT,
         S.kInterrupt: Outcome.INTERRUPTED,
     }.get(status, Outcome.STOPPED)
 

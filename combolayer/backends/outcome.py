@@ -113,6 +113,10 @@ _LIMIT_NAMES = {
     "stallnodelimit": "stall node limit", "memlimit": "memory limit",
     "restartlimit": "restart limit", "mem_limit": "memory limit",
     "user_obj_limit": "objective limit",
+    # HiGHS's model status strings (`Highs.modelStatusToString`)
+    "solution limit reached": "solution limit", "iteration limit reached": "iteration limit",
+    "memory limit reached": "memory limit", "bound on objective reached": "objective bound",
+    "target for objective reached": "objective target",
 }
 
 
