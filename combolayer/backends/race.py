@@ -312,36 +312,40 @@ class RacingKernel:
         return y, self.clock() - began
 
     def _one_by_one(self, costs: np.ndarray, start: np.ndarray | None) -> np.ndarray:
-        """Race or re-check: each row to one candidate, in the caller (executor workers
-        start for the winner only), timed; the race can turn into a win mid-batch, and
-        the rest of the batch then goes to the winner in one call. Exactly one status
-        per row."""
+        """Race or re-check: rows to one candidate at a time, in the caller (executor
+        workers start for the winner only), timed: one row, or in the race the best's
+        rows until the other can afford one, in one call. The race can turn into a win
+        mid-batch, and the rest of the batch then goes to the winner in one call.
+        Exactly one status per row."""
         out = np.empty_like(costs)
         statuses: list[str] = []
         b = 0
         while b < len(costs) and self.phase in ("race", "check"):
+            # timed from the choice on: a rival's first row pays for building its model
+            wall, began = self.clock(), self.sample_clock()
             name = self._next()
-            if name is None:  # every rival failed to build: the leader is left alone
+            if name is None:  # a rival failed to build and sits out
                 continue
             best = self._best() if self.phase == "race" else name
+            count = self._run(best, len(costs) - b) if self.phase == "race" and name == best else 1
+            rows = slice(b, b + count)
             kernel = _serial(self.kernels[name])
-            kwargs = ({"start": start[b : b + 1]} if start is not None
+            kwargs = ({"start": start[rows]} if start is not None
                       and getattr(kernel, "takes_start", False) else {})
             with recording() as log:
-                wall, began = self.clock(), self.sample_clock()
-                y = kernel(costs[b : b + 1], **kwargs)
-                seconds, wall = self.sample_clock() - began, self.clock() - wall
-            self.solved[name] += 1
-            out[b] = np.asarray(y, dtype=np.float64).reshape(-1)
-            statuses.extend(row_statuses(log, 1))
-            b += 1
+                y = kernel(costs[rows], **kwargs)
+            seconds, wall = self.sample_clock() - began, self.clock() - wall
+            self.solved[name] += count
+            out[rows] = np.asarray(y, dtype=np.float64).reshape(count, -1)
+            statuses.extend(row_statuses(log, count))
+            b += count
             self.spent += seconds
             if self.phase == "check":
                 if name != self.winner:
                     self._check_wall += wall
             elif name != best and self._estimate(best) is not None:
                 self.excess += seconds - self._estimate(best)
-            self._observe(name, seconds)
+            self._observe(name, seconds, count)
         if b < len(costs):
             with recording() as log:
                 y, seconds = self._whole(self.current_backend, costs[b:],
@@ -366,15 +370,29 @@ class RacingKernel:
             return self.winner if self.winner in self.alive else self.alive[0]
         return min(known, key=lambda n: (self._estimate(n), self.names.index(n)))
 
+    def _extra(self, name: str, best: str) -> float:
+        """What a row on ``name`` is estimated to cost beyond the best's mean (the best
+        has an estimate)."""
+        best_mean, mean = self._estimate(best), self._estimate(name)
+        return (UNTRIED_RATIO - 1) * best_mean if mean is None else mean - best_mean
+
     def _affordable(self, name: str, best: str) -> bool:
         """Whether a row on ``name`` keeps the race's excess within the budget."""
         if self.budget == math.inf:
             return True
-        best_mean, mean = self._estimate(best), self._estimate(name)
-        if best_mean is None:
+        if self._estimate(best) is None:
             return False
-        extra = (UNTRIED_RATIO - 1) * best_mean if mean is None else mean - best_mean
-        return self.excess + extra <= self.budget * self.spent
+        return self.excess + self._extra(name, best) <= self.budget * self.spent
+
+    def _run(self, best: str, left: int) -> int:
+        """How many rows the best takes in one call: those it solves, at its mean, before
+        another candidate can afford a row (at most ``left``; one until it is timed)."""
+        if not self.samples[best] or self.budget == math.inf:
+            return 1
+        pace = self.budget * statistics.fmean(self.samples[best])
+        short = (min(self._extra(n, best) for n in self.alive if n != best)
+                 + self.excess - self.budget * self.spent)
+        return max(1, min(left, math.ceil(short / pace))) if pace > 0 else 1
 
     def _next(self) -> str | None:
         """The candidate that solves the next row: in a check, the one with the fewest
@@ -407,18 +425,19 @@ class RacingKernel:
             return False
         return True
 
-    def _observe(self, name: str, seconds: float) -> None:
+    def _observe(self, name: str, seconds: float, count: int = 1) -> None:
         if self.phase == "check":
             self._check_samples[name].append(seconds)
             if all(len(v) >= RECHECK_SOLVES for v in self._check_samples.values()):
                 self._end_check()
             return
-        self._rows[name] += 1
+        self._rows[name] += count
         if name not in self._warm:
             self._warm.add(name)  # the first solve pays one-off set-up: not timed
             self._guess[name] = seconds
             return
-        self.samples[name].append(seconds)
+        # the best's rows solved in one call count at the call's mean
+        self.samples[name].extend([seconds / count] * count)
         self._decide()
 
     def _decide(self) -> None:
