@@ -148,6 +148,23 @@ def test_untried_candidates_wait_until_the_run_can_afford_a_row():
     assert kernels["fast"].rows >= 25, kernel.table()
 
 
+def test_a_run_too_short_to_pay_for_a_second_model_never_builds_one():
+    """An unbuilt rival is priced at least at the first-ranked backend's build time, so
+    it is built only once the run has solved for ``first_setup / EPSILON``."""
+    clock, built = [0.0], []
+    first, rival = Counting(1e-4, clock), Counting(1e-5, clock)
+    kernel = RacingKernel(("first", first), [("rival", lambda: built.append(1) or rival)],
+                          "Fake()", clock=lambda: clock[0], first_setup=0.01)
+    for _ in range(100):  # 10 ms of solving: 5% of it is far less than a 10 ms set-up
+        kernel(np.ones((1, 4)))
+    assert built == [] and rival.rows == 0 and first.rows == 100
+    while rival.rows == 0:
+        kernel(np.ones((50, 4)))
+        assert first.rows < 5000
+    assert built == [1]
+    assert first.rows * 1e-4 >= 0.01 / race.EPSILON - 50 * 1e-4
+
+
 @pytest.mark.parametrize("times", [{"fast": 1e-3, "slow": 3e-3, "slowest": 9e-3},
                                    {"slowest": 9e-3, "slow": 3e-3, "fast": 1e-3}],
                          ids=["fast-leads", "slowest-leads"])

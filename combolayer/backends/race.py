@@ -18,7 +18,10 @@ times them on the rows the caller asks for anyway:
    its estimated excess stays within `EPSILON` of the run's solve time so far.
    Its estimate: its timed mean minus the best's; before it has timed solves,
    ``UNTRIED_RATIO - 1`` times the best's mean, so it is first tried once the run
-   has solved for ``(UNTRIED_RATIO - 1) / EPSILON`` of the best's solves. Its
+   has solved for ``(UNTRIED_RATIO - 1) / EPSILON`` of the best's solves; and while
+   its model is not built, at least what the first-ranked backend's build took, so
+   a run too short to pay for a second model (320 rows of a 16-variable ILP in
+   20 ms) never builds one. Its
    first row pays one-off set-up (its model's build, and a first solve that took
    SCIP 4.5x its later ones on the 50 x 2 knapsack): that row is spent time, is
    charged at most the untried price, and is not a timed solve (its solve time
@@ -141,7 +144,8 @@ class RacingKernel:
     def __init__(self, first: tuple[str, Any], rivals: list[tuple[str, Callable[[], Any]]],
                  label: str, first_reason: str = "",
                  clock: Callable[[], float] = time.perf_counter,
-                 sample_clock: Callable[[], float] | None = None) -> None:
+                 sample_clock: Callable[[], float] | None = None,
+                 first_setup: float = 0.0) -> None:
         if not rivals:
             raise ValueError("a race needs at least one rival to the first-ranked backend")
         self.names = [first[0], *(name for name, _ in rivals)]
@@ -158,6 +162,10 @@ class RacingKernel:
         #: The share of the solve time the race may spend beyond the best (`EPSILON`;
         #: infinite after `start`: every candidate in turn).
         self.budget = EPSILON
+        #: Seconds the first-ranked backend's model took to build: the least an untried
+        #: rival's set-up is priced at, so a run too short to pay for a second model
+        #: (16 binary variables, 320 rows in 20 ms) never builds one.
+        self.first_setup = first_setup
         #: The run's solve time so far, and the excess of the rows raced on candidates
         #: other than the best over the best's mean (the budget's two sides).
         self.spent, self.excess = 0.0, 0.0
@@ -381,10 +389,12 @@ class RacingKernel:
         """What a row on ``name`` is estimated to cost beyond the best's mean (the best
         has an estimate): its timed mean's excess, or before it has one, the price of
         an untried candidate (a first solve pays set-up: SCIP's took 4.5x its later
-        ones on the 50 x 2 knapsack)."""
+        ones on the 50 x 2 knapsack), and while its model is not built, at least what
+        the first-ranked backend's build took."""
         best_mean, times = self._estimate(best), self.samples[name]
         if not times:
-            return (UNTRIED_RATIO - 1) * best_mean
+            setup = self.first_setup if name not in self.kernels else 0.0
+            return max((UNTRIED_RATIO - 1) * best_mean, setup)
         return statistics.fmean(times) - best_mean
 
     def _affordable(self, name: str, best: str) -> bool:

@@ -190,7 +190,11 @@ def make_solver(
     spec = load_spec(spec)
     config = BackendConfig.load(backend)
     cls = select_backend(spec, config.name)
+    # CPU time of this process times single-threaded solves whatever the load
+    clock = time.process_time if config.threads == 1 else time.perf_counter
+    began = clock()
     kernel = _executor_kernel(cls, spec, config)
+    setup = clock() - began
     reason = choice_reason(cls, spec, config)
     rivals = race_rivals(cls, spec) if config.name == "auto" and not config.deterministic else []
     if rivals:
@@ -198,8 +202,7 @@ def make_solver(
             (cls.name, kernel),
             [(rival.name, functools.partial(_executor_kernel, rival, spec, config))
              for rival in rivals],
-            spec.label, first_reason=reason,
-            # CPU time of this process times single-threaded solves whatever the load
+            spec.label, first_reason=reason, first_setup=setup,
             sample_clock=None if config.threads == 1 else time.perf_counter)
     solver = Solver(spec, kernel, cls.name, config)
     solver.choice_reason = reason
