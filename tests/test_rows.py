@@ -244,6 +244,18 @@ def test_enumeration_of_every_binary_point_checks_rows_by_halves_as_brute_force(
                                    atol=1e-9)
 
 
+def count_exact_rows(layer: cl.ComboLayer) -> list[int]:
+    """The row counts of the layer's exact solves from now on (one entry per call)."""
+    counts, original = [], layer.solver._full_rows
+
+    def spy(costs, start=None, full=False, rows=None):
+        counts.append(len(costs))
+        return original(costs, start, full, rows)
+
+    layer.solver._full_rows = spy
+    return counts
+
+
 def test_the_solution_cache_answers_only_with_pooled_solutions_feasible_for_each_row():
     """solve_ratio < 1 with per-call rows: a row drawn for the pool gets the cheapest
     pooled solution that meets its own rows; a row none meets is solved exactly."""
@@ -257,14 +269,7 @@ def test_the_solution_cache_answers_only_with_pooled_solutions_feasible_for_each
     A, b = rows_around(rng, points, 200, m=3)
     A, b = torch.tensor(A), torch.tensor(b)
     costs = torch.tensor(rng.normal(size=(200, 6)))
-    exact_rows = []
-    original = layer.solver._full_rows
-
-    def spy(costs, start=None, full=False, rows=None):
-        exact_rows.append(len(costs))
-        return original(costs, start, full, rows)
-
-    layer.solver._full_rows = spy
+    exact_rows = count_exact_rows(layer)
     y = layer(costs, A=A, b=b)
     assert ((A @ y.unsqueeze(-1)).squeeze(-1) <= b + 1e-9).all()
     # the pool holds every point: each answer is the optimum under its rows
@@ -293,14 +298,7 @@ def test_the_solution_cache_checks_rows_on_auxiliaries_with_the_ones_it_solved()
     layer = cl.ComboLayer(spec, projection="none", solve_ratio=0.0,
                           generator=torch.Generator().manual_seed(0))
     layer.pool.seed(torch.tensor(np.unique(points[:, :4], axis=0)))
-    exact_rows = []
-    original = layer.solver._full_rows
-
-    def spy(costs, start=None, full=False, rows=None):
-        exact_rows.append(len(costs))
-        return original(costs, start, full, rows)
-
-    layer.solver._full_rows = spy
+    exact_rows = count_exact_rows(layer)
 
     def meets_its_rows(y: torch.Tensor) -> np.ndarray:
         """Whether each output row has auxiliaries with which the whole point is feasible
