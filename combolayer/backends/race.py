@@ -19,9 +19,9 @@ times them on the rows the caller asks for anyway:
    Its estimate: its timed mean minus the best's; before it has timed solves,
    ``UNTRIED_RATIO - 1`` times the best's mean, so it is first tried once the run
    has solved for ``(UNTRIED_RATIO - 1) / EPSILON`` of the best's solves; and while
-   its model is not built, at least what the first-ranked backend's build took, so
-   a run too short to pay for a second model (320 rows of a 16-variable ILP in
-   20 ms) never builds one. Its
+   its model is not built, at least what the first-ranked backend's build took
+   (the nearest measure of a model's set-up at hand), so a run shorter than
+   ``1 / EPSILON`` times that build never builds a second model. Its
    first row pays one-off set-up (its model's build, and a first solve that took
    SCIP 4.5x its later ones on the 50 x 2 knapsack): that row is spent time, is
    charged at most the untried price, and is not a timed solve (its solve time
@@ -162,9 +162,8 @@ class RacingKernel:
         #: The share of the solve time the race may spend beyond the best (`EPSILON`;
         #: infinite after `start`: every candidate in turn).
         self.budget = EPSILON
-        #: Seconds the first-ranked backend's model took to build: the least an untried
-        #: rival's set-up is priced at, so a run too short to pay for a second model
-        #: (16 binary variables, 320 rows in 20 ms) never builds one.
+        #: Seconds the first-ranked backend's model took to build: the least an unbuilt
+        #: rival is priced at, so a run too short to pay for a second model builds none.
         self.first_setup = first_setup
         #: The run's solve time so far, and the excess of the rows raced on candidates
         #: other than the best over the best's mean (the budget's two sides).
