@@ -12,6 +12,7 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
+from testkit import unguarded_process_script
 
 import combolayer as cl
 from combolayer.backends import executors, registry
@@ -316,15 +317,7 @@ def test_process_workers_that_cannot_build_their_model_raise_with_the_reason(alw
     solver.kernel.close()
 
 
-UNGUARDED_SCRIPT = """
-import time
-import numpy as np, combolayer as cl
-from combolayer.backends import executors
-executors.START_SECONDS = dict.fromkeys(("thread", "process", "ray"), 0.0)
-executors.MIN_SOLVE_SECONDS = executors.MIN_CHUNK_SECONDS["process"] = 0.0
-spec = cl.ILP.from_matrices(shape=[12], A_ub=np.ones((1, 12)), b_ub=[4], sense="max")
-solver = cl.make_solver(spec, {"name": "highs", "executor": "process", "workers": 2})
-costs = np.random.default_rng(0).normal(size=(64, 12))
+UNGUARDED_SCRIPT = unguarded_process_script(0.0) + """
 start = time.monotonic()
 try:
     while time.monotonic() - start < 120:  # the workers start in the background

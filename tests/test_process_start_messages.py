@@ -7,19 +7,12 @@ import subprocess
 import sys
 
 import numpy as np
+from testkit import unguarded_process_script
 
 import combolayer as cl
 from combolayer.backends import executors
 
-UNGUARDED = """
-import time, warnings
-import numpy as np, combolayer as cl
-from combolayer.backends import executors
-executors.START_SECONDS = dict.fromkeys(("thread", "process", "ray"), 0.05)
-executors.MIN_SOLVE_SECONDS = executors.MIN_CHUNK_SECONDS["process"] = 0.0
-spec = cl.ILP.from_matrices(shape=[12], A_ub=np.ones((1, 12)), b_ub=[4], sense="max")
-solver = cl.make_solver(spec, {"name": "highs", "executor": "process", "workers": 2})
-costs = np.random.default_rng(0).normal(size=(64, 12))
+UNGUARDED = unguarded_process_script(0.05) + """
 with warnings.catch_warnings(record=True) as seen:
     warnings.simplefilter("always", RuntimeWarning)
     start = time.monotonic()
