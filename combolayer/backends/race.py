@@ -116,11 +116,29 @@ def _serial(kernel: Any) -> Any:
     return getattr(kernel, "local", kernel)
 
 
-def _mean_se(times: list[float]) -> tuple[float, float]:
-    # numpy, not statistics.stdev: its exact fractions cost ~100 us a row on 200 samples
-    a = np.asarray(times)
-    se = float(a.std(ddof=1)) / math.sqrt(len(a)) if len(a) > 1 else math.inf
-    return float(a.mean()), se
+class Timings:
+    """A candidate's timed solves in one race, as running moments (Welford's), so the
+    mean and standard error read per row cost nothing however many rows it solved."""
+
+    def __init__(self) -> None:
+        self.count, self.mean, self._m2 = 0, 0.0, 0.0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def add(self, seconds: float, count: int = 1) -> None:
+        """``count`` solves of ``seconds`` each (a call's rows at the call's mean)."""
+        before, self.count = self.count, self.count + count
+        delta = seconds - self.mean
+        self.mean += delta * count / self.count
+        self._m2 += delta * delta * before * count / self.count
+
+    @property
+    def se(self) -> float:
+        """The standard error of `mean` (infinite below two solves)."""
+        if self.count < 2:
+            return math.inf
+        return math.sqrt(self._m2 / (self.count - 1) / self.count)
 
 
 def _ms(seconds: float) -> str:
@@ -168,7 +186,7 @@ class RacingKernel:
         #: The run's solve time so far, and the excess of the rows raced on candidates
         #: other than the best over the best's mean (the budget's two sides).
         self.spent, self.excess = 0.0, 0.0
-        self.samples: dict[str, list[float]] = {name: [] for name in self.names}
+        self.samples: dict[str, Timings] = {name: Timings() for name in self.names}
         #: A candidate's time per solve before it has timed solves in this race: its
         #: first (set-up) row's, or in a re-race its check mean (the winner: its pace).
         self._guess: dict[str, float] = {}
@@ -251,7 +269,7 @@ class RacingKernel:
                 verdict = "waiting"
             else:
                 verdict = "racing" if name in self.alive and self.phase == "race" else "lost"
-            mean = statistics.fmean(times) if times else self.means.get(name)
+            mean = times.mean if times else self.means.get(name)
             rows.append((name, len(times), mean, verdict))
         return rows
 
@@ -374,7 +392,7 @@ class RacingKernel:
     def _estimate(self, name: str) -> float | None:
         """``name``'s seconds per solve in this race: its timed mean, else its guess."""
         times = self.samples[name]
-        return statistics.fmean(times) if times else self._guess.get(name)
+        return times.mean if times else self._guess.get(name)
 
     def _best(self) -> str:
         """The candidate with the lowest estimate (then ranking); before any has one,
@@ -394,7 +412,7 @@ class RacingKernel:
         if not times:
             setup = self.first_setup if name not in self.kernels else 0.0
             return max((UNTRIED_RATIO - 1) * best_mean, setup)
-        return statistics.fmean(times) - best_mean
+        return times.mean - best_mean
 
     def _affordable(self, name: str, best: str) -> bool:
         """Whether a row on ``name`` keeps the race's excess within the budget."""
@@ -409,7 +427,7 @@ class RacingKernel:
         another candidate can afford a row (at most ``left``; one until it is timed)."""
         if not self.samples[best] or self.budget == math.inf:
             return 1
-        pace = self.budget * statistics.fmean(self.samples[best])
+        pace = self.budget * self.samples[best].mean
         short = (min(self._extra(n, best) for n in self.alive if n != best)
                  + self.excess - self.budget * self.spent)
         return max(1, min(left, math.ceil(short / pace))) if pace > 0 else 1
@@ -457,16 +475,16 @@ class RacingKernel:
             self._guess[name] = seconds
             return
         # the best's rows solved in one call count at the call's mean
-        self.samples[name].extend([seconds / count] * count)
+        self.samples[name].add(seconds / count, count)
         self._decide()
 
     def _decide(self) -> None:
         best = self._best()
         counts = {n: len(self.samples[n]) for n in self.alive}
         if counts[best] >= MIN_SOLVES:
-            best_mean, best_se = _mean_se(self.samples[best])
+            best_mean, best_se = self.samples[best].mean, self.samples[best].se
             for name in [n for n in self.alive if n != best and counts[n] >= MIN_SOLVES]:
-                mean, se = _mean_se(self.samples[name])
+                mean, se = self.samples[name].mean, self.samples[name].se
                 if (mean - best_mean > Z * math.hypot(se, best_se)
                         or mean > DROP_RATIO * best_mean):
                     self.alive.remove(name)
@@ -526,7 +544,7 @@ class RacingKernel:
             self._racing = list(self.alive)
             self._guess = {**{n: means[n] for n in challengers}, self.winner: pace}
             for name in self.alive:
-                self.samples[name] = []
+                self.samples[name] = Timings()
                 self._rows[name] = 0
                 self._warm.add(name)
                 self.dropped.pop(name, None)
