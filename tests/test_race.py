@@ -165,6 +165,44 @@ def test_a_run_too_short_to_pay_for_a_second_model_never_builds_one():
     assert first.rows * 1e-4 >= 0.01 / race.EPSILON - 50 * 1e-4
 
 
+class Sequence(Counting):
+    """A `Counting` kernel whose rows take the given (fake) times in turn, then the last."""
+
+    def __init__(self, times: list[float], clock: list[float]) -> None:
+        super().__init__(times[-1], clock)
+        self.times = list(times)
+
+    def __call__(self, costs: np.ndarray) -> np.ndarray:
+        for _ in range(len(costs)):
+            self.seconds = self.times.pop(0) if len(self.times) > 1 else self.times[0]
+            super().__call__(costs[:1])
+        return (costs < 0).astype(float)
+
+
+def test_one_cheap_row_does_not_make_a_rival_the_best():
+    """A candidate is the best (its rows charged nothing) only with MIN_SOLVES timed
+    solves: a rival 5x slower whose first timed row happened to be cheap (a heavy-tailed
+    problem) has each of its rows charged against the leader's mean, so its slow rows
+    stay within the budget instead of going free."""
+    clock = [0.0]
+    leader = Counting(1e-3, clock)
+    rival = Sequence([1e-3, 0.5e-3, 5e-3], clock)  # set-up row, a cheap row, then slow
+    kernel = RacingKernel(("leader", leader), [("rival", lambda: rival)], "Fake()",
+                          clock=lambda: clock[0])
+    rival_time = 0.0
+    for _ in range(400):
+        before = clock[0]
+        asked = rival.rows
+        kernel(np.ones((1, 4)))
+        if rival.rows > asked:
+            rival_time += clock[0] - before
+        assert kernel._best() == "leader" or len(kernel.samples["rival"]) >= race.MIN_SOLVES
+    excess = rival_time - rival.rows * 1e-3
+    # the set-up row charged at most the untried price: its overshoot is the bound's
+    assert excess <= race.EPSILON * clock[0] + 1e-3, (rival.rows, kernel.table())
+    assert kernel.excess == pytest.approx(excess, abs=1e-9)  # every row charged
+
+
 @pytest.mark.parametrize("times", [{"fast": 1e-3, "slow": 3e-3, "slowest": 9e-3},
                                    {"slowest": 9e-3, "slow": 3e-3, "fast": 1e-3}],
                          ids=["fast-leads", "slowest-leads"])

@@ -244,6 +244,31 @@ def test_enumeration_of_every_binary_point_checks_rows_by_halves_as_brute_force(
                                    atol=1e-9)
 
 
+def test_enumeration_solves_a_problem_without_rows_of_its_own_variable_by_variable():
+    """No rows of the spec's own: the minimum is separable, so "auto" puts enumeration
+    first whatever the number of points (16 free variables: 65 536) and a call without
+    per-call rows is one comparison per variable, equal to the argmin over every point
+    with its lexicographic ties (zero costs stay 0) and bounds (a variable fixed at 1);
+    calls with per-call rows still enumerate."""
+    from combolayer.backends.enumeration import AUTO_MAX_POINTS
+
+    rng = np.random.default_rng(3)
+    spec = cl.ILP(shape=[16], integrality="binary", lower=[0] * 15 + [1])
+    assert len(feasible_points(spec)) > AUTO_MAX_POINTS
+    solver = cl.make_solver(spec, {"name": "auto", "deterministic": True})
+    assert solver.backend == "enumerate"
+    assert "points" not in vars(solver.kernel)  # never listed for calls without rows
+    costs = rng.normal(size=(64, 16))
+    costs[:8, :4] = 0.0  # ties
+    all_points = feasible_points(spec)
+    expected = all_points[(costs @ all_points.T).argmin(1)]  # the first optimum per row
+    np.testing.assert_array_equal(solver.solve(costs), expected)
+    A, b = rows_around(rng, all_points, 64, m=2)
+    y = solver.solve(torch.tensor(costs), A=torch.tensor(A), b=torch.tensor(b))
+    np.testing.assert_allclose((y.numpy() * costs).sum(1),
+                               brute_force_values(spec, all_points, costs, A, b), atol=1e-9)
+
+
 def count_exact_rows(layer: cl.ComboLayer) -> list[int]:
     """The row counts of the layer's exact solves from now on (one entry per call)."""
     counts, original = [], layer.solver._full_rows
