@@ -38,3 +38,32 @@ def test_quick_run_claims_nothing_and_writes_the_schema(tmp_path, capsys):
     assert all(len(row["values"]) == len(result["seeds"]) for row in result["rows"])
     assert all(0.0 <= v <= 1.0 for row in result["rows"] for v in row["values"])
     assert result["claims"] and all(c["verdict"] == "inconclusive" for c in result["claims"])
+
+
+def test_accuracy_solves_only_the_instances_whose_truth_meets_the_learned_rows():
+    """The filtered accuracy equals the exact-match accuracy of a solve of every instance,
+    on untrained rows (most truths cut off) and on the true rows (every one kept)."""
+    import warnings
+
+    import torch
+
+    import combolayer as cl
+
+    data = comboptnet.make_data("dense", 2, 0, 16, (4, 4, 60), "scip")
+    config = comboptnet.Config()
+    layer = cl.ComboLayer(data.spec, projection="none", backend="scip", on_infeasible="flag")
+    split = data.splits["test"]
+    A_true, b_true = (torch.tensor(v) for v in data.true_rows)
+    models = [comboptnet.initial_model("dense", 2, seed, config, data.box, method)
+              for seed in (0, 1) for method in ("comboptnet", "qptl")]
+    models.append(lambda: (A_true, b_true))
+    found = []
+    for model in models:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            A, b = model()
+            layer.eval()
+            y = layer(split[0], A=A, b=b)
+        found.append(comboptnet.accuracy(layer, model, split))
+        assert found[-1] == float((y == split[1]).all(dim=1).double().mean())
+    assert found[-1] == 1.0 and min(found) < 0.5

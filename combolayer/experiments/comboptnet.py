@@ -346,15 +346,28 @@ def method_for(variant: core.Variant, config: Config, seed: int) -> dict:
             "perturb": ["A", "b"], "generator": torch.Generator().manual_seed(seed)}
 
 
+#: A true solution that violates a learned row by more than this cannot be the learned
+#: ILP's answer (unit rows; SCIP's feasibility tolerance is 1e-6 relative to |b| <= ~20)
+VIOLATION_TOL = 1e-4
+
+
 def accuracy(layer: cl.ComboLayer, model: StaticConstraints, split: tuple) -> float:
+    """Exact-match accuracy of the learned ILP on ``split``. Only the instances whose true
+    solution satisfies every learned row are solved: any other cannot be the learned
+    ILP's answer (a point feasible for the learned rows, or the zeros of rows that leave
+    no point, which count as wrong), so it counts as wrong without a solve."""
     costs, solutions = split
     layer.eval()
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # emptied rows: zeros, counted wrong
         A, b = model()
-        y = layer(costs, A=A, b=b)
+        feasible = (solutions @ A.T <= b + VIOLATION_TOL).all(dim=1)
+        right = 0
+        if feasible.any():
+            y = layer(costs[feasible], A=A, b=b)
+            right = int((y == solutions[feasible]).all(dim=1).sum())
     layer.train()
-    return float((y == solutions).all(dim=1).double().mean())
+    return right / len(costs)
 
 
 def initial_model(kind: str, m: int, seed: int, config: Config, box: tuple[float, float],
