@@ -23,13 +23,16 @@ choice would not have made).
 Then solve loops, one for every MIP row of docs/performance.md and docs/problems.md
 (`solve_loops`): PyEPO's knapsacks with their own costs (50 x 2, 200 x 2, 1000 x 2,
 200 x 5), problems.md's knapsacks (2 x 32, 2 x 100), the facility-location example
-with its known cost, TSP 20, 50 and 60; 32 to 320 rows each, in batches of 32, each
-backend with a fresh solver, so ``auto``'s race is counted in its time. ``auto``
-runs first, then each single backend (stopped at `GIVE_UP` times ``auto``'s time:
-it is not the fastest), then the fastest single and ``auto`` again in reverse order;
-those two are the means of their two runs. Rows where ``auto`` does not race (a
-named kernel: the knapsack DP, Held-Karp, enumeration) say so instead of timing,
-and `NOT_MEASURED` lists the MIP rows no loop here times, and why.
+with its known cost, TSP 20, 50 and 60; 32 to 320 rows each, in batches of 32 (8
+for the 32-row loop), each backend with a fresh solver, so ``auto``'s race is
+counted in its time (`interleaved_loops`). ``auto`` and every single backend take
+turns batch by batch (a single stops at `GIVE_UP` times ``auto``'s time at the
+same batch: it is not the fastest), then the fastest single and ``auto`` again;
+those two are the means of their two rounds. Taking turns batch by batch puts a
+change in the machine's load on every backend alike (run one after another, the
+same loop moved up to 0.1 in its ratio between runs). Rows where ``auto`` does not
+race (a named kernel: the knapsack DP, Held-Karp, enumeration) say so instead of
+timing, and `NOT_MEASURED` lists the MIP rows no loop here times, and why.
 """
 
 from __future__ import annotations
@@ -174,20 +177,30 @@ NOT_MEASURED = [
 GIVE_UP = 2.0
 
 
-def solve_loop(spec, backend, costs: np.ndarray,
-               limit: float = math.inf) -> tuple[float, bool, object]:
-    """CPU seconds of this process to build a fresh solver and solve ``costs`` in
-    batches of 32 (the race included; every backend runs single-threaded in this
-    process, so other jobs' load on the machine stays out of the ratio), whether it
-    finished within ``limit`` seconds (checked every 8 rows), and the solver."""
-    start = time.process_time()
-    solver = cl.make_solver(spec, backend)
-    step = 32 if limit == math.inf else 8
-    for chunk in np.array_split(costs, max(1, len(costs) // step)):
-        solver.solve(chunk)
-        if time.process_time() - start > limit:
-            return time.process_time() - start, False, solver
-    return time.process_time() - start, True, solver
+def interleaved_loops(spec, backends: list[str], costs: np.ndarray,
+                      give_up: float = math.inf) -> dict[str, tuple[float, bool, object]]:
+    """CPU seconds of this process for each backend to build a fresh solver and solve
+    ``costs`` in batches (32 rows, or a quarter of the rows when fewer than 128), the
+    backends taking turns batch by batch, in reverse order every other batch, so that
+    the machine's load hits all alike (every backend single-threaded, in this process);
+    the builds are counted, and ``auto``'s race. A backend other than the first stops
+    once its time exceeds ``give_up`` times the first's at the same batch (from the
+    second batch on: it is not the fastest). ``{backend: (seconds, finished, solver)}``."""
+    seconds, solvers = dict.fromkeys(backends, 0.0), {}
+    for backend in backends:
+        began = time.process_time()
+        solvers[backend] = cl.make_solver(spec, backend)
+        seconds[backend] += time.process_time() - began
+    running, first = list(backends), backends[0]
+    step = min(32, max(1, len(costs) // 4))
+    for i, chunk in enumerate(np.array_split(costs, max(1, len(costs) // step))):
+        for backend in running if i % 2 == 0 else running[::-1]:
+            began = time.process_time()
+            solvers[backend].solve(chunk)
+            seconds[backend] += time.process_time() - began
+        if i:
+            running = [b for b in running if b == first or seconds[b] <= give_up * seconds[first]]
+    return {b: (seconds[b], b in running, solvers[b]) for b in backends}
 
 
 def solve_rows(quick: bool, bar) -> tuple[list[str], list[float]]:
@@ -201,19 +214,17 @@ def solve_rows(quick: bool, bar) -> tuple[list[str], list[float]]:
             bar.update()
             continue
         singles = singles_for(spec, auto.kernel.names)
-        # round 1: auto, then each single (given up past GIVE_UP x auto's time); round
-        # 2, in reverse order: the fastest single, then auto; auto and the fastest
-        # single are the means of their two rounds
-        first = solve_loop(spec, "auto", costs)[0]
-        runs, finished = {"auto": [first]}, {}
-        for backend in singles:
-            seconds, done, _ = solve_loop(spec, backend, costs, GIVE_UP * first)
-            runs[backend] = [seconds]
-            finished[backend] = done
+        # round 1: auto and every single interleaved batch by batch (a single given up
+        # past GIVE_UP x auto's time); round 2: the fastest single and auto again,
+        # interleaved; auto and the fastest single are the means of their two rounds
+        first = interleaved_loops(spec, ["auto", *singles], costs, GIVE_UP)
+        runs = {b: [seconds] for b, (seconds, _, _) in first.items()}
+        finished = {b: done for b, (_, done, _) in first.items()}
         fastest = min((b for b in singles if finished[b]), key=lambda b: runs[b][0])
-        runs[fastest].append(solve_loop(spec, fastest, costs)[0])
-        seconds, _, auto = solve_loop(spec, "auto", costs)
-        runs["auto"].append(seconds)
+        second = interleaved_loops(spec, [fastest, "auto"], costs)
+        for backend in (fastest, "auto"):
+            runs[backend].append(second[backend][0])
+        auto = second["auto"][2]
         mean = {b: statistics.fmean(t) for b, t in runs.items()}
         bar.update()
         race = auto.kernel
@@ -283,13 +294,14 @@ def main(argv: list[str] | None = None) -> int:
             "Solve loops, one for every MIP row of docs/performance.md and docs/problems.md: "
             "the row's problem and costs (PyEPO's knapsack: its own costs; problems.md's "
             "knapsacks: uniform values; TSP: random points; facility location: its "
-            "example's costs) solved in batches of 32 by a fresh solver each (its build and "
-            "`auto`'s race included), timed in CPU seconds of the process (every backend "
-            "single-threaded, in-process: the machine's load stays out). `auto` runs "
-            "first, then each single backend (one stops at "
-            f"{GIVE_UP:g}x `auto`'s time: '>'), then the fastest single and `auto` again; "
-            "the two are the means of their two runs. Rows where `auto` does not race say "
-            "why:", "",
+            "example's costs) solved in batches of 32 (a quarter of the rows below 128) by "
+            "a fresh solver each (its build and `auto`'s race included), timed in CPU "
+            "seconds of the process (every backend single-threaded, in-process). The "
+            "backends take turns batch by batch (in reverse order every other batch), so "
+            "the machine's load hits all alike: `auto` and every single backend (one stops "
+            f"at {GIVE_UP:g}x `auto`'s time at the same batch: '>'), then the fastest "
+            "single and `auto` again; the two are the means of their two rounds. Rows "
+            "where `auto` does not race say why:", "",
             *table(["problem", "in the docs", "rows", "single backends (s)", "auto (s)",
                     "fastest single", "auto / fastest single", "rows each solved under auto"],
                    loop_rows), "",

@@ -44,15 +44,15 @@ BLOCK = 1 << 22
 #: most `AUTO_MAX_VARS` variables whose own constraints leave at most `AUTO_MAX_POINTS`
 #: feasible points: a solve costs one pass over them. Measured on the shared 2-core
 #: machine (benchmarks/enumeration.py, docs/performance.md, 256 instances, one torch
-#: thread): up to 4096 points 0.0007-0.22 ms per instance against SCIP's 0.8-3.2 ms and
-#: Gurobi's 0.13-3.8 ms, with and without per-call rows. 16 free variables (65 536
-#: points): rows shared by the batch cut the points first (0.012 ms against Gurobi's
-#: 1.3 ms), but listing them without rows (1.4 ms against 0.12 ms) or with rows per
-#: instance (3.5 ms against 2.3 ms) is slower. Such a problem, with no rows of its own,
-#: is separable, though: calls without per-call rows take one comparison per variable
-#: (320 rows of 16 variables: 1.7 ms against Gurobi's 17 ms), so "auto" puts enumeration
-#: first on every problem without rows of its own up to `AUTO_MAX_VARS` variables,
-#: accepting the slower per-instance rows at 16 of them.
+#: thread): up to 4096 points 0.0002-0.057 ms per instance against SCIP's 0.29-0.8 ms
+#: and Gurobi's 0.047-0.85 ms, with and without per-call rows. 16 free variables (65 536
+#: points): rows shared by the batch cut the points first (0.0056 ms against Gurobi's
+#: 0.40 ms), but rows per instance are slower (0.91 ms against 0.66 ms), as was listing
+#: the points without rows (1.4 ms against 0.12 ms, an earlier run). Such a problem, with
+#: no rows of its own, is separable, though: calls without per-call rows take one
+#: comparison per variable (0.00025 ms against Gurobi's 0.058 ms), so "auto" puts
+#: enumeration first on every problem without rows of its own up to `AUTO_MAX_VARS`
+#: variables, accepting the slower per-instance rows at 16 of them.
 AUTO_MAX_VARS = 16
 AUTO_MAX_POINTS = 4096
 #: Per instance, this many cheapest points are checked against the per-call rows first.

@@ -16,8 +16,9 @@ times them on the rows the caller asks for anyway:
    mean (negative when it is the faster: a faster solver earns the credit for its
    own rows, and is the best once it has `MIN_SOLVES` timed solves, as many as a
    slower one needs to drop out; one cheap row of a heavy-tailed problem does not
-   make it the best, with its next rows uncharged). A candidate may take the next row while the excess spent so far plus
-   its estimated excess stays within `EPSILON` of the run's solve time so far.
+   make it the best, with its next rows uncharged). A candidate may take the next
+   row while the excess spent so far plus its estimated excess stays within
+   `EPSILON` of the run's solve time so far.
    Its estimate: its timed mean minus the best's; before it has timed solves,
    ``UNTRIED_RATIO - 1`` times the best's mean, so it is first tried once the run
    has solved for ``(UNTRIED_RATIO - 1) / EPSILON`` of the best's solves; and while
