@@ -26,16 +26,23 @@ times them on the rows the caller asks for anyway:
    (the nearest measure of a model's set-up at hand), so a run shorter than
    ``1 / EPSILON`` times that build never builds a second model. Its
    first row pays one-off set-up (its model's build, and a first solve that took
-   SCIP 4.5x its later ones on the 50 x 2 knapsack): that row is spent time, is
-   charged at most the untried price, and is not a timed solve (its solve time
-   only ranks it against the best). **The bound:** the charged excess stays within
+   SCIP 4.5x its later ones on the 50 x 2 knapsack): that row is spent time,
+   charged in full (capped at the untried price, SCIP's first TSP-60 and TSP-100
+   rows, 3-10x HiGHS's, let a second slow row follow at once), and is not a timed
+   solve: its solve time (the candidate's *guess*) overstates a solve, so the
+   next row is priced at the untried price or, when the guess is below it, the
+   guess's excess (a set-up row faster than the best's mean earns the next row).
+   A candidate estimated faster than the best takes the next row first.
+   **The bound:** the charged excess stays within
    `EPSILON` of the run's solve time, plus the overshoot of the last row charged
    (its excess beyond its estimate). With steady times per solve (the fake-clock
    test), a run so costs at most ``1 + EPSILON`` times the fastest candidate's
-   time, plus two rows of each slower candidate (its set-up row and its first
-   timed one, both priced as untried), plus, when the first-ranked backend is not
-   the fastest, its rows before the other is tried; `RECHECK_BUDGET` more once
-   re-checks run. Per-row times with a heavy tail (a knapsack instance 30x its
+   time, plus one row of each slower candidate (its overshoot), plus, when the
+   first-ranked backend is not the fastest, its rows before the other is tried;
+   `RECHECK_BUDGET` more once re-checks run. A run too short to afford a
+   candidate's first row still pays it once, when the untried price
+   underestimates it: one SCIP row, 10x HiGHS's, is 2.3x a TSP-100 loop of 8
+   rows. Per-row times with a heavy tail (a knapsack instance 30x its
    median) make the means noisy on short runs: a slow row given to the wrong
    candidate adds its excess.
 2. **Winner.** A candidate drops out once its mean time per solve is more than
@@ -376,10 +383,8 @@ class RacingKernel:
                 if name != self.winner:
                     self._check_wall += wall
             elif name != best and self._estimate(best) is not None:
-                excess = seconds - self._estimate(best)
-                if name not in self._warm:  # a first row is charged at most its price
-                    excess = min(excess, self._extra(name, best))
-                self.excess += excess
+                # a first (set-up) row is charged in full, its model's build included
+                self.excess += seconds - self._estimate(best)
             self._observe(name, solving, count)
         if b < len(costs):
             with recording() as log:
@@ -414,11 +419,14 @@ class RacingKernel:
         has an estimate): its timed mean's excess, or before it has one, the price of
         an untried candidate (a first solve pays set-up: SCIP's took 4.5x its later
         ones on the 50 x 2 knapsack), and while its model is not built, at least what
-        the first-ranked backend's build took."""
+        the first-ranked backend's build took; less once its set-up row (its guess) ran
+        below that: a set-up row overstates a solve, never understates it."""
         best_mean, times = self._estimate(best), self.samples[name]
         if not times:
             setup = self.first_setup if name not in self.kernels else 0.0
-            return max((UNTRIED_RATIO - 1) * best_mean, setup)
+            price = max((UNTRIED_RATIO - 1) * best_mean, setup)
+            guess = self._guess.get(name)
+            return price if guess is None else min(price, guess - best_mean)
         return times.mean - best_mean
 
     def _affordable(self, name: str, best: str) -> bool:
@@ -441,15 +449,18 @@ class RacingKernel:
 
     def _next(self) -> str | None:
         """The candidate that solves the next row: in a check, the one with the fewest
-        check rows; in the race, of the best and the others that can afford a row, the
-        one with the fewest rows in this race (then ranking). A rival whose model fails
-        to build (a licence, memory) sits out."""
+        check rows; in the race, of the best and the others that can afford a row, one
+        estimated faster than the best first (it is cheaper, and needs `MIN_SOLVES` to
+        become the best), then the one with the fewest rows in this race (then
+        ranking). A rival whose model fails to build (a licence, memory) sits out."""
         if self.phase == "check":
             pool = [n for n in self._check_samples if len(self._check_samples[n]) < RECHECK_SOLVES]
             return min(pool, key=lambda n: len(self._check_samples[n]))
         best = self._best()
         pool = [n for n in self.alive if n == best or self._affordable(n, best)]
-        name = min(pool, key=lambda n: (self._rows[n], self.names.index(n)))
+        known = self._estimate(best) is not None
+        name = min(pool, key=lambda n: (n == best or not known or self._extra(n, best) >= 0,
+                                        self._rows[n], self.names.index(n)))
         if self._built(name):
             return name
         self.alive.remove(name)
