@@ -67,3 +67,23 @@ def test_accuracy_solves_only_the_instances_whose_truth_meets_the_learned_rows()
         found.append(comboptnet.accuracy(layer, model, split))
         assert found[-1] == float((y == split[1]).all(dim=1).double().mean())
     assert found[-1] == 1.0 and min(found) < 0.5
+
+
+def test_the_schedules_chosen_by_hand_on_validation_are_declared_and_reported(tmp_path):
+    """The learning-rate schedule per kind was chosen by hand on the validation split: the
+    module declares both choices, as the config runs them, and the summary counts them."""
+    from pathlib import Path
+
+    from combolayer.experiments import report
+
+    values = [choice.value for choice in comboptnet.CHOSEN_BY_HAND]
+    assert [v.split(":")[0] for v in values] == ["binary CombOptNet", "dense CombOptNet"]
+    config = comboptnet.Config()
+    assert "comboptnet" in config.constant_lr["dense"]  # dense: the constant rate
+    assert "comboptnet" not in config.constant_lr.get("binary", [])  # binary: the decay
+    assert config.lr_min < config.lr
+    results = Path(__file__).resolve().parents[1] / "docs" / "results"
+    text = report.render(results, tmp_path / "results.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| [comboptnet]"))
+    assert "| none tuned; 2 chosen by hand on validation |" in row
+    assert all(f"| {value} |" in text for value in values)

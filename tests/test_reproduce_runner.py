@@ -3,6 +3,7 @@ and the report, independent of any one experiment."""
 
 import json
 import math
+import types
 
 import pytest
 
@@ -317,6 +318,28 @@ def test_the_report_shows_the_spread_to_the_control(tmp_path):
     core.finish("fake", config, metric, runs, [], [], started=0.0, details={"recheck": []})
     text = report.render(tmp_path / "results", tmp_path / "results.md").read_text()
     assert "predates the current rules" in text and "| earlier rules: not grown |" in text
+
+
+def test_values_chosen_by_hand_on_validation_are_counted_and_listed(tmp_path, monkeypatch):
+    runs, a, b = fake_runs()
+    metric = core.Metric(name="R@1", higher_is_better=True)
+    config = core.ExperimentConfig(seeds=[0, 1, 2], out=tmp_path / "results" / "fake")
+    core.finish("fake", config, metric, runs, [], [], started=0.0)
+    fake = types.ModuleType("fake", "Fake: a stand-in experiment.\n\nIts setup.")
+    monkeypatch.setattr(report, "experiments", lambda: {"fake": fake})
+    text = report.render(tmp_path / "results", tmp_path / "results.md").read_text()
+    assert "| 3 | none tuned | " in text and "Chosen by hand" not in text  # nothing declared
+    fake.CHOSEN_BY_HAND = (
+        core.HandChoice("identity: Adam 1e-3", "validation 0.80 against 0.75 at 1e-2"),
+        core.HandChoice("blackbox: 50 epochs", "validation 0.62 against 0.60 at 20"))
+    text = report.render(tmp_path / "results", tmp_path / "results.md").read_text()
+    assert "| 3 | none tuned; 2 chosen by hand on validation | " in text
+    assert "| identity: Adam 1e-3 | validation 0.80 against 0.75 at 1e-2 |" in text
+    fake.CHOSEN_BY_HAND = ("identity: Adam 1e-3",)
+    with pytest.raises(TypeError, match="expected core.HandChoice entries, got str"):
+        report.render(tmp_path / "results", tmp_path / "results.md")
+    with pytest.raises(ValueError, match="needs a value and its evidence"):
+        core.HandChoice("identity: Adam 1e-3", " ")
 
 
 def test_a_collapse_is_a_validation_metric_that_ends_below_its_untrained_value():

@@ -7,7 +7,9 @@ with the paper's values as defaults and the CPU-scale changes named), a
 ``QUICK`` dict of overrides for the seconds-long smoke run, a ``PAPER_SCALE``
 dict that sets the paper's model sizes, epochs and data sizes (``--scale
 paper``; with ``--quick``, a toy slice of it: ``QUICK``, then an optional
-``PAPER_QUICK`` where the paper's model needs fewer samples still), and
+``PAPER_QUICK`` where the paper's model needs fewer samples still), an
+optional ``CHOSEN_BY_HAND`` tuple of `core.HandChoice` (values chosen by hand on
+the validation split, outside `core.tune`: the report counts and lists them), and
 ``run(config) -> Result``. `experiments` finds them by scanning the package.
 """
 

@@ -106,11 +106,21 @@ closes 5% of the distance from its untrained value to 1 (the sanity gate); a
 claim on a row that did not train is invalid. `--scale paper` sets the
 paper's sizes, 20 000 steps per run, its learning rate and 10 seeds.
 
-Why the cosine decay and 4000 binary CombOptNet steps: on one run each (binary,
-seed 0, 2000 steps, `train_one`), the decay raised m=1 from 0.927 (constant
-5e-3) to 0.983 (curve 0.962 0.955 0.954 0.967 0.983) and m=8 from 0.505 to
-0.602 (0.297 0.468 0.552 0.564 0.602, still rising); at 4000 steps, m=1 0.988
-and m=8 0.704.
+Why binary CombOptNet decays along the cosine: chosen on the validation split
+(100 instances; `train_one` at the committed 4000 steps, one run each on dataset
+seeds 0 and 1; the constant rate is ``Config(lr_min=5e-3)``), never on the test
+set. A constant 5e-3 against the decay 5e-3 -> 5e-4: m=1 0.99 and 0.93 against
+0.98 and 0.99 (means 0.96 and 0.985), m=8 0.45 and 0.53 against 0.69 and 0.80
+(means 0.49 and 0.745). The decay is ahead on both means and in 3 of the 4
+pairs: at m=8 by 24 and 27 points; at m=1 by 2.5 points on the mean, weakly
+(seed 0 has the constant rate one instance ahead). Its validation accuracy
+still rises at the end of the 4000 steps at m=8 (0.37 0.53 0.65 0.68 0.69 and
+0.37 0.50 0.56 0.70 0.80 at 800-4000 steps); the 4000 steps are the budget
+that fits, not a tuned value. This replaces an earlier comparison on the test
+set (seed 0, 2000 steps: m=1 0.927 constant against 0.983, m=8 0.505 against
+0.602), which broke the rule that every chosen value is chosen on validation;
+it pointed the same way. QPTL and the score function keep the decay in both kinds without a
+comparison of their own (`CHOSEN_BY_HAND` lists the two compared choices).
 
 Why dense CombOptNet keeps the paper's constant 5e-4 and runs 10 000 steps at
 m=1 and m=2 (the run before gave them 1000 steps with the decay: 0.767 and
@@ -276,6 +286,21 @@ PAPER_SCALE = {"n_train": 1600, "n_test": 1000, "n_untrained": 1000, "lr": 5e-4,
                "curve_points": {kind: 10 for kind in BOXES}, "seeds": list(range(10))}
 
 METRIC = core.Metric(name="exact-match accuracy", higher_is_better=True)
+
+#: The learning-rate schedules chosen by hand on the validation split (the docstring's
+#: two comparisons), outside `core.tune`; the report counts and lists them.
+CHOSEN_BY_HAND = (
+    core.HandChoice(
+        "binary CombOptNet: Adam decaying along a cosine 5e-3 -> 5e-4, not a constant 5e-3",
+        "4000 steps, dataset seeds 0 and 1, one run each: m=1 0.98 and 0.99 against the "
+        "constant's 0.99 and 0.93; m=8 0.69 and 0.80 against 0.45 and 0.53"),
+    core.HandChoice(
+        "dense CombOptNet: the paper's constant Adam 5e-4 (`Config.constant_lr`), not the "
+        "cosine decay 5e-3 -> 5e-4",
+        "one run each, dataset seed 0 unless said: at 10 000 steps m=1 0.85 against the "
+        "decay's 0.81, m=2 0.75 against 0.70; at 5000 steps m=1 seed 1 0.94 against 0.91, "
+        "but m=2 0.62 against 0.87 (weakly supported)"),
+)
 
 #: Where the reference values come from (not the paper's published table: see the docstring).
 REFERENCE = ("CombOptNet rerun by Nandwani et al. (NeurIPS 2022; repo dair-iitd/ilploss, "

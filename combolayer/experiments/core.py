@@ -320,6 +320,22 @@ class Bounds:
             raise ValueError(f"the grid grows by a factor > 1, got {self.factor}")
 
 
+@dataclass(frozen=True)
+class HandChoice:
+    """A value an experiment chose by hand on the validation split, outside `tune` (a
+    learning-rate schedule compared on a few runs, say): ``value`` names it, ``evidence``
+    gives the validation numbers it rests on. An experiment module lists its choices in
+    an optional ``CHOSEN_BY_HAND`` tuple; the report counts and lists them."""
+
+    value: str
+    evidence: str
+
+    def __post_init__(self) -> None:
+        if not self.value.strip() or not self.evidence.strip():
+            raise ValueError(f"a hand choice needs a value and its evidence, got "
+                             f"value={self.value!r}, evidence={self.evidence!r}")
+
+
 def tune_seeds(config: ExperimentConfig) -> list[int]:
     """The seeds a tuned value is chosen on: the first ``config.tune_seeds`` of ``config.seeds``."""
     return list(config.seeds[:config.tune_seeds])

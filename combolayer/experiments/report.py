@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 
 from . import describe, experiments
-from .core import SMOKE, Result
+from .core import SMOKE, HandChoice, Result
 from .verdicts import VERDICTS, Z
 
 ICONS = {"agrees": "agrees", "disagrees": "**disagrees**", "inconclusive": "inconclusive",
@@ -63,7 +65,12 @@ def render(results_dir: Path = Path("docs/results"), out: Path = Path("docs/resu
         "beyond which a user would call the method misconfigured rather than tuned "
         "(`combolayer.experiments.core.tune`). Each section's table shows the whole "
         "grid, the chosen value in bold, and whether it was bracketed or stopped at a "
-        "bound.",
+        "bound. A value an experiment chose by hand on the validation split, outside "
+        "that machinery (a learning-rate schedule compared on a few runs, say), is "
+        "declared in the experiment module's `CHOSEN_BY_HAND` "
+        "(`combolayer.experiments.core.HandChoice`: the value and the validation numbers "
+        "it rests on); the summary's tuning column counts it (for example \"none tuned; "
+        "2 chosen by hand on validation\") and the section lists it.",
         "",
         f"**Smoke runs claim nothing.** `combolayer reproduce NAME --quick` (one or two "
         f"seeds, a few epochs) prints \"{SMOKE}\" instead of verdicts, and its "
@@ -74,7 +81,7 @@ def render(results_dir: Path = Path("docs/results"), out: Path = Path("docs/resu
     ]
     results = {name: Result.model_validate_json(
         (results_dir / name / "results.json").read_text()) for name in found}
-    lines += _summary(results, results_dir)
+    lines += _summary(results, results_dir, modules)
     for name, result in results.items():
         module = modules.get(name)
         lines += _section(name, result, module, results_dir)
@@ -87,7 +94,7 @@ def render(results_dir: Path = Path("docs/results"), out: Path = Path("docs/resu
     return out
 
 
-def _summary(results: dict[str, Result], results_dir: Path) -> list[str]:
+def _summary(results: dict[str, Result], results_dir: Path, modules: dict) -> list[str]:
     lines = ["| experiment | metric | seeds per row | tuned values bracketed | claims agreeing "
              "| disagreeing | inconclusive (of which trivial) | invalid | run time |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -95,9 +102,10 @@ def _summary(results: dict[str, Result], results_dir: Path) -> list[str]:
         counts = verdict_counts(r)
         path = results_dir / name / "details.json"
         details = json.loads(path.read_text()) if path.exists() else {}
+        tuned = bracket_count(details, hand_choices(modules.get(name)))
         lines.append(f"| [{name}](#{name}) | {r.metric.name} "
                      f"({'higher' if r.metric.higher_is_better else 'lower'} is better) | "
-                     f"{seed_count(r)} | {bracket_count(details)} | {counts['agrees']} | "
+                     f"{seed_count(r)} | {tuned} | {counts['agrees']} | "
                      f"{counts['disagrees']} | {counts['inconclusive']} "
                      f"({trivial_count(r)}) | {counts['invalid']} | "
                      f"{r.runtime_s / 60:.1f} min |")
@@ -111,17 +119,30 @@ def current_rules(details: dict) -> bool:
         "bounds" in t and t.get("grown") for t in details.get("tuning", []))
 
 
-def bracket_count(details: dict) -> str:
+def bracket_count(details: dict, by_hand: Sequence[HandChoice] = ()) -> str:
     """"n of m" tuned values bracketed (and how many stopped at a stated bound), or
-    that the run predates the rule."""
+    that the run predates the rule; then how many values were chosen by hand on the
+    validation split (`hand_choices`), when any were."""
     tuning = details.get("tuning", [])
     if not current_rules(details):
         return "earlier rules: not grown"
+    hand = f"; {len(by_hand)} chosen by hand on validation" if by_hand else ""
     if not tuning:
-        return "none tuned"
+        return "none tuned" + hand
     at_bound = sum(bool(t["at_bound"]) for t in tuning)
     return (f"{len(tuning) - at_bound} of {len(tuning)}"
-            + (f", {at_bound} at a stated bound" if at_bound else ""))
+            + (f", {at_bound} at a stated bound" if at_bound else "") + hand)
+
+
+def hand_choices(module: ModuleType | None) -> tuple[HandChoice, ...]:
+    """The values an experiment module declares chosen by hand on the validation split
+    (its optional ``CHOSEN_BY_HAND``); ``TypeError`` names an entry of another type."""
+    choices = tuple(getattr(module, "CHOSEN_BY_HAND", ()))
+    for choice in choices:
+        if not isinstance(choice, HandChoice):
+            raise TypeError(f"{module.__name__}.CHOSEN_BY_HAND: expected core.HandChoice "
+                            f"entries, got {type(choice).__name__}")
+    return choices
 
 
 def seed_count(result: Result) -> str:
@@ -170,6 +191,7 @@ def _section(name: str, r: Result, module, results_dir: Path) -> list[str]:
     lines.append("")
     lines += _extras(details)
     lines += _tuning(details)
+    lines += _by_hand(hand_choices(module))
     lines += _spread(details, r)
     if r.paper:
         lines += ["The paper's numbers for the corresponding rows:", "",
@@ -224,6 +246,16 @@ def _tuning(details: dict) -> list[str]:
         setting = t.get("setting") or (f"k={t['k']}" if "k" in t else "-")
         lines.append(f"| {method} | {setting} | {', '.join(cells)} | {t['chosen']:g} | "
                      f"{t['chosen_validation']:.4g} | {bracket(t)} |")
+    return lines + [""]
+
+
+def _by_hand(choices: Sequence[HandChoice]) -> list[str]:
+    """The values chosen by hand on the validation split (`hand_choices`), when any."""
+    if not choices:
+        return []
+    lines = ["Chosen by hand on the validation split (outside `core.tune`):", "",
+             "| value | validation evidence |", "|---|---|"]
+    lines += [f"| {c.value} | {c.evidence} |" for c in choices]
     return lines + [""]
 
 
