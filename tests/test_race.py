@@ -218,6 +218,24 @@ def test_a_slow_set_up_row_is_charged_in_full():
     assert kernel.excess == pytest.approx(20e-3 - 1e-3)
 
 
+def test_a_slow_first_row_of_the_leader_does_not_hold_a_faster_rival_off():
+    """The untried price is not the leader's whole first row (build and first solve):
+    Gurobi's first 2 x 100 knapsack row (58 ms, its mean 35 ms) priced so, SCIP (12 ms)
+    would wait for 1.2 s of solving (about 35 leader rows); priced at a quarter of the
+    leader's mean, it is tried within ten rows."""
+    clock = [0.0]
+    leader = Sequence([60e-3, 35e-3], clock)
+    rival = Counting(12e-3, clock)
+    kernel = RacingKernel(("leader", leader), [("rival", lambda: rival)], "Fake()",
+                          clock=lambda: clock[0], first_setup=2e-3)
+    while rival.rows == 0:
+        kernel(np.ones((1, 4)))
+        assert leader.rows <= 10, kernel.table()
+    for _ in range(20):  # the faster rival then takes the rows
+        kernel(np.ones((1, 4)))
+    assert rival.rows >= 15, kernel.table()
+
+
 @pytest.mark.parametrize("times", [{"fast": 1e-3, "slow": 3e-3, "slowest": 9e-3},
                                    {"slowest": 9e-3, "slow": 3e-3, "fast": 1e-3}],
                          ids=["fast-leads", "slowest-leads"])

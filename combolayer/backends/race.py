@@ -24,27 +24,40 @@ times them on the rows the caller asks for anyway:
    has solved for ``(UNTRIED_RATIO - 1) / EPSILON`` of the best's solves; and while
    its model is not built, at least what the first-ranked backend's build took
    (the nearest measure of a model's set-up at hand), so a run shorter than
-   ``1 / EPSILON`` times that build never builds a second model. Its
-   first row pays one-off set-up (its model's build, and a first solve that took
-   SCIP 4.5x its later ones on the 50 x 2 knapsack): that row is spent time,
-   charged in full (capped at the untried price, SCIP's first TSP-60 and TSP-100
-   rows, 3-10x HiGHS's, let a second slow row follow at once), and is not a timed
-   solve: its solve time (the candidate's *guess*) overstates a solve, so the
-   next row is priced at the untried price or, when the guess is below it, the
-   guess's excess (a set-up row faster than the best's mean earns the next row).
-   A candidate estimated faster than the best takes the next row first.
+   ``1 / EPSILON`` times that build never builds a second model. A higher price
+   finds a faster rival later, after ``price / EPSILON`` of solve time; the
+   first-ranked backend's whole first row (build and first solve) was measured
+   as that price and is not used: it says little about a rival's first row
+   (HiGHS's first TSP-100 row took 0.15 s, SCIP's 1.1 s, HiGHS's later rows
+   0.03-2.0 s), and a slow first row of the leader holds a faster rival off
+   (Gurobi's first 2 x 100 knapsack row, 58 ms against its 35 ms mean and
+   SCIP's 12 ms, would have kept SCIP out for 1.2 s of solving: 1.47x SCIP's
+   time replayed on the measured times, 1.07x with this price). Its first row
+   pays one-off set-up (its model's build, and a first solve that took SCIP
+   4.5x its later ones on the 50 x 2 knapsack): that row is spent time and is
+   charged in full, build included (it used to be charged at most the untried
+   price, which let a second slow row follow at once: SCIP's first TSP-60 and
+   TSP-100 rows took 3-10x HiGHS's). It is not a timed solve: its solve time
+   (the candidate's *guess*) overstates a solve, so the next row is priced at
+   the untried price or, when the guess is below it, the guess's excess (a
+   set-up row faster than the best's mean earns the next row). A candidate
+   estimated faster than the best takes the next row first.
    **The bound:** the charged excess stays within
    `EPSILON` of the run's solve time, plus the overshoot of the last row charged
    (its excess beyond its estimate). With steady times per solve (the fake-clock
    test), a run so costs at most ``1 + EPSILON`` times the fastest candidate's
    time, plus one row of each slower candidate (its overshoot), plus, when the
    first-ranked backend is not the fastest, its rows before the other is tried;
-   `RECHECK_BUDGET` more once re-checks run. A run too short to afford a
-   candidate's first row still pays it once, when the untried price
-   underestimates it: one SCIP row, 10x HiGHS's, is 2.3x a TSP-100 loop of 8
-   rows. Per-row times with a heavy tail (a knapsack instance 30x its
-   median) make the means noisy on short runs: a slow row given to the wrong
-   candidate adds its excess.
+   `RECHECK_BUDGET` more once re-checks run. A run too short to afford a slower
+   candidate's first row still pays it once: the race learns what a candidate's
+   row costs only by giving it one (one SCIP row on TSP 100 cost 1.15 s and, in
+   another run, 5.5 s beyond HiGHS's: 1.16x and 1.65x a 16-row loop). Per-row
+   times with a heavy tail (a knapsack instance 30x its median, TSP-100 rows 60x
+   apart) make the means noisy on short runs: a slow row given to the wrong
+   candidate adds its excess. A rival's rows, one at a time between the best's
+   runs, start cold: SCIP's single facility-location rows between Gurobi's
+   20-row calls took 1.4-1.8 ms, one after another 0.7-0.9 ms, and on rows of
+   about 1 ms that dropped the faster SCIP in 6 of 8 races (not corrected for).
 2. **Winner.** A candidate drops out once its mean time per solve is more than
    `DROP_RATIO` times the best mean or exceeds it by more than `Z` standard errors
    of the difference, both with `MIN_SOLVES` timed solves; when one is left, or
