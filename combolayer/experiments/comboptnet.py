@@ -77,17 +77,19 @@ optimiser steps per run (batches of 8; 200 steps are one epoch of the paper,
 | binary | comboptnet | 4000 | 4000 | 4000 | 4000 |
 | binary | qptl | 400 | 400 | 400 | 400 |
 | binary | score function | 400 | 400 | 200 | 200 |
-| dense | comboptnet | 10 000 | 10 000 | 2000 | 400 |
+| dense | comboptnet | 20 000 | 20 000 | 2000 | 100 |
 | dense | qptl | 400 | 400 | 400 | 400 |
 | dense | score function | 200 | 100 | 30 | 6 |
 
 They follow the measured cost of a step (one torch thread, two runs in
-parallel on the loaded machine; batches of 8; the committed run's mean per
-run, its ``ms_per_step``): binary CombOptNet 8-12 ms (enumeration and its
-backward), QPTL 41-79 ms in every setting (the cvxpylayers solve of the
-relaxation and its KKT derivative), the score function 12-74 ms binary and
-36 ms to 5.6 s dense (4 perturbed solves per instance, each with its own
-rows), dense CombOptNet 7 ms (m=1), 11 ms (m=2), 26 ms (m=4) and 0.4 s (m=8).
+parallel, load about 2; batches of 8; the committed run's mean per run, its
+``ms_per_step``): binary CombOptNet 4-6 ms (enumeration and its
+backward), QPTL 30-41 ms in every setting (the cvxpylayers solve of the
+relaxation and its KKT derivative), the score function 14-41 ms binary and
+34 ms to 3.3 s dense (4 perturbed solves per instance, each with its own
+rows), dense CombOptNet 8 ms (m=1), 14 ms (m=2), 22 ms (m=4) and 0.6 s (m=8).
+Dense CombOptNet at m=1 and m=2 runs the paper's whole budget: 20 000 steps at
+its constant 5e-4.
 
 Exact solvers: binary settings use the ``"enumerate"`` backend (all 65 536
 points in torch, the learned rows shared by the batch checked once per batch:
@@ -122,9 +124,9 @@ set (seed 0, 2000 steps: m=1 0.927 constant against 0.983, m=8 0.505 against
 it pointed the same way. QPTL and the score function keep the decay in both kinds without a
 comparison of their own (`CHOSEN_BY_HAND` lists the two compared choices).
 
-Why dense CombOptNet keeps the paper's constant 5e-4 and runs 10 000 steps at
-m=1 and m=2 (the run before gave them 1000 steps with the decay: 0.767 and
-0.312): chosen on the validation split (100 instances; `train_one`, one run
+Why dense CombOptNet keeps the paper's constant 5e-4 (an earlier run gave m=1
+and m=2 1000 steps with the decay: 0.767 and 0.312): chosen on the validation
+split (100 instances; `train_one`, one run
 each, dataset seed 0 unless said), never on the test set. m=1: the decay from
 5e-3 reached 0.76 at 1000 and 5000 steps and 0.81 at 10 000, the constant 5e-4
 0.85 at 10 000 (seed 1 at 5000: decay 0.91, constant 0.94); m=2: the decay 0.87
@@ -137,47 +139,45 @@ is 0-0.04 at the steps that fit); QPTL and the score function keep
 the decay, as in the binary rows. Single runs vary a lot (m=2 with the decay:
 0.87 at 5000 steps, 0.70 at 10 000), so the choice is weakly supported.
 
-The committed run took 22.8 minutes (1369 s: 56 s preparing the 24 datasets
-and scoring the untrained models, 3 minutes before the accuracy filter, then
-the 72 runs in 21.9 minutes) on a machine shared with other jobs (load 2-4.7 on
-its 2 cores: another engineer's benchmark and tests ran beside it). Where its
-time went: training took 2553 of the 2626 CPU-seconds the two processes had (binary 841, dense
-1713), so evaluation, which took about as long as training in the run before
-(1000 dense ILPs in SCIP per evaluation, 5-70 s each), is now a few percent;
-dense CombOptNet m=1 and m=2 took 68 and 109 s a run, m=8 161 s a run for
-400 steps that left every accuracy at 0 (401 ms a step: the 16 learned rows
-stay hard for SCIP). The run before (1000/1000/400/200 dense CombOptNet steps
-with the decay, evaluation of every instance) took 20.5 minutes at load
-2.4-3.0. Neither goal is met: goal a holds in 5 settings (the four binary and
-dense m=1), is inconclusive at dense m=2 and invalid at dense m=4 and m=8; the
-best of three is at or above the reference's mean in 2 settings (binary m=1
-and m=2), below it in 2 (dense m=4 and m=8) and undecided in 4. What sets the
-floor differs by setting:
+The committed run took 21.7 minutes (1305 s, preparation included) on the
+machine alone (load about 2 on its 2 cores). The run before it gave dense
+CombOptNet 10 000 / 10 000 / 2000 / 400 steps (22.8 minutes at load 2-4.7):
+m=1 0.874 and m=2 0.607, the same verdicts; doubling m=1 and m=2 to the paper's
+20 000 steps changed neither (0.869 and 0.614), so their step count is not
+what holds them below the reference. m=8's 400 steps then (480 CPU-seconds)
+left every accuracy at 0, so it gets 100 now. Training takes nearly all of
+the processes' time: evaluation solves only the instances whose true solution
+meets every learned row (any other cannot be the learned ILP's answer), a few
+percent of the run; before that filter, evaluating 1000 dense ILPs in SCIP
+took 5-70 s and about as long as training. Neither goal is met: goal a holds
+in 5 settings (the four binary and dense m=1), is inconclusive at dense m=2
+and invalid at dense m=4 and m=8; the best of three is at or above the
+reference's mean in 2 settings (binary m=1 and m=2), below it in 2 (dense m=4
+and m=8) and undecided in 4. What sets the floor differs by setting:
 
 - binary m=1 to m=8 (CombOptNet 0.988, 0.977, 0.919, 0.704 against the
-  rerun's 0.979, 0.961, 0.893, 0.670; the same numbers as the run before, as
-  seeded): within the rerun's spread or above it in all four; m=4 and m=8 are
-  above the rerun's mean but not by 2 SE over 3 seeds (per-seed 0.853-0.958
-  and 0.661-0.747), and their curves still rise at the end (m=8: 0.375, 0.504,
-  0.609, 0.649, 0.704 at 800-4000 steps).
-- dense m=1 (0.874, per seed 0.847-0.900, against 0.891 ± 0.036; 0.767 with
-  1000 decaying steps): within the spread, but below the mean by 0.017, so not
-  at or above it by 2 SE; its curve flattens (0.391, 0.625, 0.814, 0.885, 0.874
-  at 2000-10 000 steps) at half the paper's 20 000 steps.
-- dense m=2 (0.607 against 0.712 ± 0.073; 0.312 before): two seeds reach 0.772
-  and 0.718, the third 0.332, so 3 seeds leave it undecided (2 SE = 0.28); its
-  curve still rises (0.151, 0.242, 0.384, 0.553, 0.607 at 2000-10 000 steps).
-  The paper's 20 000 steps would cost about 110 s more a seed.
-- dense m=4 and m=8: 2000 and 400 steps (10 and 2 epochs against 100), because
-  a step costs 26 ms (m=4) to 0.4 s (m=8) from rows far from the truth;
-  CombOptNet reaches 0.027 and 0 (validation 0.017 and 0), short of the sanity
-  gate, so its claims are invalid rather than decided. The reference itself is
-  0.296 and 0.028 at 20 000 steps. m=8's 400 steps (480 CPU-seconds in all)
-  bought nothing; the paper's 20 000 steps for dense m=1 and m=2 would cost
-  about 530 CPU-seconds more, about what m=8 took (not run).
+  rerun's 0.979, 0.961, 0.893, 0.670): within the rerun's spread or above it
+  in all four; m=4 and m=8 are above the rerun's mean but not by 2 SE over 3
+  seeds (per-seed 0.853-0.958 and 0.661-0.747), and their curves still rise
+  at the end (m=8: 0.375, 0.504, 0.609, 0.649, 0.704 at 800-4000 steps).
+- dense m=1 (0.869, per seed 0.831-0.918, against 0.891 ± 0.036): within the
+  spread, below the mean by 0.022, so not at or above it by 2 SE; at the
+  paper's budget and learning rate its curve is flat from 8000 steps on
+  (0.625, 0.885, 0.810, 0.881, 0.869 at 4000-20 000 steps).
+- dense m=2 (0.614 against 0.712 ± 0.073): two seeds reach 0.763 and 0.673,
+  the third 0.405, so 3 seeds leave it undecided; at the paper's budget its
+  curve is flat from 12 000 steps on (0.242, 0.553, 0.616, 0.606, 0.614 at
+  4000-20 000 steps). With the budget matched, what is left is the seeds (3
+  against the rerun's 10, with a wide spread) and the datasets themselves
+  (ours are generated as the paper's generator does, from our seeds).
+- dense m=4 and m=8: 2000 and 100 steps (10 and half an epoch against 100),
+  because a step costs 22 ms (m=4) to 0.6 s (m=8) from rows far from the
+  truth; CombOptNet reaches 0.027 and 0, short of the sanity gate, so its
+  claims are invalid rather than decided. The reference itself is 0.296 and
+  0.028 at 20 000 steps.
 - QPTL and the score function, which could have been the best of three
-  elsewhere, get 400 and 6-400 steps (QPTL 41-79 ms a step in cvxpylayers in
-  every setting; the score function 4 perturbed solves an instance, up to 5.6 s
+  elsewhere, get 400 and 6-400 steps (QPTL 30-41 ms a step in cvxpylayers in
+  every setting; the score function 4 perturbed solves an instance, up to 3.3 s
   a dense m=8 step): far below CombOptNet wherever CombOptNet trains; QPTL is
   the best of three at dense m=4 and m=8 (0.052 and 0.002), short of the
   sanity gate too.
@@ -215,21 +215,21 @@ STEPS: dict[str, dict[str, dict[int, int]]] = {
     "binary": {"comboptnet": {1: 4000, 2: 4000, 4: 4000, 8: 4000},
                "qptl": {1: 400, 2: 400, 4: 400, 8: 400},
                "score_function": {1: 400, 2: 400, 4: 200, 8: 200}},
-    "dense": {"comboptnet": {1: 10_000, 2: 10_000, 4: 2000, 8: 400},
+    "dense": {"comboptnet": {1: 20_000, 2: 20_000, 4: 2000, 8: 100},
               "qptl": {1: 400, 2: 400, 4: 400, 8: 400},
               "score_function": {1: 200, 2: 100, 4: 30, 8: 6}},
 }
 
 #: Milliseconds per training step measured on this machine (one torch thread, two runs in
-#: parallel; the committed full run's mean per run, its ``ms_per_step``, at load 2-4.7), per
+#: parallel; the committed full run's mean per run, its ``ms_per_step``, at load about 2), per
 #: kind, method and m: only to hand the longest runs out first.
 STEP_MS: dict[str, dict[str, dict[int, float]]] = {
-    "binary": {"comboptnet": {1: 12, 2: 11, 4: 8, 8: 9},
-               "qptl": {1: 65, 2: 79, 4: 41, 8: 45},
-               "score_function": {1: 12, 2: 17, 4: 27, 8: 74}},
-    "dense": {"comboptnet": {1: 7, 2: 11, 4: 26, 8: 401},
-              "qptl": {1: 54, 2: 72, 4: 61, 8: 57},
-              "score_function": {1: 36, 2: 129, 4: 1001, 8: 5572}},
+    "binary": {"comboptnet": {1: 6, 2: 6, 4: 4, 8: 4},
+               "qptl": {1: 32, 2: 30, 4: 36, 8: 41},
+               "score_function": {1: 14, 2: 14, 4: 30, 8: 41}},
+    "dense": {"comboptnet": {1: 8, 2: 14, 4: 22, 8: 596},
+              "qptl": {1: 38, 2: 35, 4: 37, 8: 40},
+              "score_function": {1: 34, 2: 76, 4: 457, 8: 3320}},
 }
 
 
