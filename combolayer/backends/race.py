@@ -467,8 +467,12 @@ class RacingKernel:
             return True
         if self._estimate(best) is None:
             return False
-        extra = self._wanted(name) * self._extra(name, best)
-        return self.excess + extra <= self.budget * self.spent
+        return self._wanted(name) * self._extra(name, best) <= self._room()
+
+    def _room(self) -> float:
+        """The excess the budget still allows: `EPSILON` of the run's solve time so far,
+        less the excess already charged (negative once a row overshot it)."""
+        return self.budget * self.spent - self.excess
 
     def _wanted(self, name: str) -> int:
         """Rows a candidate other than the best waits to afford: its set-up row alone,
@@ -482,7 +486,7 @@ class RacingKernel:
             return 1
         pace = self.budget * self.samples[best].mean
         short = (min(self._wanted(n) * self._extra(n, best) for n in self.alive if n != best)
-                 + self.excess - self.budget * self.spent)
+                 - self._room())
         return max(1, min(left, math.ceil(short / pace))) if pace > 0 else 1
 
     def _burst(self, name: str, best: str, left: int) -> int:
@@ -492,9 +496,8 @@ class RacingKernel:
         without the budget: `start` shows every candidate in turn)."""
         if name not in self._warm or self.budget == math.inf or self._estimate(best) is None:
             return 1
-        extra, count = self._extra(name, best), 1
-        while (count < min(BURST, left)
-               and self.excess + (count + 1) * extra <= self.budget * self.spent):
+        extra, room, count = self._extra(name, best), self._room(), 1
+        while count < min(BURST, left) and (count + 1) * extra <= room:
             count += 1
         return count
 
