@@ -140,3 +140,176 @@ def test_gradient_noise_draws_on_a_cuda_generator():
     y = cl.gradients.add_gradient_noise(x, 0.5, generator=torch.Generator(CUDA).manual_seed(0))
     y.sum().backward()
     assert x.grad.device.type == "cuda" and not torch.equal(x.grad, torch.ones_like(x.grad))
+
+
+# -- learned constraints, enumeration, known costs and the race (issues 37, 41 and the
+# whole-model round): the per-call rows A, b and the auxiliaries on the device ---------
+
+
+def binary_rows(n=12, m=3, batch=32, seed=0, shared=False):
+    """Costs and rows ``A x <= b`` that cut some of the 0/1 points: per instance, or one
+    set for the whole batch (``shared``)."""
+    gen = torch.Generator().manual_seed(seed)
+    rows = 1 if shared else batch
+    A = torch.rand(rows, m, n, generator=gen, dtype=torch.float64)
+    b = A.sum(-1) * 0.4
+    costs = torch.randn(batch, n, generator=gen, dtype=torch.float64)
+    return costs, (A[0], b[0]) if shared else (A, b)
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["per-instance", "shared"])
+@pytest.mark.parametrize("n", [12, 16])
+def test_enumeration_with_per_call_rows_stays_on_the_device_and_matches_the_cpu(n, shared):
+    spec = cl.ILP(shape=[n], constraints=[cl.Constraint(coefs=[1.0] * n, sense="<=",
+                                                        rhs=n // 2)])
+    solver = cl.make_solver(spec, backend="enumerate")
+    costs, (A, b) = binary_rows(n=n, shared=shared)
+    y = solver.solve(costs.to(CUDA), A=A.to(CUDA), b=b.to(CUDA))
+    assert y.device.type == CUDA.type and y.dtype == torch.float64
+    expected = solver.solve(costs, A=A, b=b)
+    torch.testing.assert_close(y.cpu(), expected, rtol=0, atol=0)
+    assert ((A @ expected.unsqueeze(-1)).squeeze(-1) <= b + 1e-9).all()
+
+
+def test_enumeration_of_a_problem_without_rows_is_separable_on_the_device():
+    spec = cl.ILP(shape=[16])
+    solver = cl.make_solver(spec, backend="enumerate")
+    costs = torch.randn(256, 16, dtype=torch.float32)
+    costs[:4, :3] = 0.0  # ties go to the lower bound, as on the CPU
+    y = solver.solve(costs.to(CUDA))
+    assert y.device.type == CUDA.type and y.dtype == torch.float32
+    torch.testing.assert_close(y.cpu(), solver.solve(costs), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("backend", ["highs", "scip", "enumerate"])
+def test_comboptnet_with_learned_rows_on_cuda_matches_the_cpu(backend):
+    """The forward pass and the gradients for w, A and b: the same numbers from CUDA
+    tensors (solved on the CPU or, for enumeration, on the device) as from CPU ones."""
+    spec = cl.ILP(shape=[10])
+    costs, (A, b) = binary_rows(n=10, m=2, batch=8, seed=3)
+    target = (torch.rand(8, 10, generator=torch.Generator().manual_seed(4)) < 0.5).double()
+    results = []
+    for device in ("cpu", CUDA.type):
+        layer = cl.ComboLayer(spec, method="comboptnet", projection="none", backend=backend)
+        leaves = [t.detach().to(device).requires_grad_() for t in (costs, A, b)]  # leaves
+        y = layer(leaves[0], A=leaves[1], b=leaves[2])
+        ((y - target.to(device)) ** 2).sum().backward()
+        assert y.device.type == device
+        assert all(leaf.grad.device.type == device for leaf in leaves)
+        results.append([y.detach().cpu()] + [leaf.grad.cpu() for leaf in leaves])
+    for cpu, cuda in zip(*results, strict=True):
+        torch.testing.assert_close(cuda, cpu)
+    assert results[0][2].abs().sum() > 0  # the rows did get a gradient
+
+
+def test_score_function_draws_its_samples_on_a_cuda_generator():
+    spec = cl.ILP(shape=[10])
+    costs, (A, b) = binary_rows(n=10, m=2, batch=8, seed=5)
+    method = cl.estimators.ScoreFunction(sigma=0.3, num_samples=16, perturb=("w", "A", "b"),
+                                         generator=torch.Generator(CUDA).manual_seed(0))
+    layer = cl.ComboLayer(spec, method=method, projection="none", backend="enumerate")
+    leaves = [t.to(CUDA).requires_grad_() for t in (costs, A, b)]
+    y = layer(leaves[0], A=leaves[1], b=leaves[2])
+    assert y.device.type == CUDA.type and ((y >= 0) & (y <= 1)).all()
+    y.sum().backward()
+    for leaf in leaves:
+        assert leaf.grad.device.type == CUDA.type and torch.isfinite(leaf.grad).all()
+        assert leaf.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("method", ["qptl", "intopt"])
+def test_relaxation_methods_take_cuda_rows_and_return_on_the_device(method):
+    """The smoothed relaxation (cvxpylayers on the CPU) in training, the exact ILP in
+    eval mode: both from CUDA tensors equal the CPU's, gradients included."""
+    spec = cl.ILP(shape=[6])
+    costs, (A, b) = binary_rows(n=6, m=2, batch=4, seed=6)
+    results = []
+    for device in ("cpu", CUDA.type):
+        layer = cl.ComboLayer(spec, method=method, projection="none", backend="highs")
+        leaves = [t.detach().to(device).requires_grad_() for t in (costs, A, b)]  # leaves
+        y = layer(leaves[0], A=leaves[1], b=leaves[2])
+        y.pow(2).sum().backward()
+        layer.eval()
+        exact = layer(leaves[0].detach(), A=leaves[1].detach(), b=leaves[2].detach())
+        assert y.device.type == device and exact.device.type == device
+        results.append([y.detach().cpu(), exact.cpu()] + [leaf.grad.cpu() for leaf in leaves])
+    for cpu, cuda in zip(*results, strict=True):
+        torch.testing.assert_close(cuda, cpu, rtol=1e-4, atol=1e-5)
+
+
+def test_infeasible_rows_on_cuda_are_flagged_on_the_device():
+    spec = cl.ILP(shape=[2])
+    layer = cl.ComboLayer(spec, method="comboptnet", projection="none", on_infeasible="flag")
+    A = torch.tensor([[[1.0, 1.0]], [[1.0, 0.0]]], device=CUDA, requires_grad=True)
+    b = torch.tensor([[-0.5], [0.5]], device=CUDA, requires_grad=True)  # the first: no point
+    with pytest.warns(RuntimeWarning, match="1 of 2 instances"):
+        y = layer(torch.tensor([[-1.0, -1.0], [-1.0, -1.0]], device=CUDA), A=A, b=b)
+    assert y.device.type == CUDA.type and y.cpu().tolist() == [[0.0, 0.0], [0.0, 1.0]]
+    assert layer.last_infeasible.cpu().tolist() == [True, False]
+    ((y - torch.tensor([[1.0, 0.0], [0.0, 1.0]], device=CUDA)) ** 2).sum().backward()
+    assert b.grad.device.type == CUDA.type and b.grad[0].item() < 0
+
+
+def facility_location(clients=4, sites=3):
+    """Assignments (predicted) and open facilities (auxiliaries, a known opening cost)."""
+    n = clients * sites
+    constraints = [cl.Constraint(coefs={c * sites + s: 1.0 for s in range(sites)},
+                                 sense="==", rhs=1.0) for c in range(clients)]
+    constraints += [cl.Constraint(coefs={c * sites + s: 1.0, n + s: -1.0}, sense="<=", rhs=0.0)
+                    for c in range(clients) for s in range(sites)]
+    return cl.ILP(shape=[clients, sites], num_aux=sites, constraints=constraints,
+                  known_cost=[0.0] * n + [0.6, 0.8, 1.0][:sites])
+
+
+def test_known_costs_and_auxiliaries_come_back_on_the_device():
+    """Both parts of the solution and the gradient on CUDA, equal to the CPU's."""
+    spec = facility_location()
+    w = torch.rand(8, *spec.cost_shape, generator=torch.Generator().manual_seed(7),
+                   dtype=torch.float64)
+    results = []
+    for device in ("cpu", CUDA.type):
+        layer = cl.ComboLayer(spec, backend="highs").eval()
+        x = w.detach().to(device).requires_grad_()  # a leaf on either device
+        y, aux = layer(x, return_aux=True)
+        y.sum().backward()
+        assert y.device.type == aux.device.type == x.grad.device.type == device
+        results.append((y.detach().cpu(), aux.cpu(), x.grad.cpu()))
+    for cpu, cuda in zip(*results, strict=True):
+        torch.testing.assert_close(cuda, cpu)
+
+
+def test_auto_races_on_cuda_costs_and_every_answer_is_optimal():
+    """`auto` spreads the rows of CUDA costs over its candidates (solved on the CPU) and
+    hands each answer back on the device; every answer's objective is the optimum."""
+    spec = knapsack(n=20, seed=2)
+    solver = cl.make_solver(spec, backend="auto")
+    reference = cl.make_solver(spec, backend="highs")
+    costs = torch.rand(64, spec.num_items, generator=torch.Generator().manual_seed(8),
+                       dtype=torch.float64)
+    for chunk in costs.split(8):
+        y = solver.solve(chunk.to(CUDA))
+        assert y.device.type == CUDA.type
+        torch.testing.assert_close((chunk * y.cpu()).sum(-1),
+                                   (chunk * reference.solve(chunk)).sum(-1))
+    assert solver.backend_reason
+
+
+def test_spo_plus_and_regret_count_the_known_cost_on_cuda_as_on_the_cpu():
+    spec = facility_location()
+    gen = torch.Generator().manual_seed(9)
+    c_hat = torch.rand(6, *spec.cost_shape, generator=gen, dtype=torch.float64)
+    c = torch.rand(6, *spec.cost_shape, generator=gen, dtype=torch.float64)
+    loss = cl.losses.SPOPlusLoss(spec, reduction="none", backend="highs")
+    y, aux = cl.make_solver(spec, backend="highs").solve(c_hat, return_aux=True)
+    results = []
+    for device in ("cpu", CUDA.type):
+        pred = c_hat.detach().to(device).requires_grad_()  # a leaf on either device
+        value = loss(pred, c.to(device))
+        value.sum().backward()
+        regret = cl.metrics.regret(spec, c.to(device), y.to(device), aux_pred=aux.to(device),
+                                   backend="highs")
+        assert value.device.type == pred.grad.device.type == device
+        results.append((value.detach().cpu(), pred.grad.cpu(), torch.as_tensor(regret).cpu()))
+    for cpu, cuda in zip(*results, strict=True):
+        torch.testing.assert_close(cuda, cpu)
+    assert (results[0][2] >= -1e-9).all() and results[0][0].sum() > 0

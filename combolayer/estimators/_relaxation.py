@@ -130,7 +130,8 @@ class Relaxation:
 
     def __call__(self, costs: Tensor, A: Tensor | None = None, b: Tensor | None = None) -> Tensor:
         """``x*[:N]`` for ``(B, N)`` minimisation costs and per-call rows ``A`` ``(B, m, V)``,
-        ``b`` ``(B, m)`` (or None); float64 inside, returned in ``costs``'s dtype.
+        ``b`` ``(B, m)`` (or None); float64 on the CPU inside (cvxpylayers reads its
+        parameters through numpy), returned in ``costs``'s dtype and on its device.
 
         Raises:
             InfeasibleError: the relaxation has no (strictly, for the log barrier)
@@ -138,9 +139,7 @@ class Relaxation:
             SolverError: the conic solver failed otherwise.
         """
         m = 0 if A is None else A.shape[-2]
-        args = [costs.to(torch.float64)]
-        if m:
-            args += [A.to(torch.float64), b.to(torch.float64)]
+        args = [t.to("cpu", torch.float64) for t in (costs, A, b)[: 3 if m else 1]]
         layer = self._layer(m)
         try:
             (x,) = layer(*args, solver_args=self.solver_args)
@@ -149,7 +148,7 @@ class Relaxation:
             kind = InfeasibleError if "infeasible" in text.lower() else SolverError
             raise kind(f"the {self.smoothing} relaxation of {m} per-call rows failed for a batch "
                        f"of {costs.shape[0]}: {text}") from None
-        return x[..., : self.num_outputs].to(costs.dtype)
+        return x[..., : self.num_outputs].to(costs)
 
 
 def _batched(costs: Tensor, A: Tensor | None, b: Tensor | None, num_outputs: int,
