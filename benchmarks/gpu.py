@@ -11,6 +11,8 @@ the device synchronised before each clock read):
   over the CPU, at growing batch sizes;
 - the solution cache's lookup (`SolutionPool.best`, one matmul and an argmin)
   on CUDA over the CPU;
+- the enumeration kernel (small binary problems, with and without per-call rows)
+  and CombOptNet's training step through learned rows, on CUDA over the CPU;
 - PyEPO's MPAX model (PDLP through JAX) behind `cl.backends.from_pyepo`, a batch
   in one vmapped call on JAX's device, against the exact kernel, where pyepo and
   mpax are installed.
@@ -27,6 +29,7 @@ import argparse
 import os
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -135,6 +138,59 @@ def lookup_rows(cases: list[tuple[int, int, int]], seconds: float) -> list[str]:
     return rows
 
 
+def enumeration_rows(batches: list[int], seconds: float) -> list[str]:
+    """The enumeration kernel (issue 37) on one knapsack row of its own over ``n`` binary
+    variables: without per-call rows, with four rows ``A x <= b`` shared by the batch, and
+    with four rows per instance; then CombOptNet's step (forward and backward through the
+    learned rows, the binary random-constraints setting of `combolayer reproduce
+    comboptnet`: 16 variables, batch 8, the ``"enumerate"`` backend)."""
+    rows = ["| problem | per-call rows | batch | CPU, ms | CUDA, ms | CUDA / CPU |",
+            "|---|---|---|---|---|---|"]
+    cases = [(n, mode, batch) for n in (12, 16) for mode in ("none", "shared", "per instance")
+             for batch in batches if not (mode == "per instance" and n == 16 and batch > 256)]
+    for n, mode, batch in tqdm(cases, desc="enumeration", leave=False):
+        spec = cl.ILP(shape=[n], constraints=[cl.Constraint(
+            coefs=torch.rand(n, generator=torch.Generator().manual_seed(n)).tolist(),
+            sense="<=", rhs=n / 4)])
+        solver = cl.make_solver(spec, backend="enumerate")
+        costs = torch.randn(batch, n, dtype=torch.float64)
+        A = torch.rand(batch if mode == "per instance" else 1, 4, n, dtype=torch.float64)
+        b = A.sum(-1) * 0.4
+        if mode == "shared":
+            A, b = A[0], b[0]
+
+        def call_on(device: torch.device, A=A, b=b, mode=mode, solver=solver, costs=costs):
+            c = costs.to(device)
+            if mode == "none":
+                return lambda: solver.solve(c)
+            rows = {"A": A.to(device), "b": b.to(device)}
+            return lambda: solver.solve(c, **rows)
+
+        cpu, cuda = cpu_and_cuda(call_on, seconds)
+        rows.append(f"| {n} binary variables, one row of its own ({2 ** n} points) | {mode} "
+                    f"| {batch} | {cpu:.3f} | {cuda:.3f} | {cuda / cpu:.2f} |")
+    rows += ["", "CombOptNet's training step (forward and backward, learned A and b), "
+             "binary random constraints, 16 variables, batch 8:", "",
+             "| learned rows m | CPU, ms | CUDA, ms | CUDA / CPU |", "|---|---|---|---|"]
+    for m in tqdm((1, 2, 4, 8), desc="comboptnet", leave=False):
+        layer = cl.ComboLayer(cl.ILP(shape=[16]), method="comboptnet", projection="none",
+                              backend="enumerate", on_infeasible="flag")
+        w, A = torch.randn(8, 16, dtype=torch.float64), torch.randn(m, 16, dtype=torch.float64)
+        b = A.abs().sum(-1) * 0.2
+        target = (torch.rand(8, 16) < 0.5).double()
+
+        def step_on(device: torch.device, layer=layer, w=w, A=A, b=b, target=target):
+            x, a, c = (t.to(device).requires_grad_() for t in (w, A, b))
+            t = target.to(device)
+            return lambda: ((layer(x, A=a, b=c) - t) ** 2).sum().backward()
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # flagged rows, by design
+            cpu, cuda = cpu_and_cuda(step_on, seconds)
+        rows.append(f"| {m} | {cpu:.3f} | {cuda:.3f} | {cuda / cpu:.2f} |")
+    return rows
+
+
 def mpax_rows(batches: list[int], seconds: float) -> list[str]:
     """PyEPO's MPAX 5 x 5 grid model behind `cl.backends.from_pyepo` (a batch in one
     vmapped PDLP call, on JAX's default device) against combolayer's exact DAG kernel
@@ -183,7 +239,10 @@ def main() -> None:
     body = [header, "", "The layer, forward and Identity backward (projection \"auto\"):", "",
             *layer_rows(batches, seconds), "", "The kernels alone:", "",
             *kernel_rows(shapes, seconds), "", "The solution cache's lookup:", "",
-            *lookup_rows(lookups, seconds), "", *mpax_rows(batches, seconds)]
+            *lookup_rows(lookups, seconds), "",
+            "Enumeration (16 binary variables or fewer) and learned rows:", "",
+            *enumeration_rows(batches if args.quick else [256, 4096], seconds), "",
+            *mpax_rows(batches, seconds)]
     print("\n".join(body))
     if not args.no_doc:
         write_block(DOC, "gpu", "benchmarks/gpu.py", body, "## On a CUDA device")
