@@ -7,6 +7,7 @@ optimality (against brute-force enumeration), never equality of solutions; and t
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import logging
@@ -20,6 +21,7 @@ from bruteforce import optimum, random_ilp
 
 import combolayer as cl
 from combolayer.backends import race, registry
+from combolayer.backends.outcome import record
 from combolayer.backends.race import RacingKernel
 from combolayer.backends.solver import Solver
 
@@ -522,3 +524,165 @@ def test_calls_with_per_call_rows_go_whole_to_the_current_backend(eager):
         solver.solve(costs)
     assert solver.kernel.winner is not None
     assert sum(solver.kernel.solved.values()) == solver.kernel.rows_in
+
+
+# -- a rival's row never runs past the race's room --------------------------------------
+
+
+class Stopping(Sequence):
+    """A `Sequence` kernel whose solves stop at a caller's time limit
+    (`RowKernel.time_limit`): a row longer than the limit takes the limit and records
+    the status "time limit" with a wrong answer (``stopped="solution"``), or raises
+    `SolverError` as a solver without a feasible solution does (``stopped="none"``)."""
+
+    stops_in_time = True
+
+    def __init__(self, times: list[float], clock: list[float], stopped: str = "solution",
+                 configured: float = math.inf) -> None:
+        super().__init__(times, clock)
+        self.stopped, self.limit, self.limits = stopped, configured, []
+
+    @contextlib.contextmanager
+    def time_limit(self, seconds: float):
+        before, self.limit = self.limit, min(seconds, self.limit)
+        try:
+            yield
+        finally:
+            self.limit = before
+
+    def __call__(self, costs: np.ndarray) -> np.ndarray:
+        self.limits.append(self.limit)
+        out = np.empty_like(costs)
+        for b in range(len(costs)):
+            seconds = self.times.pop(0) if len(self.times) > 1 else self.times[0]
+            self.rows += 1
+            self.calls += b == 0
+            if seconds > self.limit:
+                self.clock[0] += self.limit
+                if self.stopped == "none":
+                    error = cl.SolverError("Fake hit the time limit without a feasible solution")
+                    error.status = "time limit"  # as `settle` raises it
+                    raise error
+                record("time limit")
+                out[b] = costs[b] >= 0  # a feasible answer, not the optimal one
+                continue
+            self.clock[0] += seconds
+            record("optimal")
+            out[b] = costs[b] < 0
+        return out
+
+
+@pytest.mark.parametrize("stopped", ["solution", "none"])
+def test_a_rival_row_past_the_room_is_stopped_and_solved_by_the_best(stopped, caplog):
+    """SCIP's first TSP-100 row took 1.15 s and, in another run, 5.5 s beyond HiGHS's
+    (0.5 s a row) and was paid in full: a rival's row now runs under a time limit of the
+    best's mean plus the budget's room. Stopped there, the row is the best's (optimal,
+    solved once to completion), its time is charged in full, the reason is shown, and
+    the charged excess stays within EPSILON of the solve time plus one best mean."""
+    clock = [0.0]
+    leader = Stopping([0.5], clock)
+    rival = Stopping([5.5, 1.5], clock, stopped)
+    kernel = RacingKernel(("leader", leader), [("rival", lambda: rival)], "Fake()",
+                          clock=lambda: clock[0])
+    rng = np.random.default_rng(0)
+    with caplog.at_level(logging.INFO, logger="combolayer"):
+        while kernel.winner is None:
+            costs = rng.normal(size=(1, 4))
+            np.testing.assert_array_equal(kernel(costs), costs < 0)  # every answer optimal
+            assert kernel.excess <= race.EPSILON * kernel.spent + 0.5 + 1e-12, kernel.table()
+            if kernel.rows_in == 16:  # the TSP-100 loop's length: one row stopped
+                assert rival.rows == 1 and kernel.stopped == {"leader": 0, "rival": 1}
+                assert 0.5 < rival.limits[0] <= 0.5 + race.EPSILON * 0.5 * 6
+                assert kernel.excess == pytest.approx(rival.limits[0])  # in full
+                assert "rival: 1 row ran past the race's room" in kernel.backend_reason
+            assert kernel.rows_in < 2000
+    assert sum(kernel.solved.values()) == kernel.rows_in
+    assert kernel.solved["rival"] == rival.rows - kernel.stopped["rival"]
+    assert kernel.winner == "leader" and "rival" in kernel.dropped
+    verdicts = {name: verdict for name, _, _, verdict in kernel.table()}
+    assert "stopped at the race's limit" in verdicts["rival"], verdicts
+    lines = [r.getMessage() for r in caplog.records if "the race" in r.getMessage()]
+    assert len(lines) == 1 and "rows ran past the race's room" in lines[0], lines
+    assert leader.limits == [math.inf] * len(leader.limits)  # the best runs unlimited
+    assert rival.limit == math.inf  # the configured limit holds again
+
+
+def test_a_rival_runs_under_the_room_and_wins_then_runs_under_the_users_limit():
+    """A rival estimated faster than the best runs its bursts on credit, each row under
+    at least DROP_RATIO times the best's mean: a row of its tail past the best's mean
+    (SCIP's Identity rows, 2 ms against Gurobi's 5, stopped at Gurobi's mean lost the
+    race) runs to the end; it wins, and as the winner runs with the configured limit."""
+    clock = [0.0]
+    leader = Stopping([3e-3], clock, configured=10.0)
+    rival = Stopping([2e-3, 5.5e-3, 1e-3], clock, configured=10.0)
+
+    def build() -> Stopping:  # a slow build (not limited) leaves the room negative
+        clock[0] += 20e-3
+        return rival
+
+    kernel = RacingKernel(("leader", leader), [("rival", build)], "Fake()",
+                          clock=lambda: clock[0])
+    while kernel.winner is None:
+        costs = np.ones((4, 3))
+        np.testing.assert_array_equal(kernel(costs), costs < 0)
+        assert kernel.rows_in < 2000
+    assert kernel.winner == "rival" and kernel.stopped["rival"] == 0, kernel.table()
+    assert rival.limits[1] == pytest.approx(race.DROP_RATIO * 3e-3)  # room < 0: the floor
+    raced = len(rival.limits)
+    for _ in range(5):
+        kernel(np.ones((8, 3)))
+    assert rival.limits[raced:] == [10.0] * 5 and rival.limit == 10.0
+    assert leader.limit == 10.0  # limited while the rival was the best, then restored
+
+
+def test_a_heavy_burst_row_is_stopped_within_the_bound():
+    """A slower rival timed on bursts draws a row 100x its others (the heavy tail of a
+    TSP): under the old rule the row ran to the end (its whole excess charged past the
+    budget); now it stops at its limit, and the charged excess stays within EPSILON of
+    the solve time plus one best mean."""
+    clock = [0.0]
+    leader = Stopping([1e-3], clock)
+    rival = Stopping([1.2e-3] * 3 + [150e-3, 1.2e-3], clock)
+    kernel = RacingKernel(("leader", leader), [("rival", lambda: rival)], "Fake()",
+                          clock=lambda: clock[0])
+    for _ in range(400):
+        costs = np.random.default_rng(kernel.rows_in).normal(size=(4, 3))
+        np.testing.assert_array_equal(kernel(costs), costs < 0)
+        assert kernel.excess <= race.EPSILON * kernel.spent + 1e-3 + 1e-12, kernel.table()
+        if "rival" not in kernel.alive:
+            break
+    assert kernel.stopped["rival"] == 1 and rival.rows >= 4, kernel.table()
+    assert sum(kernel.solved.values()) == kernel.rows_in
+
+
+@pytest.mark.parametrize("pair", list(itertools.combinations(GENERIC, 2)),
+                         ids=lambda pair: "-".join(pair))
+def test_real_rivals_stopped_at_their_limit_leave_every_answer_optimal(pair, monkeypatch):
+    """Real backends: the rival's limit is cut to nothing (its solves stop at once, with
+    or without a solution), so its trial rows are stopped; each stopped row is solved by
+    the best, and every answer equals brute force."""
+    if len(GENERIC) < 2:
+        pytest.skip("fewer than two generic MIP backends installed")
+    monkeypatch.setattr(race, "MIN_SOLVES", 2)
+    first, second = pair
+    rng = np.random.default_rng(3)
+    stopped = 0
+    for _ in range(4):
+        spec = random_ilp(rng)
+        rival = cl.make_solver(spec, second).kernel
+        limit = rival.time_limit
+        rival.time_limit = lambda seconds, limit=limit: limit(0.0)  # stops at once
+        kernel = RacingKernel((first, cl.make_solver(spec, first).kernel),
+                              [(second, lambda rival=rival: rival)], spec.label)
+        solver = Solver(spec, kernel, first, cl.BackendConfig())
+        costs = rng.integers(-3, 4, (24, spec.num_outputs)).astype(float)
+        y = np.concatenate([solver.solve(costs[b:b + 1]) for b in range(len(costs))])
+        for b in range(len(costs)):
+            best, optimal = optimum(spec, costs[b])
+            assert float(costs[b] @ y[b]) == pytest.approx(best), (spec, pair, b)
+            assert any(np.allclose(y[b], point) for point in optimal)
+        assert solver.last_status == ("optimal",)
+        assert sum(kernel.solved.values()) == kernel.rows_in == len(costs)
+        stopped += kernel.stopped[second]
+        assert rival._get_time_limit() >= 1e20 or math.isinf(rival._get_time_limit())
+    assert stopped >= 1  # a rival that answers at a zero limit stops no row: not tested

@@ -116,7 +116,21 @@ def _add_rows(h, rows: list[tuple[np.ndarray, np.ndarray, float, float]]) -> Non
                  "addRows")
 
 
-class HighsKernel(RowKernel):
+class _HighsTime:
+    """A caller's time limit on a kept HiGHS model (`RowKernel.time_limit`)."""
+
+    model: highspy.Highs
+    stops_in_time = True
+
+    def _get_time_limit(self) -> float:
+        return float(self.model.getOptionValue("time_limit")[1])
+
+    def _set_time_limit(self, seconds: float) -> None:
+        check_status(self.model.setOptionValue("time_limit", float(seconds)),
+                     "setOptionValue(time_limit)")
+
+
+class HighsKernel(_HighsTime, RowKernel):
     """One kept HiGHS model; ``__call__`` solves a batch of minimisation costs."""
 
     def __init__(self, form: CanonicalForm, config: BackendConfig) -> None:
@@ -209,7 +223,7 @@ class HighsKernel(RowKernel):
         return infeasible
 
 
-class HighsTspKernel(RowKernel):
+class HighsTspKernel(_HighsTime, RowKernel):
     """TSP on one kept HiGHS model of the edge formulation: a column per edge
     (cost ``w_ij + w_ji``, bounds 0..1), a degree-2 row per node. Per instance:
 

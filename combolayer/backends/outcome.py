@@ -94,8 +94,10 @@ def settle(
                               "solution found, which may not be optimal", RuntimeWarning,
                               stacklevel=2)
             return solution()
-        raise SolverError(f"{solver} hit the {limit} without finding a feasible solution; "
-                          f"{raise_limit(limit)}")
+        error = SolverError(f"{solver} hit the {limit} without finding a feasible solution; "
+                            f"{raise_limit(limit)}")
+        error.status = limit  # which limit, as `last_status` names it (the race reads it)
+        raise error
     if outcome is Outcome.INACCURATE and has_solution:
         if not record(outcome.value):
             warnings.warn(f"{solver} returned a solution it calls inaccurate{_shown(status)}; "

@@ -43,7 +43,7 @@ times them on the rows the caller asks for anyway:
    set-up row faster than the best's mean earns the next row). A candidate
    estimated faster than the best takes the next row first. After its set-up
    row, a candidate other than the best takes its rows in bursts of up to `BURST`
-   (four) in one call, timed as one call (each row at the call's mean): it waits
+   (four), one after another, timed together (each row at the burst's mean): it waits
    until the budget affords the whole burst at its estimate, and each row of a
    burst is kept within the budget (a call's last rows may be fewer). A rival's
    single rows between the best's calls start cold: SCIP's facility-location rows
@@ -52,21 +52,29 @@ times them on the rows the caller asks for anyway:
    four (auto / SCIP median 1.23 -> 1.13 over 10 races each). A burst's rows
    count at their mean, so its spread is not seen: the standard error is a
    little low, as for the best's calls.
-   **The bound:** the charged excess stays within
-   `EPSILON` of the run's solve time, plus the overshoot of the last row charged
-   (its excess beyond its estimate). With steady times per solve (the fake-clock
-   test), a run so costs at most ``1 + EPSILON`` times the fastest candidate's
-   time, plus `BURST` rows of each slower candidate (its set-up row's and first
-   burst's overshoot, or a burst of one faster than the leader before the fastest is
-   tried; one row before bursts), plus, when the
-   first-ranked backend is not the fastest, its rows before the other is tried;
-   `RECHECK_BUDGET` more once re-checks run. A run too short to afford a slower
-   candidate's first row still pays it once: the race learns what a candidate's
-   row costs only by giving it one (one SCIP row on TSP 100 cost 1.15 s and, in
-   another run, 5.5 s beyond HiGHS's: 1.16x and 1.65x a 16-row loop). Per-row
-   times with a heavy tail (a knapsack instance 30x its median, TSP-100 rows 60x
-   apart) make the means noisy on short runs: a slow row given to the wrong
-   candidate adds its excess.
+   Each row of a candidate other than the best runs under a time limit
+   (`RowKernel.time_limit`, set in place for the row: HiGHS's ``time_limit``,
+   SCIP's ``limits/time``, Gurobi's ``TimeLimit``; a model's build is not
+   limited) of the best's mean plus the budget's room left (at least the best's
+   mean: a faster rival's burst may start on credit), so a row it finishes costs at
+   most the room beyond the best's time for it, or nothing. A row stopped there is not
+   its answer: the best solves it (every answer still comes from one complete,
+   optimal solve), the stopped time is charged in full, the row counts at the larger
+   of its stopped time and the best's (the stopped time alone, a lower bound, made
+   SCIP the winner on TSP 100 against HiGHS's heavy rows run to the end), the burst
+   ends, and `stopped` and ``backend_reason`` say so.
+   (Unlimited, one SCIP row on TSP 100 cost up to 5.5 s beyond HiGHS's 0.5 s.)
+   The best, then the winner, run with ``BackendConfig.time_limit`` only.
+   **The bound:** the charged excess stays within `EPSILON` of the run's solve
+   time, plus the best's mean for each row stopped at its limit (the limit less the
+   room) and a rival model's build beyond the room (its price). A kernel without a
+   time limit (a plugin's) adds the overshoot of the last row charged; with steady
+   times per solve, `BURST` rows of each slower candidate. When the first-ranked
+   backend is not the fastest, a run also pays its rows before the other is
+   tried; `RECHECK_BUDGET` more once re-checks run. Per-row times with a heavy
+   tail (a knapsack instance 30x its median, TSP-100 rows 60x apart) make the
+   means noisy on short runs: a slow row given to the wrong candidate adds its
+   excess, up to its limit.
 2. **Winner.** A candidate drops out once its mean time per solve is more than
    `DROP_RATIO` times the best mean or exceeds it by more than `Z` standard errors
    of the difference, both with `MIN_SOLVES` timed solves; when one is left, or
@@ -108,7 +116,8 @@ from typing import Any
 
 import numpy as np
 
-from .outcome import record_all, recording, row_statuses
+from ..errors import SolverError
+from .outcome import Outcome, record_all, recording, row_statuses
 
 logger = logging.getLogger(__name__)
 
@@ -252,6 +261,10 @@ class RacingKernel:
         #: every row is solved once, so the counts add up to `rows_in`.
         self.rows_in = 0
         self.solved: dict[str, int] = dict.fromkeys(self.names, 0)
+        #: Rows a candidate began in the race and was stopped on at its time limit (then
+        #: solved by the best, which `solved` counts), and the limit it ran past.
+        self.stopped: dict[str, int] = dict.fromkeys(self.names, 0)
+        self._stop_limit: dict[str, float] = {}
 
     # -- what the solver and the layer read ---------------------------------------------
 
@@ -277,7 +290,7 @@ class RacingKernel:
             return (f"{self.names[0]} leads ({self.first_reason or 'first by ranking'}); "
                     f"'auto' races {', '.join(self.names)} on this run's own rows, the "
                     f"others while their extra time stays within {EPSILON:.0%} of the "
-                    f"solve time ({self.spent:.2g} s so far)")
+                    f"solve time ({self.spent:.2g} s so far){self._stops()}")
         if self.adopted and not self.samples[self.winner]:
             return (f"{self.winner} won the race against "
                     f"{', '.join(n for n in self.names if n != self.winner)} on the costs of the "
@@ -287,7 +300,7 @@ class RacingKernel:
             last = (f"; re-checked {self.checks} times, the last on {RECHECK_SOLVES} rows each: "
                     f"{self._times(self.check_means)}")
         return (f"{self.winner} won the race on this run's own costs: {self._times()} mean per "
-                f"solve{last}")
+                f"solve{self._stops()}{last}")
 
     def _times(self, times: dict[str, float] | None = None) -> str:
         times = self.means if times is None else times
@@ -306,6 +319,8 @@ class RacingKernel:
                 verdict = "waiting"
             else:
                 verdict = "racing" if name in self.alive and self.phase == "race" else "lost"
+            if self.stopped[name]:
+                verdict += f" ({self.stopped[name]} stopped at the race's limit)"
             mean = times.mean if times else self.means.get(name)
             rows.append((name, len(times), mean, verdict))
         return rows
@@ -400,6 +415,9 @@ class RacingKernel:
                 count = self._burst(name, best, len(costs) - b)
             rows = slice(b, b + count)
             kernel = _serial(self.kernels[name])
+            if self._limited(name, best, kernel):
+                b += self._trial(name, best, costs, start, b, count, built, out, statuses)
+                continue
             kwargs = ({"start": start[rows]} if start is not None
                       and getattr(kernel, "takes_start", False) else {})
             with recording() as log:
@@ -428,6 +446,88 @@ class RacingKernel:
             self.spent += seconds
         record_all(statuses)
         return out
+
+    def _limited(self, name: str, best: str, kernel: Any) -> bool:
+        """Whether ``name``'s rows run under the race's time limit (`_trial`): a
+        candidate other than the best, in the race on its budget, whose kernel stops in
+        time (`RowKernel.time_limit`: HiGHS, SCIP, Gurobi)."""
+        return (self.phase == "race" and name != best and self.budget != math.inf
+                and self._estimate(best) is not None
+                and getattr(kernel, "stops_in_time", False))
+
+    def _trial(self, name: str, best: str, costs: np.ndarray, start: np.ndarray | None,
+               b: int, count: int, built: float, out: np.ndarray,
+               statuses: list[str]) -> int:
+        """Rows ``b .. b + count`` on ``name``, a candidate other than the best, one at a
+        time (back to back: still a burst), each under a time limit of the best's mean
+        plus the budget's room left, at least the best's mean (`DROP_RATIO` times it for
+        a rival estimated faster than the best). A row stopped at its limit is not its
+        answer: the best solves it, the stopped time is charged in full, the row counts
+        at the larger of its stopped time and the best's, and the burst ends. The rows done (the
+        stopped one included)."""
+        kernel, other = _serial(self.kernels[name]), _serial(self.kernels[best])
+        best_mean, room = self._estimate(best), self._room()
+        # at least the best's mean (a row within it adds no excess); DROP_RATIO times it
+        # for a rival estimated faster, whose bursts run on credit: stopped at the best's
+        # mean, SCIP's Identity rows (2 ms against Gurobi's 5) lost their tail and the race
+        least = (DROP_RATIO if self._extra(name, best) < 0 else 1.0) * best_mean
+        # the solves' time (the candidate's sample), and with setting its limits (spent)
+        solving, spent = 0.0, built
+        for i in range(count):
+            row = slice(b + i, b + i + 1)
+            limit = max(best_mean + room - (spent - built - i * best_mean), least)
+            setting = self.sample_clock()
+            with recording() as log, kernel.time_limit(limit):
+                began = self.sample_clock()
+                try:
+                    y = kernel(costs[row], **self._start_for(kernel, start, row))
+                except SolverError as error:  # stopped at the limit without a solution
+                    if getattr(error, "status", None) != Outcome.TIME_LIMIT.value:
+                        raise
+                    log[:] = [Outcome.TIME_LIMIT.value]
+                took = self.sample_clock() - began
+                solving += took
+            spent += self.sample_clock() - setting
+            status = row_statuses(log, 1)
+            if status[0] != Outcome.TIME_LIMIT.value:
+                out[row] = np.asarray(y, dtype=np.float64).reshape(1, -1)
+                statuses.extend(status)
+                self.solved[name] += 1
+                continue
+            self.spent += spent
+            self.excess += spent - i * best_mean  # the stopped row in full
+            self.stopped[name] += 1
+            self._stop_limit[name] = limit
+            logger.debug("backend 'auto' for %s: %s", self.label, self._stop_reason(name))
+            began = self.sample_clock()
+            with recording() as log:
+                y = other(costs[row], **self._start_for(other, start, row))
+            seconds = self.sample_clock() - began
+            out[row] = np.asarray(y, dtype=np.float64).reshape(1, -1)
+            statuses.extend(row_statuses(log, 1))
+            self.solved[best] += 1
+            self.spent += seconds
+            # the row counts at least as slow as the best's solve of it: the stopped time
+            # alone, a lower bound, made TSP 100's SCIP look faster than HiGHS, whose own
+            # heavy rows ran to the end; the stopped time plus the best's held a faster
+            # SCIP off on the 2 x 100 knapsack rows heavy for both
+            self._observe(name, solving - took + max(took, seconds), i + 1)
+            self._observe(best, seconds)
+            return i + 1
+        self.spent += spent
+        self.excess += spent - count * best_mean
+        self._observe(name, solving, count)
+        return count
+
+    @staticmethod
+    def _start_for(kernel: Any, start: np.ndarray | None, rows: slice) -> dict:
+        return ({"start": start[rows]} if start is not None
+                and getattr(kernel, "takes_start", False) else {})
+
+    def _stop_reason(self, name: str) -> str:
+        rows = self.stopped[name]
+        return (f"{name}: {rows} row{'s' * (rows != 1)} ran past the race's room (the "
+                f"last at {self._stop_limit[name]:.2g} s): stopped, and solved by the best")
 
     def _estimate(self, name: str) -> float | None:
         """``name``'s seconds per solve in this race: its timed mean, else its guess."""
@@ -536,6 +636,8 @@ class RacingKernel:
         return True
 
     def _observe(self, name: str, seconds: float, count: int = 1) -> None:
+        if self.phase == "won":  # a stopped row's re-solve after it ended the race
+            return
         if self.phase == "check":
             self._check_samples[name].append(seconds)
             if all(len(v) >= RECHECK_SOLVES for v in self._check_samples.values()):
@@ -577,16 +679,22 @@ class RacingKernel:
             self._winner_time, self._winner_rows = 0.0, 0
         logger.log(logging.INFO if changed else logging.DEBUG,
                    "backend 'auto' for %s: %s %s the race: %s mean per solve (%s timed "
-                   "solves)", self.label, name, how, self._times(),
-                   ", ".join(f"{n} {len(self.samples[n])}" for n in self.names))
+                   "solves)%s", self.label, name, how, self._times(),
+                   ", ".join(f"{n} {len(self.samples[n])}" for n in self.names),
+                   self._stops())
+
+    def _stops(self) -> str:
+        """The candidates stopped at their time limit in a race, as a clause ("" if none)."""
+        return "".join(f"; {self._stop_reason(n)}" for n in self.names if self.stopped[n])
 
     def _check_cost(self) -> float:
         """What a re-check costs: the wall time of the other candidates' rows in the
         last one, or before any, their race means."""
         if self._last_check_wall is not None:
             return self._last_check_wall
-        others = [self.means.get(n, self.check_means.get(n, 0.0)) for n in self.names
-                  if n != self.winner and n not in self._unbuilt]
+        # a candidate stopped at its limit: at least the time it ran
+        others = [self.means.get(n, self.check_means.get(n, self._stop_limit.get(n, 0.0)))
+                  for n in self.names if n != self.winner and n not in self._unbuilt]
         return RECHECK_SOLVES * sum(others)
 
     def _begin_check(self) -> None:

@@ -246,6 +246,14 @@ class ScipKernel(RowKernel):
 
     #: Per-call rows are added to the kept (untransformed) model and deleted again.
     takes_rows = True
+    #: A caller's time limit is SCIP's ``limits/time`` (`RowKernel.time_limit`).
+    stops_in_time = True
+
+    def _get_time_limit(self) -> float:
+        return float(self.model.getParam("limits/time"))
+
+    def _set_time_limit(self, seconds: float) -> None:
+        self.model.setParam("limits/time", min(float(seconds), 1e20))
 
     def _set_rows(self, A: np.ndarray, b: np.ndarray) -> None:
         from pyscipopt.scip import Expr

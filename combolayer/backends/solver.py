@@ -75,6 +75,31 @@ class RowKernel:
         """Take the per-call rows out of the kept model again."""
         raise NotImplementedError
 
+    #: Whether a caller can stop the kernel's solves at a limit of its own (`time_limit`):
+    #: subclasses whose solver takes a time limit define ``_get_time_limit()`` (seconds,
+    #: ``inf`` for none) and ``_set_time_limit(seconds)``, which change the kept model.
+    stops_in_time = False
+
+    @contextmanager
+    def time_limit(self, seconds: float) -> Iterator[None]:
+        """Each solve inside the block stops after ``seconds`` (the solver's own wall
+        clock) or at ``BackendConfig.time_limit`` where that is less; the configured
+        limit holds again after the block. A solve stopped so records the status
+        ``"time limit"`` (with its best solution), or raises `SolverError` without one
+        (its ``status`` is ``"time limit"``). `RacingKernel` limits a rival's race rows."""
+        before = self._get_time_limit()
+        self._set_time_limit(min(max(float(seconds), 0.0), before))
+        try:
+            yield
+        finally:
+            self._set_time_limit(before)
+
+    def _get_time_limit(self) -> float:
+        raise NotImplementedError
+
+    def _set_time_limit(self, seconds: float) -> None:
+        raise NotImplementedError
+
     def __call__(self, costs: np.ndarray, start: np.ndarray | None = None,
                  rows: Rows | None = None) -> np.ndarray:
         """The ``(B, N)`` optimal outputs for ``(B, N)`` minimisation costs.
