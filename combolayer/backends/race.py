@@ -25,56 +25,51 @@ times them on the rows the caller asks for anyway:
    its model is not built, at least what the first-ranked backend's build took
    (the nearest measure of a model's set-up at hand), so a run shorter than
    ``1 / EPSILON`` times that build never builds a second model. A higher price
-   finds a faster rival later, after ``price / EPSILON`` of solve time; the
-   first-ranked backend's whole first row (build and first solve) was measured
-   as that price and is not used: it says little about a rival's first row
-   (HiGHS's first TSP-100 row took 0.15 s, SCIP's 1.1 s, HiGHS's later rows
-   0.03-2.0 s), and a slow first row of the leader holds a faster rival off
-   (Gurobi's first 2 x 100 knapsack row, 58 ms against its 35 ms mean and
-   SCIP's 12 ms, would have kept SCIP out for 1.2 s of solving: 1.47x SCIP's
-   time replayed on the measured times, 1.07x with this price). Its first row
-   pays one-off set-up (its model's build, and a first solve that took SCIP
-   4.5x its later ones on the 50 x 2 knapsack): that row is spent time and is
-   charged in full, build included (it used to be charged at most the untried
-   price, which let a second slow row follow at once: SCIP's first TSP-60 and
-   TSP-100 rows took 3-10x HiGHS's). It is not a timed solve: its solve time
+   finds a faster rival later, after ``price / EPSILON`` of solve time: priced at
+   the leader's whole first row, a faster SCIP waited for 1.2 s of Gurobi's 2 x
+   100 knapsack rows (1.47x SCIP's time replayed, 1.07x with this price;
+   docs/backends.md). Its first row pays one-off set-up (its model's build, and a
+   first solve that took SCIP 4.5x its later ones on the 50 x 2 knapsack): that
+   row is spent time and is charged in full, build included (capped at the
+   untried price, it let a second slow row follow). It is not a timed solve: its solve time
    (the candidate's *guess*) overstates a solve, so the next row is priced at
    the untried price or, when the guess is below it, the guess's excess (a
    set-up row faster than the best's mean earns the next row). A candidate
    estimated faster than the best takes the next row first. After its set-up
    row, a candidate other than the best takes its rows in bursts of up to `BURST`
-   (four), one after another, timed together (each row at the burst's mean): it waits
-   until the budget affords the whole burst at its estimate, and each row of a
+   (four), one after another, timed together (each row at the burst's mean): it
+   waits until the budget affords the whole burst at its estimate, and each row of a
    burst is kept within the budget (a call's last rows may be fewer). A rival's
-   single rows between the best's calls start cold: SCIP's facility-location rows
-   took 1.4-1.8 ms that way and 0.7-0.9 ms one after another, which dropped the
-   faster SCIP in 8 of 16 races timed on single rows and in 2 of 16 on bursts of
-   four (auto / SCIP median 1.23 -> 1.13 over 10 races each). A burst's rows
+   single rows between the best's calls start cold (SCIP's facility-location
+   rows: 1.4-1.8 ms, 0.7-0.9 ms one after another), which dropped the faster
+   SCIP in 8 of 16 races (2 of 16 on bursts of four). A burst's rows
    count at their mean, so its spread is not seen: the standard error is a
    little low, as for the best's calls.
    Each row of a candidate other than the best runs under a time limit
    (`RowKernel.time_limit`, set in place for the row: HiGHS's ``time_limit``,
    SCIP's ``limits/time``, Gurobi's ``TimeLimit``; a model's build is not
-   limited) of the best's mean plus the budget's room left (at least the best's
-   mean: a faster rival's burst may start on credit), so a row it finishes costs at
-   most the room beyond the best's time for it, or nothing. A row stopped there is not
-   its answer: the best solves it (every answer still comes from one complete,
-   optimal solve), the stopped time is charged in full, the row counts at the larger
-   of its stopped time and the best's (the stopped time alone, a lower bound, made
-   SCIP the winner on TSP 100 against HiGHS's heavy rows run to the end), the burst
-   ends, and `stopped` and ``backend_reason`` say so.
-   (Unlimited, one SCIP row on TSP 100 cost up to 5.5 s beyond HiGHS's 0.5 s.)
+   limited) of the best's mean plus the budget's room left, at least the best's
+   mean, and `DROP_RATIO` times it for a rival estimated faster, whose bursts run
+   on credit (at the best's mean, SCIP's Identity rows lost their tail). A row it
+   finishes costs at most the room beyond the best's time for it. A row stopped
+   there is not its answer: the best solves it (every answer still comes from one
+   complete, optimal solve), the stopped time is charged in full, the row counts
+   at the larger of its stopped time and the best's (the stopped time alone, a
+   lower bound, made SCIP the winner on TSP 100 against HiGHS's heavy rows run to
+   the end), the burst ends, and `stopped` and ``backend_reason`` say so.
+   (Unlimited, one SCIP row on TSP 100 cost up to 7.8 s beyond HiGHS's 0.5 s.)
    The best, then the winner, run with ``BackendConfig.time_limit`` only.
    **The bound:** the charged excess stays within `EPSILON` of the run's solve
-   time, plus the best's mean for each row stopped at its limit (the limit less the
-   room) and a rival model's build beyond the room (its price). A kernel without a
-   time limit (a plugin's) adds the overshoot of the last row charged; with steady
-   times per solve, `BURST` rows of each slower candidate. When the first-ranked
-   backend is not the fastest, a run also pays its rows before the other is
-   tried; `RECHECK_BUDGET` more once re-checks run. Per-row times with a heavy
-   tail (a knapsack instance 30x its median, TSP-100 rows 60x apart) make the
-   means noisy on short runs: a slow row given to the wrong candidate adds its
-   excess, up to its limit.
+   time, plus the best's mean for a row stopped at its limit and a rival model's
+   build beyond its price; a rival estimated faster can add a best mean per row
+   of its last burst, two if stopped. A kernel without a time limit (a plugin's)
+   adds the overshoot of the last row charged; with steady times per solve,
+   `BURST` rows of each slower candidate. When the first-ranked backend is not
+   the fastest, a run also pays its rows before the other is tried;
+   `RECHECK_BUDGET` more once re-checks run. Per-row times with a heavy tail (a
+   knapsack instance 30x its median, TSP-100 rows 60x apart) make the means noisy
+   on short runs: a slow row given to the wrong candidate adds its excess, up to
+   its limit.
 2. **Winner.** A candidate drops out once its mean time per solve is more than
    `DROP_RATIO` times the best mean or exceeds it by more than `Z` standard errors
    of the difference, both with `MIN_SOLVES` timed solves; when one is left, or
