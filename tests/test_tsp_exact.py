@@ -414,3 +414,22 @@ def test_gurobi_tsp_60_fits_the_pip_licence_and_matches_highs():
     reference = cl.make_solver(TSP(num_nodes=60), "highs").solve(costs)
     check_tour(y[0])
     assert np.sum(costs * y) == pytest.approx(np.sum(costs * reference), abs=1e-7)
+
+
+def test_a_process_that_solved_a_tsp_with_scip_exits_cleanly():
+    """SCIP's TSP model carries a Python constraint handler (the subtour cuts). Left to
+    the interpreter's teardown, freeing it crashed the process after its last line
+    (exit code 139); the backend frees such models at exit."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("pyscipopt")
+    script = ("import torch, combolayer as cl\n"  # torch's teardown was part of the crash
+              "c = torch.rand(2, 12, 12, generator=torch.Generator().manual_seed(0))\n"
+              "c = c + c.transpose(1, 2)\n"
+              "solver = cl.make_solver(cl.problems.TSP(num_nodes=12), backend='scip')\n"
+              "y = solver.solve(c)\n"  # the solver still alive at exit
+              "print(int(y.sum()))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (0, "48"), done.stderr[-2000:]

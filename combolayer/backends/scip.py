@@ -16,6 +16,7 @@ option goes to ``Model.setParam`` verbatim.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import functools
 import weakref
@@ -226,6 +227,20 @@ def _malloc_trim():
         return None
 
 
+# A model with a Python constraint handler (a separator's lazy cuts: the TSP) must be
+# freed while the interpreter still runs. Left to the interpreter's teardown, freeing it
+# crashed the process after the script's last line (SIGSEGV, exit code 139; pyscipopt
+# 6.3 with torch imported, a script that kept such a solver to its end). So the
+# problems of such models still alive at exit are freed first, by an atexit hook.
+_WITH_HANDLER: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _free_handler_models() -> None:
+    for kernel in list(_WITH_HANDLER):
+        kernel.model.freeProb()
+
+
 class ScipKernel(RowKernel):
     """One kept SCIP model; ``__call__`` solves a batch of minimisation costs.
 
@@ -243,6 +258,8 @@ class ScipKernel(RowKernel):
         self._outputs = self._terms[: form.num_outputs]
         self._nogil = hasattr(self.model, "optimizeNogil")
         self._row_constraints: list = []
+        if form.separator is not None:
+            _WITH_HANDLER.add(self)
 
     #: Per-call rows are added to the kept (untransformed) model and deleted again.
     takes_rows = True
