@@ -655,6 +655,44 @@ def test_a_heavy_burst_row_is_stopped_within_the_bound():
     assert sum(kernel.solved.values()) == kernel.rows_in
 
 
+class ColdStopping(Stopping):
+    """A `Stopping` kernel whose first row of a call takes ``cold`` seconds more when
+    another kernel ran last (its caches went to the other)."""
+
+    def __init__(self, times: list[float], clock: list[float], last: list,
+                 cold: float) -> None:
+        super().__init__(times, clock)
+        self.last, self.cold = last, cold
+
+    def __call__(self, costs: np.ndarray) -> np.ndarray:
+        if self.last[0] is not self and len(costs):
+            self.clock[0] += self.cold
+        self.last[0] = self
+        return super().__call__(costs)
+
+
+def test_a_rivals_burst_is_timed_on_its_rows_after_the_cold_first_one():
+    """A rival's burst, row by row under its limits, starts cold after the best's call
+    (SCIP's facility-location bursts: the first row slow, the next ones faster than
+    Gurobi's), so it is timed on its rows after the first: the rival's mean is its warm
+    time (timed on every row, its first burst reads 1.2 ms against the leader's 1.1 and
+    its mean stays above 0.9), it wins, and every row is still charged."""
+    clock, last = [0.0], [None]
+    leader = ColdStopping([1.1e-3], clock, last, cold=0.0)
+    rival = ColdStopping([0.9e-3], clock, last, cold=1.2e-3)
+    kernel = RacingKernel(("leader", leader), [("rival", lambda: rival)], "Fake()",
+                          clock=lambda: clock[0])
+    rng = np.random.default_rng(0)
+    while kernel.winner is None:
+        costs = rng.normal(size=(16, 3))
+        np.testing.assert_array_equal(kernel(costs), costs < 0)
+        assert kernel.excess <= race.EPSILON * kernel.spent + race.BURST * 2.1e-3
+        assert kernel.rows_in < 20000, kernel.table()
+    assert kernel.winner == "rival", kernel.table()
+    assert kernel.samples["rival"].mean == pytest.approx(0.9e-3)  # its warm rows
+    assert sum(kernel.solved.values()) == kernel.rows_in
+
+
 @pytest.mark.parametrize("pair", list(itertools.combinations(GENERIC, 2)),
                          ids=lambda pair: "-".join(pair))
 def test_real_rivals_stopped_at_their_limit_leave_every_answer_optimal(pair, monkeypatch):
