@@ -70,27 +70,31 @@ def test_every_tuned_value_is_bracketed_or_marked_at_a_bound(name):
         assert all(t["bounds"]["low"] <= v <= t["bounds"]["high"] for v in values), what
 
 
-def test_the_ten_seed_figure_for_dense_m2_is_read_from_the_committed_runs():
-    """The comboptnet docstring's floor paragraph gives dense m=2 over the paper's 10
-    dataset seeds: the committed run's seeds 0-2 and the supplementary run of seeds
-    3-9 (docs/results/comboptnet/dense_m2_seeds_3_to_9/). Its numbers are these
-    files' numbers, so neither can change without the other."""
+@pytest.mark.parametrize(("folder", "kind", "ms"), [("dense_m2_seeds_3_to_9", "dense", [2]),
+                                                ("binary_seeds_3_to_9", "binary", [1, 2, 4, 8])])
+def test_the_ten_seed_figures_are_read_from_the_committed_runs(folder, kind, ms):
+    """The comboptnet docstring's floor paragraphs give settings over the paper's 10
+    dataset seeds: the committed run's seeds 0-2 and a supplementary run of seeds 3-9
+    (docs/results/comboptnet/FOLDER/). Their numbers are these files' numbers, so
+    neither can change without the other."""
     import math
 
     from combolayer.experiments import comboptnet
 
-    def values(folder: Path) -> tuple[list[int], list[float]]:
-        result = Result.model_validate_json((folder / "results.json").read_text())
-        (row,) = [r for r in result.rows if r.method == "comboptnet [dense, m=2]"]
+    def values(path: Path, m: int) -> tuple[list[int], list[float]]:
+        result = Result.model_validate_json((path / "results.json").read_text())
+        (row,) = [r for r in result.rows if r.method == f"comboptnet [{kind}, m={m}]"]
         assert not result.quick
         return list(result.seeds), list(row.values)
 
-    seeds, main = values(RESULTS / "comboptnet")
-    extra_seeds, extra = values(RESULTS / "comboptnet" / "dense_m2_seeds_3_to_9")
-    assert (seeds, extra_seeds) == ([0, 1, 2], [3, 4, 5, 6, 7, 8, 9])
-    ten = main + extra
-    mean = sum(ten) / 10
-    se = math.sqrt(sum((v - mean) ** 2 for v in ten) / 9 / 10)
     text = " ".join(comboptnet.__doc__.split())
-    assert ", ".join(f"{v:.3f}" for v in extra) in text
-    assert f"average {mean:.3f} (SE {se:.3f})" in text
+    for m in ms:
+        seeds, main = values(RESULTS / "comboptnet", m)
+        extra_seeds, extra = values(RESULTS / "comboptnet" / folder, m)
+        assert (seeds, extra_seeds) == ([0, 1, 2], [3, 4, 5, 6, 7, 8, 9])
+        ten = main + extra
+        mean = sum(ten) / 10
+        se = math.sqrt(sum((v - mean) ** 2 for v in ten) / 9 / 10)
+        assert f"m={m} {mean:.3f} (SE {se:.3f})" in text
+        if kind == "dense":
+            assert ", ".join(f"{v:.3f}" for v in extra) in text

@@ -160,6 +160,14 @@ and m=8) and undecided in 4. What sets the floor differs by setting:
   in all four; m=4 and m=8 are above the rerun's mean but not by 2 SE over 3
   seeds (per-seed 0.853-0.958 and 0.661-0.747), and their curves still rise
   at the end (m=8: 0.375, 0.504, 0.609, 0.649, 0.704 at 800-4000 steps).
+  That lead was the seeds: the same runs on dataset seeds 3-9 (one process,
+  9.5 min: `combolayer reproduce comboptnet --set 'seeds=[3,4,5,6,7,8,9]'
+  --set 'kinds=[binary]'`, QPTL and the score function at 1 step, committed
+  in docs/results/comboptnet/binary_seeds_3_to_9/) reach as low as 0.653
+  (m=4, seed 6) and 0.268 (m=8, seed 3), and the paper's 10 seeds give m=1
+  0.988 (SE 0.001), m=2 0.973 (SE 0.003), m=4 0.882 (SE 0.029), m=8 0.601
+  (SE 0.047): within the rerun's spread in all four (goal a), above its mean
+  by 2 SE at m=1 and m=2 only; m=4 and m=8 lie below it.
 - dense m=1 (0.869, per seed 0.831-0.918, against 0.891 ± 0.036): within the
   spread, below the mean by 0.022, so not at or above it by 2 SE; at the
   paper's budget and learning rate its curve is flat from 8000 steps on
@@ -176,7 +184,7 @@ and m=8) and undecided in 4. What sets the floor differs by setting:
   {2: 20000}, qptl: {2: 1}, score_function: {2: 1}}}' --set workers=1`,
   committed in docs/results/comboptnet/dense_m2_seeds_3_to_9/) give 0.786,
   0.640, 0.680, 0.780, 0.651, 0.666, 0.505, and with seeds 0-2 the paper's
-  10 seeds average 0.655 (SE 0.038): 0.057 below the rerun's mean, within its
+  10 seeds give m=2 0.655 (SE 0.038): 0.057 below the rerun's mean, within its
   spread (0.073), so goal a holds there with 10 seeds. It does not fit the
   30-minute run beside the other settings.
 - dense m=4 and m=8: 2000 and 100 steps (10 and half an epoch against 100),
