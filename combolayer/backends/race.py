@@ -413,10 +413,8 @@ class RacingKernel:
             if self._limited(name, best, kernel):
                 b += self._trial(name, best, costs, start, b, count, built, out, statuses)
                 continue
-            kwargs = ({"start": start[rows]} if start is not None
-                      and getattr(kernel, "takes_start", False) else {})
             with recording() as log:
-                y = kernel(costs[rows], **kwargs)
+                y = kernel(costs[rows], **self._start_for(kernel, start, rows))
             seconds, wall = self.sample_clock() - began, self.clock() - wall
             solving = seconds - built
             self.solved[name] += count
@@ -528,6 +526,7 @@ class RacingKernel:
 
     @staticmethod
     def _start_for(kernel: Any, start: np.ndarray | None, rows: slice) -> dict:
+        """The keyword giving ``kernel`` its MIP start for ``rows``, if it takes one."""
         return ({"start": start[rows]} if start is not None
                 and getattr(kernel, "takes_start", False) else {})
 
