@@ -729,3 +729,114 @@ def test_real_rivals_stopped_at_their_limit_leave_every_answer_optimal(pair, mon
         stopped += kernel.stopped[second]
         assert rival._get_time_limit() >= 1e20 or math.isinf(rival._get_time_limit())
     assert stopped >= 1  # a rival that answers at a zero limit stops no row: not tested
+
+
+def won_race(leader: Stopping, rival: Stopping, clock: list[float]) -> RacingKernel:
+    """A race of two fake stopping kernels, run until the leader wins."""
+    kernel = RacingKernel(("leader", leader), [("rival", lambda: rival)], "Fake()",
+                          clock=lambda: clock[0])
+    while kernel.winner is None:
+        kernel(np.ones((4, 3)))
+        assert kernel.rows_in < 2000, kernel.table()
+    assert kernel.winner == "leader", kernel.table()
+    return kernel
+
+
+def test_a_check_row_stops_once_the_rival_cannot_come_in_under_the_margin(caplog):
+    """Unlimited, Gurobi's cold check rows on Identity's knapsack took 62 ms against
+    SCIP's 1.5 ms pace: a check cost 40x its budget. A rival's check row now stops once
+    its check time passes RECHECK_SOLVES x SWITCH_MARGIN x the winner's pace, past which
+    no row can make it a challenger: the winner solves the row, the rival's check ends,
+    and the check costs at most that."""
+    clock = [0.0]
+    leader, rival = Stopping([1e-3], clock), Stopping([2e-3], clock)
+    kernel = won_race(leader, rival, clock)
+    rival.times = [60e-3]  # the costs drift: the rival's rows get heavy
+    rng = np.random.default_rng(0)
+    while kernel.checks < 2:
+        costs = rng.normal(size=(100, 3))
+        np.testing.assert_array_equal(kernel(costs), costs < 0)  # every answer optimal
+        assert kernel.rows_in < 10**6, kernel.table()
+    allowed = race.RECHECK_SOLVES * race.SWITCH_MARGIN * 1e-3
+    assert kernel.check_stopped == {"rival"} and kernel.winner == "leader"
+    assert kernel._last_check_wall == pytest.approx(allowed)  # not 4 x 60 ms
+    assert rival.limits[-1] == pytest.approx(allowed)
+    assert kernel.check_means["rival"] == pytest.approx(allowed / race.RECHECK_SOLVES)
+    assert "rival at least: stopped once it could no longer come in" in kernel.backend_reason
+    assert sum(kernel.solved.values()) == kernel.rows_in
+    assert leader.limits == [math.inf] * len(leader.limits)
+
+
+def test_a_check_row_within_reach_runs_and_the_rival_takes_over():
+    """The limit never stops a rival that could still win the check: one that drifted
+    to half the winner's time solves its check rows, races again and takes over."""
+    clock = [0.0]
+    leader, rival = Stopping([1e-3], clock), Stopping([2e-3], clock)
+    kernel = won_race(leader, rival, clock)
+    rival.times, checked = [0.5e-3], len(rival.limits)
+    while kernel.winner == "leader":
+        kernel(np.ones((100, 3)))
+        assert kernel.rows_in < 10**6, kernel.table()
+    assert kernel.winner == "rival" and kernel.checks == 1 and not kernel.check_stopped
+    assert len(kernel._check_samples["rival"]) == race.RECHECK_SOLVES
+    assert all(limit >= 0.5e-3 for limit in rival.limits[checked:])
+
+
+class Loaded(Stopping):
+    """A `Stopping` kernel on a loaded machine: wall time runs ``load`` times its CPU
+    time, so a limit (wall time, as the solvers' are) allows ``1 / load`` of it in CPU."""
+
+    def __init__(self, times: list[float], clock: list[float], load: float) -> None:
+        super().__init__(times, clock)
+        self.load = load
+
+    @contextlib.contextmanager
+    def time_limit(self, seconds: float):
+        with super().time_limit(seconds / self.load):
+            yield
+
+
+def test_limits_are_set_in_wall_time_at_the_runs_load():
+    """The race times CPU seconds, the solvers' limits are wall time: with other
+    processes sharing the core (wall 3x CPU), a limit set as the CPU allowance would
+    stop a rival row only 10% slower than the best; it is scaled by the run's wall to
+    CPU ratio, so no row within the allowance is stopped."""
+    cpu, load = [0.0], 3.0
+    leader = Loaded([1e-3], cpu, load)
+    rival = Loaded([1.1e-3], cpu, load)
+    kernel = RacingKernel(("leader", leader), [("rival", lambda: rival)], "Fake()",
+                          clock=lambda: load * cpu[0], sample_clock=lambda: cpu[0])
+    while kernel.winner is None:
+        kernel(np.ones((4, 3)))
+        assert kernel.rows_in < 5000, kernel.table()
+    assert kernel.stopped["rival"] == 0, kernel.table()
+    assert kernel._wall(1.0) == pytest.approx(load)
+    assert min(limit for limit in rival.limits if limit < math.inf) >= 1e-3
+
+
+@pytest.mark.parametrize("pair", list(itertools.combinations(GENERIC, 2)),
+                         ids=lambda pair: "-".join(pair))
+def test_real_rivals_stopped_in_a_check_leave_every_answer_optimal(pair, monkeypatch):
+    """Real backends in re-checks, one after every call: the rival's limit is cut to
+    nothing, so its check rows stop; the winner solves each, and every answer equals
+    brute force."""
+    if len(GENERIC) < 2:
+        pytest.skip("fewer than two generic MIP backends installed")
+    monkeypatch.setattr(race, "RECHECK_BUDGET", 1e9)
+    first, second = pair
+    rng = np.random.default_rng(5)
+    spec = random_ilp(rng)
+    rival = cl.make_solver(spec, second).kernel
+    limit = rival.time_limit
+    rival.time_limit = lambda seconds, limit=limit: limit(0.0)  # stops at once
+    kernel = RacingKernel((first, cl.make_solver(spec, first).kernel),
+                          [(second, lambda: rival)], spec.label)
+    kernel.adopt({"winner": first, "means": {first: 1e-3, second: 1e-3}})
+    solver = Solver(spec, kernel, first, cl.BackendConfig())
+    costs = rng.integers(-3, 4, (24, spec.num_outputs)).astype(float)
+    y = np.concatenate([solver.solve(costs[b:b + 2]) for b in range(0, len(costs), 2)])
+    for b in range(len(costs)):
+        assert float(costs[b] @ y[b]) == pytest.approx(optimum(spec, costs[b])[0]), (pair, b)
+    assert kernel.checks >= 2 and kernel.check_stopped == {second}, kernel.table()
+    assert kernel.winner == first and kernel.solved[second] == 0
+    assert sum(kernel.solved.values()) == kernel.rows_in == len(costs)

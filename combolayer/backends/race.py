@@ -77,7 +77,10 @@ times them on the rows the caller asks for anyway:
    tail decides an epoch). One INFO line gives the times.
    A solve is timed in this process's CPU time (``time.process_time``; wall time
    when ``BackendConfig.threads`` is not 1), so other processes' load does not
-   decide the race.
+   decide the race. The solvers' limits are wall time, so a limit is set at its
+   CPU allowance times the run's ratio of wall to CPU time so far (`_wall`; 1 on
+   an idle machine): set as the allowance itself, it stopped rows within it
+   whenever other processes shared the core.
 3. **Re-check.** The winner then solves whole batches (on the configured
    executor: thread, process or Ray workers start for the winner only). The cost
    distribution drifts during training, so once the winner has spent
@@ -89,7 +92,12 @@ times them on the rows the caller asks for anyway:
    mean is below `SWITCH_MARGIN` times the winner's pace over every row since the
    last check races the winner again, from fresh samples under the budget (each
    starting from its check mean, the winner from its pace), and takes over only if
-   it wins that.
+   it wins that. A candidate's check rows run under a time limit (as race rows): what
+   it may still spend before its check time passes ``RECHECK_SOLVES *
+   SWITCH_MARGIN`` times that pace, past which it cannot challenge; stopped there,
+   the winner solves the row and its check ends (`check_stopped`). Unlimited,
+   Gurobi's cold check rows on Identity's knapsack took 62 ms against SCIP's
+   1.5 ms pace: one check cost 40 times its budget.
 
 Every answer is optimal whoever solves it; two exact solvers may return
 different optima of a cost with ties, so ``BackendConfig(deterministic=True)``
@@ -103,7 +111,6 @@ from __future__ import annotations
 
 import logging
 import math
-import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -260,6 +267,12 @@ class RacingKernel:
         #: solved by the best, which `solved` counts), and the limit it ran past.
         self.stopped: dict[str, int] = dict.fromkeys(self.names, 0)
         self._stop_limit: dict[str, float] = {}
+        #: Candidates stopped at the last check's limit (`_check_row`), and the winner's
+        #: pace that check was held against.
+        self.check_stopped: set[str] = set()
+        self._check_pace = 0.0
+        #: Wall and sample-clock seconds of the solves timed on both (`_wall`).
+        self._wall_time, self._sample_time = 0.0, 0.0
 
     # -- what the solver and the layer read ---------------------------------------------
 
@@ -294,6 +307,10 @@ class RacingKernel:
         if self.checks:
             last = (f"; re-checked {self.checks} times, the last on {RECHECK_SOLVES} rows each: "
                     f"{self._times(self.check_means)}")
+            if self.check_stopped:
+                last += (f" ({', '.join(sorted(self.check_stopped))} at least: stopped once "
+                         f"it could no longer come in under {SWITCH_MARGIN:.0%} of "
+                         f"{self.winner}'s pace, {_ms(self._check_pace)})")
         return (f"{self.winner} won the race on this run's own costs: {self._times()} mean per "
                 f"solve{self._stops()}{last}")
 
@@ -352,6 +369,7 @@ class RacingKernel:
                 began = self.sample_clock()
                 y, seconds = self._whole(self.current_backend, costs, start, {})
                 self._winner_time += self.sample_clock() - began
+                self._clocked(seconds, self.sample_clock() - began)
                 self._winner_rows += len(costs)
                 self.since_check += seconds
                 self.spent += seconds
@@ -413,10 +431,16 @@ class RacingKernel:
             if self._limited(name, best, kernel):
                 b += self._trial(name, best, costs, start, b, count, built, out, statuses)
                 continue
+            if self.phase == "check" and name != self.winner and getattr(
+                    kernel, "stops_in_time", False):
+                self._check_row(name, costs, start, b, built, out, statuses)
+                b += 1
+                continue
             with recording() as log:
                 y = kernel(costs[rows], **self._start_for(kernel, start, rows))
             seconds, wall = self.sample_clock() - began, self.clock() - wall
             solving = seconds - built
+            self._clocked(wall, seconds)
             self.solved[name] += count
             out[rows] = np.asarray(y, dtype=np.float64).reshape(count, -1)
             statuses.extend(row_statuses(log, count))
@@ -458,7 +482,7 @@ class RacingKernel:
         answer: the best solves it, the stopped time is charged in full, the row counts
         at the larger of its stopped time and the best's, and the burst ends. The rows done (the
         stopped one included)."""
-        kernel, other = _serial(self.kernels[name]), _serial(self.kernels[best])
+        kernel = _serial(self.kernels[name])
         best_mean, room = self._estimate(best), self._room()
         # at least the best's mean (a row within it adds no excess); DROP_RATIO times it
         # for a rival estimated faster, whose bursts run on credit: stopped at the best's
@@ -470,20 +494,11 @@ class RacingKernel:
             row = slice(b + i, b + i + 1)
             limit = max(best_mean + room - (spent - built - i * best_mean), least)
             setting = self.sample_clock()
-            with recording() as log, kernel.time_limit(limit):
-                began = self.sample_clock()
-                try:
-                    y = kernel(costs[row], **self._start_for(kernel, start, row))
-                except SolverError as error:  # stopped at the limit without a solution
-                    if getattr(error, "status", None) != Outcome.TIME_LIMIT.value:
-                        raise
-                    log[:] = [Outcome.TIME_LIMIT.value]
-                took = self.sample_clock() - began
-                solving += took
+            y, status, took = self._limited_row(kernel, limit, costs, start, row)
+            solving += took
             if i == 0:
                 cold = took
             spent += self.sample_clock() - setting
-            status = row_statuses(log, 1)
             if status[0] != Outcome.TIME_LIMIT.value:
                 out[row] = np.asarray(y, dtype=np.float64).reshape(1, -1)
                 statuses.extend(status)
@@ -494,14 +509,7 @@ class RacingKernel:
             self.stopped[name] += 1
             self._stop_limit[name] = limit
             logger.debug("backend 'auto' for %s: %s", self.label, self._stop_reason(name))
-            began = self.sample_clock()
-            with recording() as log:
-                y = other(costs[row], **self._start_for(other, start, row))
-            seconds = self.sample_clock() - began
-            out[row] = np.asarray(y, dtype=np.float64).reshape(1, -1)
-            statuses.extend(row_statuses(log, 1))
-            self.solved[best] += 1
-            self.spent += seconds
+            seconds = self._resolve(best, costs, start, row, out, statuses)
             # the row counts at least as slow as the best's solve of it: the stopped time
             # alone, a lower bound, made TSP 100's SCIP look faster than HiGHS, whose own
             # heavy rows ran to the end; the stopped time plus the best's held a faster
@@ -513,6 +521,80 @@ class RacingKernel:
         self.excess += spent - count * best_mean
         self._observe_burst(name, solving, cold, count)
         return count
+
+    def _limited_row(self, kernel: Any, limit: float, costs: np.ndarray,
+                     start: np.ndarray | None, row: slice) -> tuple[Any, list[str], float]:
+        """Row ``row`` on ``kernel`` under a time limit of ``limit`` seconds of the sample
+        clock (`_wall`: the solvers' limits are wall time): its answer (None when stopped
+        without one), its status and its time on the sample clock."""
+        y = None
+        with recording() as log, kernel.time_limit(self._wall(limit)):
+            began = self.sample_clock()
+            try:
+                y = kernel(costs[row], **self._start_for(kernel, start, row))
+            except SolverError as error:  # stopped at the limit without a solution
+                if getattr(error, "status", None) != Outcome.TIME_LIMIT.value:
+                    raise
+                log[:] = [Outcome.TIME_LIMIT.value]
+            took = self.sample_clock() - began
+        return y, row_statuses(log, 1), took
+
+    def _resolve(self, name: str, costs: np.ndarray, start: np.ndarray | None, row: slice,
+                 out: np.ndarray, statuses: list[str]) -> float:
+        """Row ``row``, stopped at another candidate's limit, solved by ``name`` to the
+        end (every answer comes from one complete, optimal solve); its seconds."""
+        kernel = _serial(self.kernels[name])
+        began = self.sample_clock()
+        with recording() as log:
+            y = kernel(costs[row], **self._start_for(kernel, start, row))
+        seconds = self.sample_clock() - began
+        out[row] = np.asarray(y, dtype=np.float64).reshape(1, -1)
+        statuses.extend(row_statuses(log, 1))
+        self.solved[name] += 1
+        self.spent += seconds
+        return seconds
+
+    def _check_row(self, name: str, costs: np.ndarray, start: np.ndarray | None, b: int,
+                   built: float, out: np.ndarray, statuses: list[str]) -> None:
+        """Row ``b`` of a re-check on ``name``, a candidate other than the winner, under
+        a time limit: what it may still spend before its check mean can no longer come
+        in under `SWITCH_MARGIN` times the winner's pace (no row past that changes the
+        check's verdict; unlimited, Gurobi's cold check rows on Identity's knapsack took
+        62 ms against SCIP's 1.5 ms pace). Stopped there, the winner solves the row and
+        ``name``'s check ends (`check_stopped`)."""
+        wall = self.clock()
+        allowed = (RECHECK_SOLVES * SWITCH_MARGIN * self._check_pace
+                   - math.fsum(self._check_samples[name]))
+        y, status, took = self._limited_row(_serial(self.kernels[name]), allowed, costs,
+                                            start, slice(b, b + 1))
+        self.spent += built + took
+        if status[0] != Outcome.TIME_LIMIT.value:
+            out[b] = np.asarray(y, dtype=np.float64).reshape(-1)
+            statuses.extend(status)
+            self.solved[name] += 1
+            self._check_wall += self.clock() - wall
+            self._observe(name, took)
+            return
+        self._check_samples[name].append(took)
+        self.check_stopped.add(name)
+        self._check_wall += self.clock() - wall
+        self._resolve(self.winner, costs, start, slice(b, b + 1), out, statuses)
+        if self._check_done():
+            self._end_check()
+
+    def _clocked(self, wall: float, sample: float) -> None:
+        """Solves that took ``wall`` seconds of wall time and ``sample`` of the sample clock."""
+        self._wall_time += wall
+        self._sample_time += sample
+
+    def _wall(self, seconds: float) -> float:
+        """``seconds`` of the sample clock (CPU time) as wall time, the solvers' limits':
+        times the run's ratio of wall to sample time so far, at least 1 (1 on an idle
+        machine; more when other processes share the core, where a limit in CPU seconds
+        set as wall time would stop a row that could still come in)."""
+        if self._sample_time <= 0:
+            return seconds
+        return seconds * max(1.0, self._wall_time / self._sample_time)
 
     def _observe_burst(self, name: str, seconds: float, cold: float, count: int) -> None:
         """A burst of ``count`` rows on ``name`` that took ``seconds``: its rows count at
@@ -614,7 +696,8 @@ class RacingKernel:
         become the best), then the one with the fewest rows in this race (then
         ranking). A rival whose model fails to build (a licence, memory) sits out."""
         if self.phase == "check":
-            pool = [n for n in self._check_samples if len(self._check_samples[n]) < RECHECK_SOLVES]
+            pool = [n for n in self._check_samples if n not in self.check_stopped
+                    and len(self._check_samples[n]) < RECHECK_SOLVES]
             return min(pool, key=lambda n: len(self._check_samples[n]))
         best = self._best()
         pool = [n for n in self.alive if n == best or self._affordable(n, best)]
@@ -646,7 +729,7 @@ class RacingKernel:
             return
         if self.phase == "check":
             self._check_samples[name].append(seconds)
-            if all(len(v) >= RECHECK_SOLVES for v in self._check_samples.values()):
+            if self._check_done():
                 self._end_check()
             return
         self._rows[name] += count
@@ -703,9 +786,18 @@ class RacingKernel:
                   for n in self.names if n != self.winner and n not in self._unbuilt]
         return RECHECK_SOLVES * sum(others)
 
+    def _check_done(self) -> bool:
+        """Whether every candidate solved its check rows or was stopped at its limit."""
+        return all(len(v) >= RECHECK_SOLVES or n in self.check_stopped
+                   for n, v in self._check_samples.items())
+
     def _begin_check(self) -> None:
         self.phase = "check"
         self._check_wall = 0.0
+        self.check_stopped = set()
+        # the winner's pace over every row since the last check, not its few check rows
+        self._check_pace = (self._winner_time / self._winner_rows if self._winner_rows
+                            else self.means.get(self.winner, 0.0))
         # a copy that kept its original's winner builds the others' models now
         self._check_samples = {name: [] for name in self.names
                                if name not in self._unbuilt and self._built(name)}
@@ -713,14 +805,15 @@ class RacingKernel:
     def _end_check(self) -> None:
         self.checks += 1
         self._last_check_wall = self._check_wall
-        means = {n: statistics.fmean(v) for n, v in self._check_samples.items()}
+        # a candidate stopped at the check's limit: its time over all its check rows, a
+        # lower bound of its mean (at least SWITCH_MARGIN times the pace)
+        means = {n: math.fsum(v) / (RECHECK_SOLVES if n in self.check_stopped else len(v))
+                 for n, v in self._check_samples.items()}
         #: The last check's means (a hint on a few rows; `means` stays the races').
         self.check_means = means
-        # the winner's pace over every row since the last check, not its few check rows
-        pace = (self._winner_time / self._winner_rows if self._winner_rows
-                else means[self.winner])
+        pace = self._check_pace or means[self.winner]
         self._winner_time, self._winner_rows = 0.0, 0
-        challengers = [n for n in means if n != self.winner
+        challengers = [n for n in means if n != self.winner and n not in self.check_stopped
                        and means[n] < SWITCH_MARGIN * pace]
         if challengers:
             # a few rows are a hint, not a verdict: the winner and the challengers race
