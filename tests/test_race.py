@@ -840,3 +840,58 @@ def test_real_rivals_stopped_in_a_check_leave_every_answer_optimal(pair, monkeyp
     assert kernel.checks >= 2 and kernel.check_stopped == {second}, kernel.table()
     assert kernel.winner == first and kernel.solved[second] == 0
     assert sum(kernel.solved.values()) == kernel.rows_in == len(costs)
+
+
+class Heavy(Stopping):
+    """A `Stopping` kernel whose rows take ``seconds``, or ``heavy`` for a row marked
+    heavy (its first cost above 50): the same row is heavy for every kernel."""
+
+    def __init__(self, seconds: float, heavy: float, clock: list[float]) -> None:
+        super().__init__([seconds], clock)
+        self.seconds_, self.heavy = seconds, heavy
+
+    def __call__(self, costs: np.ndarray) -> np.ndarray:
+        out = np.empty_like(costs)
+        for b in range(len(costs)):
+            self.times = [self.heavy if costs[b, 0] > 50 else self.seconds_]
+            out[b:b + 1] = super().__call__(costs[b:b + 1])
+            self.calls -= b > 0
+        return out
+
+
+def test_a_row_heavy_for_both_stopped_in_a_rivals_burst_counts_once():
+    """Identity's knapsack has a row 10-50x the mean for both solvers (Gurobi 10-49 ms
+    against its 3 ms). Stopped in SCIP's first burst, it counted at Gurobi's time for
+    every row of the burst and among Gurobi's solves: SCIP, twice as fast, was dropped
+    (here: the leader won, the rival out at +306%), or its bursts were priced at 10x
+    their cost while Gurobi solved 200-550 rows. It now counts once, for the rival
+    only; the ratio rule drops on the mean without the slowest solve; and a rival is
+    priced one standard error below its mean: the faster rival wins within a few
+    dozen of the leader's rows."""
+    clock = [0.0]
+    leader = Heavy(3e-3, 40e-3, clock)
+    rival = Heavy(1.5e-3, 40e-3, clock)
+    kernel = RacingKernel(("leader", leader), [("rival", lambda: rival)], "Fake()",
+                          clock=lambda: clock[0])
+    rng = np.random.default_rng(0)
+    heavy_rows = 0
+    while kernel.winner is None:
+        costs = rng.normal(size=(4, 3))
+        if rival.rows >= 2 and not heavy_rows:  # the rival's next burst meets it
+            costs[:, 0] = [0.0, 99.0, 0.0, 0.0]
+            heavy_rows = 1
+        np.testing.assert_array_equal(kernel(costs), costs < 0)
+        assert kernel.rows_in < 4000, kernel.table()
+    assert kernel.stopped["rival"] == 1, kernel.table()
+    assert kernel.winner == "rival" and kernel.solved["leader"] < 50, kernel.table()
+    assert kernel.samples["rival"].largest == pytest.approx(40e-3)  # the row, once
+    assert kernel.samples["leader"].largest == pytest.approx(3e-3)  # not the leader's
+
+
+def test_the_trimmed_mean_leaves_out_the_slowest_solve():
+    times = race.Timings()
+    times.add(40e-3)
+    assert times.trimmed == pytest.approx(40e-3)  # one solve: its mean
+    times.add(1e-3, 3)
+    assert times.mean == pytest.approx(43e-3 / 4)
+    assert times.trimmed == pytest.approx(1e-3)

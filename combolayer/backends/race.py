@@ -19,7 +19,9 @@ times them on the rows the caller asks for anyway:
    make it the best, with its next rows uncharged). A candidate may take the next
    row while the excess spent so far plus its estimated excess stays within
    `EPSILON` of the run's solve time so far.
-   Its estimate: its timed mean minus the best's; before it has timed solves,
+   Its estimate: its timed mean, less `PRICE_Z` standard errors (optimism under
+   uncertainty: it only prices a row, the budget charges what the row took), minus
+   the best's; before it has timed solves,
    ``UNTRIED_RATIO - 1`` times the best's mean, so it is first tried once the run
    has solved for ``(UNTRIED_RATIO - 1) / EPSILON`` of the best's solves; and while
    its model is not built, at least what the first-ranked backend's build took
@@ -54,9 +56,14 @@ times them on the rows the caller asks for anyway:
    finishes costs at most the room beyond the best's time for it. A row stopped
    there is not its answer: the best solves it (every answer still comes from one
    complete, optimal solve), the stopped time is charged in full, the row counts
-   at the larger of its stopped time and the best's (the stopped time alone, a
-   lower bound, made SCIP the winner on TSP 100 against HiGHS's heavy rows run to
-   the end), the burst ends, and `stopped` and ``backend_reason`` say so.
+   once, at the larger of its stopped time and the best's (the stopped time alone,
+   a lower bound, made SCIP the winner on TSP 100 against HiGHS's heavy rows run to
+   the end), and not as a solve of the best's (rows stopped on a rival are chosen
+   for being slow), the burst ends, and `stopped` and ``backend_reason`` say so.
+   A row heavy for both (Identity's knapsack has one 10-50x the mean) so counted
+   for every row of its burst and among the best's solves had dropped SCIP at twice
+   Gurobi's speed, or priced its bursts at 10x their cost while Gurobi solved
+   200-550 rows.
    (Unlimited, one SCIP row on TSP 100 cost up to 7.8 s beyond HiGHS's 0.5 s.)
    The best, then the winner, run with ``BackendConfig.time_limit`` only.
    **The bound:** the charged excess stays within `EPSILON` of the run's solve
@@ -70,8 +77,9 @@ times them on the rows the caller asks for anyway:
    knapsack instance 30x its median, TSP-100 rows 60x apart) make the means noisy
    on short runs: a slow row given to the wrong candidate adds its excess, up to
    its limit.
-2. **Winner.** A candidate drops out once its mean time per solve is more than
-   `DROP_RATIO` times the best mean or exceeds it by more than `Z` standard errors
+2. **Winner.** A candidate drops out once its mean time per solve without its
+   slowest solve (one heavy row does not decide) is more than `DROP_RATIO` times
+   the best mean or its mean exceeds it by more than `Z` standard errors
    of the difference, both with `MIN_SOLVES` timed solves; when one is left, or
    all have `MAX_SOLVES`, the best wins (by the mean, not the median: the slow
    tail decides an epoch). One INFO line gives the times.
@@ -96,8 +104,8 @@ times them on the rows the caller asks for anyway:
    it may still spend before its check time passes ``RECHECK_SOLVES *
    SWITCH_MARGIN`` times that pace, past which it cannot challenge; stopped there,
    the winner solves the row and its check ends (`check_stopped`). Unlimited,
-   Gurobi's cold check rows on Identity's knapsack took 62 ms against SCIP's
-   1.5 ms pace: one check cost 40 times its budget.
+   Gurobi's cold check rows on Identity's knapsack averaged 62 ms against SCIP's
+   1.5 ms pace: a check cost 18 times what it was budgeted at.
 
 Every answer is optimal whoever solves it; two exact solvers may return
 different optima of a cost with ties, so ``BackendConfig(deterministic=True)``
@@ -151,6 +159,11 @@ Z = 3.0
 #: ... or the ratio of means past which it drops out whatever the spread: a solver twice
 #: as slow costs more in the race than a rare wrong drop, which a re-check undoes.
 DROP_RATIO = 2.0
+#: A candidate other than the best is priced (not charged) at this many standard errors
+#: below its mean: few rows with a heavy one among them (a row 10-50x the mean, heavy for
+#: both solvers, counted at the best's time) otherwise kept SCIP's Identity bursts priced
+#: at 10x their cost while Gurobi solved 200-550 rows at twice SCIP's time.
+PRICE_Z = 1.0
 #: Rows each candidate solves in a re-check.
 RECHECK_SOLVES = 4
 #: The largest share of the winner's solve time that a re-check may cost.
@@ -169,7 +182,7 @@ class Timings:
     mean and standard error read per row cost nothing however many rows it solved."""
 
     def __init__(self) -> None:
-        self.count, self.mean, self._m2 = 0, 0.0, 0.0
+        self.count, self.mean, self._m2, self.largest = 0, 0.0, 0.0, 0.0
 
     def __len__(self) -> int:
         return self.count
@@ -177,9 +190,17 @@ class Timings:
     def add(self, seconds: float, count: int = 1) -> None:
         """``count`` solves of ``seconds`` each (a call's rows at the call's mean)."""
         before, self.count = self.count, self.count + count
+        self.largest = max(self.largest, seconds)
         delta = seconds - self.mean
         self.mean += delta * count / self.count
         self._m2 += delta * delta * before * count / self.count
+
+    @property
+    def trimmed(self) -> float:
+        """The mean without the largest solve (the mean below two solves)."""
+        if self.count < 2:
+            return self.mean
+        return (self.mean * self.count - self.largest) / (self.count - 1)
 
     @property
     def se(self) -> float:
@@ -514,8 +535,12 @@ class RacingKernel:
             # alone, a lower bound, made TSP 100's SCIP look faster than HiGHS, whose own
             # heavy rows ran to the end; the stopped time plus the best's held a faster
             # SCIP off on the 2 x 100 knapsack rows heavy for both
-            self._observe_burst(name, solving - took + max(took, seconds), cold, i + 1)
-            self._observe(best, seconds)
+            # once (counted for every row of its burst, one such row dropped a rival
+            # twice as fast), and not a sample of the best's: rows stopped on a rival
+            # are chosen for being slow, the best's own rows are not
+            if i:  # the burst's rows before it, at their own times
+                self._observe_burst(name, solving - took, cold, i)
+            self._observe(name, max(took, seconds))
             return i + 1
         self.spent += spent
         self.excess += spent - count * best_mean
@@ -559,8 +584,8 @@ class RacingKernel:
         """Row ``b`` of a re-check on ``name``, a candidate other than the winner, under
         a time limit: what it may still spend before its check mean can no longer come
         in under `SWITCH_MARGIN` times the winner's pace (no row past that changes the
-        check's verdict; unlimited, Gurobi's cold check rows on Identity's knapsack took
-        62 ms against SCIP's 1.5 ms pace). Stopped there, the winner solves the row and
+        check's verdict; unlimited, Gurobi's cold check rows on Identity's knapsack
+        averaged 62 ms against SCIP's 1.5 ms pace). Stopped there, the winner solves the row and
         ``name``'s check ends (`check_stopped`)."""
         wall = self.clock()
         allowed = (RECHECK_SOLVES * SWITCH_MARGIN * self._check_pace
@@ -647,7 +672,12 @@ class RacingKernel:
             price = max((UNTRIED_RATIO - 1) * best_mean, setup)
             guess = self._guess.get(name)
             return price if guess is None else min(price, guess - best_mean)
-        return times.mean - best_mean
+        # optimism under uncertainty: priced at `PRICE_Z` standard errors below its mean
+        # (one solve: at most the untried price), never below a free row; the budget
+        # still charges what its rows take
+        if len(times) < 2:
+            return min(times.mean - best_mean, (UNTRIED_RATIO - 1) * best_mean)
+        return max(times.mean - PRICE_Z * times.se, 0.0) - best_mean
 
     def _affordable(self, name: str, best: str) -> bool:
         """Whether a row on ``name`` keeps the race's excess within the budget."""
@@ -749,7 +779,7 @@ class RacingKernel:
             for name in [n for n in self.alive if n != best and counts[n] >= MIN_SOLVES]:
                 mean, se = self.samples[name].mean, self.samples[name].se
                 if (mean - best_mean > Z * math.hypot(se, best_se)
-                        or mean > DROP_RATIO * best_mean):
+                        or self.samples[name].trimmed > DROP_RATIO * best_mean):
                     self.alive.remove(name)
                     self.dropped[name] = f"dropped ({mean / best_mean - 1:+.0%} per solve)"
         if len(self.alive) == 1 or min(counts[n] for n in self.alive) >= MAX_SOLVES:
