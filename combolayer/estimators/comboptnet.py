@@ -68,12 +68,15 @@ def delta_basis(dy: Tensor, canonical: bool = False) -> tuple[Tensor, Tensor]:
     return delta, lambdas
 
 
-def signed_distance(A: Tensor, b: Tensor, x: Tensor) -> Tensor:
+def signed_distance(A: Tensor, b: Tensor, x: Tensor, norms: Tensor | None = None) -> Tensor:
     """``(a_j x - b_j) / (||a_j|| + EPS)``: positive where ``x`` violates row ``j``.
-    ``A (B, m, n)``, ``b (B, m)``, ``x (B, ..., n)`` -> ``(B, ..., m)``."""
-    lhs = torch.einsum("bmn,b...n->b...m", A, x)
-    shape = (A.shape[0],) + (1,) * (x.dim() - 2) + (A.shape[1],)
-    return (lhs - b.reshape(shape)) / (A.norm(dim=-1).reshape(shape) + EPS)
+    ``A (B, m, n)``, ``b (B, m)``, ``x (B, n)`` or ``(B, K, n)`` -> ``(B, m)`` or
+    ``(B, K, m)``; ``norms`` ``(B, m)``, the rows' ``||a_j|| + EPS`` if computed."""
+    if norms is None:
+        norms = A.norm(dim=-1) + EPS
+    points = x if x.dim() == 3 else x[:, None, :]
+    distance = (points @ A.transpose(-1, -2) - b[:, None, :]) / norms[:, None, :]
+    return distance if x.dim() == 3 else distance[:, 0]
 
 
 def softmin(values: Tensor, tau: float | None, dim: int) -> Tensor:
@@ -101,17 +104,19 @@ def mismatch(c: Tensor, A: Tensor, b: Tensor, y: Tensor, grad: Tensor, lower: Te
         dy = dy * ((step >= lower) & (step <= upper)).to(dy)
     delta, lambdas = delta_basis(dy, canonical)
     target = y[:, None, :] + delta  # (B, K, n)
-    feasible_rows = (signed_distance(A, b, target) <= 0).all(dim=-1).to(c)  # (B, K)
+    norms = A.norm(dim=-1) + EPS
+    to_target = signed_distance(A, b, target, norms)  # (B, K, m)
+    feasible_rows = (to_target <= 0).all(dim=-1).to(c)  # (B, K)
     inside = ((target >= lower) & (target <= upper)).all(dim=-1)
     if fixed_ok is not None:
         inside = inside & fixed_ok(target)
     inside = inside.to(c)
-    correct = (torch.isclose(y[:, None, :], target).all(dim=-1).to(c)
-               * (1 - infeasible.to(c))[:, None])
+    # the target is y itself (delta is exact: steps of -1, 0, 1)
+    correct = (delta == 0).all(dim=-1).to(c) * (1 - infeasible.to(c))[:, None]
 
-    cost = torch.relu(((target - y[:, None, :]) * c[:, None, :]).sum(-1)) * inside * feasible_rows
-    near = softmin(torch.relu(-signed_distance(A, b, y)), tau, dim=-1)  # (B,)
-    beyond = torch.relu(signed_distance(A, b, target)).sum(-1)  # (B, K)
+    cost = torch.relu((delta * c[:, None, :]).sum(-1)) * inside * feasible_rows
+    near = softmin(torch.relu(-signed_distance(A, b, y, norms)), tau, dim=-1)  # (B,)
+    beyond = torch.relu(to_target).sum(-1)  # (B, K)
     rows = (near[:, None] * feasible_rows + beyond * (1 - feasible_rows)) * inside * (1 - correct)
     return ((rows + cost) * lambdas).mean(dim=-1).sum()
 
