@@ -743,8 +743,8 @@ def won_race(leader: Stopping, rival: Stopping, clock: list[float]) -> RacingKer
 
 
 def test_a_check_row_stops_once_the_rival_cannot_come_in_under_the_margin(caplog):
-    """Unlimited, Gurobi's cold check rows on Identity's knapsack took 62 ms against
-    SCIP's 1.5 ms pace: a check cost 40x its budget. A rival's check row now stops once
+    """Unlimited, Gurobi's cold check rows on Identity's knapsack averaged 62 ms against
+    SCIP's 1.5 ms pace: a check cost 18x its budget. A rival's check row now stops once
     its check time passes RECHECK_SOLVES x SWITCH_MARGIN x the winner's pace, past which
     no row can make it a challenger: the winner solves the row, the rival's check ends,
     and the check costs at most that."""

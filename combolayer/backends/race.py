@@ -501,8 +501,8 @@ class RacingKernel:
         plus the budget's room left, at least the best's mean (`DROP_RATIO` times it for
         a rival estimated faster than the best). A row stopped at its limit is not its
         answer: the best solves it, the stopped time is charged in full, the row counts
-        at the larger of its stopped time and the best's, and the burst ends. The rows done (the
-        stopped one included)."""
+        once, for ``name`` only, at the larger of its stopped time and the best's, and
+        the burst ends. The rows done (the stopped one included)."""
         kernel = _serial(self.kernels[name])
         best_mean, room = self._estimate(best), self._room()
         # at least the best's mean (a row within it adds no excess); DROP_RATIO times it
@@ -531,13 +531,13 @@ class RacingKernel:
             self._stop_limit[name] = limit
             logger.debug("backend 'auto' for %s: %s", self.label, self._stop_reason(name))
             seconds = self._resolve(best, costs, start, row, out, statuses)
-            # the row counts at least as slow as the best's solve of it: the stopped time
+            # the row counts at least as slow as the best's solve of it (the stopped time
             # alone, a lower bound, made TSP 100's SCIP look faster than HiGHS, whose own
             # heavy rows ran to the end; the stopped time plus the best's held a faster
-            # SCIP off on the 2 x 100 knapsack rows heavy for both
-            # once (counted for every row of its burst, one such row dropped a rival
-            # twice as fast), and not a sample of the best's: rows stopped on a rival
-            # are chosen for being slow, the best's own rows are not
+            # SCIP off on the 2 x 100 knapsack rows heavy for both); once (counted for
+            # every row of its burst, one such row dropped a rival twice as fast), and
+            # not as a solve of the best's: rows stopped on a rival are chosen for being
+            # slow, the best's own rows are not
             if i:  # the burst's rows before it, at their own times
                 self._observe_burst(name, solving - took, cold, i)
             self._observe(name, max(took, seconds))
