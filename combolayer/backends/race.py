@@ -69,8 +69,9 @@ times them on the rows the caller asks for anyway:
    **The bound:** the charged excess stays within `EPSILON` of the run's solve
    time, plus the best's mean for a row stopped at its limit and a rival model's
    build beyond its price; a rival estimated faster can add a best mean per row
-   of its last burst, two if stopped. A kernel without a time limit (a plugin's)
-   adds the overshoot of the last row charged; with steady times per solve,
+   of its last burst, two if stopped; a limit scaled by the run's load (`_wall`)
+   lets a row overshoot by the load's fall since. A kernel without a time limit (a
+   plugin's) adds the overshoot of the last row charged; with steady times per solve,
    `BURST` rows of each slower candidate. When the first-ranked backend is not
    the fastest, a run also pays its rows before the other is tried;
    `RECHECK_BUDGET` more once re-checks run. Per-row times with a heavy tail (a
