@@ -106,6 +106,13 @@ def fake_race(times: dict[str, float]) -> tuple[RacingKernel, dict[str, Counting
     return kernel, kernels
 
 
+def duel(leader, rival, clock: list[float], **options) -> RacingKernel:
+    """A race of two fake kernels on the fake ``clock``: ``leader`` first-ranked, ``rival``
+    built when first given a row."""
+    return RacingKernel(("leader", leader), [("rival", lambda: rival)], "Fake()",
+                        clock=lambda: clock[0], **options)
+
+
 def test_the_race_solves_every_row_once_and_keeps_the_fastest(caplog):
     kernel, kernels = fake_race({"slow": 3e-3, "fast": 1e-3, "slowest": 9e-3})
     rows = 0
@@ -189,8 +196,7 @@ def test_one_cheap_row_does_not_make_a_rival_the_best():
     clock = [0.0]
     leader = Counting(1e-3, clock)
     rival = Sequence([1e-3, 0.5e-3, 5e-3], clock)  # set-up row, a cheap row, then slow
-    kernel = RacingKernel(("leader", leader), [("rival", lambda: rival)], "Fake()",
-                          clock=lambda: clock[0])
+    kernel = duel(leader, rival, clock)
     rival_time = 0.0
     for _ in range(400):
         before = clock[0]
@@ -212,8 +218,7 @@ def test_a_slow_set_up_row_is_charged_in_full():
     clock = [0.0]
     leader = Counting(1e-3, clock)
     rival = Sequence([20e-3, 10e-3], clock)
-    kernel = RacingKernel(("leader", leader), [("rival", lambda: rival)], "Fake()",
-                          clock=lambda: clock[0])
+    kernel = duel(leader, rival, clock)
     for _ in range(200):
         kernel(np.ones((1, 4)))
     assert rival.rows == 1, kernel.table()
@@ -228,8 +233,7 @@ def test_a_slow_first_row_of_the_leader_does_not_hold_a_faster_rival_off():
     clock = [0.0]
     leader = Sequence([60e-3, 35e-3], clock)
     rival = Counting(12e-3, clock)
-    kernel = RacingKernel(("leader", leader), [("rival", lambda: rival)], "Fake()",
-                          clock=lambda: clock[0], first_setup=2e-3)
+    kernel = duel(leader, rival, clock, first_setup=2e-3)
     while rival.rows == 0:
         kernel(np.ones((1, 4)))
         assert leader.rows <= 10, kernel.table()
@@ -262,8 +266,7 @@ def test_a_faster_rival_is_timed_on_bursts_not_on_cold_single_rows():
     clock, last = [0.0], [None]
     leader = Cold(1.1e-3, 1.1e-3, clock, last)
     rival = Cold(0.8e-3, 1.6e-3, clock, last)
-    kernel = RacingKernel(("leader", leader),
-                          [("rival", lambda: rival)], "Fake()", clock=lambda: clock[0])
+    kernel = duel(leader, rival, clock)
     while kernel.winner is None:
         kernel(np.ones((20, 4)))
         assert kernel.rows_in < 20000, kernel.table()
@@ -550,11 +553,15 @@ class Stopping(Sequence):
         finally:
             self.limit = before
 
+    def _seconds(self, row: np.ndarray) -> float:
+        """How long ``row`` takes: the next of the given times, then the last."""
+        return self.times.pop(0) if len(self.times) > 1 else self.times[0]
+
     def __call__(self, costs: np.ndarray) -> np.ndarray:
         self.limits.append(self.limit)
         out = np.empty_like(costs)
         for b in range(len(costs)):
-            seconds = self.times.pop(0) if len(self.times) > 1 else self.times[0]
+            seconds = self._seconds(costs[b])
             self.rows += 1
             self.calls += b == 0
             if seconds > self.limit:
@@ -582,8 +589,7 @@ def test_a_rival_row_past_the_room_is_stopped_and_solved_by_the_best(stopped, ca
     clock = [0.0]
     leader = Stopping([0.5], clock)
     rival = Stopping([5.5, 1.5], clock, stopped)
-    kernel = RacingKernel(("leader", leader), [("rival", lambda: rival)], "Fake()",
-                          clock=lambda: clock[0])
+    kernel = duel(leader, rival, clock)
     rng = np.random.default_rng(0)
     with caplog.at_level(logging.INFO, logger="combolayer"):
         while kernel.winner is None:
@@ -643,8 +649,7 @@ def test_a_heavy_burst_row_is_stopped_within_the_bound():
     clock = [0.0]
     leader = Stopping([1e-3], clock)
     rival = Stopping([1.2e-3] * 3 + [150e-3, 1.2e-3], clock)
-    kernel = RacingKernel(("leader", leader), [("rival", lambda: rival)], "Fake()",
-                          clock=lambda: clock[0])
+    kernel = duel(leader, rival, clock)
     for _ in range(400):
         costs = np.random.default_rng(kernel.rows_in).normal(size=(4, 3))
         np.testing.assert_array_equal(kernel(costs), costs < 0)
@@ -680,8 +685,7 @@ def test_a_rivals_burst_is_timed_on_its_rows_after_the_cold_first_one():
     clock, last = [0.0], [None]
     leader = ColdStopping([1.1e-3], clock, last, cold=0.0)
     rival = ColdStopping([0.9e-3], clock, last, cold=1.2e-3)
-    kernel = RacingKernel(("leader", leader), [("rival", lambda: rival)], "Fake()",
-                          clock=lambda: clock[0])
+    kernel = duel(leader, rival, clock)
     rng = np.random.default_rng(0)
     while kernel.winner is None:
         costs = rng.normal(size=(16, 3))
@@ -698,6 +702,14 @@ def test_a_rivals_burst_is_timed_on_its_rows_after_the_cold_first_one():
     assert sum(kernel.solved.values()) == kernel.rows_in
 
 
+def stopped_at_once(kernel):
+    """A real backend's ``kernel`` whose every caller's time limit is cut to nothing, so
+    each of its limited solves stops at once (with or without a solution)."""
+    limit = kernel.time_limit
+    kernel.time_limit = lambda seconds: limit(0.0)
+    return kernel
+
+
 @pytest.mark.parametrize("pair", list(itertools.combinations(GENERIC, 2)),
                          ids=lambda pair: "-".join(pair))
 def test_real_rivals_stopped_at_their_limit_leave_every_answer_optimal(pair, monkeypatch):
@@ -712,9 +724,7 @@ def test_real_rivals_stopped_at_their_limit_leave_every_answer_optimal(pair, mon
     stopped = 0
     for _ in range(4):
         spec = random_ilp(rng)
-        rival = cl.make_solver(spec, second).kernel
-        limit = rival.time_limit
-        rival.time_limit = lambda seconds, limit=limit: limit(0.0)  # stops at once
+        rival = stopped_at_once(cl.make_solver(spec, second).kernel)
         kernel = RacingKernel((first, cl.make_solver(spec, first).kernel),
                               [(second, lambda rival=rival: rival)], spec.label)
         solver = Solver(spec, kernel, first, cl.BackendConfig())
@@ -733,8 +743,7 @@ def test_real_rivals_stopped_at_their_limit_leave_every_answer_optimal(pair, mon
 
 def won_race(leader: Stopping, rival: Stopping, clock: list[float]) -> RacingKernel:
     """A race of two fake stopping kernels, run until the leader wins."""
-    kernel = RacingKernel(("leader", leader), [("rival", lambda: rival)], "Fake()",
-                          clock=lambda: clock[0])
+    kernel = duel(leader, rival, clock)
     while kernel.winner is None:
         kernel(np.ones((4, 3)))
         assert kernel.rows_in < 2000, kernel.table()
@@ -826,9 +835,7 @@ def test_real_rivals_stopped_in_a_check_leave_every_answer_optimal(pair, monkeyp
     first, second = pair
     rng = np.random.default_rng(5)
     spec = random_ilp(rng)
-    rival = cl.make_solver(spec, second).kernel
-    limit = rival.time_limit
-    rival.time_limit = lambda seconds, limit=limit: limit(0.0)  # stops at once
+    rival = stopped_at_once(cl.make_solver(spec, second).kernel)
     kernel = RacingKernel((first, cl.make_solver(spec, first).kernel),
                           [(second, lambda: rival)], spec.label)
     kernel.adopt({"winner": first, "means": {first: 1e-3, second: 1e-3}})
@@ -848,15 +855,10 @@ class Heavy(Stopping):
 
     def __init__(self, seconds: float, heavy: float, clock: list[float]) -> None:
         super().__init__([seconds], clock)
-        self.seconds_, self.heavy = seconds, heavy
+        self.heavy = heavy
 
-    def __call__(self, costs: np.ndarray) -> np.ndarray:
-        out = np.empty_like(costs)
-        for b in range(len(costs)):
-            self.times = [self.heavy if costs[b, 0] > 50 else self.seconds_]
-            out[b:b + 1] = super().__call__(costs[b:b + 1])
-            self.calls -= b > 0
-        return out
+    def _seconds(self, row: np.ndarray) -> float:
+        return self.heavy if row[0] > 50 else self.times[0]
 
 
 def test_a_row_heavy_for_both_stopped_in_a_rivals_burst_counts_once():
@@ -871,8 +873,7 @@ def test_a_row_heavy_for_both_stopped_in_a_rivals_burst_counts_once():
     clock = [0.0]
     leader = Heavy(3e-3, 40e-3, clock)
     rival = Heavy(1.5e-3, 40e-3, clock)
-    kernel = RacingKernel(("leader", leader), [("rival", lambda: rival)], "Fake()",
-                          clock=lambda: clock[0])
+    kernel = duel(leader, rival, clock)
     rng = np.random.default_rng(0)
     heavy_rows = 0
     while kernel.winner is None:

@@ -451,12 +451,11 @@ class RacingKernel:
             rows = slice(b, b + count)
             kernel = _serial(self.kernels[name])
             if self._limited(name, best, kernel):
-                b += self._trial(name, best, costs, start, b, count, built, out, statuses)
-                continue
-            if self.phase == "check" and name != self.winner and getattr(
-                    kernel, "stops_in_time", False):
-                self._check_row(name, costs, start, b, built, out, statuses)
-                b += 1
+                if self.phase == "check":
+                    self._check_row(name, costs, start, b, built, out, statuses)
+                    b += 1
+                else:
+                    b += self._trial(name, best, costs, start, b, count, built, out, statuses)
                 continue
             with recording() as log:
                 y = kernel(costs[rows], **self._start_for(kernel, start, rows))
@@ -487,12 +486,16 @@ class RacingKernel:
         return out
 
     def _limited(self, name: str, best: str, kernel: Any) -> bool:
-        """Whether ``name``'s rows run under the race's time limit (`_trial`): a
-        candidate other than the best, in the race on its budget, whose kernel stops in
-        time (`RowKernel.time_limit`: HiGHS, SCIP, Gurobi)."""
-        return (self.phase == "race" and name != best and self.budget != math.inf
-                and self._estimate(best) is not None
-                and getattr(kernel, "stops_in_time", False))
+        """Whether ``name``'s rows run under a time limit, its kernel stopping in time
+        (`RowKernel.time_limit`: HiGHS, SCIP, Gurobi): in a check, a candidate other
+        than the winner (`_check_row`); in the race on its budget, one other than the
+        best (`_trial`)."""
+        if not getattr(kernel, "stops_in_time", False):
+            return False
+        if self.phase == "check":
+            return name != self.winner
+        return (name != best and self.budget != math.inf
+                and self._estimate(best) is not None)
 
     def _trial(self, name: str, best: str, costs: np.ndarray, start: np.ndarray | None,
                b: int, count: int, built: float, out: np.ndarray,
