@@ -54,7 +54,7 @@ from torch.autograd.function import once_differentiable
 from ..backends.rows import RowBound
 from ..backends.solver import Solver
 from ..specs.base import positional_fields
-from ..transforms.projection import Normalized
+from ..transforms.projection import Normalized, fast_apply
 
 DifferentiableSolve = Callable[..., Tensor]
 #: ``solve(w, xi) -> y``: projection, noise ``xi`` (or None), sense and solve in one node.
@@ -111,7 +111,7 @@ def differentiable_rows(backward: Callable[..., tuple], once: bool = True
 
         backward = staticmethod(once_differentiable(vjp) if once else vjp)
 
-    return _RowShell.apply
+    return fast_apply(_RowShell)
 
 
 def check_upstream(grad: Tensor) -> None:
@@ -157,7 +157,7 @@ def differentiable(backward: Backward, once: bool = True) -> Callable[..., Tenso
 
         backward = staticmethod(once_differentiable(vjp) if once else vjp)
 
-    return _Shell.apply
+    return fast_apply(_Shell)
 
 
 def _error_message(error: ValidationError, who: str) -> str:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import torch
 from pydantic import Field
@@ -89,36 +89,105 @@ def softmin(values: Tensor, tau: float | None, dim: int) -> Tensor:
     return -tau * (torch.logsumexp(-values / tau, dim=dim) - math.log(values.shape[dim]))
 
 
-def mismatch(c: Tensor, A: Tensor, b: Tensor, y: Tensor, grad: Tensor, lower: Tensor,
-             upper: Tensor, infeasible: Tensor, tau: float | None, clip_to_box: bool = True,
-             canonical: bool = False, fixed_ok: Callable | None = None) -> Tensor:
-    """CombOptNet's total mismatch, summed over instances (a scalar whose gradient in
-    ``c``, ``A`` and ``b`` is the backward pass). ``c (B, n)`` minimisation costs on
-    every variable, ``A (B, m, n)``, ``b (B, m)``, ``y (B, n)`` the solutions, ``grad``
-    ``(B, n)`` the incoming ``dL/dy``, ``lower``/``upper`` ``(n,)`` the box,
-    ``infeasible (B,)`` the flagged instances; ``fixed_ok(points) -> bool`` tells
-    whether points ``(B, K, n)`` meet the spec's fixed constraints (None: no such)."""
+def softmin_weights(values: Tensor, tau: float | None, dim: int) -> Tensor:
+    """The derivative of `softmin` in ``values``: ``softmax(-values / tau)``, or the
+    indicator of the entry the minimum takes (the one autograd picks) when ``tau`` is
+    None or 0."""
+    if tau:
+        return torch.softmax(-values / tau, dim=dim)
+    if values.shape[dim] == 0:  # no rows
+        return values
+    first = values.min(dim=dim, keepdim=True).indices
+    return torch.zeros_like(values).scatter_(dim, first, 1.0)
+
+
+class Moves(NamedTuple):
+    """What the mismatch is built from, per instance (``B``), target (``K``) and row
+    (``m``): the steps ``delta (B, K, n)`` with their weights ``lambdas (B, K)``, the
+    targets ``y'_k = y + delta_k``, the rows' ``norms (B, m)`` (``||a_j|| + EPS``), the
+    signed distances ``to_target (B, K, m)`` and ``to_y (B, m)``, and three ``(B, K)``
+    masks: ``feasible`` (the target meets every row), ``inside`` (it meets the box and
+    the fixed rows) and ``wrong`` (it is not the instance's correct answer)."""
+
+    delta: Tensor
+    lambdas: Tensor
+    targets: Tensor
+    norms: Tensor
+    to_target: Tensor
+    to_y: Tensor
+    feasible: Tensor
+    inside: Tensor
+    wrong: Tensor
+
+
+def moves(A: Tensor, b: Tensor, y: Tensor, grad: Tensor, lower: Tensor, upper: Tensor,
+          infeasible: Tensor, clip_to_box: bool = True, canonical: bool = False,
+          fixed_ok: Callable | None = None) -> Moves:
+    """The targets of the incoming gradient ``grad`` and where they lie (the arguments
+    are `mismatch`'s)."""
     dy = -grad
     if clip_to_box:
         step = y + torch.sign(dy)
         dy = dy * ((step >= lower) & (step <= upper)).to(dy)
     delta, lambdas = delta_basis(dy, canonical)
-    target = y[:, None, :] + delta  # (B, K, n)
+    targets = y[:, None, :] + delta
     norms = A.norm(dim=-1) + EPS
-    to_target = signed_distance(A, b, target, norms)  # (B, K, m)
-    feasible_rows = (to_target <= 0).all(dim=-1).to(c)  # (B, K)
-    inside = ((target >= lower) & (target <= upper)).all(dim=-1)
+    to_target = signed_distance(A, b, targets, norms)
+    inside = ((targets >= lower) & (targets <= upper)).all(dim=-1)
     if fixed_ok is not None:
-        inside = inside & fixed_ok(target)
-    inside = inside.to(c)
-    # the target is y itself (delta is exact: steps of -1, 0, 1)
-    correct = (delta == 0).all(dim=-1).to(c) * (1 - infeasible.to(c))[:, None]
+        inside = inside & fixed_ok(targets)
+    # the target is y itself (delta is exact: steps of -1, 0, 1) and y is a solution
+    correct = (delta == 0).all(dim=-1) & ~infeasible[:, None]
+    return Moves(delta, lambdas, targets, norms, to_target, signed_distance(A, b, y, norms),
+                 (to_target <= 0).all(dim=-1).to(y), inside.to(y), (~correct).to(y))
 
-    cost = torch.relu((delta * c[:, None, :]).sum(-1)) * inside * feasible_rows
-    near = softmin(torch.relu(-signed_distance(A, b, y, norms)), tau, dim=-1)  # (B,)
-    beyond = torch.relu(to_target).sum(-1)  # (B, K)
-    rows = (near[:, None] * feasible_rows + beyond * (1 - feasible_rows)) * inside * (1 - correct)
-    return ((rows + cost) * lambdas).mean(dim=-1).sum()
+
+def mismatch(c: Tensor, A: Tensor, b: Tensor, y: Tensor, grad: Tensor, lower: Tensor,
+             upper: Tensor, infeasible: Tensor, tau: float | None, clip_to_box: bool = True,
+             canonical: bool = False, fixed_ok: Callable | None = None) -> Tensor:
+    """CombOptNet's total mismatch, summed over instances: the scalar whose gradient in
+    ``c``, ``A`` and ``b`` is the backward pass (`mismatch_grad` gives it in closed
+    form). ``c (B, n)`` minimisation costs on every variable, ``A (B, m, n)``, ``b (B,
+    m)``, ``y (B, n)`` the solutions, ``grad (B, n)`` the incoming ``dL/dy``,
+    ``lower``/``upper`` ``(n,)`` the box, ``infeasible (B,)`` the flagged instances;
+    ``fixed_ok(points) -> bool`` tells whether points ``(B, K, n)`` meet the spec's
+    fixed constraints (None: no such)."""
+    at = moves(A, b, y, grad, lower, upper, infeasible, clip_to_box, canonical, fixed_ok)
+    cost = torch.relu((at.delta * c[:, None, :]).sum(-1)) * at.inside * at.feasible
+    near = softmin(torch.relu(-at.to_y), tau, dim=-1)  # (B,)
+    beyond = torch.relu(at.to_target).sum(-1)  # (B, K)
+    rows = (near[:, None] * at.feasible + beyond * (1 - at.feasible)) * at.inside * at.wrong
+    return ((rows + cost) * at.lambdas).mean(dim=-1).sum()
+
+
+def mismatch_grad(c: Tensor, A: Tensor, b: Tensor, y: Tensor, grad: Tensor, lower: Tensor,
+                  upper: Tensor, infeasible: Tensor, tau: float | None,
+                  clip_to_box: bool = True, canonical: bool = False,
+                  fixed_ok: Callable | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """``d mismatch / d(c, A, b)`` in closed form (the same arguments; equal to
+    autograd's, tests/test_learned_rows.py), without building the mismatch's graph.
+
+    With ``d_j(x) = (a_j x - b_j) / N_j`` and ``N_j = ||a_j|| + EPS``: ``d d_j / d b_j =
+    -1 / N_j`` and ``d d_j / d a_j = (x - d_j(x) a_j / ||a_j||) / N_j``, summed over the
+    points ``x`` (``y`` and the targets) with the weights the mismatch puts on
+    ``d_j(x)``."""
+    at = moves(A, b, y, grad, lower, upper, infeasible, clip_to_box, canonical, fixed_ok)
+    weight = at.lambdas / at.lambdas.shape[-1]  # the mean over the targets
+    # costs: relu(<delta_k, c>) where the target could be the answer
+    on_cost = weight * at.inside * at.feasible * ((at.delta * c[:, None, :]).sum(-1) > 0)
+    d_c = (on_cost[:, :, None] * at.delta).sum(1)
+    # rows: the softmin of relu(-d(y)) for feasible targets, sum relu(d(y'_k)) otherwise
+    live = weight * at.inside * at.wrong
+    on_near = (live * at.feasible).sum(-1)  # (B,)
+    d_to_target = (live * (1 - at.feasible))[:, :, None] * (at.to_target > 0)  # (B, K, m)
+    d_to_y = -on_near[:, None] * softmin_weights(torch.relu(-at.to_y), tau, dim=-1) \
+        * (at.to_y < 0)  # (B, m)
+    pull = d_to_y + d_to_target.sum(1)
+    spread = d_to_y * at.to_y + (d_to_target * at.to_target).sum(1)
+    points = d_to_y[:, :, None] * y[:, None, :] + d_to_target.transpose(1, 2) @ at.targets
+    unit = A / A.norm(dim=-1, keepdim=True).clamp_min(torch.finfo(A.dtype).tiny)
+    d_A = (points - spread[:, :, None] * unit) / at.norms[:, :, None]
+    return d_c, d_A, -pull / at.norms
 
 
 class CombOptNet(Estimator):
@@ -178,28 +247,22 @@ class CombOptNet(Estimator):
         lower = torch.as_tensor(form.lower[:n]).to(costs)
         upper = torch.as_tensor(form.upper[:n]).to(costs)
         known = getattr(solver, "known", None)
-        with torch.enable_grad():
-            c = costs.detach().reshape(count, n_out).requires_grad_(True)
-            c_full = torch.cat([c, c.new_zeros(count, n - n_out)], dim=1)
-            if known is not None:
-                c_full = c_full + torch.as_tensor(known[:n]).to(c_full)
-            if A is None:  # no per-call rows: the costs' gradient only
-                A_in, b_in = costs.new_zeros(count, 0, n), costs.new_zeros(count, 0)
-            else:
-                A_in = A.detach().to(costs).reshape(count, -1, n).requires_grad_(True)
-                b_in = b.detach().to(costs).reshape(count, -1).requires_grad_(True)
-            solution = torch.cat([y.reshape(count, n_out), aux.reshape(count, -1)], 1).to(costs)
-            g = torch.cat([grad.reshape(count, n_out), grad.new_zeros(count, n - n_out)], 1)
-            total = mismatch(c_full, A_in, b_in, solution, g.to(costs), lower, upper,
-                             infeasible.reshape(count), self.tau, self.clip_to_box,
-                             self.canonical_basis, _fixed_check(form, n))
-            inputs = [c] if A is None else [c, A_in, b_in]
-            grads = torch.autograd.grad(total, inputs, allow_unused=True)
-        grads = [torch.zeros_like(x) if d is None else d for x, d in zip(inputs, grads)]
-        d_costs = grads[0].reshape(costs.shape)
+        c = torch.cat([costs.reshape(count, n_out), costs.new_zeros(count, n - n_out)], dim=1)
+        if known is not None:
+            c = c + torch.as_tensor(known[:n]).to(c)
+        if A is None:  # no per-call rows: the costs' gradient only
+            A_in, b_in = costs.new_zeros(count, 0, n), costs.new_zeros(count, 0)
+        else:
+            A_in, b_in = A.to(costs).reshape(count, -1, n), b.to(costs).reshape(count, -1)
+        solution = torch.cat([y.reshape(count, n_out), aux.reshape(count, -1)], 1).to(costs)
+        g = torch.cat([grad.reshape(count, n_out), grad.new_zeros(count, n - n_out)], 1)
+        d_c, d_A, d_b = mismatch_grad(c, A_in, b_in, solution, g.to(costs), lower, upper,
+                                      infeasible.reshape(count), self.tau, self.clip_to_box,
+                                      self.canonical_basis, _fixed_check(form, n))
+        d_costs = d_c[:, :n_out].reshape(costs.shape)
         if A is None:
             return d_costs, None, None
-        return d_costs, grads[1].reshape(A.shape).to(A), grads[2].reshape(b.shape).to(b)
+        return d_costs, d_A.reshape(A.shape).to(A), d_b.reshape(b.shape).to(b)
 
 
 def _fixed_check(form, n: int):
