@@ -99,8 +99,9 @@ def test_comboptnet_gradients_equal_the_reference_formulas(integrality, lower, u
 
 def _closed_form_case(seed: int) -> tuple:
     """Random mismatch arguments that reach, over the seeds, every branch: rows that are
-    all zeros (no direction), no rows, the softmin and the plain minimum, a fixed row
-    and flagged instances, the unit basis, no clipping, a zero incoming gradient."""
+    all zeros (no direction), no rows, a row through ``y``, the softmin and the plain
+    minimum, a fixed row and flagged instances, the unit basis, no clipping, a zero
+    incoming gradient."""
     g = torch.Generator().manual_seed(seed)
     B, m, n = 4, seed % 5, 2 + seed % 5
     lower, upper = (0.0, 1.0) if seed % 2 else (-2.0, 2.0)
@@ -110,6 +111,8 @@ def _closed_form_case(seed: int) -> tuple:
         A[:, 0] = 0.0
     b = torch.randn(B, m, dtype=torch.float64, generator=g)
     y = torch.randint(int(lower), int(upper) + 1, (B, n), generator=g).double()
+    if m and seed % 2:  # y on its last row: the relus' kinks at 0
+        b[:, -1] = (y[:, None, :] @ A.transpose(-1, -2))[:, 0, -1]
     grad = torch.randn(B, n, dtype=torch.float64, generator=g)
     grad[0] = 0.0 if seed % 4 == 0 else grad[0]
     box = [torch.full((n,), bound, dtype=torch.float64) for bound in (lower, upper)]
