@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import lru_cache
 from typing import ClassVar, NamedTuple
 
 import torch
@@ -267,10 +268,12 @@ class CombOptNet(Estimator):
         return d_costs, d_A.reshape(A.shape).to(A), d_b.reshape(b.shape).to(b)
 
 
+@lru_cache(maxsize=64)
 def _fixed_check(form, n: int):
     """``points (B, K, n) -> (B, K)`` bool: whether points meet the spec's own rows (the
     counterpart of the reference's box: a target outside them is no answer any cost or
-    learned row could give), or None when the spec has no rows."""
+    learned row could give), or None when the spec has no rows. Built once per form
+    (`canonical_form` shares one per spec), not on every backward."""
     if not (form.A_ub.shape[0] or form.A_eq.shape[0]) or form.num_vars != n:
         return None
     A_ub = torch.as_tensor(form.A_ub.toarray())
