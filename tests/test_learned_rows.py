@@ -190,6 +190,21 @@ def test_score_function_matches_the_smoothed_gradient(part, expected):
     assert abs(got - truth) < 4 * standard_error, (got, truth)
 
 
+def test_score_function_says_when_its_perturbed_rows_leave_no_feasible_point():
+    """Rows the user gives feasible, a sample's perturbed copy not: the error says the
+    infeasible rows are the estimator's perturbations, and how to handle them."""
+    spec = cl.ILP(shape=[2], integrality="binary")
+    method = cl.estimators.ScoreFunction(sigma=5.0, num_samples=32, perturb=("b",),
+                                         generator=torch.Generator().manual_seed(0))
+    layer = cl.ComboLayer(spec, method=method, projection="none", backend="enumerate")
+    A, b = torch.tensor([[1.0, 1.0]]), torch.tensor([0.5], requires_grad=True)
+    w = torch.tensor([-1.0, -2.0])
+    assert layer.eval()(w, A=A, b=b).tolist() == [0.0, 0.0]  # the given rows: feasible
+    with pytest.raises(cl.InfeasibleError, match=r"with b perturbed \(sigma=5.0\).*smaller "
+                                                 r"sigma"):
+        layer.train()(w, A=A, b=b)
+
+
 def test_score_function_without_rows_perturbs_the_costs_only():
     spec = cl.problems.TopK(n=4, k=2)
     method = cl.estimators.ScoreFunction(sigma=2.0, num_samples=16,

@@ -21,6 +21,7 @@ from pydantic import field_validator
 from torch import Tensor
 
 from ..backends.solver import inner
+from ..errors import InfeasibleError
 from .base import Estimator, Positive, SampleCount
 
 __all__ = ["ScoreFunction"]
@@ -111,7 +112,17 @@ class ScoreFunction(Estimator):
             b_s = b + self.sigma * noise["b"] if "b" in noise else b.expand(self.num_samples,
                                                                               *b.shape)
             # each sample its own rows (with rows given, the solver is a RowBound)
-            samples = solver.bind_rows(A_s, b_s).solve_min(c)
+            try:
+                samples = solver.bind_rows(A_s, b_s).solve_min(c)
+            except InfeasibleError as error:
+                if not {"A", "b"} & noise.keys():
+                    raise
+                raise InfeasibleError(
+                    f"score_function solves {self.num_samples} copies of each instance with "
+                    f"{' and '.join(part for part in ('A', 'b') if part in noise)} perturbed "
+                    f"(sigma={self.sigma}), and such rows can leave no feasible point where "
+                    f"the given ones have one: {error} (a flagged sample counts as zeros in "
+                    "the average; a smaller sigma keeps more samples feasible)") from error
         empty = costs.new_zeros(0)
         return samples.mean(0), (samples, noise.get("w", empty), noise.get("A", empty),
                                  noise.get("b", empty))
