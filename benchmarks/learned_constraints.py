@@ -174,6 +174,34 @@ def backward_cost(steps: int) -> tuple[float, float]:
     return 1e3 * best[0] / steps, 1e3 * best[1] / steps
 
 
+def measure(data: comboptnet.Data, backend: str, rounds: int) -> tuple[list[str], list[str]]:
+    """One backend's rows: the two loops' median epochs and their ratio, frozen and
+    training, and where the frozen epochs' time goes (the same epochs, part by part,
+    beside the epoch's solves alone)."""
+    ratios, parts_rows = [], []
+    for mode, lr in (("frozen (lr 0): the same solves", 0.0), ("training (lr 5e-3)", 5e-3)):
+        learned, cost_only, solves = loops(data, backend, 8, lr)
+        times = {"learned": [], "identity": []}
+        parts = {"learned": {}, "identity": {}} if lr == 0 else None
+        for _ in range(rounds):
+            times["learned"].append(learned(None if parts is None else parts["learned"]))
+            times["identity"].append(cost_only(None if parts is None else parts["identity"]))
+        medians = {key: statistics.median(values) for key, values in times.items()}
+        ratio = medians["learned"] / medians["identity"]
+        ratios.append(row([backend, mode, f"{medians['learned']:.2f}",
+                           f"{medians['identity']:.2f}", f"{ratio:.2f}",
+                           "yes" if ratio <= 1.5 else "no"]))
+        if parts is None:
+            continue
+        parts_rows += [row([backend, part, *(f"{1e3 * statistics.median(parts[side][part]):.1f}"
+                                             for side in ("learned", "identity"))])
+                       for part in PARTS]
+        alone = [solves() for _ in range(rounds)]
+        parts_rows.append(row([backend, "the solves alone (the solver, no layer)", *(
+            f"{1e3 * statistics.median(pair[side] for pair in alone):.1f}" for side in (0, 1))]))
+    return ratios, parts_rows
+
+
 def main(argv: list[str] | None = None) -> list[str]:
     parser = page_parser(__doc__, PAGE)
     parser.add_argument("--rounds", type=int, default=5)
@@ -186,28 +214,9 @@ def main(argv: list[str] | None = None) -> list[str]:
     started = time.perf_counter()
     body, parts_body = [], []
     for backend in args.backends.split(","):
-        for mode, lr in (("frozen (lr 0): the same solves", 0.0), ("training (lr 5e-3)", 5e-3)):
-            learned, cost_only, solves = loops(data, backend, 8, lr)
-            times = {"learned": [], "identity": []}
-            # the frozen epochs are timed part by part as well (the same epochs)
-            parts = {"learned": {}, "identity": {}} if lr == 0 else None
-            for _ in range(rounds):
-                times["learned"].append(learned(None if parts is None else parts["learned"]))
-                times["identity"].append(
-                    cost_only(None if parts is None else parts["identity"]))
-            medians = {key: statistics.median(values) for key, values in times.items()}
-            ratio = medians["learned"] / medians["identity"]
-            body.append(row([backend, mode, f"{medians['learned']:.2f}",
-                             f"{medians['identity']:.2f}", f"{ratio:.2f}",
-                             "yes" if ratio <= 1.5 else "no"]))
-            if parts is not None:
-                parts_body += [row([backend, part, *(
-                    f"{1e3 * statistics.median(parts[side][part]):.1f}"
-                    for side in ("learned", "identity"))]) for part in PARTS]
-                alone = [solves() for _ in range(rounds)]
-                parts_body.append(row([backend, "the solves alone (the solver, no layer)", *(
-                    f"{1e3 * statistics.median(pair[side] for pair in alone):.1f}"
-                    for side in (0, 1))]))
+        ratios, parts = measure(data, backend, rounds)
+        body += ratios
+        parts_body += parts
     steps = 1 if args.quick else 50
     closed, by_autograd = backward_cost(steps)
     lines = [generated_by("benchmarks/learned_constraints.py", time.perf_counter() - started)
