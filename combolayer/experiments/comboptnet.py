@@ -154,7 +154,8 @@ in 5 settings (the four binary and dense m=1), is inconclusive at dense m=2
 and invalid at dense m=4 and m=8 (two supplements below decide dense m=2 with
 10 seeds and dense m=4 at the paper's budget: goal a holds in both); the best
 of three is at or above the reference's mean in 2 settings (binary m=1 and
-m=2), below it in 2 (dense m=4 and m=8) and undecided in 4. What sets the floor differs by setting:
+m=2), below it in 2 (dense m=4 and m=8) and undecided in 4. What sets the
+floor differs by setting:
 
 - binary m=1 to m=8 (CombOptNet 0.988, 0.977, 0.919, 0.704 against the
   rerun's 0.979, 0.961, 0.893, 0.670): within the rerun's spread or above it
@@ -199,12 +200,13 @@ m=2), below it in 2 (dense m=4 and m=8) and undecided in 4. What sets the floor 
   committed in docs/results/comboptnet/dense_m4_paper_budget/) give 0.284 (per
   seed 0.084, 0.406, 0.361; 0.055, 0.094, 0.211, 0.246, 0.284 at 4000-20 000
   steps; 21 ms a step) against the rerun's 0.296 ± 0.089: within its spread,
-  so goal a holds there at the paper's budget. Those 1250 CPU-seconds are about
-  10 minutes more than the 30-minute run has room for beside the other
-  settings. At dense m=8 no budget decides it: the rerun's own mean at the
-  paper's 20 000 steps, 0.028 ± 0.030, is below the sanity gate (5% of the way
-  from the untrained 0 to 1: 0.05 on validation), so a CombOptNet as good as
-  the reference's would not pass the gate either.
+  so goal a holds there at the paper's budget. That budget would add about 1100
+  CPU-seconds (1250 against the run's 130), 9 minutes of the two processes, to
+  the run's 21.7: past the 30 minutes it must fit. At dense m=8 no budget
+  decides it: the rerun's own mean at the paper's 20 000 steps, 0.028 ± 0.030,
+  is below the sanity gate (5% of the way from the untrained 0 to 1: 0.05 on
+  validation), so a CombOptNet as good as the reference's would not pass the
+  gate either.
 - QPTL and the score function, which could have been the best of three
   elsewhere, get 400 and 6-400 steps (QPTL 30-41 ms a step in cvxpylayers in
   every setting; the score function 4 perturbed solves an instance, up to 3.3 s
