@@ -597,16 +597,15 @@ class RacingKernel:
         y, status, took = self._limited_row(_serial(self.kernels[name]), allowed, costs,
                                             start, slice(b, b + 1))
         self.spent += built + took
+        self._check_wall += self.clock() - wall
         if status[0] != Outcome.TIME_LIMIT.value:
             out[b] = np.asarray(y, dtype=np.float64).reshape(-1)
             statuses.extend(status)
             self.solved[name] += 1
-            self._check_wall += self.clock() - wall
             self._observe(name, took)
             return
         self._check_samples[name].append(took)
         self.check_stopped.add(name)
-        self._check_wall += self.clock() - wall
         self._resolve(self.winner, costs, start, slice(b, b + 1), out, statuses)
         if self._check_done():
             self._end_check()
