@@ -1,4 +1,4 @@
-"""backend="auto" against every single backend, side by side: the race of issue 41.
+"""backend="race" (the opt-in race) against every single backend, side by side.
 
     python benchmarks/auto_race.py [--epochs 8] [--quick] [--out docs/performance.md]
 
@@ -229,7 +229,7 @@ def solve_rows(quick: bool, bar) -> tuple[list[str], list[float]]:
     """The solve-loop table's rows, and the ratios auto / fastest single measured."""
     rows, ratios = [], []
     for label, where, spec, costs in solve_loops(quick):
-        auto = cl.make_solver(spec)
+        auto = cl.make_solver(spec, "race")
         if not isinstance(auto.kernel, RacingKernel):
             rows.append(row([label, where, "-", "-", "-", "-", "-",
                              f"no race: {auto.backend}, {auto.backend_reason.split(': ', 1)[1]}"]))
@@ -239,20 +239,20 @@ def solve_rows(quick: bool, bar) -> tuple[list[str], list[float]]:
         # round 1: auto and every single interleaved batch by batch (a single given up
         # past GIVE_UP x auto's time); then the fastest single and auto again,
         # interleaved, fresh solvers each round: one race is one sample
-        first = interleaved_loops(spec, ["auto", *singles], costs, GIVE_UP)
+        first = interleaved_loops(spec, ["race", *singles], costs, GIVE_UP)
         runs = {b: [seconds] for b, (seconds, _, _) in first.items()}
         finished = {b: done for b, (_, done, _) in first.items()}
         fastest = min((b for b in singles if finished[b]), key=lambda b: runs[b][0])
-        races = [first["auto"][2].kernel]
-        repeat = runs["auto"][0] < REPEAT_UNDER and len(costs) >= REPEAT_MIN_ROWS
+        races = [first["race"][2].kernel]
+        repeat = runs["race"][0] < REPEAT_UNDER and len(costs) >= REPEAT_MIN_ROWS
         for _ in range((RACES if repeat else 2) - 1):
-            again = interleaved_loops(spec, [fastest, "auto"], costs)
-            for backend in (fastest, "auto"):
+            again = interleaved_loops(spec, [fastest, "race"], costs)
+            for backend in (fastest, "race"):
                 runs[backend].append(again[backend][0])
-            races.append(again["auto"][2].kernel)
+            races.append(again["race"][2].kernel)
         mean = {b: statistics.fmean(t) for b, t in runs.items()}
         bar.update()
-        each = [a / f for a, f in zip(runs["auto"], runs[fastest])]
+        each = [a / f for a, f in zip(runs["race"], runs[fastest])]
         ratio = statistics.median(each)
         ratios.append(ratio)
         shown = " / ".join(f"{b} {mean[b]:.2f}" if finished[b] else f"{b} > {mean[b]:.2f}"
@@ -261,7 +261,7 @@ def solve_rows(quick: bool, bar) -> tuple[list[str], list[float]]:
         solved = (f"kept {kept}; last race "
                   + ", ".join(f"{name} {n}" for name, n in races[-1].solved.items())
                   + stopped_rows(races))
-        rows.append(row([label, where, str(len(costs)), shown, f"{mean['auto']:.2f}", fastest,
+        rows.append(row([label, where, str(len(costs)), shown, f"{mean['race']:.2f}", fastest,
                          f"{ratio:.2f} ({min(each):.2f}-{max(each):.2f}, {len(each)} races)",
                          solved]))
     for label, where, why in NOT_MEASURED if not quick else []:
@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     missing = sorted(set(SINGLES) - set(singles))
     if missing:
         print(f"not measured (not installed or cannot solve {spec.label}): {missing}")
-    backends = ["auto", *singles]
+    backends = ["race", *singles]
     rows, goals, reasons = [], [], []
     loops = solve_loops(args.quick)
     with tqdm(total=len(LOOPS) * epochs * len(backends) + len(loops), desc="auto_race") as bar:
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             later = {b: statistics.fmean(r["seconds"][1:] or r["seconds"])
                      for b, r in runs.items()}
             fastest = min(singles, key=means.get)
-            race = runs["auto"]["solver"].kernel
+            race = runs["race"]["solver"].kernel
             solved = getattr(race, "solved", None)
             for backend in backends:
                 rows.append(row([label, backend, f"{means[backend]:.3f}",
@@ -302,12 +302,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{sum(solved.values()) - race.rows_in} (rows asked {race.rows_in}; "
                 + ", ".join(f"{name} {n}" for name, n in solved.items())
                 + stopped_rows([race]) + ")")
-            goals.append(row([label, f"{means['auto'] / means[fastest]:.2f}",
-                              f"{later['auto'] / later[fastest]:.2f}", fastest,
-                              runs["auto"]["solver"].backend, extra]))
-            print(f"{label}: auto kept {runs['auto']['solver'].backend}: "
-                  f"{runs['auto']['solver'].backend_reason}")
-            reasons.append(f"- {label}: {runs['auto']['solver'].backend_reason}")
+            goals.append(row([label, f"{means['race'] / means[fastest]:.2f}",
+                              f"{later['race'] / later[fastest]:.2f}", fastest,
+                              runs["race"]["solver"].backend, extra]))
+            print(f"{label}: auto kept {runs['race']['solver'].backend}: "
+                  f"{runs['race']['solver'].backend_reason}")
+            reasons.append(f"- {label}: {runs['race']['solver'].backend_reason}")
         loop_rows, ratios = solve_rows(args.quick, bar)
     body = [generated_by("benchmarks/auto_race.py", time.perf_counter() - began), "",
             f"{spec.label}, {num_train} training instances, {epochs} epochs, batch 32, one "

@@ -1,8 +1,8 @@
-"""``backend="auto"`` races the capable exact backends on the run's own rows (issue 41).
+"""``backend="race"`` (opt-in) races the capable exact backends on the run's own rows.
 
 Racing solvers may return different optima of a cost with ties, so these tests check
 optimality (against brute-force enumeration), never equality of solutions; and that
-``BackendConfig(deterministic=True)`` turns the race off and repeats a run bit for bit.
+the default ``"auto"`` never races and repeats a run bit for bit.
 """
 
 from __future__ import annotations
@@ -342,35 +342,37 @@ def test_named_kernels_stay_first_without_a_race():
     for spec in (cl.problems.TopK(6, 2), cl.problems.ShortestPath.grid(3, 3),
                  cl.problems.Matching(3, 3), cl.problems.Knapsack([[3, 4, 5]], [8]),
                  cl.problems.TSP(5)):
-        solver = cl.make_solver(spec)
+        solver = cl.make_solver(spec, "race")
         assert not isinstance(solver.kernel, RacingKernel), spec.label
         assert "without a race" in solver.backend_reason, solver.backend_reason
 
 
-def test_auto_races_generic_mip_solvers_and_deterministic_turns_it_off():
+def test_race_is_opt_in_and_auto_is_the_fixed_ranking():
     if len(GENERIC) < 2:
         pytest.skip("fewer than two generic MIP backends installed")
     spec = knapsack()
-    solver = cl.make_solver(spec)
+    solver = cl.make_solver(spec, "race")
     assert isinstance(solver.kernel, RacingKernel)
     assert solver.kernel.names == GENERIC[: race.MAX_CANDIDATES]
     assert solver.backend == GENERIC[0]
     assert len(solver.kernel.kernels) == 1  # the rivals' models are built when it races
-    fixed = cl.make_solver(spec, cl.BackendConfig(deterministic=True))
-    assert not isinstance(fixed.kernel, RacingKernel) and fixed.backend == GENERIC[0]
-    assert "deterministic=True" in fixed.backend_reason
+    for fixed in (cl.make_solver(spec), cl.make_solver(spec, {"name": "auto"})):
+        assert not isinstance(fixed.kernel, RacingKernel) and fixed.backend == GENERIC[0]
+        assert "backend='race' would time" in fixed.backend_reason
+    with pytest.warns(DeprecationWarning, match='backend="race"'):
+        legacy = cl.make_solver(spec, cl.BackendConfig(deterministic=False))
+    assert isinstance(legacy.kernel, RacingKernel)
     named = cl.make_solver(spec, "scip")
     assert named.backend_reason == "scip: named by the caller (backend='scip')"
 
 
-def test_deterministic_reproduces_a_training_run_bit_for_bit(eager):
+def test_default_auto_reproduces_a_training_run_bit_for_bit(eager):
     spec = knapsack()
 
     def run() -> torch.Tensor:
         torch.manual_seed(0)
         model = torch.nn.Linear(3, 24)
-        layer = cl.ComboLayer(spec, backend=cl.BackendConfig(deterministic=True),
-                              solve_ratio=0.5, generator=torch.Generator().manual_seed(1))
+        layer = cl.ComboLayer(spec, solve_ratio=0.5, generator=torch.Generator().manual_seed(1))
         assert not isinstance(layer.solver.kernel, RacingKernel)  # the fixed ranking
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         x = torch.randn(24, 3, generator=torch.Generator().manual_seed(2))
@@ -390,7 +392,7 @@ def test_deterministic_reproduces_a_training_run_bit_for_bit(eager):
 
 
 def finished_layer(**kwargs) -> cl.ComboLayer:
-    layer = cl.ComboLayer(knapsack(), **kwargs)
+    layer = cl.ComboLayer(knapsack(), backend="race", **kwargs)
     w = torch.randn(8, 24, generator=torch.Generator().manual_seed(0))
     for _ in range(20):
         layer(w)
@@ -406,7 +408,7 @@ def test_layer_shows_why_and_copies_keep_the_winner(eager, caplog):
     with caplog.at_level(logging.INFO, logger="combolayer"):
         layer = finished_layer()
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ComboLayer(")]
-    assert len(said) == 1 and "'auto' races" in said[0], said  # once per layer, at INFO
+    assert len(said) == 1 and "'race' races" in said[0], said  # once per layer, at INFO
     winner = layer.solver.backend
     assert "won the race" in layer.backend_reason and winner in layer.backend_reason
     assert "backend_reason=" in repr(layer) and f"backend={winner!r}" in repr(layer)
@@ -420,7 +422,7 @@ def test_a_copied_loss_keeps_the_winner(eager):
     if len(GENERIC) < 2:
         pytest.skip("fewer than two generic MIP backends installed")
     spec = knapsack()
-    loss = cl.losses.SPOPlusLoss(spec)
+    loss = cl.losses.SPOPlusLoss(spec, backend="race")
     c = torch.randn(8, 24, generator=torch.Generator().manual_seed(0))
     for _ in range(20):
         loss(c + 0.1, c).backward() if c.requires_grad else loss(c + 0.1, c)
@@ -448,7 +450,8 @@ def test_executor_workers_take_the_winner(eager, always_parallel, executor):
     if len(GENERIC) < 2:
         pytest.skip("fewer than two generic MIP backends installed")
     spec = knapsack()
-    solver = cl.make_solver(spec, cl.BackendConfig(executor=executor, workers=2))
+    solver = cl.make_solver(spec, cl.BackendConfig(name="race", executor=executor,
+                                                   workers=2))
     rng = np.random.default_rng(0)
     reference = cl.make_solver(spec, "highs")
     while solver.kernel.winner is None:
@@ -477,7 +480,7 @@ def test_executor_workers_take_the_winner(eager, always_parallel, executor):
 def test_the_solution_cache_races_its_exact_solves(eager):
     if len(GENERIC) < 2:
         pytest.skip("fewer than two generic MIP backends installed")
-    layer = cl.ComboLayer(knapsack(), solve_ratio=0.5,
+    layer = cl.ComboLayer(knapsack(), backend="race", solve_ratio=0.5,
                           generator=torch.Generator().manual_seed(0))
     w = torch.randn(16, 24, generator=torch.Generator().manual_seed(1))
     for _ in range(10):
@@ -510,7 +513,7 @@ def test_calls_with_per_call_rows_go_whole_to_the_current_backend(eager):
     if len(GENERIC) < 2:
         pytest.skip("fewer than two generic MIP backends installed")
     spec = knapsack()
-    solver = cl.make_solver(spec)
+    solver = cl.make_solver(spec, "race")
     reference = cl.make_solver(spec, "highs")
     A = np.zeros((1, spec.num_outputs))
     A[0, :5] = 1.0  # at most one of the first five items

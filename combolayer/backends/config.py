@@ -77,10 +77,10 @@ class BackendConfig(BaseModel):
     workers: int | Literal["auto"] = 1
     executor: Executor = "serial"
     options: dict[str, Any] = {}
-    #: True turns ``"auto"``'s race off (`combolayer.backends.race`): its fixed ranking
-    #: decides, so a seeded run repeats bit for bit (racing solvers may return different
-    #: optima of a cost with ties; every answer is optimal either way).
-    deterministic: bool = False
+    #: Deprecated: ``"auto"`` is always a fixed, deterministic choice, and racing the
+    #: solvers on the run's own costs is the opt-in ``name="race"``. ``False`` under
+    #: ``"auto"`` still races, with a DeprecationWarning naming ``"race"``.
+    deterministic: bool = True
     on_limit: OnLimit = "warn"
     #: What an instance that per-call rows ``A x <= b`` leave infeasible does:
     #: ``"raise"`` `InfeasibleError`, or ``"flag"``: its solution is zeros, the

@@ -318,7 +318,7 @@ class RacingKernel:
         """Why `current_backend` solves, in one sentence, with the race's times once run."""
         if self.winner is None:
             return (f"{self.names[0]} leads ({self.first_reason or 'first by ranking'}); "
-                    f"'auto' races {', '.join(self.names)} on this run's own rows, the "
+                    f"'race' races {', '.join(self.names)} on this run's own rows, the "
                     f"others while their extra time stays within {EPSILON:.0%} of the "
                     f"solve time ({self.spent:.2g} s so far){self._stops()}")
         if self.adopted and not self.samples[self.winner]:

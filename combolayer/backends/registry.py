@@ -189,25 +189,40 @@ def make_solver(
         return own(load_spec(spec))
     spec = load_spec(spec)
     config = BackendConfig.load(backend)
-    cls = select_backend(spec, config.name)
+    races = _wants_race(config)
+    ranked = config.model_copy(update={"name": "auto"}) if races else config
+    cls = select_backend(spec, ranked.name)
     # CPU time of this process times single-threaded solves whatever the load
     clock = time.process_time if config.threads == 1 else time.perf_counter
     began = clock()
-    kernel = _executor_kernel(cls, spec, config)
+    kernel = _executor_kernel(cls, spec, ranked)
     setup = clock() - began
-    reason = choice_reason(cls, spec, config)
-    rivals = race_rivals(cls, spec) if config.name == "auto" and not config.deterministic else []
+    reason = choice_reason(cls, spec, ranked)
+    rivals = race_rivals(cls, spec) if races else []
     if rivals:
         kernel = RacingKernel(
             (cls.name, kernel),
-            [(rival.name, functools.partial(_executor_kernel, rival, spec, config))
+            [(rival.name, functools.partial(_executor_kernel, rival, spec, ranked))
              for rival in rivals],
             spec.label, first_reason=reason, first_setup=setup,
             sample_clock=None if config.threads == 1 else time.perf_counter)
     solver = Solver(spec, kernel, cls.name, config)
     solver.choice_reason = reason
-    solver.row_fallback = functools.partial(_row_solver, spec, config)
+    solver.row_fallback = functools.partial(_row_solver, spec, ranked)
     return solver
+
+
+def _wants_race(config: BackendConfig) -> bool:
+    """Whether ``config`` asks for the race (`combolayer.backends.race`): the opt-in name
+    ``"race"``, or the deprecated ``BackendConfig(name="auto", deterministic=False)``."""
+    if config.name == "race":
+        return True
+    if config.name == "auto" and not config.deterministic:
+        warnings.warn('BackendConfig(deterministic=False) is deprecated: "auto" is a fixed '
+                      'choice; pass backend="race" (or name="race") to race the solvers',
+                      DeprecationWarning, stacklevel=3)
+        return True
+    return False
 
 
 def row_backends(spec: Spec) -> list[str]:
@@ -297,8 +312,8 @@ def choice_reason(cls: type, spec: Spec, config: BackendConfig) -> str:
               and getattr(other, "announce_fallback", False)]
     return (f"{cls.name}: first under 'auto': {why}"
             + (f"; passed over {', '.join(passed)}" if passed else "")
-            + ("; BackendConfig(deterministic=True) keeps to this ranking"
-               if config.deterministic else ""))
+            + ("; backend='race' would time the generic solvers on the run's costs"
+               if race_rivals(cls, spec) else ""))
 
 
 def race_rivals(cls: type, spec: Spec) -> list[type]:

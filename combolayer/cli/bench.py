@@ -127,7 +127,7 @@ def check() -> int:
 
 
 def race(spec_source: Any, rows: int = 200, seed: int = 0) -> int:
-    """``combolayer bench --race SPEC``: ``backend="auto"``'s race for a spec, run from
+    """``combolayer bench --race SPEC``: ``backend="race"`` for a spec, run from
     the first call without the budget (the candidates in turn) on ``rows`` random costs,
     8 rows a call, and its table."""
     from ..backends.race import RacingKernel
@@ -135,7 +135,7 @@ def race(spec_source: Any, rows: int = 200, seed: int = 0) -> int:
     from ..specs.load import load_spec
 
     spec = load_spec(spec_source)
-    solver = make_solver(spec)
+    solver = make_solver(spec, "race")
     kernel = solver.kernel
     if not isinstance(kernel, RacingKernel):
         print(f"{spec.label}: no race: {solver.backend_reason}")
