@@ -125,3 +125,30 @@ def test_rows_that_empty_the_relaxation_raise_or_are_flagged(name):
     assert y[1].tolist() == [0.0] * 4 and y[0].sum().item() == pytest.approx(2.0, abs=1e-3)
     (y * torch.tensor([1.0, -1.0, 0.5, 2.0])).sum().backward()
     assert A.grad[1].abs().sum() == 0 and A.grad[0].abs().sum() > 0
+
+
+@pytest.mark.parametrize("name", ["qptl", "intopt"])
+def test_per_call_rows_on_two_dimensional_costs_match_the_flattened_problem(name):
+    # a matching's costs are (rows, cols): the batch is what lies ahead of both dimensions
+    matching = cl.problems.Matching(2, 3)
+    A_ub, b_ub, A_eq, b_eq = matching.to_ilp().to_matrices()
+    flat = cl.ILP.from_matrices(shape=[6], A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq)
+    gen = torch.Generator().manual_seed(1)
+    c = torch.randn(4, 2, 3, generator=gen, dtype=torch.float64)
+    A = torch.rand(4, 1, 6, generator=gen, dtype=torch.float64)
+    b = A.sum(-1) / 3 * 1.05  # the uniform point (1/3 each) is strictly inside
+    g = torch.randn(4, 6, generator=gen, dtype=torch.float64)
+    results = []
+    for spec, costs in ((matching, c), (flat, c.reshape(4, 6))):
+        costs = costs.clone().requires_grad_(True)
+        A_in, b_in = A.clone().requires_grad_(True), b.clone().requires_grad_(True)
+        y = cl.ComboLayer(spec, method=name, projection="none")(costs, A=A_in, b=b_in)
+        assert y.shape == costs.shape
+        (y.reshape(4, 6) * g).sum().backward()
+        results.append((y.detach().reshape(4, 6), costs.grad.reshape(4, 6), A_in.grad, b_in.grad))
+    for got, expected in zip(*results):
+        assert torch.allclose(got, expected, atol=1e-6)
+    assert results[0][2].abs().max() > 1e-3  # the rows are active: their gradient is compared
+    single = cl.ComboLayer(matching, method=name, projection="none")(c[1], A=A[1], b=b[1])
+    assert single.shape == (2, 3)
+    assert torch.allclose(single.detach().reshape(6), results[1][0][1], atol=1e-6)

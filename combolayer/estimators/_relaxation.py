@@ -20,6 +20,7 @@ relaxation is built, never when combolayer is imported.
 
 from __future__ import annotations
 
+import math
 import threading
 import warnings
 from typing import Any, ClassVar, Literal
@@ -151,13 +152,15 @@ class Relaxation:
         return x[..., : self.num_outputs].to(costs)
 
 
-def _batched(costs: Tensor, A: Tensor | None, b: Tensor | None, num_outputs: int,
+def _batched(costs: Tensor, A: Tensor | None, b: Tensor | None, cost_shape: tuple[int, ...],
              num_vars: int) -> tuple[Tensor, Tensor | None, Tensor | None]:
-    """``(B, N)`` costs and rows ``(B, m, V)``, ``(B, m)`` broadcast onto their batch."""
-    flat = costs.reshape(-1, num_outputs)
+    """``(B, N)`` costs and rows ``(B, m, V)``, ``(B, m)`` broadcast onto their batch:
+    the batch is what ``costs`` has ahead of the spec's ``cost_shape`` (which may have
+    more than one dimension, as a matching's ``(rows, cols)``)."""
+    flat = costs.reshape(-1, math.prod(cost_shape))
     if A is None:
         return flat, None, None
-    batch = costs.shape[: costs.dim() - 1] if costs.dim() > 1 else ()
+    batch = costs.shape[: costs.dim() - len(cost_shape)]
     m = A.shape[-2]
     A = A.expand(*batch, m, num_vars).reshape(-1, m, num_vars)
     b = b.expand(*batch, m).reshape(-1, m)
@@ -215,7 +218,7 @@ class RelaxationEstimator(Estimator):
             if not training:
                 exact = solver if A is None else solver.bind_rows(A.detach(), b.detach())
                 return exact.solve_min(costs.detach())
-            flat, A_flat, b_flat = _batched(costs, A, b, relaxation.num_outputs,
+            flat, A_flat, b_flat = _batched(costs, A, b, relaxation.form.cost_shape,
                                             relaxation.num_vars)
             if flat.shape[0] == 0:
                 return costs * 0
