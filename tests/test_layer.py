@@ -206,3 +206,18 @@ def test_readme_example_runs():
     assert blocks, "README has no python example"
     for block in blocks:
         exec(compile(block, "README.md", "exec"), {})
+
+
+@pytest.mark.parametrize("method", ["identity", "blackbox", "perturbed"])
+@pytest.mark.parametrize("spec", [cl.problems.TopK(n=5, k=2), choose(),
+                                  cl.problems.ShortestPath.grid(3, 3)],
+                         ids=["topk", "ilp", "grid"])
+def test_return_aux_without_auxiliaries_is_empty(spec, method):
+    """A spec with num_aux=0 (every named problem) returns an empty (*batch, 0) aux."""
+    layer = cl.ComboLayer(spec, method=method)
+    w = torch.rand(2, 3, *spec.cost_shape, dtype=torch.float64, requires_grad=True)
+    y, aux = layer(w, return_aux=True)
+    assert aux.shape == (2, 3, 0) and aux.dtype == w.dtype
+    assert y.shape == w.shape
+    y.sum().backward()
+    assert w.grad is not None

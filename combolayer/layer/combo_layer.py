@@ -398,7 +398,7 @@ class ComboLayer(nn.Module):
         batch = y.shape[: y.dim() - len(self.spec.cost_shape)]
         count = y.numel() // n
         num_aux = self.solver.num_aux
-        if not box or count == 0:
+        if not box or count == 0 or num_aux == 0:
             return y, y.new_zeros((*batch, num_aux))
         aux = box[0].detach().to(y)
         if aux.shape[0] % count:
