@@ -146,3 +146,19 @@ def test_cvxpylayers_spelling_parameters_and_variables():
         cl.ILP.from_cvxpy(problem, parameters=[w, cp.Parameter(2)])
     with pytest.raises(cl.SpecError, match="not both"):
         cl.ILP.from_cvxpy(problem, w, parameters=[w])
+
+
+def test_variables_that_share_a_name_are_refused_naming_it():
+    # spec.variables is keyed by name: the two would collapse and split would lose one
+    x = cp.Variable(3, boolean=True, name="x")
+    z = cp.Variable(2, integer=True, name="x")
+    w = cp.Parameter(3)
+    problem = cp.Problem(cp.Minimize(w @ x), [z >= 0, z <= 1, cp.sum(x) == z[0] + z[1]])
+    with pytest.raises(cl.SpecError, match=r"two cvxpy variables are both named 'x'.*distinct"):
+        cl.ILP.from_cvxpy(problem, cost=w)
+    renamed = cp.Variable(2, integer=True, name="z")
+    problem = cp.Problem(cp.Minimize(w @ x), [renamed >= 0, renamed <= 1,
+                                              cp.sum(x) == renamed[0] + renamed[1]])
+    spec = cl.ILP.from_cvxpy(problem, cost=w)
+    parts = spec.split(np.arange(spec.num_vars, dtype=float))
+    assert parts["x"].tolist() == [0.0, 1.0, 2.0] and parts["z"].tolist() == [3.0, 4.0]

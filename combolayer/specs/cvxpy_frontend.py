@@ -234,6 +234,15 @@ def ilp_arguments(problem: Any, cost: Any) -> dict[str, Any]:
     variables = {}
     for var_id, col in param_prob.var_id_to_col.items():
         var = param_prob.id_to_var[var_id]
+        if var.name() in variables:
+            # spec.variables is keyed by name: a second variable of that name would
+            # overwrite the first, and spec.split would lose one of them
+            raise SpecError(
+                f"two cvxpy variables are both named {var.name()!r}; spec.variables and "
+                "spec.split key the variables by name, so each needs its own: "
+                "cp.Variable(..., name=...) with distinct names, or no name (cvxpy then "
+                "numbers them)"
+            )
         var_shape = [int(d) for d in var.shape]
         # entry i of the variable in row-major order is cvxpy's column col + F-index
         fortran = np.arange(max(var.size, 1)).reshape(var_shape or [1], order="F").ravel()
