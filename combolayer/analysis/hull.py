@@ -38,6 +38,7 @@ from torch import Tensor
 from ..backends.highs import check_status, highs_lp, highs_outcome, new_highs, run_highs
 from ..backends.outcome import settle
 from ..backends.registry import make_solver
+from ..backends.solver import known_minimisation_cost
 from ..errors import InfeasibleError
 from ..specs.base import Spec
 from ..specs.canonical import CanonicalForm, canonical_form
@@ -142,6 +143,10 @@ def analyze(spec: Spec, exact: bool = False) -> AffineHull:
             solver to find the affine hull of the integer solutions (about
             ``2 N`` solves).
 
+    The hull is that of the feasible solutions, whatever the objective: a known cost
+    (``ILP.known_cost``) and the sense play no part, so a spec and the same spec with
+    another known cost share one hull (and one cache entry).
+
     Returns:
         An [`AffineHull`][combolayer.AffineHull]: ``normals`` ``(r, N)`` with orthonormal rows,
         ``offsets`` ``(r,)``, ``dim = N - r``, the ``fixed`` outputs, and
@@ -157,8 +162,17 @@ def analyze(spec: Spec, exact: bool = False) -> AffineHull:
         >>> hull.dim, hull.normals.round(2).tolist()
         (3, [[0.5, 0.5, 0.5, 0.5]])
     """
-    spec = load_spec(spec)
+    spec = _feasible_set(load_spec(spec))
     return _analyze(type(spec), spec.model_dump_json(), bool(exact))
+
+
+def _feasible_set(spec: Spec) -> Spec:
+    """``spec`` without its known cost: exact mode probes the solutions with a solver,
+    which would add the known cost to every probe and find the hull of biased optima
+    instead of that of the feasible set."""
+    if known_minimisation_cost(spec) is None:
+        return spec
+    return type(spec).model_validate({**spec.model_dump(), "known_cost": None})
 
 
 @lru_cache(maxsize=128)
