@@ -7,10 +7,16 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
+import torch
+from torch import Tensor
 
+from ..backends.solver import known_minimisation_cost
+from ..layer.projection import PROJECTIONS, has_known_cost, make_projection
 from ..specs.base import Spec
+from ..transforms.projection import Transform
 from .hull import AffineHull
 
 #: `describe` lists at most this many equations and fixed outputs.
@@ -18,12 +24,16 @@ MAX_SHOWN = 20
 #: Above this many flops (r^2 * N) the equations are shown as the basis rows
 #: instead of the reduced row echelon form, which reads better but costs more.
 RREF_FLOPS = 5e9
+#: `describe_auto` reads the layer's projection off this many seeded probe costs, and
+#: compares its answers within this tolerance.
+PROBES = 3
+PROBE_TOL = 1e-9
 
 
 def describe(spec: Spec, hull: AffineHull, full: bool = False) -> str:
     """A person's summary of ``hull``: the dimension, the spec's own constraints that
     hold with equality for every solution, the equations, the fixed outputs and what
-    ``"auto"`` does. Lists are cut at `MAX_SHOWN` entries unless ``full``."""
+    ``"auto"`` (``"auto-exact"`` for an exact hull) does. Lists are cut at `MAX_SHOWN` entries unless ``full``."""
     most = None if full else MAX_SHOWN
     mode = "integer solutions (exact, MIP)" if hull.exact else "LP relaxation (sound)"
     lines = [f"{spec.label}: {hull.num_outputs} outputs, affine hull of dimension "
@@ -47,7 +57,7 @@ def describe(spec: Spec, hull: AffineHull, full: bool = False) -> str:
                       for j in fixed[:most])
     more = f", ... ({len(fixed)} in all)" if most is not None and len(fixed) > most else ""
     lines.append(f"fixed outputs: {shown}{more}" if fixed else "fixed outputs: none")
-    lines.append(f'projection "auto": {describe_auto(hull)}')
+    lines.append(f'projection "{auto_name(hull)}": {describe_auto(spec, hull)}')
     return "\n".join(lines)
 
 
@@ -85,16 +95,118 @@ def tight_constraints(spec: Spec, hull: AffineHull) -> list[str]:
     return out
 
 
-def describe_auto(hull: AffineHull) -> str:
-    """What ``projection="auto"`` does for this hull, in words."""
+def auto_name(hull: AffineHull) -> str:
+    """The hull projection a hull of this mode serves: ``"auto-exact"`` for an exact
+    hull, else ``"auto"``."""
+    return "auto-exact" if hull.exact else "auto"
+
+
+def describe_auto(spec: Spec, hull: AffineHull) -> str:
+    """What a layer on ``spec`` does to ``w`` under projection `auto_name` (``hull``'s
+    mode), in words.
+
+    Read off the transform the layer itself builds (`make_projection`), by applying it
+    to seeded probe costs, so the words follow that function wherever its rule changes:
+    which of the hull's normal directions it removes, whether it acts on ``w`` or on the
+    total cost ``w + known_cost`` on the outputs, whether it rescales, and which plain
+    projection it equals (only one the layer accepts for ``spec``).
+    """
+    with warnings.catch_warnings():  # the layer's own construction warning is not news here
+        warnings.simplefilter("ignore")
+        transform = make_projection(auto_name(hull), spec)
+    probe = _Probe(transform, spec, hull)
+    shift = next((s for s in probe.shifts() if probe.linear(s) or probe.scale_free(s)), None)
+    if shift is None:
+        return ("a transform of w that is neither linear nor independent of w's scale "
+                "(see combolayer.layer.projection.make_projection)")
+    steps = []
     r = len(hull.normals)
-    if r == 0:
-        return 'normalise only (= "norm"): the solutions span every direction'
-    ones = np.full(hull.num_outputs, 1.0 / math.sqrt(hull.num_outputs))
-    if r == 1 and abs(float(hull.normals[0] @ ones)) > 1.0 - 1e-9:
-        return 'subtract the mean, then normalise (= "std", the paper\'s P_std)'
-    return (f"remove the {r} normal direction{'' if r == 1 else 's'} "
-            f"(project onto the {hull.dim}-dimensional hull), then normalise")
+    if r and probe.removes_normals(shift):
+        ones = np.full(hull.num_outputs, 1.0 / math.sqrt(hull.num_outputs))
+        if r == 1 and abs(float(hull.normals[0] @ ones)) > 1.0 - 1e-9:
+            steps.append("subtract the mean")
+        else:
+            steps.append(f"remove the {r} normal direction{'' if r == 1 else 's'} "
+                         f"(project onto the {hull.dim}-dimensional hull)")
+    elif r:
+        steps.append(f"keep the {r} normal direction{'' if r == 1 else 's'}")
+    if probe.scale_free(shift):
+        size = probe.size(shift)
+        steps.append("normalise" if abs(size - 1.0) < 1e-9 else f"rescale to norm {size:.4g}")
+    text = ", then ".join(steps) if steps else "nothing (w passes unchanged)"
+    if shift is not probe.zero:
+        text = (f"on the total cost w + known_cost over the outputs: {text}; the known "
+                "cost is taken off again after (the solver adds it back)")
+    elif not probe.scale_free(shift) and has_known_cost(spec):
+        text += ("; the spec's known cost makes the scale of w matter" if not steps
+                 else "; no rescaling (the spec's known cost makes the scale of w matter)")
+    if not r:
+        text += "; the solutions span every direction"
+    alias = probe.alias() if shift is probe.zero else None
+    return text + (f' (= "{alias}")' if alias else "")
+
+
+class _Probe:
+    """Seeded float64 probe costs through a layer's transform, and the properties read
+    from them (within `PROBE_TOL`)."""
+
+    def __init__(self, transform: Transform, spec: Spec, hull: AffineHull) -> None:
+        self.transform, self.spec, self.hull = transform, spec, hull
+        generator = torch.Generator().manual_seed(0)
+        n, shape = hull.num_outputs, hull.cost_shape
+        w = torch.randn(PROBES, n, generator=generator, dtype=torch.float64)
+        normals = torch.tensor(hull.normals, dtype=torch.float64)
+        self.w = w.reshape(PROBES, *shape)
+        self.along = (torch.randn(PROBES, len(normals), generator=generator,
+                                  dtype=torch.float64) @ normals).reshape(PROBES, *shape)
+        self.zero = torch.zeros(shape, dtype=torch.float64)
+
+    def shifts(self) -> list[Tensor]:
+        """Where the transform may act from: ``w`` itself (shift 0), or the total cost
+        ``w + k`` with ``k`` the known cost on the outputs (spec sense, or sense-folded)."""
+        known = known_minimisation_cost(self.spec)
+        if known is None:
+            return [self.zero]
+        on_outputs = torch.as_tensor(known[: self.hull.num_outputs]).reshape(self.zero.shape)
+        sign = 1.0 if self.spec.sense == "min" else -1.0
+        return [self.zero, sign * on_outputs, -sign * on_outputs]
+
+    def around(self, v: Tensor, shift: Tensor) -> Tensor:
+        """The transform seen on the total cost ``v = w + shift``."""
+        return self.transform(v - shift) + shift
+
+    def linear(self, shift: Tensor) -> bool:
+        return (_close(self.around(2.0 * self.w, shift), 2.0 * self.around(self.w, shift))
+                and _close(self.around(0.0 * self.w, shift), 0.0 * self.w))
+
+    def scale_free(self, shift: Tensor) -> bool:
+        u = self.around(self.w, shift)
+        return (_close(self.around(3.0 * self.w, shift), u)
+                and not _close(u, torch.zeros_like(u)))
+
+    def size(self, shift: Tensor) -> float:
+        u = self.around(self.w, shift).reshape(PROBES, -1)
+        return float(torch.linalg.vector_norm(u, dim=-1).mean())
+
+    def removes_normals(self, shift: Tensor) -> bool:
+        return _close(self.around(self.w + self.along, shift), self.around(self.w, shift))
+
+    def alias(self) -> str | None:
+        """The plain projection (`PROJECTIONS`) the layer accepts for the spec and that
+        gives the same costs as this one, if any."""
+        mine = self.transform(self.w)
+        for name in PROJECTIONS:
+            try:
+                other = make_projection(name, self.spec)
+            except ValueError:  # refused for this spec (a known cost): not an alias
+                continue
+            if _close(other(self.w), mine):
+                return name
+        return None
+
+
+def _close(a: Tensor, b: Tensor) -> bool:
+    return bool(torch.allclose(a, b, rtol=PROBE_TOL, atol=PROBE_TOL))
 
 
 def readable_equations(hull: AffineHull) -> list[str]:

@@ -80,7 +80,7 @@ def analysis_summary(spec: Any) -> str:
         "(flow conservation; edges numbered as in cl.data.grid_edges):"
     ]
     lines += [f"  {equation}" for equation in equations]
-    lines.append(f'projection="auto": {describe_auto(hull)}')
+    lines.append(f'projection="auto": {describe_auto(spec, hull)}')
     return "\n".join(lines)
 
 
