@@ -71,20 +71,39 @@ class CvxpyKernel(RowKernel):
         self.kwargs = _solver_options(self.solver, config, options)
         self.form = form
         n = form.num_vars
-        # cvxpy takes integer positions as a tuple of index arrays, one per axis.
-        integer = (np.flatnonzero(form.integer),) if form.is_mip else False
-        self.x = cp.Variable(n, integer=integer, bounds=[form.lower, form.upper])
+        self.x = self._variable(form)
         # every column's cost (outputs first): a full-width cost row sets all of them
         self.cost = cp.Parameter(n)
-        constraints = []
-        if form.A_ub.shape[0]:
-            constraints.append(form.A_ub @ self.x <= form.b_ub)
-        if form.A_eq.shape[0]:
-            constraints.append(form.A_eq @ self.x == form.b_eq)
-        self.problem = self._base = cp.Problem(cp.Minimize(self.cost @ self.x), constraints)
-        self._constraints = constraints
+        self.problem = self._base = cp.Problem(cp.Minimize(self.cost @ self.x),
+                                               self._constraints(self.x))
+        #: The variables of the problems with per-call rows: integer where the rows can
+        #: make the LP's vertices fractional (`CanonicalForm.for_rows`), else ``x``.
+        self._x_rows = (self.x if form.for_rows.is_mip == form.is_mip
+                        else self._variable(form.for_rows))
+        self._solved = self.x  # the variables of ``problem``
         #: Per m: the problem with m parameter rows ``A x <= b`` more, built once (DPP).
         self._with_rows: dict[int, tuple] = {}
+        #: cvxpy has no lazy constraints: a form whose per-call rows need cuts (a path's
+        #: subtour eliminations, `CanonicalForm.row_separator`) takes no rows, and calls
+        #: with rows go to a backend that separates them.
+        self.takes_rows = form.for_rows.separator is None
+
+    @staticmethod
+    def _variable(form: CanonicalForm):
+        import cvxpy as cp
+
+        # cvxpy takes integer positions as a tuple of index arrays, one per axis.
+        integer = (np.flatnonzero(form.integer),) if form.is_mip else False
+        return cp.Variable(form.num_vars, integer=integer, bounds=[form.lower, form.upper])
+
+    def _constraints(self, x) -> list:
+        form = self.form
+        constraints = []
+        if form.A_ub.shape[0]:
+            constraints.append(form.A_ub @ x <= form.b_ub)
+        if form.A_eq.shape[0]:
+            constraints.append(form.A_eq @ x == form.b_eq)
+        return constraints
 
     #: Per-call rows are Parameters of a problem kept per row count: only their values
     #: change between instances.
@@ -97,16 +116,17 @@ class CvxpyKernel(RowKernel):
         if m not in self._with_rows:
             A_param = cp.Parameter((m, self.form.num_vars))
             b_param = cp.Parameter(m)
-            problem = cp.Problem(self._base.objective,
-                                 [*self._constraints, A_param @ self.x <= b_param])
+            x = self._x_rows
+            problem = cp.Problem(cp.Minimize(self.cost @ x),
+                                 [*self._constraints(x), A_param @ x <= b_param])
             self._with_rows[m] = (problem, A_param, b_param)
         problem, A_param, b_param = self._with_rows[m]
         A_param.value = np.ascontiguousarray(A[:, : self.form.num_vars], dtype=float)
         b_param.value = np.asarray(b, dtype=float)
-        self.problem = problem
+        self.problem, self._solved = problem, self._x_rows
 
     def _clear_rows(self) -> None:
-        self.problem = self._base
+        self.problem, self._solved = self._base, self.x
 
     def solve_one(self, cost: np.ndarray) -> np.ndarray:
         import cvxpy as cp
@@ -122,7 +142,7 @@ class CvxpyKernel(RowKernel):
         except cp.error.SolverError as error:
             raise SolverError(f"cvxpy ({self.solver}) failed: {error}") from error
         status = self.problem.status
-        x = self.x.value
+        x = self._solved.value
         outcome = cvxpy_outcome(status, self._solver_status())
         feasible = x is not None and (outcome is Outcome.OPTIMAL or self._feasible(x))
         return settle(outcome, f"cvxpy ({self.solver})", lambda: np.asarray(x, dtype=float),

@@ -285,24 +285,47 @@ class GurobiKernel(_GurobiRun, RowKernel):
                              np.asarray(form.b_eq, dtype=np.float64))
         self._outputs = self.variables[: form.num_outputs]
         self._callback = None
-        if form.separator is not None:
-            model.setParam("LazyConstraints", 1)
-            self._callback = _lazy_callback(self.variables, form.separator)
+        self._active = form
+        self._callbacks = {}
+        self._solve_form(form, built=True)
         model.update()
 
-    #: Per-call rows are added to the kept model (``addMConstr``) and removed again.
+    #: Per-call rows are added to the kept model (``addMConstr``) and removed again;
+    #: while they are in, the kept model solves ``form.for_rows`` (`_solve_form`).
     takes_rows = True
     _row_constraints = None
+
+    def _solve_form(self, form: CanonicalForm, built: bool = False) -> None:
+        """Make the kept model solve ``form`` (``self.form`` or its `for_rows`), which
+        differ at most in the integrality of the integer columns and in the separator."""
+        from gurobipy import GRB
+
+        if form is self._active and not built:
+            return
+        if form.is_mip != self._active.is_mip:
+            self.variables.VType = np.where(form.integer & form.is_mip, GRB.INTEGER,
+                                            GRB.CONTINUOUS)
+        if form.separator is not None or not built:
+            self.model.setParam("LazyConstraints", int(form.separator is not None))
+        if form.separator is not None and form not in self._callbacks:
+            self._callbacks[form] = _lazy_callback(self.variables, form.separator)
+        self._callback = self._callbacks.get(form)
+        self._active = form
 
     def _set_rows(self, A: np.ndarray, b: np.ndarray) -> None:
         from gurobipy import GRB
 
-        self._clear_rows()
+        self._remove_rows()
+        self._solve_form(self.form.for_rows)
         self._row_constraints = self.model.addMConstr(
             sp.csr_matrix(A[:, : self.form.num_vars]), self.variables, GRB.LESS_EQUAL,
             np.asarray(b, dtype=np.float64))
 
     def _clear_rows(self) -> None:
+        self._remove_rows()
+        self._solve_form(self.form)
+
+    def _remove_rows(self) -> None:
         if self._row_constraints is not None:
             self.model.remove(self._row_constraints)
             self._row_constraints = None

@@ -141,12 +141,30 @@ class HighsKernel(_HighsTime, RowKernel):
         # a full-width cost (a known cost, or the auxiliaries asked for) sets every column
         self._all_columns = np.arange(form.num_vars, dtype=np.int32)
         self._base_rows = self._fixed_rows = self.model.getNumRow()
+        #: The form being solved: ``form``, or with per-call rows in ``form.for_rows``
+        #: (integer columns branched on, the row separator's cuts).
+        self._active = form
 
-    #: Per-call rows are added to the kept model, solved, and deleted again.
+    #: Per-call rows are added to the kept model, solved, and deleted again; while they
+    #: are in, the kept model solves ``form.for_rows`` (`_solve_form`).
     takes_rows = True
 
+    def _solve_form(self, form: CanonicalForm) -> None:
+        """Make the kept model solve ``form`` (``self.form`` or its `for_rows`), which
+        differ at most in the integrality of the integer columns and in the separator."""
+        if form is self._active:
+            return
+        if form.is_mip != self._active.is_mip:
+            columns = np.flatnonzero(form.integer).astype(np.int32)
+            kind = 1 if form.is_mip else 0  # kInteger, kContinuous
+            check_status(self.model.changeColsIntegrality(
+                len(columns), columns, np.full(len(columns), kind, dtype=np.uint8)),
+                "changeColsIntegrality")
+        self._active = form
+
     def _set_rows(self, A: np.ndarray, b: np.ndarray) -> None:
-        self._clear_rows()
+        self._delete_rows()
+        self._solve_form(self.form.for_rows)
         rows = sp.csr_matrix(A[:, : self.form.num_vars])
         m = rows.shape[0]
         check_status(self.model.addRows(
@@ -156,6 +174,10 @@ class HighsKernel(_HighsTime, RowKernel):
         self._base_rows = self._fixed_rows + m  # lazy cuts are dropped above them
 
     def _clear_rows(self) -> None:
+        self._delete_rows()
+        self._solve_form(self.form)
+
+    def _delete_rows(self) -> None:
         extra = self.model.getNumRow() - self._fixed_rows
         if extra:
             check_status(self.model.deleteRows(extra, np.arange(
@@ -170,11 +192,11 @@ class HighsKernel(_HighsTime, RowKernel):
     def solve_one(self, cost: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
         columns = self._columns if len(cost) == len(self._columns) else self._all_columns
         check_status(self.model.changeColsCost(len(columns), columns, cost), "changeColsCost")
-        if start is not None and self.form.is_mip:
+        if start is not None and self._active.is_mip:
             return self._run_from(start)
-        if self.form.separator is None:
+        if self._active.separator is None:
             return self._run()
-        return self._run_with_cuts(self.form.separator)
+        return self._run_with_cuts(self._active.separator)
 
     def _run_from(self, start: np.ndarray) -> np.ndarray:
         """Solve from a MIP start on the outputs (``setSolution`` with the output
@@ -183,12 +205,13 @@ class HighsKernel(_HighsTime, RowKernel):
         check_status(h.clearSolver(), "clearSolver")
         check_status(h.setSolution(len(self._columns), self._columns,
                                    np.asarray(start, dtype=np.float64)), "setSolution")
-        if self.form.separator is None:
+        separator = self._active.separator
+        if separator is None:
             return _solve(h, warm=True, is_infeasible=self._infeasible)
         x = _solve(h, warm=True, is_infeasible=self._infeasible)
-        if not self.form.separator(x):
+        if not separator(x):
             return x
-        return self._run_with_cuts(self.form.separator)  # the start's cuts: from scratch
+        return self._run_with_cuts(separator)  # the start's cuts: from scratch
 
     def _run_with_cuts(self, separator) -> np.ndarray:
         """Re-solve with the separator's cuts until it accepts the optimum; the cuts

@@ -184,18 +184,35 @@ def _build_model(form: CanonicalForm, config: BackendConfig, kind: str):
         else:
             model.addCons(expr >= float(lo))
 
+    handler = None
     if form.separator is not None:
-        handler = _lazy_handler_class()(variables, form.separator)
-        fractional = getattr(form.separator, "fractional", None) is not None
-        model.includeConshdlr(handler, "combolayer_lazy", "lazy constraints from a separator",
-                              enfopriority=-1, chckpriority=-1, needscons=False,
-                              sepapriority=1 if fractional else 0,
-                              sepafreq=1 if fractional else -1)
-        # Without constraint objects the handler cannot lock variables, so
-        # SCIP must not fix variables by dual arguments that ignore the cuts.
-        model.setParam("misc/allowstrongdualreds", False)
-        model.setParam("misc/allowweakdualreds", False)
-    return model, variables, terms
+        handler = _include_lazy_handler(model, variables, form.separator)
+    return model, variables, terms, handler
+
+
+def _include_lazy_handler(model, variables, separator):
+    """Include a `_lazy_handler_class` handler calling ``separator`` in ``model`` (in its
+    problem stage), and return it."""
+    handler = _lazy_handler_class()(variables, separator)
+    fractional = getattr(separator, "fractional", None) is not None
+    model.includeConshdlr(handler, "combolayer_lazy", "lazy constraints from a separator",
+                          enfopriority=-1, chckpriority=-1, needscons=False,
+                          sepapriority=1 if fractional else 0,
+                          sepafreq=1 if fractional else -1)
+    _allow_dual_reductions(model, False)
+    return handler
+
+
+def _allow_dual_reductions(model, allowed: bool) -> None:
+    """Without constraint objects a lazy handler cannot lock variables, so while one
+    separates, SCIP must not fix variables by dual arguments that ignore the cuts."""
+    model.setParam("misc/allowstrongdualreds", allowed)
+    model.setParam("misc/allowweakdualreds", allowed)
+
+
+def _accept_every(x: np.ndarray) -> list:
+    """The separator of a handler with nothing to separate: no cut for any candidate."""
+    return []
 
 
 # SCIP frees a model's memory into the C allocator, which keeps it: glibc holds
@@ -254,15 +271,36 @@ class ScipKernel(RowKernel):
         _trim_dropped_models()
         weakref.finalize(self, _model_dropped)
         self.form = form
-        self.model, self.variables, self._terms = _build_model(form, config, kind)
+        self.model, self.variables, self._terms, self._handler = _build_model(
+            form, config, kind)
         self._outputs = self._terms[: form.num_outputs]
         self._nogil = hasattr(self.model, "optimizeNogil")
         self._row_constraints: list = []
         if form.separator is not None:
             _WITH_HANDLER.add(self)
 
-    #: Per-call rows are added to the kept (untransformed) model and deleted again.
+    #: Per-call rows are added to the kept (untransformed) model and deleted again; while
+    #: they are in, the model separates the cuts of ``form.for_rows`` (`_separate`). Its
+    #: integer variables are integer whether or not the LP is integral.
     takes_rows = True
+
+    def _separate(self, separator) -> None:
+        """Make the model's lazy handler separate ``separator`` (None: nothing), including
+        one the first time a separator is needed (a form without one of its own whose
+        per-call rows need one: `CanonicalForm.row_separator`)."""
+        if self._handler is None:
+            if separator is None:
+                return
+            self.model.freeTransform()
+            self._handler = _include_lazy_handler(self.model, self.variables, separator)
+            _WITH_HANDLER.add(self)
+            return
+        if self._handler.separator is (separator or _accept_every):
+            return
+        self.model.freeTransform()
+        self._handler.separator = separator or _accept_every
+        _allow_dual_reductions(self.model, separator is None)
+
     #: A caller's time limit is SCIP's ``limits/time`` (`RowKernel.time_limit`).
     stops_in_time = True
 
@@ -275,14 +313,19 @@ class ScipKernel(RowKernel):
     def _set_rows(self, A: np.ndarray, b: np.ndarray) -> None:
         from pyscipopt.scip import Expr
 
-        self._clear_rows()
+        self._delete_rows()
         self.model.freeTransform()  # constraints change only on the original problem
+        self._separate(self.form.for_rows.separator)
         for coefs, rhs in zip(A[:, : self.form.num_vars], b, strict=True):
             nonzero = np.flatnonzero(coefs)[:] if coefs.any() else np.zeros(1, dtype=int)
             expr = Expr({self._terms[j]: float(coefs[j]) for j in nonzero.tolist()})
             self._row_constraints.append(self.model.addCons(expr <= float(rhs)))
 
     def _clear_rows(self) -> None:
+        self._delete_rows()
+        self._separate(self.form.separator)
+
+    def _delete_rows(self) -> None:
         if self._row_constraints:
             self.model.freeTransform()
             for constraint in self._row_constraints:

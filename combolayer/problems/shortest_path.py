@@ -4,11 +4,15 @@ Both ILPs are arc-flow formulations (one unit of flow from source to target).
 They are exact for non-negative costs and, on acyclic graphs, for any costs;
 with negative costs on a graph with cycles the flow could pick up disjoint
 negative cycles, which is why the specialised solvers refuse that case unless
-``negative_costs="clip"``.
+``negative_costs="clip"``. Per-call rows ``A x <= b`` can make such a cycle pay
+too (a row forcing a vertex is met by the path plus a cycle through it), so the
+canonical forms carry a `CycleSeparator` as their ``row_separator``: with rows,
+the solvers cut every cycle off lazily and return a simple path.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -16,6 +20,7 @@ import scipy.sparse as sp
 from pydantic import model_validator
 
 from ..specs.base import ILP, Sense, Spec, register_spec
+from ..specs.canonical import CanonicalForm, Cut
 
 __all__ = ["GridShortestPath", "ShortestPath"]
 
@@ -51,6 +56,63 @@ def topological_order(num_nodes: int, tails: np.ndarray, heads: np.ndarray) -> n
         indegree[succ] -= out.data[start:end].astype(np.int64)
         frontier.extend(int(v) for v in succ[indegree[succ] == 0])
     return np.asarray(order, dtype=np.int64) if len(order) == num_nodes else None
+
+
+def flow_cycles(tails: np.ndarray, heads: np.ndarray, chosen: np.ndarray, source: int,
+                target: int) -> list[np.ndarray]:
+    """The node sets of the directed cycles in the 0/1 unit flow on the arcs ``chosen``
+    (a mask over ``tails``/``heads``) from ``source`` to ``target``: empty exactly when
+    the flow is one simple path. The walk from the source follows unused arcs and closes
+    a cycle whenever it comes back to a node on it; the arcs it leaves over (balanced at
+    every node) are cycles, walked the same way."""
+    out: dict[int, list[int]] = {}
+    for arc in np.flatnonzero(chosen).tolist():
+        out.setdefault(int(tails[arc]), []).append(arc)
+    found: list[np.ndarray] = []
+
+    def walk(start: int, stop: int | None) -> None:
+        path, where = [start], {start: 0}
+        node = start
+        while node != stop and out.get(node):
+            node = int(heads[out[node].pop()])
+            if node in where:  # back on the walk: the nodes since then are a cycle
+                found.append(np.array(path[where[node]:]))
+                for gone in path[where[node] + 1:]:
+                    del where[gone]
+                del path[where[node] + 1:]
+            else:
+                where[node] = len(path)
+                path.append(node)
+
+    walk(source, target)
+    for node in list(out):
+        while out[node]:
+            walk(node, None)
+    return found
+
+
+@dataclass(frozen=True, eq=False)
+class CycleSeparator:
+    """Subtour eliminations for an arc-flow path: for each cycle of a candidate's flow on
+    the node set ``S``, the cut ``x(A(S)) <= |S| - 1`` on the arcs with both ends in ``S``
+    (arc ``k`` is column ``offset + k``), which every simple path meets. An integer
+    candidate it accepts is one simple ``source``-``target`` path."""
+
+    tails: np.ndarray
+    heads: np.ndarray
+    offset: int
+    source: int
+    target: int
+
+    def __call__(self, x: np.ndarray) -> list[Cut]:
+        columns = self.offset + np.arange(len(self.tails))
+        chosen = np.asarray(x)[columns] > 0.5
+        cuts = []
+        for nodes in flow_cycles(self.tails, self.heads, chosen, self.source, self.target):
+            inside = np.isin(self.tails, nodes) & np.isin(self.heads, nodes)
+            cuts.append(Cut(columns[inside], np.ones(int(inside.sum())), -np.inf,
+                            float(len(nodes) - 1)))
+        return cuts
 
 
 class _NonnegativeOnCycles:
@@ -177,8 +239,21 @@ class ShortestPath(_NonnegativeOnCycles, Spec):
         return np.ones(len(self.edges), dtype=bool)
 
     def model_size(self) -> tuple[int, int]:
-        m = len(self.edges)
-        return (m, 2 * m) if self.directed else (3 * m, 7 * m)  # undirected: two arcs per edge
+        m, n = len(self.edges), self.num_nodes  # a flow row per node, declared or not
+        return (m, 2 * m + n) if self.directed else (3 * m, 8 * m + n)  # undirected: two arcs
+
+    def to_canonical(self, lazy: bool = True) -> CanonicalForm:
+        """The arc-flow form, with the cycles' cuts (`CycleSeparator`) as its
+        ``row_separator``: on the edge columns when directed, on the arc auxiliaries
+        (both directions of every edge) when not."""
+        tails, heads = self.arrays
+        m = len(tails)
+        separator = (CycleSeparator(tails, heads, 0, self.source, self.target)
+                     if self.directed else
+                     CycleSeparator(np.concatenate([tails, heads]),
+                                    np.concatenate([heads, tails]), m, self.source,
+                                    self.target))
+        return replace(super().to_canonical(lazy), row_separator=separator)
 
     def to_ilp(self) -> ILP:
         tails, heads = self.arrays
@@ -289,7 +364,14 @@ class GridShortestPath(_NonnegativeOnCycles, Spec):
     def model_size(self) -> tuple[int, int]:
         n = self.rows * self.cols
         arcs = self.neighborhood * n  # at most one arc per move and vertex
-        return n + arcs, n + 3 * arcs
+        return n + arcs, 3 * n + 3 * arcs  # a flow row and a link row per vertex
+
+    def to_canonical(self, lazy: bool = True) -> CanonicalForm:
+        """The arc-flow form, with the cycles' cuts (`CycleSeparator`, on the arc
+        auxiliaries) as its ``row_separator``."""
+        tails, heads = self.arcs
+        return replace(super().to_canonical(lazy), row_separator=CycleSeparator(
+            tails, heads, self.rows * self.cols, self.source_index, self.target_index))
 
     def to_ilp(self) -> ILP:
         tails, heads = self.arcs

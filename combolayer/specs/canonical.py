@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass, field, replace
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -43,6 +43,17 @@ class Cut:
 Separator = Callable[[np.ndarray], list[Cut]]
 
 
+@dataclass(frozen=True)
+class JoinedSeparator:
+    """The cuts of two separators on the same candidate, ``first``'s then ``second``'s."""
+
+    first: Separator
+    second: Separator
+
+    def __call__(self, x: np.ndarray) -> list[Cut]:
+        return [*self.first(x), *self.second(x)]
+
+
 @dataclass(frozen=True, eq=False)
 class CanonicalForm:
     cost_shape: tuple[int, ...]
@@ -57,6 +68,11 @@ class CanonicalForm:
     #: The LP relaxation has integral vertices (a totally unimodular system with
     #: integral data, as in flows and assignments): solvers may skip branching.
     lp_is_integral: bool = False
+    #: Lazy cuts that no optimum needs until per-call rows are added, which can make
+    #: the rows' integer optimum break them (a path's subtour eliminations: a row that
+    #: forces a vertex is otherwise met by the path plus a disjoint cycle). `for_rows`
+    #: makes them the separator.
+    row_separator: Separator | None = field(default=None)
 
     @property
     def num_outputs(self) -> int:
@@ -70,6 +86,21 @@ class CanonicalForm:
     def is_mip(self) -> bool:
         """Whether a solver must branch: integer variables whose LP vertices may be fractional."""
         return bool(self.integer.any()) and not self.lp_is_integral
+
+    @cached_property
+    def for_rows(self) -> CanonicalForm:
+        """The form a kernel solves once per-call rows ``A x <= b`` are added: added rows
+        can cut the LP's integral vertices off (so ``lp_is_integral`` no longer holds and
+        the integer variables must be branched on), and `row_separator` joins the
+        separator. The form itself when neither changes anything; built once per form."""
+        integral = self.lp_is_integral and bool(self.integer.any())
+        if not integral and self.row_separator is None:
+            return self
+        separator = self.separator
+        if self.row_separator is not None:
+            separator = (self.row_separator if separator is None
+                         else JoinedSeparator(separator, self.row_separator))
+        return replace(self, lp_is_integral=False, separator=separator, row_separator=None)
 
     def outputs(self, x: np.ndarray) -> np.ndarray:
         """The outputs of solver values ``x`` (``(..., num_vars)`` or ``(..., N)``):
