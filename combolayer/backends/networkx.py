@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import InfeasibleError
 from ..problems import GridShortestPath, Matching, ShortestPath
+from ..problems.matching import padded_costs
 from ..problems.shortest_path import clip_negative_costs
 from ..specs.base import Spec
 from .base import FunctionBackend, Tier
@@ -81,19 +82,26 @@ def _grid_kernel(spec: GridShortestPath) -> Callable:
 def _matching_kernel(spec: Matching) -> Callable:
     import networkx as nx
 
+    padded = padded_costs(spec)
+    R, C = spec.rows, spec.cols
+
     def solve(costs: np.ndarray) -> np.ndarray:
         y = np.zeros_like(costs)
-        for b, cost in enumerate(costs.reshape(len(costs), spec.rows, spec.cols)):
-            # Max-cardinality matching of max total (top - cost) = full row matching
-            # of min total cost; the +1 keeps every weight positive.
-            top = cost.max() + 1.0
+        for b, cost in enumerate(costs.reshape(len(costs), R, C)):
+            if padded is not None:  # the square assignment, inf where a pair is barred
+                cost = np.concatenate([np.pad(cost, ((0, 0), (0, R))), padded[R:]])
+            # Max-cardinality matching of max total (top - cost) = a matching of the
+            # smaller side (or a perfect one of the padding) of min total cost; the +1
+            # keeps every weight positive.
+            top = cost[np.isfinite(cost)].max() + 1.0
             graph = nx.Graph()
             graph.add_weighted_edges_from(
                 (("r", i), ("c", j), float(top - cost[i, j]))
-                for i in range(spec.rows) for j in range(spec.cols))
+                for i, j in zip(*np.nonzero(np.isfinite(cost)), strict=True))
             for a, c in nx.max_weight_matching(graph, maxcardinality=True):
                 (_, i), (_, j) = (a, c) if a[0] == "r" else (c, a)
-                y[b, i * spec.cols + j] = 1.0
+                if i < R and j < C:
+                    y[b, i * C + j] = 1.0
         return y
 
     return solve
