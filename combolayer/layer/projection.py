@@ -8,7 +8,12 @@ that maps a projection's name to its transform.
 
 from __future__ import annotations
 
+import math
+import warnings
+
+import numpy as np
 import torch
+from torch import Tensor
 
 from ..analysis.hull import analyze
 from ..backends.solver import known_minimisation_cost
@@ -52,15 +57,76 @@ def has_known_cost(spec: Spec) -> bool:
     return known_minimisation_cost(spec) is not None
 
 
+def known_on_outputs(spec: Spec) -> np.ndarray | None:
+    """The spec's known cost on the outputs, in the spec's sense, shaped ``cost_shape``,
+    when it has one on the outputs alone; None when it has none, or one on the
+    auxiliaries too (no projection of ``w`` can then keep the solution and rescale)."""
+    known = known_minimisation_cost(spec)
+    if known is None:
+        return None
+    n = math.prod(spec.cost_shape)
+    if known[n:].any():
+        return None
+    sign = 1.0 if spec.sense == "min" else -1.0
+    return (sign * known[:n]).reshape(spec.cost_shape)
+
+
+class AroundKnown:
+    """``P(w + k) - k``: the projection ``P`` of the whole cost on the outputs, ``w`` plus
+    a known cost ``k`` there, with ``k`` taken off again (the solver adds it back).
+
+    The solver then sees ``P(w + k)``, whose argmin is that of ``<w + k, y>`` for any ``P``
+    that keeps the solution of a cost without a known part (the hull projection,
+    normalisation). So ``"auto"`` normalises the total cost, as it does without a known
+    cost, and the predicted part keeps a bounded scale relative to the known one:
+    Identity's step on a loss linear in y then cannot grow it without end. ``known``
+    given to a call (a per-instance known cost on the outputs, ``(*batch, *cost_shape)``,
+    the spec's sense) is added to the spec's own.
+    """
+
+    def __init__(self, projection: Transform, known: np.ndarray | None) -> None:
+        self.projection = projection
+        self._known = None if known is None else torch.as_tensor(known, dtype=torch.float64)
+        self._on: dict[tuple[torch.device, torch.dtype], Tensor] = {}
+
+    def _spec_known(self, like: Tensor) -> Tensor | None:
+        if self._known is None:
+            return None
+        key = (like.device, like.dtype)
+        if key not in self._on:
+            self._on[key] = self._known.to(like)
+        return self._on[key]
+
+    def __call__(self, w: Tensor, known: Tensor | None = None) -> Tensor:
+        shift = self._spec_known(w)
+        if known is not None:
+            shift = known if shift is None else shift + known
+        if shift is None:
+            return self.projection(w)
+        return self.projection(w + shift) - shift
+
+
 def make_projection(projection: str | Transform, spec: Spec) -> Transform:
     """The projection for a layer on ``spec``, acting on costs of shape ``(..., *cost_shape)``.
 
     A callable is used as it is and receives costs of shape ``(..., *cost_shape)``.
 
     With a known cost (``ILP.known_cost``, not all zero) the objective is
-    ``<w, y> + <known_cost, x>``, and rescaling or shifting ``w`` changes its argmin:
-    ``"auto"`` is then the hull projection alone (no normalisation), and ``"norm"``,
-    ``"std"`` and ``"mean"`` raise ``ValueError`` (docs/invariance.md says why).
+    ``<w, y> + <known_cost, x>``, and rescaling or shifting ``w`` alone changes its argmin.
+    The rule for ``"auto"`` (and ``"auto-exact"``) there, announced by one ``UserWarning``
+    when the layer is built:
+
+    - a known cost on the outputs only (``k``): the hull projection and normalisation
+      act on the total cost, ``P(w) = normalize(plane(w + k)) - k`` (`AroundKnown`); the
+      solution is that of ``w`` and the prediction's scale stays bounded, as without a
+      known cost (the same as subtracting ``k`` by hand before a layer without one);
+    - a known cost on the auxiliaries: the hull projection alone (a rescaled ``w`` would
+      change the solution), so nothing bounds the prediction's scale, and Identity under
+      a loss linear in y does not learn: train with ``SPOPlusLoss`` (``combolayer train``
+      picks ``loss: spo+`` for such a spec).
+
+    ``"norm"``, ``"std"`` and ``"mean"`` raise ``ValueError`` with a known cost
+    (docs/invariance.md says why).
     """
     if callable(projection):
         return projection
@@ -73,11 +139,28 @@ def make_projection(projection: str | Transform, spec: Spec) -> Transform:
             "projection, which keeps the solution), 'none', or a callable")
     if projection in HULL_PROJECTIONS:
         hull = analyze(spec, exact=projection.endswith("-exact"))
-        if projection == "plane" or known:
+        if projection == "plane":
             return hull.transform()
         # plane then normalise, as one autograd node (docs/performance.md)
         plane = project_plane(torch.tensor(hull.normals, dtype=torch.float64))
-        return on_cost_shape(normalized(plane), spec.cost_shape)
+        auto = on_cost_shape(normalized(plane), spec.cost_shape)
+        if not known:
+            return auto
+        on_outputs = known_on_outputs(spec)
+        if on_outputs is not None:
+            warnings.warn(
+                f"projection {projection!r} on {spec.label}, which has a known cost on its "
+                "outputs: the layer normalises the total cost w + known_cost (the solution "
+                "is unchanged, the prediction's scale stays bounded)", UserWarning,
+                stacklevel=4)
+            return AroundKnown(auto, on_outputs)
+        warnings.warn(
+            f"projection {projection!r} on {spec.label}, which has a known cost on its "
+            "auxiliaries: the layer applies the hull projection alone (rescaling w would "
+            "change the solution), so nothing bounds the prediction's scale and a loss "
+            "linear in y (regret) does not train Identity; train with "
+            "cl.losses.SPOPlusLoss instead", UserWarning, stacklevel=4)
+        return hull.transform()
     if projection not in PROJECTIONS:
         raise ValueError(
             f"unknown projection {projection!r}: expected one of "
