@@ -25,7 +25,7 @@ import torch
 from scipy.spatial.distance import pdist
 
 from .backends.registry import make_solver
-from .problems import TSP, Knapsack, ShortestPath
+from .problems import TSP, Knapsack, ShortestPath, TSPEdges
 
 
 class Data(NamedTuple):
@@ -157,6 +157,7 @@ def tsp(
     noise_width: float = 0.0,
     seed: int = 135,
     backend: Any = "auto",
+    edges: bool = False,
 ) -> Data:
     """PyEPO's symmetric TSP data: Euclidean distances plus a feature-driven part.
 
@@ -168,7 +169,9 @@ def tsp(
     with ``d_e`` the Euclidean distance and ``eps_ie ~ U[1 - noise_width, 1 + noise_width]``.
     The costs come back as symmetric ``(n, n)`` matrices (zero diagonal), the
     cost shape of ``TSP(n)``, whose solutions are symmetric adjacency matrices,
-    so ``<c, y>`` is twice the tour length.
+    so ``<c, y>`` is twice the tour length; with ``edges=True`` as PyEPO's ``E``
+    edge costs, the cost shape of ``TSPEdges(n)``, whose solutions are the tours'
+    0/1 edge vectors, so ``<c, y>`` is the tour length.
     """
     rnd = np.random.RandomState(seed)
     half = num_nodes // 2
@@ -184,6 +187,8 @@ def tsp(
     feature_cost = ((x @ B.T) / np.sqrt(num_features) + 3.0) ** deg / 3.0 ** (deg - 1)
     noise = rnd.uniform(1 - noise_width, 1 + noise_width, (num_data, num_edges))
     edge_costs = np.around(distance + feature_cost * noise, decimals=4)
+    if edges:  # pdist's order is PyEPO's, itertools.combinations(range(n), 2)
+        return _solved(TSPEdges(num_nodes=num_nodes), x, edge_costs, backend)
     rows, cols = np.triu_indices(num_nodes, k=1)  # row-major i < j, pdist's order
     costs = np.zeros((num_data, num_nodes, num_nodes))
     costs[:, rows, cols] = edge_costs

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -74,13 +76,10 @@ def test_cave_hybrid_heuristic_branch():
 
 
 def test_cave_errors():
-    grid = cl.problems.ShortestPath.grid(3, 3)
-    y = cl.make_solver(grid).solve(torch.rand(3, 3))
-    with pytest.raises(ValueError, match="auxiliary variables .* pass binding="):
-        cl.losses.CaVELoss(grid)(torch.rand(3, 3), y)
     with pytest.raises(ValueError, match="binary problems: y_true must be 0/1"):
         cl.losses.CaVELoss(SPEC_MIN)(torch.rand(4), torch.tensor([0.5, 0.5, 1.0, 0.0]))
-    with pytest.raises(ValueError, match=r"binding has shape \(1, 2, 3\)"):
+    with pytest.raises(ValueError, match=r"binding has 1 cones of 3 columns but 1 \(the batch\) "
+                       r"of 4 were expected"):
         cl.losses.CaVELoss(SPEC_MIN)(torch.rand(1, 4), torch.tensor([[1.0, 0, 1, 0]]),
                                      binding=torch.zeros(1, 2, 3))
     with pytest.raises(ValueError, match="max_iter must be an int >= 1, got 0"):
@@ -113,3 +112,111 @@ def test_cave_agrees_with_pyepo(problem):
         torch.testing.assert_close(same_rows, their_loss.detach(), atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(c.grad, a.grad, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(our_loss, their_loss.detach(), atol=1e-4, rtol=1e-4)
+
+
+def brute_force_tight_rows(spec, y: np.ndarray, subsets: bool = False) -> set:
+    """Every constraint of ``spec.to_ilp()`` (outputs only, no auxiliaries) and bound
+    that binds at ``y``, one at a time from the constraint objects, ``<=`` oriented;
+    with ``subsets`` (the edge-form TSP) its degree rows and every subtour row
+    ``x(E(S)) <= |S| - 1``, ``S`` of 3 to ``n - 3`` nodes."""
+    found = set()
+    n = y.size
+    for constraint in (spec.degree_ilp() if subsets else spec.to_ilp()).constraints:
+        row = np.zeros(n)
+        for j, v in constraint.items():
+            row[j] += v
+        lhs = row @ y
+        if constraint.sense in ("<=", "==") and abs(lhs - constraint.rhs) < 1e-9:
+            found.add(tuple(row + 0.0))
+        if constraint.sense in (">=", "==") and abs(lhs - constraint.rhs) < 1e-9:
+            found.add(tuple(-row + 0.0))
+    for k in range(n):
+        e = np.zeros(n)
+        e[k] = 1.0
+        found.add(tuple(e if y[k] == 1 else -e + 0.0))
+    if not subsets:
+        return found
+    by_size: dict[int, set] = {}
+    nodes = spec.num_nodes
+    i, j = (np.array(p) for p in zip(*itertools.combinations(range(nodes), 2), strict=True))
+    for size in range(3, nodes - 2):
+        for members in itertools.combinations(range(nodes), size):
+            inside = np.isin(np.arange(nodes), members)
+            row = (inside[i] & inside[j]).astype(float)
+            if row @ y == size - 1:
+                by_size.setdefault(size, set()).add(tuple(row))
+    return found, by_size
+
+
+@pytest.mark.parametrize("problem", ["ilp", "knapsack", "path", "tsp_edges"])
+def test_cones_match_brute_force_enumeration_of_the_tight_rows(problem):
+    gen = torch.Generator().manual_seed(3)
+    if problem == "ilp":
+        spec = SPEC_MIN
+    elif problem == "knapsack":
+        spec = cl.problems.Knapsack(weights=[[3, 4, 2, 5, 1]], capacities=[7])
+    elif problem == "path":
+        spec = cl.problems.ShortestPath(num_nodes=5, edges=[(0, 1), (0, 2), (1, 2), (1, 3), (2, 3),
+                                                            (2, 4), (3, 4)], source=0, target=4)
+    else:
+        spec = cl.problems.TSPEdges(7)
+    y = cl.make_solver(spec).solve(torch.rand(4, *spec.cost_shape, generator=gen,
+                                              dtype=torch.float64))
+    cones = cl.losses.binding_cones(spec, y)
+    assert len(cones) == 4 and cones.width == spec.cost_shape[0]
+    for b in range(4):
+        ours = rows(cones[b])
+        enumerated = brute_force_tight_rows(spec, y[b].numpy(), subsets=problem == "tsp_edges")
+        if problem != "tsp_edges":
+            assert ours == enumerated
+            continue
+        # the listed rows, the bounds and the subtour rows of three nodes (the tour's
+        # three-node segments, 7 of them), each holding at every tour; longer ones left out
+        listed, by_size = enumerated
+        assert listed | by_size[3] == ours and len(by_size[3]) == 7
+        from test_tsp_edges import all_tours
+
+        assert (all_tours(7) @ np.array(sorted(by_size[3])).T <= 2).all()
+
+
+def test_cones_with_auxiliaries_contain_the_true_cost():
+    """A spec with auxiliary variables: the cone lives in all variables, and -(c, 0)
+    lies in it at y*(c), so the exact projection gives loss 0, and not for -c."""
+    for spec in (cl.problems.ShortestPath.grid(3, 3), cl.problems.TSP(5)):
+        gen = torch.Generator().manual_seed(4)
+        w = torch.rand(4, *spec.cost_shape, generator=gen, dtype=torch.float64)
+        y = cl.make_solver(spec).solve(w)
+        cones = cl.losses.binding_cones(spec, y)
+        assert cones.width >= int(np.prod(spec.cost_shape))
+        loss = cl.losses.CaVELoss(spec, max_iter=200, reduction="none")
+        torch.testing.assert_close(loss(w, y, binding=cones), torch.zeros(4, dtype=torch.float64),
+                                   atol=1e-6, rtol=0)
+        assert (loss(-w, y, binding=cones) > 1e-3).all()
+    grid = cl.problems.ShortestPath.grid(3, 3)
+    assert cl.losses.binding_cones(grid, y := cl.make_solver(grid).solve(torch.rand(2, 3, 3))
+                                   ).width == grid.to_ilp().num_vars
+    with pytest.raises(ValueError, match=r"y_true\[0\] is not a feasible solution"):
+        cl.losses.binding_cones(grid, torch.zeros(1, 3, 3))
+
+
+@pytest.mark.parametrize("max_iter", [3, 50])
+def test_precomputed_cones_give_the_loss_without_them(max_iter):
+    data = cl.data.shortest_path(12, num_features=3, grid=(3, 4), deg=2)
+    cones = cl.losses.binding_cones(data.spec, data.solutions)
+    loss = cl.losses.CaVELoss(data.spec, max_iter=max_iter, reduction="none")
+    gen = torch.Generator().manual_seed(5)
+    index = torch.tensor([3, 0, 7, 11, 5])
+    for _ in range(2):  # the second call reuses the cones' kept QPs
+        w = torch.randn(5, *data.spec.cost_shape, generator=gen, dtype=torch.float64)
+        grads = []
+        values = []
+        for binding in (None, cones[index], cones[index].padded(torch.float64),
+                        [cones[int(i)] for i in index]):
+            a = w.clone().requires_grad_()
+            value = loss(a, data.solutions[index].double(), binding=binding)
+            value.sum().backward()
+            values.append(value.detach())
+            grads.append(a.grad)
+        for value, grad in zip(values[1:], grads[1:], strict=True):
+            assert torch.equal(value, values[0]) and torch.equal(grad, grads[0])
+    assert tuple(cones.padded().shape) == (12, max(len(cones[i]) for i in range(12)), 17)

@@ -23,7 +23,7 @@ Examples:
     0.6667
 """
 
-from .cave import CaVELoss
+from .cave import BindingCones, CaVELoss, binding_cones
 from .cmap import CMAPLoss
 from .fenchel_young import FenchelYoungLoss
 from .functional import hamming, loglog_recall
@@ -37,6 +37,7 @@ from .regularized_fenchel_young import RegularizedFenchelYoungLoss
 from .spo_plus import SPOPlusLoss
 
 __all__ = [
+    "BindingCones",
     "CMAPLoss",
     "CaVELoss",
     "FenchelYoungLoss",
@@ -48,6 +49,7 @@ __all__ = [
     "PointwiseLTRLoss",
     "RegularizedFenchelYoungLoss",
     "SPOPlusLoss",
+    "binding_cones",
     "hamming",
     "loglog_recall",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -14,61 +15,243 @@ from ..backends.pool import draw_exact
 from ..backends.registry import as_solver
 from ..backends.solver import check_costs
 from ..errors import BackendUnavailable
+from ..specs.canonical import canonical_form
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
 #: A constraint whose slack at ``y_true`` is below this binds (PyEPO's tolerance).
 TIGHT = 1e-5
+#: A cone keeps its Clarabel solver between calls (only the linear term changes)
+#: while its QP matrix has at most this many nonzeros: about 100 bytes each for the
+#: solver's factorisation, so a dataset of 1000 instances keeps 0.5 GB at most.
+_KEPT_SOLVER_MAX_NNZ = 5_000
 
 
-class BindingRows:
-    """The canonical form of a spec, read once, and the rows that bind at 0/1 solutions."""
+class ConeRows:
+    """A spec's canonical form, read once, and the rows that bind at its solutions.
+
+    Problems with lazily separated rows (the TSPs) use their lazy form, whose
+    listed rows the spec completes with the lazy rows binding at ``y``
+    (``spec.binding_cuts(y)``); every other problem its exact ILP. Auxiliary
+    variables get their values at ``y`` from a feasibility MIP with the outputs
+    fixed, and the normals then have one column per variable of the formulation.
+    """
 
     def __init__(self, spec: Any, tol: float = TIGHT) -> None:
-        ilp = spec.to_ilp()
         self.label = spec.label
         self.n = int(np.prod(spec.cost_shape))
-        self.num_aux = ilp.num_aux
         self.tol = tol
-        A_ub, self.b_ub, A_eq, _ = ilp.to_matrices()
-        self.A_ub = sp.csr_matrix(A_ub)
-        self.equalities = np.vstack([A_eq.toarray(), -A_eq.toarray()])
+        self.cuts = getattr(spec, "binding_cuts", None)
+        form = canonical_form(spec, lazy=self.cuts is not None)
+        self.num_vars = form.num_vars
+        self.A_ub = sp.csr_matrix(form.A_ub)
+        self.b_ub = np.asarray(form.b_ub, dtype=np.float64)
+        self.A_eq = sp.csr_matrix(form.A_eq)
+        self.b_eq = np.asarray(form.b_eq, dtype=np.float64)
+        self.equalities = np.vstack([self.A_eq.toarray(), -self.A_eq.toarray()])
+        self.lower = np.asarray(form.lower, dtype=np.float64)
+        self.upper = np.asarray(form.upper, dtype=np.float64)
+        self.integer = np.asarray(form.integer, dtype=bool)
 
     def __call__(self, y_true: Any) -> list[np.ndarray]:
         n, tol = self.n, self.tol
-        if self.num_aux:
-            raise ValueError(
-                f"CaVE reads the binding constraints from y_true, but {self.label} has "
-                f"{self.num_aux} auxiliary variables whose values y_true does not give: "
-                f"pass binding= (the normals, (batch, rows, {n})) to the loss instead"
-            )
         y = np.asarray(torch.as_tensor(y_true).detach().cpu(), dtype=np.float64).reshape(-1, n)
         if not np.all(np.isclose(y, 0.0, atol=tol) | np.isclose(y, 1.0, atol=tol)):
             raise ValueError(f"CaVE is defined for binary problems: y_true must be 0/1 for "
                              f"{self.label}, got values such as "
                              f"{y[~np.isclose(y, np.round(y))][:3]}")
-        slack = np.abs(self.b_ub[None, :] - (self.A_ub @ y.T).T)
-        eye = np.eye(n)
+        x = self._with_auxiliaries(y) if self.num_vars > n else y
+        slack = np.abs(self.b_ub[None, :] - (self.A_ub @ x.T).T)
+        eye = np.eye(self.num_vars)
+        fixed = self.upper - self.lower <= tol
         normals = []
-        for row, tight in zip(y, slack < tol, strict=True):
-            at_zero, at_one = row <= tol, row >= 1.0 - tol
-            normals.append(np.vstack([self.A_ub[np.flatnonzero(tight)].toarray(),
-                                      self.equalities, -eye[at_zero], eye[at_one & ~at_zero]]))
+        for row, tight in zip(x, slack < tol, strict=True):
+            at_lower = row - self.lower <= tol
+            at_upper = (self.upper - row <= tol) & (~at_lower | fixed)
+            parts = [self.A_ub[np.flatnonzero(tight)].toarray(), self.equalities]
+            if self.cuts is not None:
+                cuts = self.cuts(row[:n]).toarray()
+                parts.append(np.hstack([cuts, np.zeros((len(cuts), self.num_vars - n))]))
+            normals.append(np.vstack(parts + [-eye[at_lower], eye[at_upper]]))
         return normals
+
+    def _with_auxiliaries(self, y: np.ndarray) -> np.ndarray:
+        """Each ``y`` with values of the auxiliary variables that make it feasible."""
+        from scipy.optimize import Bounds, LinearConstraint, milp
+
+        constraints = [LinearConstraint(A, lb, ub) for A, lb, ub in (
+            (self.A_ub, -np.inf, self.b_ub), (self.A_eq, self.b_eq, self.b_eq)) if A.shape[0]]
+        full = []
+        for b, row in enumerate(y):
+            lower, upper = self.lower.copy(), self.upper.copy()
+            lower[: self.n] = upper[: self.n] = np.round(row)
+            result = milp(np.zeros(self.num_vars), constraints=constraints,
+                          integrality=self.integer.astype(int), bounds=Bounds(lower, upper))
+            if result.x is None:
+                raise ValueError(f"y_true[{b}] is not a feasible solution of {self.label} "
+                                 f"(its auxiliary variables have no feasible values: "
+                                 f"{result.message})")
+            full.append(result.x)
+        return np.array(full)
 
 
 def binding_normals(spec: Any, y_true: Any, tol: float = TIGHT) -> list[np.ndarray]:
     """The normals of the constraints that bind at each 0/1 solution, in ``<=`` orientation.
 
-    For ``y_true`` ``(*batch, *cost_shape)`` returns one ``(R_b, N)`` array per
-    instance, from the spec's canonical form ``to_matrices()``: the ``<=`` rows
+    For ``y_true`` ``(*batch, *cost_shape)`` returns one ``(R_b, V)`` array per
+    instance (`binding_cones` gives them as a `BindingCones`): the ``<=`` rows
     (``>=`` already negated) with slack below ``tol``, every equality row ``a``
-    as ``a`` and ``-a``, ``-e_k`` where ``y_k = 0`` and ``+e_k`` where
-    ``y_k = 1``. A min problem's ``y_true`` is optimal for ``c`` exactly when
-    ``-c`` lies in the cone these rows span (the LP's KKT conditions), which
-    is what CaVE aligns the prediction with. These are the rows of PyEPO's
-    ``optDatasetConstrs``.
+    as ``a`` and ``-a``, the lazy rows that bind (subtour rows of a tour),
+    ``-e_k`` at a lower bound and ``+e_k`` at an upper bound. ``V`` is the
+    number of outputs, or of all the formulation's variables when it has
+    auxiliaries (their values from a feasibility solve with ``y`` fixed). A min
+    problem's ``y_true`` is optimal for ``c`` when ``-(c, 0)`` lies in the cone
+    these rows span (the LP's KKT conditions), which is what CaVE aligns the
+    prediction with. On a problem without auxiliaries and lazy rows these are
+    the rows of PyEPO's ``optDatasetConstrs``.
     """
-    return BindingRows(spec, tol)(y_true)
+    return ConeRows(spec, tol)(y_true)
+
+
+def binding_cones(problem: Any, y_true: Any, tol: float = TIGHT) -> BindingCones:
+    """CaVE's binding cones of a dataset's true solutions, computed once.
+
+    Pass them (or a batch of them, ``cones[index]``) to `CaVELoss` as
+    ``binding=``: the loss then neither reads the rows from ``y_true`` again
+    nor rebuilds a cone's quadratic program, which it keeps for the next epoch.
+
+    Args:
+        problem: a spec, a compiled solver or a layer (its spec is used).
+        y_true: the true solutions, ``(num_data, *cost_shape)``, 0/1.
+        tol: a row binds where its slack is below this.
+
+    Returns:
+        A `BindingCones` of ``num_data`` cones (`binding_normals` gives their rows).
+
+    Example:
+        >>> import combolayer as cl
+        >>> data = cl.data.shortest_path(8, num_features=5, grid=(3, 3))
+        >>> cones = cl.losses.binding_cones(data.spec, data.solutions)
+        >>> len(cones), tuple(cones.padded().shape[::2])
+        (8, (8, 12))
+    """
+    spec = getattr(problem, "spec", problem)
+    return BindingCones(binding_normals(spec, y_true, tol))
+
+
+class _Cone:
+    """One instance's normals and its projection QP, built on first use and kept."""
+
+    def __init__(self, normals: np.ndarray) -> None:
+        normals = np.asarray(normals, dtype=np.float64)
+        self.normals = normals[np.abs(normals).sum(axis=1) > 1e-7]  # PyEPO's padding rows
+        self._P: sp.csc_matrix | None = None
+        self._solvers: dict[int, Any] = {}
+
+    def _qp_matrix(self) -> sp.csc_matrix:
+        """The upper triangle of ``2 G G^T`` in CSC form, zeros left out (as
+        ``scipy.sparse.triu(csc_matrix(...))`` gives it), built without scipy's checks."""
+        if self._P is None:
+            m = len(self.normals)
+            gram = 2.0 * self.normals @ self.normals.T
+            col, row = np.nonzero(np.triu(gram).T)  # column by column, rows ascending
+            indptr = np.concatenate([[0], np.cumsum(np.bincount(col, minlength=m))])
+            self._P = sp.csc_matrix((gram[row, col], row, indptr), shape=(m, m))
+        return self._P
+
+    def project(self, point: np.ndarray, max_iter: int) -> np.ndarray:
+        """``G^T lam`` for ``lam = argmin_{lam >= 0} ||G^T lam - point||^2`` after at most
+        ``max_iter`` Clarabel iterations (PyEPO's QP, its settings)."""
+        import clarabel
+
+        m = len(self.normals)
+        if not m:
+            return point.copy()
+        q = -2.0 * (self.normals @ point)
+        solver = self._solvers.get(max_iter)
+        if solver is None:
+            P = self._qp_matrix()
+            solver = clarabel.DefaultSolver(P, q, _negative_identity(m), np.zeros(m),
+                                            [clarabel.NonnegativeConeT(m)],
+                                            _clarabel_settings(max_iter))
+            if P.nnz <= _KEPT_SOLVER_MAX_NNZ:
+                self._solvers[max_iter] = solver
+        else:
+            solver.update(q=q)  # the same iterates as a new solver: Clarabel starts cold
+        return np.asarray(solver.solve().x) @ self.normals
+
+    def mean_unit_normal(self, width: int) -> np.ndarray:
+        if not len(self.normals):
+            return np.zeros(width)
+        return (self.normals / np.linalg.norm(self.normals, axis=1, keepdims=True)).mean(0)
+
+
+class BindingCones:
+    """The binding cones of a batch or dataset of true solutions (`binding_cones`).
+
+    ``len(cones)`` instances; ``cones[i]`` is instance ``i``'s ``(R_i, V)``
+    normals, ``cones[index]`` (a slice, a sequence or a tensor of indices) the
+    `BindingCones` of those instances, sharing what their projections keep;
+    ``cones.padded()`` the ``(B, R_max, V)`` zero-padded tensor of PyEPO's
+    ``collate_tight_constraints``.
+    """
+
+    def __init__(self, normals: Sequence[np.ndarray] | Sequence[_Cone]) -> None:
+        self._cones = [c if isinstance(c, _Cone) else _Cone(c) for c in normals]
+        widths = {c.normals.shape[1] for c in self._cones}
+        if len(widths) > 1:
+            raise ValueError(f"every cone needs the same number of columns, got {sorted(widths)}")
+        self.width = widths.pop() if widths else 0
+
+    @classmethod
+    def of(cls, binding: Any) -> BindingCones:
+        """``binding`` as cones: a `BindingCones`, a list of ``(R_b, V)`` arrays, or a
+        ``(B, R, V)`` array or tensor, zero rows ignored (PyEPO's ``tight_ctrs``)."""
+        if isinstance(binding, BindingCones):
+            return binding
+        if isinstance(binding, (list, tuple)):
+            return cls([np.asarray(torch.as_tensor(g).detach().cpu(), dtype=np.float64)
+                        for g in binding])
+        array = np.asarray(torch.as_tensor(binding).detach().cpu(), dtype=np.float64)
+        if array.ndim != 3:
+            raise ValueError(f"binding has shape {array.shape} but (batch, rows, columns) "
+                             "was expected")
+        return cls(list(array))
+
+    def __len__(self) -> int:
+        return len(self._cones)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, (int, np.integer)):
+            return self._cones[index].normals
+        if isinstance(index, slice):
+            return BindingCones(self._cones[index])
+        return BindingCones([self._cones[int(i)] for i in np.asarray(
+            torch.as_tensor(index).cpu()).reshape(-1)])
+
+    def __repr__(self) -> str:
+        return f"BindingCones({len(self)} cones, {self.width} columns)"
+
+    def padded(self, dtype: torch.dtype = torch.float32) -> Tensor:
+        """The ``(B, R_max, V)`` tensor of the normals, zero rows after each cone's own."""
+        rows = max((len(c.normals) for c in self._cones), default=0)
+        out = torch.zeros(len(self), rows, self.width, dtype=dtype)
+        for b, cone in enumerate(self._cones):
+            out[b, : len(cone.normals)] = torch.as_tensor(cone.normals)
+        return out
+
+    def project(self, points: np.ndarray, max_iter: int) -> np.ndarray:
+        """Each point's projection on its cone (`_Cone.project`), ``(B, V)``."""
+        return np.stack([cone.project(point, max_iter)
+                         for cone, point in zip(self._cones, points, strict=True)])
+
+    def mean_unit_normals(self) -> np.ndarray:
+        """Each cone's mean unit normal, ``(B, V)``: the Hybrid heuristic's direction."""
+        return np.stack([cone.mean_unit_normal(self.width) for cone in self._cones])
+
+
+@functools.cache
+def _negative_identity(m: int) -> sp.csc_matrix:
+    return -sp.eye(m, format="csc")
 
 
 @functools.cache
@@ -88,18 +271,7 @@ def cone_projection(point: np.ndarray, normals: np.ndarray, max_iter: int) -> np
     """``G^T lam`` for ``lam = argmin_{lam >= 0} ||G^T lam - point||^2``, ``G = normals``:
     the projection of ``point`` onto the cone the rows span, solved by Clarabel
     (an interior-point QP solver, cvxpy's default) stopped after ``max_iter`` iterations."""
-    import clarabel
-
-    normals = normals[np.abs(normals).sum(axis=1) > 1e-7]
-    if not len(normals):
-        return point.copy()
-    m = normals.shape[0]
-    P = sp.triu(sp.csc_matrix(2.0 * normals @ normals.T)).tocsc()
-    q = -2.0 * normals @ point
-    A = -sp.eye(m, format="csc")
-    solver = clarabel.DefaultSolver(P, q, A, np.zeros(m), [clarabel.NonnegativeConeT(m)],
-                                    _clarabel_settings(max_iter))
-    return np.asarray(solver.solve().x) @ normals
+    return _Cone(normals).project(np.asarray(point, dtype=np.float64), max_iter)
 
 
 class CaVELoss(SolverLoss):
@@ -123,9 +295,13 @@ class CaVELoss(SolverLoss):
     ``p = (1 - inner_ratio) s / |s| + inner_ratio * mean of the unit normals``.
 
     CaVE is for binary problems; ``y_true`` must be 0/1. Call it as
-    ``loss(cost_pred, y_true)``, or ``loss(cost_pred, y_true, binding=G)`` with
-    the normals precomputed (``(batch, rows, N)``, zero rows ignored: PyEPO's
-    ``tight_ctrs``), needed when the spec has auxiliary variables.
+    ``loss(cost_pred, y_true)``, which reads the cones from ``y_true`` in every
+    call, or ``loss(cost_pred, y_true, binding=cones[index])`` with the cones of
+    the dataset computed once by `binding_cones` (the loss then keeps each
+    cone's QP for the next epoch); ``binding`` may also be a ``(batch, rows, V)``
+    tensor, zero rows ignored (PyEPO's ``tight_ctrs``). Where the formulation
+    has auxiliary variables the cones live in all its ``V`` variables and the
+    prediction is extended by zeros, the auxiliaries' cost.
 
     A known cost (`combolayer.ILP.known_cost`) is refused (ValueError): CaVE's loss
     is a cosine, so it sees only the direction of ``c_hat``, and that is all that
@@ -158,7 +334,7 @@ class CaVELoss(SolverLoss):
                                      "pip install clarabel (cvxpy installs it)") from None
         self.solver = as_solver(spec, backend)
         self.spec = self.solver.spec
-        self.binding_rows = BindingRows(self.spec)
+        self.cone_rows = ConeRows(self.spec)
         self.max_iter = max_iter
         self.solve_ratio = float(solve_ratio)
         self.inner_ratio = float(inner_ratio)
@@ -175,32 +351,24 @@ class CaVELoss(SolverLoss):
         n = self.solver.num_outputs
         s = -(self.solver.sign * cost_pred).reshape(-1, n)
         if binding is None:
-            normals = self.binding_rows(y_true)
+            cones = BindingCones(self.cone_rows(y_true))
         else:
-            binding = np.asarray(torch.as_tensor(binding).detach().cpu(), dtype=np.float64)
-            if binding.ndim != 3 or binding.shape[0] != s.shape[0] or binding.shape[2] != n:
-                raise ValueError(f"binding has shape {binding.shape} but (batch={s.shape[0]}, "
-                                 f"rows, {n}) was expected")
-            normals = list(binding)
+            cones = BindingCones.of(binding)
+            widths = sorted({n, self.cone_rows.num_vars})
+            if len(cones) != s.shape[0] or cones.width not in widths:
+                raise ValueError(f"binding has {len(cones)} cones of {cones.width} columns but "
+                                 f"{s.shape[0]} (the batch) of {' or '.join(map(str, widths))} "
+                                 f"were expected for {self.spec.label}")
+        if cones.width > n:  # normals on the auxiliaries too: their cost is 0
+            s = torch.cat([s, s.new_zeros(s.shape[0], cones.width - n)], dim=1)
         with torch.no_grad():
             if draw_exact(self.solve_ratio, self.generator):
                 points = s.detach().cpu().numpy().astype(np.float64)
-                target = torch.as_tensor(np.stack([
-                    cone_projection(point, g, self.max_iter)
-                    for point, g in zip(points, normals, strict=True)])).to(s)
+                target = torch.as_tensor(cones.project(points, self.max_iter)).to(s)
             else:
-                target = self._heuristic(s, normals)
+                mean = torch.as_tensor(cones.mean_unit_normals()).to(s)
+                direction = s / s.norm(dim=1, keepdim=True).clamp(min=1e-8)
+                target = (1.0 - self.inner_ratio) * direction + self.inner_ratio * mean
         loss = 1.0 - torch.nn.functional.cosine_similarity(s, target, dim=1)
         batch = cost_pred.shape[: cost_pred.ndim - len(self.spec.cost_shape)]
         return reduce(loss.reshape(batch), self.reduction)
-
-    def _heuristic(self, s: Tensor, normals: list[np.ndarray]) -> Tensor:
-        means = []
-        for g in normals:
-            norms = np.linalg.norm(g, axis=1, keepdims=True)
-            valid = norms[:, 0] > 1e-7
-            unit = g[valid] / norms[valid]
-            means.append(unit.mean(0) if len(unit) else np.zeros(g.shape[1]))
-        mean = torch.as_tensor(np.stack(means)).to(s)
-        direction = s / s.norm(dim=1, keepdim=True).clamp(min=1e-8)
-        return (1.0 - self.inner_ratio) * direction + self.inner_ratio * mean

@@ -5,6 +5,7 @@
 | ``ShortestPath.grid(rows, cols, ...)`` | vertex costs ``(rows, cols)``, y = vertices on the path |
 | ``ShortestPath(num_nodes, edges, source, target)`` | edge costs, y = edges on the path |
 | ``TSP(num_nodes)`` | ``(n, n)``, y = symmetric adjacency of a tour |
+| ``TSPEdges(num_nodes)`` | ``(n (n - 1) / 2,)`` edges in PyEPO's order, y = the tour's edges |
 | ``Matching(rows, cols)`` | ``(rows, cols)``, y = assignment |
 | ``Knapsack(weights, capacities)`` | item values ``(n,)``, y = chosen items |
 | ``TopK(n, k)`` | ``(n,)``, y = k-hot |
@@ -25,5 +26,6 @@ from .selection import TopK as TopK
 from .shortest_path import GridShortestPath as GridShortestPath
 from .shortest_path import ShortestPath as ShortestPath
 from .tsp import TSP as TSP
+from .tsp_edges import TSPEdges as TSPEdges
 
 __all__ = export_all(globals(), import_submodules(__name__, __path__))
