@@ -75,7 +75,7 @@ def test_from_matrices_checks_columns():
         (dict(shape=[0]), "shape must be a non-empty list of positive sizes"),
         (dict(num_aux=-1), "num_aux must be >= 0"),
         (dict(sense="maximize"), "sense"),
-        (dict(color="red"), "color: Extra inputs are not permitted"),
+        (dict(color="red"), "color: unknown key"),
     ],
 )
 def test_invalid_ilp_raises_spec_error(kwargs, match):

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import model_validator
 
-from ..specs.base import ILP, Sense, Spec, register_spec
+from ..specs.base import ILP, MAX_COEFFICIENT, Sense, Spec, register_spec
 
 __all__ = ["Knapsack"]
 
@@ -44,14 +43,16 @@ class Knapsack(Spec):
                 raise ValueError(f"weights[{i}] has {len(row)} entries, expected {n} "
                                  "(one per item, like weights[0])")
             for j, v in enumerate(row):
-                if not math.isfinite(v) or v < 0:
-                    raise ValueError(f"weights[{i}][{j}] must be finite and >= 0, got {v}")
+                if not 0 <= v < MAX_COEFFICIENT:
+                    raise ValueError(f"weights[{i}][{j}] must be >= 0 and below "
+                                     f"{MAX_COEFFICIENT:g}, got {v}")
         if len(self.capacities) != len(self.weights):
             raise ValueError(f"capacities has {len(self.capacities)} entries, expected "
                              f"{len(self.weights)} (one per row of weights)")
         for i, v in enumerate(self.capacities):
-            if not math.isfinite(v) or v < 0:
-                raise ValueError(f"capacities[{i}] must be finite and >= 0, got {v}")
+            if not 0 <= v < MAX_COEFFICIENT:
+                raise ValueError(f"capacities[{i}] must be >= 0 and below "
+                                 f"{MAX_COEFFICIENT:g}, got {v}")
         return self
 
     @property
@@ -67,7 +68,7 @@ class Knapsack(Spec):
         return (self.num_items,)
 
     def model_size(self) -> tuple[int, int]:
-        return self.num_items, self.num_items * self.num_constraints
+        return self.num_items, (self.num_items + 1) * self.num_constraints
 
     def to_ilp(self) -> ILP:
         return ILP.from_matrices(shape=[self.num_items], A_ub=np.asarray(self.weights),

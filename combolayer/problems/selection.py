@@ -78,7 +78,7 @@ class Ranking(Spec):
         return (self.n,)
 
     def model_size(self) -> tuple[int, int]:
-        return self.n + self.n**2, 3 * self.n**2 + self.n  # the n*n assignment P
+        return self.n + self.n**2, 3 * self.n**2 + 4 * self.n  # the n*n assignment P
 
     def to_ilp(self) -> ILP:
         """Assignment formulation: ``P`` (n*n binary auxiliaries, item i gets rank r+1),

@@ -12,15 +12,25 @@ registered kind, so adding a problem is one new module.
 
 from __future__ import annotations
 
+import difflib
 import math
-from collections.abc import Sequence
+import typing
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 from functools import cached_property
 from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ..errors import SpecError
 from . import cvxpy_frontend
@@ -31,15 +41,57 @@ Integrality = Literal["binary", "integer", "continuous"]
 RowSense = Literal["<=", "==", ">="]
 #: An integer bound within this of a whole number is that number (float noise).
 INTEGER_TOL = 1e-9
+#: Constraint coefficients (and a knapsack's data) must be smaller than this in
+#: magnitude: HiGHS refuses larger matrix entries (its ``large_matrix_value``), and
+#: solvers read 1e20 as infinite.
+MAX_COEFFICIENT = 1e15
 
 
-def _as_spec_error(error: ValidationError) -> SpecError:
+def did_you_mean(key: str, options: Sequence[str]) -> str:
+    """`` (did you mean 'epochs'?)`` for the option closest to a mistyped ``key``, or ``""``:
+    the one hint every config and spec reader gives for an unknown key."""
+    close = difflib.get_close_matches(key, list(options), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside a field's annotation (``list[Constraint]`` -> Constraint)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for argument in typing.get_args(annotation):
+        found = _model_in(argument)
+        if found is not None:
+            return found
+    return None
+
+
+def _fields_at(model: type[BaseModel] | None, loc: tuple) -> list[str]:
+    """The field names of the (nested) model that the location ``loc`` of an unknown key
+    points into: ``("constraints", 0, "sens")`` in an ILP -> Constraint's fields."""
+    for part in loc[:-1]:
+        if model is None:
+            return []
+        if isinstance(part, str) and part in model.model_fields:
+            model = _model_in(model.model_fields[part].annotation)
+        elif isinstance(part, str) and part in SPEC_KINDS and model is Spec:
+            model = SPEC_KINDS[part]  # the union's tag, as TypeAdapter writes it
+    return [] if model is None else [name for name in model.model_fields if name != "kind"]
+
+
+def _as_spec_error(error: ValidationError, model: type[BaseModel] | None = None) -> SpecError:
     # The same mistake in many rows (a wrong sense in every constraint) is one
     # message naming the rows, not one message per row.
+    if model is None:
+        model = next((cls for cls in (*SPEC_KINDS.values(), Constraint, Variable)
+                      if cls.__name__ == error.title), Spec)
     grouped: dict[tuple, list[str]] = {}
     for item in error.errors():
         where = ".".join(str(part) for part in item["loc"]) or "spec"
         message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            options = _fields_at(model, tuple(item["loc"]))
+            message = (f"unknown key{did_you_mean(str(item['loc'][-1]), options)}; expected "
+                       f"one of {', '.join(options)}" if options else "unknown key")
         pattern = tuple("#" if isinstance(part, int) else part for part in item["loc"])
         grouped.setdefault((pattern, message), []).append(where)
     lines = []
@@ -114,6 +166,33 @@ class _Short:
         return repr(value)
 
 
+#: The largest model a spec that is read (a YAML/JSON file or string, a dict, a train or
+#: layer config, a run folder's spec.json) may declare, counted from its fields by
+#: `Spec.model_size` before anything is built: this many variables...
+MAX_VARIABLES = 1_000_000
+#: ... and this many matrix entries (constraint nonzeros plus one per row): a few GB in
+#: the canonical form, the solver's copy and the analysis together
+#: (``{kind: topk, n: 1000000, k: 3}`` peaks at 2.4 GB, 40 s in ``combolayer analyze``).
+MAX_ENTRIES = 5_000_000
+#: The variable limit `bounded` sets for the specs validated inside it (None: unchecked).
+_size_limit: ContextVar[int | None] = ContextVar("combolayer_spec_size_limit", default=None)
+
+
+@contextmanager
+def bounded(max_variables: int | None = MAX_VARIABLES) -> Iterator[None]:
+    """Within this block every spec kind checks its `Spec.model_size` against
+    ``max_variables`` and `MAX_ENTRIES` before its own checks run or anything is
+    allocated; ``None`` lifts both limits (trusted input). A context variable, not
+    pydantic's validation context, because pydantic does not pass that context into
+    a model with its own ``__init__`` (positional arguments). Specs built in Python
+    outside it (``TSP(5000)``) are trusted and not checked."""
+    token = _size_limit.set(max_variables)
+    try:
+        yield
+    finally:
+        _size_limit.reset(token)
+
+
 class Spec(_Validated):
     """Base of every spec: frozen, no unknown fields, pydantic errors become SpecError."""
 
@@ -127,6 +206,26 @@ class Spec(_Validated):
     #: True for problems whose ``to_ilp()`` is totally unimodular with integral
     #: data (flows, assignments, cardinality): the LP relaxation is exact.
     lp_is_integral: ClassVar[bool] = False
+
+    @model_validator(mode="after")
+    def _bounded(self) -> Spec:
+        # A base class's after-validator runs before its subclasses' own checks, which
+        # may allocate one entry per variable (ILP broadcasts its bounds).
+        limit = _size_limit.get()
+        if limit is None:
+            return self
+        try:
+            variables, entries = self.model_size()
+            label = self.label
+        except (ArithmeticError, LookupError, TypeError, ValueError):
+            return self  # malformed fields: the kind's own checks name them
+        if variables > limit or entries > MAX_ENTRIES:
+            raise ValueError(
+                f"{label} compiles to a model of about {variables:,} variables and "
+                f"{entries:,} matrix entries; expected at most {limit:,} variables and "
+                f"{MAX_ENTRIES:,} entries for a spec that is read (pass max_variables=None to "
+                "load_spec for trusted input, or build the spec in Python)")
+        return self
 
     @property
     def cost_shape(self) -> tuple[int, ...]:
@@ -146,12 +245,14 @@ class Spec(_Validated):
         raise NotImplementedError
 
     def model_size(self) -> tuple[int, int]:
-        """``(variables, nonzeros)`` of the largest model a backend compiles from this
-        spec (``to_ilp()``), counted from the fields without building it, so that
-        `load_spec` can refuse text asking for too big a model before allocating it.
-        A named problem whose ILP has more than its outputs says so by overriding
-        this; the default counts one variable and one nonzero per output."""
-        return self.num_outputs, self.num_outputs
+        """``(variables, entries)`` of the largest model a backend compiles from this
+        spec (``to_ilp()``): its variables, and its matrix entries (constraint nonzeros
+        plus one per row, so that a declared count of nodes or rows is bounded too),
+        counted from the fields without building anything, so that a spec that is read
+        (`bounded`) is refused before it allocates. A named problem whose ILP has more
+        than its outputs says so by overriding this; the default counts one variable
+        and one entry per output, plus a row."""
+        return self.num_outputs, self.num_outputs + 1
 
     def nonnegative_costs(self) -> np.ndarray | None:
         """The flat cost entries that must be >= 0 for this problem to be well posed
@@ -233,6 +334,8 @@ class Variable(_Validated):
 
     @model_validator(mode="after")
     def _check(self) -> Variable:
+        if any(isinstance(d, bool) or d < 1 for d in self.shape):
+            raise ValueError(f"shape must list sizes >= 1 ([] for a scalar), got {self.shape}")
         if len(self.index) != max(math.prod(self.shape), 1):
             raise ValueError(f"index has {len(self.index)} entries but shape {self.shape} "
                              f"holds {math.prod(self.shape)}")
@@ -261,7 +364,8 @@ class ILP(Spec):
         shape: the cost/solution shape.
         num_aux: auxiliary variables after the outputs.
         known_cost: a cost that is not predicted, one number per variable
-            (``num_vars`` long), or None (no known cost).
+            (``num_vars`` long), or a sparse ``{index: value}`` dict as a constraint's
+            ``coefs`` (read into the full list, zeros elsewhere), or None (no known cost).
         sense: ``"min"`` (default) or ``"max"``.
         integrality: ``"binary"`` (default), ``"integer"`` or ``"continuous"``,
             or one of those per variable.
@@ -289,7 +393,7 @@ class ILP(Spec):
     kind: Literal["ilp"] = "ilp"
     shape: list[int]
     num_aux: int = 0
-    known_cost: list[float] | None = None
+    known_cost: list[float] | dict[int, float] | None = None
     sense: Sense = "min"
     integrality: Integrality | list[Integrality] = "binary"
     lower: float | list[float] = 0.0
@@ -309,7 +413,7 @@ class ILP(Spec):
         return self.num_outputs + self.num_aux
 
     def model_size(self) -> tuple[int, int]:
-        return self.num_vars, sum(len(row.coefs) for row in self.constraints)
+        return self.num_vars, sum(len(row.coefs) + 1 for row in self.constraints)
 
     @field_validator("shape", "num_aux", mode="before")
     @classmethod
@@ -327,6 +431,16 @@ class ILP(Spec):
         if self.num_aux < 0:
             raise ValueError(f"num_aux must be >= 0, got {self.num_aux}")
         n = self.num_vars
+        if isinstance(self.known_cost, dict):
+            bad = [j for j in self.known_cost if not 0 <= j < n]
+            if bad:
+                raise ValueError(f"known_cost index {bad[0]} is out of range: expected "
+                                 f"0 <= index < {n} (num_vars = prod(shape) + num_aux)")
+            dense = [0.0] * n
+            for j, v in self.known_cost.items():
+                dense[j] = v
+            # one form after validation: every reader of known_cost sees the full list
+            object.__setattr__(self, "known_cost", dense)
         if self.known_cost is not None:
             if len(self.known_cost) != n:
                 raise ValueError(f"known_cost has {len(self.known_cost)} entries but the ILP has "
@@ -368,8 +482,9 @@ class ILP(Spec):
                         f"constraints[{i}].coefs index {j} is out of range: "
                         f"expected 0 <= index < {n}"
                     )
-                if not math.isfinite(v):
-                    raise ValueError(f"constraints[{i}].coefs[{j}] must be finite, got {v}")
+                if not abs(v) < MAX_COEFFICIENT:
+                    raise ValueError(f"constraints[{i}].coefs[{j}] must be finite and below "
+                                     f"{MAX_COEFFICIENT:g} in magnitude, got {v}")
         for name, variable in (self.variables or {}).items():
             bad = [j for j in variable.index if not 0 <= j < n]
             if bad:
@@ -539,6 +654,9 @@ class ILP(Spec):
         by_name = {name: j for j, name in enumerate(names) if name}
         chosen = []
         for item in outputs:
+            if isinstance(item, bool | np.bool_) or not isinstance(item, str | int | np.integer):
+                raise SpecError(f"outputs lists column names or indices, got {item!r} "
+                                f"({type(item).__name__}) in {outputs}")
             if isinstance(item, str):
                 if item not in by_name:
                     raise SpecError(f"outputs names column {item!r}, which the file does not "

@@ -9,7 +9,6 @@ again when a kind joins).
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Hashable
 from functools import lru_cache
@@ -21,7 +20,7 @@ from pydantic import Discriminator, TypeAdapter, ValidationError
 
 from .. import problems  # noqa: F401  (the named problems join SPEC_KINDS when imported)
 from ..errors import SpecError
-from .base import SPEC_KINDS, Spec, _as_spec_error
+from .base import MAX_ENTRIES, MAX_VARIABLES, SPEC_KINDS, Spec, _as_spec_error, bounded
 
 
 def spec_adapter() -> TypeAdapter[Spec]:
@@ -122,16 +121,13 @@ def _text_of(path: Path) -> str:
                         "spec") from None
 
 
-#: Specs read from text (a file or a YAML/JSON string) may compile to at most this
-#: many variables, counted in the model a backend builds (`Spec.model_size`), not in
-#: the outputs: ``{kind: ranking, n: 200000}`` has 200,000 outputs but 4e10
+#: The size limits of a spec that is read (`combolayer.specs.base.MAX_VARIABLES` and
+#: `MAX_ENTRIES`, checked by every spec kind from its fields under `bounded`), by the
+#: names of combolayer 0.1: ``{kind: ranking, n: 200000}`` has 200,000 outputs but 4e10
 #: variables. Pass ``max_variables=None`` to [`load_spec`][combolayer.load_spec] for
 #: trusted input.
-MAX_TEXT_VARIABLES = 1_000_000
-#: ... and at most this many constraint nonzeros (lifted with ``max_variables=None``
-#: too): a few GB of memory in the canonical form, the solver's copy and the analysis
-#: (``combolayer analyze "{kind: topk, n: 1000000, k: 3}"`` peaks at 2.4 GB, 40 s).
-MAX_TEXT_NONZEROS = 5_000_000
+MAX_TEXT_VARIABLES = MAX_VARIABLES
+MAX_TEXT_NONZEROS = MAX_ENTRIES
 
 
 def load_spec(source: Spec | str | os.PathLike | dict, *,
@@ -143,20 +139,22 @@ def load_spec(source: Spec | str | os.PathLike | dict, *,
     [`combolayer.ILP.from_file`][combolayer.ILP.from_file] instead.
 
     Args:
-        source: a spec (returned as is), a path, a YAML/JSON string, or a dict
-            with a ``kind`` tag (``"ilp"``, ``"shortest_path"``, ``"tsp"``, ...).
+        source: a spec (returned as is: built in Python, it is trusted), a path, a
+            YAML/JSON string, or a dict with a ``kind`` tag (``"ilp"``,
+            ``"shortest_path"``, ``"tsp"``, ...).
+        max_variables: for a path, a string or a dict, the most variables its model
+            may have (default `MAX_TEXT_VARIABLES`; its matrix entries are held to
+            `MAX_TEXT_NONZEROS`), checked from the fields before anything is built;
+            ``None`` lifts both limits for trusted input.
 
     Returns:
         The spec: an [`ILP`][combolayer.ILP] or a problem from
         [`combolayer.problems`][combolayer.problems].
 
-        max_variables: for text (a path or a YAML/JSON string), the most
-            variables a spec may declare (default `MAX_TEXT_VARIABLES`);
-            ``None`` lifts the limit for trusted input.
-
     Raises:
         SpecError: malformed text, a missing file, an unknown kind, an invalid
-            field (the message names it), or text above ``max_variables``.
+            field or an unknown key (the message names it and suggests the
+            closest key), or a model above the size limits.
 
     Examples:
         >>> import combolayer as cl
@@ -165,45 +163,20 @@ def load_spec(source: Spec | str | os.PathLike | dict, *,
     """
     if isinstance(source, Spec):
         return source
-    if isinstance(source, dict):
-        return _validated(source)
     return spec_from_text(read_mapping(source), max_variables=max_variables)
 
 
-def _validated(data: dict) -> Spec:
+def _validated(data: dict, max_variables: int | None) -> Spec:
     try:
-        return spec_adapter().validate_python(data)
+        with bounded(max_variables):
+            return spec_adapter().validate_python(data)
     except ValidationError as error:
         raise _as_spec_error(error) from None
 
 
 def spec_from_text(data: dict, *, max_variables: int | None = MAX_TEXT_VARIABLES) -> Spec:
-    """The spec of a mapping read from text (a spec file, or the ``problem`` of a train or
-    layer config), refused when its model would exceed ``max_variables`` variables or
-    `MAX_TEXT_NONZEROS` nonzeros (`Spec.model_size`), before anything is built."""
-    if max_variables is None:
-        return _validated(data)
-    _check_ilp_size(data, max_variables)  # before validation allocates per variable
-    spec = _validated(data)
-    variables, nonzeros = spec.model_size()
-    if variables > max_variables or nonzeros > MAX_TEXT_NONZEROS:
-        raise SpecError(
-            f"{spec.label} compiles to a model of about {variables:,} variables and "
-            f"{nonzeros:,} nonzeros, above the limit of {max_variables:,} variables and "
-            f"{MAX_TEXT_NONZEROS:,} nonzeros for specs read from text; pass "
-            "max_variables=None to load_spec for trusted input")
-    return spec
-
-
-def _check_ilp_size(data: dict, max_variables: int) -> None:
-    if data.get("kind") != "ilp":
-        return
-    shape, num_aux = data.get("shape"), data.get("num_aux", 0)
-    if not (isinstance(shape, list) and all(isinstance(d, int) for d in shape)
-            and isinstance(num_aux, int)):
-        return  # malformed: validation says what is wrong
-    size = math.prod(shape) + num_aux
-    if size > max_variables:
-        raise SpecError(f"ilp with shape {shape} and num_aux={num_aux} has {size} variables, "
-                        f"above the limit of {max_variables} for specs read from text; pass "
-                        "max_variables=None to load_spec for trusted input")
+    """The spec of a mapping that was read (a spec file or string, a dict, the ``problem``
+    of a train or layer config, a run folder's spec.json), refused when its model would
+    exceed ``max_variables`` variables or `MAX_TEXT_NONZEROS` matrix entries
+    (`Spec.model_size`), before anything is built; ``None`` lifts the limits."""
+    return _validated(data, max_variables)
