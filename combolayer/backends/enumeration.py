@@ -93,39 +93,61 @@ def _binary_form(spec: Spec) -> tuple[CanonicalForm | None, str | None]:
     binary = form.integer & (form.lower >= 0) & (form.upper <= 1)
     fixed = form.lower == form.upper
     if not (binary | fixed).all():
-        return None, "it solves binary problems only (0/1 integer variables)"
+        return None, ("it solves binary problems only (0/1 integer variables, and "
+                      "variables fixed by lower == upper)")
     return form, None
 
 
+def variable_values(form: CanonicalForm, tol: float = FEASIBILITY_TOL) -> list[np.ndarray]:
+    """Each variable's values within its bounds, ascending: a fixed variable's one value
+    (any number; none for an integer variable fixed between two integers), a binary
+    one's 0 and 1 that its bounds allow (`_binary_form` accepts nothing else)."""
+    values = []
+    for lower, upper, integer in zip(form.lower, form.upper, form.integer, strict=True):
+        if lower == upper:
+            off_grid = integer and abs(lower - round(lower)) > tol
+            values.append(np.array([] if off_grid else [round(lower) if integer else lower],
+                                   dtype=np.float64))
+        else:
+            values.append(np.array([v for v in (0.0, 1.0) if lower - tol <= v <= upper + tol]))
+    return values
+
+
 def feasible_points(form: CanonicalForm, tol: float = FEASIBILITY_TOL) -> np.ndarray:
-    """Every 0/1 point (in lexicographic order) within the bounds and the form's rows,
-    as ``(K, num_vars)`` float64."""
-    n = form.num_vars
-    # row i is the binary expansion of i, first variable most significant: lexicographic
-    points = ((np.arange(2**n)[:, None] >> np.arange(n - 1, -1, -1)) & 1).astype(np.float64)
-    ok = ((points >= form.lower - tol) & (points <= form.upper + tol)).all(axis=1)
+    """Every point of the variables' values (`variable_values`, in lexicographic order)
+    that meets the form's rows, as ``(K, num_vars)`` float64."""
+    values = variable_values(form, tol)
+    free = [j for j, v in enumerate(values) if len(v) == 2]
+    if any(len(v) == 0 for v in values):
+        return np.zeros((0, form.num_vars))
+    k = len(free)
+    points = np.empty((2**k, form.num_vars))
+    for j, v in enumerate(values):
+        if len(v) == 1:
+            points[:, j] = v[0]
+    # row i is the binary expansion of i over the free variables, the first most
+    # significant (each free variable's values are 0 and 1): lexicographic
+    points[:, free] = (np.arange(2**k)[:, None] >> np.arange(k - 1, -1, -1)) & 1
+    ok = np.ones(len(points), dtype=bool)
     if form.A_ub.shape[0]:
         ok &= (np.asarray(form.A_ub @ points.T).T <= form.b_ub + tol).all(axis=1)
     if form.A_eq.shape[0]:
         ok &= (np.abs(np.asarray(form.A_eq @ points.T).T - form.b_eq) <= tol).all(axis=1)
-    points = points[ok]
-    if form.row_separator is not None:  # a path's cycles: no point per-call rows may pick
-        points = points[[not form.row_separator(x) for x in points]]
-    return points
+    return points[ok]
 
 
 def separable_box(form: CanonicalForm, tol: float = FEASIBILITY_TOL
                   ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Each variable's lowest and highest 0/1 value within its bounds when the form has
+    """Each variable's lowest and highest value (`variable_values`) when the form has
     no rows (its feasible points are then every combination of them), else None; None
-    too when some variable has no 0/1 value (infeasible: the points say so)."""
+    too when some variable has no value (infeasible: the points say so)."""
     if form.A_ub.shape[0] or form.A_eq.shape[0]:
         return None
-    low = (form.lower > tol).astype(np.float64)  # 0 unless the lower bound excludes it
-    high = (form.upper >= 1 - tol).astype(np.float64)  # 1 unless the upper bound does
-    if (low > high).any() or (form.lower > 1 + tol).any() or (form.upper < -tol).any():
+    values = variable_values(form, tol)
+    if any(len(v) == 0 for v in values):
         return None
-    return low, high
+    return (np.array([v[0] for v in values], dtype=np.float64),
+            np.array([v[-1] for v in values], dtype=np.float64))
 
 
 @functools.lru_cache(maxsize=64)
