@@ -220,3 +220,18 @@ def test_precomputed_cones_give_the_loss_without_them(max_iter):
         for value, grad in zip(values[1:], grads[1:], strict=True):
             assert torch.equal(value, values[0]) and torch.equal(grad, grads[0])
     assert tuple(cones.padded().shape) == (12, max(len(cones[i]) for i in range(12)), 17)
+
+
+def test_training_reads_the_cones_once(monkeypatch):
+    from combolayer.losses import cave
+    from combolayer.training.loop import fit
+
+    calls = []
+    original = cave.ConeRows.__call__
+    monkeypatch.setattr(cave.ConeRows, "__call__",
+                        lambda self, y: calls.append(len(y)) or original(self, y))
+    train, test = cl.data.shortest_path(48, num_features=3, grid=(3, 3), deg=2).split(32)
+    layer = cl.ComboLayer(train.spec)
+    history = fit(layer, train, test, epochs=3, batch_size=8, loss="cave", lr=0.05)
+    assert calls == [32]  # the whole training set, once, before the first step
+    assert len(history.loss) == 3 and history.loss[-1] < history.loss[0]

@@ -79,7 +79,7 @@ def test_npz_data_with_an_mps_problem_writes_history_plot_and_checkpoint(tmp_pat
     assert json.loads((folder / "config.json").read_text())["problem"].endswith("pair.lp")
 
 
-@pytest.mark.parametrize("loss", ["spo+", "fenchel_young"])
+@pytest.mark.parametrize("loss", ["spo+", "fenchel_young", "cave"])
 def test_npz_with_a_yaml_spec_and_other_losses(tmp_path, loss):
     spec = cl.problems.TopK(n=6, k=2)
     (tmp_path / "topk.yaml").write_text(yaml.safe_dump(spec.model_dump()))

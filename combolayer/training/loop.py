@@ -8,7 +8,6 @@ full example are in ``docs/training.md``.
 from __future__ import annotations
 
 import csv
-import difflib
 import inspect
 import json
 import math
@@ -39,19 +38,19 @@ from .. import metrics
 from ..backends.registry import make_solver
 from ..backends.solver import inner
 from ..layer.combo_layer import ComboLayer
-from ..losses import FenchelYoungLoss, SPOPlusLoss, hamming
-from ..specs.base import ILP
+from ..losses import CaVELoss, FenchelYoungLoss, SPOPlusLoss, binding_cones, hamming
+from ..specs.base import ILP, did_you_mean
 from ..specs.files import is_model_file
 from ..specs.load import load_spec, read_mapping, spec_from_text
 from ..specs.paths import config_base, resolve_path
 
 #: The training losses ``loss`` may name.
-LOSSES = ("regret", "l1", "hamming", "spo+", "fenchel_young")
+LOSSES = ("regret", "l1", "hamming", "spo+", "fenchel_young", "cave")
 #: The losses through the layer that are linear in its output y: under them an
 #: estimator whose backward ignores y (Identity) gets the same gradient whatever y is.
 LINEAR_IN_Y = ("regret", "hamming")
 #: The losses that hold their own solver: the layer is not in their training graph.
-OWN_SOLVER = ("spo+", "fenchel_young")
+OWN_SOLVER = ("spo+", "fenchel_young", "cave")
 #: The built-in data generators ``data.name`` may name (PyEPO's formulas).
 GENERATORS = ("shortest_path", "knapsack", "tsp")
 #: Generator arguments the config does not set: the count comes from
@@ -105,7 +104,7 @@ class DataConfig(BaseModel):
         hints = typing.get_type_hints(getattr(datasets, self.name))
         for key in extra:
             if key not in allowed:
-                raise ValueError(f"unknown key {key!r} for {self.name}{_did_you_mean(key, allowed)}"
+                raise ValueError(f"unknown key {key!r} for {self.name}{did_you_mean(key, allowed)}"
                                  f"; expected some of {allowed}")
             try:  # the generator's own annotations: grid: tuple[int, int], deg: int, ...
                 self.model_extra[key] = TypeAdapter(hints[key]).validate_python(
@@ -155,8 +154,10 @@ class TrainConfig(_Strict):
         loss: through the layer, ``"regret"`` (default: the decision's regret under
             the true costs, PyEPO's ``lossfunc="r"``), ``"l1"`` (``|y - y_true|``,
             the one under which Identity's ``noise`` acts) or ``"hamming"``; or
-            ``"spo+"`` / ``"fenchel_young"``, which hold their own solver (the layer
-            then only decides at test time). A layer setting that cannot act under
+            ``"spo+"`` / ``"fenchel_young"``, which hold their own solver, or
+            ``"cave"`` (CaVE+, `combolayer.losses.CaVELoss`, its cones computed once
+            for the training set; the layer's ``solve_ratio`` below 1 makes it CaVE
+            Hybrid): the layer then only decides at test time. A layer setting that cannot act under
             the loss chosen warns (`inactive_settings`).
         epochs, lr, batch_size, seed: the optimisation (Adam).
         num_train, num_test: instances to train and test on. Default: 1000 each
@@ -173,7 +174,7 @@ class TrainConfig(_Strict):
     problem: str | dict[str, Any] | None = None
     layer: LayerConfig = LayerConfig()
     model: ModelConfig = ModelConfig()
-    loss: Literal["regret", "l1", "hamming", "spo+", "fenchel_young"] = "regret"
+    loss: Literal["regret", "l1", "hamming", "spo+", "fenchel_young", "cave"] = "regret"
     epochs: int = Field(20, ge=1)
     lr: float = Field(1e-2, gt=0.0, allow_inf_nan=False)
     batch_size: int = Field(32, ge=1)
@@ -191,11 +192,6 @@ class TrainConfig(_Strict):
             raise ValueError(f"'problem' is set by the {self.data.name} generator; "
                              "remove it, or use npz data for your own problem")
         return self
-
-
-def _did_you_mean(key: str, options: list[str]) -> str:
-    close = difflib.get_close_matches(key, options, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _fields(model: type[BaseModel], loc: tuple) -> list[str]:
@@ -224,7 +220,7 @@ def load_config(source: str | os.PathLike | dict) -> TrainConfig:
             loc = tuple(item["loc"])
             where = ".".join(str(p) for p in loc)
             if item["type"] == "extra_forbidden":
-                hint = _did_you_mean(str(loc[-1]), _fields(TrainConfig, loc))
+                hint = did_you_mean(str(loc[-1]), _fields(TrainConfig, loc))
                 problems.append(f"unknown key {where!r}{hint}")
             elif item["type"] == "missing":
                 problems.append(f"missing key {where!r}")
@@ -377,10 +373,17 @@ def cost_model(num_features: int, cost_shape: tuple[int, ...], hidden: list[int]
 def normalized_regret(layer: ComboLayer, model: nn.Module, test: datasets.Data) -> float:
     """PyEPO's normalized regret of the model's decisions on ``test``."""
     layer.eval()
+    solver = layer.solver
+    # A known cost on the auxiliaries counts in the objective: their values are needed.
+    on_aux = solver.known is not None and bool(solver.known[solver.num_outputs:].any())
     with torch.no_grad():
-        y_pred = layer.solver.solve(model(test.features))
+        if on_aux:
+            y_pred, aux_pred = solver.solve(model(test.features), return_aux=True)
+        else:
+            y_pred, aux_pred = solver.solve(model(test.features)), None
     # The data carries the true optima: nothing to re-solve per epoch.
-    return float(metrics.normalized_regret(layer.spec, test.costs, y_pred, y_true=test.solutions))
+    return float(metrics.normalized_regret(layer.spec, test.costs, y_pred, y_true=test.solutions,
+                                           aux_pred=aux_pred))
 
 
 def fit(
@@ -406,7 +409,8 @@ def fit(
         model: features ``(B, p)`` -> costs ``(B, *cost_shape)``; default linear.
             Trained in place.
         loss: one of `LOSSES`: ``"regret"`` (default), ``"l1"`` or ``"hamming"``
-            (through the layer), ``"spo+"`` or ``"fenchel_young"``.
+            (through the layer), ``"spo+"``, ``"fenchel_young"`` or ``"cave"``
+            (whose binding cones are computed once, here, for ``train``).
 
     The regret and the Hamming loss (PyEPO's form) are linear in y: their gradient
     is nonzero on correct outputs too, unlike ``|y - y_true|`` ("l1"), whose
@@ -424,9 +428,12 @@ def fit(
         # PyEPO seeds its cache with the dataset's true solutions; so does fit.
         layer.pool.seed(train.solutions)
     criterion = _criterion(loss, layer)
+    # CaVE's cones of the true solutions, read once, not in every step
+    cones = binding_cones(layer.spec, train.solutions) if loss == "cave" else None
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     loader = torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(train.features, train.costs, train.solutions),
+        torch.utils.data.TensorDataset(train.features, train.costs, train.solutions,
+                                       torch.arange(len(train.features))),
         batch_size=batch_size,
         shuffle=True,
         generator=torch.Generator().manual_seed(seed),
@@ -436,8 +443,11 @@ def fit(
         start = time.perf_counter()
         layer.train()
         total = 0.0
-        for x, c, y_true in loader:
-            value = criterion(model(x), c, y_true)
+        for x, c, y_true, index in loader:
+            if cones is None:
+                value = criterion(model(x), c, y_true)
+            else:
+                value = criterion(model(x), y_true, binding=cones[index])
             optimizer.zero_grad()
             value.backward()
             optimizer.step()
@@ -501,6 +511,9 @@ def _criterion(loss: str, layer: ComboLayer):
         fy = FenchelYoungLoss(layer.spec, backend=layer.solver, solve_ratio=layer.solve_ratio,
                               pool=layer.pool, generator=layer.generator)
         return lambda w, c, y_true: fy(w, y_true)
+    if loss == "cave":
+        return CaVELoss(layer.spec, backend=layer.solver, solve_ratio=layer.solve_ratio,
+                        generator=layer.generator)
     raise ConfigError(f"unknown loss {loss!r}: expected one of {list(LOSSES)}")
 
 
@@ -565,6 +578,11 @@ def load_run(path: str | os.PathLike) -> tuple[nn.Module, ComboLayer]:
     Raises:
         FileNotFoundError: ``path`` is not a run folder; the message names the
             missing file.
+        SpecError: spec.json is invalid or declares a model above the size limits
+            of a spec that is read (`combolayer.specs.base.MAX_VARIABLES`), or a
+            file is not a JSON mapping.
+        ConfigError: model.json or config.json holds a value of the wrong kind, or a
+            ``cost_shape`` other than the spec's.
 
     Examples:
         >>> model, layer = cl.training.load_run("runs/train")  # doctest: +SKIP
@@ -578,12 +596,28 @@ def load_run(path: str | os.PathLike) -> tuple[nn.Module, ComboLayer]:
             f"{str(folder)!r} is not a complete combolayer train run folder: no {missing[0]} "
             f"(expected {', '.join(needed)}; runs written before combolayer 0.1's load_run "
             "lack model.json and spec.json)")
-    shapes = json.loads((folder / "model.json").read_text())
-    config = json.loads((folder / "config.json").read_text())
-    spec = load_spec(folder / "spec.json", max_variables=None)
-    model = cost_model(shapes["num_features"], tuple(shapes["cost_shape"]), shapes["hidden"])
+    shapes = read_mapping(folder / "model.json", what="model.json")
+    config = read_mapping(folder / "config.json", what="config.json")
+    # the spec is read like any other: its declared sizes are bounded before it is built
+    spec = load_spec(folder / "spec.json")
+    num_features, cost_shape = shapes.get("num_features"), shapes.get("cost_shape")
+    if isinstance(num_features, bool) or not isinstance(num_features, int) or num_features < 1:
+        raise ConfigError(f"{folder / 'model.json'}: num_features must be a whole number >= 1, "
+                          f"got {num_features!r}")
+    if not isinstance(cost_shape, list) or tuple(cost_shape) != spec.cost_shape:
+        raise ConfigError(f"{folder / 'model.json'}: cost_shape is {cost_shape!r} but spec.json's "
+                          f"{spec.label} expects {list(spec.cost_shape)}: the files are not from "
+                          "one run")
+    try:
+        hidden = ModelConfig.model_validate({"hidden": shapes.get("hidden", [])}).hidden
+        layer_arguments = LayerConfig.model_validate(config.get("layer", {})).model_dump()
+    except ValidationError as error:
+        raise ConfigError(f"{folder}: invalid model.json or config.json: "
+                          + "; ".join(f"{'.'.join(map(str, item['loc']))}: {item['msg']}"
+                                      for item in error.errors())) from None
+    model = cost_model(num_features, spec.cost_shape, hidden)
     model.load_state_dict(torch.load(folder / "model.pt", weights_only=True))
-    layer = ComboLayer(spec, **LayerConfig.model_validate(config["layer"]).model_dump())
+    layer = ComboLayer(spec, **layer_arguments)
     return model.eval(), layer.eval()
 
 
