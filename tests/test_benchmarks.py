@@ -115,3 +115,11 @@ def test_enumeration_quick_writes_its_table(tmp_path):
     assert "<!-- enumeration:start" in block and "<!-- enumeration:end -->" in block
     for row in ("| 6 |", "| none |", "| shared rows |", "| per-instance rows |"):
         assert row in block
+
+
+def test_capped_assignment_quick_writes_its_row(tmp_path):
+    _, block = run_quick("capped_assignment.py", tmp_path)
+    assert "<!-- capped-assignment:start" in block and "<!-- capped-assignment:end -->" in block
+    (line,) = [line for line in block.splitlines() if line.startswith("| 6 x 6, k = 2 |")]
+    ratio = float(line.split("|")[6])
+    assert "| scipy |" in line and 0 < ratio < 1  # the named solver beats the MIP

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -188,3 +190,11 @@ def test_a_capped_matching_trains_in_a_layer():
         loss.backward()
         optimizer.step()
     assert torch.equal(layer(theta.detach()), target)
+
+
+def test_the_example_in_docs_problems_runs():
+    page = (Path(__file__).resolve().parents[1] / "docs" / "problems.md").read_text()
+    section = page.split("### Matching variants", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert "max_pairs=2" in block
+    exec(compile(block, "docs/problems.md", "exec"), {})
