@@ -104,3 +104,55 @@ def test_aimle_agrees_with_pyepo(two_sides):
         torch.testing.assert_close(our_y, their_y.detach())
         torch.testing.assert_close(b.grad, a.grad)
         assert ours.method.alpha == pytest.approx(theirs.alpha)
+
+
+# -- with a known cost: the step counts the whole cost the solver minimises ------------
+
+
+def _split(sense: str, on_outputs: list[float]) -> cl.ILP:
+    """Pick two of four (y0 + y1 <= 1, an auxiliary that excludes y3), with a known cost
+    ``on_outputs`` on the outputs and -1.5 on the auxiliary."""
+    return cl.ILP(shape=[4], num_aux=1, sense=sense, known_cost=[*on_outputs, -1.5],
+                  constraints=[cl.Constraint(coefs={0: 1, 1: 1}, sense="<=", rhs=1),
+                               cl.Constraint(coefs={3: 1, 4: 1}, sense="<=", rhs=1),
+                               cl.Constraint(coefs=[1, 1, 1, 1, 0], sense="==", rhs=2)])
+
+
+@pytest.mark.parametrize("two_sides", [False, True], ids=["one side", "two sides"])
+@pytest.mark.parametrize("sense", ["min", "max"])
+def test_aimle_trains_the_same_however_the_objective_is_split(sense, two_sides):
+    """<w, y> + <k, x> with k = (k_y, k_aux), and <w + k_y, y> + <(0, k_aux), x>, are one
+    objective: the same gradients and the same alpha, step after step (lam reads the
+    norm of the whole cost, not of the predicted part alone)."""
+    k_y = torch.tensor([2.0, -1.0, 0.0, 0.5], dtype=torch.float64)
+    gen = torch.Generator().manual_seed(4)
+    z = torch.randn(2, 3, 4, generator=gen, dtype=torch.float64)
+    layers = [cl.ComboLayer(_split(sense, on_outputs), projection="none", method=cl.AIMLE(
+        num_samples=2, noise=FixedNoise(z), two_sides=two_sides))
+        for on_outputs in (k_y.tolist(), [0.0] * 4)]
+    for _ in range(3):
+        w = torch.randn(3, 4, generator=gen, dtype=torch.float64)
+        g = torch.randn(3, 4, generator=gen, dtype=torch.float64)
+        grads = []
+        for layer, shift in zip(layers, (0.0, k_y), strict=True):
+            x = (w + shift).requires_grad_()
+            (layer(x) * g).sum().backward()
+            grads.append(x.grad)
+        torch.testing.assert_close(grads[0], grads[1])
+        assert layers[0].method.alpha == layers[1].method.alpha
+
+
+def test_aimle_step_norm_is_that_of_the_widened_costs():
+    """``whole_cost_norm``: the norm of the full-width min-space costs the solver sees
+    (`Solver.widen`), the known cost on outputs and auxiliaries counted per instance."""
+    from combolayer.estimators.aimle import whole_cost_norm
+
+    for sense in ("min", "max"):
+        solver = cl.make_solver(_split(sense, [2.0, -1.0, 0.0, 0.5]), "highs")
+        costs = torch.randn(3, 4, dtype=torch.float64)
+        expected = float(torch.linalg.vector_norm(solver.widen(costs)))
+        assert whole_cost_norm(solver, costs) == pytest.approx(expected, rel=1e-12)
+        assert whole_cost_norm(solver, costs) != pytest.approx(float(costs.norm()))
+    plain = cl.make_solver(SPEC_MIN, "highs")
+    costs = torch.randn(3, 4, dtype=torch.float64)
+    assert whole_cost_norm(plain, costs) == float(costs.norm())

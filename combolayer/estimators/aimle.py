@@ -17,6 +17,21 @@ __all__ = ["AIMLE"]
 ZERO = 1e-8
 
 
+def whole_cost_norm(solver, costs: torch.Tensor) -> float:
+    """``||.||`` over the batch of the costs the solver minimises, on all its variables:
+    ``costs`` ``(*batch, *cost_shape)`` (min space) plus the known cost, ``k_y`` on the
+    outputs and ``k_aux`` on the auxiliaries of every instance; ``||costs||`` without
+    one."""
+    known = solver.known_like(costs)
+    if known is None:
+        return float(torch.linalg.vector_norm(costs))
+    n = solver.num_outputs
+    flat = costs.reshape(-1, n)
+    on_outputs = torch.linalg.vector_norm(flat + known[:n]) ** 2
+    on_aux = flat.shape[0] * torch.linalg.vector_norm(known[n:]) ** 2
+    return float(torch.sqrt(on_outputs + on_aux))
+
+
 class AIMLE(Estimator):
     """Adaptive implicit MLE: `combolayer.IMLE` with a step chosen per backward.
 
@@ -27,7 +42,12 @@ class AIMLE(Estimator):
         lam = alpha * ||c|| / ||dL/dy||      (norms over the whole batch)
 
     so the target ``c + lam dL/dy`` moves by a fixed fraction ``alpha`` of the
-    cost's norm whatever the loss's scale, and
+    cost's norm whatever the loss's scale. ``c`` is the whole cost the solver
+    minimises: with a known cost (`combolayer.ILP.known_cost`, in min space ``k``),
+    each instance's ``(c_y + k_y, k_aux)`` over all variables (`whole_cost_norm`),
+    so the same objective split differently between prediction and known cost
+    takes the same step and trains the same (PyEPO's AI-MLE has no known cost;
+    without one this is its step). Then
     ``dL/dc = 1/S sum_s (y(c + lam dL/dy + eps_s) - y(c + eps_s)) / lam``
     (zero when ``dL/dy = 0``); ``two_sides=True`` takes PyEPO's central difference
     ``1/S sum_s (y(c + lam dL/dy + eps_s) - y(c - lam dL/dy + eps_s)) / (2 lam)``,
@@ -89,7 +109,7 @@ class AIMLE(Estimator):
     def backward(self, solver, grad, costs, eps, samples):
         grad_norm = float(torch.linalg.vector_norm(grad))
         if grad_norm > 0:
-            lam = self.alpha * float(torch.linalg.vector_norm(costs)) / grad_norm
+            lam = self.alpha * whole_cost_norm(solver, costs) / grad_norm
         else:
             lam = 0.0
         if lam > 0 and self.two_sides:
