@@ -29,6 +29,7 @@ from ..specs.base import Spec
 from ..specs.load import load_spec
 from .base import Backend, Capability, Tier, capability_check
 from .config import BackendConfig
+from .device import DeviceRoute
 from .executors import parallel_kernel
 from .race import MAX_CANDIDATES, RacingKernel
 from .solver import Kernel, Solver
@@ -94,18 +95,28 @@ def why_not(cls: type, spec: Spec) -> str | None:
     return reason or (accepts(cls(), spec) if accepts is not None else None)
 
 
-def preference(cls: type, spec: Spec) -> int:
-    """Where ``"auto"`` ranks backend ``cls`` for ``spec``; lower is tried first."""
+#: Added on an accelerator to the rank of a backend whose kernels take numpy arrays
+#: (a round trip through the host per call): behind every one that runs on the device.
+OFF_DEVICE = 10 * Tier.LAST
+
+
+def preference(cls: type, spec: Spec, device: str = "cpu") -> int:
+    """Where ``"auto"`` ranks backend ``cls`` for ``spec`` with costs on ``device`` (a
+    torch device type: ``"cpu"``, ``"cuda"``, ...); lower is tried first."""
     rank = getattr(cls, "rank", None)
     if rank is not None:
-        return rank(spec)
-    native = spec.kind in _declared(cls)[1]
-    return getattr(cls, "priority", Tier.LAST) + (0 if native else Tier.GENERIC)
+        value = rank(spec)
+    else:
+        native = spec.kind in _declared(cls)[1]
+        value = getattr(cls, "priority", Tier.LAST) + (0 if native else Tier.GENERIC)
+    if device != "cpu" and getattr(cls, "array_api", "numpy") != "torch":
+        value += OFF_DEVICE
+    return value
 
 
-def _ranked(spec: Spec) -> list[type]:
-    """All backends, best first."""
-    return sorted(backends().values(), key=lambda cls: preference(cls, spec))
+def _ranked(spec: Spec, device: str = "cpu") -> list[type]:
+    """All backends, best first, for costs on ``device``."""
+    return sorted(backends().values(), key=lambda cls: preference(cls, spec, device))
 
 
 def capable_backends(spec: Spec) -> list[str]:
@@ -209,7 +220,28 @@ def make_solver(
     solver = Solver(spec, kernel, cls.name, config)
     solver.choice_reason = reason
     solver.row_fallback = functools.partial(_row_solver, spec, ranked)
+    if ranked.name == "auto" and getattr(kernel, "array_api", "numpy") == "numpy":
+        solver.device_route = device_route(spec, ranked)
+        if solver.device_route is not None:
+            solver.choice_reason += f"; costs on an accelerator: {solver.device_route.reason}"
     return solver
+
+
+def device_route(spec: Spec, config: BackendConfig) -> DeviceRoute | None:
+    """Where ``"auto"`` sends costs on an accelerator (`combolayer.backends.device`): the
+    first capable backend of the ranking there (`preference` with ``device="cuda"``) when
+    its kernels run on the device and it has an algorithm of its own for ``spec``'s
+    kind; else None, and such costs take the CPU choice's round trip through the host."""
+    for cls in _ranked(spec, "cuda"):
+        if why_not(cls, spec) is None:
+            if (getattr(cls, "array_api", "numpy") != "torch"
+                    or preference(cls, spec, "cuda") >= Tier.GENERIC):
+                return None
+            reason = (f"{cls.name}, a batch kernel for {spec.kind!r} that solves them on "
+                      "their device (no round trip through the host)")
+            named = config.model_copy(update={"name": cls.name})
+            return DeviceRoute(cls.name, reason, functools.partial(make_solver, spec, named))
+    return None
 
 
 def _wants_race(config: BackendConfig) -> bool:

@@ -8,7 +8,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -17,6 +17,9 @@ from ..errors import BackendUnavailable, InfeasibleError, SolverError
 from ..specs.base import Spec
 from .outcome import INFEASIBLE, OPTIMAL, raise_limit, record_all, recording, row_statuses, worst
 from .rows import RowBound, Rows, check_rows, note_infeasible, rows_for
+
+if TYPE_CHECKING:
+    from .device import DeviceRoute
 
 
 @runtime_checkable
@@ -339,6 +342,9 @@ class Solver:
         #: (set by `make_solver`: the best backend with ``Capability.ROWS``), or None.
         self.row_fallback: Callable[[], Solver] | None = None
         self._row_solver: Solver | None = None
+        #: Where costs on an accelerator go when ``kernel`` takes numpy arrays (set by
+        #: `make_solver` under ``"auto"``: `combolayer.backends.device`), or None.
+        self.device_route: DeviceRoute | None = None
 
     @property
     def last_status(self) -> tuple[str, ...]:
@@ -531,6 +537,8 @@ class Solver:
         is solved full-width). `CachedSolver` overrides this."""
         if rows is not None and not getattr(self._kernel, "takes_rows", False):
             return self.row_solver()._full_rows(costs, start, full, rows)
+        if self.device_route is not None and not costs.is_cpu:
+            return self.device_route.solver(self)._full_rows(costs, start, full, rows)
         if not getattr(self._kernel, "takes_start", False):
             start = None
         wide = full or self.known is not None
