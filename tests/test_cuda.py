@@ -313,3 +313,41 @@ def test_spo_plus_and_regret_count_the_known_cost_on_cuda_as_on_the_cpu():
     for cpu, cuda in zip(*results, strict=True):
         torch.testing.assert_close(cuda, cpu)
     assert (results[0][2] >= -1e-9).all() and results[0][0].sum() > 0
+
+
+@pytest.mark.parametrize("spec", [cl.problems.ShortestPath.grid(18, 18, neighborhood=8),
+                                  cl.problems.ShortestPath.grid(7, 9, neighborhood=4,
+                                                                source=(3, 4), target=(0, 8)),
+                                  cl.data.shortest_path_spec((12, 12))],
+                         ids=["grid8", "grid4", "large dag"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_auto_solves_shortest_paths_on_the_device_without_the_host_kernel(spec, dtype):
+    solver = cl.make_solver(spec)
+    assert solver.backend == "scipy" and solver.device_route.backend == "bellman_ford"
+    costs = torch.rand(70, *spec.cost_shape, dtype=dtype) + 0.01
+    expected = solver.solve(costs)  # scipy on the host
+    solver.kernel = cl.backends.FunctionKernel(_host_kernel_called)  # CUDA costs never reach it
+    for _ in range(2):  # the second call replays the captured CUDA graph
+        y = solver.solve(costs.to(CUDA))
+        assert y.device.type == "cuda" and y.dtype == dtype
+        torch.testing.assert_close((costs.double() * y.cpu().double()).flatten(1).sum(1),
+                                   (costs.double() * expected.double()).flatten(1).sum(1),
+                                   rtol=1e-12, atol=1e-12)
+
+
+def _host_kernel_called(costs):
+    raise AssertionError("CUDA costs went to the host kernel")
+
+
+def test_layer_with_auto_on_a_grid_trains_on_the_device():
+    spec = cl.problems.ShortestPath.grid(12, 12, neighborhood=8)
+    layer = cl.ComboLayer(spec)
+    w = (torch.rand(16, 12, 12) + 0.1).to(CUDA).requires_grad_()
+    y = layer(w)
+    assert y.device.type == "cuda"
+    y.sum().backward()
+    assert w.grad.device.type == "cuda"
+    host = cl.make_solver(spec, backend="scipy").solve(w.detach().cpu())
+    torch.testing.assert_close((w.detach().cpu() * y.detach().cpu()).flatten(1).sum(1),
+                               (w.detach().cpu() * host).flatten(1).sum(1))
+    assert "costs on an accelerator: bellman_ford" in layer.backend_reason
