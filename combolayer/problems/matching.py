@@ -114,8 +114,9 @@ class Matching(Spec):
         return max(self.min_pairs, forced), high
 
     def model_size(self) -> tuple[int, int]:
-        n = self.rows * self.cols
-        return n, 2 * n + n * len(self._pair_rows())
+        n, pair_rows = self.rows * self.cols, len(self._pair_rows())
+        # nonzeros, then a row per row and column sum and per bound on the total
+        return n, 2 * n + n * pair_rows + self.rows + self.cols + pair_rows
 
     def _pair_rows(self) -> list[tuple[str, int]]:
         """The bounds on the total that the row and column sums do not already imply:
