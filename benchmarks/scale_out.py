@@ -69,7 +69,7 @@ def cold(spec, backend: str, executor: str, batches: list[np.ndarray], workers: 
         par_t += took[0]
         ser_t += took[1]
         per_call.append(took[0] / took[1])
-    profile = parallel.kernel.start_profile  # None: the workers never started
+    profile = None  # the workers start at the first call, in the background
     parallel.kernel.close()
     return par_t, ser_t, per_call, profile
 
@@ -94,9 +94,7 @@ def rows_per_second(spec, backend: str, executor: str, workers: int, costs, roun
         solver = cl.make_solver(spec, {"name": backend, "executor": executor,
                                        "workers": workers})
         kernel = solver.kernel
-        kernel.serial_seconds = kernel.start_seconds()  # paid: start now
-        solver.solve(costs[:4])
-        kernel._ready.wait(120)
+        kernel.ready(wait=120)
     solver.solve(costs)
     times = []
     for _ in range(rounds):
@@ -113,10 +111,7 @@ def handoff_seconds(executor: str, calls: int = 30) -> float:
     spec = cl.problems.TopK(n=5, k=2)
     solver = cl.make_solver(spec, {"name": "highs", "executor": executor, "workers": 2})
     kernel = solver.kernel
-    kernel.serial_seconds = kernel.start_seconds()
-    kernel.per_solve = 1.0
-    kernel._workers_ready()
-    kernel._ready.wait(120)
+    kernel.ready(wait=120)
     row = np.arange(5.0)[None]
     kernel._map([row], None)
     times = []

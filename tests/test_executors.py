@@ -93,9 +93,9 @@ def spy_unique_rows(monkeypatch) -> list[int]:
     seen: list[int] = []
     original = executors.ParallelKernel._solve_unique
 
-    def spy(self, costs):
+    def spy(self, costs, rows=None):
         seen.append(len(costs))
-        return original(self, costs)
+        return original(self, costs, rows)
 
     monkeypatch.setattr(executors.ParallelKernel, "_solve_unique", spy)
     return seen
@@ -120,60 +120,24 @@ def test_results_in_order_and_duplicates_solved_once(backend, executor, always_p
     solver.kernel.close()
 
 
-@pytest.mark.filterwarnings("ignore::combolayer.NoIntegerWarning")  # an LP on purpose
-def test_sub_millisecond_solves_stay_serial():
-    """No pool is started when handing rows over would cost more than solving them."""
-    spec = cl.ILP.from_matrices(shape=[6], A_ub=np.ones((1, 6)), b_ub=[3],
-                                integrality="continuous")  # an LP: ~0.1 ms per solve
-    costs = np.random.default_rng(1).normal(size=(64, 6))
-    solver = cl.make_solver(spec, {"name": "highs", "executor": "process", "workers": 2})
-    np.testing.assert_array_equal(solver.solve(costs), cl.make_solver(spec, "highs").solve(costs))
-    assert solver.kernel.per_solve < executors.MIN_SOLVE_SECONDS
-    assert solver.kernel._pool is None
+def spy_handed_rows(monkeypatch, kernel_class) -> list[list[int]]:
+    """The chunk sizes of every batch handed to ``kernel_class``'s workers."""
+    handed: list[list[int]] = []
+    original = kernel_class._map
+
+    def spy(self, chunks, deadline):
+        handed.append([len(executors._parts(chunk)[0]) for chunk in chunks])
+        return original(self, chunks, deadline)
+
+    monkeypatch.setattr(kernel_class, "_map", spy)
+    return handed
 
 
-@pytest.mark.parametrize("executor", ["thread", "process"])
-def test_workers_start_in_the_background_once_the_run_has_paid(executor, monkeypatch, caplog):
-    """Ski rental: calls stay in the caller until their summed solve time exceeds the
-    start cost, the workers then start in the background, and later calls use them."""
+def test_workers_start_at_first_use_and_take_the_rows_left_mid_call(monkeypatch, caplog):
+    """The first call starts the workers in the background and solves in the caller
+    meanwhile; the rows still unsolved when they are ready go to them, in that call."""
     import logging
 
-    monkeypatch.setattr(executors, "MIN_SOLVE_SECONDS", 0.0)
-    monkeypatch.setattr(executors, "MIN_CHUNK_SECONDS", dict.fromkeys(("thread", "process"), 0))
-    monkeypatch.setattr(executors, "START_SECONDS", dict.fromkeys(("thread", "process"), 0.2))
-    spec = knapsack()
-    costs = batch_with_duplicates(spec, rows=8)
-    expected = cl.make_solver(spec, "highs").solve(costs)
-    solver = cl.make_solver(spec, {"name": "highs", "executor": executor, "workers": 2})
-    kernel = solver.kernel
-    cost = kernel.start_seconds()
-    assert cost >= kernel.build_seconds > 0
-    with caplog.at_level(logging.INFO, logger="combolayer"):
-        calls = 0
-        while kernel.serial_seconds < cost:  # each call is far below the start cost
-            np.testing.assert_array_equal(solver.solve(costs), expected)
-            calls += 1
-            assert not kernel._started()
-        assert calls > 1  # no single call paid for the start: the sum did
-        np.testing.assert_array_equal(solver.solve(costs), expected)  # this call starts them
-        assert kernel._starter is not None or kernel._started()
-        kernel._ready.wait(60)
-        paid = kernel.serial_seconds
-        seen = spy_unique_rows(monkeypatch)
-        np.testing.assert_array_equal(solver.solve(costs), expected)
-    assert seen and kernel.serial_seconds == paid  # solved by the workers, not the caller
-    messages = [r.getMessage() for r in caplog.records if r.name.startswith("combolayer")]
-    assert sum(f"2 {executor} workers started" in m for m in messages) == 1, messages
-    solver.kernel.close()
-
-
-def test_workers_start_mid_call_and_take_the_rows_left(monkeypatch):
-    """A call that pays for the workers part-way starts them between two of its slices,
-    and hands them the rows still unsolved once they are ready: the call that paid
-    does not run to its end in the caller."""
-    monkeypatch.setattr(executors, "MIN_SOLVE_SECONDS", 0.0)
-    monkeypatch.setattr(executors, "MIN_CHUNK_SECONDS", {"thread": 0.0})
-    monkeypatch.setattr(executors, "SLICE_SECONDS", 0.0)  # one row per slice
     spec = knapsack()
     costs = np.random.default_rng(1).normal(size=(60, 12))
     expected = cl.make_solver(spec, "highs").solve(costs)
@@ -181,62 +145,39 @@ def test_workers_start_mid_call_and_take_the_rows_left(monkeypatch):
     kernel = solver.kernel
     fast = kernel.local
 
-    def slow(rows):  # 10 ms a row in the caller, so the start cost below is 3 rows
+    def slow(rows, rows_of=None):  # 10 ms a row in the caller: the workers start first
         time.sleep(0.01 * len(rows))
         return fast(rows)
 
     kernel.local = slow
-    kernel.start_seconds = lambda: 0.03
-    handed: list[int] = []
-    original = executors.ThreadKernel._map
-
-    def spy(self, chunks, deadline):
-        handed.append(sum(map(len, chunks)))
-        return original(self, chunks, deadline)
-
-    monkeypatch.setattr(executors.ThreadKernel, "_map", spy)
-    np.testing.assert_array_equal(solver.solve(costs), expected)
-    assert kernel._started()
-    assert len(handed) == 1 and 0 < handed[0] <= 60 - 3, handed  # the rest of this call
-    assert kernel.serial_seconds >= 0.03
+    handed = spy_handed_rows(monkeypatch, executors.ThreadKernel)
+    with caplog.at_level(logging.INFO, logger="combolayer"):
+        np.testing.assert_array_equal(solver.solve(costs), expected)
+    assert kernel.ready()
+    assert len(handed) == 1 and 0 < sum(handed[0]) < 60, handed  # the rest of this call
+    messages = [r.getMessage() for r in caplog.records if r.name.startswith("combolayer")]
+    assert sum("2 thread workers started" in m for m in messages) == 1, messages
+    kernel.close()
 
 
 @pytest.mark.filterwarnings("ignore::combolayer.NoIntegerWarning")  # an LP on purpose
-def test_sub_millisecond_solves_log_that_they_stay_serial(caplog):
-    import logging
-
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_workers_n_means_n_workers_however_short_the_solves(executor, monkeypatch):
+    """Sub-millisecond solves go to the workers too once they are ready: the user asked
+    for them. A batch is split evenly (chunk sizes differ by at most one row)."""
     spec = cl.ILP.from_matrices(shape=[6], A_ub=np.ones((1, 6)), b_ub=[3],
-                                integrality="continuous")
-    solver = cl.make_solver(spec, {"name": "highs", "executor": "thread", "workers": 2})
-    with caplog.at_level(logging.INFO, logger="combolayer"):
-        for _ in range(3):
-            solver.solve(np.random.default_rng(1).normal(size=(16, 6)))
-    messages = [r.getMessage() for r in caplog.records if "stays serial" in r.getMessage()]
-    assert len(messages) == 1 and "too short to hand off" in messages[0]
-
-
-def test_a_backend_that_holds_the_gil_briefly_hands_off_shorter_solves():
-    """``Backend.min_parallel_solve`` lowers the serial threshold for its own solves
-    (Gurobi's release the GIL), and never raises it above ``MIN_SOLVE_SECONDS``."""
-    class BriefGil(HighsBackend):
-        name: ClassVar[str] = "test_brief_gil"
-        min_parallel_solve: ClassVar[float] = 0.1e-3
-
-    class SlowGil(HighsBackend):
-        name: ClassVar[str] = "test_slow_gil"
-        min_parallel_solve: ClassVar[float] = 1.0
-
-    from combolayer.backends.gurobi import GurobiBackend
-
-    assert GurobiBackend.min_parallel_solve < executors.MIN_SOLVE_SECONDS
-    config = cl.BackendConfig(executor="thread", workers=2)
-    chunks = {}
-    for cls in (HighsBackend, BriefGil, SlowGil):
-        kernel = executors.ThreadKernel(cls, knapsack(), config)
-        kernel.per_solve = 0.5e-3  # between the two thresholds
-        chunks[cls.name] = kernel._num_chunks(32)
-    assert chunks["highs"] == 1 and chunks["test_slow_gil"] == 1
-    assert chunks["test_brief_gil"] > 1
+                                integrality="continuous")  # an LP: ~0.1 ms per solve
+    costs = np.random.default_rng(1).normal(size=(70, 6))
+    solver = cl.make_solver(spec, {"name": "highs", "executor": executor, "workers": 2})
+    assert solver.kernel.ready(wait=None)
+    handed = spy_handed_rows(monkeypatch, type(solver.kernel))
+    np.testing.assert_array_equal(solver.solve(costs), cl.make_solver(spec, "highs").solve(costs))
+    assert len(handed) == 1 and sum(handed[0]) == 70
+    assert max(handed[0]) - min(handed[0]) <= 1
+    assert len(handed[0]) <= 2 * executors.CHUNKS_PER_WORKER
+    if executor == "process":
+        assert len(solver.kernel._pool._processes) == 2
+    solver.kernel.close()
 
 
 def test_thread_caller_solves_chunks_unless_a_deadline_needs_it_to_wait(always_parallel,
@@ -317,7 +258,7 @@ def test_process_workers_that_cannot_build_their_model_raise_with_the_reason(alw
     solver.kernel.close()
 
 
-UNGUARDED_SCRIPT = unguarded_process_script(0.0) + """
+UNGUARDED_SCRIPT = unguarded_process_script() + """
 start = time.monotonic()
 try:
     while time.monotonic() - start < 120:  # the workers start in the background

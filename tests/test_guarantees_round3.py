@@ -388,7 +388,7 @@ def once():
     layer = cl.ComboLayer(spec, backend={{"name": "scip", "executor": "thread", "workers": 2}})
     layer(w)
 
-for _ in range(30):  # warm-up: imports, caches, the allocator's first arenas
+for _ in range(100):  # warm-up: imports, caches, the allocator's arenas (one per thread)
     once()
 gc.collect()
 before = rss_mb()

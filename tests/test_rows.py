@@ -12,7 +12,6 @@ import pytest
 import torch
 
 import combolayer as cl
-from combolayer.backends import executors
 from tests.bruteforce import feasible_points, random_ilp
 
 HAS_GUROBI = importlib.util.find_spec("gurobipy") is not None
@@ -69,22 +68,15 @@ def test_random_ilps_with_per_instance_rows_equal_brute_force(backend):
 def test_executors_hand_each_chunk_its_rows(executor, monkeypatch):
     """Workers (started before the call) get chunks with their own rows; duplicates are
     solved once only when costs and rows both repeat."""
-    monkeypatch.setattr(executors, "MIN_SOLVE_SECONDS", 0.0)
-    monkeypatch.setattr(executors, "MIN_CHUNK_SECONDS",
-                        dict.fromkeys(("thread", "process", "ray"), 0))
     rng = np.random.default_rng(5)
     spec = random_ilp(rng, integer=True)
     points = feasible_points(spec)
     A, b = rows_around(rng, points, 40)
     costs = rng.normal(size=(20, spec.num_outputs))
     costs = np.concatenate([costs, costs])  # the same costs, other rows
-    solver = cl.make_solver(spec, {"name": "highs", "executor": executor, "workers": 2,
-                                   "deterministic": True})
+    solver = cl.make_solver(spec, {"name": "highs", "executor": executor, "workers": 2})
     kernel = solver.kernel
-    solver.solve(costs[:2], A=A[:2], b=b[:2])  # times the first solves
-    kernel._start()
-    kernel._warm()
-    kernel._ready.set()
+    assert kernel.ready(wait=None)
     mapped = []
     original = type(kernel)._map
 

@@ -80,17 +80,14 @@ def load_benchmark(name: str):
     return module
 
 
-def unguarded_process_script(start_seconds: float) -> str:
+def unguarded_process_script() -> str:
     """The top of a script that solves at its top level, without an
-    ``if __name__ == "__main__":`` guard, on 2 process workers started after
-    ``start_seconds``; the test appends the loop that solves ``costs`` and prints."""
-    return f"""
+    ``if __name__ == "__main__":`` guard, on 2 process workers (started at its first
+    call); the test appends the loop that solves ``costs`` and prints."""
+    return """
 import time, warnings
 import numpy as np, combolayer as cl
-from combolayer.backends import executors
-executors.START_SECONDS = dict.fromkeys(("thread", "process", "ray"), {start_seconds!r})
-executors.MIN_SOLVE_SECONDS = executors.MIN_CHUNK_SECONDS["process"] = 0.0
 spec = cl.ILP.from_matrices(shape=[12], A_ub=np.ones((1, 12)), b_ub=[4], sense="max")
-solver = cl.make_solver(spec, {{"name": "highs", "executor": "process", "workers": 2}})
+solver = cl.make_solver(spec, {"name": "highs", "executor": "process", "workers": 2})
 costs = np.random.default_rng(0).normal(size=(64, 12))
 """

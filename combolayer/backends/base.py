@@ -114,10 +114,6 @@ class Backend:
     #: Whether ``"auto"`` logs (INFO, once per reason) that it passed over this backend,
     #: installed but refusing the problem (Gurobi: a licence too small for the model).
     announce_fallback: ClassVar[bool] = False
-    #: Solves shorter than this (seconds) stay in the caller under every executor, as
-    #: do all solves below ``executors.MIN_SOLVE_SECONDS``: a backend whose solves hold
-    #: the GIL for only microseconds (the rest in the solver's C code) lowers it.
-    min_parallel_solve: ClassVar[float] = float("inf")
 
     @classmethod
     def rank(cls, spec: Spec) -> int:

@@ -1,29 +1,23 @@
 """Parallel executors: threads, processes and Ray actors, each holding its own model.
 
-Every executor returns a numpy `Kernel`
-that
+``BackendConfig(executor=..., workers=n)`` means ``n`` workers. Every executor
+returns a numpy `Kernel` that
 
 - solves identical cost rows of a batch once (deduplication),
 - returns the solutions in input order,
-- starts its workers when the run has paid for them (ski rental): once the
-  solve time spent in the caller since the first call exceeds the start cost
-  (pool or actor start plus a model build), a background thread starts and
-  warms the workers while the caller keeps solving, in slices of a batch; the
-  rows left are handed to the workers once they are ready, mid-call too, so
-  no call waits for a start,
-- falls back to solving in the calling process when the work is too small to
-  pay for the hand-off (the first solve is timed, then every solve updates the
-  estimate), and otherwise splits the batch into a few chunks per worker,
+- starts its ``n`` workers at first use, in the background (pool or actors, then
+  one model build each), while the caller keeps solving the batch's rows itself;
+  the rows left go to the workers once they are ready, mid-call too, split
+  evenly into chunks,
 - turns a crashed worker, or one that runs past the ``time_limit`` budget of
-  its chunk, into `SolverError`, and starts fresh
-  workers on the next call,
+  its chunk, into `SolverError`, and starts fresh workers on the next call,
 - carries each row's status (optimal, time limit, ...) and the warnings a
   worker process or actor raised back with its results, and hands them to the
   caller (`Solver` then warns or raises once per call).
 
 An executor receives the backend class itself (never a name to look up), and
 highspy and pyscipopt models cannot be pickled, so workers never receive a
-model: each builds its own once (thread: on first use; process: in the pool
+model: each builds its own once (thread: while starting; process: in the pool
 initializer; Ray: in the actor constructor) and keeps it across calls.
 """
 
@@ -53,30 +47,12 @@ from .outcome import record_all, recording
 from .rows import Rows
 from .solver import Kernel
 
-#: Work per chunk (seconds) below which handing rows to a worker costs more
-#: than it saves; measured hand-off costs are ~0.05 ms (thread), ~0.3 ms
-#: (process pipe + pickling) and ~2 ms (Ray task round trip).
-MIN_CHUNK_SECONDS = {"thread": 0.5e-3, "process": 3e-3, "ray": 20e-3}
-#: Chunks per worker when the work is large: enough to balance uneven solves
-#: (TSP-50 solve times vary 5x; 4 chunks per worker left SCIP at 1.7x on 2).
+#: Chunks per worker: enough to balance uneven solves (TSP-50 solve times vary 5x;
+#: benchmarks/scale_out.py).
 CHUNKS_PER_WORKER = 16
-#: Solves shorter than this stay in the caller: their time is mostly Python-side
-#: work (setting costs, reading solutions) that holds the GIL or costs as much as
-#: the hand-off (measured: SCIP at 0.3 ms/solve ran 5x slower in a fresh pool).
-#: A backend lowers it for itself with ``Backend.min_parallel_solve``.
-MIN_SOLVE_SECONDS = 1e-3
-#: What starting the workers costs, on top of one model build: the solve time
-#: the caller must have spent before they are started (ski rental: a run never
-#: loses more than this). Measured: a forkserver pool importing torch 0.3-0.5 s;
-#: Ray actors on an initialised cluster 1-2 s each on 2 cores (a cluster the
-#: layer has to start itself adds several seconds, counted on top).
-START_SECONDS = {"thread": 0.0, "process": 0.5, "ray": 1.5}
-#: Work per slice (seconds) while a batch that could be handed off is solved in the
-#: caller: between slices the workers are started once the run has paid for them,
-#: and the rest of the batch goes to them once they are ready.
-SLICE_SECONDS = 0.05
-#: Extra start cost when ``ray.init`` has to start a local cluster.
-RAY_INIT_SECONDS = 5.0
+#: Rows the caller solves between looks at whether the workers are ready: few, so
+#: that the rows left reach the workers soon after they are.
+SLICE_ROWS = 4
 
 logger = logging.getLogger(__name__)
 
@@ -134,11 +110,12 @@ def _carry_back(results: list[Result]) -> list[tuple[np.ndarray, float]]:
 
 
 class ParallelKernel:
-    """Dedupe, decide serial vs parallel, chunk, and reassemble in order.
+    """Dedupe, solve in the caller until the workers are ready, chunk, and reassemble
+    in order.
 
-    Subclasses provide ``_start()`` (make workers), ``_map(chunks, deadline)``
-    (solve chunks, return ``[(solution, seconds, statuses, warnings), ...]`` in
-    order, as `_solve_recorded` makes them) and
+    Subclasses provide ``_start()`` (make workers), ``_warm()`` (have each build its
+    model), ``_map(chunks, deadline)`` (solve chunks, return ``[(solution, seconds,
+    statuses, warnings), ...]`` in order, as `_solve_recorded` makes them) and
     ``_reset()`` (discard broken or hung workers).
     """
 
@@ -152,28 +129,17 @@ class ParallelKernel:
         self.config_workers = config.workers
         self.workers = self._resolve_workers(config.workers)
         start = time.perf_counter()
-        # Compiled here too: spec errors surface at make_solver, and small
-        # batches are solved in this process without any hand-off.
+        # Compiled here too: spec errors surface at make_solver, and the caller solves
+        # with it until the workers are ready.
         self.local = cls().compile(spec, self.config)
         self.build_seconds = time.perf_counter() - start
-        self.per_solve: float | None = None
-        #: Seconds solved in the caller since the first call (what the run has paid).
-        self.serial_seconds = 0.0
         self._lock = threading.Lock()
         self._ready = threading.Event()
         self._starter: threading.Thread | None = None
         self._start_error: BaseException | None = None
-        self._told_serial = False
-        #: ``(paid, took)`` once the workers are ready: the seconds solved in the caller
-        #: when their start began, and the seconds the start and warm-up took.
-        self.start_profile: tuple[float, float] | None = None
 
     def _resolve_workers(self, workers: int | str) -> int:
         return usable_cores() if workers == "auto" else int(workers)
-
-    def start_seconds(self) -> float:
-        """The start cost the caller's solve time must exceed before workers start."""
-        return START_SECONDS[self.executor] + self.build_seconds
 
     @property
     def takes_rows(self) -> bool:
@@ -194,143 +160,67 @@ class ParallelKernel:
             rows = rows.subset(first)
         inverse = inverse.reshape(-1)
         with self._lock, recording() as log:  # one batch at a time per kernel
-            solved = (self._solve_unique(unique) if rows is None
-                      else self._solve_unique(unique, rows))
+            solved = self._solve_unique(unique, rows)
         if log:  # each unique row's status, once for every row that repeats it
             record_all(np.asarray(log, dtype=object)[inverse].tolist()
                        if len(log) == len(unique) else log)
         return solved[inverse]
 
     def _solve_unique(self, costs: np.ndarray, rows: Rows | None = None) -> np.ndarray:
-        done = 0
-        parts = []
-
         def rows_of(start: int, stop: int) -> Rows | None:
             return None if rows is None else rows.subset(np.arange(start, min(stop, len(costs))))
 
-        if self.per_solve is None:
-            # The very first solve pays one-off set-up (HiGHS: 30 ms on a
-            # 6-item knapsack that then takes 0.1 ms): time a second one too.
-            times = []
-            for k, row in enumerate(costs[:2]):
-                out, seconds = _timed(self.local, row[None], rows_of(k, k + 1))
-                parts.append(out)
-                times.append(seconds)
-            self.per_solve = min(times)
-            self.serial_seconds += sum(times)
-            done = len(times)
-        rest = costs[done:]
-        if self._num_chunks(len(rest)) <= 1:  # too little work to ever hand off
-            if len(rest):
-                parts.append(self._solve_here(rest, rows_of(done, len(costs))))
-            return np.concatenate(parts, axis=0)
-        # Solved here in slices until the workers are ready: the run can pay for
-        # them (and start them) in the middle of a call, and the rows left when
-        # they are ready go to them, not only the next call's.
-        while len(rest):
-            ready = self._workers_ready()  # first: it starts them once the run has paid
-            n_chunks = self._num_chunks(len(rest))
-            if ready and n_chunks > 1:
-                chunks = np.array_split(rest, n_chunks)
-                if rows is not None:
-                    bounds = np.cumsum([done] + [len(chunk) for chunk in chunks])
-                    chunks = [(chunk, rows_of(bounds[k], bounds[k + 1]))
-                              for k, chunk in enumerate(chunks)]
-                results = self._map_safely(chunks)
-                parts.extend(out for out, _ in results)
-                self._update(sum(seconds for _, seconds in results) / len(rest))
-                break
-            count = max(1, int(SLICE_SECONDS / self.per_solve))
-            parts.append(self._solve_here(rest[:count], rows_of(done, done + count)))
-            rest = rest[count:]
-            done += count
+        parts, done = [], 0
+        while done < len(costs) and not self.ready():
+            stop = done + SLICE_ROWS
+            parts.append(_timed(self.local, costs[done:stop], rows_of(done, stop))[0])
+            done = stop
+        if done < len(costs):
+            bounds = np.linspace(done, len(costs),
+                                 min(len(costs) - done, self.workers * CHUNKS_PER_WORKER) + 1)
+            bounds = bounds.round().astype(int)
+            chunks = [costs[start:stop] if rows is None
+                      else (costs[start:stop], rows_of(start, stop))
+                      for start, stop in zip(bounds[:-1], bounds[1:])]
+            parts.extend(out for out, _ in self._map_safely(chunks))
         return np.concatenate(parts, axis=0)
 
-    def _solve_here(self, rows: np.ndarray, per_call: Rows | None = None) -> np.ndarray:
-        """Solve ``rows`` in the caller, counting the time toward the workers' start."""
-        out, seconds = _timed(self.local, rows, per_call)
-        self.serial_seconds += seconds
-        self._update(seconds / len(rows))
-        return out
-
-    def _num_chunks(self, rows: int) -> int:
-        """Chunks for ``rows`` rows once the workers run (1: solve in the caller)."""
-        if self.workers < 2 or rows < 2:
-            return 1
-        shortest = min(MIN_SOLVE_SECONDS, self.cls.min_parallel_solve)
-        if self.per_solve < shortest:
-            if not self._told_serial:
-                self._told_serial = True
-                logger.info("%s: stays serial on %r: %.2g ms per solve is too short to hand "
-                            "off to %s workers (below %.2g ms)", self.spec.label,
-                            self.cls.name, self.per_solve * 1e3, self.executor,
-                            shortest * 1e3)
-            return 1
-        work = rows * self.per_solve
-        minimum = MIN_CHUNK_SECONDS[self.executor]
-        by_work = int(work // minimum) if minimum > 0 else rows
-        if by_work < 2:
-            return 1
-        return min(rows, by_work, self.workers * CHUNKS_PER_WORKER)
-
-    def _workers_ready(self) -> bool:
-        """Whether the workers may take the rows left; starts them once the run has paid.
-
-        Ski rental: the workers start once the solve time spent in the caller
-        exceeds what starting them costs. They start in a background thread
-        (pool or actors, then one model build each), and rows go on being solved
-        in the caller until they are ready. It is asked between slices of a
-        batch, so both can happen in the middle of a call. With no start cost
-        (``START_SECONDS`` 0 and no model build to hide) they start in the call
-        itself.
-        """
-        if self._ready.is_set():
-            return True
+    def ready(self, wait: float | None = 0.0) -> bool:
+        """Whether the workers are ready, starting them in the background on first use;
+        ``wait`` seconds (None: until they are) are waited for them. A failed start is
+        raised here, once."""
+        if not self._ready.is_set() and self._starter is None and self._start_error is None:
+            self._starter = threading.Thread(target=self._start_and_warm, daemon=True,
+                                             name=f"combolayer-{self.executor}-start")
+            logger.info("%s: starting %d %s workers on %r in the background; the caller "
+                        "solves until they are ready", self.spec.label, self.workers,
+                        self.executor, self.cls.name)
+            self._starter.start()
+        starter = self._starter
+        if wait != 0.0 and starter is not None:
+            starter.join(wait)
         if self._start_error is not None:
             error, self._start_error = self._start_error, None
             raise error
-        if self._starter is not None or self.serial_seconds < self.start_seconds():
-            return False
-        if self.start_seconds() <= 0:
-            self._start_and_warm()
-            if self._start_error is not None:
-                error, self._start_error = self._start_error, None
-                raise error
-            return True
-        self._starter = threading.Thread(target=self._start_and_warm, daemon=True,
-                                         name=f"combolayer-{self.executor}-start")
-        # Said when it happens: the workers start now, in the background, while the
-        # caller goes on solving (the "started" line follows once they are ready).
-        logger.info("%s: starting %d %s workers on %r in the background after %.2f s solved "
-                    "in the caller (start cost %.2f s); the caller solves until they are ready",
-                    self.spec.label, self.workers, self.executor, self.cls.name,
-                    self.serial_seconds, self.start_seconds())
-        self._starter.start()
-        return False
+        return self._ready.is_set()
 
     def _start_and_warm(self) -> None:
-        began, paid = time.perf_counter(), self.serial_seconds
+        began = time.perf_counter()
         try:
             self._start()
             self._warm()
-        except BaseException as error:  # said now, and raised in the next call
-            if self._starter is not None:  # a background start: the caller may be done
-                warnings.warn(f"{error} (the rows are solved in the caller meanwhile; the "
-                              "next call raises this)", RuntimeWarning, stacklevel=1)
+        except BaseException as error:  # said now, and raised in the caller's next look
+            warnings.warn(f"{error} (the rows are solved in the caller meanwhile; the next "
+                          "call raises this)", RuntimeWarning, stacklevel=1)
             self._start_error = error
             self._reset_workers()
         else:
-            self.start_profile = (paid, time.perf_counter() - began)
             self._ready.set()
-            logger.info("%s: %d %s workers started on %r after %.2f s solved in the caller "
-                        "(start cost %.2f s; started and warmed in %.2f s in the background)",
-                        self.spec.label, self.workers, self.executor, self.cls.name,
-                        paid, self.start_seconds(), self.start_profile[1])
+            logger.info("%s: %d %s workers started on %r in %.2f s", self.spec.label,
+                        self.workers, self.executor, self.cls.name,
+                        time.perf_counter() - began)
         finally:
             self._starter = None
-
-    def _update(self, seconds: float) -> None:
-        self.per_solve = 0.5 * self.per_solve + 0.5 * seconds
 
     def _deadline(self, chunks: list[np.ndarray]) -> float | None:
         """Seconds the whole map may take before workers count as hung."""
@@ -359,9 +249,6 @@ class ParallelKernel:
         self._reset()
 
     # -- provided by subclasses ---------------------------------------------------
-
-    def _started(self) -> bool:
-        return self._ready.is_set()
 
     def _start(self) -> None:
         raise NotImplementedError
@@ -694,11 +581,6 @@ class RayKernel(ParallelKernel):
         total = ray.cluster_resources().get("CPU", 0.0) if ray.is_initialized() else float(
             usable_cores())  # resolved again against the cluster when the actors start
         return max(1, int(total // self.cpus))
-
-    def start_seconds(self) -> float:
-        ray = _ray()
-        extra = 0.0 if ray.is_initialized() or self.address else RAY_INIT_SECONDS
-        return super().start_seconds() + extra
 
     def _connect(self):
         ray = _ray()

@@ -450,11 +450,6 @@ class GurobiBackend(Backend):
     #: ``"auto"`` logs why when it passes over this backend (a licence that does not
     #: cover the model), since a user who installed it expects it to be used.
     announce_fallback: ClassVar[bool] = True
-    #: ``optimize`` releases the GIL and a solve's Python side (set the costs, read
-    #: the values) is about 20 µs, so thread workers pay off from 0.1 ms per solve:
-    #: two threads did PyEPO's 50-item knapsacks (about 1.3 ms each) in 0.61 of
-    #: the serial time.
-    min_parallel_solve: ClassVar[float] = 0.1e-3
 
     @classmethod
     def rank(cls, spec: Spec) -> float:
