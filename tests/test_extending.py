@@ -140,26 +140,13 @@ def test_a_backend_defined_here_declares_what_it_solves(argmin_backend):
 
 
 class WordsBackend:
-    """A plugin written for combolayer 0.1: no base class, capabilities as words."""
+    """A class that is not a `Backend` (as plugins of an early draft were written)."""
 
     name: ClassVar[str] = "test_words"
-    requires: ClassVar[tuple[str, ...]] = ("numpy",)
     capabilities: ClassVar[frozenset[str]] = frozenset({"linear", "test_pick_one"})
-    priority: ClassVar[int] = 7
-
-    def compile(self, spec, config):
-        return ArgminBackend().compile(spec, config)
 
 
-@pytest.mark.filterwarnings("ignore::combolayer.NoIntegerWarning")  # an LP on purpose
-def test_a_backend_of_the_0_1_protocol_still_works(monkeypatch):
-    registry.backends()
-    monkeypatch.setitem(registry._REGISTRY, WordsBackend.name, WordsBackend)
-    assert registry.preference(WordsBackend, PickOne(n=3)) == 7
-    lp = cl.ILP(shape=[2], integrality="continuous")
-    assert registry.preference(WordsBackend, lp) == 7 + Tier.GENERIC
-    assert registry.why_not(WordsBackend, lp) is None
-    mip = cl.ILP(shape=[2], constraints=[cl.Constraint(coefs=[2, 2], sense="==", rhs=2)])
-    assert registry.why_not(WordsBackend, mip) == "it cannot handle integer variables"
-    y = cl.make_solver(PickOne(n=3), "test_words").solve(np.array([2.0, -1.0, 0.0]))
-    np.testing.assert_array_equal(y, [0, 1, 0])
+def test_a_backend_that_is_not_a_backend_subclass_is_refused_by_name():
+    with pytest.raises(TypeError, match="subclass of combolayer.backends.Backend.*WordsBackend"):
+        registry.register_backend(WordsBackend)
+    assert "test_words" not in registry.backends()

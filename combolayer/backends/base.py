@@ -40,18 +40,6 @@ class Capability(enum.Flag):
     #: put into the kept model in place.
     ROWS = enum.auto()
 
-    @classmethod
-    def parse(cls, words: frozenset[str] | set[str]) -> tuple[Capability, frozenset[str]]:
-        """The flags and the problem kinds in a set of words, as plugins written for
-        combolayer 0.1 declare them (``{"linear", "integer", "lazy", "topk", ...}``)."""
-        flags = cls.NONE
-        for word in words:
-            flags |= _WORDS.get(word, cls.NONE)
-        return flags, frozenset(word for word in words if word not in _WORDS)
-
-
-_WORDS = {"linear": Capability.LP, "integer": Capability.MIP, "lazy": Capability.LAZY_CUTS}
-
 
 class Tier(enum.IntEnum):
     """Where ``backend="auto"`` looks for a solver; lower is tried first.
@@ -67,8 +55,7 @@ class Tier(enum.IntEnum):
     SPECIALISED = 1
     #: Slow but independent: for cross-checks, never faster.
     REFERENCE = 50
-    #: Every generic solver ranks above this; a backend of the 0.1 protocol adds
-    #: it to its ``priority`` on problems it does not solve natively.
+    #: Every generic solver ranks above this.
     GENERIC = 100
     #: A fast LP solver on LPs (HiGHS).
     LP_SOLVER = 110

@@ -5,9 +5,7 @@ for what it declares). Backends in this package register when their module is
 imported, and every module of the package is imported on first use
 (`combolayer.discovery`), so a new backend is one new file here;
 third-party ones register under the entry-point group
-``combolayer.backends``. Plugins written for combolayer 0.1, whose classes
-declare ``capabilities`` as a set of words (``"linear"``, ``"integer"``,
-``"lazy"`` and problem kinds) and a ``priority``, are still accepted.
+``combolayer.backends``.
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ from ..discovery import import_submodules
 from ..errors import BackendUnavailable
 from ..specs.base import Spec
 from ..specs.load import load_spec
-from .base import Backend, Capability, Tier, capability_check
+from .base import Backend, Capability, Tier
 from .config import BackendConfig
 from .device import DeviceRoute
 from .executors import parallel_kernel
@@ -44,6 +42,9 @@ _loaded = False
 
 def register_backend(cls: type) -> type:
     """Register a backend class under ``cls.name`` (usable as a decorator)."""
+    if not (isinstance(cls, type) and issubclass(cls, Backend)):
+        raise TypeError(f"a backend must be a subclass of combolayer.backends.Backend, got "
+                        f"{cls!r}")
     _REGISTRY[cls.name] = cls
     return cls
 
@@ -75,24 +76,12 @@ def missing_packages(cls: type) -> list[str]:
     return [pkg for pkg in cls.requires if importlib.util.find_spec(pkg) is None]
 
 
-def _declared(cls: type) -> tuple[Capability, frozenset[str]]:
-    """A backend's capability flags and native problem kinds, also from a 0.1 plugin."""
-    capabilities = getattr(cls, "capabilities", Capability.NONE)
-    if isinstance(capabilities, Capability):
-        return capabilities, frozenset(getattr(cls, "kinds", ()))
-    return Capability.parse(capabilities)
-
-
 def why_not(cls: type, spec: Spec) -> str | None:
     """Why backend ``cls`` cannot solve ``spec``, or None when it can."""
     missing = missing_packages(cls)
     if missing:
         return f"package {', '.join(missing)} is not installed (pip install {' '.join(missing)})"
-    if issubclass(cls, Backend):
-        return cls().accepts(spec)
-    reason = capability_check(*_declared(cls), spec)
-    accepts = getattr(cls, "accepts", None)
-    return reason or (accepts(cls(), spec) if accepts is not None else None)
+    return cls().accepts(spec)
 
 
 #: Added on an accelerator to the rank of a backend whose kernels take numpy arrays
@@ -103,13 +92,8 @@ OFF_DEVICE = 10 * Tier.LAST
 def preference(cls: type, spec: Spec, device: str = "cpu") -> int:
     """Where ``"auto"`` ranks backend ``cls`` for ``spec`` with costs on ``device`` (a
     torch device type: ``"cpu"``, ``"cuda"``, ...); lower is tried first."""
-    rank = getattr(cls, "rank", None)
-    if rank is not None:
-        value = rank(spec)
-    else:
-        native = spec.kind in _declared(cls)[1]
-        value = getattr(cls, "priority", Tier.LAST) + (0 if native else Tier.GENERIC)
-    if device != "cpu" and getattr(cls, "array_api", "numpy") != "torch":
+    value = cls.rank(spec)
+    if device != "cpu" and cls.array_api != "torch":
         value += OFF_DEVICE
     return value
 
@@ -234,7 +218,7 @@ def device_route(spec: Spec, config: BackendConfig) -> DeviceRoute | None:
     kind; else None, and such costs take the CPU choice's round trip through the host."""
     for cls in _ranked(spec, "cuda"):
         if why_not(cls, spec) is None:
-            if (getattr(cls, "array_api", "numpy") != "torch"
+            if (cls.array_api != "torch"
                     or preference(cls, spec, "cuda") >= Tier.GENERIC):
                 return None
             reason = (f"{cls.name}, a batch kernel for {spec.kind!r} that solves them on "
@@ -260,7 +244,7 @@ def _wants_race(config: BackendConfig) -> bool:
 def row_backends(spec: Spec) -> list[str]:
     """The installed backends that take per-call rows ``A x <= b`` for ``spec``, best first."""
     return [cls.name for cls in _ranked(spec)
-            if _declared(cls)[0] & Capability.ROWS and why_not(cls, spec) is None]
+            if cls.capabilities & Capability.ROWS and why_not(cls, spec) is None]
 
 
 def _row_solver(spec: Spec, config: BackendConfig) -> Solver:
@@ -365,10 +349,10 @@ def race_rivals(cls: type, spec: Spec) -> list[type]:
 def _races(cls: type, spec: Spec) -> bool:
     """Whether ``cls`` may race for ``spec``: a generic exact solver on numpy."""
     return (Tier.GENERIC <= preference(cls, spec) < Tier.MODELLING
-            and getattr(cls, "array_api", "numpy") == "numpy")
+            and cls.array_api == "numpy")
 
 
 def _executor_kernel(cls: type, spec: Spec, config: BackendConfig) -> Kernel:
-    if config.executor == "serial" or getattr(cls, "array_api", "numpy") == "torch":
+    if config.executor == "serial" or cls.array_api == "torch":
         return cls().compile(spec, config)
     return parallel_kernel(cls, spec, config)
