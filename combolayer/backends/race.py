@@ -1,119 +1,36 @@
-"""``backend="auto"`` that measures: the capable exact backends race on the run's own costs.
+"""``backend="race"``: the capable exact backends race on the run's own costs.
 
 Which exact solver is fastest depends on the costs it is given, and in training
-those change (SCIP solves Identity's projected knapsack costs 3x faster than
-Gurobi, Gurobi is the faster on SPO+'s shifted ones). So when ``"auto"`` has more
-than one capable generic exact backend for a problem, `RacingKernel` holds the
-first `MAX_CANDIDATES` (two) of its ranking and, like cuDNN's ``benchmark`` mode,
-times them on the rows the caller asks for anyway:
+those change (SCIP can be the faster on Identity's projected knapsack costs and
+Gurobi on SPO+'s shifted ones). So ``backend="race"`` takes the first
+`MAX_CANDIDATES` of ``"auto"``'s ranking and, like cuDNN's ``benchmark`` mode,
+times them on the rows the caller asks for anyway. ``"auto"`` itself stays a
+fixed, deterministic choice.
 
-1. **Race on a budget.** Rows go to one candidate at a time, in the caller, so
-   every row is still solved once, by one of them: racing costs no extra solve.
-   A row goes to the current *best* (of the candidates with `MIN_SOLVES` timed
-   solves, the lowest mean; the first-ranked backend until then) unless the other
-   can afford it; the best's rows until then go in one call. What a row on a
-   candidate other than the best costs is its *excess*, its time minus the best's
-   mean (negative when it is the faster: a faster solver earns the credit for its
-   own rows, and is the best once it has `MIN_SOLVES` timed solves, as many as a
-   slower one needs to drop out; one cheap row of a heavy-tailed problem does not
-   make it the best, with its next rows uncharged). A candidate may take the next
-   row while the excess spent so far plus its estimated excess stays within
-   `EPSILON` of the run's solve time so far.
-   Its estimate: its timed mean, less `PRICE_Z` standard errors (optimism under
-   uncertainty: it only prices a row, the budget charges what the row took), minus
-   the best's; before it has timed solves,
-   ``UNTRIED_RATIO - 1`` times the best's mean, so it is first tried once the run
-   has solved for ``(UNTRIED_RATIO - 1) / EPSILON`` of the best's solves; and while
-   its model is not built, at least what the first-ranked backend's build took
-   (the nearest measure of a model's set-up at hand), so a run shorter than
-   ``1 / EPSILON`` times that build never builds a second model. A higher price
-   finds a faster rival later, after ``price / EPSILON`` of solve time: priced at
-   the leader's whole first row, a faster SCIP waited for 1.2 s of Gurobi's 2 x
-   100 knapsack rows (1.47x SCIP's time replayed, 1.07x with this price;
-   docs/backends.md). Its first row pays one-off set-up (its model's build, and a
-   first solve that took SCIP 4.5x its later ones on the 50 x 2 knapsack): that
-   row is spent time and is charged in full, build included (capped at the
-   untried price, it let a second slow row follow). It is not a timed solve: its solve time
-   (the candidate's *guess*) overstates a solve, so the next row is priced at
-   the untried price or, when the guess is below it, the guess's excess (a
-   set-up row faster than the best's mean earns the next row). A candidate
-   estimated faster than the best takes the next row first. After its set-up
-   row, a candidate other than the best takes its rows in bursts of up to `BURST`
-   (four), one after another: it waits until the budget affords the whole burst at
-   its estimate, and each row of a burst is kept within the budget (a call's last
-   rows may be fewer). Its rows start cold after the best's call (SCIP's
-   facility-location rows: single ones 1.4-1.8 ms, which dropped the faster SCIP in
-   8 of 16 races; in bursts 1.5 ms first, then 0.8-1.0 ms), so a burst under time
-   limits (below) counts its rows at the mean of those after the first (with its
-   first, SCIP lost 13 of 40 races), and is charged in full; its spread unseen,
-   the standard error is a little low, as for the best's calls.
-   Each row of a candidate other than the best runs under a time limit
-   (`RowKernel.time_limit`, set in place for the row: HiGHS's ``time_limit``,
-   SCIP's ``limits/time``, Gurobi's ``TimeLimit``; a model's build is not
-   limited) of the best's mean plus the budget's room left, at least the best's
-   mean, and `DROP_RATIO` times it for a rival estimated faster, whose bursts run
-   on credit (at the best's mean, SCIP's Identity rows lost their tail). A row it
-   finishes costs at most the room beyond the best's time for it. A row stopped
-   there is not its answer: the best solves it (every answer still comes from one
-   complete, optimal solve), the stopped time is charged in full, the row counts
-   once, at the larger of its stopped time and the best's (the stopped time alone,
-   a lower bound, made SCIP the winner on TSP 100 against HiGHS's heavy rows run to
-   the end), and not as a solve of the best's (rows stopped on a rival are chosen
-   for being slow), the burst ends, and `stopped` and ``backend_reason`` say so.
-   A row heavy for both (Identity's knapsack has one 10-50x the mean) so counted
-   for every row of its burst and among the best's solves had dropped SCIP at twice
-   Gurobi's speed, or priced its bursts at 10x their cost while Gurobi solved
-   200-550 rows.
-   (Unlimited, one SCIP row on TSP 100 cost up to 7.8 s beyond HiGHS's 0.5 s.)
-   The best, then the winner, run with ``BackendConfig.time_limit`` only.
-   **The bound:** the charged excess stays within `EPSILON` of the run's solve
-   time, plus the best's mean for a row stopped at its limit and a rival model's
-   build beyond its price; a rival estimated faster can add a best mean per row
-   of its last burst, two if stopped; a limit scaled by the run's load (`_wall`)
-   lets a row overshoot by the load's fall since. A kernel without a time limit (a
-   plugin's) adds the overshoot of the last row charged; with steady times per solve,
-   `BURST` rows of each slower candidate. When the first-ranked backend is not
-   the fastest, a run also pays its rows before the other is tried;
-   `RECHECK_BUDGET` more once re-checks run. Per-row times with a heavy tail (a
-   knapsack instance 30x its median, TSP-100 rows 60x apart) make the means noisy
-   on short runs: a slow row given to the wrong candidate adds its excess, up to
-   its limit.
-2. **Winner.** A candidate drops out once its mean time per solve without its
-   slowest solve (one heavy row does not decide) is more than `DROP_RATIO` times
-   the best mean or its mean exceeds it by more than `Z` standard errors
-   of the difference, both with `MIN_SOLVES` timed solves; when one is left, or
-   all have `MAX_SOLVES`, the best wins (by the mean, not the median: the slow
-   tail decides an epoch). One INFO line gives the times.
-   A solve is timed in this process's CPU time (``time.process_time``; wall time
-   when ``BackendConfig.threads`` is not 1), so other processes' load does not
-   decide the race. The solvers' limits are wall time, so a limit is set at its
-   CPU allowance times the run's ratio of wall to CPU time so far (`_wall`; 1 on
-   an idle machine): set as the allowance itself, it stopped rows within it
-   whenever other processes shared the core.
-3. **Re-check.** The winner then solves whole batches (on the configured
-   executor: thread, process or Ray workers start for the winner only). The cost
-   distribution drifts during training, so once the winner has spent
-   ``1 / RECHECK_BUDGET`` times what the other candidates' rows took in the last
-   check (wall time, measured; before the first, their race means), every
-   candidate, the winner too, solves `RECHECK_SOLVES` rows one at a time. A check
-   so costs at most `RECHECK_BUDGET` of the solve time between checks, and again
-   no extra solve. A few rows are a hint, not a verdict: a candidate whose check
-   mean is below `SWITCH_MARGIN` times the winner's pace over every row since the
-   last check races the winner again, from fresh samples under the budget (each
-   starting from its check mean, the winner from its pace), and takes over only if
-   it wins that. A candidate's check rows run under a time limit (as race rows): what
-   it may still spend before its check time passes ``RECHECK_SOLVES *
-   SWITCH_MARGIN`` times that pace, past which it cannot challenge; stopped there,
-   the winner solves the row and its check ends (`check_stopped`). Unlimited,
-   Gurobi's cold check rows on Identity's knapsack averaged 62 ms against SCIP's
-   1.5 ms pace: a check cost 18 times what it was budgeted at.
+1. **Race on a budget.** Rows go to one candidate at a time, so every row is
+   solved once, by one of them: racing costs no extra solve. A row goes to the
+   current best (lowest mean of `MIN_SOLVES` timed solves) unless another
+   candidate can afford it: the excess charged so far (its time minus the best's
+   mean) plus its estimated excess must stay within `EPSILON` of the run's solve
+   time. Untried candidates are priced at `UNTRIED_RATIO` times the best's mean
+   (at least the first model's build), rivals at `PRICE_Z` standard errors below
+   their mean; a rival takes its rows in bursts of up to `BURST`. Each rival row
+   runs under a time limit of the budget's room; a row stopped there is solved
+   by the best, and the stopped time is charged in full.
+2. **Winner.** A candidate drops out when its trimmed mean is `DROP_RATIO` times
+   the best's or trails it by `Z` standard errors, both after `MIN_SOLVES`
+   timed solves; when one is left, or all have `MAX_SOLVES`, the best wins. Solves
+   are timed in process CPU time, so other processes' load does not decide.
+3. **Re-check.** The winner then solves whole batches. Costs drift during
+   training, so every candidate solves `RECHECK_SOLVES` rows again once the
+   winner has spent ``1 / RECHECK_BUDGET`` times the last check's cost; a
+   candidate under `SWITCH_MARGIN` times the winner's pace races it again.
 
-Every answer is optimal whoever solves it; two exact solvers may return
-different optima of a cost with ties, so ``BackendConfig(deterministic=True)``
-turns the race off for runs that must repeat bit for bit. Backends with an
-algorithm of their own for the problem (Dijkstra, the DAG, Held-Karp, LAPJV,
-top-k, ranking, enumeration) rank ahead of every generic solver and are used
-without a race.
+Every answer comes from one complete, optimal solve, whoever makes it; two exact
+solvers may return different optima of a cost with ties, which is why racing is
+opt-in. Backends with an algorithm of their own for the problem (Dijkstra, the
+DAG, Held-Karp, LAPJV, top-k, ranking, enumeration) never race. The rules and
+their bound are in docs/backends.md; benchmarks/auto_race.py measures them.
 """
 
 from __future__ import annotations
@@ -134,8 +51,8 @@ logger = logging.getLogger(__name__)
 
 #: At most this many backends race: the first of ``"auto"``'s ranking and the one behind
 #: it. The third (HiGHS for knapsacks, SCIP for the TSP) was the slowest on every MIP
-#: row of docs/performance.md and docs/problems.md, 3-28x the fastest: its first row
-#: alone (HiGHS, 370 ms) was 29% of a 96-row 1000 x 2 knapsack loop on Gurobi.
+#: loop, and its first row alone is a large share of a short run (set by
+#: benchmarks/auto_race.py).
 MAX_CANDIDATES = 2
 #: The share of the run's solve time that rows on slower candidates may cost beyond the
 #: best's time for them.
@@ -144,14 +61,14 @@ EPSILON = 0.05
 #: tried once the run has solved for ``(UNTRIED_RATIO - 1) / EPSILON`` of the best's
 #: solves (sooner on credit that a faster candidate earned).
 UNTRIED_RATIO = 1.25
-#: Timed solves each candidate makes before one drops out (by either rule): SCIP's
-#: second and third solves on the 50 x 2 knapsack still took 2-4x its later ones, and
-#: three of them dropped it against a Gurobi 1.5x slower.
+#: Timed solves each candidate makes before one drops out (by either rule): a solver's
+#: first solves run slower than its later ones, and fewer of them dropped the faster
+#: one (set by benchmarks/auto_race.py).
 MIN_SOLVES = 5
 #: Rows at most that a candidate other than the best takes in one call once its set-up
 #: row has run (each within the budget at its estimate), timed as one call: a rival's
-#: single rows between the best's calls start cold (SCIP's facility-location rows took
-#: 1.4-1.8 ms there, 0.7-0.9 ms one after another).
+#: single rows between the best's calls start cold, rows one after another do not (set
+#: by benchmarks/auto_race.py).
 BURST = 4
 #: Timed solves after which the lowest mean wins, however close the others are.
 MAX_SOLVES = 30
@@ -161,9 +78,8 @@ Z = 3.0
 #: as slow costs more in the race than a rare wrong drop, which a re-check undoes.
 DROP_RATIO = 2.0
 #: A candidate other than the best is priced (not charged) at this many standard errors
-#: below its mean: few rows with a heavy one among them (a row 10-50x the mean, heavy for
-#: both solvers, counted at the best's time) otherwise kept SCIP's Identity bursts priced
-#: at 10x their cost while Gurobi solved 200-550 rows at twice SCIP's time.
+#: below its mean: with few rows, one heavy row among them otherwise prices a faster
+#: rival far above its cost (set by benchmarks/auto_race.py).
 PRICE_Z = 1.0
 #: Rows each candidate solves in a re-check.
 RECHECK_SOLVES = 4
@@ -511,7 +427,7 @@ class RacingKernel:
         best_mean, room = self._estimate(best), self._room()
         # at least the best's mean (a row within it adds no excess); DROP_RATIO times it
         # for a rival estimated faster, whose bursts run on credit: stopped at the best's
-        # mean, SCIP's Identity rows (2 ms against Gurobi's 5) lost their tail and the race
+        # mean, a faster rival's rows lose their slow tail and it looks slower than it is
         least = (DROP_RATIO if self._extra(name, best) < 0 else 1.0) * best_mean
         # the solves' time (the candidate's sample), and with setting its limits (spent)
         solving, spent, cold = 0.0, built, 0.0
@@ -588,8 +504,8 @@ class RacingKernel:
         """Row ``b`` of a re-check on ``name``, a candidate other than the winner, under
         a time limit: what it may still spend before its check mean can no longer come
         in under `SWITCH_MARGIN` times the winner's pace (no row past that changes the
-        check's verdict; unlimited, Gurobi's cold check rows on Identity's knapsack
-        averaged 62 ms against SCIP's 1.5 ms pace). Stopped there, the winner solves the row and
+        check's verdict; unlimited, a slow rival's cold check rows cost many times what
+        the check is budgeted at). Stopped there, the winner solves the row and
         ``name``'s check ends (`check_stopped`)."""
         wall = self.clock()
         allowed = (RECHECK_SOLVES * SWITCH_MARGIN * self._check_pace
@@ -627,10 +543,9 @@ class RacingKernel:
     def _observe_burst(self, name: str, seconds: float, cold: float, count: int) -> None:
         """A burst of ``count`` rows on ``name`` that took ``seconds``: its rows count at
         the mean of those after the first (``cold`` seconds, cold after the best's call:
-        timed with it, SCIP's facility-location bursts, 1.5 ms then 0.8-1.0, read slower
-        than Gurobi's 1.0 ms rows; the winner solves whole batches). Left out, the first
-        row's sample delayed a faster SCIP's fifth timed solve past a stopped row on the
-        2 x 100 knapsack (Gurobi 13-16 rows, 6 before: 1.18 against 1.05)."""
+        timed with it, a rival's bursts read slower than they run once warm, and the
+        winner solves whole batches). Left out, the first row's sample delays a faster
+        rival's timed solves (both measured by benchmarks/auto_race.py)."""
         warm = (seconds - cold) / (count - 1) if count > 1 else seconds
         self._observe(name, warm * count, count)
 
@@ -654,9 +569,8 @@ class RacingKernel:
         """Of the candidates with `MIN_SOLVES` timed solves, the one with the lowest mean
         (then ranking); before any has them, the winner or the first-ranked backend. A
         candidate is no sooner the best (its rows charged nothing) than it could drop
-        out: one cheap row of a heavy-tailed problem made a rival twice as slow the best
-        (TSP 60: Gurobi's 39 ms row against HiGHS's 45 ms mean), and its next rows, 86 and
-        134 ms, went uncharged."""
+        out: one cheap row of a heavy-tailed problem would make a rival twice as slow the
+        best, and its next rows would go uncharged."""
         known = [n for n in self.alive if len(self.samples[n]) >= MIN_SOLVES]
         if not known:
             return self.winner if self.winner in self.alive else self.alive[0]
