@@ -148,3 +148,40 @@ def test_cave_trains_on_the_edge_form():
         optimizer.step()
         losses.append(float(loss.detach()))
     assert np.isfinite(losses).all() and losses[-1] < 0.7 * losses[0]
+
+
+def test_cave_on_the_edge_form_is_pyepos_and_the_matrix_form_needs_a_scale():
+    """CaVE+ on PyEPO's DFJ TSP cones: the edge form with PyEPO's cones is PyEPO's loss.
+    The matrix form holds each edge twice, so its vectors are sqrt(2) longer; a projection
+    stopped after 3 iterations is not scale-invariant, so the matrix form gives PyEPO's
+    loss only with costs and cones divided by sqrt(2) (an isometry onto symmetric matrices)."""
+    pytest.importorskip("pyepo")
+    pytest.importorskip("gurobipy")
+    pytest.importorskip("clarabel")
+    from pyepo.data.dataset import collate_tight_constraints, optDatasetConstrs
+    from pyepo.func import CaVE
+    from pyepo.model.grb import tspDFJModel
+
+    n = 7
+    spec = cl.problems.TSPEdges(n)
+    gen = torch.Generator().manual_seed(0)
+    costs = torch.rand(4, spec.num_edges, generator=gen, dtype=torch.float64)
+    dataset = optDatasetConstrs(tspDFJModel(n), np.zeros((4, 1)), costs.numpy())
+    _, _, sols, _, tight = collate_tight_constraints([dataset[i] for i in range(4)])
+    np.testing.assert_array_equal(sols.numpy(), cl.make_solver(spec).solve(costs.numpy()))
+    pred = torch.rand(4, spec.num_edges, generator=gen, dtype=torch.float64)
+    theirs = CaVE(tspDFJModel(n))(pred, tight.double())
+    ours = cl.losses.CaVELoss(spec)(pred, sols, binding=tight)
+    torch.testing.assert_close(ours, theirs, atol=1e-9, rtol=1e-9)
+    own_cones = cl.losses.CaVELoss(spec)(pred, sols)
+    assert 0.0 < float(own_cones) < 1.0
+
+    matrix = cl.losses.CaVELoss(cl.problems.TSP(n))
+    as_matrix = lambda a: torch.as_tensor(edges_to_matrix(a.numpy(), n))  # noqa: E731
+    root2 = np.sqrt(2.0)
+    scaled = matrix(as_matrix(pred) / root2, as_matrix(sols),
+                    binding=as_matrix(tight.double()).reshape(4, -1, n * n) / root2)
+    torch.testing.assert_close(scaled, theirs, atol=1e-9, rtol=1e-9)
+    naive = matrix(as_matrix(pred), as_matrix(sols),
+                   binding=as_matrix(tight.double()).reshape(4, -1, n * n))
+    assert abs(float(naive) - float(theirs)) > 1e-4

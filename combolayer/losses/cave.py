@@ -148,14 +148,20 @@ class _Cone:
         self._solvers: dict[int, Any] = {}
 
     def _qp_matrix(self) -> sp.csc_matrix:
-        """The upper triangle of ``2 G G^T`` in CSC form, zeros left out (as
-        ``scipy.sparse.triu(csc_matrix(...))`` gives it), built without scipy's checks."""
+        """The upper triangle of ``2 G G^T`` in CSC form, zeros left out (as PyEPO's
+        ``scipy.sparse.triu(csc_matrix(2 G G^T))`` has it), from the sparse product:
+        the normals are mostly unit vectors, and a dense product on OpenBLAS's two
+        threads took 60 ms at TSP-20's 250 x 190 on a loaded machine, 2 ms sparse."""
         if self._P is None:
             m = len(self.normals)
-            gram = 2.0 * self.normals @ self.normals.T
-            col, row = np.nonzero(np.triu(gram).T)  # column by column, rows ascending
-            indptr = np.concatenate([[0], np.cumsum(np.bincount(col, minlength=m))])
-            self._P = sp.csc_matrix((gram[row, col], row, indptr), shape=(m, m))
+            gram = sp.csr_matrix(self.normals) @ sp.csr_matrix(self.normals.T)
+            gram.sort_indices()
+            # symmetric: row j's entries left of the diagonal are column j's above it
+            row = np.repeat(np.arange(m), np.diff(gram.indptr))
+            keep = (gram.indices <= row) & (gram.data != 0)
+            indptr = np.concatenate([[0], np.cumsum(np.bincount(row[keep], minlength=m))])
+            self._P = sp.csc_matrix((2.0 * gram.data[keep], gram.indices[keep], indptr),
+                                    shape=(m, m))
         return self._P
 
     def project(self, point: np.ndarray, max_iter: int) -> np.ndarray:
