@@ -6,8 +6,8 @@ for specs with and without a known cost and with and without equations."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
-import numpy as np
 import pytest
 import torch
 
@@ -47,7 +47,7 @@ def _auto_line(spec, exact: bool) -> tuple[str, str]:
     return match.group(1), match.group(2)
 
 
-def _transform_from_words(words: str, spec, hull) -> callable:
+def _transform_from_words(words: str, spec, hull) -> Callable:
     """The transform the words describe, built from their definitions."""
     n = hull.num_outputs
     normals = torch.tensor(hull.normals, dtype=torch.float64)

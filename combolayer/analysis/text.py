@@ -33,7 +33,8 @@ PROBE_TOL = 1e-9
 def describe(spec: Spec, hull: AffineHull, full: bool = False) -> str:
     """A person's summary of ``hull``: the dimension, the spec's own constraints that
     hold with equality for every solution, the equations, the fixed outputs and what
-    ``"auto"`` (``"auto-exact"`` for an exact hull) does. Lists are cut at `MAX_SHOWN` entries unless ``full``."""
+    ``"auto"`` (``"auto-exact"`` for an exact hull) does. Lists are cut at `MAX_SHOWN`
+    entries unless ``full``."""
     most = None if full else MAX_SHOWN
     mode = "integer solutions (exact, MIP)" if hull.exact else "LP relaxation (sound)"
     lines = [f"{spec.label}: {hull.num_outputs} outputs, affine hull of dimension "
