@@ -135,7 +135,9 @@ def _lazy_handler_class():
     return LazyHandler
 
 
-def _build_model(form: CanonicalForm, config: BackendConfig, kind: str):
+def _build_model(form: CanonicalForm, config: BackendConfig, kind: str, separator=None):
+    """The SCIP model of ``form``, with a lazy handler calling ``separator`` (the form's
+    own, or a `_Switch` of it) when there is one."""
     import pyscipopt
     from pyscipopt.scip import Expr, Term
 
@@ -184,15 +186,15 @@ def _build_model(form: CanonicalForm, config: BackendConfig, kind: str):
         else:
             model.addCons(expr >= float(lo))
 
-    handler = None
-    if form.separator is not None:
-        handler = _include_lazy_handler(model, variables, form.separator)
-    return model, variables, terms, handler
+    if separator is not None:
+        _include_lazy_handler(model, variables, separator)
+    return model, variables, terms
 
 
-def _include_lazy_handler(model, variables, separator):
+def _include_lazy_handler(model, variables, separator) -> None:
     """Include a `_lazy_handler_class` handler calling ``separator`` in ``model`` (in its
-    problem stage), and return it."""
+    problem stage). The model alone holds the handler: a kernel that kept it too crashed
+    the interpreter's teardown now and then (exit code 139, as `_WITH_HANDLER` says)."""
     handler = _lazy_handler_class()(variables, separator)
     fractional = getattr(separator, "fractional", None) is not None
     model.includeConshdlr(handler, "combolayer_lazy", "lazy constraints from a separator",
@@ -200,7 +202,6 @@ def _include_lazy_handler(model, variables, separator):
                           sepapriority=1 if fractional else 0,
                           sepafreq=1 if fractional else -1)
     _allow_dual_reductions(model, False)
-    return handler
 
 
 def _allow_dual_reductions(model, allowed: bool) -> None:
@@ -210,9 +211,20 @@ def _allow_dual_reductions(model, allowed: bool) -> None:
     model.setParam("misc/allowweakdualreds", allowed)
 
 
-def _accept_every(x: np.ndarray) -> list:
-    """The separator of a handler with nothing to separate: no cut for any candidate."""
-    return []
+class _Switch:
+    """A separator that calls ``separator``, which a kernel changes between solves (the
+    form's own, or with per-call rows in, its `CanonicalForm.for_rows` one); None: no cut
+    for any candidate."""
+
+    def __init__(self, separator) -> None:
+        self.separator = separator
+
+    @property
+    def fractional(self):
+        return getattr(self.separator, "fractional", None)
+
+    def __call__(self, x: np.ndarray) -> list:
+        return [] if self.separator is None else self.separator(x)
 
 
 # SCIP frees a model's memory into the C allocator, which keeps it: glibc holds
@@ -271,8 +283,14 @@ class ScipKernel(RowKernel):
         _trim_dropped_models()
         weakref.finalize(self, _model_dropped)
         self.form = form
-        self.model, self.variables, self._terms, self._handler = _build_model(
-            form, config, kind)
+        #: With a separator for per-call rows other than the form's own, the lazy handler
+        #: calls it through a `_Switch` (the handler is included once one separates).
+        self._switch = (None if form.for_rows.separator is form.separator
+                        else _Switch(form.separator))
+        self.model, self.variables, self._terms = _build_model(
+            form, config, kind, form.separator if self._switch is None or form.separator is None
+            else self._switch)
+        self._included = form.separator is not None
         self._outputs = self._terms[: form.num_outputs]
         self._nogil = hasattr(self.model, "optimizeNogil")
         self._row_constraints: list = []
@@ -285,20 +303,17 @@ class ScipKernel(RowKernel):
     takes_rows = True
 
     def _separate(self, separator) -> None:
-        """Make the model's lazy handler separate ``separator`` (None: nothing), including
-        one the first time a separator is needed (a form without one of its own whose
-        per-call rows need one: `CanonicalForm.row_separator`)."""
-        if self._handler is None:
-            if separator is None:
-                return
-            self.model.freeTransform()
-            self._handler = _include_lazy_handler(self.model, self.variables, separator)
-            _WITH_HANDLER.add(self)
-            return
-        if self._handler.separator is (separator or _accept_every):
+        """Make the lazy handler separate ``separator`` (None: nothing) through the
+        `_Switch`, including the handler the first time one is needed (a form without
+        a separator of its own whose per-call rows need one: `CanonicalForm.row_separator`)."""
+        if self._switch is None or self._switch.separator is separator:
             return
         self.model.freeTransform()
-        self._handler.separator = separator or _accept_every
+        self._switch.separator = separator
+        if not self._included:
+            _include_lazy_handler(self.model, self.variables, self._switch)
+            self._included = True
+            _WITH_HANDLER.add(self)
         _allow_dual_reductions(self.model, separator is None)
 
     #: A caller's time limit is SCIP's ``limits/time`` (`RowKernel.time_limit`).
