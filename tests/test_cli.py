@@ -108,3 +108,28 @@ def test_perf_ratios_report_the_median_round_and_its_quartiles():
     assert f"{ratio.ratio:.2f} ({low:.2f}-{high:.2f})" in ratio.row()
     rows = perf.selection_ratios(batch=8, n=12, k=3, rounds=3)
     assert len(rows) == 4 and all(r.ratio > 0 and r.quartiles is not None for r in rows)
+
+
+def test_solve_prints_the_models_objective_with_its_known_cost(tmp_path, capsys):
+    from combolayer.cli import main
+
+    (tmp_path / "c.json").write_text("[[1, 2], [3, 0.5]]")
+    # the auxiliary z <= y0 + y1 earns -5; a known 0.25 on output 0 too
+    spec = ("{kind: ilp, shape: [2], num_aux: 1, known_cost: {0: 0.25, 2: -5}, "
+            "constraints: [{coefs: [1, 1, -1], sense: '>=', rhs: 0}]}")
+    assert main(["solve", spec, "--costs", str(tmp_path / "c.json")]) == 0
+    answer = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert answer == {"solution": [[1, 0], [0, 1]], "objective": [1.25 - 5, 0.5 - 5]}
+
+
+def test_reproduce_on_cuda_without_a_device_is_one_line(monkeypatch, capsys):
+    import torch
+
+    from combolayer.cli import main
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    code = main(["reproduce", "retrieval", "--quick", "--device", "cuda"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "--device cuda: torch sees no CUDA device here" in err
+    assert "expected --device cpu" in err

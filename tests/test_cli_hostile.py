@@ -27,6 +27,12 @@ def files(tmp_path):
     np.savez(tmp_path / "two.npz", a=np.ones(4), b=np.ones(4))
     np.save(tmp_path / "wrong.npy", np.ones(7))
     (tmp_path / "nan.txt").write_text("1 nan 2 3\n")
+    (tmp_path / "empty.json").write_text("[]")
+    (tmp_path / "booleans.json").write_text("[true, false, true, false]")
+    (tmp_path / "mixed.json").write_text("[1, true, 0, 2]")
+    np.save(tmp_path / "booleans.npy", np.array([True, False, True, False]))
+    (tmp_path / "two.json").write_text("[1, 2]")
+    (tmp_path / "a_file").write_text("not a folder\n")
     for name, update in {
         "hidden_negative": {"model": {"hidden": [-1]}},
         "hidden_huge": {"model": {"hidden": [10**9]}},
@@ -97,6 +103,38 @@ HOSTILE = [
      "nosuch"),
     ("unknown experiment", ["reproduce", "nosuch"], "nosuch"),
     ("unknown command", ["frobnicate"], "invalid choice"),
+    # sizes a spec declares, bounded before anything is allocated
+    ("shortest path 1e8 nodes", ["solve", "{kind: shortest_path, num_nodes: 100000000, "
+                                 "edges: [[0, 1]], source: 0, target: 1}",
+                                 "--costs", "{tmp}/two.json"], "100,000,002 matrix entries"),
+    ("bench race ranking 20000", ["bench", "--race", "{kind: ranking, n: 20000}"],
+     "400,020,000 variables"),
+    # data a solver cannot take
+    ("knapsack 1e308", ["solve", "{kind: knapsack, weights: [[1e308, 1]], capacities: [1]}",
+                        "--costs", "{tmp}/two.json"], "below 1e+15, got 1e+308"),
+    ("knapsack 1e308 analyze", ["analyze", "{kind: knapsack, weights: [[1e308, 1]], "
+                                           "capacities: [1]}"], "below 1e+15, got 1e+308"),
+    # refused where they were accepted
+    ("costs []", ["solve", TOPK, "--costs", "{tmp}/empty.json"],
+     "no numbers (shape (0,)): expected one or more cost rows of shape (4,)"),
+    ("costs booleans json", ["solve", TOPK, "--costs", "{tmp}/booleans.json"],
+     "holds true: expected numbers only"),
+    ("costs one boolean", ["solve", TOPK, "--costs", "{tmp}/mixed.json"], "holds true"),
+    ("costs booleans npy", ["solve", TOPK, "--costs", "{tmp}/booleans.npy"],
+     "dtype bool: expected real numbers"),
+    ("bench rows 0", ["bench", "--race", TOPK, "--rows", "0"], ">= 1, got 0"),
+    ("bench rows -3", ["bench", "--race", TOPK, "--rows", "-3"], ">= 1, got -3"),
+    ("reproduce seeds 0", ["reproduce", "retrieval", "--quick", "--seeds", "0"], ">= 1, got 0"),
+    ("reproduce out a file", ["reproduce", "retrieval", "--quick", "--out", "{tmp}/a_file"],
+     "a_file' is a file: expected a folder"),
+    ("reproduce epochs -1", ["reproduce", "retrieval", "--quick", "--set", "epochs=-1",
+                             "--out", "{tmp}/r"], "epochs: Input should be greater than or equal "
+                                                  "to 1, got -1"),
+    ("reproduce seeds []", ["reproduce", "retrieval", "--quick", "--set", "seeds=[]",
+                            "--out", "{tmp}/r"], "seeds: List should have at least 1 item"),
+    ("reproduce unknown key", ["reproduce", "retrieval", "--quick", "--set", "epoch=3",
+                               "--out", "{tmp}/r"], "unknown key 'epoch' (did you mean 'epochs'?)"),
+    ("unknown spec key", ["analyze", "{kind: topk, n: 4, kk: 2}"], "(did you mean 'k'?)"),
 ]
 
 

@@ -68,3 +68,17 @@ def test_the_strict_build_fails_on_a_sphinx_role(caplog):
         mkdocs_hooks.on_page_content("<p>see :meth:<code>set_noise</code></p>", page, {}, None)
         mkdocs_hooks.on_page_content("<p>see <code>set_noise</code></p>", page, {}, None)
     assert len(caplog.records) == 1 and "api/layer.md" in caplog.records[0].getMessage()
+
+
+def test_the_guides_yaml_ilp_with_variables_loads_and_solves_as_it_says():
+    import numpy as np
+
+    text = (ROOT / "docs" / "core.md").read_text()
+    block = re.search(r"```yaml\n(# depot\.yaml.*?)```", text, re.S)
+    assert block, "docs/core.md lost its depot.yaml example"
+    spec = cl.load_spec(block.group(1))
+    assert spec.known_cost == [0.0, 0.0, 0.0, 1.5] and set(spec.variables) == {"site", "depot"}
+    y, aux = cl.make_solver(spec).solve(np.array([-2.0, 0.0, 0.5]), return_aux=True)
+    assert y.tolist() == [1.0, 1.0, 0.0] and aux.tolist() == [1.0]
+    parts = spec.split(np.concatenate([y, aux]))
+    assert parts["site"].tolist() == [1.0, 1.0, 0.0] and parts["depot"].tolist() == 1.0

@@ -1,6 +1,7 @@
 """combolayer train (issue 39): a default loss under which Identity's options act, warnings
 for settings that cannot act, one rule for relative paths, and run folders that reload."""
 
+import json
 import warnings
 
 import numpy as np
@@ -161,3 +162,76 @@ def test_a_backend_file_is_read_next_to_the_config_too(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match=f"layer.backend: no file named '{project}/gone.yaml'"):
         load_config(project / "train.yaml")
     assert load_config({**SMALL, "layer": {"backend": "scip"}}).layer.backend == "scip"
+
+
+# -- a known cost on the auxiliaries, and run folders read like any other input ----------
+
+#: Pick one of three outputs; the auxiliary z <= y0 earns the known cost -1.5 (a reward
+#: for picking output 0), so the objective needs z's value.
+AUX_REWARD = {"kind": "ilp", "shape": [3], "num_aux": 1, "known_cost": {3: -1.5},
+              "constraints": [{"coefs": [1, 1, 1, 0], "sense": "==", "rhs": 1},
+                              {"coefs": {3: 1, 0: -1}, "sense": "<=", "rhs": 0}]}
+
+
+@pytest.fixture(scope="module")
+def aux_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("aux")
+    spec = cl.load_spec(AUX_REWARD)
+    _npz(folder / "data.npz", spec)
+    config = load_config({"problem": AUX_REWARD, "data": {"npz": str(folder / "data.npz")},
+                          "epochs": 2, "out": str(folder / "run")})
+    history, out = run(config)
+    return spec, config, history, out
+
+
+def test_train_counts_a_known_cost_on_the_auxiliaries_in_the_test_regret(aux_run):
+    spec, config, history, folder = aux_run
+    assert len(history.regret) == 2
+    model, layer = cl.training.load_run(folder)
+    _, test = load_data(config)
+    with torch.no_grad():
+        y, aux = layer.solver.solve(model(test.features), return_aux=True)
+    expected = cl.metrics.normalized_regret(spec, test.costs, y, aux_pred=aux)
+    assert history.regret[-1] == pytest.approx(float(expected), abs=1e-9)
+
+
+def _copy_run(folder, tmp_path, **replace):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    for name, text in replace.items():
+        (copy / f"{name}.json").write_text(text)
+    return copy
+
+
+def test_load_run_bounds_the_spec_it_reads(aux_run, tmp_path):
+    import time
+
+    copy = _copy_run(aux_run[3], tmp_path, spec='{"kind": "ranking", "n": 20000}')
+    start = time.perf_counter()
+    with pytest.raises(cl.SpecError, match="400,020,000 variables"):
+        cl.training.load_run(copy)
+    assert time.perf_counter() - start < 5
+
+
+def test_load_run_refuses_a_cost_shape_other_than_the_specs(aux_run, tmp_path):
+    shapes = json.loads((aux_run[3] / "model.json").read_text())
+    copy = _copy_run(aux_run[3], tmp_path, model=json.dumps({**shapes, "cost_shape": [4]}))
+    with pytest.raises(ConfigError, match=r"cost_shape is \[4\] but spec.json's ILP\(shape=\[3\]\) "
+                                          r"expects \[3\]"):
+        cl.training.load_run(copy)
+
+
+@pytest.mark.parametrize("name, text, expected", [
+    ("config", "[1, 2]", "config.json from .* must be a mapping, got list"),
+    ("model", "[]", "model.json from .* must be a mapping, got list"),
+    ("model", '{"num_features": true, "cost_shape": [3], "hidden": []}',
+     "num_features must be a whole number >= 1, got True"),
+    ("model", '{"num_features": 3, "cost_shape": [3], "hidden": [-2]}', "hidden"),
+    ("config", '{"layer": {"noise": -1}}', "layer.noise|noise"),
+])
+def test_load_run_names_a_malformed_file(aux_run, tmp_path, name, text, expected):
+    copy = _copy_run(aux_run[3], tmp_path, **{name: text})
+    with pytest.raises((cl.SpecError, ConfigError), match=expected):
+        cl.training.load_run(copy)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -47,22 +48,34 @@ def load_costs(path: Path) -> np.ndarray:
         raise ValueError(f"--costs {str(path)!r} has {path.stat().st_size:,} bytes, above the "
                          f"limit of {MAX_COSTS_BYTES:,}")
     if path.suffix == ".npy":
-        return np.load(path, allow_pickle=False)
+        return _numeric(np.load(path, allow_pickle=False), path)
     if path.suffix == ".npz":
         with np.load(path, allow_pickle=False) as arrays:
             names = list(arrays.files)
             if len(names) != 1 and "costs" not in names:
                 raise ValueError(f"--costs {str(path)!r} holds the arrays {names}: expected one "
                                  "array, or one named 'costs'")
-            return arrays["costs" if "costs" in names else names[0]]
+            return _numeric(arrays["costs" if "costs" in names else names[0]], path)
     try:
         text = path.read_text()
     except UnicodeDecodeError:
         raise ValueError(f"--costs {str(path)!r} is neither text nor a .npy/.npz file "
                          f"(by its suffix); {formats}") from None
     if text.lstrip().startswith("["):
+        # JSON reads true/false as 1/0 and null as NaN: a cost is a number
+        word = re.search(r"\b(true|false|null)\b", text)
+        if word:
+            raise ValueError(f"--costs {str(path)!r} holds {word.group()}: expected numbers only")
         return np.asarray(json.loads(text), dtype=float)
     return np.loadtxt(io.StringIO(text), delimiter="," if "," in text else None, ndmin=1)
+
+
+def _numeric(array: np.ndarray, path: Path) -> np.ndarray:
+    """``array`` when it holds real numbers; a boolean mask is not a cost."""
+    if array.dtype.kind not in "iuf":
+        raise ValueError(f"--costs {str(path)!r} holds an array of dtype {array.dtype}: expected "
+                         "real numbers (integer or float)")
+    return array
 
 
 def solve(args: argparse.Namespace) -> int:
@@ -70,7 +83,8 @@ def solve(args: argparse.Namespace) -> int:
 
     Prints one JSON object ``{"solution": ..., "objective": ...}`` to stdout and
     nothing else, so the output pipes into ``jq``; the spec and backend line goes
-    to stderr. Without ``--costs``, an MPS/LP file's own objective is solved.
+    to stderr. The objective is the model's, ``<w, y> + <known_cost, x>``. Without
+    ``--costs``, an MPS/LP file's own objective is solved.
     """
     import logging
     import sys
@@ -90,15 +104,21 @@ def solve(args: argparse.Namespace) -> int:
             "default cost (their objective)"
         )
     shape = solver.cost_shape
+    if costs.size == 0:
+        raise ValueError(f"--costs holds no numbers (shape {costs.shape}): expected one or more "
+                         f"cost rows of shape {shape} for {solver.spec.label}")
     trailing = costs.shape[max(costs.ndim - len(shape), 0) :]
     if trailing != shape and costs.size % solver.num_outputs == 0:
         costs = costs.reshape(-1, *shape)  # one flat row per instance
+    # The objective counts the spec's known cost, whose part on the auxiliaries needs
+    # their values.
+    on_aux = solver.known is not None and bool(solver.known[solver.num_outputs :].any())
     start = time.perf_counter()
-    y = solver.solve(costs)
+    y, aux = solver.solve(costs, return_aux=True) if on_aux else (solver.solve(costs), None)
     logging.getLogger(__name__).debug(
         "%s: %d cost rows solved on %r in %.4f s", solver.spec.label,
         y.size // solver.num_outputs, solver.backend, time.perf_counter() - start)
-    objective = inner(costs, y, len(shape))
+    objective = inner(costs, y, len(shape)) + solver.known_value(y, aux)
     print(f"{solver.spec.label} on backend {solver.backend!r}", file=sys.stderr)
     print(json.dumps({"solution": y.tolist(), "objective": objective.tolist()}))
     return 0
@@ -162,7 +182,7 @@ def reproduce(args: argparse.Namespace) -> int:
         overrides["device"] = args.device
     if args.out is not None:
         overrides["out"] = args.out
-    config = module.Config(**overrides)
+    config = _experiment_config(module, overrides, args.experiment)
     start = time.perf_counter()
     result = execute(module.run, config)
     if result.quick:  # a smoke run claims nothing (core.smoke): the claims, no verdicts
@@ -174,6 +194,39 @@ def reproduce(args: argparse.Namespace) -> int:
     print(f"{args.experiment}: {time.perf_counter() - start:.0f} s; results in {out}/",
           file=sys.stderr)
     return 0
+
+
+def _experiment_config(module, overrides: dict, name: str):
+    """``module.Config(**overrides)``, refused with one line naming each bad key and value
+    (from ``--set``, ``--seeds``, ``--device``, ``--out``) before anything runs."""
+    from pydantic import ValidationError
+
+    from ..specs.base import did_you_mean
+
+    try:
+        config = module.Config(**overrides)
+    except ValidationError as error:
+        problems = []
+        for item in error.errors():
+            where = ".".join(str(part) for part in item["loc"]) or "config"
+            if item["type"] == "extra_forbidden":
+                hint = did_you_mean(where, list(module.Config.model_fields))
+                problems.append(f"unknown key {where!r}{hint}")
+            else:
+                message = item["msg"].removeprefix("Value error, ")
+                problems.append(f"{where}: {message}, got {item.get('input')!r}")
+        raise ValueError(f"invalid {name} config: " + "; ".join(problems)) from None
+    if getattr(config, "device", None) == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError("--device cuda: torch sees no CUDA device here "
+                             "(torch.cuda.is_available() is False); expected --device cpu")
+    out = getattr(config, "out", None) or Path("runs") / name
+    if Path(out).exists() and not Path(out).is_dir():
+        raise ValueError(f"--out {str(out)!r} is a file: expected a folder (new or existing) for "
+                         "results.json")
+    return config
 
 
 def _benchmarks() -> dict[str, Path]:

@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="show backend='auto''s race for SPEC (a YAML/JSON spec file or "
                             "string) on --rows random costs uniform in [0, 1): each "
                             "candidate's timed solves, mean ms per solve and verdict")
-    bench.add_argument("--rows", type=int, default=200,
+    bench.add_argument("--rows", type=positive_int, default=200,
                        help="cost rows for --race (default 200)")
     bench.add_argument("--check", action="store_true",
                        help="run the training-overhead ratios (under a minute) and exit 1 when "
@@ -107,7 +107,7 @@ def add_reproduce_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list", action="store_true", help="name every experiment")
     parser.add_argument("--quick", action="store_true",
                         help="the seconds-long smoke version of the same code path")
-    parser.add_argument("--seeds", type=int, help="number of seeds (0..N-1)")
+    parser.add_argument("--seeds", type=positive_int, help="number of seeds (0..N-1)")
     parser.add_argument("--scale", choices=["cpu", "paper"], default="cpu",
                         help="cpu: the CPU-scale analogue (default); paper: the paper's model "
                              "sizes, epochs and data sizes, for a machine with an accelerator "

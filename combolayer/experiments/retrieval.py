@@ -95,7 +95,7 @@ class Config(ExperimentConfig):
     embedding_dim: int = 32  # paper: 512
     # Training. Paper: Adam, lr 5e-7 (pretrained backbone), weight decay 4e-4, lr x0.3
     # after epoch 35 of 80, embedding layer lr x3, batches of 128 (+ 3 batches of memory).
-    epochs: int = 30  # paper 80
+    epochs: int = Field(default=30, ge=1)  # paper 80
     lr: float = 1e-3  # paper 5e-7 (pretrained ResNet); here by a sweep, see the docstring
     weight_decay: float = 4e-4  # paper
     lr_drop_epoch: int = 13  # paper: epoch 35 of 80, the same fraction of the run
