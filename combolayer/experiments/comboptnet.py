@@ -6,213 +6,38 @@ in [-5, 5]), m in {1, 2, 4, 8}. Each instance is a cost ``c`` drawn uniformly
 from [-1, 1]^16 and its optimal solution under the true constraints; a model
 sees ``c`` and must return the solution, so it has to learn the constraints.
 The data are drawn as the paper's generator does (``random_const`` with a
-``random_corner`` feasible point): each true constraint is a direction drawn
-uniformly from [-0.5, 0.5]^16 and normalised, an offset 0.2 from an origin
-drawn in the middle half of the box, flipped when needed so that a random
-corner of the box stays feasible. The model is the paper's: 2m learned
-constraints in the same offset form (direction, offset 0.2, origin in the middle
-half of the box, each learned), normalised to unit direction, handed to the
-layer as per-call rows ``A x <= b`` (`cl.ComboLayer`'s ``A=``, ``b=``) with the
-unit-normalised cost; training minimises the mean squared error between the
-layer's output and the true solution, both rescaled to [-0.5, 0.5] per
-variable, with Adam on batches of 8 drawn from 1600 training instances, as the
-reference code does. Metric: exact-match accuracy (all 16 entries) on the
-paper's 1000 test instances, the learned ILP solved exactly (eval mode: every
-method's forward is then the same exact solver, so the rows differ only by what
-their gradients taught). An instance whose learned rows leave no feasible point
-gets zeros (CombOptNet's dummy, ``on_infeasible="flag"``) and counts as wrong.
-Only the instances whose true solution satisfies every learned row are solved
-(`accuracy`): any other cannot be the learned ILP's answer, so it counts as wrong
-without a solve (equal to solving every instance on 28 checked models; it made
-the evaluation of rows far from the truth, 35-60 ms an instance in SCIP, almost
-free).
+``random_corner`` feasible point). The model is the paper's: 2m learned
+constraints in the same offset form, handed to the layer as per-call rows
+``A x <= b`` (`cl.ComboLayer`'s ``A=``, ``b=``) with the unit-normalised cost;
+training minimises the mean squared error between the layer's output and the
+true solution, both rescaled to [-0.5, 0.5], with Adam on batches of 8 from 1600
+training instances. Metric: exact-match accuracy on the paper's 1000 test
+instances, the learned ILP solved exactly. An instance whose learned rows leave
+no feasible point (``on_infeasible="flag"``) or whose true solution breaks a
+learned row counts as wrong, the latter without a solve (`accuracy`).
 
-Methods: ``"comboptnet"`` (the paper's gradient, tau = 0.5 as its config),
-``"qptl"`` (gamma = 0.1; its training forward is the LP relaxation with a
-quadratic term, standing in for the paper's LP-relaxation baseline, which it
-ran through cvxpylayers without the quadratic term; as the reference code's LP
-baseline, it starts from learned rows that keep a random corner of the box
-feasible, because an empty relaxation gives no gradient) and
-``"score_function"`` (sigma = 0.1, 4 samples, Gaussian perturbations of A and b
-with a leave-one-out baseline). None of the three hyperparameters is tuned.
+Methods: ``"comboptnet"`` (tau = 0.5, the paper's config), ``"qptl"`` (gamma =
+0.1, standing in for the paper's LP-relaxation baseline, from learned rows that
+keep a random corner feasible) and ``"score_function"`` (sigma = 0.1, 4 samples,
+Gaussian perturbations of A and b with a leave-one-out baseline); none tuned.
 
-Reference values. The paper's own table (its CombOptNet, LP-relaxation and MLP
-rows) could not be read from this session, so none of its numbers is listed and
-its LP-relaxation and MLP rows are not compared. The CombOptNet row is compared
-with the only sourced values found: CombOptNet rerun by Nandwani et al.
-(NeurIPS 2022; repo dair-iitd/ilploss, directory src/CombOptNet/ext/CombOptNetJAX),
-with the authors' training code at the paper's budget (1600 training
-instances, 100 epochs, Adam 5e-4, batch 8, tau 0.5), 10 dataset seeds, mean
-and std of the test exact-match accuracy (binary m=1, 2, 4, 8 and dense m=1
-from their notebook "comboptnet collate results.ipynb"; dense m=2, 4, 8 from
-their per-seed results/dense_random/*/metrics.csv, the final epoch). They are
-listed below under "the paper's numbers", but they are that rerun, not the
-paper's published table. The claims: per setting, CombOptNet learns the
-constraints (test accuracy above the untrained model's, over the seeds), beats
-the LP relaxation (QPTL here), and lies within the rerun's spread (mean - std)
-or above it (`verdicts.on_par_or_better` with the rerun's std as the
-tolerance); over the 8 settings, the best of our three methods is at or above
-the rerun's mean in at least 6 (per setting `verdicts.on_par_or_better` with
-tolerance 0: agrees when the best row's mean is 2 SE above, disagrees when 2 SE
-below).
+Reference values: CombOptNet as rerun by Nandwani et al. (NeurIPS 2022; repo
+dair-iitd/ilploss) with the authors' code at the paper's budget over 10 dataset
+seeds, not the paper's own table. The claims, per setting: CombOptNet learns
+(above the untrained model), beats QPTL, and lies within the rerun's spread or
+above it (`verdicts.on_par_or_better`); over the 8 settings, the best of our
+three methods is at or above the rerun's mean in at least 6.
 
-Budget. The full run must fit 30 minutes on 2 cores (two processes, one torch
-thread each), the paper's is 20 000 Adam steps per run (1600 / 8 x 100 epochs)
-and 10 seeds: about 72 runs x 20 000 steps would take days here. Kept from the
-paper: 1600 training and 1000 test instances, batch 8, MSE, Adam, 2m learned
-rows, tau. Changed: 3 seeds (paper 10; each seed is a dataset seed, as the
-paper's, and the model's initialisation), Adam starting at 5e-3 (10x the
-paper's 5e-4, for 1/5 to 1/3000 of its steps, not tuned) and decaying along a
-cosine to the paper's 5e-4 over each run's own steps (the paper keeps 5e-4
-constant; `torch.optim.lr_scheduler.CosineAnnealingLR`, one scheduler step per
-optimiser step), except dense CombOptNet, which keeps the paper's constant 5e-4
-(`Config.constant_lr`, chosen on the validation split, below), 100 validation
-instances for the sanity gate and that choice (the paper has no validation
-split), the untrained model scored on the first 100 test instances, and these
-optimiser steps per run (batches of 8; 200 steps are one epoch of the paper,
-20 000 its run):
-
-| kind | method | m=1 | m=2 | m=4 | m=8 |
-|---|---|---|---|---|---|
-| binary | comboptnet | 4000 | 4000 | 4000 | 4000 |
-| binary | qptl | 400 | 400 | 400 | 400 |
-| binary | score function | 400 | 400 | 200 | 200 |
-| dense | comboptnet | 20 000 | 20 000 | 2000 | 100 |
-| dense | qptl | 400 | 400 | 400 | 400 |
-| dense | score function | 200 | 100 | 30 | 6 |
-
-They follow the measured cost of a step (one torch thread, two runs in
-parallel, load about 2; batches of 8; the committed run's mean per run, its
-``ms_per_step``): binary CombOptNet 4-6 ms (enumeration and its
-backward), QPTL 30-41 ms in every setting (the cvxpylayers solve of the
-relaxation and its KKT derivative), the score function 14-41 ms binary and
-34 ms to 3.3 s dense (4 perturbed solves per instance, each with its own
-rows), dense CombOptNet 8 ms (m=1), 14 ms (m=2), 22 ms (m=4) and 0.6 s (m=8).
-Dense CombOptNet at m=1 and m=2 runs the paper's whole budget: 20 000 steps at
-its constant 5e-4.
-
-Exact solvers: binary settings use the ``"enumerate"`` backend (all 65 536
-points in torch, the learned rows shared by the batch checked once per batch:
-0.01-0.3 ms an instance in evaluation against SCIP's 0.6-1.2 ms and Gurobi's
-0.6-20 ms), dense ones SCIP (measured on this machine, one thread, per
-CombOptNet training step of 8 from the untrained rows: SCIP 10 ms at m=1 and
-580 ms at m=8, Gurobi 14 and 500, HiGHS 38 and 1100; SCIP and Gurobi are about
-equal, so SCIP, which needs no licence; in evaluation, on 100 instances with
-the untrained dense m=8 rows, SCIP 34-59 ms an instance, SCIP with its
-presolve, heuristics and cuts on 111-176 ms, Gurobi 45-61 ms, the same
-objectives). The dense settings cost most: the ILP
-with 16 untrained learned rows over [-5, 5]^16 takes SCIP about 70 ms an
-instance, and the score function solves 4 perturbed ILPs per instance, so its
-dense budget is smallest. A row trained when its validation accuracy
-closes 5% of the distance from its untrained value to 1 (the sanity gate); a
-claim on a row that did not train is invalid. `--scale paper` sets the
-paper's sizes, 20 000 steps per run, its learning rate and 10 seeds.
-
-Why binary CombOptNet decays along the cosine: chosen on the validation split
-(100 instances; `train_one` at the committed 4000 steps, one run each on dataset
-seeds 0 and 1; the constant rate is ``Config(lr_min=5e-3)``), never on the test
-set. A constant 5e-3 against the decay 5e-3 -> 5e-4: m=1 0.99 and 0.93 against
-0.98 and 0.99 (means 0.96 and 0.985), m=8 0.45 and 0.53 against 0.69 and 0.80
-(means 0.49 and 0.745). The decay is ahead on both means and in 3 of the 4
-pairs: at m=8 by 24 and 27 points; at m=1 by 2.5 points on the mean, weakly
-(seed 0 has the constant rate one instance ahead). Its validation accuracy
-still rises at the end of the 4000 steps at m=8 (0.37 0.53 0.65 0.68 0.69 and
-0.37 0.50 0.56 0.70 0.80 at 800-4000 steps); the 4000 steps are the budget
-that fits, not a tuned value. This replaces an earlier comparison on the test
-set (seed 0, 2000 steps: m=1 0.927 constant against 0.983, m=8 0.505 against
-0.602), which broke the rule that every chosen value is chosen on validation;
-it pointed the same way. QPTL and the score function keep the decay in both kinds without a
-comparison of their own (`CHOSEN_BY_HAND` lists the two compared choices).
-
-Why dense CombOptNet keeps the paper's constant 5e-4 (an earlier run gave m=1
-and m=2 1000 steps with the decay: 0.767 and 0.312): chosen on the validation
-split (100 instances; `train_one`, one run
-each, dataset seed 0 unless said), never on the test set. m=1: the decay from
-5e-3 reached 0.76 at 1000 and 5000 steps and 0.81 at 10 000, the constant 5e-4
-0.85 at 10 000 (seed 1 at 5000: decay 0.91, constant 0.94); m=2: the decay 0.87
-at 5000 and 0.70 at 10 000, the constant 0.62 at 5000 and 0.75 at 10 000. At
-10 000 steps the constant rate was ahead in both pairs (its validation curves:
-m=1 0.38 0.79 0.80 0.85, m=2 0.18 0.62 0.78 0.75 at 2500-10 000 steps), so
-dense CombOptNet keeps it. The choice is per kind,
-made on m=1 and m=2 (m=4 and m=8 were not compared: their validation accuracy
-is 0-0.04 at the steps that fit); QPTL and the score function keep
-the decay, as in the binary rows. Single runs vary a lot (m=2 with the decay:
-0.87 at 5000 steps, 0.70 at 10 000), so the choice is weakly supported.
-
-The committed run took 21.7 minutes (1305 s, preparation included) on the
-machine alone (load about 2 on its 2 cores). The run before it gave dense
-CombOptNet 10 000 / 10 000 / 2000 / 400 steps (22.8 minutes at load 2-4.7):
-m=1 0.874 and m=2 0.607, the same verdicts; doubling m=1 and m=2 to the paper's
-20 000 steps changed neither (0.869 and 0.614), so their step count is not
-what holds them below the reference. m=8's 400 steps then (480 CPU-seconds)
-left every accuracy at 0, so it gets 100 now. Training takes nearly all of
-the processes' time: evaluation solves only the instances whose true solution
-meets every learned row (any other cannot be the learned ILP's answer), a few
-percent of the run; before that filter, evaluating 1000 dense ILPs in SCIP
-took 5-70 s and about as long as training. Neither goal is met: goal a holds
-in 5 settings (the four binary and dense m=1), is inconclusive at dense m=2
-and invalid at dense m=4 and m=8 (two supplements below decide dense m=2 with
-10 seeds and dense m=4 at the paper's budget: goal a holds in both); the best
-of three is at or above the reference's mean in 2 settings (binary m=1 and
-m=2), below it in 2 (dense m=4 and m=8) and undecided in 4. What sets the
-floor differs by setting:
-
-- binary m=1 to m=8 (CombOptNet 0.988, 0.977, 0.919, 0.704 against the
-  rerun's 0.979, 0.961, 0.893, 0.670): within the rerun's spread or above it
-  in all four; m=4 and m=8 are above the rerun's mean but not by 2 SE over 3
-  seeds (per-seed 0.853-0.958 and 0.661-0.747), and their curves still rise
-  at the end (m=8: 0.375, 0.504, 0.609, 0.649, 0.704 at 800-4000 steps).
-  That lead was the seeds: the same runs on dataset seeds 3-9 (one process,
-  9.5 min: `combolayer reproduce comboptnet --set 'seeds=[3,4,5,6,7,8,9]'
-  --set 'kinds=[binary]'`, QPTL and the score function at 1 step, committed
-  in docs/results/comboptnet/binary_seeds_3_to_9/) reach as low as 0.653
-  (m=4, seed 6) and 0.268 (m=8, seed 3), and the paper's 10 seeds give m=1
-  0.988 (SE 0.001), m=2 0.973 (SE 0.003), m=4 0.882 (SE 0.029), m=8 0.601
-  (SE 0.047): within the rerun's spread in all four (goal a), above its mean
-  by 2 SE at m=1 and m=2 only; m=4 and m=8 lie below it.
-- dense m=1 (0.869, per seed 0.831-0.918, against 0.891 ± 0.036): within the
-  spread, below the mean by 0.022, so not at or above it by 2 SE; at the
-  paper's budget and learning rate its curve is flat from 8000 steps on
-  (0.625, 0.885, 0.810, 0.881, 0.869 at 4000-20 000 steps).
-- dense m=2 (0.614 against 0.712 ± 0.073): two seeds reach 0.763 and 0.673,
-  the third 0.405, so 3 seeds leave it undecided; at the paper's budget its
-  curve is flat from 12 000 steps on (0.242, 0.553, 0.616, 0.606, 0.614 at
-  4000-20 000 steps). With the budget matched, what is left is the seeds (3
-  against the rerun's 10, with a wide spread) and the datasets themselves
-  (ours are generated as the paper's generator does, from our seeds). The
-  seeds decide it: the same runs on dataset seeds 3-9 (one process, 31 min:
-  `combolayer reproduce comboptnet --set 'seeds=[3,4,5,6,7,8,9]' --set
-  'kinds=[dense]' --set 'constraints=[2]' --set 'steps={dense: {comboptnet:
-  {2: 20000}, qptl: {2: 1}, score_function: {2: 1}}}' --set workers=1`,
-  committed in docs/results/comboptnet/dense_m2_seeds_3_to_9/) give 0.786,
-  0.640, 0.680, 0.780, 0.651, 0.666, 0.505, and with seeds 0-2 the paper's
-  10 seeds give m=2 0.655 (SE 0.038): 0.057 below the rerun's mean, within its
-  spread (0.073), so goal a holds there with 10 seeds. It does not fit the
-  30-minute run beside the other settings.
-- dense m=4 and m=8: 2000 and 100 steps (10 and half an epoch against 100),
-  because a step costs 22 ms (m=4) to 0.6 s (m=8) from rows far from the
-  truth; CombOptNet reaches 0.027 and 0, short of the sanity gate, so its
-  claims are invalid rather than decided. At dense m=4 the budget alone holds
-  it there: the same runs at the paper's 20 000 steps (two processes, 12.9
-  min: `combolayer reproduce comboptnet --set 'seeds=[0,1,2]' --set
-  'kinds=[dense]' --set 'constraints=[4]' --set 'steps={dense: {comboptnet:
-  {4: 20000}, qptl: {4: 1}, score_function: {4: 1}}}' --set workers=2`,
-  committed in docs/results/comboptnet/dense_m4_paper_budget/) give 0.284 (per
-  seed 0.084, 0.406, 0.361; 0.055, 0.094, 0.211, 0.246, 0.284 at 4000-20 000
-  steps; 21 ms a step) against the rerun's 0.296 ± 0.089: within its spread,
-  so goal a holds there at the paper's budget. That budget would add about 1100
-  CPU-seconds (1250 against the run's 130), 9 minutes of the two processes, to
-  the run's 21.7: past the 30 minutes it must fit. At dense m=8 no budget
-  decides it: the rerun's own mean at the paper's 20 000 steps, 0.028 ± 0.030,
-  is below the sanity gate (5% of the way from the untrained 0 to 1: 0.05 on
-  validation), so a CombOptNet as good as the reference's would not pass the
-  gate either.
-- QPTL and the score function, which could have been the best of three
-  elsewhere, get 400 and 6-400 steps (QPTL 30-41 ms a step in cvxpylayers in
-  every setting; the score function 4 perturbed solves an instance, up to 3.3 s
-  a dense m=8 step): far below CombOptNet wherever CombOptNet trains; QPTL is
-  the best of three at dense m=4 and m=8 (0.052 and 0.002), short of the
-  sanity gate too.
+CPU scale: the full run fits 30 minutes on 2 cores. Kept from the paper: the
+data sizes, batch 8, MSE, Adam, 2m learned rows, tau. Changed: 3 seeds (paper
+10), fewer optimiser steps per run (`STEPS`, sized from the measured step times
+`STEP_MS`), Adam from 5e-3 decaying along a cosine to the paper's 5e-4 (dense
+CombOptNet keeps the paper's constant 5e-4; both chosen on a 100-instance
+validation split, `CHOSEN_BY_HAND`), the untrained model scored on 100 test
+instances. Exact solvers: enumeration for binary, SCIP for dense
+(`Config.backends`). A row trained when its validation accuracy closes 5% of the
+distance from its untrained value to 1 (the sanity gate). ``--scale paper`` sets
+the paper's budget; supplementary runs are committed in docs/results/comboptnet/.
 """
 
 from __future__ import annotations
@@ -275,7 +100,7 @@ class Config(core.ExperimentConfig):
     n_val: int = 100  # validation split, for the sanity gate (the paper has none)
     n_test: int = 1000  # paper
     #: the untrained model is scored on the first this many test instances (dense ILPs
-    #: with untrained rows take SCIP ~70 ms each)
+    #: with untrained rows are the slowest solves: `STEP_MS`)
     n_untrained: int = 100
     batch_size: int = 8  # paper
     #: CPU scale: optimiser steps per run (`STEPS`; the paper: 20 000 = 100 epochs of 200)
@@ -298,9 +123,9 @@ class Config(core.ExperimentConfig):
     #: distance from its untrained value to 1
     gate_margin: float = 0.05
     #: exact solver per kind (training, evaluation and the data): enumeration for binary
-    #: (0.01-0.3 ms an instance with learned rows shared by the batch), SCIP for dense
-    #: (integers in [-5, 5] cannot be enumerated; SCIP and Gurobi measured about equal,
-    #: HiGHS 2-4x slower)
+    #: (learned rows shared by the batch are checked once), SCIP for dense (integers in
+    #: [-5, 5] cannot be enumerated; SCIP needs no licence; the solvers on learned rows
+    #: are measured by benchmarks/learned_constraints.py)
     backends: dict[str, str] = {"binary": "enumerate", "dense": "scip"}
     #: runs in parallel, one process each (the 2 cores of the CPU budget)
     workers: int = Field(default=2, ge=1)
