@@ -1,79 +1,40 @@
 """Deep graph matching on generated keypoint pairs: Identity vs Blackbox, with margins and P_norm.
 
 Each instance is a pair of "images" of the same object with 8 to 15 keypoints
-visible in both (the paper's VOC setup keeps the keypoints visible in both
-images, 9 to 23 of them). The object has keypoints of 20 types (like VOC's
-"left eye", "right ear"); each type has a prototype descriptor. An image shows
-the pair's keypoints at a random 2-D layout, the second image under a random
-similarity transform (rotation, scale 0.7-1.4, translation) with position
-jitter and its keypoints in a random order; every keypoint's descriptor is its
-type's prototype plus heavy per-image noise, times a per-image contrast, so
-that descriptors alone are informative but ambiguous. The model follows the
-appendix at toy scale: a geometry-aware message-passing network over each
-image's k-nearest-neighbour graph (neighbour features with their distances,
-normalised by the image's spread) refines the keypoint features (the paper: a
-VGG16 backbone and a SplineCNN over the Delaunay graph), and the learnable
-affinity layer scores every pair the way BB-GM's does: a weighted cosine
-similarity of the unit-length features through a softplus, so every score is
-bounded (`AffinityLayer`). The negated scores are the costs of the matching
-layer, a linear assignment solved exactly by scipy's Hungarian method (the
-paper solves the quadratic, edge-aware problem with a dual block coordinate
-ascent solver). Pairs with the same number of keypoints are batched together.
-The loss is the paper's Hamming loss between the predicted and true matching
-(summed over entries, averaged over the batch, as in the original code); the
-metric is matching accuracy, the fraction of keypoints matched to their true
-partner (mean over 320 test pairs, one fixed dataset; the seeds vary the
-initialisation, batch order and noise, like the paper's restarts). Training
-follows the paper (Adam at 2e-3 halved every 2 epochs, 10 epochs), but each
-epoch is 12 batches of 32 pairs instead of 2000 batches of 8, with the same
-5 seeds for every row, as the paper's 5 restarts (`--scale paper` sets the
-paper's sizes). Blackbox's lambda is chosen on the validation split (the
-mean over the first 2 seeds) from the paper's 80 at batch 8, i.e. 10 per
-instance, and a factor of 10 either side, the grid growing a factor of 10 at
-a time until the choice has a worse neighbour on each side or reaches the
-bound, 1000x either side of 10 (`core.tune`); where it dominates the costs,
-y(c + lambda dL/dy) is the true matching and Blackbox's gradient is
-(y_true - y) / lambda, Identity's L1 gradient up to a scale that Adam removes.
-The table is the paper's: Identity and Blackbox, with no projection and with
-P_norm, each without margin, with the noise margin and with the informed
-margin at alpha in {0.01, 0.1, 1, 10}.
+visible in both (the paper's VOC setup: 9 to 23). The object has keypoints of 20
+types, each with a prototype descriptor; an image shows the pair's keypoints at
+a random 2-D layout, the second under a random similarity transform with
+position jitter and its keypoints in a random order, every descriptor its
+type's prototype plus heavy per-image noise, times a per-image contrast. The
+model follows the appendix at toy scale: a geometry-aware message-passing
+network over each image's k-nearest-neighbour graph (the paper: VGG16 and a
+SplineCNN) and BB-GM's learnable affinity, a weighted cosine similarity of
+unit-length features through a softplus, so every score is bounded
+(`AffinityLayer`). The negated scores are the costs of a linear assignment
+solved exactly by scipy's Hungarian method (the paper solves the quadratic,
+edge-aware problem). The loss is the paper's Hamming loss; the metric is
+matching accuracy over 320 test pairs of one fixed dataset, the seeds varying
+initialisation, batch order and noise like the paper's 5 restarts. Training
+follows the paper (Adam at 2e-3 halved every 2 epochs, 10 epochs) with epochs
+of 12 batches of 32 pairs instead of 2000 of 8 (``--scale paper`` sets the
+paper's sizes). Blackbox's lambda is chosen on the validation split around the
+paper's 10 per instance (`core.tune`). The table is the paper's: Identity and
+Blackbox, without projection and with P_norm, each without margin, with the
+noise margin and with the informed margin at alpha in {0.01, 0.1, 1, 10}.
 
-Evidence that can fail. Every row is trained, validated and tested on
-separate pair sets; a row trained when its validation accuracy closes 5% of
-the distance from its untrained value to 1, and a claim on a row that did not
-is invalid. A control row, Blackbox without projection whose gradient is
-zeroed after its first epoch, must lose: an "on par" claim counts only when it
-is detectably worse than both rows. Tolerances and minimum gaps are fractions
-of the spread from the untrained accuracy to the best row, named in each
-claim. Every row runs on the same seeds, fixed before the results, and every
-claim is judged once on all of them.
+Evidence that can fail: separate train, validation and test pairs; a sanity
+gate (validation accuracy closes 5% of the distance from untrained to 1); a
+control row (Blackbox whose gradient is zeroed after its first epoch) that must
+lose; tolerances as fractions of the spread from untrained to the best row; the
+same seeds, fixed beforehand, for every row and claim.
 
-Note on the loss: the Hamming loss is linear in y, its gradient 1 - 2 y_true
-does not depend on the prediction, so under Identity (whose backward passes
-that gradient straight through) neither margin can change a single gradient:
-every Identity row of a projection trains exactly the same model (the noise
-is drawn from its own generator, so the rows agree to the last digit). Under
-Identity the Hamming loss is the linear loss ``<c, 2 y_true - 1>``, unbounded
-below: whether minimising it trains a matcher depends on how the network
-bounds its costs. An earlier version of this analogue scored pairs by an
-unbounded bilinear form of the features, and there Identity without
-projection stalled at 0.31 accuracy in every row against Blackbox's 0.48 (the
-paper: 77.2 against 74.9); the costs grew along ``2 y_true - 1`` without
-sorting the matching. BB-GM's affinity is bounded (cosine similarities of
-normalised features through a softplus), so the linear loss saturates per
-entry, as the paper's does. With that head Identity without projection trains
-under the Hamming loss (the table below; the "on par" claims say how far from
-Blackbox), so the earlier "disagrees" came from the analogue's cost head, not
-from the method. To show what the margins do when the gradient sees the
-prediction, six extra rows ("[L1 loss]") train with the L1 loss |y - y_true|
-(equal to Hamming on 0/1 values, gradient y - y_true).
-The quadratic, edge-aware variant is not run: the library's ILP front end
-takes it (``quadratic_assignment_ilp``: the n^2 node matches plus one
-linearised variable per pair of k-NN edges, 904 variables at n = 8), but
-solving one random instance took 26 s with SCIP and 46 s with HiGHS at n = 8
-(1.3 s and 7.9 s at n = 6; measured with ``quadratic_assignment_seconds`` on
-the shared, busy 2-core machine), against about 20 microseconds for the linear
-assignment, far beyond a CPU budget of thousands of solves per run.
+The Hamming loss is linear in y: under Identity neither margin changes a
+gradient, so every Identity row of a projection trains the same model. Six
+extra rows ("[L1 loss]") train with |y - y_true|, whose gradient sees the
+prediction, to show what the margins do. The quadratic variant is not run: the
+ILP front end takes it (``quadratic_assignment_ilp``), but one instance is far
+too slow for a CPU budget of thousands of solves per run
+(``quadratic_assignment_seconds`` measures it).
 """
 
 from __future__ import annotations
