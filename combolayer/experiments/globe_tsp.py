@@ -3,75 +3,38 @@
 Following the paper's section "Globe Traveling Salesman Problem" and its
 appendix (after Vlastelica et al. 2020) on generated data, as the original
 flags and capitals cannot be downloaded here. 100 "countries" are fixed points
-on the unit sphere, sampled once with a fixed seed, each with a synthetic 16x16
-flag (stripes in 2-4 colours, horizontal, vertical or diagonal, or a cross, and
-a symbol: disc, square, diamond or plus), distinct per country. An input is k
-flags; the label is the optimal tour through their capitals under the
-Euclidean (chord) distance, as a symmetric 0/1 adjacency matrix
-(`cl.problems.TSP(k)`, exact; up to 12 cities by the library's Held-Karp DP).
+on the unit sphere, each with a distinct synthetic 16x16 flag (stripes and a
+symbol). An input is k flags; the label is the optimal tour through their
+capitals under the chord distance, as a symmetric 0/1 adjacency matrix
+(`cl.problems.TSP(k)`, exact by the library's Held-Karp DP).
 
-`FlagEncoder`, the paper's network (2 conv layers (20, 4, 2) and (50, 4, 2),
-a fully connected layer of 500), maps each flag to a 3-D point normalised to
-the sphere; the pairwise distances of the k points are the TSP layer's costs
-and the loss is the L1 distance between the predicted and the true adjacency
-(summed over entries, averaged over the batch). The encoder runs once per step
-on all 100 flags and the k points of each instance are gathered from them,
-which is the same function as encoding every flag of the batch. Adam, batch
-size 50; 1,500 training, 500 test and 500 validation instances and 60 epochs
-with learning rate 3e-4, instead of 10,000 training instances and 100 epochs at
-1e-4 (CPU scale; `--scale paper` sets the paper's sizes, with k = 20).
+`FlagEncoder`, the paper's network, maps each flag to a 3-D point on the
+sphere; the pairwise distances of the k points are the TSP layer's costs and
+the loss is the L1 distance between the predicted and the true adjacency. Adam,
+batch size 50; 1,500 training, 500 test and 500 validation instances and 60
+epochs at learning rate 3e-4, instead of 10,000 training instances and 100
+epochs at 1e-4 (CPU scale; ``--scale paper`` sets the paper's sizes, k = 20).
 
 Rows: Identity with P_std and Blackbox with its lambda chosen at k=5 on the
-validation split (the mean over the first 2 seeds) from the paper's 20 (per
-instance 20/50, the paper's batch size) and a factor of 10 either side, the
-grid growing a factor of 10 at a time until the choice has a worse neighbour
-on each side or reaches the bound, 1000x either side of 20 (`core.tune`),
-both with margin noise during the first half of training, then none
-(`noise_schedule="step_off"`), as in the paper: Blackbox at alpha=0.1, Identity
-at an alpha chosen the same way from {0.01, 0.1, 1} (bound: 1000x either side
-of 0.1). Settings: k=5, clean and in the two robustness studies (k=10 clean,
-run before, is left out of the default for the 20-minute budget with 4 seeds
-and the grown grids: `--set ks=[5,10]` adds it, with the choices at k=5,
-`tune_k`; k=20's exact solves, about 30 ms each with HiGHS, would not fit
-either). After each
+validation split around the paper's 20 (`core.tune`), both with margin noise
+during the first half of training (``noise_schedule="step_off"``), as in the
+paper: Blackbox at alpha=0.1, Identity at an alpha chosen the same way.
+Settings at k=5: clean (``--set ks=[5,10]`` adds k=10, left out for time), and
+the two robustness studies: gradient noise N(0, sigma^2) on each instance's
+dL/dy (`cl.gradients.add_gradient_noise`, sigma = 0.25) and label corruption
+(each adjacency entry flipped with probability rho / k, rho = 1). After each
 clean pair, a control row: that Identity row with its gradient zeroed after the
-first epoch (its later training passes are skipped). The studies, at k=5:
-
-- gradient noise: N(0, sigma^2) added to each instance's dL/dy
-  (`cl.gradients.add_gradient_noise`), sigma = 0.25, the paper's cost-norm
-  setting (0 is the clean row; 0.5, run before at 3 seeds with the same
-  outcome, is left out for time: `--set grad_noise=[0.25,0.5]` adds it);
-- label corruption: every entry of a training tour's adjacency (above the
-  diagonal, mirrored) flipped with probability rho / k, fixed per seed, rho = 1.
+first epoch.
 
 The metric is the fraction of test instances whose predicted tour is the true
-one (higher is better); the fraction of true edges found, the seconds per
-training epoch, the solver's share of them, and the cost norm ||w|| (mean over
-training instances, per epoch) are recorded too.
-
-Verdicts, over the same 4 seeds for every row (10 do not fit the 20-minute
-budget on 2 cores): a row trained when its tour accuracy on the validation
-split closes 5% of the distance from its untrained value to 1, and a claim on a
-row that did not is invalid. In the earlier 3-seed run the label-corruption
-rows stayed near the untrained accuracy (about 0.1), and so did Blackbox under
-gradient noise, which learns while the margin noise is on and falls back after
-it stops (the paper's figure marks each run's best validation accuracy; the
-rows here are the last epoch's): the claims on them are invalid. Thresholds are
-fractions of the setting's spread from the untrained test accuracy to the best
-row: "on par" is a difference within 0.1 of it, and counts only when the
-control is detectably worse than both rows; "more robust" is a lead above 0.1
-of it. The cost-collapse claim is gated on Identity only (Blackbox failing to
-train is what it predicts), the speed claim on both rows. Every claim is
-judged once, on all 4 seeds. The committed full run took 10 minutes on the
-2 cores shared with other jobs.
-
-At this scale training is far from converged (1,800 steps against the
-paper's 20,000; the paper reaches 99.7% at k=5), so the absolute accuracies
-are low and the clean comparison reflects how fast each method learns: with
-40 epochs Identity reached 0.44 and Blackbox 0.48 at k=5, with 20 epochs at
-learning rate 1e-3 0.22 and 0.46. The committed run was made
-on a 2-core machine shared with other jobs (load average 1-3) with
-one torch thread (`threads=1`), so its seconds per epoch are inflated and noisy.
+one; the fraction of true edges found, the seconds per epoch, the solver's
+share of them and the cost norm are recorded too. Verdicts, over the same 4
+seeds for every row: a sanity gate (validation accuracy closes 5% of the
+distance from untrained to 1); thresholds as fractions of the setting's spread
+from untrained to the best row ("on par" within 0.1 of it, counted only when
+the control is detectably worse; "more robust" a lead above 0.1). At this
+scale training is far from converged (1,800 steps against the paper's
+20,000), so the clean comparison reflects how fast each method learns.
 """
 
 from __future__ import annotations
@@ -123,7 +86,7 @@ class Config(ExperimentConfig):
     num_countries: int = 100  # paper: 100 flags
     flag_pixels: int = 16
     #: paper: 5, 10, 20; 10 and 20 do not fit the time budget (``--set ks=[5,10]``
-    #: adds k=10: 52 s a seed on an idle core against k=5's 17 s)
+    #: adds k=10; the run's seconds per epoch are in docs/results.md)
     ks: list[int] = [5]
     robust_k: int = 5  # paper: the studies are shown for k = 20
     #: paper: sigma on the x axis of its figure; 0.5 (its loss-curve figure) is left
