@@ -108,7 +108,7 @@ class Config(ExperimentConfig):
     identity_noises: list[float] = [0.01, 0.1, 1.0]
     paper_batch_size: int = 50
     #: the k at which both methods' hyperparameters are tuned, its choices used at
-    #: every k (CPU budget: tuning at k=10 too would cost 8 more minutes); None: per k
+    #: every k (CPU budget: tuning at k=10 too does not fit it); None: per k
     tune_k: int | None = 5
     #: every row's seeds: 4, fixed for all rows (CPU budget: 20 minutes on 2 cores)
     seeds: list[int] = Field(default=[0, 1, 2, 3], min_length=1)

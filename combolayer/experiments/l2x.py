@@ -1,61 +1,42 @@
 """Learning to explain (sec. 5.1, BeerAdvocate): pick k of 100 words; Identity, I-MLE, Blackbox.
 
 Synthetic reviews stand in for BeerAdvocate's aroma reviews. A vocabulary has
-40 aroma words, 40 words about other aspects (appearance, taste) and 120
-filler words. Each word has a fixed embedding that, like a pretrained word
-vector, shows its aspect and, for aroma and other-aspect words, its score in
-[0, 1] along a shared sentiment direction (plus a random part). A review has
-d = 100 positions: k aroma words (the number of informative positions grows with
-k, so a selection of k never holds them all with room to spare) and 10
-other-aspect words at positions drawn afresh for every review, filler
-elsewhere. Its rating is the mean score of its aroma words, so only those k
-positions matter and where they are tells
-nothing: the explainer has to recognise the words, and tell aroma sentiment
-from the other aspects'. The explainer (L2X's convolutional network, at CPU
-scale two convolutions of width 3 and a per-position output) scores each
-position; the scores are the logits theta of a k-subset sampler, y =
-top-k(theta + eps) with eps ~ SoG(k, tau=1, s=10) drawn before the projection
-in training (the exact top-k at test time). The predictor sees only the
-selected embeddings, pooled without their positions (a per-word MLP averaged
-over the selection, then a second MLP starting at the mean rating), so the
-explainer cannot pass the answer through which positions it picks; it
-regresses the rating with the mean squared error, the paper's loss and
-metric. Reported: test MSE x 100 (as the paper's table; predicting the mean
-rating gives about 1.8 here) and, which the real data cannot measure, the
-precision of the selection (the share of the k positions that are aroma
-words). Compared for k in {5, 10, 15}: Identity with P_std and
-without projection, I-MLE (on the batch-mean loss, its own SoG noise) and, at
-k = 5, Blackbox with the same sampling noise as Identity (projection none, as
-the original). Without a projection, I-MLE at lambda (batch-mean loss, batch
-100) and Blackbox at lambda / 100 (per instance) are the same estimator: both
-take the difference of the perturbed solutions at theta and theta - lambda
-dL/dy, up to a scale Adam removes; where the tuning picks such a pair (and
-I-MLE's temperature 1, Blackbox's), their rows agree to the last digit, a
-cross-check of the two implementations. The
-paper gives no L2X hyperparameters (it follows I-MLE's setup), so tau = 1
-makes the sum of k noise terms a standard Gumbel, and the lambdas are tuned:
-I-MLE's from {100, 1000, 10000} and Blackbox's (per instance) from {1, 10,
-100}, per k, by the mean validation MSE (300 held-out reviews) over the first
-2 seeds, each grid growing a factor of 10 at a time until the choice has a
-worse neighbour on each side or reaches its bound, 1000x either side of the
-starting value (`core.tune`); the grids, scores and chosen values are
-in details.json ("tuning"). I-MLE's SoG temperature is then chosen from {0.1,
-1, 10} the same way at its chosen lambda, and Identity's noise gets the same
-budget: its temperature from the same grid (on P_std, then used by every
-Identity row at that k; Blackbox keeps tau = 1). Sanity gate: a row trained
-when its validation MSE closes 5% of the distance from its untrained value to
-0; a claim on a row that did not is invalid. Thresholds are on the analogue's
-scale: "indispensable" needs a lead above 0.25 and "on par" a difference within
-0.1 of the spread from the untrained MSE to the best row at that k. Control
-row, per k: Identity with P_std whose gradient is zeroed after its first epoch;
-an "on par" claim counts only when it is detectably worse than both rows.
-Every row runs on the same seeds, fixed before the results, and each claim is
-judged once on all of them. CPU-scale changes: synthetic reviews (2000
-training, 500 test) instead of 70k real ones, 16-dimensional word vectors
-instead of GloVe-200, 2 convolutions of width 32 instead of 4, 8 epochs at
-learning rate 3e-3 and batch size 100, the same 5 seeds for every row
-instead of 10 splits
-(`--scale paper` sets the paper's sizes).
+40 aroma words, 40 words about other aspects and 120 filler words; each word has
+a fixed embedding that shows its aspect and, for aroma and other-aspect words,
+its score in [0, 1] along a shared sentiment direction. A review has d = 100
+positions: k aroma words and 10 other-aspect words at positions drawn afresh
+for every review, filler elsewhere. Its rating is the mean score of its aroma
+words, so the explainer has to recognise the words, and tell aroma sentiment
+from the other aspects'. The explainer (L2X's convolutional network at CPU
+scale) scores each position; the scores are the logits theta of a k-subset
+sampler, y = top-k(theta + eps) with eps ~ SoG(k, tau=1, s=10) in training (the
+exact top-k at test time). The predictor sees only the selected embeddings,
+pooled without their positions, and regresses the rating with the mean squared
+error, the paper's loss and metric. Reported: test MSE x 100 (as the paper's
+table) and, which the real data cannot measure, the precision of the selection
+(the share of the k positions that are aroma words).
+
+Compared for k in {5, 10, 15}: Identity with P_std and without projection, I-MLE
+(on the batch-mean loss, its own SoG noise) and, at k = 5, Blackbox with the
+same sampling noise as Identity (projection none, as the original). Without a
+projection, I-MLE at lambda and Blackbox at lambda / 100 are the same
+estimator up to a scale Adam removes; where the tuning picks such a pair, their
+rows agree to the last digit, a cross-check of the two implementations. The
+paper gives no L2X hyperparameters, so tau = 1 and the lambdas are tuned on 300
+held-out reviews over the first 2 seeds (`core.tune`; grids, scores and choices
+in details.json), then I-MLE's SoG temperature, and Identity's with the same
+budget.
+
+Sanity gate: a row trained when its validation MSE closes 5% of the distance
+from its untrained value to 0. Thresholds: "indispensable" needs a lead above
+0.25 and "on par" a difference within 0.1 of the spread from the untrained MSE
+to the best row at that k. Control row, per k: Identity with P_std whose
+gradient is zeroed after its first epoch; an "on par" claim counts only when it
+is detectably worse than both rows. Every row runs on the same seeds, fixed
+beforehand. CPU-scale changes: 2000 training and 500 test synthetic reviews
+instead of 70k real ones, 16-dimensional word vectors instead of GloVe-200, 2
+convolutions instead of 4, 8 epochs at learning rate 3e-3, batch size 100, 5
+seeds instead of 10 splits (``--scale paper`` sets the paper's sizes).
 """
 
 from __future__ import annotations
