@@ -2,48 +2,35 @@
 
 A discrete variational auto-encoder on sklearn's bundled 8x8 digits (1797
 images, binarised at half intensity; a fixed 80/20 split into training and
-test images, and 15% of the training part held out for validation: 1222
-training, 216 validation, 359 test images). The encoder maps an
-image to logits theta over m = 20 latent variables of n = 20 states each; the
-latent code is a 10-hot sample per variable, y = top-10(theta + eps) with eps
-~ SoG(10, tau, s=10), the Sum-of-Gamma noise of I-MLE, drawn by
-`cl.ComboLayer(cl.problems.TopK(n=20, k=10), sample_noise=cl.SumOfGamma(...))`
-before the projection, as the paper's sampler perturbs the logits. The decoder
-reconstructs the image from the 20x20 code. The loss is the paper's N-ELBO:
-the per-pixel binary cross-entropy summed over the image plus the KL between
-the latent marginals (softmax of theta per variable, as in the I-MLE and
-Gumbel-softmax code the paper follows) and the uniform distribution. The
-metric is the test N-ELBO (lower is better) with sampled codes
-(`layer.sample` in eval mode, as the original code evaluates in training
-mode), averaged over the test images. I-MLE (its own SoG noise at the same
-tau; lambda tuned from {1, 10, 100}, I-MLE's 10 and a factor of 10 either
-side, then its SoG temperature from {0.1, 1, 10}; Identity's temperature gets
-the same budget, tuned with P_std; each by the mean validation N-ELBO over
-the first 2 seeds, the grid growing a factor of 10 at a time until the choice
-has a worse neighbour on each side or reaches the bound, 1000x either side of
-the starting value, `core.tune`) is compared with
-Identity under no projection, P_mean, P_norm, P_std and the detected P_auto,
-every row over the same 10 seeds. A control
-row, Identity with P_std whose gradient is zeroed after its first epoch, shows
-how far one epoch gets.
-Sanity gate: a row trained when its validation N-ELBO drops by more than 5%
-of its untrained value (N-ELBO has no attainable ideal; it is >= 0, so this is
-also 5% of the way to 0); a claim on a row that did not is invalid.
-Thresholds are on the analogue's scale, a fraction of the spread from the
-untrained test N-ELBO (about 44 nats) to the best row's (about 7): "clearly"
-and "much" need a lead above 0.02 of it, "far" above 0.06 of it (0.74 and 2.2
-nats in the committed run). Most of that spread (about 20 nats) is what any
-decoder gains by learning the pixel frequencies without using the code, so
-the fractions are small. CPU-scale changes: 8x8 digits instead of
-MNIST (input 64 instead of 784, 1222 training images instead of 50 000),
-12 epochs instead of 100, and the SoG temperature tau = 1 instead of 10: with
-only 64 pixels to reconstruct, at tau = 10 no method learned to use the code
-within 20 epochs (every test N-ELBO stayed at the code-free 24.5 nats, a
-probe run), so nothing could be compared; at tau = 1 all do. Architecture,
-k, m, n, s, optimiser, learning rate and batch size are the paper's. MNIST
-runs with `--set data=PATH` (an MNIST folder torchvision can read without
-downloading; its 60 000 training images are split into 50 000 training and
-10 000 validation images with `--scale paper`, as the paper's).
+test images, and 15% of the training part held out for validation). The
+encoder maps an image to logits theta over m = 20 latent variables of n = 20
+states each; the latent code is a 10-hot sample per variable, y =
+top-10(theta + eps) with eps ~ SoG(10, tau, s=10), the Sum-of-Gamma noise of
+I-MLE, drawn by `cl.ComboLayer(cl.problems.TopK(n=20, k=10),
+sample_noise=cl.SumOfGamma(...))` before the projection. The decoder
+reconstructs the image from the 20x20 code. The loss is the paper's N-ELBO
+(per-pixel binary cross-entropy plus the KL between the latent marginals and
+the uniform distribution); the metric is the test N-ELBO with sampled codes
+(lower is better).
+
+I-MLE (its own SoG noise at the same tau; lambda, then its SoG temperature,
+tuned on the validation N-ELBO over the first 2 seeds, `core.tune`; Identity's
+temperature gets the same budget, tuned with P_std) is compared with Identity
+under no projection, P_mean, P_norm, P_std and the detected P_auto, every row
+over the same 10 seeds. A control row, Identity with P_std whose gradient is
+zeroed after its first epoch, shows how far one epoch gets.
+
+Sanity gate: a row trained when its validation N-ELBO drops by more than 5% of
+its untrained value; a claim on a row that did not is invalid. Thresholds are
+fractions of the spread from the untrained test N-ELBO to the best row's:
+"clearly" and "much" need a lead above 0.02 of it, "far" above 0.06. Most of
+that spread is what any decoder gains by learning the pixel frequencies without
+using the code, so the fractions are small. CPU-scale changes: 8x8 digits
+instead of MNIST, 12 epochs instead of 100, and the SoG temperature tau = 1
+instead of 10 (with only 64 pixels to reconstruct, no method learned to use the
+code at tau = 10). Architecture, k, m, n, s, optimiser, learning rate and batch
+size are the paper's. MNIST runs with ``--set data=PATH`` (a folder torchvision
+can read without downloading; ``--scale paper`` splits it as the paper does).
 """
 
 from __future__ import annotations

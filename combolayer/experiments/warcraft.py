@@ -5,54 +5,37 @@ al. 2020) on generated maps, as the original data set cannot be downloaded
 here. Each map is a 12x12 grid of tiles (the paper's hardest setting is 32x32)
 of 5 terrain types with true costs 0.8, 1.2, 5.3, 7.7 and 9.2. The terrain is
 spatially correlated (the type of a tile is the argmax of 5 smoothed random
-fields, so types form regions), and each tile is rendered as an 8x8 pixel
-patch from its type's colour and texture, with a per-map lighting change, a
-per-tile colour jitter and per-pixel noise. The terrain is made hard to read:
-the types' colours are pulled to 15% of their distance from their common mean,
-textures are faint and the pixel noise strong. With the distinct palette and
-800 maps of an earlier version every row ended at cost ratio 1.003, where an
-"on par" claim cannot fail. The label is the vertex-cost
-shortest path from the top-left to the bottom-right tile with 8-neighbour moves
-(`ShortestPath.grid(12, 12, neighborhood=8)`, Dijkstra), as a 0/1 indicator of
-the tiles on it.
+fields), and each tile is rendered as an 8x8 pixel patch from its type's colour
+and texture, with a per-map lighting change, a per-tile colour jitter and
+per-pixel noise. The terrain is made hard to read (colours pulled to 15% of
+their distance from their mean, faint textures, strong pixel noise), so that an
+"on par" claim can fail. The label is the vertex-cost shortest path from the
+top-left to the bottom-right tile with 8-neighbour moves
+(`ShortestPath.grid(12, 12, neighborhood=8)`, Dijkstra), as a 0/1 indicator.
 
-`WarcraftCNN` (a few conv layers in the style of the first ResNet block, adaptive
-pooling to the 12x12 grid, softplus output) predicts the vertex costs; the
-solver layer turns them into a path and the loss is the L1 distance between the
-predicted and the true path indicators, summed over tiles and averaged over the
-batch, i.e. the Hamming distance of the original code. Adam with the paper's
-learning rate 5e-3, divided by 10 after 60% of the epochs (paper: epoch 30 of
-50); 300 training maps and 8 epochs instead of 10,000 and 50, 200 validation
-and 200 test maps (`--scale paper` sets the paper's sizes).
+`WarcraftCNN` (a few conv layers in the style of the first ResNet block,
+adaptive pooling to the 12x12 grid, softplus output) predicts the vertex costs;
+the loss is the L1 distance between the predicted and the true path
+indicators, the Hamming distance of the original code. Adam with the paper's
+learning rate 5e-3, divided by 10 after 60% of the epochs; 300 training maps
+and 8 epochs instead of 10,000 and 50, 200 validation and 200 test maps
+(``--scale paper`` sets the paper's sizes).
 
 Rows: Blackbox and Identity, each without projection, with P_norm, and with
-margin noise alpha = 0.2 for the whole run (the paper's table). Blackbox's
-lambda is chosen on the validation split (the mean over the first 2 seeds;
-the grid grows a factor of 10 at a time until the choice has a worse
-neighbour on each side or reaches the bound, 1000x either side of 20,
-`core.tune`) from the paper's 20 for its mean loss at the original batch size 70 and a factor of 10
-either side, converted to this library's per-instance lambda (20 / 70). The metric is the
-cost ratio <w_true, y_pred> / <w_true, y_true> on 200 test maps (lower is
-better, 1 is optimal); the fraction of optimal paths is a secondary metric.
+margin noise alpha = 0.2 (the paper's table). Blackbox's lambda is chosen on the
+validation split around the paper's 20 at batch size 70, converted to this
+library's per-instance lambda (`core.tune`). The metric is the cost ratio
+<w_true, y_pred> / <w_true, y_true> on the test maps (lower is better, 1 is
+optimal); the fraction of optimal paths is a secondary metric.
 
-Evidence that can fail: a control row, Identity without projection whose
-gradient is zeroed after its first epoch, must lose; an "on par" claim counts
-only when it is detectably worse than both rows, with a tolerance of 0.1 of the
-spread from the untrained cost ratio to the best row. A row trained when its
-validation cost ratio closes 5% of the distance from its untrained value to 1;
-a claim on a row that did not is invalid. Every row runs on the same 5 seeds,
-fixed before the results (10 did not fit 20 minutes on the shared 2-core
-machine), and each claim is judged once on all of them.
-
-Negative costs: softplus costs are positive, but the margin noise (+-0.1) and
-Blackbox's shifted costs (w + lambda dL/dy) can go below zero, which the grid's
-Dijkstra refuses by default. The grid is built with `negative_costs="clip"`, so
-a negative tile cost counts as 0 (a free tile), for every row alike. With the
-default `negative_costs="error"` the run stops in Blackbox's backward pass
-("got negative costs (instance 2, value -0.065)").
-
-The committed run was made on a 2-core machine beside one other experiment, on
-one torch thread (`threads=1`), so its seconds per epoch are somewhat inflated.
+Evidence that can fail: a control row (Identity without projection, gradient
+zeroed after its first epoch) must lose; an "on par" claim counts only when it
+is detectably worse than both rows, with a tolerance of 0.1 of the spread from
+the untrained cost ratio to the best row; a sanity gate (validation cost ratio
+closes 5% of the distance from untrained to 1); the same 5 seeds for every row,
+fixed beforehand. Margin noise and Blackbox's shifted costs can go below zero,
+which the grid's Dijkstra refuses by default, so the grid is built with
+``negative_costs="clip"`` (a negative tile cost counts as 0) for every row.
 """
 
 from __future__ import annotations
