@@ -90,7 +90,7 @@ def _error_reason(error) -> str:
 
 @functools.lru_cache(maxsize=1)
 def licence() -> Licence:
-    """This process's licence, probed once (about 15 ms): an environment is started,
+    """This process's licence, probed once (it costs a solve): an environment is started,
     then a model one variable above the size limit is optimized."""
     try:
         import gurobipy as gp
@@ -218,8 +218,8 @@ class _GurobiRun:
 
         The model is not reset between solves: Gurobi starts from its previous solve
         (an LP's basis, a MIP's incumbent), which is what makes a stream of solves
-        whose costs change cheap (1000 shortest-path LPs on PyEPO's 5x5 grid: 0.28 s
-        with a reset before each, 0.16 s without; PyEPO does not reset either). The
+        whose costs change cheap (a reset before each solve slows a stream of
+        shortest-path LPs on PyEPO's 5x5 grid; PyEPO does not reset either). The
         answer is optimal either way; under ties, which optimum comes back may depend
         on the earlier solves of this kernel.
         """
@@ -453,7 +453,7 @@ class GurobiBackend(Backend):
 
     @classmethod
     def rank(cls, spec: Spec) -> float:
-        """Ahead of SCIP on MIPs (knapsack 200 x 2: 12 ms against 51 ms, issue 23);
+        """Ahead of SCIP on MIPs (the knapsacks of benchmarks/mip_training.py);
         behind HiGHS on LPs and behind HiGHS's TSP kernel where that is first
         (docs/problems.md, TSP table); never automatic when ``COMBOLAYER_AUTO_GUROBI=0``."""
         if os.environ.get(AUTO_ENV, "1").strip().lower() in {"0", "false", "no", "off"}:

@@ -306,7 +306,7 @@ _TIER_REASONS = {
 
 
 def choice_reason(cls: type, spec: Spec, config: BackendConfig) -> str:
-    """Why backend ``cls`` solves ``spec`` under ``config``, in one sentence (issue 39):
+    """Why backend ``cls`` solves ``spec`` under ``config``, in one sentence:
     named by the caller, or where ``"auto"`` ranks it and which backends it passed over."""
     if config.name != "auto":
         return f"{cls.name}: named by the caller (backend={config.name!r})"

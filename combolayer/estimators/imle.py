@@ -22,7 +22,7 @@ class IMLE(Estimator):
     forward returns the mean of ``y(c + eps_s)``; the backward pass uses the
     same samples: ``dL/dc = 1/S sum_s (y(c + lam dL/dy + eps_s) - y(c + eps_s)) / lam``,
     Blackbox's target distribution, divided by lam as in the authors' fix
-    (torch-imle issue #3). Both solves of a step are one batch call each.
+    (github.com/uclnlp/torch-imle/issues/3). Both solves of a step are one batch call each.
     Eval mode returns the exact ``y(c)``.
 
     ``noise`` is ``"sog"`` (SoG(k, tau, s=10), with ``k`` the problem's ``k``
