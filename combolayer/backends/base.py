@@ -59,8 +59,8 @@ class Tier(enum.IntEnum):
     GENERIC = 100
     #: A fast LP solver on LPs (HiGHS).
     LP_SOLVER = 110
-    #: The MIP solver with the least set-up per solve (SCIP: 0.44 ms against
-    #: HiGHS's 10 ms on an 8-variable ILP).
+    #: The MIP solver with the least set-up per solve (SCIP; set by
+    #: benchmarks/backends.py).
     MIP_SOLVER = 120
     #: A dedicated algorithm measured slower than the MIP solver on this instance.
     SPECIALISED_SLOW = 122

@@ -67,7 +67,7 @@ def _build_model(form: CanonicalForm, config: BackendConfig):
     h = new_highs(config.threads, config.verbose)
     options = {
         # Presolve costs more than it saves when only the costs change, except on
-        # MIPs re-solved with lazy cuts (TSP-50: 106 ms on, 144 ms off).
+        # MIPs re-solved with lazy cuts (set by benchmarks/tsp_backends.py).
         "presolve": "on" if form.separator is not None else "off",
         "mip_rel_gap": float(config.mip_gap),
         # The default absolute gap (1e-6) and relative gap (1e-4) returned a
@@ -455,11 +455,9 @@ class HighsTspKernel(_HighsTime, RowKernel):
 
 
 #: HiGHS options of the TSP kernel's MIP rounds, where ``BackendConfig.options`` does
-#: not set them. Restarts after root fixings cost more than they saved (mean TSP-50
-#: time 0.69-1.03x without, over five batches of 30). The primal heuristics mostly
-#: find tours with subtours, which the next round cuts off anyway: without
-#: feasibility jump, RINS, RENS and root reduced-cost diving the 7 slowest of 24
-#: TSP-60 instances took 3.0 s against 4.4 s (interleaved, same answers).
+#: not set them. Restarts after root fixings cost more than they save, and the primal
+#: heuristics mostly find tours with subtours, which the next round cuts off anyway
+#: (set by benchmarks/tsp_backends.py, same answers either way).
 _TSP_MIP_OPTIONS = {
     "mip_allow_restart": False,
     "mip_heuristic_run_feasibility_jump": False,
@@ -469,18 +467,13 @@ _TSP_MIP_OPTIONS = {
 }
 
 #: Double-bridge kicks of the iterated local search that improves the upper-bound tour
-#: (paid only by instances whose LP stays fractional, about 2 ms a kick at n = 60). The
-#: tour decides how many edges reduced costs fix: with the optimal tour in place of the
-#: guided one, one TSP-50 instance took 0.2 s instead of 1.9 s, one TSP-60 instance
-#: 0.5 s instead of 0.9 s. Means over 24 instances, interleaved with Gurobi (0, 16, 32
-#: kicks / Gurobi, ms): TSP-50 seed 7: 113, 60, 71 / 93; TSP-60 seed 7: 202, 237, 130 /
-#: 147; TSP-60 seed 60: 88, 99, 113 / 132. 32 is the one below Gurobi on all three; it
-#: raises the median (TSP-60: 44 to 111 ms on seed 7).
+#: (paid only by instances whose LP stays fractional). The tour decides how many edges
+#: reduced costs fix, so a better tour saves more than the kicks cost in the mean, at
+#: some cost to the median (set by benchmarks/tsp_backends.py against Gurobi).
 TOUR_KICKS = 32
 #: The tour is improved only when it is more than this (relative) above the LP bound:
-#: below it, fixing is strong already and the kicks cost more than they save. Means
-#: over 24 instances, interleaved under load (gap 1e-9, 0.01 / Gurobi, ms): TSP-60 seed
-#: 60: 278, 222 / 296; TSP-60 seed 7: 250, 211 / 268; TSP-50 seed 7: 163, 125 / 198.
+#: below it, fixing is strong already and the kicks cost more than they save (set by
+#: benchmarks/tsp_backends.py).
 TOUR_KICK_GAP = 0.01
 
 #: Whether the MIP rounds add the subtours of every integer solution HiGHS finds.
@@ -526,9 +519,8 @@ class HighsBackend(Backend):
     @classmethod
     def rank(cls, spec: Spec) -> int:
         """First for LPs; after SCIP for MIPs, where HiGHS's per-solve setup dominates
-        small problems (measured: 10 ms against SCIP's 0.44 ms on an 8-variable
-        selection ILP, examples/custom_ilp.py). Ahead of SCIP for TSP up to
-        ``TSP_MAX_NODES_FIRST`` nodes, where `HighsTspKernel` beats SCIP's
+        small problems (per-solve latency measured by benchmarks/backends.py). Ahead
+        of SCIP for TSP up to ``TSP_MAX_NODES_FIRST`` nodes, where `HighsTspKernel` beats SCIP's
         branch and cut (docs/problems.md, TSP table)."""
         if spec.kind == "tsp" and spec.num_nodes <= TSP_MAX_NODES_FIRST:
             return Tier.MIP_SOLVER - 1
