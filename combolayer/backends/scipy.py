@@ -9,16 +9,14 @@
   every member of the smaller side is matched (``cover="none"``, bounded pairs),
   on the square padding of ``problems.matching.padded_costs``.
 - TSP: up to ``TSP_DP_MAX_NODES`` cities, the Held-Karp dynamic program,
-  batched and first for ``auto`` (measured 0.004 ms per solve at n=5, 0.18 ms
-  at n=10 and 1.1 ms at n=12 in batches of 50, against 0.8, 1.7 and 2.1 ms
-  for HiGHS's earlier LP cut rounds and 4.2, 6.7 and 9.4 ms for SCIP; HiGHS's
-  TSP kernel: 0.77 ms at n=10, even at n=12, docs/problems.md); above that
+  batched and first for ``auto`` (faster than the MIP backends at these sizes,
+  measured by benchmarks/tsp_backends.py); above that
   ``scipy.optimize.milp`` over the n(n-1)/2 symmetric edges, re-solved with
   subtour cuts, which ranks last.
 - Knapsack: a dynamic program over integer weights, a table of
   ``prod(capacities + 1)`` states per item, batched (weights with one or two
-  decimals are scaled to integers first). Measured faster than SCIP and HiGHS
-  at 2x32 and 2x100 (docs/problems.md). Other weights, or tables above
+  decimals are scaled to integers first). Faster than SCIP and HiGHS at 2x32
+  and 2x100 (benchmarks/problems.py). Other weights, or tables above
   ``KNAPSACK_MAX_WORK``, are left to the MIP backends.
 """
 
@@ -47,13 +45,13 @@ from .registry import register_backend
 
 #: Largest ``num_items * prod(capacities + 1)`` the knapsack DP takes on.
 KNAPSACK_MAX_WORK = 5e7
-#: Above this many table cells per item SCIP beats the DP (measured ~1.6 ns per
-#: cell and item against 0.1-0.3 ms per item for SCIP, docs/problems.md).
+#: Above this many table cells per item SCIP beats the DP (set by
+#: benchmarks/problems.py).
 KNAPSACK_MAX_CELLS_VS_SCIP = 50_000
 #: Cells of the knapsack DP table per chunk of the batch (memory bound).
 _KNAPSACK_CHUNK_CELLS = 2_000_000
-#: Largest TSP the Held-Karp DP solves (O(2^n n^2) per instance): at n=12 it
-#: takes 1.1 ms per solve against 2.1 ms for HiGHS, and it doubles per city.
+#: Largest TSP the Held-Karp DP solves (O(2^n n^2) per instance): its time doubles
+#: per city, and above this HiGHS is faster (set by benchmarks/tsp_backends.py).
 TSP_DP_MAX_NODES = 12
 #: Candidate cells of one Held-Karp layer per chunk of the batch (memory bound).
 _TSP_CHUNK_CELLS = 4_000_000
@@ -313,7 +311,7 @@ def _grid_kernel(spec: GridShortestPath) -> Callable:
 
 
 def _matching_kernel(spec: Matching) -> Callable:
-    # scipy.optimize takes 0.5 s to import: only when a kernel needs it.
+    # scipy.optimize is slow to import: only when a kernel needs it.
     from scipy.optimize import linear_sum_assignment
 
     padded = padded_costs(spec)
@@ -504,7 +502,7 @@ def _tsp_kernel(spec: TSP) -> Callable:
     n = spec.num_nodes
     if n <= TSP_DP_MAX_NODES:
         return _held_karp_kernel(spec)
-    # scipy.optimize takes 0.5 s to import: only when a kernel needs it.
+    # scipy.optimize is slow to import: only when a kernel needs it.
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     iu, ju = np.triu_indices(n, k=1)
