@@ -33,11 +33,10 @@ from .registry import register_backend
 from .solver import RowKernel
 
 #: Problem kinds on which SCIP's presolve/heuristics/separation pay for
-#: themselves (TSP-50: 156 ms with them, 771 ms without).
+#: themselves (set by benchmarks/tsp_backends.py).
 _KEEP_DEFAULTS = frozenset({"tsp"})
-#: Pure LPs at least this large also keep them: presolve shrank the 30x30 grid
-#: flow LP (7738 variables) from 170 to 100 ms; a 30-variable LP was 1.2x
-#: faster without it.
+#: Pure LPs at least this large also keep them: presolve pays on the 30x30 grid
+#: flow LP, not on small LPs (set by benchmarks/backends.py).
 _LARGE_LP = 5000
 #: Primal heuristics switched back on in the fast mode, at every node: rounding of
 #: the LP solution, and one- and two-variable moves from each new incumbent. Mean

@@ -397,7 +397,7 @@ def measure_all(quick: bool = False, threads: int = 1) -> list[Ratio]:
     results += selection_ratios(rounds=50 if quick else 200)
     results.append(fixed_overhead(rounds=500 if quick else 2000))
     results += tsp_per_solve(instances=4 if quick else 24)
-    # 64 in the quick run too: 16 TSP-50 solves (about 0.8 s) are too little work for
+    # 64 in the quick run too: 16 TSP-50 solves are too little work for
     # the executor to start a pool, so they would measure serial against serial.
     results.append(tsp_workers(batch=64, rounds=1 if quick else 5))
     return results

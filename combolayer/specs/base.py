@@ -171,8 +171,8 @@ class _Short:
 #: `Spec.model_size` before anything is built: this many variables...
 MAX_VARIABLES = 1_000_000
 #: ... and this many matrix entries (constraint nonzeros plus one per row): a few GB in
-#: the canonical form, the solver's copy and the analysis together
-#: (``{kind: topk, n: 1000000, k: 3}`` peaks at 2.4 GB, 40 s in ``combolayer analyze``).
+#: the canonical form, the solver's copy and the analysis together (``{kind: topk,
+#: n: 1000000, k: 3}`` is near the limit in ``combolayer analyze``).
 MAX_ENTRIES = 5_000_000
 #: The variable limit `bounded` sets for the specs validated inside it (None: unchecked).
 _size_limit: ContextVar[int | None] = ContextVar("combolayer_spec_size_limit", default=None)
