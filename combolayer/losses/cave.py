@@ -146,6 +146,7 @@ class _Cone:
         self.normals = normals[np.abs(normals).sum(axis=1) > 1e-7]  # PyEPO's padding rows
         self._P: sp.csc_matrix | None = None
         self._solvers: dict[int, Any] = {}
+        self._mean: np.ndarray | None = None
 
     def _qp_matrix(self) -> sp.csc_matrix:
         """The upper triangle of ``2 G G^T`` in CSC form, zeros left out (as PyEPO's
@@ -186,9 +187,10 @@ class _Cone:
         return np.asarray(solver.solve().x) @ self.normals
 
     def mean_unit_normal(self, width: int) -> np.ndarray:
-        if not len(self.normals):
-            return np.zeros(width)
-        return (self.normals / np.linalg.norm(self.normals, axis=1, keepdims=True)).mean(0)
+        if self._mean is None:
+            self._mean = np.zeros(width) if not len(self.normals) else (
+                self.normals / np.linalg.norm(self.normals, axis=1, keepdims=True)).mean(0)
+        return self._mean
 
 
 class BindingCones:
