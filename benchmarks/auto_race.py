@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
              "1.15" if ratios else "")]
     print("\n".join(body))
     write_block(Path(args.out), "auto-race", "benchmarks/auto_race.py", body,
-                "## backend=\"auto\" races the exact backends (issue 41)")
+                "## `backend=\"race\"`: the exact backends race")
     print(f"wrote {args.out}")
     return 0
 

@@ -137,7 +137,7 @@ def main() -> None:
                rows),
     ]
     write_block(Path(args.out), "identity-floor", "benchmarks/identity_floor.py", lines,
-                "## Identity's exact solves on the knapsack (issue 23)")
+                "## Identity's exact solves on the knapsack")
     print(f"wrote the identity-floor table into {args.out}")
 
 

@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     print("\n".join(lines))
     if args.out:
         write_block(Path(args.out), "learned-constraints", "benchmarks/learned_constraints.py",
-                    lines, "## Learned constraints against learned costs (issue 37)")
+                    lines, "## Learned constraints against learned costs")
     return lines
 
 

@@ -279,7 +279,7 @@ def main() -> None:
              "a row each; bigger batches, or several batches in flight, move the floor out.",
              ""]
     write_block(Path(args.out), "scale-out", "benchmarks/scale_out.py", body,
-                "## Scale-out from the first epoch (issue 27)")
+                "## Scale-out from the first epoch")
     print(f"wrote {args.out} and {img}")
 
 

@@ -99,7 +99,7 @@ def main() -> None:
                 "normalized test regret"], rows),
     ]
     write_block(Path(args.out), "spo-workers", "benchmarks/spo_workers.py", lines,
-                "## SPO+ with more cores (issue 23)")
+                "## SPO+ with more cores")
     print(f"wrote the spo-workers table into {args.out}")
 
 

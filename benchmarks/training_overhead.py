@@ -85,7 +85,7 @@ def render(results, profile, loads, command: str, threads: int, seconds: float) 
         "median of the per-round ratios, with their quartiles in parentheses (the spread "
         "between rounds).",
         "",
-        "## The ratios (issue 15)",
+        "## The ratios",
         "",
         "| ratio | A (ms) | B (ms) | A / B | goal |",
         "|---|---|---|---|---|",

@@ -169,7 +169,7 @@ def main() -> None:
     ]
     path = Path(args.out)
     write_block(path, "warm-start", "benchmarks/warm_start.py", lines,
-                "## Warm starts (issue 23)")
+                "## Warm starts")
     print(f"wrote the warm-start table into {path}")
 
 
