@@ -5,56 +5,36 @@ bird species), 40 items each. A class is a Gaussian cluster around a centre
 in an 8-dimensional semantic subspace; each item adds within-class spread
 there and larger class-independent variation in 24 nuisance dimensions, and
 the observed 32-dimensional input is a random rotation of both through a
-tanh, so that raw cosine similarity mostly measures nuisance (an untrained
-network reaches R@1 about 0.15-0.19). As on CUB, the first half of the
-classes train and the other half is held out: test retrieval is among
-classes never seen in training. sklearn's 8x8 digits were tried first and
-rejected by measurement: on the held-out digits 5-9 an untrained network
-already reaches R@1 0.956, and every trained variant ends below that
-(0.85-0.92 after 15 epochs), so digits cannot separate the methods and
-learning does not beat the untrained baseline; `--set data=digits` (with
-`classes_per_batch=4 items_per_class=16`) reruns that check. Model, as in
-the appendix at toy scale: a backbone (paper: ImageNet-pretrained ResNet50;
-here a 2-layer MLP with 128 units) whose head is a fully connected embedding
-layer (paper 512-d, here 32-d). A batch holds 16 classes x 4 items (paper:
-128 items, plus three earlier batches kept in memory, which is dropped
-here); every item queries the 63 others: their cosine similarities, without
-the query itself (`cl.retrieval.query_rows`), are ranked by the layer
-(`Ranking(n=63)`, torch backend, all 64 queries in one sort), and the loss is
-the paper's recall loss (`cl.losses.loglog_recall`, "loglog" of Rolinek et
-al.) on those ranks with the same-class items as the relevant ones; it is
-the paper's loss, and its gradient is nonzero only on the positives, the
+tanh, so that raw cosine similarity mostly measures nuisance. As on CUB, the
+first half of the classes train and the other half is held out: test retrieval
+is among classes never seen in training. (sklearn's 8x8 digits are too easy
+for an untrained network to separate the methods; ``--set data=digits`` reruns
+that check.)
+
+Model, as in the appendix at toy scale: a backbone (paper: ImageNet-pretrained
+ResNet50; here a 2-layer MLP) with a fully connected embedding head (paper
+512-d, here 32-d). A batch holds 16 classes x 4 items; every item queries the
+63 others: their cosine similarities (`cl.retrieval.query_rows`) are ranked by
+the layer (``Ranking(n=63)``, torch backend, all queries in one sort), and the
+loss is the paper's recall loss (`cl.losses.loglog_recall`) with the same-class
+items as the relevant ones; its gradient is nonzero only on the positives, the
 sparsity the paper blames for Identity trailing Blackbox. Training: Adam with
-the paper's weight decay 4e-4, the embedding layer's 3x learning rate and
-the 70% learning-rate drop at the same fraction of the run (epoch 13 of 30;
-paper 35 of 80), but lr 1e-3 instead of 5e-7 (a fresh MLP, not a pretrained
-ResNet). Metric: R@1 on the held-out classes (every test item queries all
-the others, cosine similarity), R@2, R@4, R@8 as extras; every row on the
-same 5 seeds, as the paper's 5. Compared: Identity with no
-projection, P_mean, P_norm and P_std, each with and without the noise
-margin, and Blackbox (no projection,
-the paper's headline row) with and without it, and with P_std (the paper
-runs Blackbox with every projection). The noise margin is
-alpha = 0.01 on the projected scores; the library's P_std divides by the
-norm, sqrt(63) = 7.9 times the standard deviation the paper divides by, so
-this is about the paper's alpha = 0.1 (its table shows 0.001 to 0.1 changing
-Identity by under 1 point). Blackbox's lambda: the paper's 0.2 acts on ranks
-divided by the list length with the original code's loss scaling, which does
-not carry over to integer ranks, so lambda (per instance) and the shared
-learning rate were chosen by sweeps on two draws of the task not used for
-the reported runs (seeds 10 and 11: other class centres, rotation and
-items), 30 epochs, held-out R@1. Blackbox at lr 1e-3: lambda 0.03 -> 0.562,
-0.1 -> 0.594, 0.3 -> 0.575, 1.0 -> 0.568; so 0.1. The run itself chooses
-Blackbox's lambda again from {0.01, 0.1, 1} on its validation classes (mean
-over the first 2 seeds; the grid grows a factor of 10 at a time until the
-choice has a worse neighbour on each side or reaches the bound, 1000x either
-side of 0.1, `core.tune`). Learning rate (Identity
-P_std / Blackbox): 3e-4 -> 0.481 / 0.519, 1e-3 -> 0.463 / 0.594, 3e-3 ->
-0.372 / 0.583. One rate for both methods, as in the paper: 1e-3; Identity's
-own best, 3e-4, is 0.02 higher on these draws (within the seed spread of
-about 0.09) and still well below Blackbox. The informed
-margin of the paper's table needs a 0/1 solution and does not apply to ranks
-in this library (`cl.Margin` is for binary problems), so it is not run.
+the paper's weight decay, the embedding layer's 3x learning rate and the 70%
+drop at the same fraction of the run, but lr 1e-3 instead of 5e-7 (a fresh MLP,
+not a pretrained ResNet). Metric: R@1 on the held-out classes, R@2, R@4, R@8 as
+extras; every row on the same 5 seeds, as the paper's 5.
+
+Compared: Identity with no projection, P_mean, P_norm and P_std, each with and
+without the noise margin, and Blackbox (no projection, the paper's headline
+row) with and without it, and with P_std. The noise margin is alpha = 0.01 on
+the projected scores (the library's P_std divides by the norm, sqrt(63) times
+the standard deviation the paper divides by, so about the paper's 0.1). The
+paper's Blackbox lambda does not carry over to integer ranks, so the learning
+rate, one for both methods as in the paper, was chosen by sweeps on two draws
+of the task not used for the reported runs (seeds 10 and 11), and the run
+chooses Blackbox's lambda on its validation classes (`core.tune`). The paper's
+informed margin needs a 0/1 solution and does not apply to ranks (`cl.Margin`
+is for binary problems), so it is not run.
 """
 
 from __future__ import annotations
