@@ -15,10 +15,19 @@ the device synchronised before each clock read):
   and CombOptNet's training step through learned rows, on CUDA over the CPU;
 - PyEPO's MPAX model (PDLP through JAX) behind `cl.backends.from_pyepo`, a batch
   in one vmapped call on JAX's device, against the exact kernel, where pyepo and
-  mpax are installed.
+  mpax are installed;
+- grid shortest paths (8 neighbours): the Warcraft training step (the paper's
+  model, ResNet-18's first block and adaptive max pooling to the grid, batch 70,
+  Adam; the two-stage MSE step without a solver, Identity, Blackbox at lam 20;
+  median of 15 steps) with each backend, and the Bellman-Ford kernels
+  (`combolayer.backends.torch_paths`) against scipy's Dijkstra at batches 70 and
+  1024; on the CPU also at batches 32 and 256 from grid 5 up, the measurement
+  behind ``"auto"``'s choice for CPU costs.
 
-Without a CUDA device it says so and measures nothing. The tables go into
-docs/performance.md (block ``gpu``) unless ``--no-doc``.
+Without a CUDA device it measures the CPU rows of the shortest-path tables only
+and says that the device rows need one. The tables go into docs/performance.md
+(block ``gpu``), or without a device into benchmarks/results/gpu.md (block
+``gpu-cpu``), unless ``--no-doc``.
 
 Run: python benchmarks/gpu.py [--quick] [--no-doc]
 """
@@ -36,14 +45,17 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
+from torch import nn
 from tqdm import tqdm
 
 import combolayer as cl
-from benchmarks._doc_blocks import command_line, write_block
+from benchmarks._doc_blocks import command_line, generated_by, write_block
 from combolayer.backends.pool import SolutionPool
 from combolayer.backends.torch import ranks, topk_indicator
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "performance.md"
+CPU_RESULTS = Path(__file__).resolve().parent / "results" / "gpu.md"
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 
 
@@ -217,17 +229,180 @@ def mpax_rows(batches: list[int], seconds: float) -> list[str]:
     return rows
 
 
+class BasicBlock(nn.Module):
+    """ResNet's basic block: two 3x3 convolutions with batch norm around a shortcut."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(x + self.bn2(self.conv2(out)))
+
+
+class WarcraftResNet(nn.Module):
+    """The paper's cost model (Vlastelica et al. 2020): ResNet-18's first block (7x7
+    stride-2 convolution, batch norm, ReLU, max pooling, one basic block of 64
+    channels), adaptive max pooling to the grid, and the mean over the channels."""
+
+    def __init__(self, grid: int, width: int = 64) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 7, stride=2, padding=3, bias=False),
+                                  nn.BatchNorm2d(width), nn.ReLU(),
+                                  nn.MaxPool2d(3, stride=2, padding=1))
+        self.block = BasicBlock(width)
+        self.pool = nn.AdaptiveMaxPool2d(grid)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.pool(self.block(self.stem(images))).mean(dim=1)
+
+
+def warcraft_step(grid: int, method: str, backend: str, device: torch.device,
+                  batch: int = 70) -> Callable[[], object]:
+    """One Adam step of the Warcraft model on a batch of ``8 grid`` pixel square images:
+    ``method`` "two-stage" (MSE to the true costs, no solver), "identity" or "blackbox"
+    (lam 20; both with the Hamming loss to the true paths)."""
+    gen = torch.Generator().manual_seed(grid)
+    images = torch.rand(batch, 3, 8 * grid, 8 * grid, generator=gen).to(device)
+    spec = cl.problems.ShortestPath.grid(grid, grid, neighborhood=8)
+    true_costs = torch.rand(batch, grid, grid, generator=gen) + 0.1
+    true_paths = cl.make_solver(spec, backend="scipy").solve(true_costs).to(device)
+    true_costs = true_costs.to(device)
+    model = WarcraftResNet(grid).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=5e-4)
+    if method != "two-stage":
+        options = {"method": cl.Blackbox(lam=20.0)} if method == "blackbox" else {}
+        layer = cl.ComboLayer(spec, projection="none", backend=backend, **options)
+
+    def step() -> None:
+        optimizer.zero_grad()
+        costs = model(images)
+        if method == "two-stage":
+            loss = F.mse_loss(costs, true_costs)
+        else:
+            loss = cl.losses.hamming(layer(costs), true_paths)
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def median_of_steps(step: Callable[[], object], device: torch.device, steps: int) -> float:
+    """Median wall time of ``steps`` calls of ``step`` in ms, after two warm-up calls."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    for _ in range(2):
+        step()
+    sync()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        sync()
+        times.append(time.perf_counter() - start)
+    return 1e3 * statistics.median(times)
+
+
+def warcraft_rows(grids: list[int], devices: list[torch.device], steps: int) -> list[str]:
+    """The training step per grid, method and backend, and its ratio to the two-stage
+    step (the step without a solver) on the same device."""
+    rows = ["| grid | device | step | backend | ms per step | / two-stage step |",
+            "|---|---|---|---|---|---|"]
+    cases = [(grid, device) for grid in grids for device in devices]
+    for grid, device in tqdm(cases, desc="warcraft", leave=False):
+        base = median_of_steps(warcraft_step(grid, "two-stage", "auto", device), device, steps)
+        rows.append(f"| {grid} x {grid} | {device.type} | two-stage (MSE) | none | "
+                    f"{base:.1f} | 1.00 |")
+        backends = ["auto", "bellman_ford" if device.type == "cpu" else "scipy"]
+        for method in ("identity", "blackbox"):
+            for backend in backends:
+                ms = median_of_steps(warcraft_step(grid, method, backend, device), device,
+                                     steps)
+                label = "Blackbox (lam 20)" if method == "blackbox" else "Identity"
+                rows.append(f"| {grid} x {grid} | {device.type} | {label} | {backend} | "
+                            f"{ms:.1f} | {ms / base:.2f} |")
+    return rows
+
+
+def path_kernel_rows(grids: list[int], batches: list[int], devices: list[torch.device],
+                     seconds: float) -> list[str]:
+    """The grid kernels alone (8 neighbours, uniform costs): scipy's Dijkstra on the
+    host and Bellman-Ford on each device, per grid and batch."""
+    columns = ["scipy (CPU), ms", *(f"bellman_ford ({d.type.upper()}), ms" for d in devices)]
+    rows = ["| grid | batch | " + " | ".join(columns) + " | fastest |",
+            "|---|---|" + "---|" * (len(columns) + 1)]
+    for grid, batch in tqdm([(g, b) for g in grids for b in batches], desc="paths",
+                            leave=False):
+        spec = cl.problems.ShortestPath.grid(grid, grid, neighborhood=8)
+        costs = torch.rand(batch, grid, grid, generator=torch.Generator().manual_seed(grid))
+        times = {"scipy (CPU)": median_ms(
+            partial(cl.make_solver(spec, backend="scipy").solve_min, costs), CPU, seconds)}
+        kernel = cl.make_solver(spec, backend="bellman_ford")
+        for device in devices:
+            times[f"bellman_ford ({device.type.upper()})"] = median_ms(
+                applied(kernel.solve_min, costs, device), device, seconds)
+        fastest = min(times, key=times.get)
+        rows.append(f"| {grid} x {grid} | {batch} | "
+                    + " | ".join(f"{ms:.2f}" for ms in times.values()) + f" | {fastest} |")
+    return rows
+
+
+def shortest_path_blocks(args: argparse.Namespace, devices: list[torch.device]) -> list[str]:
+    """The grid shortest-path tables: the Warcraft step, the kernels at the paper's
+    batch and at 1024, and on the CPU from grid 5 up at batches 32 and 256."""
+    seconds = 0.05 if args.quick else 0.5
+    grids = [12] if args.quick else [12, 18, 24, 30]
+    steps = 3 if args.quick else args.steps
+    warcraft = [12] if args.quick else args.warcraft_grids
+    body = ["Grid shortest paths (8 neighbours), the Warcraft training step: batch 70, "
+            f"median of {steps} steps, projection none:", "",
+            *warcraft_rows(warcraft, devices, steps), "",
+            "The kernels alone, ms per batch:", "",
+            *path_kernel_rows(grids, [70] if args.quick else [70, 1024], devices, seconds)]
+    if not args.quick:
+        body += ["", "On CPU tensors, from grid 5 up (the measurement behind `auto`'s choice "
+                 "for CPU costs), ms per batch:", "",
+                 *path_kernel_rows([5, 10, 15, 20, 25, 30], [32, 256], [CPU], seconds)]
+    return body
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes, short timings")
     parser.add_argument("--no-doc", action="store_true", help="print only")
+    parser.add_argument("--steps", type=int, default=15,
+                        help="Warcraft training steps timed per row (the median is shown)")
+    parser.add_argument("--warcraft-grids", type=int, nargs="+", default=[12, 18, 24, 30],
+                        help="grid sizes of the Warcraft step (a CPU step at 30 x 30 takes "
+                             "seconds)")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("no CUDA device on this machine: nothing to measure (the GPU tables in "
-              "docs/performance.md come from a machine that has one)")
-        return
     torch.set_num_threads(1)  # the layer's solves and the CPU kernels on one thread, as ours
+    if not torch.cuda.is_available():
+        print("no CUDA device on this machine: nothing to measure on a device (the GPU tables "
+              "in docs/performance.md come from a machine that has one; the device rows of "
+              "the shortest-path tables need one). The CPU rows of those tables:")
+        began = time.perf_counter()
+        body = shortest_path_blocks(args, [CPU])
+        body = [f"{generated_by('benchmarks/gpu.py', time.perf_counter() - began)}, on "
+                f"{time.strftime('%Y-%m-%d')} with torch {torch.__version__} on one CPU thread "
+                f"({os.cpu_count()} CPU cores; no CUDA device: the device rows need one).", "",
+                "How to read it: each Warcraft row is one training step (model, layer, loss, "
+                "Adam) over the step without a solver on the same device; on one CPU thread "
+                "the model's convolutions take most of a step, so the backends differ by "
+                "less than the rows' noise there. The kernel rows time the solver alone; "
+                "`fastest` is the quicker per row.", "", *body]
+        print("\n".join(body))
+        if not args.no_doc:
+            CPU_RESULTS.parent.mkdir(exist_ok=True)
+            if not CPU_RESULTS.exists():
+                CPU_RESULTS.write_text("# benchmarks/gpu.py without a CUDA device\n")
+            write_block(CPU_RESULTS, "gpu-cpu", "benchmarks/gpu.py", body,
+                        "## The CPU rows")
+        return
     seconds = 0.05 if args.quick else 0.5
     batches = [32] if args.quick else [32, 256]
     shapes = [(256, 100)] if args.quick else [(256, 100), (4096, 100), (4096, 1000), (65536, 100)]
@@ -242,7 +417,7 @@ def main() -> None:
             *lookup_rows(lookups, seconds), "",
             "Enumeration (16 binary variables or fewer) and learned rows:", "",
             *enumeration_rows(batches if args.quick else [256, 4096], seconds), "",
-            *mpax_rows(batches, seconds)]
+            *mpax_rows(batches, seconds), "", *shortest_path_blocks(args, [CPU, CUDA])]
     print("\n".join(body))
     if not args.no_doc:
         write_block(DOC, "gpu", "benchmarks/gpu.py", body, "## On a CUDA device")

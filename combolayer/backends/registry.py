@@ -158,10 +158,11 @@ def make_solver(
     Args:
         spec: a spec, or a dict / YAML / JSON of one (see `combolayer.load_spec`).
         backend: a name (``"auto"``, ``"highs"``, ``"scip"``, ``"gurobi"``, ``"cvxpy"``,
-            ``"networkx"``, ``"scipy"``, ``"torch"`` or a plugin's), a
+            ``"networkx"``, ``"scipy"``, ``"torch"``, ``"bellman_ford"`` or a plugin's), a
             `BackendConfig`, a dict/YAML/JSON of one, or a PyEPO model wrapped by
             `combolayer.backends.from_pyepo`. ``"auto"`` picks the
-            fastest exact backend that supports the problem.
+            fastest exact backend that supports the problem, and for costs on an
+            accelerator one that solves them there where it exists (`device_route`).
 
     Returns:
         A [`Solver`][combolayer.backends.Solver] whose ``solve(costs)`` takes costs of shape
