@@ -304,20 +304,17 @@ def test_unknown_executor_is_rejected():
         cl.make_solver(knapsack(), {"name": "highs", "executor": "mpi"})
 
 
-# -- Ray: one local cluster for the module, few and fast tests ---------------------------
+# -- Ray: the session's cluster (conftest.ray_cluster) -----------------------------------
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    ray = pytest.importorskip("ray", reason="the ray executor needs the optional ray package")
+def local_ray(ray_cluster):
+    import ray
     from ray import cloudpickle
 
     # Ray workers cannot import this test module: ship its classes by value.
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    # address="local": a new cluster of our own, never one another process started.
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
-    ray.shutdown()
     cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 
 

@@ -184,12 +184,11 @@ def test_a_time_limit_that_expires_warns_flags_and_can_raise_on_every_executor(
     assert_limit_is_visible({**LIMITED[backend], "executor": executor, "workers": 2})
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    ray = pytest.importorskip("ray", reason="the ray executor needs the optional ray package")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
+@pytest.fixture
+def local_ray(ray_cluster):
+    import ray
+
+    return ray
 
 
 @pytest.mark.slow

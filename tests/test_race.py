@@ -435,15 +435,10 @@ def test_a_copied_loss_keeps_the_winner(eager):
 
 @pytest.fixture(params=["thread", "process", "ray"])
 def executor(request):
-    """An executor's name; for Ray, a local cluster of our own for the test."""
-    if request.param != "ray":
-        yield request.param
-        return
-    ray = pytest.importorskip("ray", reason="the ray executor needs the optional ray package")
-    # address="local": a new cluster of our own, never one another process started
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield "ray"
-    ray.shutdown()
+    """An executor's name; for Ray, on the session's cluster."""
+    if request.param == "ray":
+        request.getfixturevalue("ray_cluster")
+    return request.param
 
 
 def test_executor_workers_take_the_winner(eager, always_parallel, executor):
