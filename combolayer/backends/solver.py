@@ -215,7 +215,12 @@ MAX_COST = 1e15
 
 def check_costs(spec: Spec, costs: Any, name: str = "costs") -> None:
     """Raise ValueError on a wrong trailing shape, non-real dtype, NaN/inf, or entries of
-    magnitude MAX_COST or more (one reduction when all is well)."""
+    magnitude MAX_COST or more (one reduction when all is well).
+
+    The values (`check_values`) of a tensor off the CPU, or of one torch.compile is
+    tracing, are checked where they are read instead, with no host synchronisation of
+    their own: on the host copy a solve makes anyway (`Solver`), by the device kernel's
+    solve, or inside the layer's compiled solve (`combolayer.layer.ops`)."""
     shape = tuple(costs.shape)
     cost_shape = spec.cost_shape
     k = len(cost_shape)
@@ -227,7 +232,25 @@ def check_costs(spec: Spec, costs: Any, name: str = "costs") -> None:
     is_torch = isinstance(costs, torch.Tensor)
     if costs.is_complex() if is_torch else np.iscomplexobj(costs):
         raise ValueError(f"{name} must be real, got complex dtype {costs.dtype} for {spec.label}")
+    if is_torch and (not costs.is_cpu or torch.compiler.is_compiling()):
+        return
+    check_values(spec, costs, name)
+
+
+def check_values(spec: Spec, costs: Any, name: str = "costs") -> None:
+    """`check_costs`'s value checks alone (NaN/inf, magnitude MAX_COST or more), on a
+    numpy array or a tensor: the one check every path runs. On a tensor off the CPU
+    it synchronises nothing: the check is queued on the device
+    (``torch._assert_async``) and fails there, as a device-side assertion naming the
+    problem, before the solve's result can be read."""
+    is_torch = isinstance(costs, torch.Tensor)
     if costs.numel() == 0 if is_torch else costs.size == 0:
+        return
+    if is_torch and not costs.is_cpu:
+        # amax propagates NaN, which fails the comparison as inf does
+        torch._assert_async(costs.detach().abs().amax() < MAX_COST,
+                            f"{name} must be finite and below {MAX_COST:g} in magnitude "
+                            f"for {spec.label}")
         return
     # One reduction and one number read back in the usual case: the Euclidean norm
     # bounds every entry (half of MAX_COST leaves room for its rounding), and NaN or
@@ -542,12 +565,17 @@ class Solver:
         if not getattr(self._kernel, "takes_start", False):
             start = None
         wide = full or self.known is not None
+        on_device = not costs.is_cpu  # check_costs left the values to here
         if self._torch_kernel:
+            if on_device:
+                check_values(self.spec, costs)
             y = self._run(self._kernel, self.widen(costs) if wide else costs,
                           rows=None if rows is None else rows.torch(costs))
         else:
             # one copy at most: none for float64 CPU costs, which numpy shares
             flat = costs.to("cpu", torch.float64).numpy()
+            if on_device:
+                check_values(self.spec, flat)
             y = torch.from_numpy(self._run(self._kernel, self.widen(flat) if wide else flat,
                                            start, None if rows is None else rows.numpy()))
         if wide:

@@ -190,6 +190,11 @@ class Estimator(BaseModel):
     #: True when the estimator gives per-call rows ``A``, ``b`` a gradient (see the
     #: module docstring); the layer refuses rows that require one otherwise.
     row_gradients: ClassVar[bool] = False
+    #: True when `saved_from_output` rebuilds what ``forward`` saves and neither method
+    #: reads ``target`` or ``training``: ``torch.compile`` then keeps the layer's solve
+    #: whole, as one custom operator (`combolayer.layer.ops`); other estimators compile
+    #: with a graph break at the solve.
+    compiles_whole: ClassVar[bool] = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs = positional_fields(type(self), args, kwargs, TypeError)
@@ -213,6 +218,11 @@ class Estimator(BaseModel):
 
     def backward(self, solver: Solver, grad: Tensor, costs: Tensor, *saved: Tensor) -> Tensor:
         raise NotImplementedError
+
+    def saved_from_output(self, costs: Tensor, output: Tensor) -> tuple[Tensor, ...]:
+        """The tensors ``forward(solver, costs, ...)`` saves, rebuilt from ``costs`` and its
+        ``output`` alone (estimators that set `compiles_whole`)."""
+        raise NotImplementedError(f"{type(self).__name__} saves more than its output")
 
     def build_projected(self, solver: Solver, projection: Normalized) -> ProjectedSolve | None:
         """The layer's whole forward with a normalized projection folded in, as one

@@ -58,6 +58,7 @@ class Blackbox(Estimator):
     """
 
     name: ClassVar[str] = "blackbox"
+    compiles_whole: ClassVar[bool] = True
 
     lam: Positive = 20.0
     reduction: str = "mean"
@@ -74,6 +75,9 @@ class Blackbox(Estimator):
         solution = solver.solve_min(costs)
         # One unperturbed sample: eps = 0, samples = the solution.
         return solution, (costs.new_zeros(()), solution[None])
+
+    def saved_from_output(self, costs, output):
+        return costs.new_zeros(()), output[None]
 
     def backward(self, solver, grad, costs, eps, samples):
         return interpolation(solver, self.lam, grad, costs, eps, samples,

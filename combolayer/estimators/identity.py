@@ -129,6 +129,7 @@ class Identity(Estimator):
 
     name: ClassVar[str] = "identity"
     differentiable_backward: ClassVar[bool] = True
+    compiles_whole: ClassVar[bool] = True
 
     def build(self, solver: Solver) -> DifferentiableSolve:
         # The hot path of every Identity layer: the solve runs inside one autograd
@@ -159,6 +160,9 @@ class Identity(Estimator):
 
     def forward(self, solver, costs, *, target, training):
         return solver.solve_min(costs), ()
+
+    def saved_from_output(self, costs, output):
+        return ()
 
     def backward(self, solver, grad, costs):
         return -grad

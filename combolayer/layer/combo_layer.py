@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import os
@@ -31,6 +32,7 @@ from ..specs.load import load_spec, read_mapping, spec_from_text
 from ..specs.paths import config_base, resolve_path
 from ..transforms.noise import SignNoise
 from ..transforms.projection import NORM_EPS, Normalized, Transform
+from .ops import CompiledSolve, check_floor
 from .projection import HULL_PROJECTIONS, make_projection
 from .schedules import Schedule, make_schedule
 
@@ -197,22 +199,25 @@ class ComboLayer(nn.Module):
         build_projected = getattr(self.method, "build_projected", None)
         cached = (None if self.solve_ratio >= 1.0 else
                   CachedSolver(solver, self.solve_ratio, self.pool, self.generator))
+        whole = getattr(self.method, "compiles_whole", False)
+        clipped = solver if floor is None else _ClipPerturbations(solver, floor)
         compiled = _Compiled(
             solver=solver,
             projection=projection,
             floor=floor,
             normals=torch.tensor(analyze(self.spec, exact=exact).normals) if hull else None,
-            solve=self.method.build(solver if floor is None else
-                                    _ClipPerturbations(solver, floor)),
+            solve=self.method.build(clipped),
             fused=build_projected(solver, flat) if fusable and build_projected else None,
+            op=CompiledSolve(self.method, clipped, floor) if whole else None,
         )
         if cached is not None:
+            clipped = cached if floor is None else _ClipPerturbations(cached, floor)
             compiled = dataclasses.replace(
                 compiled,
-                train_solve=self.method.build(cached if floor is None else
-                                              _ClipPerturbations(cached, floor)),
+                train_solve=self.method.build(clipped),
                 train_fused=(build_projected(cached, flat) if fusable and build_projected
-                             else None))
+                             else None),
+                train_op=CompiledSolve(self.method, clipped, floor) if whole else None)
         # a copy keeps the winner of the race its original ran (combolayer.backends.race)
         adopt = getattr(solver.kernel, "adopt", None)
         if adopt is not None:
@@ -312,7 +317,7 @@ class ComboLayer(nn.Module):
         """The current margin noise ``alpha`` (0 when there is none)."""
         return float(getattr(self.noise, "alpha", 0.0)) if self.noise is not None else 0.0
 
-    def _hull_offset(self, w: Tensor, u: Tensor) -> Tensor:
+    def _hull_offset(self, w: Tensor, u: Tensor, check: bool = True) -> Tensor:
         """A constant that gives the solver the cost before the hull step, and the check
         that this cost is one the problem accepts (`Spec.nonnegative_costs`).
 
@@ -320,7 +325,8 @@ class ComboLayer(nn.Module):
         along directions on which every solution has the same objective, then
         ``"auto"`` scales by a positive factor: ``s * w`` has the argmin of ``P(w)``
         and the signs of ``w``. The solver sees ``s * w`` while gradients flow through ``P(w)``
-        unchanged, so a positive cost stays one that Dijkstra can take.
+        unchanged, so a positive cost stays one that Dijkstra can take. ``check=False``
+        leaves the check to the caller (the compiled solve's operator makes it).
         """
         with torch.no_grad():
             offset = torch.zeros((), dtype=u.dtype, device=u.device)
@@ -332,12 +338,8 @@ class ComboLayer(nn.Module):
                 scale = u.reshape(-1, n).norm(dim=-1, keepdim=True) / (
                     (flat_w - removed).norm(dim=-1, keepdim=True).clamp_min(NORM_EPS))
                 offset = (self.solver.sign * scale * removed).reshape(u.shape)
-            floor = self.compiled.floor.to(w.device)
-            given = (self.solver.sign * u + offset).reshape(-1, n)[:, floor]
-            if (given < 0).any():
-                b, j = (given < 0).nonzero()[0].tolist()
-                raise self.spec.negative_cost_error(
-                    f"w after projection, instance {b}, value {float(given[b, j]):.4g}")
+            if check:
+                check_floor(self.spec, self.compiled.floor, self.solver.sign * u + offset)
         return offset
 
     def extra_repr(self) -> str:
@@ -460,12 +462,17 @@ class ComboLayer(nn.Module):
             w = w + self.sample_noise.sample(w.shape, generator=self.generator).to(w)
         compiled = self.compiled
         noise = self.noise if self.training else None
-        debug = logger.isEnabledFor(logging.DEBUG)
+        # traced by torch.compile: no clock, no logging (the graph keeps neither)
+        compiling = torch.compiler.is_compiling()
+        debug = not compiling and logger.isEnabledFor(logging.DEBUG)
         start = time.perf_counter() if debug else 0.0
         xi = None if noise is None else noise.sample(w.shape, generator=self.generator).to(w)
         cache = compiled.train_solve is not None and (self.training or sampling)
         fused = compiled.train_fused if cache else compiled.fused
-        if fused is not None and A is None:
+        op = (compiled.train_op if cache else compiled.op) if compiling and A is None else None
+        if op is not None:
+            y = self._solve_op(compiled, op, w, xi)
+        elif fused is not None and A is None:
             y = fused(w, xi)
         else:
             projected = u = compiled.projection(w)
@@ -476,6 +483,8 @@ class ComboLayer(nn.Module):
             if compiled.floor is not None:
                 costs = costs + self._hull_offset(w, projected)
             solve = compiled.train_solve if cache else compiled.solve
+            if compiling:  # a solve that is no custom operator runs eagerly: a graph break
+                solve = functools.partial(_eagerly, solve)
             needs_grad = torch.is_grad_enabled() and (costs.requires_grad or rows_grad)
             target = None if target is None else target.to(costs)
             if A is None:
@@ -492,6 +501,17 @@ class ComboLayer(nn.Module):
                          time.perf_counter() - start)
         return y
 
+    def _solve_op(self, compiled: _Compiled, op: CompiledSolve, w: Tensor,
+                  xi: Tensor | None) -> Tensor:
+        """The forward as torch.compile traces it: the projection and the hull offset in
+        torch, then the solve as one custom operator (`combolayer.layer.ops`), which
+        checks the costs' values that `check_costs` leaves to it while tracing."""
+        projected = compiled.projection(w)
+        sign = compiled.solver.sign
+        costs = projected if sign == 1.0 else -projected
+        if compiled.floor is not None:
+            costs = costs + self._hull_offset(w, projected, check=False)
+        return op(costs, None if xi is None else sign * xi)
 
     def _flag(self, compiled: _Compiled, flagged: set[int], A: Tensor) -> None:
         """Keep which instances the per-call rows left infeasible (``last_infeasible``),
@@ -515,6 +535,14 @@ class ComboLayer(nn.Module):
 # otherwise show nn.Module's docstring: give it the class's (mkdocstrings reads the
 # source, so the docs show it once).
 ComboLayer.__init__.__doc__ = ComboLayer.__doc__
+
+
+@torch.compiler.disable
+def _eagerly(solve: Callable[..., Tensor], *args: Any, **kwargs: Any) -> Tensor:
+    """``solve(*args, **kwargs)`` outside torch.compile's tracing: an estimator's solve
+    that is not one custom operator (`combolayer.layer.ops`) calls solvers Dynamo cannot
+    follow (numpy, cvxpy, worker threads)."""
+    return solve(*args, **kwargs)
 
 
 class _ClipPerturbations(ClipNegatives):
@@ -542,5 +570,9 @@ class _Compiled:
     #: used in training mode and by ``sample``; None otherwise.
     train_solve: Callable[..., Tensor] | None = None
     train_fused: ProjectedSolve | None = None
+    #: The solve as one custom operator, for torch.compile (`combolayer.layer.ops`), for
+    #: estimators that `compiles_whole`; ``train_op`` on the cached solver. None otherwise.
+    op: CompiledSolve | None = None
+    train_op: CompiledSolve | None = None
     #: Per-thread results of the last call (``last_infeasible``).
     last: threading.local = dataclasses.field(default_factory=threading.local)

@@ -92,7 +92,9 @@ def project_plane(normals: Tensor) -> Transform:
         key = w.dtype if w.is_cpu else (w.device, w.dtype)
         operator = cache.get(key)
         if operator is None:
-            operator = cache[key] = operator64.to(device=w.device, dtype=w.dtype)
+            operator = operator64.to(device=w.device, dtype=w.dtype)
+            if not torch.compiler.is_compiling():  # a traced graph makes its own, once
+                cache[key] = operator
         if dense:
             return w @ operator  # symmetric: the backward is the same matmul
         return w - (w @ operator.T) @ operator
