@@ -151,8 +151,8 @@ class _Cone:
     def _qp_matrix(self) -> sp.csc_matrix:
         """The upper triangle of ``2 G G^T`` in CSC form, zeros left out (as PyEPO's
         ``scipy.sparse.triu(csc_matrix(2 G G^T))`` has it), from the sparse product:
-        the normals are mostly unit vectors, and a dense product on OpenBLAS's two
-        threads took 60 ms at TSP-20's 250 x 190 on a loaded machine, 2 ms sparse."""
+        the normals are mostly unit vectors, so the sparse product is far cheaper than
+        a dense one (benchmarks/cave_pyepo.py times the cones)."""
         if self._P is None:
             m = len(self.normals)
             gram = sp.csr_matrix(self.normals) @ sp.csr_matrix(self.normals.T)

@@ -46,10 +46,11 @@ def normalize(w: Tensor) -> Tensor:
 def fast_apply(function: type[torch.autograd.Function],
                under_transforms: Callable | None = None) -> Callable:
     """``function.apply`` without its per-call ``inspect.signature`` binding of
-    default arguments (measured 51 -> 12 us a call), for functions whose
-    ``forward`` has none; under functorch transforms (vmap, grad) the full
-    ``apply`` runs as before, or ``under_transforms`` when given (for a
-    ``function`` in the old style, ``forward(ctx, ...)``, which they refuse)."""
+    default arguments (a share of the overhead benchmarks/training_overhead.py
+    measures), for functions whose ``forward`` has none; under functorch
+    transforms (vmap, grad) the full ``apply`` runs as before, or ``under_transforms``
+    when given (for a ``function`` in the old style, ``forward(ctx, ...)``, which they
+    refuse)."""
     direct = super(torch.autograd.Function, function).apply
     transforms_active = torch._C._are_functorch_transforms_active
     transformed = function.apply if under_transforms is None else under_transforms
@@ -88,7 +89,7 @@ def project_plane(normals: Tensor) -> Transform:
 
     def project(w: Tensor) -> Tensor:
         # keyed by the dtype alone on the CPU: building a torch.device per call to
-        # hash it cost about 1 us, on a path that runs twice per training step
+        # hash it is not free, on a path that runs twice per training step
         key = w.dtype if w.is_cpu else (w.device, w.dtype)
         operator = cache.get(key)
         if operator is None:
