@@ -1,8 +1,8 @@
 """HiGHS through highspy: LPs and MIPs from the canonical form.
 
 The model is passed once; each solve changes only the column costs, clears
-the solver state and runs again with presolve off. Measured on the demo's
-LPs, reusing the previous basis was 2-5x slower when every cost changes.
+the solver state and runs again with presolve off: when every cost changes,
+reusing the previous basis is slower (benchmarks/backends.py, kept models).
 
 TSP has a kernel of its own, `HighsTspKernel` (cut rounds on the LP
 of the edge formulation, then the MIP only when the LP stays fractional).

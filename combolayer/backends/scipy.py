@@ -559,7 +559,7 @@ class ScipyBackend(FunctionBackend):
     def rank(cls, spec: Spec) -> int:
         """First, except where SCIP was measured faster (docs/problems.md): TSP above
         ``TSP_DP_MAX_NODES`` cities, where SCIP separates subtours inside one solve
-        (1.3-2.6x faster than the milp loop), and knapsacks
+        (faster than the milp loop: benchmarks/tsp_backends.py), and knapsacks
         whose table has more than KNAPSACK_MAX_CELLS_VS_SCIP cells per item. There
         it ranks just behind SCIP and ahead of HiGHS's MIPs."""
         slow = (isinstance(spec, TSP) and spec.num_nodes > TSP_DP_MAX_NODES) or (

@@ -2,8 +2,8 @@
 
 No Python loop over the batch, deterministic tie-breaking (the lower index
 wins a tie). On the CPU the sorting is numpy's vectorised sort on a view of
-the tensor (no copy), measured 3-7x faster than ``torch.topk`` and
-``torch.sort`` on a 256 x 100 batch (docs/performance.md); on other devices,
+the tensor (no copy), faster there than ``torch.topk`` and ``torch.sort``
+(benchmarks/problems.py compares them); on other devices,
 and under ``torch.func.vmap`` and ``torch.compile``, `topk_indicator`
 and `ranks` are pure torch.
 """

@@ -104,8 +104,8 @@ class Config(ExperimentConfig):
     #: sanity gate: a row trained when its validation R@1 closes this share of the
     #: distance from its untrained value to 1
     gate_margin: float = core.GATE_MARGIN
-    #: every row's seeds: 5, as the paper's (10 did not fit 20 minutes on the
-    #: shared 2-core machine, which ran 10x slower than idle)
+    #: every row's seeds: 5, as the paper's (10 do not fit the 20-minute budget on
+    #: 2 cores)
     seeds: list[int] = Field(default=list(range(5)), min_length=1)
 
     @property

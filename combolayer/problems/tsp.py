@@ -47,10 +47,9 @@ def _degree_rows(n: int, num_vars: int) -> tuple[sp.csr_matrix, np.ndarray, sp.c
     return degree, np.full(n, 2.0), symmetry
 
 
-#: Up to this many nodes `components` squares a dense reachability matrix,
-#: 3-5x faster than building a sparse graph for scipy at n = 20-50. OpenBLAS
-#: runs these products on one thread up to n = 100 (measured); at n = 128 it
-#: used two, was slower and kept the second core spinning.
+#: Up to this many nodes `components` squares a dense reachability matrix, faster
+#: than building a sparse graph for scipy at these sizes. Above it OpenBLAS runs the
+#: products on a second thread, which is slower and keeps that core spinning.
 _DENSE_COMPONENTS_MAX_NODES = 64
 
 
@@ -85,9 +84,9 @@ def tour_segments(adjacency: np.ndarray, max_size: int = 3) -> list[np.ndarray]:
     with the degree rows ``S`` and its complement give the same row, two nodes an
     edge's bound ``x_e <= 1``: ``max_size = n // 2`` lists every binding subtour row.
     The default keeps the three-node ones, ``n`` rows of three edges: all of them
-    (TSP-20: 150 rows of up to 45 edges) made CaVE's projection QP 6x denser and
-    its solve 5-10x slower (PyEPO's cones: the degree and bound rows, and those of
-    the cuts its own solve generated that bind).
+    make CaVE's projection QP much denser and its solve slower
+    (benchmarks/cave_pyepo.py; PyEPO's cones: the degree and bound rows, and those
+    of the cuts its own solve generated that bind).
     """
     n = len(adjacency)
     adjacency = np.asarray(adjacency, dtype=bool)

@@ -103,7 +103,7 @@ class SumOfGamma:
     def _standard_gamma(a: float, size: tuple[int, ...], generator: torch.Generator | None,
                         device: torch.device) -> Tensor:
         """Gamma(a, 1) variates: Marsaglia & Tsang (2000) at shape a + 1 when a < 1,
-        times U^(1/a). Drawn in float32 (torch's float64 ``randn`` is 6x slower on
+        times U^(1/a). Drawn in float32 (torch's float64 ``randn`` is much slower on
         CPU; a variate underflowing to 0 is harmless in a sum); the rejected few
         (about 2%) are redrawn until none is left."""
         options = {"generator": generator, "device": device, "dtype": torch.float32}

@@ -23,8 +23,8 @@ Transform = Callable[[Tensor], Tensor]
 #: (its solution is arbitrary anyway) and gradients stay finite, never NaN.
 NORM_EPS = 1e-12
 #: NORM_EPS as a 0-dim tensor per float dtype: a comparison with the norm's own
-#: dtype wraps no Python float and converts nothing per call (a Python float:
-#: measured about 4x slower inside a training loop).
+#: dtype wraps no Python float and converts nothing per call (a Python float is
+#: slower on the training hot path that benchmarks/training_overhead.py times).
 _NORM_EPS_TENSORS = {dtype: torch.tensor(NORM_EPS, dtype=dtype)
                      for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
 
