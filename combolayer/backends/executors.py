@@ -47,8 +47,8 @@ from .outcome import record_all, recording
 from .rows import Rows
 from .solver import Kernel
 
-#: Chunks per worker: enough to balance uneven solves (TSP-50 solve times vary 5x;
-#: benchmarks/scale_out.py).
+#: Chunks per worker: enough to balance uneven solves (TSP-50 solve times vary
+#: widely; set by benchmarks/scale_out.py).
 CHUNKS_PER_WORKER = 16
 #: Rows the caller solves between looks at whether the workers are ready: few, so
 #: that the rows left reach the workers soon after they are.

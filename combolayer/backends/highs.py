@@ -184,9 +184,8 @@ class HighsKernel(_HighsTime, RowKernel):
                 self._fixed_rows, self._fixed_rows + extra, dtype=np.int32)), "deleteRows")
         self._base_rows = self._fixed_rows
 
-    #: On: a start (``setSolution``) measured 0.86-0.96x the mean time without on
-    #: PyEPO's knapsack, 50 x 2 and 200 x 2, and on the training loops' own solves
-    #: (benchmarks/warm_start.py, docs/performance.md).
+    #: On: a start (``setSolution``) saves time on PyEPO's knapsacks and on the
+    #: training loops' own solves (set by benchmarks/warm_start.py).
     takes_start = True
 
     def solve_one(self, cost: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
@@ -479,10 +478,9 @@ TOUR_KICK_GAP = 0.01
 #: Whether the MIP rounds add the subtours of every integer solution HiGHS finds.
 COLLECT_SUBTOURS = True
 
-#: HiGHS's TSP kernel is the TSP default up to this many nodes: measured faster
-#: than SCIP at n = 20, 50 and 100 (3x in the mean at 100) and ahead on both
-#: median and mean at 150 on 4 instances (docs/problems.md, TSP table); larger
-#: sizes are not measured, and SCIP's branch and cut stays first there.
+#: HiGHS's TSP kernel is the TSP default up to this many nodes, the largest size at
+#: which benchmarks/tsp_backends.py measured it faster than SCIP; larger sizes are
+#: not measured, and SCIP's branch and cut stays first there.
 TSP_MAX_NODES_FIRST = 150
 
 

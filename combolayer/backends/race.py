@@ -579,8 +579,8 @@ class RacingKernel:
     def _extra(self, name: str, best: str) -> float:
         """What a row on ``name`` is estimated to cost beyond the best's mean (the best
         has an estimate): its timed mean's excess, or before it has one, the price of
-        an untried candidate (a first solve pays set-up: SCIP's took 4.5x its later
-        ones on the 50 x 2 knapsack), and while its model is not built, at least what
+        an untried candidate (a first solve pays set-up and is slower than later
+        ones), and while its model is not built, at least what
         the first-ranked backend's build took; less once its set-up row (its guess) ran
         below that: a set-up row overstates a solve, never understates it."""
         best_mean, times = self._estimate(best), self.samples[name]

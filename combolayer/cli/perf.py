@@ -365,9 +365,8 @@ def tsp_workers(n: int = 50, batch: int = 64, workers: int = 2, rounds: int = 3,
     (new processes importing torch, one model build each) is no part of the
     steady state (benchmarks/scale_out.py times it: the cold rows). Both sides
     return the same solutions. A round during which another process takes a core
-    measures that contention instead (measured:
-    0.50-0.52 with both cores ours, 0.84 while another process took 0.8 of a
-    core); the median over ``rounds`` keeps a few such rounds out."""
+    measures that contention instead; the median over ``rounds`` keeps a few such
+    rounds out."""
     import combolayer as cl
 
     spec = cl.problems.TSP(num_nodes=n)
