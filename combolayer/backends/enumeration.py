@@ -42,17 +42,12 @@ MAX_VARS = 20
 BLOCK = 1 << 22
 #: ``"auto"`` puts enumeration ahead of the MIP solvers on pure binary problems of at
 #: most `AUTO_MAX_VARS` variables whose own constraints leave at most `AUTO_MAX_POINTS`
-#: feasible points: a solve costs one pass over them. Measured on the shared 2-core
-#: machine (benchmarks/enumeration.py, docs/performance.md, 256 instances, one torch
-#: thread): up to 4096 points 0.0002-0.057 ms per instance against SCIP's 0.29-0.8 ms
-#: and Gurobi's 0.047-0.85 ms, with and without per-call rows. 16 free variables (65 536
-#: points): rows shared by the batch cut the points first (0.0056 ms against Gurobi's
-#: 0.40 ms), but rows per instance are slower (0.91 ms against 0.66 ms), as was listing
-#: the points without rows (1.4 ms against 0.12 ms, an earlier run). Such a problem, with
-#: no rows of its own, is separable, though: calls without per-call rows take one
-#: comparison per variable (0.00025 ms against Gurobi's 0.058 ms), so "auto" puts
-#: enumeration first on every problem without rows of its own up to `AUTO_MAX_VARS`
-#: variables, accepting the slower per-instance rows at 16 of them.
+#: feasible points: a solve costs one pass over them (set by benchmarks/enumeration.py
+#: against SCIP and Gurobi, with and without per-call rows). At 16 free variables rows
+#: per instance are slower than a MIP solver, but such a problem, with no rows of its
+#: own, is separable: calls without per-call rows take one comparison per variable, so
+#: "auto" puts enumeration first on every problem without rows of its own up to
+#: `AUTO_MAX_VARS` variables, accepting the slower per-instance rows at 16 of them.
 AUTO_MAX_VARS = 16
 AUTO_MAX_POINTS = 4096
 #: Per instance, this many cheapest points are checked against the per-call rows first.
@@ -80,7 +75,7 @@ def _binary_form(spec: Spec) -> tuple[CanonicalForm | None, str | None]:
     outputs = math.prod(spec.cost_shape)
     if outputs > MAX_VARS:
         # the outputs are the form's first variables: refused before the form is built
-        # (a TSP of 60 nodes took 0.28 s to build only to be refused)
+        # (a large TSP's form is costly to build only to be refused)
         return None, (f"it enumerates at most {MAX_VARS} binary variables, this problem "
                       f"has at least {outputs}")
     try:
@@ -197,7 +192,7 @@ class EnumerationKernel:
         ``i = hi * 2^(n-h) + lo`` (first variables most significant) has ``a x = a[:h]
         x_hi + a[h:] x_lo``: two products with ``2^h`` and ``2^(n-h)`` points, then one
         comparison per row and point, row by row into one mask, instead of the ``(m, K)``
-        products (4-6x faster at 16 variables, 2-16 rows)."""
+        products (faster at 16 variables: benchmarks/enumeration.py)."""
         h = self._split
         if not h:
             return ((A @ points.T) <= b[..., None] + FEASIBILITY_TOL).all(dim=-2)

@@ -553,8 +553,8 @@ class CachedSolver(Solver):
     def _solve_exactly(self, costs: Tensor, wide: bool, rows: Any = None,
                        keep_aux: bool = False) -> Tensor:
         """Exact solves, each started from the pool's best solution under its cost where
-        the kernel takes a MIP start (HiGHS: 0.86-0.96x the time without it,
-        docs/performance.md); the solutions join the pool (not those of per-call rows,
+        the kernel takes a MIP start (it saves time: benchmarks/warm_start.py); the
+        solutions join the pool (not those of per-call rows,
         whose flagged infeasible rows are zeros). ``keep_aux``: solved whole, and the
         auxiliaries kept beside the pool (`_keep_aux`) for per-call rows that weigh them."""
         start = None

@@ -43,7 +43,7 @@ def _projected_negative_identity(solver: Solver, projection: Normalized) -> Proj
     `_negative_identity`'s node in a row.
 
     It runs once per training step, so it is written for few Python frames: each
-    nested call here measured about 1 us of a ~70 us step (docs/performance.md).
+    nested call is a visible share of a step (benchmarks/training_overhead.py).
     """
     n = solver.num_outputs
     single_axis = len(solver.cost_shape) == 1
