@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from .backends.registry import as_solver, renamed_solver_keyword
-from .backends.solver import Solver, check_costs, inner
+from .backends.solver import Solver, check_costs, check_known_cost, inner
 from .training.retrieval import cosine_similarities
 
 #: PyEPO's guard against an all-zero optimal objective in normalized regret.
@@ -41,10 +41,12 @@ def _as64(x: Any) -> Tensor:
 
 
 def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, backend: Any,
-                y_true: Any, where: str, aux_pred: Any = None) -> tuple[Tensor, Tensor, float]:
+                y_true: Any, where: str, aux_pred: Any = None,
+                known_cost: Any = None) -> tuple[Tensor, Tensor, float]:
     """``(<c, y_pred>, <c, y*>, sign)`` per instance, as float64 tensors; with a known
     cost (`combolayer.ILP.known_cost`) each objective counts it: ``+ <k, x>`` over the
-    full solution, whose auxiliaries ``aux_pred`` gives for ``y_pred``."""
+    full solution, whose auxiliaries ``aux_pred`` gives for ``y_pred``; ``known_cost``
+    (per instance, added to the spec's own) is counted the same way."""
     solver = as_solver(spec, renamed_solver_keyword(solver, backend, where))
     cost, pred = _as64(cost_true), _as64(y_pred)
     check_costs(solver.spec, cost, "cost_true")
@@ -53,7 +55,13 @@ def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, b
             f"y_pred has shape {tuple(pred.shape)} but cost_true has {tuple(cost.shape)}"
         )
     k = len(solver.cost_shape)
-    on_aux = solver.known is not None and bool(solver.known[solver.num_outputs :].any())
+    n = solver.num_outputs
+    on_aux = solver.known is not None and bool(solver.known[n:].any())
+    known = None
+    if known_cost is not None:
+        batch = tuple(cost.shape[: cost.dim() - k])
+        known = check_known_cost(solver.spec.label, solver.num_vars, batch, known_cost, cost)
+        on_aux = on_aux or bool((known[..., n:] != 0).any())
     if on_aux and aux_pred is None:
         raise ValueError(f"{solver.spec.label} has a known cost on its auxiliaries: pass "
                          "aux_pred, the auxiliaries of the decisions (layer(w, return_aux=True) "
@@ -61,11 +69,13 @@ def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, b
     aux = None if aux_pred is None else _as64(aux_pred)
     # known_value is 0 without a known cost, so one path serves both
     value = inner(cost, pred, k) + _as64(solver.known_value(pred, aux))
+    if known is not None:
+        value = value + _instance_known_value(known, pred, aux, k)
     best_aux = None
     if on_aux:  # y_true has no auxiliaries: x* is solved
-        best, best_aux = solver.solve(cost, return_aux=True)
+        best, best_aux = solver.solve(cost, return_aux=True, known_cost=known)
     elif y_true is None:
-        best = solver.solve(cost)
+        best = solver.solve(cost, known_cost=known)
     else:
         best = _as64(y_true)
         if best.shape != cost.shape:
@@ -73,11 +83,26 @@ def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, b
                 f"y_true has shape {tuple(best.shape)} but cost_true has {tuple(cost.shape)}"
             )
     best = _as64(best)
-    return value, inner(cost, best, k) + _as64(solver.known_value(best, best_aux)), solver.sign
+    best_value = inner(cost, best, k) + _as64(solver.known_value(best, best_aux))
+    if known is not None:
+        best_value = best_value + _instance_known_value(known, best, best_aux, k)
+    return value, best_value, solver.sign
+
+
+def _instance_known_value(known: Tensor, y: Tensor, aux: Tensor | None, k: int) -> Tensor:
+    """``<known, concat(y, aux)>`` per instance for a per-instance known cost ``known``
+    ``(*batch, num_vars)`` (``aux`` None: only where ``known`` is zero on the auxiliaries)."""
+    flat = y.reshape(*y.shape[: y.dim() - k], -1)
+    n = flat.shape[-1]
+    value = (flat * known[..., :n]).sum(-1)
+    if aux is None:
+        return value
+    return value + (_as64(aux) * known[..., n:]).sum(-1)
 
 
 def regret(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None = None,
-           backend: Any = "auto", y_true: Any = None, aux_pred: Any = None) -> Tensor:
+           backend: Any = "auto", y_true: Any = None, aux_pred: Any = None,
+           known_cost: Any = None) -> Tensor:
     """Per-instance regret: ``<c, y_pred> - <c, y*(c)>`` (min), the reverse for max; >= 0.
 
     With a known cost (`combolayer.ILP.known_cost`) both objectives count it,
@@ -96,17 +121,22 @@ def regret(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None = No
             compiled [`Solver`][combolayer.backends.Solver] (skips compiling one).
         y_true: the optimal solutions for ``cost_true`` (skips solving them).
         aux_pred: the auxiliaries of ``y_pred``, ``(*batch, num_aux)`` (a known cost).
+        known_cost: a known cost of each instance, ``(*batch, num_vars)`` or
+            ``(num_vars,)``, the spec's sense, added to the spec's own (as in
+            ``solver.solve(costs, known_cost=...)``); ``y_true``, if given, must be
+            optimal under it.
 
     Returns:
         A float64 tensor of shape ``batch``.
     """
     value, best, sign = _objectives(spec, cost_true, y_pred, solver, backend, y_true,
-                                    "regret", aux_pred)
+                                    "regret", aux_pred, known_cost)
     return sign * (value - best)
 
 
 def normalized_regret(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None = None,
-                      backend: Any = "auto", y_true: Any = None, aux_pred: Any = None) -> Tensor:
+                      backend: Any = "auto", y_true: Any = None, aux_pred: Any = None,
+                      known_cost: Any = None) -> Tensor:
     """Scalar ``sum regret / (sum |<c, y*(c)>| + 1e-7)`` over the batch (PyEPO's ``regret``);
     with a known cost the optimal objectives count it (``+ <known_cost, x*>``).
 
@@ -114,18 +144,19 @@ def normalized_regret(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver 
     ``spec`` or ``backend=``); returns a float64 scalar tensor.
     """
     value, best, sign = _objectives(spec, cost_true, y_pred, solver, backend, y_true,
-                                    "normalized_regret", aux_pred)
+                                    "normalized_regret", aux_pred, known_cost)
     return (sign * (value - best)).sum() / (best.abs().sum() + REGRET_EPS)
 
 
 def cost_ratio(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None = None,
-               backend: Any = "auto", y_true: Any = None) -> Tensor:
+               backend: Any = "auto", y_true: Any = None, aux_pred: Any = None,
+               known_cost: Any = None) -> Tensor:
     """Per-instance ``<c, y_pred> / <c, y*(c)>`` (1 is optimal; the Warcraft metric).
 
     Arguments as `regret` (``solver=`` is deprecated: pass the compiled solver as
     ``spec`` or ``backend=``)."""
     value, best, _ = _objectives(spec, cost_true, y_pred, solver, backend, y_true,
-                                 "cost_ratio")
+                                 "cost_ratio", aux_pred, known_cost)
     return value / best
 
 

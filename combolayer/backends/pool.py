@@ -429,22 +429,26 @@ class CachedSolver(Solver):
     def __repr__(self) -> str:
         return f"CachedSolver({self.exact!r}, solve_ratio={self.solve_ratio}, pool={self.pool!r})"
 
-    def solve_min(self, costs: Any, return_aux: bool = False, rows: Any = None) -> Any:
+    def solve_min(self, costs: Any, return_aux: bool = False, rows: Any = None,
+                  known: Any = None) -> Any:
         if isinstance(costs, np.ndarray):
             flat = torch.from_numpy(np.ascontiguousarray(costs, dtype=np.float64))
-            out = super().solve_min(flat, return_aux=return_aux, rows=rows)
+            known = None if known is None else torch.as_tensor(np.asarray(known, np.float64))
+            out = super().solve_min(flat, return_aux=return_aux, rows=rows, known=known)
             return tuple(part.numpy() for part in out) if return_aux else out.numpy()
-        return super().solve_min(costs, return_aux=return_aux, rows=rows)
+        return super().solve_min(costs, return_aux=return_aux, rows=rows, known=known)
 
     def _full_rows(self, costs: Tensor, start: np.ndarray | None = None, full: bool = False,
-                   rows: Any = None) -> Tensor:
-        wide = full or self.known is not None
+                   rows: Any = None, aux_known: Any = None) -> Tensor:
+        # a per-call known cost reaches here already folded into the costs on the outputs
+        # (Solver.fold_known); on the auxiliaries (aux_known) it ranks whole solutions
+        wide = full or self.known is not None or aux_known is not None
         if wide and self.pool_width < self.num_vars:  # no auxiliaries in the pool
-            y, exact = self._solve_exactly(costs, wide, rows), None
+            y, exact = self._solve_exactly(costs, wide, rows, aux_known=aux_known), None
         elif rows is not None:
-            y, exact = self._with_rows(costs, wide, rows)
+            y, exact = self._with_rows(costs, wide, rows, aux_known)
         else:
-            y, exact = self._without_rows(costs, wide)
+            y, exact = self._without_rows(costs, wide, aux_known)
         self._keep_statuses(exact, len(costs))
         return y if wide else y[:, : self.num_outputs]
 
@@ -463,21 +467,24 @@ class CachedSolver(Solver):
                 statuses[position] = status
         self._last.status = tuple(statuses)
 
-    def _without_rows(self, costs: Tensor, wide: bool) -> tuple[Tensor, Tensor | None]:
+    def _without_rows(self, costs: Tensor, wide: bool,
+                      aux_known: Any = None) -> tuple[Tensor, Tensor | None]:
         """The cache without per-call rows: every drawn row's pool answer in one lookup
         (a new tensor), then the rows drawn for an exact solve overwritten with their
         solutions; also the mask of the rows solved exactly (None: all)."""
         exact = self._draw(len(costs))
         num_exact = int(exact.sum())
         if num_exact == len(exact) or len(self.pool) == 0:
-            return self._solve_exactly(costs, wide), None
-        y = self.pool.best(self._keyed(costs))
+            return self._solve_exactly(costs, wide, aux_known=aux_known), None
+        y = self.pool.best(self._keyed(costs, aux_known))
         exact = exact.to(costs.device)
         if num_exact:
-            y[exact] = self._solve_exactly(costs[exact], wide)
+            y[exact] = self._solve_exactly(costs[exact], wide,
+                                           aux_known=_take(aux_known, exact))
         return y, exact
 
-    def _with_rows(self, costs: Tensor, wide: bool, rows: Any) -> tuple[Tensor, Tensor | None]:
+    def _with_rows(self, costs: Tensor, wide: bool, rows: Any,
+                   aux_known: Any = None) -> tuple[Tensor, Tensor | None]:
         """The cache under per-call rows: a row drawn for the pool gets the cheapest
         pooled solution that meets *its* rows ``A x <= b``; one with none is solved
         exactly. Rows that weigh auxiliaries the pool does not keep are checked with
@@ -491,7 +498,7 @@ class CachedSolver(Solver):
         keep_aux = bool(weighs.any())
         exact = self._draw(len(costs)).to(costs.device)
         if bool(exact.all()) or len(self.pool) == 0:
-            return self._solve_exactly(costs, wide, rows, keep_aux), None
+            return self._solve_exactly(costs, wide, rows, keep_aux, aux_known), None
         A = rows.A[rows.index]
         b = rows.b[rows.index]
 
@@ -505,11 +512,11 @@ class CachedSolver(Solver):
                 ok = ok & (known[None, :] | ~weighs.to(ok.device)[:, None])
             return ok
 
-        y, found = self.pool.lookup(self._keyed(costs), allowed)
+        y, found = self.pool.lookup(self._keyed(costs, aux_known), allowed)
         exact = exact | ~found.to(costs.device)
         if bool(exact.any()):
             y[exact] = self._solve_exactly(costs[exact], wide, rows.take(exact),
-                                           keep_aux).to(y)
+                                           keep_aux, _take(aux_known, exact)).to(y)
         return y, exact
 
     def _pooled_aux(self, pooled: Tensor) -> tuple[Tensor, Tensor]:
@@ -545,13 +552,16 @@ class CachedSolver(Solver):
         return torch.rand(count, generator=self.generator,
                           device=generator_device(self.generator)) < self.solve_ratio
 
-    def _keyed(self, costs: Tensor) -> Tensor:
+    def _keyed(self, costs: Tensor, aux_known: Any = None) -> Tensor:
         """The costs the pool ranks its rows by: the whole objective when it keeps whole
-        solutions (a known cost), else the costs of the outputs."""
-        return self.widen(costs) if self.pool_width > self.num_outputs else costs
+        solutions (a known cost; with ``aux_known``, the instance's own on the
+        auxiliaries), else the costs of the outputs."""
+        if self.pool_width > self.num_outputs:
+            return self.widen(costs, aux_known)
+        return costs
 
     def _solve_exactly(self, costs: Tensor, wide: bool, rows: Any = None,
-                       keep_aux: bool = False) -> Tensor:
+                       keep_aux: bool = False, aux_known: Any = None) -> Tensor:
         """Exact solves, each started from the pool's best solution under its cost where
         the kernel takes a MIP start (it saves time: benchmarks/warm_start.py); the
         solutions join the pool (not those of per-call rows,
@@ -559,8 +569,11 @@ class CachedSolver(Solver):
         auxiliaries kept beside the pool (`_keep_aux`) for per-call rows that weigh them."""
         start = None
         if rows is None and len(self.pool) and getattr(self.exact.kernel, "takes_start", False):
-            start = self.pool.best(self._keyed(costs)).to("cpu", torch.float64).numpy()
-        x = self.exact._full_rows(costs, start, full=wide or keep_aux, rows=rows)
+            start = self.pool.best(self._keyed(costs, aux_known)).to("cpu",
+                                                                     torch.float64).numpy()
+        x = (self.exact._full_rows(costs, start, full=wide or keep_aux, rows=rows)
+             if aux_known is None else
+             self.exact._full_rows(costs, start, wide or keep_aux, rows, aux_known))
         if rows is None:
             self.pool.add(x[:, : self.pool_width])
         else:  # flagged infeasible rows are zeros, not solutions: left out
@@ -571,3 +584,8 @@ class CachedSolver(Solver):
                 self._keep_aux(x[kept])
             self.pool.add(x[kept][:, : self.pool_width])
         return x if wide or not keep_aux else x[:, : self.num_outputs]
+
+
+def _take(aux_known: Any, selected: Tensor) -> Any:
+    """The rows ``selected`` (a mask) of a per-call known cost on the auxiliaries, or None."""
+    return None if aux_known is None else aux_known[selected.to(aux_known.device)]

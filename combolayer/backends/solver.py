@@ -283,6 +283,101 @@ def all_finite(costs: Any) -> bool:
     return bool(np.isfinite(costs).all())
 
 
+def check_known_cost(label: str, num_vars: int, batch: tuple[int, ...], known_cost: Any,
+                     like: Any) -> Any:
+    """A per-call known cost checked once, at the edge: ``(*batch, num_vars)`` or any shape
+    that broadcasts to it (``(num_vars,)``: the same for every instance), real and finite.
+    Returned as the kind of ``like`` (a tensor on its device and dtype, or a float64
+    array), broadcast to ``(*batch, num_vars)``. ValueError names expected and got."""
+    is_torch = isinstance(like, torch.Tensor)
+    if isinstance(known_cost, torch.Tensor):
+        known = known_cost.detach()
+    else:
+        known = torch.as_tensor(np.asarray(known_cost, dtype=np.float64))
+    if known.is_complex():
+        raise ValueError(f"known_cost must be real, got dtype {known.dtype} for {label}")
+    shape = tuple(known.shape)
+    try:
+        fits = known.ndim >= 1 and torch.broadcast_shapes(shape, (*batch, num_vars)) == (
+            *batch, num_vars)
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(f"known_cost has shape {shape} but {label} has {num_vars} variables "
+                         f"(N outputs + num_aux) and the costs' batch is {tuple(batch)}: "
+                         f"expected ({', '.join(map(str, (*batch, num_vars)))}) or "
+                         f"({num_vars},)")
+    if known.numel() and not bool(torch.isfinite(known).all()):
+        raise ValueError(f"known_cost must be finite, got NaN or inf entries for {label}")
+    known = known.expand(*batch, num_vars)
+    if is_torch:
+        return known.to(like)
+    return known.to("cpu", torch.float64).numpy()
+
+
+class KnownBound:
+    """A solver (or a wrapper of one) with a call's known cost bound to it: ``solve_min``
+    solves with ``known`` (minimisation form, ``(*batch, num_vars)``) broadcast onto the
+    costs' batch (trailing axes aligned, so a leading sample axis is fine), and
+    `known_value` counts it. Everything else is the solver's (`RowBound` is the same
+    for per-call rows; the two nest)."""
+
+    def __init__(self, solver: Any, known: Any) -> None:
+        self._solver = solver
+        self.instance_known = known.detach() if isinstance(known, torch.Tensor) else known
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.__dict__["_solver"], name)
+
+    def __repr__(self) -> str:
+        return f"KnownBound({self._solver!r})"
+
+    def bind_rows(self, A: Any, b: Any) -> RowBound:
+        return RowBound(self, A, b)
+
+    def solve_min(self, costs: Any, **kwargs: Any) -> Any:
+        known = self.instance_known
+        if isinstance(costs, torch.Tensor):
+            known = torch.as_tensor(known).to(costs)
+        return self._solver.solve_min(costs, known=known, **kwargs)
+
+    def solve_rows(self, costs: torch.Tensor, start: Any = None, **kwargs: Any) -> Any:
+        """`solve_min` of a ``(B, N)`` batch: ``B`` is a multiple of the known cost's
+        batch size (instance ``i`` takes entry ``i % count``)."""
+        known = torch.as_tensor(self.instance_known).to(costs)
+        known = known.reshape(-1, known.shape[-1])
+        if costs.shape[0] % known.shape[0]:
+            raise ValueError(f"{costs.shape[0]} cost rows do not match the "
+                             f"{known.shape[0]} instances of the per-call known cost")
+        known = known.repeat(costs.shape[0] // known.shape[0], 1)
+        costs, aux_known = self.fold_known(costs, known)
+        if aux_known is not None:
+            kwargs["aux_known"] = aux_known
+        return self._solver.solve_rows(costs, start=start, **kwargs)
+
+    def known_value(self, y: Any, aux: Any | None = None) -> Any:
+        """The solver's `known_value` plus ``<known, concat(y, aux)>`` per instance, in
+        the spec's sense (``aux`` may be left out where the bound cost is zero on the
+        auxiliaries)."""
+        solver = self._solver
+        k = len(solver.cost_shape)
+        n = solver.num_outputs
+        flat = y.reshape(*y.shape[: y.ndim - k], n)
+        known = self.instance_known
+        if isinstance(y, torch.Tensor):
+            known = torch.as_tensor(known).to(flat)
+        value = solver.known_value(y, aux) + solver.sign * (flat * known[..., :n]).sum(-1)
+        if not bool((known[..., n:] != 0).any()):
+            return value
+        if aux is None:
+            raise ValueError(f"the per-call known cost of {solver.spec.label} weighs its "
+                             "auxiliaries: pass their values too (aux, from "
+                             "solve(..., return_aux=True)) to count it")
+        return value + solver.sign * (aux * known[..., n:]).sum(-1)
+
+
 def known_minimisation_cost(spec: Spec) -> np.ndarray | None:
     """``sign * known_cost`` of ``spec`` as a float64 ``(num_vars,)`` array, or None
     when it has none (or only zeros, which change nothing)."""
@@ -465,7 +560,8 @@ class Solver:
     def __repr__(self) -> str:
         return f"Solver({self.spec.label}, backend={self.backend!r})"
 
-    def solve(self, costs: Any, return_aux: bool = False, A: Any = None, b: Any = None) -> Any:
+    def solve(self, costs: Any, return_aux: bool = False, A: Any = None, b: Any = None,
+              known_cost: Any = None) -> Any:
         """``argmin`` (``argmax`` for ``sense="max"``) of ``<costs, y> + <known_cost, x>``
         over the feasible set (``x = concat(y, aux)``; no known cost: ``<costs, y>``).
 
@@ -477,7 +573,10 @@ class Solver:
         ``A (*batch, m, num_vars)`` or ``(m, num_vars)``, ``b (*batch, m)`` or ``(m,)``.
         An instance they leave infeasible raises `InfeasibleError`, or under
         ``BackendConfig(on_infeasible="flag")`` comes back as zeros, flagged in
-        `last_infeasible`, with one warning."""
+        `last_infeasible`, with one warning.
+
+        ``known_cost`` adds a known cost for this call, ``(*batch, num_vars)`` or
+        ``(num_vars,)`` in the spec's sense, to the spec's own (`check_known_cost`)."""
         is_torch = isinstance(costs, torch.Tensor)
         if not is_torch:
             costs = np.asarray(costs)
@@ -492,11 +591,20 @@ class Solver:
             rows = rows_for(A, b, batch)
             if not is_torch:
                 rows = rows.numpy()
-        return self.solve_min(self.sign * costs, return_aux=return_aux, rows=rows)
+        known = None
+        if known_cost is not None:
+            batch = tuple(costs.shape[: costs.ndim - len(self.cost_shape)])
+            known = self.sign * check_known_cost(self.spec.label, self.num_vars, batch,
+                                                 known_cost, costs)
+        return self.solve_min(self.sign * costs, return_aux=return_aux, rows=rows, known=known)
 
-    def solve_min(self, costs: Any, return_aux: bool = False, rows: Rows | None = None) -> Any:
+    def solve_min(self, costs: Any, return_aux: bool = False, rows: Rows | None = None,
+                  known: Any = None) -> Any:
         """Minimise ``<costs, y>`` (plus the known cost, sense-folded) for already
         sense-folded costs; no input checks.
+
+        ``known``, optional, is a per-call known cost in minimisation form, of the kind
+        of ``costs`` and broadcastable to ``(*batch, num_vars)`` (`fold_known`).
 
         Takes a numpy array or a torch tensor of shape ``(*batch, *cost_shape)``
         and returns the same kind, shape, dtype and device; with ``return_aux``,
@@ -505,6 +613,7 @@ class Solver:
         """
         shape = costs.shape
         batch = tuple(shape[: len(shape) - len(self.cost_shape)])
+        costs, aux_known = self.fold_known(costs, known)
         if costs.size == 0 if isinstance(costs, np.ndarray) else costs.numel() == 0:
             y = costs * 0  # nothing to solve: no kernel sees an empty batch
             if not return_aux:
@@ -515,7 +624,7 @@ class Solver:
         if isinstance(costs, torch.Tensor):
             # only the options asked for: a subclass's solve_rows may take fewer
             options = {key: value for key, value in (("return_aux", return_aux),
-                                                     ("rows", rows))
+                                                     ("rows", rows), ("aux_known", aux_known))
                        if value is not None and value is not False}
             out = self.solve_rows(costs.detach().reshape(-1, self.num_outputs), **options)
             if not return_aux:
@@ -523,8 +632,9 @@ class Solver:
             return out[0].reshape(shape), out[1].reshape(*batch, self.num_aux)
         flat = np.ascontiguousarray(costs, dtype=np.float64).reshape(-1, self.num_outputs)
         capture = _capture_box()
-        full = return_aux or capture is not None or self.known is not None
-        x = np.asarray(self._full_numpy(flat, full, rows), dtype=np.float64)
+        full = (return_aux or capture is not None or self.known is not None
+                or aux_known is not None)
+        x = np.asarray(self._full_numpy(flat, full, rows, aux_known), dtype=np.float64)
         if not full:
             return x.reshape(shape)
         y, aux = self._split(x)
@@ -535,15 +645,19 @@ class Solver:
         return y.reshape(shape), aux.reshape(*batch, self.num_aux)
 
     def solve_rows(self, costs: torch.Tensor, start: np.ndarray | None = None,
-                   return_aux: bool = False, rows: Rows | None = None) -> Any:
+                   return_aux: bool = False, rows: Rows | None = None,
+                   aux_known: torch.Tensor | None = None) -> Any:
         """`solve_min` of a ``(B, N)`` tensor with ``B >= 1`` that needs no gradient,
         with nothing else looked at: the layer's hot path, where every call counts.
         ``start``, ``(B, N)`` candidate outputs, is passed on as a MIP start where the
         kernel `takes_start` (see `RowKernel.__call__`), and dropped elsewhere.
-        ``return_aux`` returns ``(y, aux)``, ``aux`` ``(B, num_aux)``."""
+        ``return_aux`` returns ``(y, aux)``, ``aux`` ``(B, num_aux)``. ``aux_known``,
+        ``(B, num_aux)``: a per-call known cost on the auxiliaries (`fold_known`)."""
         capture = _capture_box()
-        full = return_aux or capture is not None or self.known is not None
-        x = self._full_rows(costs, start, full, rows)
+        full = (return_aux or capture is not None or self.known is not None
+                or aux_known is not None)
+        x = (self._full_rows(costs, start, full, rows) if aux_known is None
+             else self._full_rows(costs, start, full, rows, aux_known))
         if not full:
             return x
         y, aux = self._split(x)
@@ -553,30 +667,36 @@ class Solver:
         return (y, aux) if return_aux else y
 
     def _full_rows(self, costs: torch.Tensor, start: np.ndarray | None = None,
-                   full: bool = False, rows: Rows | None = None) -> torch.Tensor:
+                   full: bool = False, rows: Rows | None = None,
+                   aux_known: Any = None) -> torch.Tensor:
         """The solutions of ``(B, N)`` minimisation costs as a tensor on the costs'
         device and dtype: ``(B, N)`` outputs, or with ``full`` the whole solutions
         ``(B, num_vars)`` (the known cost, if any, is always counted: a spec with one
-        is solved full-width). `CachedSolver` overrides this."""
+        is solved full-width; so is a call with ``aux_known``, a per-call known cost on the
+        auxiliaries, ``(B, num_aux)``). `CachedSolver` overrides this."""
         if rows is not None and not getattr(self._kernel, "takes_rows", False):
-            return self.row_solver()._full_rows(costs, start, full, rows)
+            return self.row_solver()._full_rows(costs, start, full, rows, aux_known)
         if self.device_route is not None and not costs.is_cpu:
-            return self.device_route.solver(self)._full_rows(costs, start, full, rows)
+            return self.device_route.solver(self)._full_rows(costs, start, full, rows,
+                                                             aux_known)
         if not getattr(self._kernel, "takes_start", False):
             start = None
-        wide = full or self.known is not None
+        wide = full or self.known is not None or aux_known is not None
         on_device = not costs.is_cpu  # check_costs left the values to here
         if self._torch_kernel:
             if on_device:
                 check_values(self.spec, costs)
-            y = self._run(self._kernel, self.widen(costs) if wide else costs,
+            y = self._run(self._kernel, self.widen(costs, aux_known) if wide else costs,
                           rows=None if rows is None else rows.torch(costs))
         else:
             # one copy at most: none for float64 CPU costs, which numpy shares
             flat = costs.to("cpu", torch.float64).numpy()
             if on_device:
                 check_values(self.spec, flat)
-            y = torch.from_numpy(self._run(self._kernel, self.widen(flat) if wide else flat,
+            if aux_known is not None:
+                aux_known = torch.as_tensor(aux_known).to("cpu", torch.float64).numpy()
+            y = torch.from_numpy(self._run(self._kernel,
+                                           self.widen(flat, aux_known) if wide else flat,
                                            start, None if rows is None else rows.numpy()))
         if wide:
             self._check_width(y)
@@ -585,11 +705,12 @@ class Solver:
             return y
         return y.to(costs)
 
-    def _full_numpy(self, flat: np.ndarray, full: bool, rows: Rows | None = None) -> np.ndarray:
+    def _full_numpy(self, flat: np.ndarray, full: bool, rows: Rows | None = None,
+                    aux_known: np.ndarray | None = None) -> np.ndarray:
         if rows is not None and not getattr(self._kernel, "takes_rows", False):
-            return self.row_solver()._full_numpy(flat, full, rows)
-        wide = full or self.known is not None
-        costs = self.widen(flat) if wide else flat
+            return self.row_solver()._full_numpy(flat, full, rows, aux_known)
+        wide = full or self.known is not None or aux_known is not None
+        costs = self.widen(flat, aux_known) if wide else flat
         if self._torch_kernel:
             costs = torch.from_numpy(costs)
             x = self._run(self.kernel, costs,
@@ -619,20 +740,55 @@ class Solver:
         """This solver with the rows ``A x <= b`` bound to every solve (`RowBound`)."""
         return RowBound(self, A, b)
 
-    def widen(self, costs: Any) -> Any:
+    def widen(self, costs: Any, aux_known: Any = None) -> Any:
         """``(B, num_vars)`` minimisation costs for ``(B, N)`` ones: the given costs on
-        the outputs, zero on the auxiliaries, plus the sense-folded known cost."""
+        the outputs, zero on the auxiliaries, plus the sense-folded known cost, and
+        ``aux_known`` ``(B, num_aux)`` (a per-call known cost there) when given."""
         if isinstance(costs, torch.Tensor):
             out = costs.new_zeros((costs.shape[0], self.num_vars))
             out[:, : self.num_outputs] = costs
+            if aux_known is not None:
+                out[:, self.num_outputs :] = torch.as_tensor(aux_known).to(out)
             if self.known is not None:
                 out += self.known_like(out)
             return out
         out = np.zeros((costs.shape[0], self.num_vars))
         out[:, : self.num_outputs] = costs
+        if aux_known is not None:
+            out[:, self.num_outputs :] = aux_known
         if self.known is not None:
             out += self.known
         return out
+
+    def fold_known(self, costs: Any, known: Any) -> tuple[Any, Any]:
+        """Where a per-call known cost goes, the one place: ``known`` (minimisation form,
+        broadcastable to ``(*batch, num_vars)``) on the outputs is a shift of the costs
+        the solver sees, added here; on the auxiliaries it must reach the kernel, and is
+        returned as ``(B, num_aux)`` (flattened batch), or None where it is zero there.
+        Returns ``(costs + known[..., :N], aux_known)``."""
+        if known is None:
+            return costs, None
+        k = len(self.cost_shape)
+        batch = tuple(costs.shape[: costs.ndim - k])
+        n = self.num_outputs
+        if isinstance(costs, torch.Tensor):
+            known = torch.as_tensor(known).to(costs).expand(*batch, self.num_vars)
+            on_aux = known[..., n:]
+            costs = costs + known[..., :n].reshape(costs.shape)
+            if not bool(on_aux.any()):
+                return costs, None
+            return costs, on_aux.reshape(-1, self.num_aux)
+        known = np.broadcast_to(np.asarray(known, dtype=np.float64), (*batch, self.num_vars))
+        costs = costs + known[..., :n].reshape(costs.shape)
+        on_aux = known[..., n:]
+        if not on_aux.any():
+            return costs, None
+        return costs, np.ascontiguousarray(on_aux.reshape(-1, self.num_aux))
+
+    def bind_known(self, known: Any) -> KnownBound:
+        """This solver with a per-call known cost (minimisation form, ``(*batch,
+        num_vars)``) bound to every solve (`KnownBound`)."""
+        return KnownBound(self, known)
 
     def known_like(self, like: torch.Tensor, folded: bool = True) -> torch.Tensor | None:
         """The known cost ``(num_vars,)`` as a tensor on ``like``'s device and dtype, or

@@ -34,7 +34,7 @@ from ..backends.solver import Solver
 from ..errors import BackendUnavailable, InfeasibleError, SolverError
 from ..specs.base import Spec
 from ..specs.canonical import canonical_form
-from .base import DifferentiableSolve, Estimator, Positive
+from .base import DifferentiableSolve, Estimator, Positive, refuse_instance_known_cost
 
 Smoothing = Literal["quadratic", "log_barrier"]
 
@@ -199,6 +199,7 @@ class RelaxationEstimator(Estimator):
     smoothing: ClassVar[Smoothing]
     weight_field: ClassVar[str]
     row_gradients: ClassVar[bool] = True
+    takes_instance_known_cost: ClassVar[bool] = False  # the relaxation holds the spec's
 
     #: SCS's absolute and relative tolerance for the relaxation (diffcp's solve).
     tolerance: Positive = 1e-6
@@ -214,7 +215,9 @@ class RelaxationEstimator(Estimator):
 
         def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
                   training: bool = True, A: Tensor | None = None,
-                  b: Tensor | None = None) -> Tensor:
+                  b: Tensor | None = None, known: Tensor | None = None) -> Tensor:
+            if known is not None:
+                refuse_instance_known_cost(self)
             if not training:
                 exact = solver if A is None else solver.bind_rows(A.detach(), b.detach())
                 return exact.solve_min(costs.detach())

@@ -52,7 +52,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from ..backends.rows import RowBound
-from ..backends.solver import Solver
+from ..backends.solver import KnownBound, Solver
 from ..specs.base import positional_fields
 from ..transforms.projection import Normalized, fast_apply
 
@@ -79,8 +79,8 @@ def solve_samples(solver: Solver, costs: Tensor) -> Tensor:
     solve, which is closest when only the noise changed (PyEPO's 5x5 grid with Gurobi:
     DPOMul's epoch 1.07 -> 0.98 of PyEPO's, against one sample of every instance at a
     time)."""
-    if isinstance(solver, RowBound):
-        # per-call rows broadcast over the leading sample axis (trailing batch axes
+    if isinstance(solver, (RowBound, KnownBound)):
+        # per-call rows (a known cost) broadcast over the leading sample axis (trailing batch axes
         # aligned); the kernel keeps an instance's rows while its samples follow
         return solver.solve_min(costs)
     batch_dims = costs.dim() - 1 - len(solver.cost_shape)
@@ -190,6 +190,11 @@ class Estimator(BaseModel):
     #: True when the estimator gives per-call rows ``A``, ``b`` a gradient (see the
     #: module docstring); the layer refuses rows that require one otherwise.
     row_gradients: ClassVar[bool] = False
+    #: Whether the estimator takes a per-call known cost (``layer(w, known_cost=k)``):
+    #: True for those that reach the solver only through ``solve_min``, which then
+    #: solves with it (`combolayer.backends.solver.KnownBound`); one that reads the
+    #: spec's known cost itself sets False and `build`'s solve refuses one.
+    takes_instance_known_cost: ClassVar[bool] = True
     #: True when `saved_from_output` rebuilds what ``forward`` saves and neither method
     #: reads ``target`` or ``training``: ``torch.compile`` then keeps the layer's solve
     #: whole, as one custom operator (`combolayer.layer.ops`); other estimators compile
@@ -254,9 +259,31 @@ class Estimator(BaseModel):
 
         row_shell = differentiable_rows(backward_rows, once=once)
 
+        # with a per-call known cost (minimisation form, saved last): every solve of
+        # forward and backward goes through KnownBound
+        def backward_known(grad: Tensor, costs: Tensor, *saved: Tensor) -> Tensor:
+            *saved, known = saved
+            bound = KnownBound(solver, known)
+            if row_gradients:
+                return self.backward(bound, grad, costs, None, None, *saved)[0]
+            return self.backward(bound, grad, costs, *saved)
+
+        def backward_rows_known(grad: Tensor, costs: Tensor, A: Tensor, b: Tensor,
+                                *saved: Tensor) -> tuple:
+            *saved, known = saved
+            bound = RowBound(KnownBound(solver, known), A, b)
+            if row_gradients:
+                return self.backward(bound, grad, costs, A, b, *saved)
+            return self.backward(bound, grad, costs, *saved), None, None
+
+        known_shell = differentiable(backward_known, once=once)
+        known_row_shell = differentiable_rows(backward_rows_known, once=once)
+
         def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
                   training: bool = True, A: Tensor | None = None,
-                  b: Tensor | None = None) -> Tensor:
+                  b: Tensor | None = None, known: Tensor | None = None) -> Tensor:
+            if known is not None:
+                return solve_known(costs, target, needs_grad, training, A, b, known)
             if A is None:
                 output, saved = self.forward(solver, costs, target=target, training=training,
                                              **no_rows)
@@ -273,6 +300,25 @@ class Estimator(BaseModel):
             if not needs_grad or saved is None:
                 return output
             return row_shell(costs, A, b, output, *saved)
+
+        def solve_known(costs: Tensor, target: Tensor | None, needs_grad: bool,
+                        training: bool, A: Tensor | None, b: Tensor | None,
+                        known: Tensor) -> Tensor:
+            refuse_instance_known_cost(self)
+            known = known.detach()
+            base = KnownBound(solver, known)
+            if A is None:
+                output, saved = self.forward(base, costs, target=target, training=training,
+                                             **no_rows)
+                if not needs_grad or saved is None:
+                    return output
+                return known_shell(costs, output, *saved, known)
+            bound = RowBound(base, A, b)
+            rows = {"A": A, "b": b} if row_gradients else {}
+            output, saved = self.forward(bound, costs, target=target, training=training, **rows)
+            if not needs_grad or saved is None:
+                return output
+            return known_row_shell(costs, A, b, output, *saved, known)
 
         return solve
 
@@ -318,6 +364,21 @@ def _sample_count(value: Any, info: ValidationInfo) -> int:
 Positive = Annotated[float, AfterValidator(_positive)]
 #: A number of samples: an int >= 1 (``2.0`` is refused, not truncated).
 SampleCount = Annotated[int, BeforeValidator(_sample_count)]
+
+
+def refuse_instance_known_cost(estimator: Estimator) -> None:
+    """``NotImplementedError`` for a per-call known cost given to an estimator that does
+    not take one (`Estimator.takes_instance_known_cost`); the message names those that do."""
+    if not estimator.takes_instance_known_cost:
+        raise NotImplementedError(
+            f"{type(estimator).__name__} does not take a per-call known cost (known_cost=): "
+            "it reads the spec's own; put the known cost in the spec, or use a method that "
+            f"takes one ({', '.join(instance_known_methods())})")
+
+
+def instance_known_methods() -> list[str]:
+    """The registered estimators that take a per-call known cost."""
+    return sorted(name for name, cls in METHODS.items() if cls.takes_instance_known_cost)
 
 
 def row_gradient_methods() -> list[str]:

@@ -170,6 +170,7 @@ class RegularizedFrankWolfe(Estimator):
     #: With a known cost ``k`` the regularised problem is over whole solutions (see the
     #: class docstring); `known_oracle` gives Frank-Wolfe each vertex's ``<k, v> / lam``.
     counts_known_cost: ClassVar[bool] = True
+    takes_instance_known_cost: ClassVar[bool] = False  # its regulariser reads the spec's
 
     def forward(self, solver, costs, *, target, training):
         if not training:

@@ -141,10 +141,10 @@ class Identity(Estimator):
 
         def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
                   training: bool = True, A: Tensor | None = None,
-                  b: Tensor | None = None) -> Tensor:
-            if A is not None:
+                  b: Tensor | None = None, known: Tensor | None = None) -> Tensor:
+            if A is not None or known is not None:  # per-call inputs: the shared shell
                 return with_rows(costs, target=target, needs_grad=needs_grad,
-                                 training=training, A=A, b=b)
+                                 training=training, A=A, b=b, known=known)
             return negative_identity(costs) if needs_grad else solve_min(costs)
 
         return solve

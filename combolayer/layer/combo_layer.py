@@ -24,7 +24,7 @@ from ..backends.config import BackendConfig
 from ..backends.pool import CachedSolver, SolutionPool, as_pool, check_solve_ratio
 from ..backends.registry import make_solver
 from ..backends.rows import check_rows, collect_infeasible
-from ..backends.solver import Solver, capturing_aux, check_costs
+from ..backends.solver import Solver, capturing_aux, check_costs, check_known_cost
 from ..estimators import Estimator, resolve_method
 from ..estimators.base import ProjectedSolve, row_gradient_methods
 from ..specs.base import Spec
@@ -33,7 +33,7 @@ from ..specs.paths import config_base, resolve_path
 from ..transforms.noise import SignNoise
 from ..transforms.projection import NORM_EPS, Normalized, Transform
 from .ops import CompiledSolve, check_floor
-from .projection import HULL_PROJECTIONS, make_projection
+from .projection import HULL_PROJECTIONS, make_projection, project_with_known
 from .schedules import Schedule, make_schedule
 
 logger = logging.getLogger(__name__)
@@ -355,7 +355,8 @@ class ComboLayer(nn.Module):
         )
 
     def forward(self, w: Tensor, target: Tensor | None = None, return_aux: bool = False, *,
-                A: Tensor | None = None, b: Tensor | None = None) -> Any:
+                A: Tensor | None = None, b: Tensor | None = None,
+                known_cost: Tensor | None = None) -> Any:
         """Solve for costs ``w``; the backward pass is the estimator's.
 
         Args:
@@ -372,6 +373,9 @@ class ComboLayer(nn.Module):
                 give them one (``row_gradients``: ``"comboptnet"``, ``"score_function"``,
                 ``"qptl"``). An instance they leave infeasible raises, or under
                 ``on_infeasible="flag"`` is zeros, flagged in `last_infeasible`.
+            known_cost: a known cost for this call, added to the spec's own:
+                ``(*batch, num_vars)`` or ``(num_vars,)``, in the spec's sense, no
+                gradient. The projection acts on the total cost (`project_with_known`).
 
         Returns:
             The optimal solutions, with the shape, dtype and device of ``w``; with
@@ -387,8 +391,8 @@ class ComboLayer(nn.Module):
                 crashed worker, ...).
         """
         if return_aux:
-            return self._with_aux(w, target, self.training, A, b)
-        return self._forward(w, target, self.training, A, b)
+            return self._with_aux(w, target, self.training, A, b, known_cost)
+        return self._forward(w, target, self.training, A, b, known_cost)
 
     def _with_aux(self, *args: Any) -> tuple[Tensor, Tensor]:
         """``_forward(*args)`` and the auxiliaries of the solves it made: the first
@@ -409,7 +413,7 @@ class ComboLayer(nn.Module):
         return y, aux.reshape(count, -1, num_aux).mean(dim=1).reshape(*batch, num_aux)
 
     def sample(self, w: Tensor, target: Tensor | None = None, *, A: Tensor | None = None,
-               b: Tensor | None = None) -> Tensor:
+               b: Tensor | None = None, known_cost: Tensor | None = None) -> Tensor:
         """A sampled forward in either mode: ``y(P(w + eps))`` with ``eps`` drawn
         from ``sample_noise``, and the estimator run as in training (so
         [`IMLE`][combolayer.IMLE] and `Perturbed` draw their own noise too). The margin
@@ -417,7 +421,7 @@ class ComboLayer(nn.Module):
         in training mode, as in ``forward``. Differentiable like ``forward``; use
         it for a test-time ELBO, which is an expectation over samples.
         """
-        return self._forward(w, target, True, A, b)
+        return self._forward(w, target, True, A, b, known_cost)
 
     @property
     def last_infeasible(self) -> Tensor | None:
@@ -443,7 +447,7 @@ class ComboLayer(nn.Module):
         return A.expand(*batch, m, n), b.expand(*batch, m), rows_grad
 
     def _forward(self, w: Tensor, target: Tensor | None, sampling: bool,
-                 A: Any = None, b: Any = None) -> Tensor:
+                 A: Any = None, b: Any = None, known_cost: Any = None) -> Tensor:
         if not isinstance(w, Tensor):
             if not isinstance(w, np.ndarray):
                 raise TypeError(f"w must be a torch.Tensor (or a numpy array), got "
@@ -457,6 +461,11 @@ class ComboLayer(nn.Module):
         rows_grad = False
         if A is not None or b is not None:
             A, b, rows_grad = self._rows(w, A, b)
+        known = None
+        if known_cost is not None:  # checked once here, then carried as a tensor
+            batch = tuple(w.shape[: w.dim() - len(self.spec.cost_shape)])
+            known = check_known_cost(self.spec.label, self.solver.num_vars, batch,
+                                     known_cost, w.detach())
         if sampling and self.sample_noise is not None:
             # Before the projection: the paper's samplers perturb the logits.
             w = w + self.sample_noise.sample(w.shape, generator=self.generator).to(w)
@@ -469,13 +478,16 @@ class ComboLayer(nn.Module):
         xi = None if noise is None else noise.sample(w.shape, generator=self.generator).to(w)
         cache = compiled.train_solve is not None and (self.training or sampling)
         fused = compiled.train_fused if cache else compiled.fused
-        op = (compiled.train_op if cache else compiled.op) if compiling and A is None else None
+        plain = A is None and known is None
+        op = (compiled.train_op if cache else compiled.op) if compiling and plain else None
         if op is not None:
             y = self._solve_op(compiled, op, w, xi)
-        elif fused is not None and A is None:
+        elif fused is not None and plain:
             y = fused(w, xi)
         else:
-            projected = u = compiled.projection(w)
+            projected = u = (compiled.projection(w) if known is None else
+                             project_with_known(compiled.projection, self._projection_arg,
+                                                self.spec, w, known))
             if xi is not None:
                 u = u + xi
             # The objective sense, folded in once (a min problem skips the multiply).
@@ -487,13 +499,16 @@ class ComboLayer(nn.Module):
                 solve = functools.partial(_eagerly, solve)
             needs_grad = torch.is_grad_enabled() and (costs.requires_grad or rows_grad)
             target = None if target is None else target.to(costs)
+            # the known cost in minimisation form, only when given (a custom estimator's
+            # solve need not take it)
+            extra = {} if known is None else {"known": compiled.solver.sign * known}
             if A is None:
                 y = solve(costs, target=target, needs_grad=needs_grad,
-                          training=self.training or sampling)
+                          training=self.training or sampling, **extra)
             else:
                 with collect_infeasible() as flagged:
                     y = solve(costs, target=target, needs_grad=needs_grad,
-                              training=self.training or sampling, A=A, b=b)
+                              training=self.training or sampling, A=A, b=b, **extra)
                 self._flag(compiled, flagged, A)
         if debug:
             logger.debug("%s: batch of %d solved on %r in %.4f s", self.spec.label,

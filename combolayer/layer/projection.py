@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Any
 
 import numpy as np
 import torch
@@ -167,3 +168,29 @@ def make_projection(projection: str | Transform, spec: Spec) -> Transform:
             f"{[*HULL_PROJECTIONS, *PROJECTIONS]} or a callable Tensor -> Tensor"
         )
     return on_cost_shape(PROJECTIONS[projection], spec.cost_shape)
+
+
+def project_with_known(projection: Transform, name: Any, spec: Spec, w: Tensor,
+                       known: Tensor) -> Tensor:
+    """The projection ``projection`` (built for ``spec`` from ``name``) of ``w`` with a
+    per-call known cost ``known`` (``(*batch, num_vars)``, the spec's sense): it acts on
+    the total cost on the outputs, ``P(w + k) - k`` (`AroundKnown`), so the solution is
+    that of ``w`` and ``"auto"`` normalises the whole cost, as with a spec-level known
+    cost. A per-call known cost on the auxiliaries keeps the scale of ``w`` meaningful:
+    a projection that rescales or shifts (``"auto"``, ``"norm"``, ``"std"``, ``"mean"``)
+    then raises ``ValueError``, unless the spec's own known cost already made ``"auto"``
+    the hull projection alone."""
+    n = math.prod(spec.cost_shape)
+    on_outputs = known[..., :n].reshape(w.shape)
+    if bool((known[..., n:] != 0).any()):
+        rescales = name in SCALING_PROJECTIONS or (
+            name in ("auto", "auto-exact") and (isinstance(projection, AroundKnown)
+                                                or not has_known_cost(spec)))
+        if rescales:
+            raise ValueError(
+                f"projection {name!r} rescales w, but the per-call known_cost of "
+                f"{spec.label} weighs its auxiliaries, so the scale of w changes the "
+                "solution: use projection='plane' (the hull projection alone) or 'none'")
+    if isinstance(projection, AroundKnown):
+        return projection(w, on_outputs)
+    return projection(w + on_outputs) - on_outputs

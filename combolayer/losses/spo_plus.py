@@ -9,7 +9,7 @@ from torch import Tensor
 
 from ..backends.pool import SolutionPool, as_pool, check_solve_ratio
 from ..backends.registry import as_solver
-from ..backends.solver import Solver, check_costs, inner
+from ..backends.solver import KnownBound, Solver, check_costs, check_known_cost, inner
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
 
@@ -69,7 +69,11 @@ class SPOPlusLoss(SolverLoss):
         return f"SPOPlusLoss({self.spec.label}, reduction={self.reduction!r}{ratio})"
 
     def __call__(self, cost_pred: Tensor, cost_true: Tensor,
-                 y_true: Tensor | None = None) -> Tensor:
+                 y_true: Tensor | None = None, known_cost: Tensor | None = None) -> Tensor:
+        """The loss; ``known_cost``, optional, is a known cost of each instance
+        (``(*batch, num_vars)`` or ``(num_vars,)``, the spec's sense), added to the spec's
+        own and counted by the affine formula (a ``y_true`` given must be optimal under
+        it)."""
         check_costs(self.spec, cost_pred, "cost_pred")
         cost_true = check_solution(self.solver, torch.as_tensor(cost_true), cost_pred, "cost_true")
         check_costs(self.spec, cost_true, "cost_true")
@@ -78,8 +82,13 @@ class SPOPlusLoss(SolverLoss):
         self.check_nonnegative(c_hat, "cost_pred")
         self.check_nonnegative(c, "cost_true")
         shifted = 2.0 * c_hat - c
-        if self.solver.known is not None:
-            return reduce(self._with_known_cost(c_hat, c, shifted, y_true, cost_pred),
+        known = None
+        if known_cost is not None:
+            batch = tuple(cost_pred.shape[: cost_pred.dim() - len(self.spec.cost_shape)])
+            known = sign * check_known_cost(self.spec.label, self.solver.num_vars, batch,
+                                            known_cost, c.detach())
+        if self.solver.known is not None or known is not None:
+            return reduce(self._with_known_cost(c_hat, c, shifted, y_true, cost_pred, known),
                           self.reduction)
         if y_true is None and self.shifted_solver is self.solver:
             both = self.solver.solve_min(torch.stack([shifted.detach(), c]))
@@ -94,17 +103,23 @@ class SPOPlusLoss(SolverLoss):
         return reduce(loss, self.reduction)
 
     def _with_known_cost(self, c_hat: Tensor, c: Tensor, shifted: Tensor,
-                         y_true: Tensor | None, cost_pred: Tensor) -> Tensor:
+                         y_true: Tensor | None, cost_pred: Tensor,
+                         known: Tensor | None = None) -> Tensor:
         """SPO+ for the affine objective ``<c, y> + <k, x>`` (min-sense ``k``, the
         spec's known cost): ``loss = <2 c_hat - c, y* - y~> + <k, x* - x~>`` with ``x~``
         the optimum under ``2 c_hat - c`` (and ``k``) and ``x*`` under ``c``;
         ``d loss / d c_hat = 2 (y* - y~)`` as before (docs/losses.md). ``y_true`` is
         used when the known cost is zero on the auxiliaries; otherwise ``x*``'s
-        auxiliaries are needed and ``y*`` is solved."""
-        solver = self.solver
+        auxiliaries are needed and ``y*`` is solved. ``known``: the instances' own known
+        cost (min form, ``(*batch, num_vars)``), bound to every solve and counted."""
+        solver, shifted_solver = self.solver, self.shifted_solver
+        cached = shifted_solver is not solver
+        n = solver.num_outputs
+        on_aux = solver.known is not None and bool(solver.known[n:].any())
+        if known is not None:
+            on_aux = on_aux or bool((known[..., n:] != 0).any())
+            solver, shifted_solver = KnownBound(solver, known), KnownBound(shifted_solver, known)
         k = len(self.spec.cost_shape)
-        on_aux = bool(solver.known[solver.num_outputs :].any())
-        cached = self.shifted_solver is not solver
         if y_true is None and not cached:
             y, aux = solver.solve_min(torch.stack([shifted.detach(), c]), return_aux=True)
             (y_tilde, y_star), (aux_tilde, aux_star) = y, aux
@@ -117,7 +132,7 @@ class SPOPlusLoss(SolverLoss):
                 whole = torch.cat([y_star.reshape(-1, solver.num_outputs),
                                    aux_star.reshape(-1, solver.num_aux)], dim=1)
                 self.pool.add(whole[:, : solver.pool_width])
-            y_tilde, aux_tilde = self.shifted_solver.solve_min(shifted.detach(), return_aux=True)
+            y_tilde, aux_tilde = shifted_solver.solve_min(shifted.detach(), return_aux=True)
         # known_value is in the spec's sense: times sign, the min-sense <k, x>
         known = solver.sign * (solver.known_value(y_star, aux_star)
                                - solver.known_value(y_tilde, aux_tilde))

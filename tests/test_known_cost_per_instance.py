@@ -1,0 +1,246 @@
+"""Known costs per instance: ``solver.solve(costs, known_cost=k)`` and
+``layer(w, known_cost=k)``, ``k`` of shape ``(*batch, num_vars)`` or ``(num_vars,)``,
+added to the spec's own.
+
+Every check is against brute-force enumeration (tests/bruteforce.py): instance ``i``
+must be optimal for the spec whose known cost is the spec's plus ``k[i]``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from bruteforce import feasible_points, objective_values, optimum_full, random_known_ilp
+
+import combolayer as cl
+from combolayer.backends.registry import capable_backends
+
+MIP_BACKENDS = ["highs", "scip", "gurobi", "cvxpy"]
+
+
+def _installed(name: str) -> bool:
+    spec = cl.ILP(shape=[2], constraints=[cl.Constraint(coefs=[1, 1], sense="<=", rhs=1)])
+    return name in capable_backends(spec)
+
+
+def _mip_backend(name: str):
+    return pytest.param(name, marks=pytest.mark.skipif(not _installed(name),
+                                                        reason=f"{name} is not installed"))
+
+
+def _with_known(spec: cl.ILP, known: np.ndarray) -> cl.ILP:
+    """``spec`` with ``known`` added to its own known cost: instance ``i``'s problem."""
+    own = np.zeros(spec.num_vars) if spec.known_cost is None else np.asarray(spec.known_cost)
+    return cl.ILP(**{**spec.model_dump(), "known_cost": (own + known).tolist()})
+
+
+def _count_wrong(spec: cl.ILP, costs: np.ndarray, known: np.ndarray, y: np.ndarray,
+                 aux: np.ndarray) -> int:
+    """Instances whose ``concat(y, aux)`` is not optimal for their own known cost."""
+    known = np.broadcast_to(known, (len(costs), spec.num_vars))
+    wrong = 0
+    for i in range(len(costs)):
+        own = _with_known(spec, known[i])
+        best, _ = optimum_full(own, costs[i])
+        x = np.concatenate([np.ravel(y[i]), np.ravel(aux[i])])
+        wrong += not np.isclose(objective_values(own, costs[i], x[None])[0], best)
+    return wrong
+
+
+def _cases(seed: int, specs: int, rows: int):
+    """Random ILPs (min and max; half with a known cost of their own, half without)
+    with integer costs and per-instance known costs on outputs and auxiliaries."""
+    rng = np.random.default_rng(seed)
+    for j in range(specs):
+        spec = random_known_ilp(rng)
+        if j % 2:
+            spec = cl.ILP(**{**spec.model_dump(), "known_cost": None})
+        costs = rng.integers(-3, 4, (rows, spec.num_outputs)).astype(float)
+        known = rng.integers(-3, 4, (rows, spec.num_vars)).astype(float)
+        yield spec, costs, known
+
+
+@pytest.mark.parametrize("backend", [_mip_backend(name) for name in MIP_BACKENDS])
+def test_random_ilps_with_per_instance_known_costs_equal_brute_force(backend):
+    """1040 checks per backend: 40 random ILPs x 13 instances, each solved from numpy
+    and from torch, min and max, per-instance known costs on every variable."""
+    wrong = total = 0
+    senses = set()
+    for spec, costs, known in _cases(7, 40, 13):
+        solver = cl.make_solver(spec, backend)
+        for kind in (np.asarray, torch.tensor):
+            y, aux = solver.solve(kind(costs), return_aux=True, known_cost=kind(known))
+            wrong += _count_wrong(spec, costs, known, np.asarray(y), np.asarray(aux))
+            total += len(costs)
+        senses.add(spec.sense)
+    assert senses == {"min", "max"}
+    assert (wrong, total) == (0, 1040)
+
+
+def test_one_known_cost_for_the_whole_batch_and_a_leading_batch():
+    """``(num_vars,)`` is the same known cost for every instance; ``(*batch, num_vars)``
+    follows a batch of any number of axes."""
+    for spec, costs, known in _cases(11, 10, 6):
+        solver = cl.make_solver(spec, "highs")
+        y, aux = solver.solve(costs, return_aux=True, known_cost=known[0])
+        assert _count_wrong(spec, costs, known[:1], y, aux) == 0
+        y2, aux2 = solver.solve(costs.reshape(2, 3, -1), return_aux=True,
+                                known_cost=known.reshape(2, 3, -1))
+        assert y2.shape == (2, 3, spec.num_outputs) and aux2.shape == (2, 3, spec.num_aux)
+        assert _count_wrong(spec, costs, known, y2.reshape(6, -1), aux2.reshape(6, -1)) == 0
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_executors_take_per_instance_known_costs(executor, always_parallel):
+    """1000 instances per executor (4 random ILPs x 250 instances, 2 workers)."""
+    config = cl.BackendConfig(name="highs", executor=executor, workers=2)
+    wrong = total = 0
+    for spec, costs, known in _cases(360, 4, 250):
+        y, aux = cl.make_solver(spec, config).solve(costs, return_aux=True, known_cost=known)
+        wrong += _count_wrong(spec, costs, known, y, aux)
+        total += len(costs)
+    assert (wrong, total) == (0, 1000)
+
+
+@pytest.mark.parametrize("method", ["identity", "blackbox", "perturbed"])
+def test_layer_with_per_instance_known_costs_equals_brute_force(method):
+    """The layer (projection "plane": a per-instance known cost on the auxiliaries makes
+    the scale of w matter) in training and eval mode, and its gradient reaches w."""
+    wrong = total = 0
+    for spec, costs, known in _cases(5, 25, 4):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            layer = cl.ComboLayer(spec, method=method, projection="plane", backend="highs")
+        for training in (True, False):
+            layer.train(training)
+            w = torch.tensor(costs, requires_grad=True)
+            y, aux = layer(w, return_aux=True, known_cost=torch.tensor(known))
+            if method != "perturbed" or not training:  # perturbed averages samples
+                wrong += _count_wrong(spec, costs, known, y.detach().numpy(), aux.numpy())
+                total += len(costs)
+            if training:
+                (y * torch.randn_like(y)).sum().backward()
+                assert w.grad is not None and torch.isfinite(w.grad).all()
+    assert wrong == 0 and total >= 100
+
+
+@pytest.mark.parametrize("method", ["identity", cl.Blackbox(lam=5.0, reduction="sum")],
+                         ids=["identity", "blackbox"])
+def test_gradients_with_a_per_instance_known_cost_are_those_of_its_own_spec(method):
+    """Instance by instance, the layer with ``known_cost=k`` gives the outputs and the
+    gradient of a layer on the spec whose known cost is the spec's plus ``k[i]`` (for
+    Blackbox both of its solves count the instance's known cost; its step is per
+    instance with reduction="sum")."""
+    for spec, costs, known in _cases(21, 6, 4):
+        layer = cl.ComboLayer(spec, method=method, projection="plane", backend="highs")
+        g = torch.tensor(np.random.default_rng(0).normal(size=costs.shape))
+        w = torch.tensor(costs, requires_grad=True)
+        y = layer(w, known_cost=torch.tensor(known))
+        y.backward(g)
+        for i in range(len(costs)):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                own = cl.ComboLayer(_with_known(spec, known[i]), method=method,
+                                    projection="plane", backend="highs")
+            w_i = torch.tensor(costs[i], requires_grad=True)
+            y_i = own(w_i)
+            y_i.backward(g[i])
+            assert torch.equal(y[i].detach(), y_i.detach())
+            assert torch.allclose(w.grad[i], w_i.grad)
+
+
+def test_auto_normalises_the_total_cost_with_a_per_instance_known_cost_on_the_outputs():
+    """A per-instance known cost on the outputs only: "auto" keeps the solution of w plus
+    it, whatever the scale of w; on the auxiliaries "auto" would rescale w, and says so."""
+    rng = np.random.default_rng(3)
+    for spec, costs, known in _cases(13, 10, 5):
+        spec = cl.ILP(**{**spec.model_dump(), "known_cost": None})
+        known[:, spec.num_outputs:] = 0.0
+        layer = cl.ComboLayer(spec, backend="highs")
+        scale = float(rng.uniform(0.1, 10.0))
+        y = layer(torch.tensor(costs) * scale, known_cost=torch.tensor(known) * scale)
+        aux = np.zeros((len(costs), spec.num_aux))
+        # the auxiliaries weigh nothing here: zeros stand in for them
+        exact = cl.make_solver(spec, "highs").solve(costs, known_cost=known)
+        assert _count_wrong(spec, costs, known, y.numpy(), aux) == 0
+        assert _count_wrong(spec, costs, known, exact, aux) == 0
+    spec, costs, known = next(_cases(14, 1, 3))
+    spec = cl.ILP(**{**spec.model_dump(), "known_cost": None})
+    known[:, -1] = 1.0
+    with pytest.raises(ValueError, match="weighs its auxiliaries.*projection='plane'"):
+        cl.ComboLayer(spec, backend="highs")(torch.tensor(costs), known_cost=known)
+
+
+@pytest.mark.parametrize("own_known", [True, False])
+def test_the_pool_answers_under_the_instance_own_objective(own_known):
+    """With every feasible solution in the pool, a pooled answer is optimal for the
+    instance's own known cost (solve_ratio=0: every instance from the pool, or solved
+    exactly where the pool cannot rank it)."""
+    wrong = total = 0
+    for spec, costs, known in _cases(17, 20, 6):
+        if not own_known:
+            spec = cl.ILP(**{**spec.model_dump(), "known_cost": None})
+        points = torch.tensor(feasible_points(spec))
+        layer = cl.ComboLayer(spec, projection="plane", backend="highs", solve_ratio=0.0)
+        layer.pool.seed(points[:, : layer.solver.pool_width])
+        layer.train()
+        y, aux = layer(torch.tensor(costs), return_aux=True, known_cost=torch.tensor(known))
+        wrong += _count_wrong(spec, costs, known, y.numpy(), aux.numpy())
+        total += len(costs)
+    assert (wrong, total) == (0, 120)
+
+
+def test_spo_plus_counts_the_instance_known_cost():
+    """SPO+ with a per-instance known cost k is SPO+ on the spec whose known cost is the
+    spec's plus k, instance by instance: the same values and gradients."""
+    for spec, costs, known in _cases(23, 8, 4):
+        c_hat = torch.tensor(costs + np.random.default_rng(1).normal(size=costs.shape),
+                             requires_grad=True)
+        loss = cl.losses.SPOPlusLoss(spec, backend="highs", reduction="none")
+        value = loss(c_hat, torch.tensor(costs), known_cost=torch.tensor(known))
+        value.sum().backward()
+        for i in range(len(costs)):
+            own = cl.losses.SPOPlusLoss(_with_known(spec, known[i]), backend="highs")
+            c_i = c_hat[i].detach().clone().requires_grad_()
+            expected = own(c_i, torch.tensor(costs[i]))
+            expected.backward()
+            assert torch.allclose(value[i], expected)
+            assert torch.allclose(c_hat.grad[i], c_i.grad)
+
+
+def test_regret_counts_the_instance_known_cost():
+    for spec, costs, known in _cases(29, 10, 5):
+        solver = cl.make_solver(spec, "highs")
+        y, aux = solver.solve(np.zeros_like(costs), return_aux=True)  # some decisions
+        regret = cl.metrics.regret(solver, costs, y, aux_pred=aux, known_cost=known)
+        for i in range(len(costs)):
+            own = _with_known(spec, known[i])
+            best, _ = optimum_full(own, costs[i])
+            x = np.concatenate([y[i], aux[i]])
+            value = objective_values(own, costs[i], x[None])[0]
+            assert np.isclose(float(regret[i]), solver.sign * (value - best))
+        assert float(regret.min()) >= -1e-9
+
+
+def test_a_known_cost_of_the_wrong_shape_names_expected_and_got():
+    spec, costs, known = next(_cases(31, 1, 3))
+    solver = cl.make_solver(spec, "highs")
+    with pytest.raises(ValueError, match=rf"known_cost has shape \(3, {spec.num_vars + 1}\)"
+                                         rf".*expected \(3, {spec.num_vars}\)"):
+        solver.solve(costs, known_cost=np.zeros((3, spec.num_vars + 1)))
+    bad = known.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="known_cost must be finite"):
+        cl.ComboLayer(spec, projection="plane", backend="highs")(torch.tensor(costs),
+                                                                 known_cost=bad)
+
+
+@pytest.mark.parametrize("method", ["qptl", "intopt", "rfwo"])
+def test_methods_that_read_the_spec_known_cost_refuse_a_per_instance_one(method):
+    spec = cl.ILP(shape=[3], constraints=[cl.Constraint(coefs=[1, 1, 1], sense="<=", rhs=2)])
+    layer = cl.ComboLayer(spec, method=method, projection="plane", backend="highs")
+    with pytest.raises(NotImplementedError, match="per-call known cost.*identity"):
+        layer(torch.zeros(2, 3, requires_grad=True), known_cost=torch.ones(3))
