@@ -33,8 +33,15 @@ def _trained_weights(loss, noise):
     return torch.cat([p.detach().flatten() for p in model.parameters()])
 
 
-def test_default_loss_is_the_regret():
-    assert load_config(SMALL).loss == "regret"
+def test_default_loss_is_the_regret_and_spo_plus_with_a_known_cost():
+    from combolayer.training.loop import default_loss
+
+    config = load_config(SMALL)
+    assert config.loss is None  # chosen for the data's problem (default_loss)
+    assert default_loss(load_data(config)[0].spec) == "regret"
+    known = cl.ILP(shape=[2], known_cost=[1.0, 0.0])
+    assert default_loss(known) == "spo+"
+    assert default_loss(cl.ILP(shape=[2]), known_cost=torch.ones(3, 2)) == "spo+"
 
 
 def test_noise_acts_under_l1_and_not_under_a_loss_linear_in_y():

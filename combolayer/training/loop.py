@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 from .. import data as datasets
 from .. import metrics
 from ..backends.registry import make_solver
-from ..backends.solver import inner
+from ..backends.solver import check_known_cost, inner
 from ..layer.combo_layer import ComboLayer
 from ..losses import CaVELoss, FenchelYoungLoss, SPOPlusLoss, binding_cones, hamming
 from ..specs.base import ILP, did_you_mean
@@ -70,34 +70,43 @@ class _Strict(BaseModel):
 
 
 class DataConfig(BaseModel):
-    """Where the training data comes from: exactly one of ``name`` or ``npz``.
+    """Where the training data comes from: exactly one of ``name``, ``npz`` or ``csv``.
 
     - ``name``: a built-in generator (``shortest_path``, ``knapsack``, ``tsp``,
       see [`combolayer.data`][combolayer.data]); its other arguments (``num_features``,
       ``grid``, ``deg``, ``noise_width``, ``seed``, ...) sit next to ``name``.
       The problem comes with the data.
-    - ``npz``: a file with arrays ``features`` ``(n, p)``, ``costs``
-      ``(n, *cost_shape)`` and optionally ``solutions`` ``(n, *cost_shape)``
-      (solved when missing); the config's ``problem`` says what is solved.
+    - ``npz``: a file with arrays ``features``, ``(n, p)`` per instance or
+      ``(n, *cost_shape, p)`` per cost entry, ``costs`` ``(n, *cost_shape)``, and
+      optionally ``solutions`` ``(n, *cost_shape)`` (solved when missing) and
+      ``known_cost``, each instance's known cost, ``(n, num_vars)`` or
+      ``(n, *cost_shape)`` (on the outputs); the config's ``problem`` says what is solved.
+    - ``csv``: a file with one row per instance and cost entry (`read_csv`): columns
+      ``instance``, ``entry`` (the entry's flat index in ``cost_shape``), ``cost``,
+      optional ``known_cost`` and ``solution``, and every other column a feature.
     """
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
     name: Literal["shortest_path", "knapsack", "tsp"] | None = None
     npz: str | None = None
+    csv: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> DataConfig:
         extra = sorted(self.model_extra or {})
-        if (self.name is None) == (self.npz is None):
+        given = [key for key in ("name", "npz", "csv") if getattr(self, key) is not None]
+        if len(given) != 1:
             raise ValueError(
                 "needs exactly one of 'name' (a built-in generator: "
-                f"{', '.join(GENERATORS)}) or 'npz' (a file with features, costs and "
-                "optional solutions)"
+                f"{', '.join(GENERATORS)}), 'npz' (a file with features, costs and "
+                "optional solutions and known_cost) or 'csv' (one row per instance and cost "
+                f"entry){'; got ' + ', '.join(given) if given else ''}"
             )
-        if self.npz is not None:
+        if self.name is None:
             if extra:
-                raise ValueError(f"unknown key {extra[0]!r} next to 'npz': expected only 'npz'")
+                raise ValueError(f"unknown key {extra[0]!r} next to {given[0]!r}: expected "
+                                 f"only {given[0]!r}")
             return self
         parameters = inspect.signature(getattr(datasets, self.name)).parameters
         allowed = [p for p in parameters if p not in _NOT_CONFIGURABLE]
@@ -136,9 +145,13 @@ class LayerConfig(_Strict):
 
 class ModelConfig(_Strict):
     """The cost model: a linear map from features to costs, or an MLP with
-    ReLU ``hidden`` layers."""
+    ReLU ``hidden`` layers. ``per_entry: true`` (features per cost entry,
+    ``(n, *cost_shape, p)``) maps each entry's ``p`` features to its cost with one
+    model shared by every entry (`EntryModel`); otherwise per-entry features are
+    flattened into one vector per instance."""
 
     hidden: list[Annotated[int, Field(ge=1, strict=True)]] = []
+    per_entry: bool = False
 
 
 class TrainConfig(_Strict):
@@ -157,8 +170,10 @@ class TrainConfig(_Strict):
             ``"spo+"`` / ``"fenchel_young"``, which hold their own solver, or
             ``"cave"`` (CaVE+, `combolayer.losses.CaVELoss`, its cones computed once
             for the training set; the layer's ``solve_ratio`` below 1 makes it CaVE
-            Hybrid): the layer then only decides at test time. A layer setting that cannot act under
-            the loss chosen warns (`inactive_settings`).
+            Hybrid): the layer then only decides at test time. Default: ``"regret"``
+            without a known cost; with one (the spec's, or each instance's from the
+            data) ``"spo+"``, which counts it (`default_loss`). A layer setting that
+            cannot act under the loss chosen warns (`inactive_settings`).
         epochs, lr, batch_size, seed: the optimisation (Adam).
         num_train, num_test: instances to train and test on. Default: 1000 each
             for generators; for ``npz`` the first 80% train and the rest test.
@@ -174,7 +189,7 @@ class TrainConfig(_Strict):
     problem: str | dict[str, Any] | None = None
     layer: LayerConfig = LayerConfig()
     model: ModelConfig = ModelConfig()
-    loss: Literal["regret", "l1", "hamming", "spo+", "fenchel_young", "cave"] = "regret"
+    loss: Literal["regret", "l1", "hamming", "spo+", "fenchel_young", "cave"] | None = None
     epochs: int = Field(20, ge=1)
     lr: float = Field(1e-2, gt=0.0, allow_inf_nan=False)
     batch_size: int = Field(32, ge=1)
@@ -185,9 +200,9 @@ class TrainConfig(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> TrainConfig:
-        if self.data.npz is not None and self.problem is None:
-            raise ValueError("'problem' is required with npz data: the spec the costs are for "
-                             "(a YAML/JSON spec, an MPS/LP file or a mapping)")
+        if self.data.name is None and self.problem is None:
+            raise ValueError("'problem' is required with npz data and with csv data: the spec the "
+                             "costs are for (a YAML/JSON spec, an MPS/LP file or a mapping)")
         if self.data.name is not None and self.problem is not None:
             raise ValueError(f"'problem' is set by the {self.data.name} generator; "
                              "remove it, or use npz data for your own problem")
@@ -229,14 +244,20 @@ def load_config(source: str | os.PathLike | dict) -> TrainConfig:
                 problems.append(f"{where}: {message}" if where else message)
         raise ConfigError("invalid train config: " + "; ".join(problems)
                           + " (every key: docs/training.md)") from None
+    if config.model.per_entry and config.data.name is not None:
+        raise ConfigError("model.per_entry needs features per cost entry, (n, *cost_shape, p), "
+                          f"from npz or csv data; the {config.data.name} generator gives one "
+                          "feature vector per instance")
     # One rule with ComboLayer.from_config: relative to the file that names them.
     base = config_base(source)
     origin = str(source) if base is not None else None
     update: dict[str, Any] = {
         "problem": resolve_path(config.problem, base, "problem", origin, ConfigError)}
-    if config.data.npz is not None:
-        update["data"] = DataConfig(npz=resolve_path(config.data.npz, base, "data.npz",
-                                                     origin, ConfigError, always=True))
+    for key in ("npz", "csv"):
+        if getattr(config.data, key) is not None:
+            update["data"] = DataConfig(**{key: resolve_path(
+                getattr(config.data, key), base, f"data.{key}", origin, ConfigError,
+                always=True)})
     if isinstance(config.layer.backend, str):  # a backend config may be a YAML/JSON file
         update["layer"] = config.layer.model_copy(update={"backend": resolve_path(
             config.layer.backend, base, "layer.backend", origin, ConfigError)})
@@ -257,7 +278,27 @@ def load_spec_or_model_file(problem: Any):
     return load_spec(problem)
 
 
-def load_data(config: TrainConfig) -> tuple[datasets.Data, datasets.Data]:
+class TrainData(typing.NamedTuple):
+    """A split of training data: `combolayer.data.Data`'s fields, and each instance's
+    known cost ``(n, num_vars)`` (the spec's sense, added to the spec's own), or None."""
+
+    features: torch.Tensor
+    costs: torch.Tensor
+    solutions: torch.Tensor
+    spec: Any
+    known_cost: torch.Tensor | None = None
+
+    def split(self, num_train: int) -> tuple[TrainData, TrainData]:
+        """The first ``num_train`` instances and the rest."""
+        def part(index: slice) -> TrainData:
+            known = None if self.known_cost is None else self.known_cost[index]
+            return TrainData(*(t[index] for t in self[:3]), self.spec, known)
+
+        return part(slice(None, num_train)), part(slice(num_train, None))
+
+
+def load_data(config: TrainConfig) -> tuple[datasets.Data | TrainData,
+                                            datasets.Data | TrainData]:
     """The train and test split the config asks for."""
     if config.data.name is not None:
         num_train = config.num_train or 1000
@@ -266,16 +307,85 @@ def load_data(config: TrainConfig) -> tuple[datasets.Data, datasets.Data]:
         data = generator(num_data=num_train + num_test, backend=config.layer.backend,
                          **config.data.options)
         return data.split(num_train)
-    return _npz_data(config)
+    return _file_data(config)
 
 
-def _npz_data(config: TrainConfig) -> tuple[datasets.Data, datasets.Data]:
-    path = Path(config.data.npz)
-    if not path.is_file():
-        raise ConfigError(f"data.npz: no file named {str(path)!r}")
-    spec = load_spec_or_model_file(config.problem)
-    expected = ("expected an npz archive of numeric arrays (numpy.savez) with 'features' (n, p), "
-                "'costs' (n, *cost_shape) and optional 'solutions'")
+#: The columns of a CSV data file that are not features (`read_csv`).
+CSV_COLUMNS = ("instance", "entry", "cost", "known_cost", "solution")
+
+
+def read_csv(path: Path, spec: Any) -> dict[str, np.ndarray | None]:
+    """Training data from a CSV file with a header and one row per instance and cost
+    entry, in any order:
+
+    - ``instance``: the instance's id (instances are ordered by id);
+    - ``entry``: the entry's flat index into ``cost_shape`` (row-major), ``0..N-1``;
+    - ``cost``: the entry's true cost;
+    - ``known_cost`` (optional): the entry's known cost in this instance, added to the
+      spec's own (on the outputs; the auxiliaries keep the spec's);
+    - ``solution`` (optional): the entry's value in the instance's optimal solution;
+    - every other column: a feature of the entry, so ``features`` is
+      ``(n, *cost_shape, p)``.
+
+    Every instance has every entry exactly once. Returns the arrays `_file_data` checks."""
+    with open(path, newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        rows = list(reader)
+    where = f"data.csv: {str(path)!r}"
+    if not header or not rows:
+        raise ConfigError(f"{where} has no header or no rows: expected a header with "
+                          "'instance', 'entry', 'cost', optional 'known_cost' and 'solution', "
+                          "and feature columns")
+    header = [name.strip() for name in header]
+    missing = [name for name in CSV_COLUMNS[:3] if name not in header]
+    if missing:
+        raise ConfigError(f"{where} has no column {missing[0]!r}: expected 'instance', "
+                          f"'entry', 'cost' and feature columns; found {header}")
+    feature_names = [name for name in header if name not in CSV_COLUMNS]
+    if not feature_names:
+        raise ConfigError(f"{where} has no feature column: every column other than "
+                          f"{list(CSV_COLUMNS)} is a feature")
+    try:
+        table = np.array([[float(value) for value in row] for row in rows], dtype=float)
+    except ValueError as error:
+        raise ConfigError(f"{where} holds a value that is not a number ({error})") from None
+    if table.ndim != 2 or table.shape[1] != len(header):
+        raise ConfigError(f"{where}: every row needs {len(header)} values, one per column")
+    column = {name: table[:, i] for i, name in enumerate(header)}
+    ids, instance = np.unique(column["instance"], return_inverse=True)
+    n, size = len(ids), math.prod(spec.cost_shape)
+    entry = column["entry"]
+    if not np.array_equal(entry, np.round(entry)) or entry.min() < 0 or entry.max() >= size:
+        raise ConfigError(f"{where}: entry must be a whole number in 0..{size - 1} (the flat "
+                          f"index into {spec.label}'s cost shape {spec.cost_shape})")
+    entry = entry.astype(np.int64)
+    counts = np.zeros((n, size), dtype=np.int64)
+    np.add.at(counts, (instance, entry), 1)
+    if not (counts == 1).all():
+        i, j = np.argwhere(counts != 1)[0]
+        raise ConfigError(f"{where}: instance {ids[i]:g} has entry {j} {counts[i, j]} times; "
+                          f"every instance needs each of the {size} entries exactly once")
+
+    def grid(values: np.ndarray) -> np.ndarray:
+        out = np.empty((n, size, *values.shape[1:]))
+        out[instance, entry] = values
+        return out.reshape(n, *spec.cost_shape, *values.shape[1:])
+
+    features = grid(np.stack([column[name] for name in feature_names], axis=1))
+    known = None
+    if "known_cost" in column:
+        known = np.zeros((n, spec.num_vars))
+        known[:, :size] = grid(column["known_cost"]).reshape(n, size)
+    return {"features": features, "costs": grid(column["cost"]),
+            "solutions": grid(column["solution"]) if "solution" in column else None,
+            "known_cost": known}
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray | None]:
+    expected = ("expected an npz archive of numeric arrays (numpy.savez) with 'features' (n, p) "
+                "or (n, *cost_shape, p), 'costs' (n, *cost_shape) and optional 'solutions' "
+                "and 'known_cost'")
     # np.load reads anything that is not a zip or .npy as a pickle, which it refuses
     # with a message about pickled data: say what the file is not instead.
     if not zipfile.is_zipfile(path):
@@ -291,20 +401,49 @@ def _npz_data(config: TrainConfig) -> tuple[datasets.Data, datasets.Data]:
             costs = np.asarray(arrays["costs"], dtype=float)
             solutions = (np.asarray(arrays["solutions"], dtype=float) if "solutions" in arrays
                          else None)
+            known = (np.asarray(arrays["known_cost"], dtype=float) if "known_cost" in arrays
+                     else None)
         except ValueError as error:  # object (pickled) arrays, or text that is no number
             raise ConfigError(f"data.npz: {str(path)!r} holds an array that is not numeric "
                               f"({error}): {expected}") from None
+    return {"features": features, "costs": costs, "solutions": solutions, "known_cost": known}
+
+
+def _file_data(config: TrainConfig) -> tuple[TrainData, TrainData]:
+    """The split of an npz or csv data file, checked against the config's problem."""
+    key = "npz" if config.data.npz is not None else "csv"
+    path = Path(getattr(config.data, key))
+    if not path.is_file():
+        raise ConfigError(f"data.{key}: no file named {str(path)!r}")
+    spec = load_spec_or_model_file(config.problem)
+    arrays = _read_npz(path) if key == "npz" else read_csv(path, spec)
+    features, costs = arrays["features"], arrays["costs"]
+    solutions, known = arrays["solutions"], arrays["known_cost"]
     n, shape = len(costs), tuple(spec.cost_shape)
-    if features.ndim != 2 or len(features) != n:
+    per_entry = features.ndim == 2 + len(shape) and tuple(features.shape[1:-1]) == shape
+    if not (features.ndim == 2 or per_entry) or len(features) != n:
         raise ConfigError(f"{path}: features has shape {features.shape}, expected "
-                          f"({n}, num_features) to match costs' {n} rows")
+                          f"({n}, num_features) or ({n}, {', '.join(map(str, shape))}, "
+                          f"num_features) to match costs' {n} rows")
+    if config.model.per_entry and not per_entry:
+        raise ConfigError(f"{path}: model.per_entry needs features per cost entry, "
+                          f"({n}, {', '.join(map(str, shape))}, num_features); got "
+                          f"{features.shape}")
     if costs.shape[1:] != shape:
         if costs[0].size != math.prod(shape):
             raise ConfigError(f"{path}: costs has shape {costs.shape} but {spec.label} expects "
                               f"({n}, {', '.join(map(str, shape))})")
         costs = costs.reshape(n, *shape)
+    if known is not None:
+        if known.shape[1:] == shape and known.shape[1:] != (spec.num_vars,):
+            known = np.concatenate([known.reshape(n, -1),
+                                    np.zeros((n, spec.num_vars - math.prod(shape)))], axis=1)
+        try:
+            known = check_known_cost(spec.label, spec.num_vars, (n,), known, known)
+        except ValueError as error:
+            raise ConfigError(f"{path}: {error}") from None
     if solutions is None:
-        solutions = make_solver(spec, config.layer.backend).solve(costs)
+        solutions = make_solver(spec, config.layer.backend).solve(costs, known_cost=known)
     elif solutions.shape != costs.shape:
         raise ConfigError(f"{path}: solutions has shape {solutions.shape}, expected {costs.shape}")
     num_train = config.num_train or max(1, int(0.8 * n))
@@ -313,9 +452,11 @@ def _npz_data(config: TrainConfig) -> tuple[datasets.Data, datasets.Data]:
         raise ConfigError(f"{path} has {n} instances: not enough for num_train={num_train} "
                           f"and num_test={num_test}")
     as_tensor = lambda a: torch.as_tensor(a, dtype=torch.float32)  # noqa: E731
-    data = datasets.Data(as_tensor(features), as_tensor(costs), as_tensor(solutions), spec)
+    # known costs in float64: a float32 rounding would move the objective the data means
+    data = TrainData(as_tensor(features), as_tensor(costs), as_tensor(solutions), spec,
+                     None if known is None else torch.as_tensor(known, dtype=torch.float64))
     train, test = data.split(num_train)
-    return train, datasets.Data(*(t[:num_test] for t in test[:3]), spec)
+    return train, test.split(num_test)[0]
 
 
 # -- the loop ---------------------------------------------------------------------
@@ -370,20 +511,85 @@ def cost_model(num_features: int, cost_shape: tuple[int, ...], hidden: list[int]
     return layers[0] if len(layers) == 1 else nn.Sequential(*layers)
 
 
+class EntryModel(nn.Module):
+    """One model shared by every cost entry: features ``(B, *cost_shape, p)`` to costs
+    ``(B, *cost_shape)``, each entry's ``p`` features through the same linear map or
+    MLP with ReLU ``hidden`` layers (a driver-request pair's pick-up cost from the
+    pair's features, whatever the pair)."""
+
+    def __init__(self, num_features: int, hidden: list[int] = ()) -> None:
+        super().__init__()
+        self.net = cost_model(num_features, (1,), hidden)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return self.net(features).squeeze(-1)
+
+
+def build_model(features_shape: tuple[int, ...], cost_shape: tuple[int, ...],
+                config: ModelConfig) -> nn.Module:
+    """The cost model for features of shape ``(B, *features_shape)``: `EntryModel` with
+    ``config.per_entry``; otherwise `cost_model` on the features, flattened first when
+    they are per entry."""
+    if config.per_entry:
+        return EntryModel(features_shape[-1], config.hidden)
+    if len(features_shape) == 1:
+        return cost_model(features_shape[0], cost_shape, config.hidden)
+    return nn.Sequential(nn.Flatten(1), cost_model(math.prod(features_shape), cost_shape,
+                                                   config.hidden))
+
+
+def default_loss(spec: Any, known_cost: torch.Tensor | None = None) -> str:
+    """``combolayer train``'s loss when the config names none: ``"spo+"`` when there is a
+    known cost (the spec's, or ``known_cost`` per instance), whose affine formula counts
+    it (under the regret, Identity learns only where "auto" can normalise the total cost,
+    and SPO+ learned better on the dispatch model: docs/training.md); else
+    ``"regret"``."""
+    known = getattr(spec, "known_cost", None)
+    if (known is not None and any(known)) or known_cost is not None:
+        return "spo+"
+    return "regret"
+
+
+def check_loss(loss: str, layer: ComboLayer, known_cost: torch.Tensor | None) -> None:
+    """`ConfigError` for a loss that cannot learn here, with the fix: through the layer
+    with Identity, a known cost on the auxiliaries (the spec's or the instances') leaves
+    nothing to bound the prediction's scale; a loss that does not count a per-instance
+    known cost cannot take one."""
+    solver = layer.solver
+    n = solver.num_outputs
+    on_aux = solver.known is not None and bool(solver.known[n:].any())
+    if known_cost is not None:
+        on_aux = on_aux or bool((known_cost[:, n:] != 0).any())
+    method = getattr(layer.method, "name", type(layer.method).__name__)
+    if on_aux and loss not in OWN_SOLVER and method == "identity":
+        raise ConfigError(
+            f"loss {loss!r} through method 'identity' does not learn on {layer.spec.label}: "
+            "its known cost weighs the auxiliaries, so projection 'auto' cannot normalise the "
+            "prediction and its scale grows without bound; use loss: spo+ (the default "
+            "with a known cost)")
+    if known_cost is not None and loss in ("fenchel_young", "cave"):
+        raise ConfigError(f"loss {loss!r} does not take a known cost per instance (the data's "
+                          "known_cost); use loss: spo+ (the default with a known cost) or a "
+                          "loss through the layer")
+
+
 def normalized_regret(layer: ComboLayer, model: nn.Module, test: datasets.Data) -> float:
     """PyEPO's normalized regret of the model's decisions on ``test``."""
     layer.eval()
     solver = layer.solver
+    known = getattr(test, "known_cost", None)  # each instance's own, from the data
     # A known cost on the auxiliaries counts in the objective: their values are needed.
     on_aux = solver.known is not None and bool(solver.known[solver.num_outputs:].any())
+    on_aux = on_aux or (known is not None and bool((known[:, solver.num_outputs:] != 0).any()))
     with torch.no_grad():
         if on_aux:
-            y_pred, aux_pred = solver.solve(model(test.features), return_aux=True)
+            y_pred, aux_pred = solver.solve(model(test.features), return_aux=True,
+                                            known_cost=known)
         else:
-            y_pred, aux_pred = solver.solve(model(test.features)), None
+            y_pred, aux_pred = solver.solve(model(test.features), known_cost=known), None
     # The data carries the true optima: nothing to re-solve per epoch.
     return float(metrics.normalized_regret(layer.spec, test.costs, y_pred, y_true=test.solutions,
-                                           aux_pred=aux_pred))
+                                           aux_pred=aux_pred, known_cost=known))
 
 
 def fit(
@@ -407,7 +613,8 @@ def fit(
         train: the [`combolayer.data.Data`][combolayer.data.Data] split to train on.
         test: the split the regret is measured on after each epoch.
         model: features ``(B, p)`` -> costs ``(B, *cost_shape)``; default linear.
-            Trained in place.
+            Trained in place. Features per cost entry (`TrainData`) need a model built
+            for them (`build_model`).
         loss: one of `LOSSES`: ``"regret"`` (default), ``"l1"`` or ``"hamming"``
             (through the layer), ``"spo+"``, ``"fenchel_young"`` or ``"cave"``
             (whose binding cones are computed once, here, for ``train``).
@@ -427,6 +634,7 @@ def fit(
     if layer.solve_ratio < 1.0:
         # PyEPO seeds its cache with the dataset's true solutions; so does fit.
         layer.pool.seed(train.solutions)
+    known = getattr(train, "known_cost", None)  # each instance's own, from the data
     criterion = _criterion(loss, layer)
     # CaVE's cones of the true solutions, read once, not in every step
     cones = binding_cones(layer.spec, train.solutions) if loss == "cave" else None
@@ -444,7 +652,9 @@ def fit(
         layer.train()
         total = 0.0
         for x, c, y_true, index in loader:
-            if cones is None:
+            if known is not None:
+                value = criterion(model(x), c, y_true, known[index])
+            elif cones is None:
                 value = criterion(model(x), c, y_true)
             else:
                 value = criterion(model(x), y_true, binding=cones[index])
@@ -496,21 +706,35 @@ def inactive_settings(layer: ComboLayer, loss: str) -> list[str]:
 
 
 def _criterion(loss: str, layer: ComboLayer):
+    """``criterion(w, c, y_true, known=None)``; ``known``: the batch's own known costs."""
     if loss == "hamming":
-        return lambda w, c, y_true: hamming(layer(w), y_true)
+        return lambda w, c, y_true, known=None: hamming(layer(w, known_cost=known), y_true)
     if loss == "l1":
-        return lambda w, c, y_true: (layer(w) - y_true).abs().mean()
+        return lambda w, c, y_true, known=None: (layer(w, known_cost=known)
+                                                 - y_true).abs().mean()
     if loss == "regret":
         k, sign = len(layer.spec.cost_shape), layer.solver.sign
-        return lambda w, c, y_true: (sign * inner(c, layer(w) - y_true, k)).mean()
+        shape, n = layer.spec.cost_shape, layer.solver.num_outputs
+        spec_known = layer.solver.known_like(torch.zeros((), dtype=torch.float64),
+                                             folded=False)
+
+        def regret(w, c, y_true, known=None):
+            # the decision's whole objective, known cost counted: its part on the outputs
+            # is what dL/dy must see (the auxiliaries' part is no function of y here)
+            total = c if spec_known is None else c + spec_known[:n].reshape(shape).to(c)
+            if known is not None:
+                total = total + known[:, :n].reshape(len(c), *shape).to(c)
+            return (sign * inner(total, layer(w, known_cost=known) - y_true, k)).mean()
+
+        return regret
     if loss == "spo+":
         spo = SPOPlusLoss(layer.spec, backend=layer.solver, solve_ratio=layer.solve_ratio,
                           pool=layer.pool, generator=layer.generator)
-        return lambda w, c, y_true: spo(w, c, y_true)
+        return lambda w, c, y_true, known=None: spo(w, c, y_true, known_cost=known)
     if loss == "fenchel_young":
         fy = FenchelYoungLoss(layer.spec, backend=layer.solver, solve_ratio=layer.solve_ratio,
                               pool=layer.pool, generator=layer.generator)
-        return lambda w, c, y_true: fy(w, y_true)
+        return lambda w, c, y_true, known=None: fy(w, y_true)
     if loss == "cave":
         return CaVELoss(layer.spec, backend=layer.solver, solve_ratio=layer.solve_ratio,
                         generator=layer.generator)
@@ -548,20 +772,24 @@ def run(config: TrainConfig, out: str | os.PathLike | None = None) -> tuple[Hist
     folder = Path(out if out is not None else config.out)
     train_data, test_data = load_data(config)
     layer = ComboLayer(train_data.spec, **config.layer.model_dump())
+    known = getattr(train_data, "known_cost", None)
+    loss = config.loss or default_loss(train_data.spec, known)
+    check_loss(loss, layer, known)
     torch.manual_seed(config.seed)
-    model = cost_model(train_data.features.shape[1], tuple(train_data.spec.cost_shape),
-                       config.model.hidden)
+    features_shape = tuple(train_data.features.shape[1:])
+    model = build_model(features_shape, tuple(train_data.spec.cost_shape), config.model)
     with tqdm(total=config.epochs, desc="train") as bar:
-        history = fit(layer, train_data, test_data, name=_run_name(config), epochs=config.epochs,
-                      lr=config.lr, batch_size=config.batch_size, seed=config.seed, model=model,
-                      loss=config.loss, progress=bar)
+        history = fit(layer, train_data, test_data, name=_run_name(config, loss),
+                      epochs=config.epochs, lr=config.lr, batch_size=config.batch_size,
+                      seed=config.seed, model=model, loss=loss, progress=bar)
     folder.mkdir(parents=True, exist_ok=True)
     history.write_csv(folder / "history.csv")
     save_plot([history], folder / "regret.png", title=train_data.spec.label)
     torch.save(model.state_dict(), folder / "model.pt")
     (folder / "config.json").write_text(json.dumps(config.model_dump(), indent=2) + "\n")
     (folder / "spec.json").write_text(train_data.spec.model_dump_json(indent=2) + "\n")
-    shapes = {"num_features": int(train_data.features.shape[1]),
+    shapes = {"num_features": int(features_shape[-1]), "features_shape": list(features_shape),
+              "per_entry": config.model.per_entry,
               "cost_shape": list(train_data.spec.cost_shape), "hidden": config.model.hidden,
               "backend": layer.solver.backend}
     (folder / "model.json").write_text(json.dumps(shapes, indent=2) + "\n")
@@ -609,22 +837,31 @@ def load_run(path: str | os.PathLike) -> tuple[nn.Module, ComboLayer]:
                           f"{spec.label} expects {list(spec.cost_shape)}: the files are not from "
                           "one run")
     try:
-        hidden = ModelConfig.model_validate({"hidden": shapes.get("hidden", [])}).hidden
+        model_config = ModelConfig.model_validate({"hidden": shapes.get("hidden", []),
+                                                   "per_entry": shapes.get("per_entry", False)})
         layer_arguments = LayerConfig.model_validate(config.get("layer", {})).model_dump()
     except ValidationError as error:
         raise ConfigError(f"{folder}: invalid model.json or config.json: "
                           + "; ".join(f"{'.'.join(map(str, item['loc']))}: {item['msg']}"
                                       for item in error.errors())) from None
-    model = cost_model(num_features, spec.cost_shape, hidden)
+    # runs before per-entry features wrote no features_shape: (num_features,) then
+    features_shape = shapes.get("features_shape", [num_features])
+    if (not isinstance(features_shape, list) or not features_shape
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1
+                       for d in features_shape) or features_shape[-1] != num_features):
+        raise ConfigError(f"{folder / 'model.json'}: features_shape must be a list of whole "
+                          f"numbers >= 1 ending with num_features ({num_features}), got "
+                          f"{features_shape!r}")
+    model = build_model(tuple(features_shape), spec.cost_shape, model_config)
     model.load_state_dict(torch.load(folder / "model.pt", weights_only=True))
     layer = ComboLayer(spec, **layer_arguments)
     return model.eval(), layer.eval()
 
 
-def _run_name(config: TrainConfig) -> str:
+def _run_name(config: TrainConfig, loss: str | None = None) -> str:
     layer = config.layer
     method = layer.method if isinstance(layer.method, str) else layer.method.get("name", "method")
-    return f"{method}, {layer.projection} projection, {config.loss} loss"
+    return f"{method}, {layer.projection} projection, {loss or config.loss} loss"
 
 
 def train(args: Any) -> int:
