@@ -351,3 +351,47 @@ def test_layer_with_auto_on_a_grid_trains_on_the_device():
     torch.testing.assert_close((w.detach().cpu() * y.detach().cpu()).flatten(1).sum(1),
                                (w.detach().cpu() * host).flatten(1).sum(1))
     assert "costs on an accelerator: bellman_ford" in layer.backend_reason
+
+
+def _syncs(run):
+    """How many synchronising CUDA operations ``run()`` makes (torch's sync debug mode)."""
+    import warnings
+
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    return sum("synchroniz" in str(warning.message) for warning in caught)
+
+
+@pytest.mark.parametrize("spec, backend", [(knapsack(), "highs"),
+                                           (cl.problems.TopK(n=50, k=7), "torch")],
+                         ids=["host-solver", "device-kernel"])
+def test_cost_checks_add_no_synchronisation(spec, backend, monkeypatch):
+    from combolayer.backends import solver as solver_module
+
+    layer = cl.ComboLayer(spec, backend=backend, projection="none")
+    w = torch.rand(32, *spec.cost_shape, device=CUDA, requires_grad=True)
+    layer(w).sum().backward()  # warm: lazy initialisation may synchronise once
+    checked = _syncs(lambda: layer(w).sum().backward())
+    monkeypatch.setattr(solver_module, "check_values", lambda *args, **kwargs: None)
+    unchecked = _syncs(lambda: layer(w).sum().backward())
+    assert checked == unchecked
+
+
+def test_nan_costs_on_the_device_still_raise_before_a_host_solve():
+    # checked on the host copy the solve makes; a device kernel's check is a device-side
+    # assertion instead, which would end this process's CUDA context: not tested here
+    spec = knapsack()
+    layer = cl.ComboLayer(spec, backend="highs")
+    solver = cl.make_solver(spec, backend="highs")
+    w = torch.rand(4, *spec.cost_shape, device=CUDA)
+    w[2, 3] = float("nan")
+    with pytest.raises(ValueError, match="must be finite"):
+        layer(w)
+    with pytest.raises(ValueError, match="must be finite"):
+        solver.solve(w)
