@@ -135,7 +135,10 @@ def binding_cones(problem: Any, y_true: Any, tol: float = TIGHT) -> BindingCones
         (8, (8, 12))
     """
     spec = getattr(problem, "spec", problem)
-    return BindingCones(binding_normals(spec, y_true, tol))
+    cones = BindingCones(binding_normals(spec, y_true, tol))
+    for cone in cones._cones:  # here, once, rather than in the first epoch
+        cone.prepare()
+    return cones
 
 
 class _Cone:
@@ -145,8 +148,23 @@ class _Cone:
         normals = np.asarray(normals, dtype=np.float64)
         self.normals = normals[np.abs(normals).sum(axis=1) > 1e-7]  # PyEPO's padding rows
         self._P: sp.csc_matrix | None = None
-        self._solvers: dict[int, Any] = {}
+        self._solver: Any = None  # kept between calls, with the max_iter it was last given
+        self._max_iter = 0
         self._mean: np.ndarray | None = None
+
+    def prepare(self, max_iter: int = 3) -> None:
+        """Build the QP and the Clarabel solver now, not in the first training step."""
+        self.mean_unit_normal(self.normals.shape[1])
+        if len(self.normals) and self._qp_matrix().nnz <= _KEPT_SOLVER_MAX_NNZ:
+            self._solver = self._new_solver(np.zeros(len(self.normals)), max_iter)
+            self._max_iter = max_iter
+
+    def _new_solver(self, q: np.ndarray, max_iter: int) -> Any:
+        import clarabel
+
+        m = len(self.normals)
+        return clarabel.DefaultSolver(self._qp_matrix(), q, _negative_identity(m), np.zeros(m),
+                                      [clarabel.NonnegativeConeT(m)], _clarabel_settings(max_iter))
 
     def _qp_matrix(self) -> sp.csc_matrix:
         """The upper triangle of ``2 G G^T`` in CSC form, zeros left out (as PyEPO's
@@ -168,22 +186,19 @@ class _Cone:
     def project(self, point: np.ndarray, max_iter: int) -> np.ndarray:
         """``G^T lam`` for ``lam = argmin_{lam >= 0} ||G^T lam - point||^2`` after at most
         ``max_iter`` Clarabel iterations (PyEPO's QP, its settings)."""
-        import clarabel
-
-        m = len(self.normals)
-        if not m:
+        if not len(self.normals):
             return point.copy()
         q = -2.0 * (self.normals @ point)
-        solver = self._solvers.get(max_iter)
+        solver = self._solver
         if solver is None:
-            P = self._qp_matrix()
-            solver = clarabel.DefaultSolver(P, q, _negative_identity(m), np.zeros(m),
-                                            [clarabel.NonnegativeConeT(m)],
-                                            _clarabel_settings(max_iter))
-            if P.nnz <= _KEPT_SOLVER_MAX_NNZ:
-                self._solvers[max_iter] = solver
-        else:
-            solver.update(q=q)  # the same iterates as a new solver: Clarabel starts cold
+            solver = self._new_solver(q, max_iter)
+            if self._P.nnz <= _KEPT_SOLVER_MAX_NNZ:
+                self._solver, self._max_iter = solver, max_iter
+        else:  # the same iterates as a new solver: Clarabel starts cold in every solve
+            solver.update(q=q)
+            if max_iter != self._max_iter:
+                solver.update(settings=_clarabel_settings(max_iter))
+                self._max_iter = max_iter
         return np.asarray(solver.solve().x) @ self.normals
 
     def mean_unit_normal(self, width: int) -> np.ndarray:
