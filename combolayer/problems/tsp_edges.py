@@ -130,7 +130,8 @@ class TSPEdges(Spec):
         """``x(delta(v)) = 2`` for every node ``v``, on the first ``E`` of ``num_vars``."""
         i, j = edge_pairs(self.num_nodes)
         e = np.arange(len(i))
-        return sp.csr_matrix((np.ones(2 * len(e)), (np.concatenate([i, j]), np.concatenate([e, e]))),
+        return sp.csr_matrix((np.ones(2 * len(e)),
+                              (np.concatenate([i, j]), np.concatenate([e, e]))),
                              shape=(self.num_nodes, num_vars))
 
     def to_ilp(self) -> ILP:
