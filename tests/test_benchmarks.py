@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,3 +124,18 @@ def test_capped_assignment_quick_writes_its_row(tmp_path):
     (line,) = [line for line in block.splitlines() if line.startswith("| 6 x 6, k = 2 |")]
     ratio = float(line.split("|")[6])
     assert "| scipy |" in line and 0 < ratio < 1  # the named solver beats the MIP
+
+
+def test_cave_pyepo_quick_writes_both_libraries_rows(tmp_path):
+    pytest.importorskip("pyepo")
+    pytest.importorskip("gurobipy")
+    _, block = run_quick("cave_pyepo.py", tmp_path)
+    assert "<!-- cave-pyepo:start" in block and "<!-- cave-pyepo:end -->" in block
+    for method, problem in (("CaVE", "shortest path"), ("CaVE Hybrid", "shortest path"),
+                            ("CaVE+", "TSP20"), ("SPO+", "TSP20")):
+        for library in ("PyEPO", "combolayer"):
+            assert any(line.startswith(f"| {problem}") and f"| {method} | {library} |" in line
+                       for line in block.splitlines()), (method, library)
+    # where the cones are the same, so are the trained models' regrets
+    pyepo_cones = next(line for line in block.splitlines() if "PyEPO's cones" in line)
+    assert pyepo_cones.split("|")[7].strip() == "0.0e+00"
