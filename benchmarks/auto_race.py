@@ -2,7 +2,7 @@
 
     python benchmarks/auto_race.py [--epochs 8] [--quick] [--out docs/performance.md]
 
-Setting (issue 41): PyEPO's 50 x 2 knapsack (``mip_training.knapsack_data``: 1000
+Setting: PyEPO's 50 x 2 knapsack (``mip_training.knapsack_data``: 1000
 training instances, capacity a quarter of each dimension's weight), ``nn.Linear``,
 Adam 1e-2, batch 32, torch on one thread. Two training loops:
 

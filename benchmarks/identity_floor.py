@@ -2,7 +2,7 @@
 
     python benchmarks/identity_floor.py [--quick] [--out docs/performance.md]
 
-Issue 23 asks Identity (projection "auto", regret loss, the open-source default
+The goal asks Identity (projection "auto", regret loss, the open-source default
 backend, ``solve_ratio`` 0.1) to train an epoch no slower than PyEPO's SPO+ with
 Gurobi at ``solve_ratio`` 1. This script measures the floor under that goal,
 in one run:

@@ -12,7 +12,7 @@ hand, projection "plane" (the same hull projection).
 
 Both solve the same objective, so the difference is the known-cost machinery
 (full-width costs, the auxiliaries sliced off). Rounds alternate the two layers; the
-ratio is the median of the per-round ratios (goal <= 1.05, issue 36).
+ratio is the median of the per-round ratios (goal <= 1.05).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ true solutions) and Adam, on the same backend, the cost predictor starting as
 the identity map. Two ways, per backend: *frozen* (learning rate 0: every step
 runs forward, backward and the optimiser, but both loops send the solver the
 same ILPs, so the ratio is the price of per-call rows and CombOptNet's backward
-alone; the issue's goal, learned / Identity <= 1.5) and *training* (learning
+alone; the goal, learned / Identity <= 1.5) and *training* (learning
 rate 5e-3: the rows and the costs move, and so do the ILPs each loop solves,
 which can make either side's solves easier). Reported: the median epoch time of
 each and their ratio; where a frozen epoch's time goes, part by part (the model,

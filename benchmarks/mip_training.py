@@ -1,6 +1,6 @@
 """Training at MIP scale: PyEPO's multi-dimensional knapsack, ours against PyEPO.
 
-Setting (issue 23, PyEPO's ``pyepo.data.knapsack.genData``): 50 items, 2
+Setting (PyEPO's ``pyepo.data.knapsack.genData``): 50 items, 2
 dimensions, 5 features, polynomial degree 4, noise half-width 0.5, capacity a
 quarter of each dimension's total weight; 1000 training and 1000 test instances;
 ``nn.Linear``, Adam lr 1e-2, batch 32, torch pinned to one thread. Every row
@@ -71,7 +71,7 @@ def knapsack_data(num_data: int, num_items: int, dim: int, seed: int = 135):
 
 def open_source_default(spec) -> str:
     """The backend ``"auto"`` picks for ``spec`` when Gurobi is not installed: the
-    issue's "default open-source backend"."""
+    "default open-source backend" of the goal."""
     return next(name for name in cl.backends.capable_backends(spec) if name != "gurobi")
 
 

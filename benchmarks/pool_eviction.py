@@ -1,6 +1,6 @@
 """New rows into a full solution pool: the time per batch and the memory the pool holds.
 
-Issue 38's goal: 32 new rows into a full pool of 10,000 at N = 900 in at most 5 ms
+The goal: 32 new rows into a full pool of 10,000 at N = 900 in at most 5 ms
 (it took 1.4 s when every row shifted the whole buffer), with one copy of the
 buffer. For each N, a pool of ``--size`` random 0/1 rows is filled, looked up
 once with float32 and float64 costs (as a layer would), then ``--repeats``

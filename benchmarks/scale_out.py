@@ -1,5 +1,5 @@
 """Scale-out from the first epoch: cold and warm worker rows, a scaling curve, and a
-model of epoch time against the number of nodes (issue 27).
+model of epoch time against the number of nodes.
 
     PYTHONPATH=. python benchmarks/scale_out.py [--quick] [--no-ray]
 

@@ -1,6 +1,6 @@
 """What training through a combinatorial layer costs over training without one.
 
-Measures the ratios of issue 15 in one process (both sides interleaved, medians,
+Measures the layer's overhead ratios in one process (both sides interleaved, medians,
 ``torch.set_num_threads`` pinned), the fixed per-call overhead with its profile,
 the thread settings under load, and writes docs/performance.md (this script is
 the only author of that file: re-run it to regenerate it).

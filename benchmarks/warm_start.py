@@ -55,7 +55,7 @@ LOOPS = ("SPO+", "Identity")
 
 
 def knapsack_data(num_items: int, num_data: int, seed: int = 135):
-    """PyEPO's knapsack, capacity a quarter of each dimension's weight (as issue 23)."""
+    """PyEPO's knapsack, capacity a quarter of each dimension's weight."""
     probe = cl.data.knapsack(1, 5, num_items, dim=2, deg=4, noise_width=0.5, seed=seed,
                              backend="scip")
     capacities = (0.25 * np.asarray(probe.spec.weights).sum(axis=1)).tolist()
