@@ -253,7 +253,7 @@ def test_kernels_survive_pickle_and_deepcopy(kernel):
 # -- "auto" by device ----------------------------------------------------------------
 
 
-def test_auto_keeps_dijkstra_for_cpu_costs_and_routes_accelerator_costs_to_the_kernel():
+def test_auto_keeps_dijkstra_for_cpu_costs_and_routes_accelerator_costs_to_the_kernel(caplog):
     spec = ShortestPath.grid(6, 6, neighborhood=8)
     solver = cl.make_solver(spec)
     assert solver.backend == "scipy"  # faster on CPU tensors (benchmarks/gpu.py)
@@ -265,8 +265,12 @@ def test_auto_keeps_dijkstra_for_cpu_costs_and_routes_accelerator_costs_to_the_k
     assert (registry.preference(bellman_ford, spec, "cuda")
             < registry.preference(scipy, spec, "cuda"))
     costs = torch.rand(4, 6, 6)
-    routed = solver.device_route.solver(solver)
+    solver.solve(costs)
+    assert solver.device_route._solver is None  # built on the first accelerator call only
+    with caplog.at_level("INFO", logger="combolayer"):
+        routed = solver.device_route.solver(solver)
     assert routed.backend == "bellman_ford"
+    assert "costs on an accelerator are solved there by 'bellman_ford'" in caplog.text
     torch.testing.assert_close(routed.solve(costs), solver.solve(costs), rtol=0, atol=0)
 
 
