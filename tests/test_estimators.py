@@ -266,3 +266,17 @@ def test_losses_make_one_solver_call():
     spo(c_hat, c)
     fy(c_hat, brute_min(c))
     assert spo_counter.calls == [6] and fy_counter.calls == [12]
+
+
+# -- a non-finite upstream gradient --------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["blackbox", "imle", "aimle"])
+def test_a_nan_upstream_gradient_is_named_not_blamed_on_lam(method):
+    # Before: "... must be finite ...; lower lam (got lam=20)", and AIMLE gave a zero gradient.
+    layer = cl.ComboLayer(cl.problems.TopK(6, 2), method=method, projection="none")
+    w = torch.randn(3, 6, requires_grad=True)
+    loss = (layer(w) * torch.tensor([float("nan")] + [1.0] * 5)).sum()
+    with pytest.raises(ValueError, match=r"upstream gradient dL/dy is not finite: 3 of 18 "
+                                         r"entries are NaN or inf.*not the estimator's settings"):
+        loss.backward()

@@ -3,24 +3,55 @@
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 import combolayer as cl
 from combolayer.backends.registry import backends, capable_backends, missing_packages
 
-#: Every backend, each on a small problem it accepts (a factory: a fresh spec per test).
-BACKEND_SPECS = {
-    "highs": lambda: cl.problems.TopK(6, 2),
-    "scip": lambda: cl.problems.TopK(6, 2),
-    "cvxpy": lambda: cl.problems.TopK(6, 2),
-    "torch": lambda: cl.problems.TopK(6, 2),
-    "scipy": lambda: cl.problems.Matching(3, 3),
-    "networkx": lambda: cl.problems.Matching(3, 3),
-}
+#: Small problems, in order: `backend_cases` gives each backend the first it accepts.
+SMALL_SPECS = (
+    lambda: cl.problems.TopK(6, 2),
+    lambda: cl.problems.Matching(3, 3),
+    # random normal costs in the tests: the grid clips its negative ones
+    lambda: cl.problems.ShortestPath.grid(3, 3, negative_costs="clip"),
+    lambda: cl.problems.TSPEdges(4),
+)
+
+
+def backend_cases(*factories) -> dict:
+    """Every registered backend, installed or not, with the first of ``factories`` (spec
+    factories, `SMALL_SPECS` when none are given) whose spec it accepts by its declared
+    kinds and capabilities (`Backend.accepts`): ``{name: factory}``. A backend registered
+    later is in every test parametrised over this, without a list to edit."""
+    factories = factories or SMALL_SPECS
+    cases = {}
+    for name, cls in sorted(backends().items()):
+        make = next((make for make in factories if cls().accepts(make()) is None), None)
+        if make is not None:
+            cases[name] = make
+    return cases
+
+
+def backend_params(cases: dict) -> list:
+    """The names of ``cases`` as pytest parameters, sorted; a backend whose packages are
+    missing here is a skip that names them."""
+    params = []
+    for name in sorted(cases):
+        missing = missing_packages(backends()[name])
+        marks = pytest.mark.skip(reason=f"backend {name!r} needs {', '.join(missing)}, "
+                                        f"not installed here") if missing else ()
+        params.append(pytest.param(name, marks=marks, id=name))
+    return params
+
+
+#: Every registered backend, each on a small problem it accepts (a fresh spec per call).
+BACKEND_SPECS = backend_cases()
 
 
 class FixedNoise:
@@ -36,6 +67,20 @@ class FixedNoise:
 
     def grad_nu(self, z):
         return self._grad_nu(z)
+
+
+def loss_target_name(loss_cls) -> str:
+    """``y_true`` or ``cost_true``: what the loss compares its prediction with."""
+    parameters = list(inspect.signature(loss_cls.__call__).parameters)
+    return parameters[2]
+
+
+def loss_inputs(spec, backend, seed=0):
+    """``cost_pred, cost_true, y_true`` for a batch of 4 (``y_true`` solved by ``backend``)."""
+    rng = np.random.default_rng(seed)
+    cost_pred = torch.tensor(rng.normal(size=(4, *spec.cost_shape)))
+    cost_true = torch.tensor(rng.normal(size=(4, *spec.cost_shape)))
+    return cost_pred, cost_true, cl.make_solver(spec, backend).solve(cost_true)
 
 
 def backend_or_skip(name: str, spec) -> str:

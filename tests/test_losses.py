@@ -1,0 +1,96 @@
+"""What every loss must do, held by tests parametrised over the registry of losses
+(`combolayer.losses.base.LOSSES`), so that a loss added later is tested without a line
+of its own: it is registered, takes numpy like torch, names what it expects, refuses a
+target that is not finite, and clips the negative costs of its own steps."""
+
+import warnings
+
+import pytest
+import torch
+from testkit import loss_inputs as _inputs
+from testkit import loss_target_name as _target_name
+
+import combolayer as cl
+from combolayer.backends.solver import inner
+from combolayer.losses.base import LOSSES
+
+# -- the registry --------------------------------------------------------------------------
+
+
+def test_every_loss_is_in_the_registry():
+    exported = {name for name in cl.losses.__all__ if name.endswith("Loss")}
+    assert exported and exported <= set(LOSSES), exported - set(LOSSES)
+
+
+# -- a target that is not finite -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+@pytest.mark.parametrize("loss_name", sorted(LOSSES))
+def test_every_loss_refuses_a_target_that_is_not_finite(loss_name, bad):
+    # Before: FY, FY-multiplicative, NCE, CMAP and RFY returned a NaN loss silently.
+    spec = cl.problems.TopK(6, 2)
+    loss = LOSSES[loss_name](spec)
+    cost_pred, cost_true, y_true = _inputs(spec, "highs")
+    name = _target_name(LOSSES[loss_name])
+    target = (y_true if name == "y_true" else cost_true).clone()
+    target[1, 3] = bad
+    with pytest.raises(ValueError, match=rf"{loss_name}: {name} must be finite, got "
+                                         rf"{bad} at index \(1, 3\)"):
+        loss(cost_pred, target)
+
+
+def test_fenchel_young_multiplicative_refuses_a_nan_target_too():
+    spec = cl.problems.TopK(6, 2)
+    loss = cl.losses.FenchelYoungLoss(spec, perturbation="multiplicative")
+    cost_pred, _, y_true = _inputs(spec, "highs")
+    y_true[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="y_true must be finite"):
+        loss(cost_pred.abs(), y_true)
+
+
+# -- SPO+, PG and Fenchel-Young on grid shortest paths with positive costs -----------------
+
+
+GRID = cl.problems.ShortestPath.grid(4, 4)
+
+
+def _grid_costs(seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    cost_pred = torch.rand(8, 4, 4, generator=gen, dtype=torch.float64) * 0.1
+    cost_true = torch.rand(8, 4, 4, generator=gen, dtype=torch.float64) + 0.5
+    return cost_pred, cost_true
+
+
+@pytest.mark.parametrize("case", ["spo", "pg", "pg_two_sides", "fy"])
+def test_losses_clip_their_own_negative_costs_with_one_warning(case):
+    # Before: Dijkstra raised "make the costs non-negative" though every cost was positive.
+    cost_pred, cost_true = _grid_costs()
+    y_true = cl.make_solver(GRID).solve(cost_true)
+    loss, target, step = {
+        "spo": (cl.losses.SPOPlusLoss(GRID), cost_true, "SPOPlusLoss's own step 2 c_hat - c"),
+        "pg": (cl.losses.PGLoss(GRID, sigma=1.0), cost_true, "PGLoss's own step c_hat - sigma c"),
+        "pg_two_sides": (cl.losses.PGLoss(GRID, sigma=1.0, two_sides=True), cost_true,
+                         "PGLoss's own step c_hat - sigma c"),
+        "fy": (cl.losses.FenchelYoungLoss(GRID, sigma=1.0), y_true,
+               "FenchelYoungLoss's own step c - sigma Z"),
+    }[case]
+    with pytest.warns(RuntimeWarning, match=rf"{step} made some costs negative.*set to 0"):
+        value = loss(cost_pred, target)
+    assert torch.isfinite(value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per loss and step
+        loss(cost_pred, target)
+    # a negative prediction is the user's: refused as the layer refuses it, naming it
+    with pytest.raises(ValueError, match=r"negative costs \(cost_pred, instance 0"):
+        loss(-cost_pred - 0.01, target)
+
+
+def test_spo_plus_solves_its_clipped_step():
+    cost_pred, cost_true = _grid_costs(1)
+    solver = cl.make_solver(GRID)
+    with pytest.warns(RuntimeWarning):
+        value = cl.losses.SPOPlusLoss(GRID, reduction="none")(cost_pred, cost_true)
+    shifted = 2 * cost_pred - cost_true
+    expected = inner(shifted, solver.solve(cost_true) - solver.solve(shifted.clamp_min(0)), 2)
+    torch.testing.assert_close(value, expected)
