@@ -103,6 +103,28 @@ def test_npz_with_per_entry_features_and_known_costs_trains_the_shared_model(tmp
     assert model(torch.zeros(2, DRIVERS, REQUESTS, 3)).shape == (2, DRIVERS, REQUESTS)
 
 
+def test_known_costs_per_instance_on_a_named_problem(tmp_path):
+    """The dispatch model as the named capped matching, known costs (n, *cost_shape)."""
+    features, costs, known = _rides(30)
+    spec = cl.problems.Matching(DRIVERS, REQUESTS, cover="none", max_pairs=3)
+    np.savez(tmp_path / "rides.npz", features=features, costs=costs,
+             known_cost=known.reshape(costs.shape))
+    (tmp_path / "dispatch.json").write_text(spec.model_dump_json())
+    config = load_config({"problem": str(tmp_path / "dispatch.json"),
+                          "data": {"npz": str(tmp_path / "rides.npz")},
+                          "model": {"per_entry": True}, "epochs": 1,
+                          "out": str(tmp_path / "run")})
+    train, test = load_data(config)
+    assert torch.equal(train.known_cost, torch.tensor(known[:24]))
+    assert torch.equal(test.solutions.double(), dispatch_ilp_solutions(costs[24:], known[24:]))
+    assert run(config)[0].name.endswith("spo+ loss")
+
+
+def dispatch_ilp_solutions(costs, known) -> torch.Tensor:
+    """The capped matching's optima, from the dispatch ILP (at most 3 rides) by HiGHS."""
+    return cl.make_solver(dispatch_ilp(), "highs").solve(torch.tensor(costs), known_cost=known)
+
+
 def test_the_default_loss_with_a_known_cost_is_spo_plus_and_regret_with_identity_on_an_aux_known_cost_is_refused(tmp_path):  # noqa: E501
     spec = cl.ILP(shape=[3], num_aux=1, known_cost=[0.0, 0.0, 0.0, 2.0], upper=1,
                   constraints=[cl.Constraint(coefs=[1, 1, 1, -1], sense="<=", rhs=1)])
