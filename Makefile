@@ -15,7 +15,7 @@ LATEST := .venv-latest
 # never resolves "torch" to a CUDA build of several GB.
 TORCH := torch==2.13.0
 
-.PHONY: install demo test test-latest lock bench lint docs docs-serve clean
+.PHONY: install demo test test-fast test-latest lock bench lint docs docs-check docs-serve clean
 
 install: $(STAMP)
 
@@ -58,6 +58,12 @@ bench: install
 # signature) into an error, as tests/test_docs.py does.
 docs: install
 	$(VENV)/bin/mkdocs build --strict --site-dir site
+
+# Every page of the built site in headless Chromium at a laptop's width: no clipped
+# code block, no identifier broken mid-token; screenshots in site-check/. Needs
+# Chromium (Debian: apt-get install chromium).
+docs-check: docs
+	$(PY) tools/site_check.py --site site --out site-check
 
 docs-serve: install
 	$(VENV)/bin/mkdocs serve
