@@ -133,3 +133,16 @@ def test_reproduce_on_cuda_without_a_device_is_one_line(monkeypatch, capsys):
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "--device cuda: torch sees no CUDA device here" in err
     assert "expected --device cpu" in err
+
+
+# -- analyze into a closed pipe ------------------------------------------------------------
+
+
+def test_analyze_into_a_closed_pipe_stops_quietly():
+    process = subprocess.Popen(
+        [sys.executable, "-m", "combolayer", "analyze", "{kind: matching, rows: 60, cols: 60}",
+         "--full"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()  # the reader leaves before a line is written, as `| head` does
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 141
+    assert "BrokenPipe" not in stderr and "Traceback" not in stderr, stderr

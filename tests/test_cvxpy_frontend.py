@@ -162,3 +162,15 @@ def test_variables_that_share_a_name_are_refused_naming_it():
     spec = cl.ILP.from_cvxpy(problem, cost=w)
     parts = spec.split(np.arange(spec.num_vars, dtype=float))
     assert parts["x"].tolist() == [0.0, 1.0, 2.0] and parts["z"].tolist() == [3.0, 4.0]
+
+
+# -- a cvxpy problem without boolean variables ---------------------------------------------
+
+
+def test_cvxpy_without_boolean_warns():
+    cp = pytest.importorskip("cvxpy")
+    x, w = cp.Variable(9), cp.Parameter(9)  # boolean=True forgotten
+    problem = cp.Problem(cp.Minimize(w @ x), [cp.sum(x) == 2, x >= 0, x <= 1])
+    spec = cl.ILP.from_cvxpy(problem, cost=w)
+    with pytest.warns(cl.NoIntegerWarning, match="boolean=True"):
+        cl.make_solver(spec)

@@ -1,3 +1,6 @@
+import copy
+import inspect
+import pickle
 import re
 from pathlib import Path
 
@@ -221,3 +224,30 @@ def test_return_aux_without_auxiliaries_is_empty(spec, method):
     assert y.shape == w.shape
     y.sum().backward()
     assert w.grad is not None
+
+
+# -- help() and a compiled Solver as the layer's backend -----------------------------------
+
+
+def test_help_on_init_shows_the_layers_doc():
+    doc = inspect.getdoc(cl.ComboLayer.__init__)
+    assert doc == inspect.getdoc(cl.ComboLayer)
+    assert "projection" in doc and "Initialize internal Module state" not in doc
+
+
+SPEC = cl.problems.TopK(n=5, k=2)
+
+
+def test_layer_takes_a_compiled_solver_as_backend_or_in_place_of_the_spec():
+    solver = cl.make_solver(SPEC, "highs")
+    layer = cl.ComboLayer(SPEC, backend=solver)
+    assert layer.solver is solver
+    assert cl.ComboLayer(solver).solver is solver
+    w = torch.randn(3, 5)
+    assert torch.equal(layer(w), solver.solve(w))
+    for copied in (copy.deepcopy(layer), pickle.loads(pickle.dumps(layer))):
+        assert copied.solver is not solver and copied.solver.backend == "highs"
+        assert torch.equal(copied(w), layer(w))
+    with pytest.raises(ValueError, match=r"backend is a Solver compiled for TopK\(n=5, k=2\), "
+                                         r"but the layer's spec is TopK\(n=5, k=3\)"):
+        cl.ComboLayer(cl.problems.TopK(n=5, k=3), backend=solver)

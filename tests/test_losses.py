@@ -3,16 +3,19 @@
 of its own: it is registered, takes numpy like torch, names what it expects, refuses a
 target that is not finite, and clips the negative costs of its own steps."""
 
+import inspect
 import warnings
 
+import numpy as np
 import pytest
 import torch
 from testkit import loss_inputs as _inputs
 from testkit import loss_target_name as _target_name
 
 import combolayer as cl
+import combolayer.losses as losses
 from combolayer.backends.solver import inner
-from combolayer.losses.base import LOSSES
+from combolayer.losses.base import LOSSES, LossInputs
 
 # -- the registry --------------------------------------------------------------------------
 
@@ -94,3 +97,54 @@ def test_spo_plus_solves_its_clipped_step():
     shifted = 2 * cost_pred - cost_true
     expected = inner(shifted, solver.solve(cost_true) - solver.solve(shifted.clamp_min(0)), 2)
     torch.testing.assert_close(value, expected)
+
+
+# -- numpy into every loss -----------------------------------------------------------------
+
+
+def _loss_classes():
+    # the package also exports data classes (BindingCones): the losses are the *Loss names
+    found = [getattr(losses, name) for name in losses.__all__ if name.endswith("Loss")]
+    return [cls for cls in found if isinstance(cls, type)]
+
+
+def test_every_loss_class_shares_the_input_conversion():
+    assert _loss_classes(), "no loss classes found"
+    for cls in _loss_classes():
+        assert issubclass(cls, LossInputs), cls.__name__
+
+
+SPEC = cl.problems.TopK(n=5, k=2)
+
+
+def _call(cls, cost_pred, cost_true, y_true):
+    if cls is losses.CaVELoss:
+        pytest.importorskip("gurobipy")
+    pool = cl.make_solver(SPEC).solve(np.eye(5))
+    loss = cls(SPEC, pool=pool) if "pool" in inspect.signature(cls).parameters else cls(SPEC)
+    second = inspect.signature(cls.__call__).parameters
+    target = cost_true if "cost_true" in second else y_true
+    return loss(cost_pred, target)
+
+
+@pytest.mark.parametrize("cls", _loss_classes(), ids=lambda cls: cls.__name__)
+def test_every_loss_takes_numpy_like_torch(cls):
+    rng = np.random.default_rng(0)
+    cost_pred, cost_true = rng.normal(size=(4, 5)), rng.normal(size=(4, 5))
+    y_true = cl.make_solver(SPEC).solve(cost_true)
+    torch.manual_seed(0)
+    from_numpy = _call(cls, cost_pred, cost_true, y_true)
+    torch.manual_seed(0)
+    from_torch = _call(cls, torch.from_numpy(cost_pred), torch.from_numpy(cost_true),
+                       torch.from_numpy(y_true))
+    assert isinstance(from_numpy, torch.Tensor)
+    assert torch.allclose(from_numpy, from_torch)
+
+
+def test_a_loss_names_what_it_expects():
+    with pytest.raises(TypeError, match="SPOPlusLoss: cost_pred must be a torch.Tensor or a "
+                                        "numpy array, got list"):
+        losses.SPOPlusLoss(SPEC)([[0.0] * 5], torch.zeros(1, 5))
+    with pytest.raises(TypeError, match="NCELoss: y_true must be a torch.Tensor or a numpy "
+                                        "array, got str"):
+        losses.NCELoss(SPEC)(torch.zeros(1, 5), "y")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import itertools
 
 import numpy as np
@@ -307,3 +308,15 @@ def test_hamming_makes_margins_inert_under_identity_and_l1_does_not():
         return (y - t).abs().mean()
 
     assert not torch.allclose(grad(l1, 0.0), grad(l1, 5.0))
+
+
+# -- the metrics' docstrings ---------------------------------------------------------------
+
+
+def test_metrics_docstrings_call_solver_keyword_deprecated():
+    for metric in (cl.metrics.regret, cl.metrics.normalized_regret, cl.metrics.cost_ratio):
+        doc = inspect.getdoc(metric)
+        assert "deprecated" in doc and "backend=" in doc, metric.__name__
+    args = inspect.getdoc(cl.metrics.regret).split("Args:")[1]
+    solver_line = next(line for line in args.splitlines() if line.strip().startswith("solver:"))
+    assert "deprecated" in solver_line

@@ -1,8 +1,10 @@
 import json
+import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import torch
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -173,3 +175,68 @@ def test_any_valid_spec_round_trips(rows, sense, integrality, num_aux):
     assert cl.load_spec(yaml.safe_dump(spec.model_dump())) == spec
     A_ub, b_ub, A_eq, b_eq = spec.to_matrices()
     assert A_ub.shape == (len(b_ub), 4 + num_aux) and A_eq.shape == (len(b_eq), 4 + num_aux)
+
+
+# -- a spec without an integer variable warns once -----------------------------------------
+
+
+def _lp(n):
+    # a shape no other test uses: the warning is once per spec, per process
+    return cl.ILP(shape=[n], integrality="continuous", upper=1.0,
+                  constraints=[cl.Constraint(coefs=[1.0] * n, sense="==", rhs=1.0)])
+
+
+def test_a_spec_without_integer_variables_warns_once_and_says_how_to_mark_them():
+    spec = _lp(7)
+    with pytest.warns(cl.NoIntegerWarning, match=r"ILP\(shape=\[7\]\) has no integer "
+                                                 r"variable.*integrality='binary'.*boolean=True"):
+        cl.make_solver(spec).solve(np.arange(7.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cl.NoIntegerWarning)
+        cl.make_solver(spec).solve(np.arange(7.0))  # once: the second solver is silent
+        cl.ComboLayer(spec)(torch.randn(7))
+
+
+def test_a_spec_with_an_integer_variable_does_not_warn():
+    mixed = _lp(8).model_copy(update={"integrality": ["binary"] + ["continuous"] * 7})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cl.NoIntegerWarning)
+        cl.make_solver(mixed).solve(np.arange(8.0))
+        cl.make_solver(cl.problems.TopK(5, 2)).solve(np.arange(5.0))
+
+
+# -- one message for one mistake, short reprs ----------------------------------------------
+
+
+def test_a_wrong_sense_in_every_constraint_is_reported_once():
+    rows = [{"coefs": [1, 1, 1], "sense": "=", "rhs": 1}] * 8
+    with pytest.raises(cl.SpecError) as error:
+        cl.load_spec({"kind": "ilp", "shape": [3], "constraints": rows})
+    message = str(error.value)
+    assert message.count("Input should be '<=', '==' or '>='") == 1
+    assert "constraints.0, constraints.1" in message and "and 3 more" in message
+
+
+def test_different_mistakes_are_each_reported():
+    rows = [{"coefs": [1, 1, 1], "sense": "=", "rhs": 1},
+            {"coefs": [1, 1, 1], "sense": "<=", "rhs": "x"}]
+    with pytest.raises(cl.SpecError) as error:
+        cl.load_spec({"kind": "ilp", "shape": [3], "constraints": rows})
+    assert "constraints.0: invalid Constraint: sense" in str(error.value)
+    assert "constraints.1: invalid Constraint: rhs" in str(error.value)
+
+
+def test_spec_and_hull_reprs_are_short():
+    spec = cl.problems.Matching(30, 30).to_ilp()
+    text = repr(spec)
+    assert len(text) < 700, text
+    assert text.startswith("ILP(kind='ilp', shape=[30, 30]") and "... 60 in all" in text
+    knapsack = cl.problems.Knapsack(weights=np.ones((2, 50)).tolist(), capacities=[5.0, 5.0])
+    assert "... 50 in all" in repr(knapsack) and len(repr(knapsack)) < 200
+    hull = cl.analyze(cl.problems.Matching(30, 30))
+    text = repr(hull)
+    assert len(text) < 600, text
+    assert "cost_shape=(30, 30), dim=841 in R^900, 59 equations" in text
+    assert "... 56 more" in text
+    small = repr(cl.problems.TopK(4, 2))
+    assert small == "TopK(kind='topk', n=4, k=2, sense='max')"
