@@ -127,6 +127,10 @@ def binding_cones(problem: Any, y_true: Any, tol: float = TIGHT) -> BindingCones
     Returns:
         A `BindingCones` of ``num_data`` cones (`binding_normals` gives their rows).
 
+    Raises:
+        ValueError: ``y_true`` is not 0/1, or (with auxiliary variables) not a
+            feasible solution of the problem.
+
     Example:
         >>> import combolayer as cl
         >>> data = cl.data.shortest_path(8, num_features=5, grid=(3, 3))
