@@ -42,25 +42,36 @@ class Capability(enum.Flag):
 
 
 class Tier(enum.IntEnum):
-    """Where ``backend="auto"`` looks for a solver; lower is tried first.
-
-    The order is measured (docs/backends.md, docs/problems.md): a dedicated
-    algorithm beats any generic solver on its problem kind, and among generic
-    solvers the per-solve set-up decides on small problems.
+    """Where ``backend="auto"`` looks for a solver, lower first: the whole order in one
+    place. A backend's ``rank(spec)`` returns one of these levels; the levels between
+    ``GENERIC`` and ``LAST`` order the generic solvers as benchmarks/backends.py,
+    benchmarks/enumeration.py and benchmarks/tsp_backends.py measured them.
     """
 
     #: A formula on the tensor itself, batched on its device (top-k, ranking).
     CLOSED_FORM = 0
-    #: An algorithm for the problem kind (Dijkstra, assignment, knapsack DP).
+    #: An algorithm for the problem kind (Dijkstra, assignment, knapsack DP, Held-Karp).
     SPECIALISED = 1
+    #: A batched torch kernel for a kind that a host algorithm solves faster on the CPU
+    #: (Bellman-Ford shortest paths: first on an accelerator, second here).
+    SPECIALISED_TORCH = 2
     #: Slow but independent: for cross-checks, never faster.
     REFERENCE = 50
     #: Every generic solver ranks above this.
     GENERIC = 100
     #: A fast LP solver on LPs (HiGHS).
     LP_SOLVER = 110
-    #: The MIP solver with the least set-up per solve (SCIP; set by
-    #: benchmarks/backends.py).
+    #: A licensed LP solver on LPs (Gurobi).
+    LP_SOLVER_LICENSED = 111
+    #: Small binary MIPs enumerated in one batched torch call.
+    MIP_ENUMERATION = 115
+    #: A licensed MIP solver on MIPs (Gurobi).
+    MIP_SOLVER_LICENSED = 116
+    #: HiGHS's TSP cut loop, on TSPs up to its node limit.
+    TSP_CUT_LOOP = 117
+    #: A licensed MIP solver on TSPs (Gurobi).
+    TSP_LICENSED = 118
+    #: The MIP solver with the least set-up per solve (SCIP).
     MIP_SOLVER = 120
     #: A dedicated algorithm measured slower than the MIP solver on this instance.
     SPECIALISED_SLOW = 122

@@ -325,7 +325,7 @@ class EnumerationBackend(Backend):
     array_api: ClassVar[str] = "torch"
 
     @classmethod
-    def rank(cls, spec: Spec) -> float:
+    def rank(cls, spec: Spec) -> int:
         """Ahead of the MIP solvers (behind any algorithm for the problem kind) on pure
         binary MIPs of at most `AUTO_MAX_VARS` variables and `AUTO_MAX_POINTS` feasible
         points; last otherwise."""
@@ -333,10 +333,10 @@ class EnumerationBackend(Backend):
         if reason is not None or not form.is_mip or form.num_vars > AUTO_MAX_VARS:
             return Tier.LAST
         if separable_box(form) is not None:  # one comparison per variable, any points
-            return Tier.MIP_SOLVER - 3
+            return Tier.MIP_ENUMERATION
         if _count_points(type(spec), spec.model_dump_json()) > AUTO_MAX_POINTS:
             return Tier.LAST
-        return Tier.MIP_SOLVER - 3
+        return Tier.MIP_ENUMERATION
 
     def accepts(self, spec: Spec) -> str | None:
         return _binary_form(spec)[1]

@@ -432,10 +432,6 @@ def model_size(spec: Spec) -> tuple[int, int]:
     return form.num_vars, form.A_ub.shape[0] + form.A_eq.shape[0]
 
 
-#: Where Gurobi ranks on TSP: behind HiGHS's TSP kernel (``Tier.MIP_SOLVER - 1`` up to
-#: ``TSP_MAX_NODES_FIRST`` nodes; its mean per solve measured below Gurobi's lazy cuts at
-#: n = 50 and 60, docs/problems.md) and ahead of SCIP.
-TSP_TIER = Tier.MIP_SOLVER - 0.5
 
 
 @register_backend
@@ -452,15 +448,16 @@ class GurobiBackend(Backend):
     announce_fallback: ClassVar[bool] = True
 
     @classmethod
-    def rank(cls, spec: Spec) -> float:
+    def rank(cls, spec: Spec) -> int:
         """Ahead of SCIP on MIPs (the knapsacks of benchmarks/mip_training.py);
         behind HiGHS on LPs and behind HiGHS's TSP kernel where that is first
         (docs/problems.md, TSP table); never automatic when ``COMBOLAYER_AUTO_GUROBI=0``."""
         if os.environ.get(AUTO_ENV, "1").strip().lower() in {"0", "false", "no", "off"}:
             return Tier.LAST
         if isinstance(spec, TSP):
-            return TSP_TIER
-        return Tier.MIP_SOLVER - 2 if canonical_form(spec).is_mip else Tier.LP_SOLVER + 1
+            return Tier.TSP_LICENSED
+        return (Tier.MIP_SOLVER_LICENSED if canonical_form(spec).is_mip
+                else Tier.LP_SOLVER_LICENSED)
 
     def accepts(self, spec: Spec) -> str | None:
         return super().accepts(spec) or licence().refuses(*model_size(spec))

@@ -521,7 +521,7 @@ class HighsBackend(Backend):
         of SCIP for TSP up to ``TSP_MAX_NODES_FIRST`` nodes, where `HighsTspKernel` beats SCIP's
         branch and cut (docs/problems.md, TSP table)."""
         if spec.kind == "tsp" and spec.num_nodes <= TSP_MAX_NODES_FIRST:
-            return Tier.MIP_SOLVER - 1
+            return Tier.TSP_CUT_LOOP
         return Tier.MIP_SOLVER_SLOW if canonical_form(spec).is_mip else Tier.LP_SOLVER
 
     def compile(self, spec: Spec, config: BackendConfig) -> HighsKernel | HighsTspKernel:

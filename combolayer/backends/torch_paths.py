@@ -351,11 +351,6 @@ def _refuse_negative(spec: ShortestPath | GridShortestPath, costs: Tensor,
         raise spec.negative_cost_error(f"instance {b}, value {float(costs[b, j]):.4g}")
 
 
-#: Where ``"auto"`` ranks these kernels for costs on the CPU: behind scipy's Dijkstra
-#: (faster there from grid 10 up at batches 32 to 1024, `benchmarks/gpu.py`), ahead of
-#: networkx and every generic solver. On an accelerator they are first
-#: (`combolayer.backends.device`): scipy's kernels take numpy arrays.
-CPU_RANK = Tier.SPECIALISED + 1
 
 
 @register_backend
@@ -373,4 +368,4 @@ class BellmanFordBackend(FunctionBackend):
 
     @classmethod
     def rank(cls, spec: Spec) -> int:
-        return CPU_RANK if spec.kind in cls.kinds else cls.generic_tier
+        return Tier.SPECIALISED_TORCH if spec.kind in cls.kinds else cls.generic_tier
