@@ -3,6 +3,7 @@ operator (combolayer.layer.ops), so estimators that compile whole give no graph 
 inside combolayer, fullgraph=True works, and answers and gradients are eager mode's.
 The others compile with breaks and give eager mode's answers too."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -129,3 +130,24 @@ def test_other_methods_compile_to_eager_answers(method):
         "topk", method, fullgraph=False)
     torch.testing.assert_close(compiled_y, y)
     torch.testing.assert_close(compiled_grad, grad)
+
+
+@pytest.mark.parametrize("method", WHOLE)
+def test_no_graph_break_with_training_noise(method):
+    layer = cl.ComboLayer(SPECS["grid"], method=method, noise=0.5)
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(layer)(torch.rand(4, 5, 5) + 1.0)
+    assert explained.graph_break_count == 0, explained.break_reasons
+
+
+@pytest.mark.parametrize("method", WHOLE + ["perturbed"])
+def test_return_aux_compiles_to_eager_answers(method):
+    """The auxiliaries reach the compiled call (x2 = x0 here), not zeros."""
+    spec = cl.ILP.from_matrices(shape=[2], A_eq=np.array([[1, 1, 0], [1, 0, -1]]),
+                                b_eq=np.array([1, 0]), num_aux=1)
+    layer = cl.ComboLayer(spec, method=method, projection="none").eval()
+    w = torch.tensor([[0.0, 1.0], [1.0, 0.0], [0.0, 2.0]])
+    compiled = torch.compile(layer, backend="aot_eager")
+    y, aux = compiled(w, return_aux=True)
+    torch.testing.assert_close(aux, torch.tensor([[1.0], [0.0], [1.0]]))
+    torch.testing.assert_close(y, layer(w))

@@ -394,10 +394,12 @@ class ComboLayer(nn.Module):
             return self._with_aux(w, target, self.training, A, b, known_cost)
         return self._forward(w, target, self.training, A, b, known_cost)
 
+    @torch.compiler.disable  # the solves report to a thread-local box: not traceable
     def _with_aux(self, *args: Any) -> tuple[Tensor, Tensor]:
         """``_forward(*args)`` and the auxiliaries of the solves it made: the first
         solve's (the one that gives the output), averaged over each instance's
-        solutions when it solved several per instance (perturbed samples)."""
+        solutions when it solved several per instance (perturbed samples). Run eagerly
+        under torch.compile (a graph break)."""
         with capturing_aux() as box:
             y = self._forward(*args)
         n = self.spec.num_outputs
