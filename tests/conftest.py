@@ -1,3 +1,7 @@
+import ast
+import functools
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -40,12 +44,58 @@ def ray_cluster():
     cluster.stop()
 
 
+@functools.cache
+def _module_functions(path: Path) -> dict[str, ast.FunctionDef]:
+    """The functions defined in a test module, by name (the first of each name)."""
+    found = {}
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef):
+            found.setdefault(node.name, node)
+    return found
+
+
+def _starts_processes(node: ast.FunctionDef, functions: dict, seen: set) -> bool:
+    """Whether ``node``, or a function of its module that it calls, starts Python
+    processes: ``sys.executable``, ``subprocess``, ``multiprocessing``, a literal
+    ``executor="process"`` or DataLoader workers (``num_workers`` other than 0)."""
+    seen.add(node.name)
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and (
+                (sub.value.id, sub.attr) == ("sys", "executable")
+                or sub.value.id in ("subprocess", "multiprocessing")):
+            return True
+        if isinstance(sub, ast.keyword) and (
+                (sub.arg == "num_workers" and not (isinstance(sub.value, ast.Constant)
+                                                   and sub.value.value == 0))
+                or (sub.arg == "executor" and isinstance(sub.value, ast.Constant)
+                    and sub.value.value == "process")):
+            return True
+        if isinstance(sub, ast.Dict) and any(
+                isinstance(key, ast.Constant) and key.value == "executor"
+                and isinstance(value, ast.Constant) and value.value == "process"
+                for key, value in zip(sub.keys, sub.values)):
+            return True
+        if (isinstance(sub, ast.Name) and sub.id in functions and sub.id not in seen
+                and _starts_processes(functions[sub.id], functions, seen)):
+            return True
+    return False
+
+
 def pytest_collection_modifyitems(items):
-    """The markers that the fixtures and files imply: ``ray`` for a test on the Ray
-    cluster, ``cuda`` for tests/test_cuda.py."""
+    """The markers that the fixtures, parameters, code and files imply: ``ray`` for a
+    test on the Ray cluster, ``subprocess`` for one that starts Python processes (by its
+    own code or its module's helpers it calls, or an ``executor`` parameter
+    ``"process"``), ``cuda`` for tests/test_cuda.py."""
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if "ray_cluster" in getattr(item, "fixturenames", ()) or "ray" in params.values():
+        # only the string parameters: an array's == is elementwise
+        words = {value for value in params.values() if isinstance(value, str)}
+        if "ray_cluster" in getattr(item, "fixturenames", ()) or "ray" in words:
             item.add_marker(pytest.mark.ray)
+        functions = _module_functions(item.path)
+        node = functions.get(getattr(item, "originalname", item.name))
+        if "process" in words or (
+                node is not None and _starts_processes(node, functions, set())):
+            item.add_marker(pytest.mark.subprocess)
         if item.path.name == "test_cuda.py":
             item.add_marker(pytest.mark.cuda)
