@@ -19,8 +19,8 @@ the output (``Estimator.saved_from_output``), so only estimators that can do so
 (``Estimator.compiles_whole``) use these operators; the layer keeps its autograd
 shells for the others, which compile with a graph break at the solve.
 
-Eager mode does not use them: the layer's autograd shells are the faster path
-there (docs/performance.md).
+Only traced code uses them: eager mode keeps the layer's autograd shells, the hot
+path docs/performance.md measures.
 """
 
 from __future__ import annotations
