@@ -1,6 +1,6 @@
 """backend="race" (the opt-in race) against every single backend, side by side.
 
-    python benchmarks/auto_race.py [--epochs 8] [--quick] [--out docs/performance.md]
+    python benchmarks/auto_race.py [--epochs 8] [--quick] [--out docs/measurements/race.md]
 
 Setting: PyEPO's 50 x 2 knapsack (``mip_training.knapsack_data``: 1000
 training instances, capacity a quarter of each dimension's weight), ``nn.Linear``,
@@ -63,7 +63,7 @@ from mip_training import knapsack_data  # noqa: E402
 from problems import knapsack_spec, tsp_costs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "performance.md"
+DOC = ROOT / "docs" / "measurements" / "race.md"
 SINGLES = ("gurobi", "scip", "highs")
 
 

@@ -1,7 +1,7 @@
 """A capped assignment (each row and column at most once, at most k pairs): the named
 solver against HiGHS's MIP on the same ILP.
 
-    python benchmarks/capped_assignment.py [--quick] [--out docs/problems.md]
+    python benchmarks/capped_assignment.py [--quick] [--out docs/measurements/solvers.md]
 
 ``Matching(20, 20, cover="none", max_pairs=k)`` for a few k, a batch of 256 standard
 normal costs (about half negative, so that the cap binds). The named solver
@@ -10,7 +10,7 @@ solves the batch three times after a warm-up call and the best is kept; HiGHS so
 ``spec.to_ilp()`` (a plain ILP, so a MIP, not the LP that the named spec's
 ``lp_is_integral`` allows) once after a warm-up, and the LP the named spec compiles to
 for comparison. The objectives are checked equal. The block goes between the
-``capped-assignment`` markers in docs/problems.md.
+``capped-assignment`` markers in docs/measurements/solvers.md.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from _doc_blocks import generated_by, page_parser, table, write_block
 import combolayer as cl
 from combolayer.problems import Matching
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "problems.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "measurements" / "solvers.md"
 
 
 def per_instance(solver, costs: np.ndarray, repeats: int) -> tuple[float, np.ndarray]:

@@ -13,7 +13,7 @@ normalised regret on the test set, every model's decisions solved by combolayer'
 exact solver. On TSP20 combolayer also trains on PyEPO's cones (``binding=`` the padded
 tensor), which shows that the two losses agree where their cones do.
 
-    python benchmarks/cave_pyepo.py            # writes the block into docs/performance.md
+    python benchmarks/cave_pyepo.py            # writes the block into docs/measurements/pyepo.md
     python benchmarks/cave_pyepo.py --quick    # a toy size, end to end
 """
 
@@ -34,7 +34,7 @@ import combolayer as cl  # noqa: E402
 from _doc_blocks import generated_by, page_parser, row, table, write_block  # noqa: E402
 from _training import one_thread  # noqa: E402
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "performance.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "measurements" / "pyepo.md"
 #: Clarabel's own default iteration cap: the exact projection (it converges in ~10-20).
 EXACT = 200
 #: The paper's CaVE Hybrid: the QP on this share of the batches, else the heuristic.

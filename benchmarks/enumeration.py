@@ -1,7 +1,7 @@
 """Enumeration in torch against the MIP solvers on small binary problems, with and without
 per-call rows.
 
-    python benchmarks/enumeration.py [--quick] [--out docs/performance.md]
+    python benchmarks/enumeration.py [--quick] [--out docs/measurements/solvers.md]
 
 Pure binary ILPs of n variables with two knapsack rows of the spec's own
 (uniform weights, a quarter of their sum as capacity), and with none (every 0/1
@@ -28,7 +28,7 @@ import combolayer as cl
 from combolayer.backends.enumeration import feasible_points
 from combolayer.specs.canonical import canonical_form
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "performance.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "measurements" / "solvers.md"
 
 
 def problem(n: int, rng: np.random.Generator, free: bool = False) -> cl.ILP:

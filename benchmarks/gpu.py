@@ -25,7 +25,7 @@ the device synchronised before each clock read):
   behind ``"auto"``'s choice for CPU costs.
 
 Without a CUDA device it measures the CPU rows of the shortest-path tables only
-and says that the device rows need one. The tables go into docs/performance.md
+and says that the device rows need one. The tables go into docs/measurements/gpu.md
 (block ``gpu``), or without a device into benchmarks/results/gpu.md (block
 ``gpu-cpu``), unless ``--no-doc``.
 
@@ -54,7 +54,7 @@ from benchmarks._doc_blocks import command_line, generated_by, write_block
 from combolayer.backends.pool import SolutionPool
 from combolayer.backends.torch import ranks, topk_indicator
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "performance.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "measurements" / "gpu.md"
 CPU_RESULTS = Path(__file__).resolve().parent / "results" / "gpu.md"
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 
@@ -383,7 +383,7 @@ def main() -> None:
     torch.set_num_threads(1)  # the layer's solves and the CPU kernels on one thread, as ours
     if not torch.cuda.is_available():
         print("no CUDA device on this machine: nothing to measure on a device (the GPU tables "
-              "in docs/performance.md come from a machine that has one; the device rows of "
+              "in docs/measurements/gpu.md come from a machine that has one; the device rows of "
               "the shortest-path tables need one). The CPU rows of those tables:")
         began = time.perf_counter()
         body = shortest_path_blocks(args, [CPU])

@@ -1,6 +1,6 @@
 """What Identity's exact solves cost on PyEPO's knapsack, on every solver and setting.
 
-    python benchmarks/identity_floor.py [--quick] [--out docs/performance.md]
+    python benchmarks/identity_floor.py [--quick] [--out docs/measurements/training.md]
 
 The goal asks Identity (projection "auto", regret loss, the open-source default
 backend, ``solve_ratio`` 0.1) to train an epoch no slower than PyEPO's SPO+ with
@@ -20,7 +20,7 @@ in one run:
 3. Each row's solver seconds per epoch is its mean per solve times the loop's
    exact solves per epoch.
 
-The table goes between the ``identity-floor`` markers of docs/performance.md.
+The table goes between the ``identity-floor`` markers of docs/measurements/training.md.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def usable(spec) -> dict[str, tuple]:
 
 
 def main() -> None:
-    parser = page_parser(__doc__, ROOT / "docs" / "performance.md")
+    parser = page_parser(__doc__, ROOT / "docs" / "measurements" / "training.md")
     args = parser.parse_args()
     torch.set_num_threads(1)
     epochs, samples, num_train = (10, 150, 1000) if not args.quick else (1, 6, 64)

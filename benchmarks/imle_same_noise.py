@@ -8,7 +8,7 @@ so both sides train the same model on the same perturbed costs: the script check
 that the weights end equal, and what is left in the ratio is the libraries' own
 time. Gurobi on both sides at PyEPO's MIP gap (1e-4), as in the A/B blocks.
 
-    python benchmarks/imle_same_noise.py [--rounds 30] [--out docs/estimators.md]
+    python benchmarks/imle_same_noise.py [--rounds 30] [--out docs/measurements/pyepo.md]
 
 Needs pyepo and gurobipy (the [pyepo] and [gurobi] extras).
 """
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--train", type=int, default=200)
-    parser.add_argument("--out", default="docs/estimators.md", help="'' to skip")
+    parser.add_argument("--out", default="docs/measurements/pyepo.md", help="'' to skip")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     bench = Bench.build("knapsack", args.train, 3, PYEPO_MIP_GAP)

@@ -30,7 +30,7 @@ from facility_location import data, model_spec  # noqa: E402
 
 import combolayer as cl  # noqa: E402
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "performance.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "measurements" / "training.md"
 BATCH = 32
 
 

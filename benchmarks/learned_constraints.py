@@ -1,6 +1,7 @@
 """Learned constraints against learned costs: a "comboptnet" epoch on per-call rows over Identity.
 
-    python benchmarks/learned_constraints.py [--quick] [--rounds 5] [--out docs/performance.md]
+    python benchmarks/learned_constraints.py [--quick] [--rounds 5]
+        [--out docs/measurements/training.md]
 
 The ILP and the batches of `combolayer reproduce comboptnet` (binary, 2 true
 rows): 16 binary variables, 160 training instances in batches of 8, and 4 rows.
@@ -26,7 +27,7 @@ each and their ratio; where a frozen epoch's time goes, part by part (the model,
 the layer's forward, the backward, the optimiser step: the same epochs, timed by
 the same loop) beside the epoch's solves alone; and CombOptNet's backward alone,
 in closed form against autograd through its mismatch.
-The block goes between the ``learned-constraints`` markers of docs/performance.md.
+The block goes between the ``learned-constraints`` markers of docs/measurements/training.md.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from combolayer.experiments import comboptnet
 sys.path.insert(0, str(Path(__file__).parent))
 from _doc_blocks import generated_by, page_parser, row, table, write_block  # noqa: E402
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "performance.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "measurements" / "training.md"
 
 
 PARTS = ("model", "layer forward", "backward", "optimizer step")

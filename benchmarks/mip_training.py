@@ -49,7 +49,7 @@ from _doc_blocks import write_block  # noqa: E402
 from _training import PYEPO_MIP_GAP, interleaved_epochs, one_thread  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "performance.md"
+DOC = ROOT / "docs" / "measurements" / "training.md"
 PLOT = ROOT / "docs" / "img" / "mip_training.png"
 
 

@@ -14,7 +14,7 @@ SoG, 10 samples) on the squared error to the true solution; SPO+ on the true
 costs; PFYL (Fenchel-Young, sigma 0.5, 10 samples) on the true solutions.
 
     python benchmarks/peer_pyepo.py [--epochs 20] [--plot docs/img/peer_pyepo.png]
-        [--out docs/estimators.md]
+        [--out docs/measurements/pyepo.md]
 
 The tables are written into ``--out`` between the ``peer-pyepo`` markers (a
 generated block: no number in it is typed by hand).
@@ -132,7 +132,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--backend", default="auto")
     parser.add_argument("--plot", default="docs/img/peer_pyepo.png", help="'' to skip")
-    parser.add_argument("--out", default="docs/estimators.md", help="'' to skip")
+    parser.add_argument("--out", default="docs/measurements/pyepo.md", help="'' to skip")
     args = parser.parse_args()
 
     data = shortest_path(2000, 5, grid=(5, 5), deg=4, noise_width=0.5, seed=135,

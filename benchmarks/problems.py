@@ -1,13 +1,13 @@
 """Per-instance solve time of each named problem: specialised solver vs the ILP path.
 
-    python benchmarks/problems.py [--out docs/problems.md]   # ~2 minutes on 2 CPU cores
+    python benchmarks/problems.py [--out docs/measurements/solvers.md]   # ~2 minutes on 2 CPU cores
 
 For every problem at two sizes it times the solver ``backend="auto"`` picks
 (the specialised one) against the generic MIP path (HiGHS; SCIP too where it
 is installed), all on the same random costs, measured in this one run. For
 top-k and ranking it also compares the layer's forward pass with the raw
 ``torch.topk`` / ``torch.argsort`` call it replaces. Both tables go between the
-``speed-table`` markers in docs/problems.md.
+``speed-table`` markers in docs/measurements/solvers.md.
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs"
-                                             / "problems.md"))
+                                             / "measurements" / "solvers.md"))
     args = parser.parse_args()
     torch.set_num_threads(1)
     start = time.perf_counter()

@@ -11,7 +11,7 @@ which goes first, and reports the median over rounds of combolayer's epoch
 over PyEPO's, with the quartiles.
 
     python benchmarks/pyepo_epoch_ab.py [--problem shortest|knapsack] [--methods DBB PFY]
-        [--rounds 15] [--train 200] [--mip-gap 0] [--out docs/estimators.md] [--block NAME]
+        [--rounds 15] [--train 200] [--mip-gap 0] [--out docs/measurements/pyepo.md] [--block NAME]
 
 Needs pyepo and gurobipy (the [pyepo] and [gurobi] extras).
 """
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--mip-gap", type=float, default=0.0,
                         help="our Gurobi's relative MIP gap (default 0, exact; PyEPO's "
                              "models keep Gurobi's default, 1e-4)")
-    parser.add_argument("--out", default="docs/estimators.md", help="'' to skip")
+    parser.add_argument("--out", default="docs/measurements/pyepo.md", help="'' to skip")
     parser.add_argument("--block", default=None,
                         help="the generated block's name (default pyepo-epoch-ab-PROBLEM)")
     args = parser.parse_args(argv)

@@ -20,7 +20,7 @@ costs, PFY on the true solutions.
 
     python benchmarks/pyepo_methods.py [--quick] [--seeds 3] [--epochs 10] [--samples 10]
         [--backends "open source" gurobi]
-        [--out docs/estimators.md] [--plot docs/img/pyepo_methods.png]
+        [--out docs/measurements/pyepo.md] [--plot docs/img/pyepo_methods.png]
 
 Methods are rows of ``METHODS``: adding one is one line with a factory for each
 library. A factory that fails (the method is not in this version of a library, or
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--backends", nargs="*", default=None,
                         help="combolayer's sides: 'open source' (what auto picks without "
                              "Gurobi) and/or 'gurobi' (default: both, gurobi when installed)")
-    parser.add_argument("--out", default="docs/estimators.md", help="'' to skip")
+    parser.add_argument("--out", default="docs/measurements/pyepo.md", help="'' to skip")
     parser.add_argument("--block", default="pyepo-methods",
                         help="the name of the generated block in --out (one per run size)")
     parser.add_argument("--plot", default="docs/img/pyepo_methods.png", help="'' to skip")

@@ -5,7 +5,7 @@ model of epoch time against the number of nodes.
 
 (``PYTHONPATH=.`` so that a checkout other than the installed one is measured.)
 
-Writes docs/performance.md's ``scale-out`` block and docs/img/scale_out.png.
+Writes docs/measurements/training.md's ``scale-out`` block and docs/img/scale_out.png.
 
 Cold rows: a fresh parallel solver (``make_solver`` included) and a fresh serial
 one solve the same batches in turns (parallel first on even calls, serial first
@@ -151,7 +151,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-ray", action="store_true")
-    parser.add_argument("--out", default=str(ROOT / "docs" / "performance.md"))
+    parser.add_argument("--out", default=str(ROOT / "docs" / "measurements" / "training.md"))
     args = parser.parse_args()
     import torch
 

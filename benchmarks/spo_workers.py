@@ -1,6 +1,6 @@
 """SPO+ on PyEPO's knapsack with more cores: ours on 1-8 workers against PyEPO's processes.
 
-    python benchmarks/spo_workers.py [--epochs 8] [--quick] [--out docs/performance.md]
+    python benchmarks/spo_workers.py [--epochs 8] [--quick] [--out docs/measurements/training.md]
 
 The training of ``benchmarks/mip_training.py`` (PyEPO's 50 x 2 knapsack, 1000
 instances, ``nn.Linear``, Adam 1e-2, batch 32, torch on one thread, every row
@@ -16,7 +16,7 @@ from the same model on the same batches, interleaved epoch by epoch), SPO+ at
 The ratio is each row's mean epoch over PyEPO's fastest row. It is what issue
 23's first goal (ours / PyEPO <= 0.5 at ``solve_ratio`` 1) looks like once the
 machine has the cores for more workers. The table goes between the
-``spo-workers`` markers of docs/performance.md.
+``spo-workers`` markers of docs/measurements/training.md.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def training_rows(spec, cores: int) -> dict:
 
 
 def main() -> None:
-    parser = page_parser(__doc__, ROOT / "docs" / "performance.md")
+    parser = page_parser(__doc__, ROOT / "docs" / "measurements" / "training.md")
     parser.add_argument("--epochs", type=int, default=8)
     args = parser.parse_args()
     torch.set_num_threads(1)

@@ -2,11 +2,11 @@
 
 Measures the layer's overhead ratios in one process (both sides interleaved, medians,
 ``torch.set_num_threads`` pinned), the fixed per-call overhead with its profile,
-the thread settings under load, and writes docs/performance.md (this script is
+the thread settings under load, and writes docs/measurements/overhead.md (this script is
 the only author of that file: re-run it to regenerate it).
 
     python benchmarks/training_overhead.py [--threads 1] [--quick] [--no-load]
-        [--out docs/performance.md] [--baseline]
+        [--out docs/measurements/overhead.md] [--baseline]
 
 ``--baseline`` also rewrites benchmarks/training_overhead_baseline.json, the
 file ``combolayer bench --check`` compares against.
@@ -237,7 +237,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     parser.add_argument("--quick", action="store_true", help="fewer rounds (for a smoke run)")
     parser.add_argument("--no-load", action="store_true", help="skip the threads-under-load runs")
-    parser.add_argument("--out", default=str(ROOT / "docs" / "performance.md"))
+    parser.add_argument("--out", default=str(ROOT / "docs" / "measurements" / "overhead.md"))
     parser.add_argument("--baseline", action="store_true",
                         help="also write benchmarks/training_overhead_baseline.json")
     args = parser.parse_args()

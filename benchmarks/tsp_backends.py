@@ -1,6 +1,6 @@
-"""Per-solve TSP time for every exact option, written into docs/problems.md.
+"""Per-solve TSP time for every exact option, written into docs/measurements/solvers.md.
 
-    python benchmarks/tsp_backends.py [--quick] [--out docs/problems.md]
+    python benchmarks/tsp_backends.py [--quick] [--out docs/measurements/solvers.md]
 
 On Euclidean instances (uniform points in the unit square), one solver thread,
 ``torch.set_num_threads(1)``, the median and the mean milliseconds per instance
@@ -26,7 +26,7 @@ alike, and the ratio HiGHS / Gurobi of the means is printed per size. The option
   for arbitrary float costs) and each instance gets a time limit.
 
 Every option's tour lengths are checked against the default's. The table goes
-between the ``tsp-table`` markers in docs/problems.md.
+between the ``tsp-table`` markers in docs/measurements/solvers.md.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def time_options(solvers: dict[str, Callable], costs: np.ndarray
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", default=str(ROOT / "docs" / "problems.md"))
+    parser.add_argument("--out", default=str(ROOT / "docs" / "measurements" / "solvers.md"))
     args = parser.parse_args()
     torch.set_num_threads(1)
     command = "python " + " ".join(["benchmarks/tsp_backends.py", *sys.argv[1:]])

@@ -1,6 +1,6 @@
 """MIP starts on PyEPO's knapsack: per-solve time with and without a start.
 
-    python benchmarks/warm_start.py [--quick] [--out docs/performance.md]
+    python benchmarks/warm_start.py [--quick] [--out docs/measurements/solvers.md]
 
 The instances come back every epoch with slightly different costs, as they do
 in training: PyEPO's multi-dimensional knapsack (``cl.data.knapsack``: 5
@@ -32,7 +32,7 @@ The kernel's ``start=`` hook (:class:`combolayer.backends.solver.RowKernel`)
 is called directly on HiGHS, SCIP and Gurobi (when gurobipy is installed), one
 solver thread. The objectives are checked equal. The tables (median and mean ms
 per solve, and the ratio of the means to no start) go between the
-``warm-start`` markers of docs/performance.md.
+``warm-start`` markers of docs/measurements/solvers.md.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def cells(times: dict[str, list[float]], modes) -> list[str]:
 
 
 def main() -> None:
-    parser = page_parser(__doc__, ROOT / "docs" / "performance.md")
+    parser = page_parser(__doc__, ROOT / "docs" / "measurements" / "solvers.md")
     args = parser.parse_args()
     torch.set_num_threads(1)
     sizes = {50: (24, 3), 200: (16, 3)} if not args.quick else {50: (6, 1), 200: (4, 1)}

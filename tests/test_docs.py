@@ -73,9 +73,9 @@ def test_the_strict_build_fails_on_a_sphinx_role(caplog):
 def test_the_guides_yaml_ilp_with_variables_loads_and_solves_as_it_says():
     import numpy as np
 
-    text = (ROOT / "docs" / "core.md").read_text()
+    text = (ROOT / "docs" / "declare.md").read_text()
     block = re.search(r"```yaml\n(# depot\.yaml.*?)```", text, re.S)
-    assert block, "docs/core.md lost its depot.yaml example"
+    assert block, "docs/declare.md lost its depot.yaml example"
     spec = cl.load_spec(block.group(1))
     assert spec.known_cost == [0.0, 0.0, 0.0, 1.5] and set(spec.variables) == {"site", "depot"}
     y, aux = cl.make_solver(spec).solve(np.array([-2.0, 0.0, 0.5]), return_aux=True)

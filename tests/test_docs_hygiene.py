@@ -1,6 +1,6 @@
 """The docs and docstrings state the contract, not the history: no issue or stop
 numbers and no investigation stories in docs/*.md or the package's code, module
-docstrings of a screenful, and docs/core.md's projection table naming exactly the
+docstrings of a screenful, and docs/projections.md's projection table naming exactly the
 projections the code accepts."""
 
 import ast
@@ -13,7 +13,10 @@ from combolayer.layer import projection
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "combolayer"
-DOC_PAGES = sorted((ROOT / "docs").glob("*.md"))
+DOC_PAGES = sorted([
+    *(ROOT / "docs").glob("*.md"),
+    *(ROOT / "docs" / "measurements").glob("*.md"),
+])
 MODULES = sorted(PACKAGE.rglob("*.py"))
 
 #: Words that point at where a sentence came from (a tracker item, a work session, a
@@ -65,11 +68,12 @@ def test_module_docstring_fits_a_screen(path):
 
 
 def core_projection_names() -> list[str]:
-    """The names in the first column of docs/core.md's table under "## Projections"."""
-    text = (ROOT / "docs" / "core.md").read_text(encoding="utf-8")
-    section = text.split("\n## Projections\n", 1)[1].split("\n## ", 1)[0]
+    """The names in the first column of docs/projections.md's table under "## Which
+    projection"."""
+    text = (ROOT / "docs" / "projections.md").read_text(encoding="utf-8")
+    section = text.split("\n## Which projection\n", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("|")]
-    assert rows, "docs/core.md's Projections section has no table"
+    assert rows, "docs/projections.md's 'Which projection' section has no table"
     return [match.group(1) for line in rows[2:]
             if (match := re.match(r'\|\s*`"([^"`]+)"`', line))]
 
@@ -79,5 +83,5 @@ def test_core_projection_table_names_every_projection():
     accepted = [*projection.PROJECTIONS, *projection.HULL_PROJECTIONS]
     assert len(documented) == len(set(documented)), f"a projection listed twice: {documented}"
     assert sorted(documented) == sorted(accepted), (
-        f"docs/core.md's projection table lists {sorted(documented)}, expected the "
+        f"docs/projections.md's projection table lists {sorted(documented)}, expected the "
         f"projections combolayer.layer.projection accepts: {sorted(accepted)}")

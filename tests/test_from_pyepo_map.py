@@ -1,8 +1,8 @@
 """docs/from_pyepo.md's "same algorithm" rows, each on identical inputs against PyEPO.
 
-Every row of the page's table that says "same algorithm" names the test that checks
-it; `test_every_same_algorithm_row_names_a_pyepo_test` holds the page to that, and
-the tests below check the rows that no other test file already checks. Random draws
+Every row of the page's table that says "same algorithm" has a test that runs PyEPO
+(`CHECKED_BY`); `test_every_same_algorithm_row_is_checked_against_pyepo` holds the page
+to that, and the tests below check the rows that no other test file already checks. Random draws
 are made identical by handing combolayer PyEPO's own draws (`FixedNoise`), since the
 two libraries' generators differ.
 """
@@ -193,27 +193,116 @@ def test_pyepo_regret_is_normalized_regret():
 # -- the page names a test for every "same algorithm" row ---------------------------------
 
 
-def _same_algorithm_rows():
-    rows = []
-    for line in PAGE.read_text().splitlines():
-        if line.startswith("|") and "same algorithm" in line:
-            rows.append(line)
-    return rows
+#: The tests that run PyEPO against combolayer on identical inputs, for each "same
+#: algorithm" row of the page, by the PyEPO name that opens the row.
+CHECKED_BY = {
+    "SPOPlus": [
+        ("tests/test_from_pyepo_map.py",
+         "test_spoplus_is_spoplusloss"),
+    ],
+    "blackboxOpt": [
+        ("tests/test_from_pyepo_map.py",
+         "test_dbb_is_blackbox_with_reduction_sum_and_no_projection"),
+        ("tests/test_from_pyepo_map.py",
+         "test_dbb_with_combolayers_defaults_is_another_algorithm"),
+    ],
+    "negativeIdentity": [
+        ("tests/test_from_pyepo_map.py",
+         "test_nid_is_identity_without_projection"),
+    ],
+    "perturbedOpt": [
+        ("tests/test_from_pyepo_map.py",
+         "test_dpo_is_perturbed_without_projection"),
+    ],
+    "perturbedOptMul": [
+        ("tests/test_multiplicative.py",
+         "test_dpomul_and_pfymul_agree_with_pyepo"),
+    ],
+    "perturbedFenchelYoung": [
+        ("tests/test_from_pyepo_map.py",
+         "test_pfy_is_fenchel_young_loss"),
+    ],
+    "perturbedFenchelYoungMul": [
+        ("tests/test_multiplicative.py",
+         "test_dpomul_and_pfymul_agree_with_pyepo"),
+    ],
+    "implicitMLE": [
+        ("tests/test_from_pyepo_map.py",
+         "test_imle_is_imle_without_projection"),
+    ],
+    "adaptiveImplicitMLE": [
+        ("tests/test_aimle.py",
+         "test_aimle_agrees_with_pyepo"),
+    ],
+    "perturbationGradient": [
+        ("tests/test_pg.py",
+         "test_pg_agrees_with_pyepo"),
+    ],
+    "noiseContrastiveEstimation": [
+        ("tests/test_pool_losses.py",
+         "test_pool_losses_agree_with_pyepo"),
+    ],
+    "contrastiveMAP": [
+        ("tests/test_pool_losses.py",
+         "test_pool_losses_agree_with_pyepo"),
+    ],
+    "pointwiseLTR": [
+        ("tests/test_pool_losses.py",
+         "test_pool_losses_agree_with_pyepo"),
+    ],
+    "pairwiseLTR": [
+        ("tests/test_ltr_options.py",
+         "test_defaults_are_pyepos_losses_on_identical_inputs"),
+    ],
+    "listwiseLTR": [
+        ("tests/test_ltr_options.py",
+         "test_defaults_are_pyepos_losses_on_identical_inputs"),
+    ],
+    "regularizedFrankWolfeOpt": [
+        ("tests/test_frank_wolfe.py",
+         "test_rfwo_and_rfy_agree_with_pyepo"),
+    ],
+    "regularizedFrankWolfeFenchelYoung": [
+        ("tests/test_frank_wolfe.py",
+         "test_rfwo_and_rfy_agree_with_pyepo"),
+    ],
+    "coneAlignedCosine": [
+        ("tests/test_cave.py",
+         "test_cave_agrees_with_pyepo"),
+        ("tests/test_tsp_edges.py",
+         "test_cave_on_the_edge_form_is_pyepos_and_the_matrix_form_needs_a_scale"),
+    ],
+    "optDataset": [
+        ("tests/test_from_pyepo_map.py",
+         "test_optdataset_solutions_are_combolayers_and_seed_its_pools"),
+    ],
+    "pyepo.metric.regret": [
+        ("tests/test_from_pyepo_map.py",
+         "test_pyepo_regret_is_normalized_regret"),
+    ],
+}
 
 
-def test_every_same_algorithm_row_names_a_pyepo_test():
-    rows = _same_algorithm_rows()
-    assert len(rows) >= 15, f"expected a row per PyEPO method, found {len(rows)}"
-    for row in rows:
-        names = re.findall(r"`(tests/test_\w+\.py)::(\w+)`", row)
-        assert names, f"row without a test: {row}"
-        for path, test in names:
+def _same_algorithm_names():
+    return [re.match(r"\|\s*`([^`(]+)", line).group(1)
+            for line in PAGE.read_text().splitlines()
+            if line.startswith("|") and "same algorithm" in line]
+
+
+def test_every_same_algorithm_row_is_checked_against_pyepo():
+    names = _same_algorithm_names()
+    assert len(names) >= 15, f"expected a row per PyEPO method, found {len(names)}"
+    assert sorted(names) == sorted(CHECKED_BY), (
+        f"the page's 'same algorithm' rows are {sorted(names)}, expected the rows a test "
+        f"checks: {sorted(CHECKED_BY)}")
+    for name, nodes in CHECKED_BY.items():
+        for path, test in nodes:
+            node = f"{path}::{test}"
             tree = ast.parse((ROOT / path).read_text())
-            functions = {node.name: node for node in ast.walk(tree)
-                         if isinstance(node, ast.FunctionDef)}
-            assert test in functions, f"{path}::{test} does not exist ({row})"
+            functions = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+            assert test in functions, f"{node} does not exist (the row for {name})"
             source = ast.get_source_segment((ROOT / path).read_text(), functions[test])
-            assert "pyepo" in source.lower(), f"{path}::{test} does not run PyEPO"
+            assert "pyepo" in source.lower(), f"{node} does not run PyEPO (the row for {name})"
 
 
 def test_the_page_is_in_the_nav():
