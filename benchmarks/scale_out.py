@@ -246,7 +246,7 @@ def main() -> None:
              "with SCIP, a batch of 64:", "", "| workers | rows / s | speed-up |",
              "|---|---|---|"]
     body += [f"| {w} | {r:.1f} | {r / curve[1]:.2f} |" for w, r in curve.items()]
-    body += ["", "![rows per second against workers](img/scale_out.png)", ""]
+    body += ["", "![rows per second against workers](../img/scale_out.png)", ""]
     # Epoch model: 1000 instances, batch 32, 2 cores per node, one actor per core.
     batches, batch, cores = 1000 // 32 + 1, 32, 2
     hand = handoff.get("ray", handoff["process"])
