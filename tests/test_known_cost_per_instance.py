@@ -244,3 +244,23 @@ def test_methods_that_read_the_spec_known_cost_refuse_a_per_instance_one(method)
     layer = cl.ComboLayer(spec, method=method, projection="plane", backend="highs")
     with pytest.raises(NotImplementedError, match="per-call known cost.*identity"):
         layer(torch.zeros(2, 3, requires_grad=True), known_cost=torch.ones(3))
+
+
+def test_fenchel_young_counts_the_instance_known_cost():
+    """Fenchel-Young with a per-instance known cost k is Fenchel-Young on the spec whose
+    known cost is the spec's plus k (the same noise draws: the same values and gradient)."""
+    for spec, costs, known in _cases(37, 6, 3):
+        y_true = cl.make_solver(spec, "highs").solve(costs, known_cost=known)
+        for i in range(len(costs)):
+            values, grads = [], []
+            for own, extra in ((spec, {"known_cost": torch.tensor(known[i : i + 1])}),
+                               (_with_known(spec, known[i]), {})):
+                loss = cl.losses.FenchelYoungLoss(own, backend="highs", num_samples=3,
+                                                  generator=torch.Generator().manual_seed(i))
+                c = torch.tensor(costs[i : i + 1], requires_grad=True)
+                value = loss(c, torch.tensor(y_true[i : i + 1]), **extra)
+                value.backward()
+                values.append(value.detach())
+                grads.append(c.grad)
+            assert torch.allclose(values[0], values[1])
+            assert torch.allclose(grads[0], grads[1])

@@ -118,6 +118,10 @@ def test_known_costs_per_instance_on_a_named_problem(tmp_path):
     assert torch.equal(train.known_cost, torch.tensor(known[:24]))
     assert torch.equal(test.solutions.double(), dispatch_ilp_solutions(costs[24:], known[24:]))
     assert run(config)[0].name.endswith("spo+ loss")
+    fenchel_young = config.model_copy(update={"loss": "fenchel_young"})
+    assert run(fenchel_young)[0].name.endswith("fenchel_young loss")
+    with pytest.raises(ConfigError, match="'cave' does not take a known cost per instance"):
+        run(config.model_copy(update={"loss": "cave"}))
 
 
 def dispatch_ilp_solutions(costs, known) -> torch.Tensor:

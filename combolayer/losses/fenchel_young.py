@@ -9,7 +9,7 @@ from torch import Tensor
 
 from ..backends.pool import SolutionPool, as_pool, check_solve_ratio
 from ..backends.registry import as_solver
-from ..backends.solver import capturing_aux, check_costs, inner
+from ..backends.solver import KnownBound, capturing_aux, check_costs, check_known_cost, inner
 from ..estimators import Perturbed
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
@@ -26,7 +26,9 @@ class FenchelYoungLoss(SolverLoss):
     the paper's form. All samples are one batch call. With a known cost
     (`combolayer.ILP.known_cost`, ``k``) each objective counts it:
     ``+ <k[:N], y_true> - 1/S sum_s <k, x_s>`` over the samples' whole solutions
-    (``<k[N:], aux_true>`` is a constant, dropped with ``Omega(y_true)``).
+    (``<k[N:], aux_true>`` is a constant, dropped with ``Omega(y_true)``); a known cost
+    of each instance (``known_cost=``, ``(*batch, num_vars)`` or ``(num_vars,)``, the
+    spec's sense) is added to the spec's and counted the same way.
     ``perturbation="multiplicative"`` is PyEPO's ``perturbedFenchelYoungMul``
     (PFYMul): ``c - sigma Z_s`` becomes ``c * f_s``, ``f_s = exp(sigma Z_s - sigma^2/2)``,
     so ``d loss / d c = y_true - mean_s f_s * y_s`` (see [`Perturbed`][combolayer.Perturbed]).
@@ -64,31 +66,43 @@ class FenchelYoungLoss(SolverLoss):
         return (f"FenchelYoungLoss({self.spec.label}, sigma={p.sigma}, "
                 f"num_samples={p.num_samples}, noise={p.noise!r})")
 
-    def __call__(self, cost_pred: Tensor, y_true: Tensor) -> Tensor:
+    def __call__(self, cost_pred: Tensor, y_true: Tensor,
+                 known_cost: Tensor | None = None) -> Tensor:
         check_costs(self.spec, cost_pred, "cost_pred")
         y_true = check_solution(self.solver, y_true, cost_pred, "y_true")
         c = self.solver.sign * cost_pred
         self.check_nonnegative(c, "cost_pred")
+        solver = self.own_step(self.cached_solver, "c - sigma Z")
+        known = None
+        if known_cost is not None:
+            batch = tuple(c.shape[: c.dim() - len(self.spec.cost_shape)])
+            known = self.solver.sign * check_known_cost(
+                self.spec.label, self.solver.num_vars, batch, known_cost, c.detach())
+            solver = KnownBound(solver, known)
         with capturing_aux() as box:
-            z, samples = self.perturbed.perturbed_solutions(
-                self.own_step(self.cached_solver, "c - sigma Z"), c)
+            z, samples = self.perturbed.perturbed_solutions(solver, c)
         k = len(self.spec.cost_shape)
         perturbed_value = inner(self.perturbed.perturb(c, z), samples, k).mean(0)
         loss = inner(c, y_true, k) - perturbed_value
-        if self.solver.known is not None:
-            loss = loss + self._known_part(y_true, samples, box)
+        if self.solver.known is not None or known is not None:
+            loss = loss + self._known_part(y_true, samples, box, known)
         return reduce(loss, self.reduction)
 
-    def _known_part(self, y_true: Tensor, samples: Tensor, box: list) -> Tensor:
+    def _known_part(self, y_true: Tensor, samples: Tensor, box: list,
+                    known: Tensor | None = None) -> Tensor:
         """The known cost's share of the loss (min form, ``k`` the sense-folded known
         cost): ``<k[:N], y_true> - 1/S sum_s <k, x_s>``, with ``x_s`` the samples' whole
         solutions. ``<k[N:], aux_true>`` does not depend on the prediction and is dropped
-        with ``Omega(y_true)``; the gradient (``y_true - mean_s y_s``) is unchanged."""
-        solver = self.solver
+        with ``Omega(y_true)``; the gradient (``y_true - mean_s y_s``) is unchanged.
+        ``known``: each instance's own (min form), counted on top of the spec's."""
+        solver = self.solver if known is None else KnownBound(self.solver, known)
         batch = samples.shape[1 : samples.dim() - len(self.spec.cost_shape)]
         # the samples were solved instance by instance (solve_samples): rows (*batch, S)
         aux = box[0].to(samples).reshape(*batch, len(samples), solver.num_aux)
         aux = aux.movedim(len(batch), 0)
         sampled = solver.sign * solver.known_value(samples, aux)
         flat_true = y_true.reshape(*batch, solver.num_outputs)
-        return self.target_known_value(flat_true) - sampled.mean(0)
+        on_true = self.target_known_value(flat_true)
+        if known is not None:
+            on_true = on_true + (flat_true * known[..., : solver.num_outputs].to(flat_true)).sum(-1)
+        return on_true - sampled.mean(0)

@@ -574,7 +574,7 @@ def check_loss(loss: str, layer: ComboLayer, known_cost: torch.Tensor | None) ->
             "its known cost weighs the auxiliaries, so projection 'auto' cannot normalise the "
             "prediction and its scale grows without bound; use loss: spo+ (the default "
             "with a known cost)")
-    if known_cost is not None and loss in ("fenchel_young", "cave"):
+    if known_cost is not None and loss == "cave":
         raise ConfigError(f"loss {loss!r} does not take a known cost per instance (the data's "
                           "known_cost); use loss: spo+ (the default with a known cost) or a "
                           "loss through the layer")
@@ -741,7 +741,7 @@ def _criterion(loss: str, layer: ComboLayer):
     if loss == "fenchel_young":
         fy = FenchelYoungLoss(layer.spec, backend=layer.solver, solve_ratio=layer.solve_ratio,
                               pool=layer.pool, generator=layer.generator)
-        return lambda w, c, y_true, known=None: fy(w, y_true)
+        return lambda w, c, y_true, known=None: fy(w, y_true, known_cost=known)
     if loss == "cave":
         return CaVELoss(layer.spec, backend=layer.solver, solve_ratio=layer.solve_ratio,
                         generator=layer.generator)
