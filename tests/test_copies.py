@@ -6,12 +6,14 @@ import copy
 import io
 import pickle
 
+import numpy as np
 import pytest
 import torch
-from testkit import BACKEND_SPECS
+from testkit import BACKEND_SPECS, SMALL_SPECS, backend_cases, backend_params, knapsack_ilp
 from testkit import loss_inputs as _inputs
 from testkit import loss_target_name as _target_name
 from testkit import skip_unless_installed as _available
+from testkit import skip_unless_installed as available
 
 import combolayer as cl
 from combolayer.backends.pool import SolutionPool
@@ -88,3 +90,99 @@ def test_every_estimator_in_a_layer_deepcopies_pickles_and_saves(method):
         (twin.train()(grad_w, target=y_true) * torch.randn(4, 6, dtype=torch.float64)
          ).sum().backward()
         assert grad_w.grad is not None and torch.isfinite(grad_w.grad).all()
+
+
+# -- layers, with every backend and executor, and in DataLoader workers --------------------
+
+
+# Every registered backend, each on the first of these problems it accepts.
+BACKEND_CASES = backend_cases(knapsack_ilp, *SMALL_SPECS)
+
+
+@pytest.mark.parametrize("name", sorted(BACKEND_CASES))
+@pytest.mark.parametrize("executor", ["serial", "thread", "process"])
+def test_a_layer_deepcopies_pickles_and_saves_with_every_backend(name, executor):
+    available(name)
+    make_spec = BACKEND_CASES[name]
+    spec = make_spec()
+    backend = {"name": name, "executor": executor, "workers": 2 if executor != "serial" else 1}
+    model = torch.nn.Sequential(torch.nn.Linear(3, int(np.prod(spec.cost_shape))),
+                                torch.nn.Unflatten(-1, spec.cost_shape),
+                                cl.ComboLayer(spec, backend=backend, projection="std"))
+    x = torch.randn(4, 3)
+    y = model(x)
+    twin = copy.deepcopy(model)
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    restored = pickle.loads(pickle.dumps(model))
+    for other in (twin, loaded, restored):
+        torch.testing.assert_close(other(x), y)
+    # state_dict holds parameters only, never solver state.
+    assert set(model.state_dict()) == {"0.weight", "0.bias"}
+
+
+class SolvingDataset(torch.utils.data.Dataset):
+    """A dataset whose items are solved by a layer, as in a data pipeline that labels."""
+
+    def __init__(self, layer, costs):
+        self.layer, self.costs = layer, costs
+
+    def __len__(self):
+        return len(self.costs)
+
+    def __getitem__(self, i):
+        with torch.no_grad():
+            return self.layer(self.costs[i])
+
+
+@pytest.mark.parametrize("name", sorted(BACKEND_CASES))
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_a_layer_works_inside_dataloader_workers(name, start):
+    # Before: spawn failed for every backend (pickling), and fork hung with cvxpy.
+    available(name)
+    spec = BACKEND_CASES[name]()
+    layer = cl.ComboLayer(spec, backend=name)
+    costs = torch.randn(6, *spec.cost_shape, dtype=torch.float64,
+                        generator=torch.Generator().manual_seed(0))
+    expected = layer(costs)  # the parent has used its solver before the workers start
+    loader = torch.utils.data.DataLoader(SolvingDataset(layer, costs), batch_size=3,
+                                         num_workers=2, multiprocessing_context=start,
+                                         timeout=120)
+    torch.testing.assert_close(torch.cat(list(loader)), expected)
+
+
+# -- SPO+ and Fenchel-Young on every backend and executor ----------------------------------
+
+
+@pytest.mark.parametrize("executor", ["serial", "thread"])
+@pytest.mark.parametrize("backend", backend_params(BACKEND_SPECS))
+@pytest.mark.parametrize("loss_name", ["SPOPlusLoss", "FenchelYoungLoss"])
+def test_losses_deepcopy_and_pickle_with_every_backend(loss_name, backend, executor):
+    # Before: TypeError: cannot pickle '_thread.lock' (the compiled solver's lock).
+    if backend == "cvxpy":
+        pytest.importorskip("cvxpy")
+    spec = BACKEND_SPECS[backend]()
+    config = {"name": backend, "executor": executor, "workers": 2}
+    loss = getattr(cl.losses, loss_name)(spec, backend=config)
+    rng = np.random.default_rng(0)
+    cost_pred = torch.tensor(rng.normal(size=(4, *spec.cost_shape)))
+    cost_true = torch.tensor(rng.normal(size=(4, *spec.cost_shape)))
+    y_true = cl.make_solver(spec, backend).solve(cost_true)
+
+    def value(fn):
+        torch.manual_seed(0)  # the Fenchel-Young loss samples its perturbations
+        if loss_name == "SPOPlusLoss":
+            return fn(cost_pred, cost_true)
+        return fn(cost_pred, y_true)
+
+    expected = value(loss)
+    for twin in (copy.deepcopy(loss), pickle.loads(pickle.dumps(loss))):
+        assert twin.solver is not loss.solver and twin.solver.backend == loss.solver.backend
+        torch.testing.assert_close(value(twin), expected)
+    state = {"loss": loss}  # a training state that holds the loss checkpoints
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    torch.testing.assert_close(value(torch.load(buffer, weights_only=False)["loss"]), expected)

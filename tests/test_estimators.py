@@ -280,3 +280,19 @@ def test_a_nan_upstream_gradient_is_named_not_blamed_on_lam(method):
     with pytest.raises(ValueError, match=r"upstream gradient dL/dy is not finite: 3 of 18 "
                                          r"entries are NaN or inf.*not the estimator's settings"):
         loss.backward()
+
+
+# -- a Blackbox step that overflows the solver ---------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["scip", "highs", "torch"])
+@pytest.mark.parametrize("lam", [1e300, 1e20])
+def test_a_blackbox_step_too_large_for_the_solver_raises_a_typed_error(backend, lam):
+    # Before: SCIP raised a bare "Exception: error in input data!" at lam=1e300.
+    layer = cl.ComboLayer(cl.problems.TopK(6, 2), method=cl.Blackbox(lam=lam),
+                          backend=backend, projection="none")
+    w = torch.randn(3, 6, dtype=torch.float64, requires_grad=True)
+    loss = (layer(w) * torch.randn(3, 6, dtype=torch.float64)).sum()
+    with pytest.raises(ValueError, match=r"the shifted costs c \+ lam \* dL/dy must be "
+                                         r"(below 1e\+15 in magnitude|finite).*got.*lower lam"):
+        loss.backward()

@@ -91,3 +91,71 @@ def test_every_solver_is_silent_by_default():
     """)
     assert result.returncode == 0, result.stderr
     assert (result.stdout, result.stderr) == ("", "")
+
+
+# -- forked workers after a multi-threaded HiGHS solve -------------------------------------
+
+
+FORK_SCRIPT = """
+import multiprocessing, sys
+import numpy as np, torch, combolayer as cl
+
+backend = {backend!r}
+spec = cl.ILP(shape=[6], sense="max", constraints=[
+    cl.Constraint(coefs=[3, 1, 4, 1, 5, 2], sense="<=", rhs=7)])
+layer = cl.ComboLayer(spec, backend=backend, projection="none")
+costs = torch.randn(6, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+expected = layer(costs)  # the parent solves first: HiGHS's scheduler now has threads
+
+
+def child(queue):
+    queue.put(layer(costs).tolist())
+
+
+context = multiprocessing.get_context("fork")
+queue = context.Queue()
+process = context.Process(target=child, args=(queue,))
+process.start()
+assert queue.get(timeout=60) == expected.tolist()
+process.join(60)
+assert process.exitcode == 0, process.exitcode
+
+
+class Solving(torch.utils.data.Dataset):
+    def __len__(self):
+        return len(costs)
+
+    def __getitem__(self, i):
+        with torch.no_grad():
+            return layer(costs[i])
+
+
+loader = torch.utils.data.DataLoader(Solving(), batch_size=3, num_workers=2,
+                                     multiprocessing_context="fork", timeout=60)
+torch.testing.assert_close(torch.cat(list(loader)), expected)
+print("ok")
+"""
+
+
+FORK_BACKENDS = {
+    "highs-threads-2": {"name": "highs", "threads": 2},
+    "highs-threads-0": {"name": "highs", "threads": 0},
+    "cvxpy-HIGHS": {"name": "cvxpy", "options": {"solver": "HIGHS"}},
+    "scip": {"name": "scip"},
+}
+
+
+@pytest.mark.parametrize("backend", sorted(FORK_BACKENDS))
+def test_fork_workers_solve_after_the_parent_solved_with_a_threaded_highs(backend):
+    # Before: the forked child (a Process or a DataLoader worker) hung in its first
+    # HiGHS solve, waiting on the parent's scheduler threads, which a fork does not copy.
+    if backend.startswith("cvxpy"):
+        pytest.importorskip("cvxpy")
+    script = FORK_SCRIPT.format(backend=FORK_BACKENDS[backend])
+    try:
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True,
+                                text=True, timeout=240)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"forked workers hung with backend {backend}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.endswith("ok\n")

@@ -251,3 +251,89 @@ def test_layer_takes_a_compiled_solver_as_backend_or_in_place_of_the_spec():
     with pytest.raises(ValueError, match=r"backend is a Solver compiled for TopK\(n=5, k=2\), "
                                          r"but the layer's spec is TopK\(n=5, k=3\)"):
         cl.ComboLayer(cl.problems.TopK(n=5, k=3), backend=solver)
+
+
+# -- inputs the layer checks ---------------------------------------------------------------
+
+
+def test_a_layer_takes_numpy_and_explains_integer_tensors():
+    layer = cl.ComboLayer(choose())
+    y = layer(np.array([[0.0, 1, 2, 3, 4]]))
+    assert isinstance(y, torch.Tensor) and y.tolist() == [[1, 1, 0, 0, 0]]
+    with pytest.raises(TypeError, match=r"w must be a floating-point tensor, got torch.int64: "
+                                        r"pass w.float\(\)"):
+        layer(torch.tensor([[0, 1, 2, 3, 4]]))
+    with pytest.raises(TypeError, match="w must be a torch.Tensor"):
+        layer([[0.0, 1, 2, 3, 4]])
+
+
+@pytest.mark.parametrize("noise", [float("nan"), float("inf"), -0.5])
+def test_noise_must_be_a_finite_nonnegative_alpha(noise):
+    with pytest.raises(ValueError, match="noise must be a finite alpha >= 0"):
+        cl.ComboLayer(choose(), noise=noise)
+
+
+# -- the projection never changes which backend can solve the problem ----------------------
+
+
+def test_the_default_layer_solves_positive_costs_on_graphs_with_cycles():
+    # "auto" made these costs negative, and the default Dijkstra refused them
+    # (52 of 183 random cyclic graphs).
+    from test_problems import enumerate_solutions, random_cyclic_graph
+
+    rng = np.random.default_rng(7)
+    checked = 0
+    for _ in range(40):
+        spec = random_cyclic_graph(rng, n=5, m=int(rng.integers(6, 11)),
+                                   directed=bool(rng.integers(0, 2)))
+        solutions = enumerate_solutions(spec)
+        w = torch.tensor(rng.random((8, *spec.cost_shape)) + 0.05)
+        for projection in ("auto", "plane"):
+            layer = cl.ComboLayer(spec, projection=projection)
+            assert layer.solver.backend == "scipy"  # Dijkstra, as before the projection
+            y = layer(w).numpy()
+            best = (solutions @ w.numpy().T).min(axis=0)
+            np.testing.assert_allclose((y * w.numpy()).sum(1), best, atol=1e-9)
+            checked += len(w)
+    assert checked == 640
+    spec = cl.problems.ShortestPath(num_nodes=3, edges=[(0, 1), (1, 0), (1, 2), (0, 2), (2, 1)],
+                                    source=0, target=2)
+    w = torch.tensor([1.0173, 0.6269, 0.8371, 0.1991, 0.4562])
+    assert cl.ComboLayer(spec)(w).tolist() == [0, 0, 0, 1, 0]
+
+
+def test_a_negative_user_cost_still_raises_the_specs_error():
+    spec = cl.problems.ShortestPath.grid(4, 4)
+    w = torch.ones(2, 4, 4)
+    w[1, 2, 1] = -0.5
+    with pytest.raises(ValueError, match=r"got negative costs \(w after projection, instance 1"):
+        cl.ComboLayer(spec, projection="none")(w)
+
+
+def test_noise_and_blackbox_steps_on_a_vertex_grid_are_clipped_with_one_warning():
+    # The paper's Warcraft setting: Blackbox (lam 20) perturbs vertex costs, which
+    # turn negative; the default Dijkstra would raise on them.
+    spec = cl.problems.ShortestPath.grid(6, 6)
+    layer = cl.ComboLayer(spec, method=cl.Blackbox(lam=20.0), projection="none", noise=0.5)
+    w = torch.rand(4, 6, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    w = (w + 0.01).requires_grad_()
+    target = cl.make_solver(spec).solve(torch.rand(4, 6, 6, dtype=torch.float64))
+    with pytest.warns(RuntimeWarning, match="made some costs negative.*set to 0") as record:
+        y = layer(w)
+        (y - target).abs().sum().backward()
+        layer(w)
+    assert len([r for r in record if "made some costs negative" in str(r.message)]) == 1
+    assert torch.isfinite(w.grad).all() and w.grad.abs().sum() > 0
+
+
+def test_auto_exact_uses_the_hull_of_the_integer_solutions():
+    # 0.5 <= x2 + x3 <= 1 holds with equality only at integer points: LP mode
+    # cannot see x2 + x3 == 1, exact mode (and so "auto-exact") does.
+    spec = cl.ILP(shape=[4], constraints=[
+        cl.Constraint(coefs=[0, 0, 1, 1], sense="<=", rhs=1),
+        cl.Constraint(coefs=[0, 0, 1, 1], sense=">=", rhs=0.5)])
+    assert cl.analyze(spec).dim == 4 and cl.analyze(spec, exact=True).dim == 3
+    w = torch.tensor([[1.0, 2.0, 3.0, 5.0]])
+    exact = cl.ComboLayer(spec, projection="auto-exact").projection(w)
+    torch.testing.assert_close(exact[0, 2] + exact[0, 3], torch.tensor(0.0))
+    assert not torch.allclose(cl.ComboLayer(spec, projection="auto").projection(w), exact)

@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+from testkit import skip_unless_installed as available
 
 import combolayer as cl
 from combolayer.backends.outcome import Outcome, limit_name, settle
@@ -67,7 +68,7 @@ def test_each_solver_maps_its_statuses():
     assert scip_outcome("gaplimit") is Outcome.OPTIMAL
     assert scip_outcome("inforunbd") is Outcome.INFEASIBLE_OR_UNBOUNDED
     assert scip_outcome("userinterrupt") is Outcome.INTERRUPTED
-    assert scip_outcome("nodelimit") is Outcome.LIMIT  # as Gurobi's NODE_LIMIT (issue 38)
+    assert scip_outcome("nodelimit") is Outcome.LIMIT  # as Gurobi's NODE_LIMIT
     assert scip_outcome("sollimit") is Outcome.LIMIT
     cp = pytest.importorskip("cvxpy")
     from combolayer.backends.cvxpy import cvxpy_outcome
@@ -79,3 +80,53 @@ def test_each_solver_maps_its_statuses():
     assert cvxpy_outcome(cp.OPTIMAL_INACCURATE, "nodelimit") is Outcome.INACCURATE
     assert cvxpy_outcome(cp.USER_LIMIT) is Outcome.TIME_LIMIT
     assert cvxpy_outcome(cp.INFEASIBLE_INACCURATE) is Outcome.INFEASIBLE
+
+
+# -- a limit other than time is named; SCIP's behaves like Gurobi's ------------------------
+
+
+def hard_knapsack():
+    rng = np.random.default_rng(0)
+    spec = cl.problems.Knapsack(weights=rng.uniform(1, 50, (5, 200)).round(2).tolist(),
+                                capacities=[500.0] * 5)
+    return spec, rng.uniform(1, 10, 200)
+
+
+@pytest.mark.parametrize("backend, options", [
+    ("gurobi", {"SolutionLimit": 1}),
+    ("scip", {"limits/solutions": 1, "fast": False}),
+    ("highs", {"mip_max_improving_sols": 1}),
+    ("highs", {"mip_max_nodes": 1}),  # HiGHS names its node limit a solution limit
+])
+def test_a_solution_limit_returns_the_solution_named_as_a_solution_limit(backend, options):
+    available(backend)
+    spec, values = hard_knapsack()
+    solver = cl.make_solver(spec, {"name": backend, "options": options})
+    with pytest.warns(RuntimeWarning, match=r"\(solution limit\).*raise or remove the "
+                                            r"solution limit set in BackendConfig.options"):
+        y = solver.solve(values)
+    assert solver.last_status == ("solution limit",)
+    weights = np.asarray(spec.weights)
+    assert (weights @ y <= 500.0 + 1e-6).all()  # a feasible answer came back
+    solver = cl.make_solver(spec, {"name": backend, "options": options, "on_limit": "raise"})
+    with pytest.raises(cl.SolverError, match="solution limit"):
+        solver.solve(values)
+
+
+def test_a_limit_without_a_solution_names_the_limit_not_the_time_limit():
+    available("gurobi")
+    spec, values = hard_knapsack()
+    solver = cl.make_solver(spec, {"name": "gurobi", "options": {
+        "NodeLimit": 0, "Heuristics": 0, "Presolve": 0, "Cuts": 0}})
+    with pytest.raises(cl.SolverError, match=r"hit the node limit without finding a feasible "
+                                             r"solution; raise or remove the node limit"):
+        solver.solve(values)
+
+
+def test_limit_names_read_both_solvers_statuses():
+    from combolayer.backends.outcome import limit_name, raise_limit
+
+    assert limit_name("SOLUTION_LIMIT") == limit_name("sollimit") == "solution limit"
+    assert limit_name("NODE_LIMIT") == limit_name("totalnodelimit") == "node limit"
+    assert limit_name("USER_OBJ_LIMIT") == "objective limit"
+    assert raise_limit("time limit") == "raise BackendConfig.time_limit"

@@ -511,3 +511,15 @@ def test_training_reduces_the_loss(case):
         optimizer.step()
         losses.append(loss.item())
     assert min(losses[-5:]) < losses[0]
+
+
+# -- positional arguments ------------------------------------------------------------------
+
+
+def test_named_problems_take_positional_arguments_as_api_md_writes_them():
+    assert cl.problems.TSP(5) == cl.problems.TSP(num_nodes=5)
+    assert cl.problems.TopK(10, 3).k == 3 and cl.problems.Matching(2, 3).cols == 3
+    with pytest.raises(cl.SpecError, match=r"TopK got two values for 'n'"):
+        cl.problems.TopK(10, n=4, k=2)
+    with pytest.raises(cl.SpecError, match=r"Ranking takes at most 2 positional arguments"):
+        cl.problems.Ranking(3, "min", 1)

@@ -1,8 +1,11 @@
 """PyEPO's models behind combolayer: cl.backends.from_pyepo and cl.data.from_pyepo."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
+from testkit import skip_unless_installed as available
 
 import combolayer as cl
 
@@ -127,3 +130,146 @@ def test_models_with_lazy_cuts_or_shared_costs_are_refused():
     mtz = cl.backends.from_pyepo(vrp.vrpMTZModel(6, [1, 1, 1, 1, 1], 3, 2))
     with pytest.raises(cl.SpecError, match="not one to one"):
         cl.ComboLayer(mtz)
+
+
+# -- a reader refuses what an ILP cannot state, never reads it as something else -----------
+
+
+def gurobi_model(build):
+    """A PyEPO Gurobi model whose ``_getModel`` is ``build(gp, GRB) -> (model, x)``."""
+    pytest.importorskip("pyepo")
+    available("gurobi")
+    from pyepo.model.grb import optGrbModel
+
+    class Model(optGrbModel):
+        def _getModel(self):
+            import gurobipy as gp
+            from gurobipy import GRB
+
+            return build(gp, GRB)
+
+    return Model()
+
+
+def semi(vtype_name):
+    def build(gp, GRB):
+        model = gp.Model()
+        model.Params.OutputFlag = 0
+        vtype = getattr(GRB, vtype_name)
+        # x0 in {0} or [1, 1]: read as continuous, its lower bound 1 fixed it at 1
+        x = model.addVars(3, lb=[1, 0, 0], ub=[1, 1, 1],
+                          vtype=[vtype, GRB.BINARY, GRB.BINARY], name="x")
+        model.addConstr(x.sum() == 1)
+        return model, x
+    return build
+
+
+@pytest.mark.parametrize("vtype, word", [("SEMICONT", "semi-continuous"),
+                                          ("SEMIINT", "semi-integer")])
+def test_a_semi_continuous_or_semi_integer_gurobi_variable_is_refused(vtype, word):
+    backend = cl.backends.from_pyepo(gurobi_model(semi(vtype)))
+    with pytest.raises(cl.SpecError, match=rf"has a {word} variable \(x\[0\]\).*pass a spec"):
+        _ = backend.spec
+    with pytest.raises(cl.SpecError, match=word):
+        cl.ComboLayer(backend, projection="auto")
+
+
+def multiple_objectives(gp, GRB):
+    model = gp.Model()
+    model.Params.OutputFlag = 0
+    x = model.addVars(3, vtype=GRB.BINARY, name="x")
+    model.addConstr(x.sum() == 1)
+    model.setObjectiveN(x[0] + 0.0, 1, priority=1)
+    return model, x
+
+
+def piecewise_objective(gp, GRB):
+    model = gp.Model()
+    model.Params.OutputFlag = 0
+    x = model.addVars(3, vtype=GRB.CONTINUOUS, ub=1.0, name="x")
+    model.addConstr(x.sum() == 1)
+    model.setPWLObj(x[1], [0.0, 0.5, 1.0], [0.0, 1.0, 0.0])
+    return model, x
+
+
+@pytest.mark.parametrize("build, match", [(multiple_objectives, "more objectives"),
+                                          (piecewise_objective, "piecewise-linear")])
+def test_gurobi_objectives_beyond_one_linear_objective_are_refused(build, match):
+    backend = cl.backends.from_pyepo(gurobi_model(build))
+    with pytest.raises(cl.SpecError, match=match):
+        _ = backend.spec
+
+
+def test_an_unknown_variable_type_letter_is_refused_not_read_as_continuous():
+    from combolayer.backends.pyepo import _integrality
+
+    assert _integrality("m", ["B", "I", "C"], ["a", "b", "c"]) == [
+        "binary", "integer", "continuous"]
+    with pytest.raises(cl.SpecError, match=r"variable of type 'Q' \(z\)"):
+        _integrality("m", ["C", "Q"], ["y", "z"])
+
+
+def test_a_gurobi_variable_without_an_upper_bound_is_read_as_unbounded():
+    def build(gp, GRB):
+        model = gp.Model()
+        model.Params.OutputFlag = 0
+        x = model.addVars(2, lb=0.0, ub=GRB.INFINITY, vtype=GRB.INTEGER, name="x")
+        model.addConstr(x[0] + x[1] >= 1)
+        return model, x
+
+    spec = cl.backends.from_pyepo(gurobi_model(build)).spec
+    assert spec.upper == [math.inf, math.inf]  # was NaN through from_matrices: a SpecError
+
+
+# -- an infeasible or unbounded PyEPO model raises combolayer's error ----------------------
+
+
+def infeasible(gp, GRB):
+    model = gp.Model()
+    model.Params.OutputFlag = 0
+    x = model.addVars(3, vtype=GRB.BINARY, name="x")
+    model.addConstr(x.sum() >= 4)
+    return model, x
+
+
+def unbounded(gp, GRB):
+    model = gp.Model()
+    model.Params.OutputFlag = 0
+    x = model.addVars(3, lb=0.0, ub=GRB.INFINITY, name="x")
+    model.ModelSense = GRB.MAXIMIZE
+    return model, x
+
+
+def test_an_infeasible_pyepo_model_raises_infeasible_error():
+    layer = cl.ComboLayer(cl.backends.from_pyepo(gurobi_model(infeasible)), projection="none")
+    with pytest.raises(cl.InfeasibleError, match="PyEPO model Model: the problem is infeasible"):
+        layer(torch.ones(3))
+
+
+def test_an_unbounded_pyepo_model_raises_solver_error_not_infeasible():
+    model = gurobi_model(unbounded)
+    spec = cl.ILP.from_matrices(shape=[3], upper=None, integrality="continuous")
+    solver = cl.make_solver(spec, backend=cl.backends.from_pyepo(model))
+    with pytest.raises(cl.SolverError, match="unbounded") as error:
+        solver.solve(-np.ones(3))
+    assert not isinstance(error.value, cl.InfeasibleError)
+
+
+def test_pyepos_bare_runtime_error_is_read_by_its_words_for_other_models():
+    from combolayer.backends.pyepo import _no_solution
+
+    class Words:
+        num_cost = 2
+        _model = object()
+
+        def setObj(self, c):
+            pass
+
+        def solve(self):
+            raise RuntimeError("Pyomo found no solution (termination other).")
+
+    with pytest.raises(cl.InfeasibleError):
+        _no_solution(Words(), RuntimeError("Pyomo found no solution (termination infeasible)."))
+    with pytest.raises(cl.SolverError, match="termination other") as error:
+        _no_solution(Words(), RuntimeError("Pyomo found no solution (termination other)."))
+    assert not isinstance(error.value, cl.InfeasibleError)

@@ -64,3 +64,19 @@ def test_a_quadratic_row_is_refused_and_the_model_still_solves_a_given_spec():
     costs = np.random.default_rng(6).random((2, 40))
     np.testing.assert_allclose(np.sum(costs * cl.make_solver(spec, backend=backend).solve(costs),
                                       1), own_objectives(model, costs), atol=1e-9)
+
+
+# -- several objectives are refused --------------------------------------------------------
+
+
+def test_a_copt_model_with_several_objectives_is_refused():
+    copt = pytest.importorskip("pyepo.model.copt")
+    pytest.importorskip("coptpy")
+    model = copt.shortestPathModel(grid=(2, 2))
+    assert cl.backends.from_pyepo(model).spec.num_outputs == 4  # one objective: read
+    model = copt.shortestPathModel(grid=(2, 2))
+    columns = list(model._model.getVars())
+    model._model.setObjectiveN(0, columns[0] * 1.0)
+    model._model.setObjectiveN(1, columns[1] * 1.0)
+    with pytest.raises(cl.SpecError, match="has MultiObjs"):
+        _ = cl.backends.from_pyepo(model).spec

@@ -1,6 +1,6 @@
 """PyEPO's modelling DSL (pyepo.dsl, PyEPO 2.2): a cost on a permutation or a subset of
 the variables (``c_pred_index``) and a known base cost (``fixed_cost``) are read into the
-spec, so every backend PyEPO compiles a DSL model to gives PyEPO's own answers (issue 36).
+spec, so every backend PyEPO compiles a DSL model to gives PyEPO's own answers.
 """
 
 from __future__ import annotations
@@ -99,3 +99,35 @@ def test_a_dsl_mapping_that_is_not_one_cost_per_variable_is_refused():
         _ = cl.backends.from_pyepo(broken).spec
     with pytest.raises(cl.SpecError, match="one distinct variable per cost"):
         cl.ComboLayer(cl.backends.from_pyepo(broken))
+
+
+# -- a backend's own reader on a DSL model refuses instead of misreading -------------------
+
+
+@pytest.mark.parametrize("backend, reader, package", [
+    ("gurobi", "ilp_from_gurobi", "gurobipy"), ("ortools", "ilp_from_ortools", "ortools"),
+    ("pyomo", "ilp_from_pyomo", "pyomo"), ("mpax", "ilp_from_mpax", "mpax"),
+])
+def test_a_backend_reader_refuses_a_dsl_model_whose_costs_it_cannot_see(backend, reader,
+                                                                         package):
+    dsl = pytest.importorskip("pyepo.dsl")
+    pytest.importorskip(package)
+    from pyepo import EPO
+
+    from combolayer.backends import pyepo as readers
+
+    vtype = EPO.CONTINUOUS if backend == "mpax" else EPO.BINARY
+    x = dsl.Variable(6, vtype=vtype, lb=0, ub=1)
+    # the cost lands on the variables in another order: read as the model's own order,
+    # the ILP was silently another problem (the row's weights permuted), or MPAX's
+    # reader failed with "cannot reshape"
+    problem = dsl.Problem(dsl.Minimize(dsl.Parameter(6) @ x[[5, 2, 0, 1, 4, 3]]),
+                          [np.arange(1.0, 7.0)[None] @ x <= 3])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = problem.compile(backend, **({"solver": "appsi_highs"}
+                                            if backend == "pyomo" else {}))
+    with pytest.raises(cl.SpecError, match=r"is a DSL model .*ilp_from_dsl"):
+        getattr(readers, reader)(model)
+    spec = cl.backends.from_pyepo(model).spec  # the DSL reader sees the permutation
+    assert spec.constraints[0].coefs == {0: 6.0, 1: 3.0, 2: 1.0, 3: 2.0, 4: 5.0, 5: 4.0}

@@ -70,3 +70,31 @@ def test_two_sided_offset_constraints_are_read_and_shared_costs_refused():
     tsp = cl.backends.from_pyepo(omo.tspMTZModel(5, solver=SOLVER))
     with pytest.raises(cl.SpecError, match="not map its 10 costs onto variables one to one"):
         _ = tsp.spec
+
+
+# -- a variable on a lattice or an SOS constraint is refused -------------------------------
+
+
+def test_a_pyomo_variable_on_a_lattice_or_an_sos_constraint_is_refused():
+    pe = pytest.importorskip("pyomo.environ")
+    omo = pytest.importorskip("pyepo.model.omo")
+
+    class Stepped(omo.shortestPathModel):
+        def _getModel(self):
+            model, x = super()._getModel()
+            model.step = pe.Var(domain=pe.RangeSet(0, 10, 2))  # {0, 2, ..., 10}
+            return model, x
+
+    class WithSOS(omo.shortestPathModel):
+        def _getModel(self):
+            model, x = super()._getModel()
+            model.sos = pe.SOSConstraint(var=x, sos=1)
+            return model, x
+
+    with pytest.raises(cl.SpecError, match=r"domain is not an interval.*\(step in"):
+        _ = cl.backends.from_pyepo(Stepped(grid=(2, 2), solver="appsi_highs")).spec
+    with pytest.raises(cl.SpecError, match=r"has a SOSConstraint \(sos\)"):
+        _ = cl.backends.from_pyepo(WithSOS(grid=(2, 2), solver="appsi_highs")).spec
+    # the plain model is still read
+    assert cl.backends.from_pyepo(omo.shortestPathModel(grid=(2, 2),
+                                                        solver="appsi_highs")).spec.num_vars

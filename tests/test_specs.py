@@ -240,3 +240,16 @@ def test_spec_and_hull_reprs_are_short():
     assert "... 56 more" in text
     small = repr(cl.problems.TopK(4, 2))
     assert small == "TopK(kind='topk', n=4, k=2, sense='max')"
+
+
+# -- bad fields get a SpecError ------------------------------------------------------------
+
+
+def test_a_constraint_with_a_bad_field_raises_spec_error_with_pydantic_location():
+    with pytest.raises(cl.SpecError, match=r"invalid Constraint: sense: Input should be '<='"):
+        cl.Constraint(coefs=[1], sense="=", rhs=1)
+
+
+def test_binary_bounds_that_exclude_zero_and_one_are_rejected():
+    with pytest.raises(cl.SpecError, match=r"variable 0 is binary but its bounds \[2, 3\]"):
+        cl.ILP(shape=[2], lower=[2, 0], upper=[3, 1])

@@ -2,6 +2,7 @@
 
 import csv
 import json
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -122,3 +123,29 @@ def test_cli_train_typo_and_help(tmp_path):
     result = subprocess.run([sys.executable, "-m", "combolayer", "train", "--help"],
                             capture_output=True, text=True, check=True)
     assert "docs/training.md" in result.stdout
+
+
+# -- a .npz path that is not an npz of arrays ----------------------------------------------
+
+
+@pytest.mark.parametrize("content", ["text", "pickle", "object_array"])
+def test_a_train_config_npz_that_is_not_an_npz_of_arrays_says_so(tmp_path, content):
+    # Before: numpy's "This file contains pickled (object) data" (never allow_pickle).
+    from combolayer.training.loop import ConfigError, load_config, run
+
+    path = tmp_path / "d.npz"
+    if content == "text":
+        path.write_text("features,costs\n1,2\n")
+        message = r"is not an npz archive of arrays: expected an npz archive of numeric"
+    elif content == "pickle":
+        path.write_bytes(pickle.dumps({"features": np.zeros((10, 3))}))
+        message = r"is not an npz archive of arrays"
+    else:
+        np.savez(path, features=np.array([{"a": 1}] * 10, dtype=object),
+                 costs=np.zeros((10, 6)))
+        message = r"holds an array that is not numeric"
+    spec = cl.problems.TopK(n=6, k=2)
+    config = load_config({"problem": spec.model_dump(), "data": {"npz": str(path)}})
+    with pytest.raises(ConfigError, match=message) as caught:
+        run(config, out=tmp_path / "run")
+    assert "pickled" not in str(caught.value)

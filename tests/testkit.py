@@ -24,6 +24,12 @@ SMALL_SPECS = (
 )
 
 
+def knapsack_ilp():
+    """A 0/1 knapsack of 6 items as a generic ILP (no named problem's kernel applies)."""
+    return cl.ILP(shape=[6], sense="max", constraints=[
+        cl.Constraint(coefs=[3, 1, 4, 1, 5, 2], sense="<=", rhs=7)])
+
+
 def backend_cases(*factories) -> dict:
     """Every registered backend, installed or not, with the first of ``factories`` (spec
     factories, `SMALL_SPECS` when none are given) whose spec it accepts by its declared
