@@ -1,4 +1,4 @@
-"""The command line under hostile input (issue 38, items 8 and 13): every command
+"""The command line under hostile input: every command
 below ends with exit code 2 and one line on stderr, never a traceback, and the ones
 that would build a huge model are refused before anything is allocated."""
 
@@ -52,7 +52,7 @@ TOPK = "{kind: topk, n: 4, k: 2}"
 
 # (id, argv); "{tmp}" is the folder of `files`
 HOSTILE = [
-    # item 8: models far beyond memory, refused by their estimated size
+    # models far beyond memory, refused by their estimated size
     ("ranking 200000", ["analyze", "{kind: ranking, n: 200000}"], "40,000,200,000 variables"),
     ("tsp 3000", ["analyze", "{kind: tsp, num_nodes: 3000}"], "variables"),
     ("tsp 3000 solve", ["solve", "{kind: tsp, num_nodes: 3000}", "--costs", "{tmp}/nan.txt"],
@@ -75,7 +75,7 @@ HOSTILE = [
      "parameters, above the limit"),
     ("train ranking huge", ["train", "{tmp}/ranking_huge.yaml"], "variables"),
     ("train threads huge", ["train", "{tmp}/threads_huge.yaml"], "usable"),
-    # item 13
+    # cost files that are not one numeric array of the problem's shape, and bad options
     ("costs npz two arrays", ["solve", TOPK, "--costs", "{tmp}/two.npz"], "one named 'costs'"),
     ("costs binary csv", ["solve", TOPK, "--costs", "{tmp}/binary.csv"], "neither text"),
     ("costs wrong shape", ["solve", TOPK, "--costs", "{tmp}/wrong.npy"], "(4,)"),

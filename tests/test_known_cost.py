@@ -1,4 +1,4 @@
-"""Issue 36: known cost terms, partial prediction and the auxiliaries back.
+"""Known cost terms, partial prediction and the auxiliaries back.
 
 Every check here is against brute-force enumeration (tests/bruteforce.py) or the
 definition written out: the objective is ``<w, y> + <known_cost, x>`` over the full

@@ -1,4 +1,4 @@
-"""Issue 36 item 4: the losses that compare objectives count the known cost.
+"""The losses that compare objectives count the known cost.
 
 Each loss is checked against its definition written out here, over brute-force
 enumeration (tests/bruteforce.py) of small random ILPs with a known cost on outputs

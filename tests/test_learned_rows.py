@@ -1,4 +1,4 @@
-"""The row-gradient estimators against their definitions (issue 37, item 2):
+"""The row-gradient estimators against their definitions:
 "comboptnet" against a numpy transcription of CombOptNet's reference formulas, and
 "score_function" against the gradient of the Gaussian-smoothed solution, known in
 closed form on one-variable problems, by Monte Carlo."""

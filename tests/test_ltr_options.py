@@ -1,4 +1,4 @@
-"""The LTR options the published methods use (issue 39 item 6): PairwiseLTRLoss's margin,
+"""The LTR options the published methods use: PairwiseLTRLoss's margin,
 ListwiseLTRLoss's temperature and the pairwise-difference loss, each against an
 independent loop in the style of Mandi et al.'s reference code, and at their defaults
 against PyEPO on identical inputs."""

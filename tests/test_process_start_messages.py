@@ -1,4 +1,4 @@
-"""The process executor speaks when things happen (issue 39 item 8): a script without
+"""The process executor speaks when things happen: a script without
 `if __name__ == "__main__":` is told why its workers died while the caller still
 solves, without a traceback per worker, and the workers' start is logged when it begins."""
 

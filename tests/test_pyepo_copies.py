@@ -1,6 +1,6 @@
 """A layer or loss built on a PyEPO model survives copy.deepcopy, pickle and torch.save
 by building the model again from its constructor's arguments, or says why it cannot
-(issue 38, item 6; docs/core.md, "Copies and checkpoints")."""
+(docs/core.md, "Copies and checkpoints")."""
 
 import copy
 import io

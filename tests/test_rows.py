@@ -1,4 +1,4 @@
-"""Per-call rows ``A x <= b`` (issue 37): every backend that solves ILPs equals brute force
+"""Per-call rows ``A x <= b``: every backend that solves ILPs equals brute force
 with per-instance rows, the executors carry them, infeasible rows raise or are flagged,
 and the layer checks them and refuses a gradient no method can give."""
 

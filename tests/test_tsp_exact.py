@@ -165,7 +165,7 @@ def test_default_tsp_backend_is_held_karp_then_highs_then_scip():
     assert cl.make_solver(TSP(num_nodes=6)).backend == "scipy"  # the Held-Karp DP
     solver = cl.make_solver(TSP(num_nodes=TSP_DP_MAX_NODES + 1))
     assert solver.backend == "highs"
-    # "auto" races HiGHS's TSP kernel against the next generic solvers (issue 41): it leads
+    # "auto" races HiGHS's TSP kernel against the next generic solvers: it leads
     assert isinstance(getattr(solver.kernel, "kernel", lambda name: solver.kernel)("highs"),
                       highs_backend.HighsTspKernel)
     large = TSP(num_nodes=highs_backend.TSP_MAX_NODES_FIRST + 1)

@@ -1,9 +1,9 @@
 """What every loss shares: reductions, checks of its inputs, a solver that survives
 copies, and the clipping of the negative costs it makes itself.
 
-Every loss subclasses `SolverLoss` and joins `LOSSES`, so one test
-(tests/test_losses_round4.py) holds each of them to what all must do: survive
-``copy.deepcopy``, ``pickle`` and ``torch.save``, and refuse a NaN or inf target.
+Every loss subclasses `SolverLoss` and joins `LOSSES`, so tests parametrised over it
+(tests/test_copies.py, tests/test_losses.py) hold each of them to what all must do:
+survive ``copy.deepcopy``, ``pickle`` and ``torch.save``, and refuse a NaN or inf target.
 """
 
 from __future__ import annotations
@@ -174,10 +174,9 @@ class SolverLoss(LossInputs):
         config = solver.config
         # a BackendConfig: pin the backend "auto" chose, unless "auto" races (a copy then
         # races too, starting from the original's winner: see __getstate__)
-        if hasattr(config, "model_copy") and not hasattr(solver.kernel, "adopt"):
+        if (hasattr(config, "model_copy") and config.name == "auto"
+                and not hasattr(solver.kernel, "adopt")):
             config = config.model_copy(update={"name": solver.backend})
-        # a wrapped PyEPO model: compiled again from the wrapper (which copies as a recipe)
-        config = getattr(solver, "backend_source", None) or config
         self.__dict__["_solver_recipe"] = (solver.spec, config)
 
     @property
