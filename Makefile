@@ -34,6 +34,10 @@ demo: install
 test: install
 	$(PY) -m pytest -q -p no:cacheprovider
 
+# Without the tests marked slow, ray, subprocess (they start Python processes) or cuda.
+test-fast: install
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow and not ray and not subprocess and not cuda"
+
 # The newest releases of every dependency (torch stays the CPU build), in a
 # separate environment; the lock is untouched.
 test-latest:
