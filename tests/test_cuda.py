@@ -142,8 +142,8 @@ def test_gradient_noise_draws_on_a_cuda_generator():
     assert x.grad.device.type == "cuda" and not torch.equal(x.grad, torch.ones_like(x.grad))
 
 
-# -- learned constraints, enumeration, known costs and the race (issues 37, 41 and the
-# whole-model round): the per-call rows A, b and the auxiliaries on the device ---------
+# -- learned constraints, enumeration, known costs and the race: the per-call rows A, b
+# and the auxiliaries on the device -------------------------------------------------------
 
 
 def binary_rows(n=12, m=3, batch=32, seed=0, shared=False):

@@ -1,4 +1,4 @@
-"""combolayer train (issue 39): a default loss under which Identity's options act, warnings
+"""combolayer train: a default loss under which Identity's options act, warnings
 for settings that cannot act, one rule for relative paths, and run folders that reload."""
 
 import json
