@@ -1,8 +1,6 @@
 import copy
 import inspect
 import pickle
-import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +11,6 @@ import combolayer as cl
 from combolayer.transforms.noise import SignNoise
 from combolayer.transforms.projection import NORM_EPS, normalize, project_mean, project_std
 
-ROOT = Path(__file__).resolve().parents[1]
 PROJECTIONS = ["none", "mean", "norm", "std", lambda w: 2.0 * w - w.sum(-1, keepdim=True) / 7]
 
 
@@ -201,14 +198,6 @@ def test_training_through_the_layer_reduces_the_loss():
     layer.eval()
     with torch.no_grad():
         assert loss().item() < 0.5 * before
-
-
-def test_readme_example_runs():
-    readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
-    assert blocks, "README has no python example"
-    for block in blocks:
-        exec(compile(block, "README.md", "exec"), {})
 
 
 @pytest.mark.parametrize("method", ["identity", "blackbox", "perturbed"])
