@@ -117,3 +117,11 @@ def test_every_block_names_its_language(page):
 def test_the_pages_are_found_and_hold_code():
     assert ROOT / "README.md" in PAGES and ROOT / "docs" / "core.md" in PAGES
     assert len(python_pages()) >= 8
+
+
+def test_the_home_pages_quickstart_is_the_readmes_first_layer():
+    def first_python(page: Path) -> str:
+        return next(text for lang, text in blocks(page) if lang == "python")
+
+    assert first_python(ROOT / "docs" / "index.md") == first_python(ROOT / "README.md"), (
+        "docs/index.md's quickstart differs from README.md's 'A first layer': keep them equal")
