@@ -207,7 +207,7 @@ def from_pyepo(dataset: Any, spec: Any = None) -> Data:
     Raises SpecError when the model cannot be read and no spec is given, and
     ValueError when the spec's size differs from the dataset's costs.
     """
-    from .backends.pyepo import from_pyepo as wrap
+    from .interop.pyepo import from_pyepo as wrap
 
     if spec is None:
         spec = wrap(dataset.model).spec

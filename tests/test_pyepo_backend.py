@@ -201,7 +201,7 @@ def test_gurobi_objectives_beyond_one_linear_objective_are_refused(build, match)
 
 
 def test_an_unknown_variable_type_letter_is_refused_not_read_as_continuous():
-    from combolayer.backends.pyepo import _integrality
+    from combolayer.interop.pyepo import _integrality
 
     assert _integrality("m", ["B", "I", "C"], ["a", "b", "c"]) == [
         "binary", "integer", "continuous"]
@@ -256,7 +256,7 @@ def test_an_unbounded_pyepo_model_raises_solver_error_not_infeasible():
 
 
 def test_pyepos_bare_runtime_error_is_read_by_its_words_for_other_models():
-    from combolayer.backends.pyepo import _no_solution
+    from combolayer.interop.pyepo import _no_solution
 
     class Words:
         num_cost = 2

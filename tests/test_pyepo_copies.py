@@ -49,8 +49,10 @@ def test_a_layer_on_a_pyepo_model_copies_by_building_the_model_again():
         w = torch.rand(4, model.num_cost, generator=torch.Generator().manual_seed(0))
         y = layer(w)
         for twin in _copies(layer):
-            assert type(twin.backend_config.optmodel) is type(model)
-            assert twin.backend_config.optmodel is not model
+            assert twin.backend_config.name == "pyepo"
+            optmodel = twin.backend_config.options["model"].optmodel
+            assert type(optmodel) is type(model)
+            assert optmodel is not model
             assert torch.equal(twin(w), y)
 
 

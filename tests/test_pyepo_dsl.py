@@ -114,7 +114,7 @@ def test_a_backend_reader_refuses_a_dsl_model_whose_costs_it_cannot_see(backend,
     pytest.importorskip(package)
     from pyepo import EPO
 
-    from combolayer.backends import pyepo as readers
+    from combolayer.interop import pyepo as readers
 
     vtype = EPO.CONTINUOUS if backend == "mpax" else EPO.BINARY
     x = dsl.Variable(6, vtype=vtype, lb=0, ub=1)

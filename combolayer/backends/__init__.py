@@ -1,10 +1,10 @@
 """Solver backends: HiGHS, SCIP, cvxpy, networkx, scipy and torch, plus plugins."""
 
+from ..interop.pyepo import PyEPOBackend, from_pyepo
 from ..specs.canonical import canonical_form
 from .base import Backend, Capability, FunctionBackend, Tier
 from .config import BackendConfig
 from .outcome import Outcome, settle
-from .pyepo import PyEPOBackend, from_pyepo
 from .registry import (
     ENTRY_POINT_GROUP,
     backends,

@@ -112,6 +112,16 @@ class Backend:
     #: Whether ``"auto"`` logs (INFO, once per reason) that it passed over this backend,
     #: installed but refusing the problem (Gurobi: a licence too small for the model).
     announce_fallback: ClassVar[bool] = False
+    #: Keys of ``BackendConfig.options`` that configure the backend itself, not its
+    #: solver (``"pyepo"``'s ``"model"``): without them it solves nothing, so ``"auto"``
+    #: never picks it, and they are not handed on to another backend.
+    config_options: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def label(cls, config: BackendConfig) -> str:
+        """The ``backend`` label of this backend's solvers under ``config``: its name,
+        or more (``"pyepo:shortestPathModel"``)."""
+        return cls.name
 
     @classmethod
     def rank(cls, spec: Spec) -> int:

@@ -134,11 +134,15 @@ class BackendConfig(BaseModel):
 
     @classmethod
     def load(cls, source: BackendConfig | str | os.PathLike | dict | None) -> BackendConfig:
-        """From a config, a backend name, a dict, or a YAML/JSON file or string."""
+        """From a config, a backend name, a dict, a YAML/JSON file or string, or an
+        object that stands for a backend and says its config with
+        ``to_backend_config()`` (a wrapped PyEPO model: `combolayer.interop.pyepo`)."""
         if source is None:
             return cls()
         if isinstance(source, BackendConfig):
             return source
+        if callable(getattr(source, "to_backend_config", None)):
+            return cls.load(source.to_backend_config())
         if isinstance(source, str) and source.isidentifier():
             return cls(name=source)
         data = read_mapping(source, what="backend config")

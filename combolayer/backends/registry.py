@@ -1,10 +1,10 @@
 """The backend registry: the one place that maps names to backends, and ``make_solver``.
 
 A backend is a `Backend` subclass (see there
-for what it declares). Backends in this package register when their module is
-imported, and every module of the package is imported on first use
-(`combolayer.discovery`), so a new backend is one new file here;
-third-party ones register under the entry-point group
+for what it declares). Backends in this package and in `combolayer.interop` (other
+libraries' models) register when their module is imported, and every module of both
+packages is imported on first use (`combolayer.discovery`), so a new backend is one new
+file there; third-party ones register under the entry-point group
 ``combolayer.backends``.
 """
 
@@ -55,6 +55,8 @@ def _load_all() -> None:
         return
     _loaded = True
     import_submodules(__package__, [str(Path(__file__).parent)])
+    interop = f"{__package__.rpartition('.')[0]}.interop"
+    import_submodules(interop, importlib.import_module(interop).__path__)
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         try:
             plugin = entry.load()
@@ -76,11 +78,16 @@ def missing_packages(cls: type) -> list[str]:
     return [pkg for pkg in cls.requires if importlib.util.find_spec(pkg) is None]
 
 
-def why_not(cls: type, spec: Spec) -> str | None:
-    """Why backend ``cls`` cannot solve ``spec``, or None when it can."""
+def why_not(cls: type, spec: Spec, config: BackendConfig | None = None) -> str | None:
+    """Why backend ``cls`` cannot solve ``spec`` under ``config`` (without one: as
+    ``"auto"`` would use it), or None when it can."""
     missing = missing_packages(cls)
     if missing:
         return f"package {', '.join(missing)} is not installed (pip install {' '.join(missing)})"
+    absent = [key for key in cls.config_options
+              if config is None or key not in config.options]
+    if absent:
+        return f"it solves only with options {absent} in its config"
     return cls().accepts(spec)
 
 
@@ -107,8 +114,10 @@ def capable_backends(spec: Spec) -> list[str]:
     return [cls.name for cls in _ranked(spec) if why_not(cls, spec) is None]
 
 
-def select_backend(spec: Spec, name: str = "auto") -> type:
-    """The backend class for ``name``, checked against ``spec``."""
+def select_backend(spec: Spec, name: str = "auto",
+                   config: BackendConfig | None = None) -> type:
+    """The backend class for ``name``, checked against ``spec`` (and, for a named
+    backend, the ``config`` it is compiled with)."""
     if name == "auto":
         passed_over = []
         for cls in _ranked(spec):
@@ -125,7 +134,7 @@ def select_backend(spec: Spec, name: str = "auto") -> type:
         raise BackendUnavailable(
             f"unknown backend {name!r}: expected one of {['auto', *sorted(registry)]}"
         )
-    reason = why_not(registry[name], spec)
+    reason = why_not(registry[name], spec, config)
     if reason is not None:
         able = capable_backends(spec)
         raise BackendUnavailable(
@@ -180,14 +189,11 @@ def make_solver(
         >>> solver.solve(np.array([0.1, 0.9, 0.5, 0.2])).tolist()
         [0.0, 1.0, 1.0, 0.0]
     """
-    own = getattr(backend, "solver_for", None)  # a foreign model, e.g. from_pyepo(optmodel)
-    if callable(own):
-        return own(load_spec(spec))
     spec = load_spec(spec)
     config = BackendConfig.load(backend)
     races = _wants_race(config)
     ranked = config.model_copy(update={"name": "auto"}) if races else config
-    cls = select_backend(spec, ranked.name)
+    cls = select_backend(spec, ranked.name, ranked)
     # CPU time of this process times single-threaded solves whatever the load
     clock = time.process_time if config.threads == 1 else time.perf_counter
     began = clock()
@@ -202,7 +208,7 @@ def make_solver(
              for rival in rivals],
             spec.label, first_reason=reason, first_setup=setup,
             sample_clock=None if config.threads == 1 else time.perf_counter)
-    solver = Solver(spec, kernel, cls.name, config)
+    solver = Solver(spec, kernel, cls.label(ranked), config)
     solver.choice_reason = reason
     solver.row_fallback = functools.partial(_row_solver, spec, ranked)
     if ranked.name == "auto" and getattr(kernel, "array_api", "numpy") == "numpy":
@@ -250,7 +256,11 @@ def row_backends(spec: Spec) -> list[str]:
 
 def _row_solver(spec: Spec, config: BackendConfig) -> Solver:
     """The solver for calls with per-call rows when ``config``'s backend takes none:
-    the best installed backend that does (``Capability.ROWS``), with the same settings."""
+    the best installed backend that does (``Capability.ROWS``), with the same settings
+    but the options that configure ``config``'s backend itself (`Backend.config_options`)."""
+    own = backends()[config.name].config_options if config.name in backends() else ()
+    config = config.model_copy(update={"options": {
+        key: value for key, value in config.options.items() if key not in own}})
     able = row_backends(spec)
     if not able:
         raise BackendUnavailable(
@@ -284,7 +294,21 @@ def as_solver(problem: Any, backend: Any = "auto") -> Solver:
         return compiled
     if isinstance(backend, Solver):
         return backend
-    return make_solver(problem, backend)
+    return make_solver(*in_place_of_spec(problem, backend))
+
+
+def in_place_of_spec(problem: Any, backend: Any) -> tuple[Any, Any]:
+    """``(spec, backend)`` for a layer or loss given ``problem`` and ``backend``.
+
+    Anything that carries its spec as ``.spec`` without being one (a compiled
+    [`Solver`][combolayer.backends.Solver], a wrapped PyEPO model) may stand in place of
+    the spec when ``backend`` is ``"auto"``: its ``.spec`` is the spec and itself the
+    backend. Anything else is returned as given.
+    """
+    if (isinstance(backend, str) and backend == "auto" and not isinstance(problem, Spec)
+            and hasattr(problem, "spec")):
+        return problem.spec, problem
+    return problem, backend
 
 
 def renamed_solver_keyword(solver: Any, backend: Any, where: str) -> Any:

@@ -3,10 +3,14 @@ MPAX) behind combolayer's solver, layer and losses.
 
 ``from_pyepo(optmodel)`` returns a [`PyEPOBackend`][combolayer.backends.PyEPOBackend], a
 value accepted wherever a backend is (``cl.make_solver(spec, backend=...)``,
-``cl.ComboLayer(spec, backend=...)``, the losses), and in place of the spec
-(``cl.ComboLayer(cl.backends.from_pyepo(m))``), in which case the spec is read from the
-model. PyEPO itself is imported lazily: nothing here needs it
-until a model is wrapped.
+``cl.ComboLayer(spec, backend=...)``, the losses): ``BackendConfig.load`` reads it as
+``BackendConfig(name="pyepo", options={"model": wrapper})``, and the registered backend
+``"pyepo"`` ([`PyEPOModelBackend`][combolayer.interop.pyepo.PyEPOModelBackend]) compiles
+the wrapped model's kernel from that config, so copies and pickles go through the config
+as for any backend (the wrapper pickles as a recipe that builds the model again). Like a
+compiled solver, the wrapper may stand in place of the spec
+(``cl.ComboLayer(cl.backends.from_pyepo(m))``): the spec is then read from the model.
+PyEPO itself is imported lazily: nothing here needs it until a model is wrapped.
 
 Reading the model. For a Gurobi model (``pyepo.model.grb``) the constraint matrix, senses,
 right-hand sides, bounds and variable types are read through ``model._model.getA()``,
@@ -39,13 +43,15 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ..backends.base import Backend, Tier
+from ..backends.config import BackendConfig
+from ..backends.outcome import Outcome, settle
+from ..backends.registry import register_backend
+from ..backends.solver import Kernel
 from ..errors import SolverError, SpecError
 from ..specs.base import ILP, Spec
-from .config import BackendConfig
-from .outcome import Outcome, settle
-from .solver import Solver
 
-__all__ = ["PyEPOBackend", "from_pyepo", "ilp_from_copt", "ilp_from_dsl", "ilp_from_gurobi",
+__all__ = ["PyEPOBackend", "PyEPOModelBackend", "from_pyepo", "ilp_from_copt", "ilp_from_dsl", "ilp_from_gurobi",
            "ilp_from_mpax", "ilp_from_ortools", "ilp_from_pyomo"]
 
 #: Gurobi's (and COPT's) variable types as combolayer's integrality.
@@ -895,20 +901,53 @@ class PyEPOBackend:
             self._spec = self._reader(self.optmodel)
         return self._spec
 
-    def solver_for(self, spec: Spec) -> Solver:
-        """A [`Solver`][combolayer.backends.Solver] for ``spec``; the wrapped model solves."""
-        n = self.optmodel.num_cost
+    def to_backend_config(self) -> BackendConfig:
+        """The config that names this model's backend: ``"pyepo"``, with the wrapper as
+        ``options["model"]`` (what `BackendConfig.load` returns for the wrapper)."""
+        return BackendConfig(name=PyEPOModelBackend.name, options={"model": self})
+
+
+@register_backend
+class PyEPOModelBackend(Backend):
+    """The backend ``"pyepo"``: the PyEPO model in ``config.options["model"]`` (a
+    `PyEPOBackend`, from `from_pyepo`) solves every instance with its own solver.
+
+    Without a model in its config it solves nothing, so ``"auto"`` never picks it; its
+    solvers' ``backend`` label names the model's class (``"pyepo:shortestPathModel"``).
+    """
+
+    name = "pyepo"
+    requires = ("pyepo",)
+    generic_tier = Tier.LAST
+    config_options = ("model",)
+
+    @classmethod
+    def label(cls, config: BackendConfig) -> str:
+        return _wrapper(config).name
+
+    def accepts(self, spec: Spec) -> str | None:
+        return None  # any spec of the model's size: checked in compile, with the model
+
+    def compile(self, spec: Spec, config: BackendConfig) -> Kernel:
+        optmodel = _wrapper(config).optmodel
+        n = optmodel.num_cost
         if spec.num_outputs != n:
             raise SpecError(f"{spec.label} has {spec.num_outputs} outputs but PyEPO model "
-                            f"{self.optmodel!r} predicts {n} costs: expected equal sizes")
-        if _dsl_problem(self.optmodel) is not None:
+                            f"{optmodel!r} predicts {n} costs: expected equal sizes")
+        if _dsl_problem(optmodel) is not None:
             kinds = (_DslMpaxKernel, _DslKernel)
         else:
             kinds = (_MpaxKernel, _PyEPOKernel)
-        kernel = kinds[0 if _is_mpax(self.optmodel) else 1](self.optmodel, n)
-        solver = Solver(spec, kernel, self.name, BackendConfig(name=self.name))
-        solver.backend_source = self  # what a loss's copy compiles its solver from again
-        return solver
+        return kinds[0 if _is_mpax(optmodel) else 1](optmodel, n)
+
+
+def _wrapper(config: BackendConfig) -> PyEPOBackend:
+    """The wrapped model a ``"pyepo"`` config carries."""
+    model = config.options.get("model")
+    if not isinstance(model, PyEPOBackend):
+        raise TypeError(f'backend "pyepo" expects options["model"] = '
+                        f"cl.backends.from_pyepo(optmodel), got {type(model).__name__}")
+    return model
 
 
 def from_pyepo(optmodel: Any) -> PyEPOBackend:

@@ -22,7 +22,7 @@ from ..analysis.hull import analyze
 from ..backends.clip import ClipNegatives
 from ..backends.config import BackendConfig
 from ..backends.pool import CachedSolver, SolutionPool, as_pool, check_solve_ratio
-from ..backends.registry import make_solver
+from ..backends.registry import in_place_of_spec, make_solver
 from ..backends.rows import check_rows, collect_infeasible
 from ..backends.solver import Solver, capturing_aux, check_costs, check_known_cost
 from ..estimators import Estimator, resolve_method
@@ -125,10 +125,7 @@ class ComboLayer(nn.Module):
         on_infeasible: str | None = None,
     ) -> None:
         super().__init__()
-        if callable(getattr(spec, "solver_for", None)) and backend == "auto":
-            spec, backend = spec.spec, spec  # a wrapped model in place of the spec
-        if isinstance(spec, Solver) and backend == "auto":
-            spec, backend = spec.spec, spec  # a compiled solver in place of the spec
+        spec, backend = in_place_of_spec(spec, backend)  # a solver or wrapped model
         self.solve_ratio = check_solve_ratio(solve_ratio)
         self.spec = load_spec(spec)
         if isinstance(backend, Solver):
@@ -141,10 +138,10 @@ class ComboLayer(nn.Module):
             self.__dict__["_given_solver"] = backend
             config = backend.config
             self.backend_config = (config.model_copy(update={"name": backend.backend})
-                                   if isinstance(config, BackendConfig) else config)
+                                   if isinstance(config, BackendConfig)
+                                   and config.name in ("auto", "race") else config)
         else:
-            self.backend_config = (backend if callable(getattr(backend, "solver_for", None))
-                                   else BackendConfig.load(backend))
+            self.backend_config = BackendConfig.load(backend)
         if on_infeasible is not None:
             if on_infeasible not in ("raise", "flag"):
                 raise ValueError(f"on_infeasible must be 'raise' or 'flag', got {on_infeasible!r}")
