@@ -56,10 +56,20 @@ def _module_functions(path: Path) -> dict[str, ast.FunctionDef]:
 
 def _starts_processes(node: ast.FunctionDef, functions: dict, seen: set) -> bool:
     """Whether ``node``, or a function of its module that it calls, starts Python
-    processes: ``sys.executable``, ``subprocess``, ``multiprocessing``, a literal
-    ``executor="process"`` or DataLoader workers (``num_workers`` other than 0)."""
+    processes: ``sys.executable``, ``subprocess``, ``multiprocessing``, the executor
+    ``"process"`` (a literal ``"process"`` in a function that names an executor) or
+    DataLoader workers (``num_workers`` other than 0)."""
     seen.add(node.name)
-    for sub in ast.walk(node):
+    # the body only: a parametrize decorator's "process" marks that parameter alone
+    body = [sub for statement in node.body for sub in ast.walk(statement)]
+    compared = {id(leaf) for sub in body if isinstance(sub, ast.Compare)
+                for leaf in ast.walk(sub)}  # `if executor == "process":` starts nothing
+    words = {sub.value for sub in body if isinstance(sub, ast.Constant)
+             and id(sub) not in compared}
+    names = {sub.id for sub in body if isinstance(sub, ast.Name)}
+    if "process" in words and ("executor" in words or "executor" in names):
+        return True
+    for sub in body:
         if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and (
                 (sub.value.id, sub.attr) == ("sys", "executable")
                 or sub.value.id in ("subprocess", "multiprocessing")):
@@ -69,11 +79,6 @@ def _starts_processes(node: ast.FunctionDef, functions: dict, seen: set) -> bool
                                                    and sub.value.value == 0))
                 or (sub.arg == "executor" and isinstance(sub.value, ast.Constant)
                     and sub.value.value == "process")):
-            return True
-        if isinstance(sub, ast.Dict) and any(
-                isinstance(key, ast.Constant) and key.value == "executor"
-                and isinstance(value, ast.Constant) and value.value == "process"
-                for key, value in zip(sub.keys, sub.values)):
             return True
         if (isinstance(sub, ast.Name) and sub.id in functions and sub.id not in seen
                 and _starts_processes(functions[sub.id], functions, seen)):
