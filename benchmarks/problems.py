@@ -24,7 +24,7 @@ from _doc_blocks import write_block
 from tqdm.auto import tqdm
 
 import combolayer as cl
-from combolayer.backends.scipy import ScipyBackend
+from combolayer.backends.algorithms import ScipyBackend
 from combolayer.problems import TSP, Knapsack, Matching, Ranking, ShortestPath, TopK
 
 

@@ -46,7 +46,7 @@ from _doc_blocks import write_block
 
 import combolayer as cl
 import combolayer.backends.highs as highs_backend
-from combolayer.backends.scipy import TSP_DP_MAX_NODES
+from combolayer.backends.algorithms import TSP_DP_MAX_NODES
 from combolayer.cli.perf import tsp_costs
 
 ROOT = Path(__file__).resolve().parents[1]

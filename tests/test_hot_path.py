@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import combolayer as cl
-from combolayer.backends.scipy import DagPlan
+from combolayer.backends.algorithms import DagPlan
 from combolayer.backends.solver import all_finite
 from combolayer.data import grid_edges
 from combolayer.problems.shortest_path import topological_order
@@ -72,7 +72,7 @@ def test_identity_backward_is_negative_identity_without_a_copy_of_the_solution()
 @pytest.mark.parametrize(("n", "k"), [(6, 1), (6, 3), (6, 6), (100, 10)])
 def test_topk_and_ranks_agree_with_a_stable_sort_with_and_without_ties(n, k, dtype):
     # float32/float64 on the CPU take numpy's sort unless a tie matters; float16 torch's
-    from combolayer.backends.torch import ranks, topk_indicator
+    from combolayer.backends.closed_form import ranks, topk_indicator
 
     rng = np.random.default_rng(k)
     for costs in (torch.tensor(rng.normal(size=(20, n)), dtype=dtype),
@@ -129,7 +129,7 @@ def test_cost_check_refuses_magnitudes_at_the_limit_on_either_side():
 
 
 def test_topk_fast_path_sees_ties_only_at_the_boundary():
-    from combolayer.backends.torch import topk_indicator
+    from combolayer.backends.closed_form import topk_indicator
 
     costs = torch.tensor([[1.0, 0.0, 0.0, 5.0, 2.0],    # tie inside the 2 smallest: fast path
                           [3.0, 1.0, 2.0, 1.0, 4.0]])   # no tie at the 2nd value
@@ -146,7 +146,7 @@ def pyepo_grid() -> cl.problems.ShortestPath:
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_enumerated_dag_paths_solve_torch_costs_in_their_dtype(dtype):
-    from combolayer.backends.scipy import EnumeratedPaths
+    from combolayer.backends.algorithms import EnumeratedPaths
 
     solver = cl.make_solver(pyepo_grid(), "scipy")
     assert isinstance(solver.kernel, EnumeratedPaths) and solver.kernel.array_api == "torch"

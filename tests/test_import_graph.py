@@ -173,3 +173,22 @@ def test_every_module_imports_first_in_a_fresh_interpreter():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_no_module_is_named_after_a_package_it_imports():
+    """A module named after the package it wraps (``backends/torch.py`` importing torch)
+    shadows that package in tracebacks and in imports relative to its folder. The
+    modules of ``combolayer.interop`` are the exception by design: each is named after
+    the library whose models it adapts (``combolayer.interop.pyepo``)."""
+    shadowing = []
+    for name, path in module_names().items():
+        short = name.rpartition(".")[2]
+        if name.startswith("combolayer.interop."):
+            continue
+        imported = {alias.name.split(".")[0] for node in _imports(ast.parse(path.read_text()))
+                    if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {node.module.split(".")[0] for node in _imports(ast.parse(path.read_text()))
+                     if isinstance(node, ast.ImportFrom) and not node.level and node.module}
+        if short in imported:
+            shadowing.append(f"{name} imports {short}")
+    assert not shadowing, "modules named after a package they import: " + ", ".join(shadowing)

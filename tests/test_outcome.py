@@ -71,7 +71,7 @@ def test_each_solver_maps_its_statuses():
     assert scip_outcome("nodelimit") is Outcome.LIMIT  # as Gurobi's NODE_LIMIT
     assert scip_outcome("sollimit") is Outcome.LIMIT
     cp = pytest.importorskip("cvxpy")
-    from combolayer.backends.cvxpy import cvxpy_outcome
+    from combolayer.backends.modelling import cvxpy_outcome
 
     # optimal_inaccurate is never optimal: SCIP's own status says which limit it was.
     assert cvxpy_outcome(cp.OPTIMAL_INACCURATE) is Outcome.INACCURATE

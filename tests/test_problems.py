@@ -301,7 +301,7 @@ def test_ties_are_deterministic_and_batch_independent(case):
 
 
 def test_torch_path_is_vmap_friendly_and_keeps_device_dtype():
-    from combolayer.backends.torch import ranks, topk_indicator
+    from combolayer.backends.closed_form import ranks, topk_indicator
 
     w = torch.randn(3, 4, 10, dtype=torch.float64)
     y = torch.func.vmap(lambda c: topk_indicator(c, 4))(w.reshape(12, 10))
@@ -416,7 +416,7 @@ def test_scipy_ranks_behind_scip_only_where_scip_is_faster(monkeypatch):
 
 def test_scipy_tsp_kernel_matches_brute_force():
     """The scipy TSP solver, called directly (auto prefers SCIP where installed)."""
-    from combolayer.backends.scipy import ScipyBackend
+    from combolayer.backends.algorithms import ScipyBackend
 
     spec = TSP(num_nodes=6)
     kernel = ScipyBackend().compile(spec, cl.BackendConfig())
@@ -431,23 +431,23 @@ def test_scipy_tsp_kernel_matches_brute_force():
 def test_held_karp_matches_brute_force_on_any_costs(n):
     """The TSP DP (auto's choice up to TSP_DP_MAX_NODES cities) on asymmetric,
     negative and tied costs, in chunks smaller than the batch."""
-    from combolayer.backends import scipy as scipy_backend
+    from combolayer.backends import algorithms
 
     spec = TSP(num_nodes=n)
     rng = np.random.default_rng(n)
     costs = np.concatenate([rng.normal(size=(6, n, n)), rng.integers(0, 2, (3, n, n))])
     solutions = enumerate_solutions(spec)
-    y = scipy_backend.held_karp(costs.reshape(len(costs), -1), n).reshape(costs.shape)
+    y = algorithms.held_karp(costs.reshape(len(costs), -1), n).reshape(costs.shape)
     for b in range(len(costs)):
         assert np.any(np.all(solutions == y[b], axis=(1, 2))), y[b]  # a tour
         assert np.sum(costs[b] * y[b]) == pytest.approx(best_value(spec, solutions, costs[b]))
 
 
 def test_held_karp_agrees_with_scip_at_the_size_limit(monkeypatch):
-    from combolayer.backends import scipy as scipy_backend
+    from combolayer.backends import algorithms
 
     pytest.importorskip("pyscipopt")
-    n = scipy_backend.TSP_DP_MAX_NODES
+    n = algorithms.TSP_DP_MAX_NODES
     monkeypatch.setattr(scipy_backend, "_TSP_CHUNK_CELLS", 1)  # one instance per chunk
     spec = TSP(num_nodes=n)
     points = np.random.default_rng(5).random((3, n, 2))

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import combolayer as cl
-from combolayer.backends import torch as torch_backend
+from combolayer.backends import closed_form
 
 
 def loglog_by_hand(ranks: np.ndarray, relevance: np.ndarray) -> float:
@@ -146,9 +146,9 @@ def test_ranking_layer_ranks_every_query_in_batched_sorts(rng, monkeypatch):
         return counted
 
     # the CPU path: numpy's sort (the tie check) and argsort; the tie path: torch.sort
-    monkeypatch.setattr(torch_backend.torch, "sort", counting(torch.sort))
-    monkeypatch.setattr(torch_backend.np, "sort", counting(np.sort))
-    monkeypatch.setattr(torch_backend.np, "argsort", counting(np.argsort))
+    monkeypatch.setattr(closed_form.torch, "sort", counting(torch.sort))
+    monkeypatch.setattr(closed_form.np, "sort", counting(np.sort))
+    monkeypatch.setattr(closed_form.np, "argsort", counting(np.argsort))
     ranks = layer(rows)
     monkeypatch.undo()
     assert calls == [(b, b - 1), (b, b - 1)]

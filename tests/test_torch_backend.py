@@ -1,4 +1,4 @@
-"""The pure-torch kernels (combolayer.backends.torch) under torch.func.vmap and
+"""The pure-torch kernels (combolayer.backends.closed_form) under torch.func.vmap and
 torch.compile."""
 
 import torch
@@ -7,7 +7,7 @@ import torch
 
 
 def test_the_pure_torch_solvers_vmap_and_compile():
-    from combolayer.backends.torch import ranks, topk_indicator
+    from combolayer.backends.closed_form import ranks, topk_indicator
 
     costs = torch.randn(3, 4, 6, generator=torch.Generator().manual_seed(0))
     batched = torch.func.vmap(lambda c: topk_indicator(c, 2))(costs)

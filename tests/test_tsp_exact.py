@@ -160,7 +160,7 @@ def test_highs_tsp_options_win_over_the_kernel_defaults():
 
 
 def test_default_tsp_backend_is_held_karp_then_highs_then_scip():
-    from combolayer.backends.scipy import TSP_DP_MAX_NODES
+    from combolayer.backends.algorithms import TSP_DP_MAX_NODES
 
     assert cl.make_solver(TSP(num_nodes=6)).backend == "scipy"  # the Held-Karp DP
     solver = cl.make_solver(TSP(num_nodes=TSP_DP_MAX_NODES + 1))

@@ -25,7 +25,7 @@ spec's move order (grids) or the lowest-numbered entering arc (graphs) among tho
 whose distance is least; the answer is the same on every run. The path is read
 back by pointer doubling (``log2(n)`` gathers), not a walk of ``n`` steps.
 
-Negative costs follow the spec's ``negative_costs`` as `combolayer.backends.scipy`'s
+Negative costs follow the spec's ``negative_costs`` as `combolayer.backends.algorithms`'s
 Dijkstra does: on a grid, and on a graph with cycles, ``"error"`` raises and
 ``"clip"`` sets them to 0 (a grid's source and target costs never count); an
 acyclic directed graph takes any costs.
