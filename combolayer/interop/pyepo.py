@@ -5,12 +5,12 @@ MPAX) behind combolayer's solver, layer and losses.
 value accepted wherever a backend is (``cl.make_solver(spec, backend=...)``,
 ``cl.ComboLayer(spec, backend=...)``, the losses): ``BackendConfig.load`` reads it as
 ``BackendConfig(name="pyepo", options={"model": wrapper})``, and the registered backend
-``"pyepo"`` ([`PyEPOModelBackend`][combolayer.interop.pyepo.PyEPOModelBackend]) compiles
-the wrapped model's kernel from that config, so copies and pickles go through the config
-as for any backend (the wrapper pickles as a recipe that builds the model again). Like a
-compiled solver, the wrapper may stand in place of the spec
-(``cl.ComboLayer(cl.backends.from_pyepo(m))``): the spec is then read from the model.
-PyEPO itself is imported lazily: nothing here needs it until a model is wrapped.
+``"pyepo"`` (``PyEPOModelBackend`` below) compiles the wrapped model's kernel from that
+config, so copies and pickles go through the config as for any backend (the wrapper
+pickles as a recipe that builds the model again). Like a compiled solver, the wrapper
+may stand in place of the spec (``cl.ComboLayer(cl.backends.from_pyepo(m))``): the spec
+is then read from the model. PyEPO itself is imported lazily: nothing here needs it
+until a model is wrapped.
 
 Reading the model. For a Gurobi model (``pyepo.model.grb``) the constraint matrix, senses,
 right-hand sides, bounds and variable types are read through ``model._model.getA()``,
@@ -51,8 +51,8 @@ from ..backends.solver import Kernel
 from ..errors import SolverError, SpecError
 from ..specs.base import ILP, Spec
 
-__all__ = ["PyEPOBackend", "PyEPOModelBackend", "from_pyepo", "ilp_from_copt", "ilp_from_dsl", "ilp_from_gurobi",
-           "ilp_from_mpax", "ilp_from_ortools", "ilp_from_pyomo"]
+__all__ = ["PyEPOBackend", "PyEPOModelBackend", "from_pyepo", "ilp_from_copt", "ilp_from_dsl",
+           "ilp_from_gurobi", "ilp_from_mpax", "ilp_from_ortools", "ilp_from_pyomo"]
 
 #: Gurobi's (and COPT's) variable types as combolayer's integrality.
 _VTYPES = {"B": "binary", "I": "integer", "C": "continuous"}
