@@ -448,7 +448,7 @@ def test_held_karp_agrees_with_scip_at_the_size_limit(monkeypatch):
 
     pytest.importorskip("pyscipopt")
     n = algorithms.TSP_DP_MAX_NODES
-    monkeypatch.setattr(scipy_backend, "_TSP_CHUNK_CELLS", 1)  # one instance per chunk
+    monkeypatch.setattr(algorithms, "_TSP_CHUNK_CELLS", 1)  # one instance per chunk
     spec = TSP(num_nodes=n)
     points = np.random.default_rng(5).random((3, n, 2))
     costs = np.linalg.norm(points[:, :, None] - points[:, None], axis=-1)
