@@ -128,7 +128,10 @@ def feasible_points(form: CanonicalForm, tol: float = FEASIBILITY_TOL) -> np.nda
         ok &= (np.asarray(form.A_ub @ points.T).T <= form.b_ub + tol).all(axis=1)
     if form.A_eq.shape[0]:
         ok &= (np.abs(np.asarray(form.A_eq @ points.T).T - form.b_eq) <= tol).all(axis=1)
-    return points[ok]
+    points = points[ok]
+    if form.row_separator is not None:  # a path's cycles: no point per-call rows may pick
+        points = points[[not form.row_separator(x) for x in points]]
+    return points
 
 
 def separable_box(form: CanonicalForm, tol: float = FEASIBILITY_TOL
