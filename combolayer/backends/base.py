@@ -129,6 +129,13 @@ class Backend:
         Override when the speed depends on the instance."""
         return cls.native_tier if spec.kind in cls.kinds else cls.generic_tier
 
+    @classmethod
+    def row_rank(cls, spec: Spec) -> int:
+        """Where ``"auto"`` ranks this backend for the calls on ``spec`` that bring
+        per-call rows ``A x <= b`` (which make a problem with an integral LP a MIP:
+        `CanonicalForm.for_rows`); `rank` unless overridden."""
+        return cls.rank(spec)
+
     def accepts(self, spec: Spec) -> str | None:
         """Why this backend cannot solve ``spec`` (its packages being installed), or None.
         Extend it with ``super().accepts(spec) or <own checks>``."""

@@ -250,8 +250,9 @@ def _wants_race(config: BackendConfig) -> bool:
 
 def row_backends(spec: Spec) -> list[str]:
     """The installed backends that take per-call rows ``A x <= b`` for ``spec``, best first."""
-    return [cls.name for cls in _ranked(spec)
+    able = [cls for cls in backends().values()
             if cls.capabilities & Capability.ROWS and why_not(cls, spec) is None]
+    return [cls.name for cls in sorted(able, key=lambda cls: cls.row_rank(spec))]
 
 
 def _row_solver(spec: Spec, config: BackendConfig) -> Solver:
