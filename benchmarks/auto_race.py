@@ -20,7 +20,7 @@ backend ``auto`` kept and why (``layer.backend_reason``); and the rows the race 
 each candidate, which add up to the rows asked (no solve spent racing that a fixed
 choice would not have made).
 
-Then solve loops, one for every MIP row of docs/performance.md and docs/problems.md
+Then solve loops, one for every MIP row of docs/measurements/solvers.md
 (`solve_loops`): PyEPO's knapsacks with their own costs (50 x 2, 200 x 2, 1000 x 2,
 200 x 5), problems.md's knapsacks (2 x 32, 2 x 100), the facility-location example
 with its known cost, TSP 20, 50, 60, 100 and 150; 4 to 320 rows each, in batches of 32
@@ -114,7 +114,7 @@ def train_interleaved(loop, spec, train, backends, epochs: int, bar) -> dict:
 
 
 def solve_loops(quick: bool) -> list[tuple[str, str, object, np.ndarray]]:
-    """Every MIP row of docs/performance.md and docs/problems.md as a solve loop:
+    """Every MIP row of docs/measurements/solvers.md as a solve loop:
     (problem, where the docs have it, spec, cost rows). Seeded, so every run solves
     the same problems."""
     rng = np.random.default_rng(0)
@@ -320,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
                     "trial rows stopped at the race's time limit named)"], goals), "",
             "Why `auto` kept what it kept (`backend_reason`, as the layer's repr shows it):", "",
             *reasons, "",
-            "Solve loops, one for every MIP row of docs/performance.md and docs/problems.md: "
+            "Solve loops, one for every MIP row of docs/measurements/solvers.md: "
             "the row's problem and costs (PyEPO's knapsack: its own costs; problems.md's "
             "knapsacks: uniform values; TSP: random points; facility location: its "
             "example's costs) solved in batches of 32 (a quarter of the rows below 128) by "

@@ -85,3 +85,16 @@ def test_core_projection_table_names_every_projection():
     assert sorted(documented) == sorted(accepted), (
         f"docs/projections.md's projection table lists {sorted(documented)}, expected the "
         f"projections combolayer.layer.projection accepts: {sorted(accepted)}")
+
+
+def test_every_docs_page_the_code_names_exists():
+    """A docstring or comment that sends the reader to docs/PAGE.md names a page that
+    is there (pages move; the reference must move with them)."""
+    root = Path(__file__).resolve().parents[1]
+    named = {}
+    for folder in ("combolayer", "benchmarks"):
+        for path in sorted((root / folder).rglob("*.py")):
+            for page in re.findall(r"\bdocs/[\w/]+\.md\b", path.read_text()):
+                named.setdefault(page, str(path.relative_to(root)))
+    missing = {page: where for page, where in named.items() if not (root / page).exists()}
+    assert not missing, f"pages named in code but not in docs/: {missing}"

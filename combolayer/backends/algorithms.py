@@ -176,7 +176,7 @@ class EnumeratedPaths:
 #: Enumerate a DAG's source-target paths up to this many (PyEPO's 5x5 grid: 70),
 #: and while ``num_paths * num_arcs`` stays under ``_MAX_PATH_TABLE``: one
 #: ``(B, A) @ (A, K)`` matmul beats the level DP's per-level numpy calls there
-#: (docs/performance.md).
+#: (benchmarks/problems.py, docs/measurements/solvers.md).
 MAX_ENUMERATED_PATHS = 4096
 _MAX_PATH_TABLE = 1 << 20
 

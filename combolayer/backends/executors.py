@@ -59,7 +59,7 @@ logger = logging.getLogger(__name__)
 
 def _serial_config(config: BackendConfig) -> BackendConfig:
     # One solver thread per worker: workers x threads must not exceed the cores
-    # (docs/performance.md, "Threads under load").
+    # (docs/measurements/overhead.md, "Threads under load").
     return config.model_copy(update={"executor": "serial", "workers": 1, "threads": 1})
 
 

@@ -262,7 +262,7 @@ class GurobiKernel(_GurobiRun, RowKernel):
     minimisation costs, each optionally started from ``start`` (``(B, N)`` outputs)."""
 
     #: Off: a start measured no faster on PyEPO's knapsack (mean 0.96-1.03x, also on
-    #: the training loops' own solves; benchmarks/warm_start.py, docs/performance.md).
+    #: the training loops' own solves; benchmarks/warm_start.py, docs/measurements/solvers.md).
     #: Set it on a kernel to pass ``start`` through as Gurobi's ``Start`` attribute.
     takes_start = False
 

@@ -273,7 +273,7 @@ class ScipKernel(RowKernel):
     """One kept SCIP model; ``__call__`` solves a batch of minimisation costs.
 
     SCIP keeps the solutions of earlier solves across ``freeTransform`` and tries them
-    as incumbents in the next (a warm start of its own; docs/performance.md). The
+    as incumbents in the next (a warm start of its own; docs/measurements/solvers.md). The
     answer is optimal either way; under ties, which optimum comes back may depend on
     the earlier solves of this kernel.
     """
@@ -348,7 +348,7 @@ class ScipKernel(RowKernel):
 
     #: Off: a start measured no faster on PyEPO's knapsack (mean 0.99-1.02x, and
     #: 0.98-1.00x on the training loops' own solves with the pool's starts;
-    #: benchmarks/warm_start.py, docs/performance.md): SCIP already tries the
+    #: benchmarks/warm_start.py, docs/measurements/solvers.md): SCIP already tries the
     #: solutions it kept from earlier solves. Set it on a kernel to pass ``start``.
     takes_start = False
 

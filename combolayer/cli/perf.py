@@ -4,7 +4,7 @@ Each ratio times two sides in one process, interleaved (A, B, A, B, ...), and
 reports the median of the per-round ratios A/B, so that a load change on a
 shared machine hits both sides of a round alike. ``torch.set_num_threads`` is
 pinned (default 1) for both sides. Used by ``benchmarks/training_overhead.py``
-(which writes docs/performance.md) and by ``combolayer bench --check``.
+(which writes docs/measurements/overhead.md) and by ``combolayer bench --check``.
 """
 
 from __future__ import annotations

@@ -134,7 +134,7 @@ class Identity(Estimator):
     def build(self, solver: Solver) -> DifferentiableSolve:
         # The hot path of every Identity layer: the solve runs inside one autograd
         # Function whose backward is one op, applied without Function.apply's
-        # argument binding (docs/performance.md), instead of the shared shell.
+        # argument binding (docs/measurements/overhead.md), instead of the shared shell.
         negative_identity = fast_apply(_negative_identity(solver))
         solve_min = solver.solve_min
         with_rows = super().build(solver)  # per-call rows: the shared shell

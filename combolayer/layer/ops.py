@@ -20,7 +20,7 @@ the output (``Estimator.saved_from_output``), so only estimators that can do so
 shells for the others, which compile with a graph break at the solve.
 
 Only traced code uses them: eager mode keeps the layer's autograd shells, the hot
-path docs/performance.md measures.
+path docs/measurements/overhead.md measures.
 """
 
 from __future__ import annotations

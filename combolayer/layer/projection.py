@@ -127,7 +127,7 @@ def make_projection(projection: str | Transform, spec: Spec) -> Transform:
       picks ``loss: spo+`` for such a spec).
 
     ``"norm"``, ``"std"`` and ``"mean"`` raise ``ValueError`` with a known cost
-    (docs/invariance.md says why).
+    (docs/projections.md says why).
     """
     if callable(projection):
         return projection
@@ -142,7 +142,7 @@ def make_projection(projection: str | Transform, spec: Spec) -> Transform:
         hull = analyze(spec, exact=projection.endswith("-exact"))
         if projection == "plane":
             return hull.transform()
-        # plane then normalise, as one autograd node (docs/performance.md)
+        # plane then normalise, as one autograd node (docs/measurements/overhead.md)
         plane = project_plane(torch.tensor(hull.normals, dtype=torch.float64))
         auto = on_cost_shape(normalized(plane), spec.cost_shape)
         if not known:

@@ -108,7 +108,7 @@ class SPOPlusLoss(SolverLoss):
         """SPO+ for the affine objective ``<c, y> + <k, x>`` (min-sense ``k``, the
         spec's known cost): ``loss = <2 c_hat - c, y* - y~> + <k, x* - x~>`` with ``x~``
         the optimum under ``2 c_hat - c`` (and ``k``) and ``x*`` under ``c``;
-        ``d loss / d c_hat = 2 (y* - y~)`` as before (docs/losses.md). ``y_true`` is
+        ``d loss / d c_hat = 2 (y* - y~)`` as before (docs/estimators.md). ``y_true`` is
         used when the known cost is zero on the auxiliaries; otherwise ``x*``'s
         auxiliaries are needed and ``y*`` is solved. ``known``: the instances' own known
         cost (min form, ``(*batch, num_vars)``), bound to every solve and counted."""

@@ -63,7 +63,7 @@ def fast_apply(function: type[torch.autograd.Function],
 
 #: Up to this many outputs, P_plane is one matmul with the dense ``(N, N)``
 #: projector: fewer torch ops (1 instead of 3) than the low-rank form, which
-#: is what costs at small N (measured in docs/performance.md).
+#: is what costs at small N (measured in docs/measurements/overhead.md).
 DENSE_PROJECTOR_MAX = 128
 
 
@@ -139,7 +139,7 @@ class Normalized:
     NORM_EPS)`` and ``u = c / n``, the backward is ``P ((g - u <g, u>) / n)``
     (``P g / n`` where the norm was clamped). Autograd would record about ten
     nodes for the chain; this is one, applied without ``Function.apply``'s
-    per-call signature binding (docs/performance.md). Its two halves,
+    per-call signature binding (docs/measurements/overhead.md). Its two halves,
     `values` and `vjp`, are public for a node that fuses more
     around them (the Identity layer's, in `combolayer.estimators`).
     """
