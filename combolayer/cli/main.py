@@ -86,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="cost rows for --race (default 200)")
     bench.add_argument("--check", action="store_true",
                        help="run the training-overhead ratios (under a minute) and exit 1 when "
-                            "one exceeds 1.5x its committed baseline (docs/measurements/overhead.md)")
+                            "one exceeds 1.5x its committed baseline "
+                            "(docs/measurements/overhead.md)")
     add_reproduce_arguments(sub.add_parser(
         "reproduce", help=COMMANDS["reproduce"][1], description=reproduce_description(),
         formatter_class=argparse.RawDescriptionHelpFormatter))
