@@ -30,9 +30,10 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import combolayer as cl  # noqa: E402
 from _doc_blocks import generated_by, page_parser, row, table, write_block  # noqa: E402
 from _training import one_thread  # noqa: E402
+
+import combolayer as cl  # noqa: E402
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "measurements" / "pyepo.md"
 #: Clarabel's own default iteration cap: the exact projection (it converges in ~10-20).
