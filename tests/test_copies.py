@@ -17,6 +17,7 @@ from testkit import skip_unless_installed as available
 
 import combolayer as cl
 from combolayer.backends.pool import SolutionPool
+from combolayer.backends.registry import backends, missing_packages
 from combolayer.estimators.base import METHODS
 from combolayer.losses.base import LOSSES
 
@@ -137,20 +138,65 @@ class SolvingDataset(torch.utils.data.Dataset):
             return self.layer(self.costs[i])
 
 
-@pytest.mark.parametrize("name", sorted(BACKEND_CASES))
-@pytest.mark.parametrize("start", ["fork", "spawn"])
-def test_a_layer_works_inside_dataloader_workers(name, start):
-    # Before: spawn failed for every backend (pickling), and fork hung with cvxpy.
-    available(name)
+class EveryBackendDataset(torch.utils.data.Dataset):
+    """Items ``(name, solution)``: item ``i`` solves ``batches[i]`` with ``layers[name]``,
+    so one DataLoader runs the layer of every backend in its workers."""
+
+    def __init__(self, layers, batches):
+        self.layers, self.batches = layers, batches
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __getitem__(self, i):
+        name, costs = self.batches[i]
+        with torch.no_grad():
+            return name, self.layers[name](costs)
+
+
+def _layer_and_costs(name):
     spec = BACKEND_CASES[name]()
     layer = cl.ComboLayer(spec, backend=name)
     costs = torch.randn(6, *spec.cost_shape, dtype=torch.float64,
                         generator=torch.Generator().manual_seed(0))
+    return layer, costs
+
+
+@pytest.mark.parametrize("name", sorted(BACKEND_CASES))
+def test_a_layer_works_inside_forked_dataloader_workers(name):
+    # Before: fork hung with cvxpy.
+    available(name)
+    layer, costs = _layer_and_costs(name)
     expected = layer(costs)  # the parent has used its solver before the workers start
     loader = torch.utils.data.DataLoader(SolvingDataset(layer, costs), batch_size=3,
-                                         num_workers=2, multiprocessing_context=start,
+                                         num_workers=2, multiprocessing_context="fork",
                                          timeout=120)
     torch.testing.assert_close(torch.cat(list(loader)), expected)
+
+
+def test_every_backends_layer_works_inside_spawned_dataloader_workers():
+    # Before: spawn failed for every backend (pickling). One loader for all backends:
+    # two spawned workers unpickle every layer (starting workers per backend cost
+    # 13-56 s each). A backend not installed here is a skip of its forked case above.
+    installed = [name for name in sorted(BACKEND_CASES)
+                 if not missing_packages(backends()[name])]
+    assert installed, "no backend of BACKEND_CASES is installed"
+    layers, costs, expected, batches = {}, {}, {}, []
+    for name in installed:
+        layers[name], costs[name] = _layer_and_costs(name)
+        expected[name] = layers[name](costs[name])  # used in the parent before the workers
+        # item 2k goes to worker 0, item 2k + 1 to worker 1: each backend solves in both
+        batches += [(name, costs[name][:3]), (name, costs[name][3:])]
+    loader = torch.utils.data.DataLoader(EveryBackendDataset(layers, batches),
+                                         batch_size=None, num_workers=2,
+                                         multiprocessing_context="spawn", timeout=300)
+    solved = {}
+    for name, solution in loader:
+        solved.setdefault(name, []).append(solution)
+    assert sorted(solved) == installed, f"expected answers of {installed}, got {sorted(solved)}"
+    for name in installed:
+        torch.testing.assert_close(torch.cat(solved[name]), expected[name],
+                                   msg=lambda text, name=name: f"backend {name!r}: {text}")
 
 
 # -- SPO+ and Fenchel-Young on every backend and executor ----------------------------------
