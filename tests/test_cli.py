@@ -1,14 +1,28 @@
+import contextlib
+import io
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import yaml
 
+from combolayer.cli import main
+
 
 def run(*args, check=True):
-    result = subprocess.run([sys.executable, "-m", "combolayer", *args], capture_output=True,
-                            text=True, check=False)
+    """``combolayer ARGS`` in this process: its exit code, standard output and error.
+    The process boundary (``python -m combolayer``, an exit code from the interpreter) is
+    test_analyze_into_a_closed_pipe_stops_quietly's; starting an interpreter per command
+    cost several seconds each. An exception ``main`` lets through fails the test."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:  # argparse's --help and usage errors
+            code = exit_.code
+    result = SimpleNamespace(returncode=code or 0, stdout=out.getvalue(), stderr=err.getvalue())
     if check:
         assert result.returncode == 0, result.stderr
     return result
@@ -111,8 +125,6 @@ def test_perf_ratios_report_the_median_round_and_its_quartiles():
 
 
 def test_solve_prints_the_models_objective_with_its_known_cost(tmp_path, capsys):
-    from combolayer.cli import main
-
     (tmp_path / "c.json").write_text("[[1, 2], [3, 0.5]]")
     # the auxiliary z <= y0 + y1 earns -5; a known 0.25 on output 0 too
     spec = ("{kind: ilp, shape: [2], num_aux: 1, known_cost: {0: 0.25, 2: -5}, "
@@ -124,8 +136,6 @@ def test_solve_prints_the_models_objective_with_its_known_cost(tmp_path, capsys)
 
 def test_reproduce_on_cuda_without_a_device_is_one_line(monkeypatch, capsys):
     import torch
-
-    from combolayer.cli import main
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     code = main(["reproduce", "retrieval", "--quick", "--device", "cuda"])
