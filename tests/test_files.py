@@ -1,9 +1,10 @@
 """MPS and LP files as specs: cl.ILP.from_file against HiGHS's own solve of the file."""
 
+import contextlib
+import io
 import json
-import subprocess
-import sys
 import textwrap
+from types import SimpleNamespace
 
 import highspy
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 
 import combolayer as cl
 from combolayer.backends.highs import new_highs, run_highs
+from combolayer.cli import main
 from combolayer.specs.files import read_model
 
 INF = highspy.kHighsInf
@@ -153,8 +155,12 @@ def test_unreadable_and_missing_files_raise_spec_errors(tmp_path):
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "combolayer", *args], capture_output=True,
-                          text=True, check=False)
+    """``combolayer ARGS`` in this process (`combolayer.cli.main`, no interpreter to
+    start): its exit code, standard output and standard error."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def test_cli_solves_and_analyzes_model_files(tmp_path):
