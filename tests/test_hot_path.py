@@ -262,3 +262,58 @@ def test_fused_layer_under_torch_func_grad_gives_the_eager_gradient():
     grad = torch.func.grad(lambda v: (layer(v) * g).sum())(w)
     (expected,) = torch.autograd.grad((layer(w.requires_grad_()) * g).sum(), w)
     assert torch.equal(grad, expected)
+
+
+# -- the call depth from the layer to the solver --------------------------------------
+
+
+def frames_to_highs(layer: cl.ComboLayer, w: torch.Tensor) -> list[str]:
+    """The Python frames of one ``layer(w)`` from ``ComboLayer.forward`` (included) down
+    to the frame that makes the first highspy call (included), outermost first."""
+    import sys
+
+    forward = cl.ComboLayer.forward.__code__
+    seen: list[list[str]] = []
+
+    def profile(frame, event, arg):
+        # highspy's methods are pybind11 builtins of its module highspy._core
+        if seen or event != "c_call" or not str(getattr(arg, "__module__", "")).startswith(
+                "highspy"):
+            return
+        names = []
+        while frame is not None and frame.f_code is not forward:
+            names.append(f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:"
+                         f"{frame.f_code.co_qualname}")
+            frame = frame.f_back
+        seen.append([] if frame is None else ["combo_layer.py:ComboLayer.forward",
+                                              *reversed(names)])
+
+    sys.setprofile(profile)
+    try:
+        layer(w)
+    finally:
+        sys.setprofile(None)
+    assert seen and seen[0], "layer(w) made no highspy call below ComboLayer.forward"
+    return seen[0]
+
+
+@pytest.mark.parametrize(("projection", "most"), [("auto", 6), ("none", 7)])
+@pytest.mark.parametrize("problem", ["grid", "knapsack"])
+def test_identity_layer_reaches_highs_within_a_few_frames(problem, projection, most):
+    # the fused default node: forward, _forward, the node's forward, Solver.solve_rows,
+    # the kernel's batch loop, its solve_one; another projection adds the estimator's
+    # solve (the projection is a node of its own, before it)
+    pytest.importorskip("highspy")
+    spec = {"grid": pyepo_grid(),
+            "knapsack": cl.problems.Knapsack(weights=[[3, 4, 5, 2]], capacities=[7])}[problem]
+    layer = cl.ComboLayer(spec, backend="highs", projection=projection)
+    w = torch.rand(3, *spec.cost_shape, requires_grad=True)
+    frames = frames_to_highs(layer, w)
+    assert len(frames) <= most, "\n".join(frames)
+    assert frames[-1].endswith("HighsKernel.solve_one")
+    # the shortened path solves as the plain solver does, gradient included
+    y = layer(w)
+    assert torch.equal(y, layer.solver.solve(w.detach() if projection == "none" else
+                                             layer.projection(w).detach()))
+    y.backward(torch.ones_like(y))
+    assert w.grad is not None and torch.isfinite(w.grad).all()

@@ -194,7 +194,7 @@ class HighsKernel(_HighsTime, RowKernel):
         if start is not None and self._active.is_mip:
             return self._run_from(start)
         if self._active.separator is None:
-            return self._run()
+            return _solve(self.model, is_infeasible=self._infeasible)
         return self._run_with_cuts(self._active.separator)
 
     def _run_from(self, start: np.ndarray) -> np.ndarray:

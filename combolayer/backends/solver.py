@@ -463,6 +463,9 @@ class Solver:
         #: Where costs on an accelerator go when ``kernel`` takes numpy arrays (set by
         #: `make_solver` under ``"auto"``: `combolayer.backends.device`), or None.
         self.device_route: DeviceRoute | None = None
+        #: Whether `solve_rows` may hand CPU costs straight to the kernel: no known cost
+        #: to widen them with, and `_full_rows` not overridden (`CachedSolver` is not).
+        self._lean = self.known is None and type(self)._full_rows is Solver._full_rows
 
     @property
     def last_status(self) -> tuple[str, ...]:
@@ -493,13 +496,18 @@ class Solver:
             kwargs["rows"] = rows
         with recording() as log:
             y = kernel(costs, **kwargs) if kwargs else kernel(costs)
-        statuses = row_statuses(log, costs.shape[0])
+        self._settle(log, costs.shape[0], rows)
+        return y
+
+    def _settle(self, log: list[str], count: int, rows: Rows | None = None) -> None:
+        """Keep the statuses a kernel recorded for ``count`` rows (`last_status`), and
+        raise or warn for the rows it did not solve to optimality."""
+        statuses = row_statuses(log, count)
         self._last.status = tuple(statuses)
         if statuses and worst(statuses) != OPTIMAL:
             if INFEASIBLE in statuses:
                 self._infeasible(statuses, rows)
             self._not_optimal(statuses)
-        return y
 
     def _infeasible(self, statuses: list[str], rows: Rows | None) -> None:
         """Per-call rows that left instances without a feasible solution: raise
@@ -653,7 +661,19 @@ class Solver:
         kernel `takes_start` (see `RowKernel.__call__`), and dropped elsewhere.
         ``return_aux`` returns ``(y, aux)``, ``aux`` ``(B, num_aux)``. ``aux_known``,
         ``(B, num_aux)``: a per-call known cost on the auxiliaries (`fold_known`)."""
-        capture = _capture_box()
+        capture = _CAPTURE.__dict__.get("box")
+        if (self._lean and capture is None and rows is None and start is None
+                and not return_aux and aux_known is None and costs.is_cpu):
+            # The layer's hot path: the kernel called from here, one frame below the
+            # estimator's node (what `_full_rows` and `_run` do for these costs).
+            torch_kernel = self._torch_kernel
+            flat = costs if torch_kernel else costs.to(torch.float64).numpy()
+            with recording() as log:
+                y = self._kernel(flat)
+            self._settle(log, len(flat))
+            if not torch_kernel:
+                y = torch.from_numpy(y)
+            return y if y.dtype is costs.dtype else y.to(costs.dtype)
         full = (return_aux or capture is not None or self.known is not None
                 or aux_known is not None)
         x = (self._full_rows(costs, start, full, rows) if aux_known is None

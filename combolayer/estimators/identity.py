@@ -8,20 +8,27 @@ import torch
 from torch import Tensor
 
 from ..backends.solver import Solver
-from ..transforms.projection import Normalized, fast_apply
+from ..transforms.projection import Normalized, fast_apply, transforms_active
 from .base import DifferentiableSolve, Estimator, ProjectedSolve
 
 __all__ = ["Identity"]
 
 
 def _negative_identity(solver: Solver) -> type[torch.autograd.Function]:
-    """Forward: the solution, solved inside (no copy of it). Backward: the negative
-    identity, ``dL/dc = -dL/dy``, one op with nothing saved."""
+    """Forward: the solution, solved inside (no copy of it), the ``(B, N)`` costs handed
+    to `Solver.solve_rows` from here. Backward: the negative identity, ``dL/dc =
+    -dL/dy``, one op with nothing saved."""
+    n, solve_min = solver.num_outputs, solver.solve_min
+    # a wrapper (the layer's clipping of negative costs) solves through its solve_min
+    solve_rows = solver.solve_rows if isinstance(solver, Solver) else None
 
     class _NegativeIdentity(torch.autograd.Function):
         @staticmethod
         def forward(costs: Tensor) -> Tensor:
-            return solver.solve_min(costs)
+            if solve_rows is None:
+                return solve_min(costs)
+            flat = costs.detach().reshape(-1, n)
+            return solve_rows(flat).reshape(costs.shape) if len(flat) else costs * 0
 
         @staticmethod
         def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
@@ -50,21 +57,6 @@ def _projected_negative_identity(solver: Solver, projection: Normalized) -> Proj
     maximize = solver.sign == -1.0
     values, projected_vjp, solve_rows = projection.values, projection.vjp, solver.solve_rows
 
-    def solve(w: Tensor, noise: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """``(y, u, norm, clamped)``, the last three for `vjp`."""
-        flat = w if single_axis and w.dim() == 2 else w.reshape(-1, n)
-        if noise is None:
-            # a max problem's -u comes out of the division (vjp takes -u as u)
-            u, norm, clamped = values(flat, maximize)
-            costs = u
-        else:
-            u, norm, clamped = values(flat)
-            costs = u + noise.reshape(u.shape)
-            if maximize:
-                costs = costs.neg_()
-        y = solve_rows(costs) if costs.shape[0] else costs * 0
-        return (y if flat is w else y.reshape(w.shape)), u, norm, clamped
-
     def vjp(grad: Tensor, u: Tensor, norm: Tensor, clamped: Tensor) -> Tensor:
         flat = grad if single_axis and grad.dim() == 2 else grad.reshape(u.shape)
         # dL/du: the negative identity's -dL/dy, or +dL/dy through a max problem's -u
@@ -74,22 +66,41 @@ def _projected_negative_identity(solver: Solver, projection: Normalized) -> Proj
     class _ProjectedNegativeIdentity(torch.autograd.Function):
         # The old style (forward(ctx, ...)): one output, the intermediates saved on
         # ctx; measured ~3% of a PyEPO training epoch faster than returning them as
-        # marked outputs, which functorch transforms need (the class below).
+        # marked outputs, which functorch transforms need (the class below). The solve
+        # is written out here, not called: the kernel sits two frames below this one.
         @staticmethod
         def forward(ctx: Any, w: Tensor, noise: Tensor | None) -> Tensor:
-            y, *saved = solve(w, noise)
-            ctx.save_for_backward(*saved)
-            return y
+            flat = w if single_axis and w.dim() == 2 else w.reshape(-1, n)
+            if noise is None:
+                # a max problem's -u comes out of the division (vjp takes -u as u)
+                u, norm, clamped = values(flat, maximize)
+                costs = u
+            else:
+                u, norm, clamped = values(flat)
+                costs = u + noise.reshape(u.shape)
+                if maximize:
+                    costs = costs.neg_()
+            y = solve_rows(costs) if costs.shape[0] else costs * 0
+            ctx.save_for_backward(u, norm, clamped)
+            return y if flat is w else y.reshape(w.shape)
 
         @staticmethod
         def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
             return vjp(grad, *ctx.saved_tensors), None
 
+    class _Saved:
+        """What ``_ProjectedNegativeIdentity.forward`` saves, kept for its twin below."""
+
+        def save_for_backward(self, *saved: Tensor) -> None:
+            self.saved = saved
+
     class _UnderTransforms(torch.autograd.Function):
         # the same node with setup_context, for functorch transforms (torch.func.grad)
         @staticmethod
         def forward(w: Tensor, noise: Tensor | None) -> tuple[Tensor, ...]:
-            return solve(w, noise)
+            box = _Saved()
+            y = _ProjectedNegativeIdentity.forward(box, w, noise)
+            return (y, *box.saved)
 
         @staticmethod
         def setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
@@ -136,6 +147,7 @@ class Identity(Estimator):
         # Function whose backward is one op, applied without Function.apply's
         # argument binding (docs/measurements/overhead.md), instead of the shared shell.
         negative_identity = fast_apply(_negative_identity(solver))
+        direct = negative_identity.direct
         solve_min = solver.solve_min
         with_rows = super().build(solver)  # per-call rows: the shared shell
 
@@ -145,7 +157,10 @@ class Identity(Estimator):
             if A is not None or known is not None:  # per-call inputs: the shared shell
                 return with_rows(costs, target=target, needs_grad=needs_grad,
                                  training=training, A=A, b=b, known=known)
-            return negative_identity(costs) if needs_grad else solve_min(costs)
+            if not needs_grad:
+                return solve_min(costs)
+            # the C-level apply where no functorch transform runs: one frame less
+            return negative_identity(costs) if transforms_active() else direct(costs)
 
         return solve
 

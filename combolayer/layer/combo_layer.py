@@ -31,7 +31,7 @@ from ..specs.base import Spec
 from ..specs.load import load_spec, read_mapping, spec_from_text
 from ..specs.paths import config_base, resolve_path
 from ..transforms.noise import SignNoise
-from ..transforms.projection import NORM_EPS, Normalized, Transform
+from ..transforms.projection import NORM_EPS, Normalized, Transform, transforms_active
 from .ops import CompiledSolve, check_floor
 from .projection import HULL_PROJECTIONS, make_projection, project_with_known
 from .schedules import Schedule, make_schedule
@@ -215,6 +215,9 @@ class ComboLayer(nn.Module):
                 train_fused=(build_projected(cached, flat) if fusable and build_projected
                              else None),
                 train_op=CompiledSolve(self.method, clipped, floor) if whole else None)
+        compiled = dataclasses.replace(
+            compiled, fused_direct=getattr(compiled.fused, "direct", compiled.fused),
+            train_fused_direct=getattr(compiled.train_fused, "direct", compiled.train_fused))
         # a copy keeps the winner of the race its original ran (combolayer.backends.race)
         adopt = getattr(solver.kernel, "adopt", None)
         if adopt is not None:
@@ -482,7 +485,9 @@ class ComboLayer(nn.Module):
         if op is not None:
             y = self._solve_op(compiled, op, w, xi)
         elif fused is not None and plain:
-            y = fused(w, xi)
+            # the node's C-level apply where no functorch transform runs: one frame less
+            y = (fused(w, xi) if transforms_active() else
+                 (compiled.train_fused_direct if cache else compiled.fused_direct)(w, xi))
         else:
             projected = u = (compiled.projection(w) if known is None else
                              project_with_known(compiled.projection, self._projection_arg,
@@ -584,6 +589,10 @@ class _Compiled:
     #: used in training mode and by ``sample``; None otherwise.
     train_solve: Callable[..., Tensor] | None = None
     train_fused: ProjectedSolve | None = None
+    #: ``fused`` and ``train_fused`` without their functorch test (`fast_apply`'s
+    #: ``direct``; the node itself when it has none), called where no transform runs.
+    fused_direct: ProjectedSolve | None = None
+    train_fused_direct: ProjectedSolve | None = None
     #: The solve as one custom operator, for torch.compile (`combolayer.layer.ops`), for
     #: estimators that `compiles_whole`; ``train_op`` on the cached solver. None otherwise.
     op: CompiledSolve | None = None

@@ -50,15 +50,24 @@ def fast_apply(function: type[torch.autograd.Function],
     measures), for functions whose ``forward`` has none; under functorch
     transforms (vmap, grad) the full ``apply`` runs as before, or ``under_transforms``
     when given (for a ``function`` in the old style, ``forward(ctx, ...)``, which they
-    refuse)."""
+    refuse).
+
+    The returned ``apply`` keeps the C-level apply as ``apply.direct``: a caller on a
+    hot path that tests `transforms_active` itself calls it with one Python frame
+    less (the layer does)."""
     direct = super(torch.autograd.Function, function).apply
-    transforms_active = torch._C._are_functorch_transforms_active
     transformed = function.apply if under_transforms is None else under_transforms
 
     def apply(*args):
         return transformed(*args) if transforms_active() else direct(*args)
 
+    apply.direct = direct  # type: ignore[attr-defined]
     return apply
+
+
+#: Whether a functorch transform (vmap, grad) is running: `fast_apply`'s ``direct``
+#: is then refused (its ``apply`` takes the transform-aware path).
+transforms_active = torch._C._are_functorch_transforms_active
 
 
 #: Up to this many outputs, P_plane is one matmul with the dense ``(N, N)``
