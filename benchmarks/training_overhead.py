@@ -182,7 +182,7 @@ def render(results, profile, loads, command: str, threads: int, seconds: float) 
         "and is NaN or inf when an entry is (only a failing check pays for the "
         "entrywise test that names the problem);",
         "- the fused node hands its `(B, N)` costs straight to the kernel "
-        "(`Solver.solve_rows`); numpy kernels get them with at most one copy (none for "
+        "(`Solver.solve_batch`); numpy kernels get them with at most one copy (none for "
         "float64 CPU tensors);",
         "- with other projections the Identity `autograd.Function` solves inside "
         "`forward`, returns the solution without a copy, saves nothing, and its backward "

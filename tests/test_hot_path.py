@@ -300,7 +300,7 @@ def frames_to_highs(layer: cl.ComboLayer, w: torch.Tensor) -> list[str]:
 @pytest.mark.parametrize(("projection", "most"), [("auto", 6), ("none", 7)])
 @pytest.mark.parametrize("problem", ["grid", "knapsack"])
 def test_identity_layer_reaches_highs_within_a_few_frames(problem, projection, most):
-    # the fused default node: forward, _forward, the node's forward, Solver.solve_rows,
+    # the fused default node: forward, _forward, the node's forward, Solver.solve_batch,
     # the kernel's batch loop, its solve_one; another projection adds the estimator's
     # solve (the projection is a node of its own, before it)
     pytest.importorskip("highspy")

@@ -139,7 +139,7 @@ class EnumeratedPaths:
     less dispatch there than in torch. Measured inside PyEPO's training loop (32 x 40
     batches), this beat both all-torch and all-numpy (numpy's own matmul was the
     slowest there). The rows come back in float32 for float32 costs, else in float64;
-    `Solver.solve_rows` moves other dtypes back. Costs on an accelerator stay
+    `Solver.solve_batch` moves other dtypes back. Costs on an accelerator stay
     there: the matmul, the argmin and the row lookup run on their device, with
     the path table copied there once (no host round trip per batch). Ties go to
     the first path in enumeration order, as in `DagPlan.paths`, which numpy

@@ -392,7 +392,7 @@ class CachedSolver(Solver):
 
     It is the wrapped solver with only `_full_rows` (and the numpy path of
     `solve_min`) changed, so every estimator and loss that calls
-    ``solve_min`` / ``solve_rows`` uses the cache without knowing it. Exact
+    ``solve_min`` / ``solve_batch`` uses the cache without knowing it. Exact
     solutions go into the pool (distinct, up to ``pool.max_size``); an instance
     drawn for the pool while the pool is empty is solved exactly. Draws come from
     ``generator`` (the global RNG when None), one uniform per instance.

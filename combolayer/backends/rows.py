@@ -198,7 +198,7 @@ class RowBound:
         rows = rows_for(self.A, self.b, self._batch(costs))
         return self._solver.solve_min(costs, rows=rows, **kwargs)
 
-    def solve_rows(self, costs: torch.Tensor, start: Any = None, **kwargs: Any) -> torch.Tensor:
+    def solve_batch(self, costs: torch.Tensor, start: Any = None, **kwargs: Any) -> torch.Tensor:
         """`solve_min` of a ``(B, N)`` batch: ``B`` is a multiple of the rows' batch size."""
         rows = rows_for(self.A, self.b, tuple(self.A.shape[:-2]))
         count = len(rows.A)
@@ -206,7 +206,7 @@ class RowBound:
             raise ValueError(f"{costs.shape[0]} cost rows do not match the {count} instances "
                              "of the per-call rows")
         index = torch.arange(costs.shape[0], device=rows.A.device) % count
-        return self._solver.solve_rows(costs, start=start, rows=Rows(
+        return self._solver.solve_batch(costs, start=start, rows=Rows(
             rows.A, rows.b, index, np.arange(costs.shape[0])), **kwargs)
 
 

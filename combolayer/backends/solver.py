@@ -343,7 +343,7 @@ class KnownBound:
             known = torch.as_tensor(known).to(costs)
         return self._solver.solve_min(costs, known=known, **kwargs)
 
-    def solve_rows(self, costs: torch.Tensor, start: Any = None, **kwargs: Any) -> Any:
+    def solve_batch(self, costs: torch.Tensor, start: Any = None, **kwargs: Any) -> Any:
         """`solve_min` of a ``(B, N)`` batch: ``B`` is a multiple of the known cost's
         batch size (instance ``i`` takes entry ``i % count``)."""
         known = torch.as_tensor(self.instance_known).to(costs)
@@ -355,7 +355,7 @@ class KnownBound:
         costs, aux_known = self.fold_known(costs, known)
         if aux_known is not None:
             kwargs["aux_known"] = aux_known
-        return self._solver.solve_rows(costs, start=start, **kwargs)
+        return self._solver.solve_batch(costs, start=start, **kwargs)
 
     def known_value(self, y: Any, aux: Any | None = None) -> Any:
         """The solver's `known_value` plus ``<known, concat(y, aux)>`` per instance, in
@@ -463,7 +463,7 @@ class Solver:
         #: Where costs on an accelerator go when ``kernel`` takes numpy arrays (set by
         #: `make_solver` under ``"auto"``: `combolayer.backends.device`), or None.
         self.device_route: DeviceRoute | None = None
-        #: Whether `solve_rows` may hand CPU costs straight to the kernel: no known cost
+        #: Whether `solve_batch` may hand CPU costs straight to the kernel: no known cost
         #: to widen them with, and `_full_rows` not overridden (`CachedSolver` is not).
         self._lean = self.known is None and type(self)._full_rows is Solver._full_rows
 
@@ -630,11 +630,11 @@ class Solver:
                    else costs.new_zeros((*batch, self.num_aux)))
             return y, aux
         if isinstance(costs, torch.Tensor):
-            # only the options asked for: a subclass's solve_rows may take fewer
+            # only the options asked for: a subclass's solve_batch may take fewer
             options = {key: value for key, value in (("return_aux", return_aux),
                                                      ("rows", rows), ("aux_known", aux_known))
                        if value is not None and value is not False}
-            out = self.solve_rows(costs.detach().reshape(-1, self.num_outputs), **options)
+            out = self.solve_batch(costs.detach().reshape(-1, self.num_outputs), **options)
             if not return_aux:
                 return out.reshape(shape)
             return out[0].reshape(shape), out[1].reshape(*batch, self.num_aux)
@@ -652,9 +652,9 @@ class Solver:
             return y.reshape(shape)
         return y.reshape(shape), aux.reshape(*batch, self.num_aux)
 
-    def solve_rows(self, costs: torch.Tensor, start: np.ndarray | None = None,
-                   return_aux: bool = False, rows: Rows | None = None,
-                   aux_known: torch.Tensor | None = None) -> Any:
+    def solve_batch(self, costs: torch.Tensor, start: np.ndarray | None = None,
+                    return_aux: bool = False, rows: Rows | None = None,
+                    aux_known: torch.Tensor | None = None) -> Any:
         """`solve_min` of a ``(B, N)`` tensor with ``B >= 1`` that needs no gradient,
         with nothing else looked at: the layer's hot path, where every call counts.
         ``start``, ``(B, N)`` candidate outputs, is passed on as a MIP start where the

@@ -113,7 +113,7 @@ def shortest_path_epochs(num_data: int = 1000, rounds: int = 51) -> list[Ratio]:
         return torch.nn.functional.mse_loss(pred, c[index])
 
     bare_layer = cl.ComboLayer(data.spec, projection="none")
-    solve_rows = layer.solver.solve_rows
+    solve_batch = layer.solver.solve_batch
 
     class BareSolve(torch.autograd.Function):
         """The same kernel with the negative identity and nothing else: no checks,
@@ -121,7 +121,7 @@ def shortest_path_epochs(num_data: int = 1000, rounds: int = 51) -> list[Ratio]:
 
         @staticmethod
         def forward(ctx: Any, costs: torch.Tensor) -> torch.Tensor:
-            return solve_rows(costs.detach())
+            return solve_batch(costs.detach())
 
         @staticmethod
         def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:

@@ -16,19 +16,19 @@ __all__ = ["Identity"]
 
 def _negative_identity(solver: Solver) -> type[torch.autograd.Function]:
     """Forward: the solution, solved inside (no copy of it), the ``(B, N)`` costs handed
-    to `Solver.solve_rows` from here. Backward: the negative identity, ``dL/dc =
+    to `Solver.solve_batch` from here. Backward: the negative identity, ``dL/dc =
     -dL/dy``, one op with nothing saved."""
     n, solve_min = solver.num_outputs, solver.solve_min
     # a wrapper (the layer's clipping of negative costs) solves through its solve_min
-    solve_rows = solver.solve_rows if isinstance(solver, Solver) else None
+    solve_batch = solver.solve_batch if isinstance(solver, Solver) else None
 
     class _NegativeIdentity(torch.autograd.Function):
         @staticmethod
         def forward(costs: Tensor) -> Tensor:
-            if solve_rows is None:
+            if solve_batch is None:
                 return solve_min(costs)
             flat = costs.detach().reshape(-1, n)
-            return solve_rows(flat).reshape(costs.shape) if len(flat) else costs * 0
+            return solve_batch(flat).reshape(costs.shape) if len(flat) else costs * 0
 
         @staticmethod
         def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
@@ -55,7 +55,7 @@ def _projected_negative_identity(solver: Solver, projection: Normalized) -> Proj
     n = solver.num_outputs
     single_axis = len(solver.cost_shape) == 1
     maximize = solver.sign == -1.0
-    values, projected_vjp, solve_rows = projection.values, projection.vjp, solver.solve_rows
+    values, projected_vjp, solve_batch = projection.values, projection.vjp, solver.solve_batch
 
     def vjp(grad: Tensor, u: Tensor, norm: Tensor, clamped: Tensor) -> Tensor:
         flat = grad if single_axis and grad.dim() == 2 else grad.reshape(u.shape)
@@ -80,7 +80,7 @@ def _projected_negative_identity(solver: Solver, projection: Normalized) -> Proj
                 costs = u + noise.reshape(u.shape)
                 if maximize:
                     costs = costs.neg_()
-            y = solve_rows(costs) if costs.shape[0] else costs * 0
+            y = solve_batch(costs) if costs.shape[0] else costs * 0
             ctx.save_for_backward(u, norm, clamped)
             return y if flat is w else y.reshape(w.shape)
 
