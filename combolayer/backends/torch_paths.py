@@ -187,11 +187,23 @@ class _GridState(_State):
         return _on_path(pointer, t)
 
 
-class GridPaths:
-    """The kernel of a grid with vertex costs: ``(B, rows * cols)`` costs in, the 0/1
-    indicators of the vertices on a cheapest path out (source and target included)."""
+class _Kernel:
+    """What both kernels share: they copy and pickle as their spec (the buffers and
+    CUDA graphs they keep are rebuilt on first use)."""
 
     array_api = "torch"
+    spec: GridShortestPath | ShortestPath
+
+    def __getstate__(self) -> dict:
+        return {"spec": self.spec}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["spec"])
+
+
+class GridPaths(_Kernel):
+    """The kernel of a grid with vertex costs: ``(B, rows * cols)`` costs in, the 0/1
+    indicators of the vertices on a cheapest path out (source and target included)."""
 
     def __init__(self, spec: GridShortestPath) -> None:
         self.spec = spec
@@ -205,12 +217,6 @@ class GridPaths:
         self.offsets = dr * spec.cols + dc
         self._states: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
-
-    def __getstate__(self) -> dict:
-        return {"spec": self.spec}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__init__(state["spec"])
 
     def __call__(self, costs: Tensor) -> Tensor:
         spec = self.spec
@@ -265,12 +271,10 @@ class _GraphState(_State):
         return on.new_zeros(on.shape[0], paths.num_edges + 1).scatter_add_(1, edge, on)
 
 
-class GraphPaths:
+class GraphPaths(_Kernel):
     """The kernel of a graph with edge costs: ``(B, num_edges)`` costs in, the 0/1
     indicators of the edges of a cheapest source-target path out. Raises
     `InfeasibleError` when an instance has no path."""
-
-    array_api = "torch"
 
     def __init__(self, spec: ShortestPath) -> None:
         self.spec = spec
@@ -299,12 +303,6 @@ class GraphPaths:
         self.movable[spec.source] = False
         self._states: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
-
-    def __getstate__(self) -> dict:
-        return {"spec": self.spec}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__init__(state["spec"])
 
     def __call__(self, costs: Tensor) -> Tensor:
         spec, device = self.spec, costs.device
