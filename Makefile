@@ -31,12 +31,18 @@ $(STAMP): pyproject.toml $(LOCK) Makefile | $(PY)
 demo: install
 	$(PY) -m combolayer demo
 
+# The suite on TEST_WORKERS pytest-xdist workers (make test TEST_WORKERS=0: in this
+# process alone); --dist loadgroup keeps the Ray tests on one worker, so one session
+# cluster serves them (tests/conftest.py puts them in one group).
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadgroup
+
 test: install
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider $(XDIST)
 
 # Without the tests marked slow, ray, subprocess (they start Python processes) or cuda.
 test-fast: install
-	$(PY) -m pytest -q -p no:cacheprovider -m "not slow and not ray and not subprocess and not cuda"
+	$(PY) -m pytest -q -p no:cacheprovider $(XDIST) -m "not slow and not ray and not subprocess and not cuda"
 
 # The newest releases of every dependency (torch stays the CPU build), in a
 # separate environment; the lock is untouched.

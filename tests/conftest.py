@@ -90,13 +90,17 @@ def pytest_collection_modifyitems(items):
     """The markers that the fixtures, parameters, code and files imply: ``ray`` for a
     test on the Ray cluster, ``subprocess`` for one that starts Python processes (by its
     own code or its module's helpers it calls, or an ``executor`` parameter
-    ``"process"``), ``cuda`` for tests/test_cuda.py."""
+    ``"process"``), ``cuda`` for tests/test_cuda.py; the Ray tests share one xdist
+    group."""
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         # only the string parameters: an array's == is elementwise
         words = {value for value in params.values() if isinstance(value, str)}
         if "ray_cluster" in getattr(item, "fixturenames", ()) or "ray" in words:
             item.add_marker(pytest.mark.ray)
+            # under pytest-xdist (--dist loadgroup) every Ray test runs on one worker,
+            # so the session starts one cluster, not one per worker
+            item.add_marker(pytest.mark.xdist_group("ray"))
         functions = _module_functions(item.path)
         node = functions.get(getattr(item, "originalname", item.name))
         if "process" in words or (
