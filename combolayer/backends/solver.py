@@ -399,26 +399,48 @@ def pool_width(spec: Spec) -> int:
     return math.prod(spec.cost_shape) + int(getattr(spec, "num_aux", 0) or 0)
 
 
-_CAPTURE = threading.local()
+class AuxRecorder:
+    """A solver (or a wrapper of one) that keeps the auxiliaries of its solves: each
+    ``solve_min`` and ``solve_rows`` asks for the whole solutions, appends their
+    auxiliaries (a ``(B, num_aux)`` tensor, one row per solved instance, in order) to
+    `aux`, and returns what its caller asked for. Made for one call by the caller that
+    wants the auxiliaries of the solves an estimator or a loss makes (the layer's
+    ``return_aux``, Fenchel-Young's known cost), which reads them from `aux`:
+    nothing is shared between calls or threads. Everything else is the solver's."""
 
+    def __init__(self, solver: Any) -> None:
+        self._solver = solver
+        self.aux: list[torch.Tensor] = []
 
-def _capture_box() -> list | None:
-    return getattr(_CAPTURE, "box", None)
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.__dict__["_solver"], name)
 
+    def __repr__(self) -> str:
+        return f"AuxRecorder({self._solver!r})"
 
-@contextmanager
-def capturing_aux() -> Iterator[list]:
-    """Within the block, every solve of any `Solver` in this thread asks for the
-    whole solutions and appends its auxiliaries (a ``(B, num_aux)`` tensor, one row
-    per solved instance, in order) to the yielded list: how a layer reads the
-    auxiliaries of the solves its estimator made."""
-    previous = _capture_box()
-    box: list = []
-    _CAPTURE.box = box
-    try:
-        yield box
-    finally:
-        _CAPTURE.box = previous
+    def bind_rows(self, A: Any, b: Any) -> RowBound:
+        return RowBound(self, A, b)
+
+    def bind_known(self, known: Any) -> KnownBound:
+        return KnownBound(self, known)
+
+    def _keep(self, aux: Any) -> None:
+        aux = aux if isinstance(aux, torch.Tensor) else torch.from_numpy(np.asarray(aux))
+        if aux.numel():
+            self.aux.append(aux.reshape(-1, aux.shape[-1]))
+
+    def solve_min(self, costs: Any, return_aux: bool = False, **kwargs: Any) -> Any:
+        y, aux = self._solver.solve_min(costs, return_aux=True, **kwargs)
+        self._keep(aux)
+        return (y, aux) if return_aux else y
+
+    def solve_rows(self, costs: torch.Tensor, start: Any = None, return_aux: bool = False,
+                   **kwargs: Any) -> Any:
+        y, aux = self._solver.solve_rows(costs, start=start, return_aux=True, **kwargs)
+        self._keep(aux)
+        return (y, aux) if return_aux else y
 
 
 class Solver:
@@ -639,15 +661,11 @@ class Solver:
                 return out.reshape(shape)
             return out[0].reshape(shape), out[1].reshape(*batch, self.num_aux)
         flat = np.ascontiguousarray(costs, dtype=np.float64).reshape(-1, self.num_outputs)
-        capture = _capture_box()
-        full = (return_aux or capture is not None or self.known is not None
-                or aux_known is not None)
+        full = return_aux or self.known is not None or aux_known is not None
         x = np.asarray(self._full_numpy(flat, full, rows, aux_known), dtype=np.float64)
         if not full:
             return x.reshape(shape)
         y, aux = self._split(x)
-        if capture is not None:
-            capture.append(torch.from_numpy(aux))
         if not return_aux:
             return y.reshape(shape)
         return y.reshape(shape), aux.reshape(*batch, self.num_aux)
@@ -661,8 +679,7 @@ class Solver:
         kernel `takes_start` (see `RowKernel.__call__`), and dropped elsewhere.
         ``return_aux`` returns ``(y, aux)``, ``aux`` ``(B, num_aux)``. ``aux_known``,
         ``(B, num_aux)``: a per-call known cost on the auxiliaries (`fold_known`)."""
-        capture = _CAPTURE.__dict__.get("box")
-        if (self._lean and capture is None and rows is None and start is None
+        if (self._lean and rows is None and start is None
                 and not return_aux and aux_known is None and costs.is_cpu):
             # The layer's hot path: the kernel called from here, one frame below the
             # estimator's node (what `_full_rows` and `_run` do for these costs).
@@ -674,16 +691,13 @@ class Solver:
             if not torch_kernel:
                 y = torch.from_numpy(y)
             return y if y.dtype is costs.dtype else y.to(costs.dtype)
-        full = (return_aux or capture is not None or self.known is not None
-                or aux_known is not None)
+        full = return_aux or self.known is not None or aux_known is not None
         x = (self._full_rows(costs, start, full, rows) if aux_known is None
              else self._full_rows(costs, start, full, rows, aux_known))
         if not full:
             return x
         y, aux = self._split(x)
         y = y.contiguous()
-        if capture is not None:
-            capture.append(aux)
         return (y, aux) if return_aux else y
 
     def _full_rows(self, costs: torch.Tensor, start: np.ndarray | None = None,

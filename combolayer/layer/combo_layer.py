@@ -24,7 +24,7 @@ from ..backends.config import BackendConfig
 from ..backends.pool import CachedSolver, SolutionPool, as_pool, check_solve_ratio
 from ..backends.registry import in_place_of_spec, make_solver
 from ..backends.rows import check_rows, collect_infeasible
-from ..backends.solver import Solver, capturing_aux, check_costs, check_known_cost
+from ..backends.solver import AuxRecorder, Solver, check_costs, check_known_cost
 from ..estimators import Estimator, resolve_method
 from ..estimators.base import ProjectedSolve, row_gradient_methods
 from ..specs.base import Spec
@@ -211,6 +211,7 @@ class ComboLayer(nn.Module):
             clipped = cached if floor is None else _ClipPerturbations(cached, floor)
             compiled = dataclasses.replace(
                 compiled,
+                cached=cached,
                 train_solve=self.method.build(clipped),
                 train_fused=(build_projected(cached, flat) if fusable and build_projected
                              else None),
@@ -394,18 +395,32 @@ class ComboLayer(nn.Module):
             return self._with_aux(w, target, self.training, A, b, known_cost)
         return self._forward(w, target, self.training, A, b, known_cost)
 
-    @torch.compiler.disable  # the solves report to a thread-local box: not traceable
+    @torch.compiler.disable  # the estimator is built for this call: not traceable
     def _with_aux(self, *args: Any) -> tuple[Tensor, Tensor]:
         """``_forward(*args)`` and the auxiliaries of the solves it made: the first
         solve's (the one that gives the output), averaged over each instance's
-        solutions when it solved several per instance (perturbed samples). Run eagerly
-        under torch.compile (a graph break)."""
-        with capturing_aux() as box:
-            y = self._forward(*args)
+        solutions when it solved several per instance (perturbed samples). The
+        estimator is built for this call on an `AuxRecorder` of the solver, which keeps
+        them. Run eagerly under torch.compile (a graph break)."""
+        compiled = self.compiled
+        solver = AuxRecorder(compiled.solver)
+        clipped = solver if compiled.floor is None else _ClipPerturbations(solver, compiled.floor)
+        train_solve = None
+        if compiled.train_solve is not None:
+            cached = AuxRecorder(compiled.cached)
+            train_solve = self.method.build(
+                cached if compiled.floor is None else _ClipPerturbations(cached, compiled.floor))
+            solvers = (solver, cached)
+        else:
+            solvers = (solver,)
+        y = self._forward(*args, compiled=dataclasses.replace(
+            compiled, solve=self.method.build(clipped), fused=None, op=None,
+            train_solve=train_solve, train_fused=None, train_op=None))
         n = self.spec.num_outputs
         batch = y.shape[: y.dim() - len(self.spec.cost_shape)]
         count = y.numel() // n
-        num_aux = self.solver.num_aux
+        num_aux = compiled.solver.num_aux
+        box = [aux for recorder in solvers for aux in recorder.aux]
         if not box or count == 0 or num_aux == 0:
             return y, y.new_zeros((*batch, num_aux))
         aux = box[0].detach().to(y)
@@ -449,7 +464,8 @@ class ComboLayer(nn.Module):
         return A.expand(*batch, m, n), b.expand(*batch, m), rows_grad
 
     def _forward(self, w: Tensor, target: Tensor | None, sampling: bool,
-                 A: Any = None, b: Any = None, known_cost: Any = None) -> Tensor:
+                 A: Any = None, b: Any = None, known_cost: Any = None,
+                 compiled: _Compiled | None = None) -> Tensor:
         if not isinstance(w, Tensor):
             if not isinstance(w, np.ndarray):
                 raise TypeError(f"w must be a torch.Tensor (or a numpy array), got "
@@ -471,7 +487,7 @@ class ComboLayer(nn.Module):
         if sampling and self.sample_noise is not None:
             # Before the projection: the paper's samplers perturb the logits.
             w = w + self.sample_noise.sample(w.shape, generator=self.generator).to(w)
-        compiled = self.compiled
+        compiled = compiled or self.compiled
         noise = self.noise if self.training else None
         # traced by torch.compile: no clock, no logging (the graph keeps neither)
         compiling = torch.compiler.is_compiling()
@@ -588,6 +604,8 @@ class _Compiled:
     #: With ``solve_ratio < 1``: ``solve`` and ``fused`` built on the cached solver,
     #: used in training mode and by ``sample``; None otherwise.
     train_solve: Callable[..., Tensor] | None = None
+    #: With ``solve_ratio < 1``: the cached solver ``train_solve`` is built on.
+    cached: CachedSolver | None = None
     train_fused: ProjectedSolve | None = None
     #: ``fused`` and ``train_fused`` without their functorch test (`fast_apply`'s
     #: ``direct``; the node itself when it has none), called where no transform runs.

@@ -9,7 +9,7 @@ from torch import Tensor
 
 from ..backends.pool import SolutionPool, as_pool, check_solve_ratio
 from ..backends.registry import as_solver
-from ..backends.solver import KnownBound, capturing_aux, check_costs, check_known_cost, inner
+from ..backends.solver import AuxRecorder, KnownBound, check_costs, check_known_cost, inner
 from ..estimators import Perturbed
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
@@ -74,18 +74,20 @@ class FenchelYoungLoss(SolverLoss):
         self.check_nonnegative(c, "cost_pred")
         solver = self.own_step(self.cached_solver, "c - sigma Z")
         known = None
+        counts_known = self.solver.known is not None or known_cost is not None
+        # the samples' auxiliaries weigh in the known cost's share: kept by the recorder
+        recorder = solver = AuxRecorder(solver) if counts_known else solver
         if known_cost is not None:
             batch = tuple(c.shape[: c.dim() - len(self.spec.cost_shape)])
             known = self.solver.sign * check_known_cost(
                 self.spec.label, self.solver.num_vars, batch, known_cost, c.detach())
             solver = KnownBound(solver, known)
-        with capturing_aux() as box:
-            z, samples = self.perturbed.perturbed_solutions(solver, c)
+        z, samples = self.perturbed.perturbed_solutions(solver, c)
         k = len(self.spec.cost_shape)
         perturbed_value = inner(self.perturbed.perturb(c, z), samples, k).mean(0)
         loss = inner(c, y_true, k) - perturbed_value
-        if self.solver.known is not None or known is not None:
-            loss = loss + self._known_part(y_true, samples, box, known)
+        if counts_known:
+            loss = loss + self._known_part(y_true, samples, recorder.aux, known)
         return reduce(loss, self.reduction)
 
     def _known_part(self, y_true: Tensor, samples: Tensor, box: list,
