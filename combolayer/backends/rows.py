@@ -21,8 +21,7 @@ that calls ``solve_min`` solves with them without knowing it.
 from __future__ import annotations
 
 import math
-import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -49,12 +48,19 @@ class Rows:
     ``A[index[i]] x <= b[index[i]]``. ``origin`` ``(B,)``, where known, is each cost
     row's position in the batch the rows were made for (`rows_for`), kept through
     `take` and `subset`: what a flagged infeasible row is reported as.
+
+    ``flagged``, optional, is the caller's set that a `Solver` under
+    ``on_infeasible="flag"`` adds the ``origin`` of each instance these rows leave
+    infeasible to, in place of its own warning (the layer's `Recorder` gives one, and
+    warns once per call); kept by `numpy`, `torch` and `take`, not sent to workers
+    (`subset`).
     """
 
     A: Any
     b: Any
     index: Any
     origin: Any = None
+    flagged: set[int] | None = field(default=None, compare=False, repr=False)
 
     def origins(self) -> np.ndarray:
         """``origin`` as int64 numpy (the positions ``0..B-1`` when not known)."""
@@ -68,8 +74,8 @@ class Rows:
 
     def numpy(self) -> Rows:
         """The same rows as float64 numpy arrays (``index`` as int64)."""
-        return Rows(_host(self.A, np.float64), _host(self.b, np.float64),
-                    _host(self.index, np.int64), self.origin)
+        return replace(self, A=_host(self.A, np.float64), b=_host(self.b, np.float64),
+                       index=_host(self.index, np.int64))
 
     def torch(self, like: torch.Tensor) -> Rows:
         """The same rows as tensors with the dtype and device of ``like``."""
@@ -78,17 +84,17 @@ class Rows:
                 value = torch.from_numpy(np.array(value))
             return value.to(device=like.device, dtype=dtype)
 
-        return Rows(tensor(self.A, like.dtype), tensor(self.b, like.dtype),
-                    tensor(self.index, torch.long), self.origin)
+        return replace(self, A=tensor(self.A, like.dtype), b=tensor(self.b, like.dtype),
+                       index=tensor(self.index, torch.long))
 
     def take(self, selected: Any) -> Rows:
         """The rows of the cost rows ``selected`` (a mask or indices into the batch)."""
         index = self.index
         origin = self.origins()[np.asarray(torch.as_tensor(selected).cpu())]
         if isinstance(index, torch.Tensor):
-            return Rows(self.A, self.b, index[torch.as_tensor(selected, device=index.device)],
-                        origin)
-        return Rows(self.A, self.b, np.asarray(index)[np.asarray(selected)], origin)
+            return replace(self, index=index[torch.as_tensor(selected, device=index.device)],
+                           origin=origin)
+        return replace(self, index=np.asarray(index)[np.asarray(selected)], origin=origin)
 
     def subset(self, selected: Any) -> Rows:
         """The rows of the cost rows ``selected`` with only the entries they use (what
@@ -208,36 +214,3 @@ class RowBound:
         index = torch.arange(costs.shape[0], device=rows.A.device) % count
         return self._solver.solve_batch(costs, start=start, rows=Rows(
             rows.A, rows.b, index, np.arange(costs.shape[0])), **kwargs)
-
-
-# -- infeasible instances -------------------------------------------------------------
-
-_LOCAL = threading.local()
-
-
-class collect_infeasible:  # noqa: N801 (used as a context manager, like a function)
-    """``with collect_infeasible() as flagged:`` gathers, in this thread, the positions
-    (``Rows.origin``: in the batch the rows were bound to) that a `Solver` flagged
-    infeasible under
-    ``on_infeasible="flag"`` until the block ends (the layer's one warning per call)."""
-
-    __slots__ = ("flagged",)
-
-    def __enter__(self) -> set[int]:
-        stack = _LOCAL.__dict__.setdefault("stack", [])
-        self.flagged: set[int] = set()
-        stack.append(self.flagged)
-        return self.flagged
-
-    def __exit__(self, *exc: object) -> None:
-        _LOCAL.stack.pop()
-
-
-def note_infeasible(entries: Any) -> bool:
-    """Add positions to this thread's innermost `collect_infeasible`; False when none
-    is open (the caller then warns itself)."""
-    stack = _LOCAL.__dict__.get("stack")
-    if not stack:
-        return False
-    stack[-1].update(int(entry) for entry in entries)
-    return True

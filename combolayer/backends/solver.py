@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import warnings
@@ -16,7 +17,7 @@ import torch
 from ..errors import BackendUnavailable, InfeasibleError, SolverError
 from ..specs.base import Spec
 from .outcome import INFEASIBLE, OPTIMAL, raise_limit, record_all, recording, row_statuses, worst
-from .rows import RowBound, Rows, check_rows, note_infeasible, rows_for
+from .rows import RowBound, Rows, check_rows, rows_for
 
 if TYPE_CHECKING:
     from .device import DeviceRoute
@@ -399,18 +400,23 @@ def pool_width(spec: Spec) -> int:
     return math.prod(spec.cost_shape) + int(getattr(spec, "num_aux", 0) or 0)
 
 
-class AuxRecorder:
-    """A solver (or a wrapper of one) that keeps the auxiliaries of its solves: each
-    ``solve_min`` and ``solve_rows`` asks for the whole solutions, appends their
-    auxiliaries (a ``(B, num_aux)`` tensor, one row per solved instance, in order) to
-    `aux`, and returns what its caller asked for. Made for one call by the caller that
-    wants the auxiliaries of the solves an estimator or a loss makes (the layer's
-    ``return_aux``, Fenchel-Young's known cost), which reads them from `aux`:
-    nothing is shared between calls or threads. Everything else is the solver's."""
+class Recorder:
+    """A solver (or a wrapper of one) that keeps, for its caller, what its solves
+    produce besides the solutions: `infeasible`, the positions (``Rows.origin``) of the
+    instances that per-call rows left infeasible under ``on_infeasible="flag"`` (the
+    solver then leaves the warning to the caller), and with ``keep_aux`` `aux`, the
+    auxiliaries of each solve (a ``(B, num_aux)`` tensor, one row per solved instance,
+    in order; each ``solve_min`` and ``solve_rows`` then asks for the whole solutions
+    and returns what its caller asked for). Made for one call by the caller that
+    wants them from the solves an estimator or a loss makes (the layer's ``return_aux``
+    and per-call rows, Fenchel-Young's known cost), which reads them here: nothing is
+    shared between calls or threads. Everything else is the solver's."""
 
-    def __init__(self, solver: Any) -> None:
+    def __init__(self, solver: Any, keep_aux: bool = True) -> None:
         self._solver = solver
+        self.keep_aux = keep_aux
         self.aux: list[torch.Tensor] = []
+        self.infeasible: set[int] = set()
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -418,7 +424,7 @@ class AuxRecorder:
         return getattr(self.__dict__["_solver"], name)
 
     def __repr__(self) -> str:
-        return f"AuxRecorder({self._solver!r})"
+        return f"Recorder({self._solver!r})"
 
     def bind_rows(self, A: Any, b: Any) -> RowBound:
         return RowBound(self, A, b)
@@ -426,21 +432,31 @@ class AuxRecorder:
     def bind_known(self, known: Any) -> KnownBound:
         return KnownBound(self, known)
 
-    def _keep(self, aux: Any) -> None:
+    def _options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        rows = kwargs.get("rows")
+        if rows is not None:
+            kwargs["rows"] = dataclasses.replace(rows, flagged=self.infeasible)
+        return kwargs
+
+    def _keep(self, out: Any, return_aux: bool) -> Any:
+        if not self.keep_aux:
+            return out
+        y, aux = out
         aux = aux if isinstance(aux, torch.Tensor) else torch.from_numpy(np.asarray(aux))
         if aux.numel():
             self.aux.append(aux.reshape(-1, aux.shape[-1]))
+        return (y, aux) if return_aux else y
 
     def solve_min(self, costs: Any, return_aux: bool = False, **kwargs: Any) -> Any:
-        y, aux = self._solver.solve_min(costs, return_aux=True, **kwargs)
-        self._keep(aux)
-        return (y, aux) if return_aux else y
+        out = self._solver.solve_min(costs, return_aux=return_aux or self.keep_aux,
+                                     **self._options(kwargs))
+        return self._keep(out, return_aux)
 
     def solve_rows(self, costs: torch.Tensor, start: Any = None, return_aux: bool = False,
                    **kwargs: Any) -> Any:
-        y, aux = self._solver.solve_rows(costs, start=start, return_aux=True, **kwargs)
-        self._keep(aux)
-        return (y, aux) if return_aux else y
+        out = self._solver.solve_rows(costs, start=start, return_aux=return_aux or self.keep_aux,
+                                      **self._options(kwargs))
+        return self._keep(out, return_aux)
 
 
 class Solver:
@@ -533,8 +549,9 @@ class Solver:
 
     def _infeasible(self, statuses: list[str], rows: Rows | None) -> None:
         """Per-call rows that left instances without a feasible solution: raise
-        `InfeasibleError` (``on_infeasible="raise"``) or flag them (``"flag"``: the
-        caller's `collect_infeasible` hears which, or this call warns)."""
+        `InfeasibleError` (``on_infeasible="raise"``) or flag them (``"flag"``: their
+        positions go to the rows' ``flagged`` set where the caller gave one, a
+        `Recorder`'s, or this call warns)."""
         bad = [i for i, status in enumerate(statuses) if status == INFEASIBLE]
         message = (f"{self.backend}: {len(bad)} of {len(statuses)} instances of "
                    f"{self.spec.label} are infeasible with their per-call rows A x <= b "
@@ -542,8 +559,9 @@ class Solver:
         if self.on_infeasible != "flag":
             raise InfeasibleError(message + "; on_infeasible='flag' (on the layer or in "
                                   "BackendConfig) returns them flagged instead")
-        where = rows.origins() if rows is not None else np.arange(len(statuses))
-        if not note_infeasible(where[bad]):
+        if rows is not None and rows.flagged is not None:
+            rows.flagged.update(rows.origins()[bad].tolist())
+        else:
             warnings.warn(message + ": their solutions are zeros; solver.last_infeasible "
                           "says which", RuntimeWarning, stacklevel=5)
 

@@ -29,8 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..backends.rows import note_infeasible
-from ..backends.solver import Solver
+from ..backends.solver import Recorder, Solver
 from ..errors import BackendUnavailable, InfeasibleError, SolverError
 from ..specs.base import Spec
 from ..specs.canonical import canonical_form
@@ -167,11 +166,13 @@ def _batched(costs: Tensor, A: Tensor | None, b: Tensor | None, cost_shape: tupl
     return flat, A, b
 
 
-def _each_or_dummy(relaxation: Relaxation, costs: Tensor, A: Tensor, b: Tensor) -> Tensor:
+def _each_or_dummy(relaxation: Relaxation, costs: Tensor, A: Tensor, b: Tensor,
+                   solver: Any) -> Tensor:
     """The batch instance by instance, after a batch whose per-call rows left some
     relaxation empty, under ``on_infeasible="flag"``: those instances get zeros with a
     zero gradient (the reference code's dummy for its LP baseline) and are flagged
-    like the exact solvers' (`note_infeasible`, or one warning with the count)."""
+    like the exact solvers' (to the caller's `Recorder` where ``solver`` is one, as the
+    layer's is, or one warning with the count)."""
     found, bad = [], []
     for i in range(costs.shape[0]):
         try:
@@ -179,7 +180,9 @@ def _each_or_dummy(relaxation: Relaxation, costs: Tensor, A: Tensor, b: Tensor) 
         except InfeasibleError:
             found.append(costs[i : i + 1] * 0)
             bad.append(i)
-    if bad and not note_infeasible(np.asarray(bad)):
+    if bad and isinstance(solver, Recorder):
+        solver.infeasible.update(bad)
+    elif bad:
         warnings.warn(f"{len(bad)} of {costs.shape[0]} instances have an empty relaxation "
                       "with their per-call rows A x <= b: their outputs are zeros, without "
                       "a gradient", RuntimeWarning, stacklevel=4)
@@ -230,7 +233,7 @@ class RelaxationEstimator(Estimator):
             except InfeasibleError:
                 if A is None or getattr(solver, "on_infeasible", "raise") != "flag":
                     raise
-                x = _each_or_dummy(relaxation, flat, A_flat, b_flat)
+                x = _each_or_dummy(relaxation, flat, A_flat, b_flat, solver)
             return x.reshape(costs.shape)
 
         return solve

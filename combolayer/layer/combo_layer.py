@@ -23,8 +23,8 @@ from ..backends.clip import ClipNegatives
 from ..backends.config import BackendConfig
 from ..backends.pool import CachedSolver, SolutionPool, as_pool, check_solve_ratio
 from ..backends.registry import in_place_of_spec, make_solver
-from ..backends.rows import check_rows, collect_infeasible
-from ..backends.solver import AuxRecorder, Solver, check_costs, check_known_cost
+from ..backends.rows import check_rows
+from ..backends.solver import Recorder, Solver, check_costs, check_known_cost
 from ..estimators import Estimator, resolve_method
 from ..estimators.base import ProjectedSolve, row_gradient_methods
 from ..specs.base import Spec
@@ -204,6 +204,7 @@ class ComboLayer(nn.Module):
             floor=floor,
             normals=torch.tensor(analyze(self.spec, exact=exact).normals) if hull else None,
             solve=self.method.build(clipped),
+            base=clipped,
             fused=build_projected(solver, flat) if fusable and build_projected else None,
             op=CompiledSolve(self.method, clipped, floor) if whole else None,
         )
@@ -211,7 +212,7 @@ class ComboLayer(nn.Module):
             clipped = cached if floor is None else _ClipPerturbations(cached, floor)
             compiled = dataclasses.replace(
                 compiled,
-                cached=cached,
+                train_base=clipped,
                 train_solve=self.method.build(clipped),
                 train_fused=(build_projected(cached, flat) if fusable and build_projected
                              else None),
@@ -399,28 +400,15 @@ class ComboLayer(nn.Module):
     def _with_aux(self, *args: Any) -> tuple[Tensor, Tensor]:
         """``_forward(*args)`` and the auxiliaries of the solves it made: the first
         solve's (the one that gives the output), averaged over each instance's
-        solutions when it solved several per instance (perturbed samples). The
-        estimator is built for this call on an `AuxRecorder` of the solver, which keeps
-        them. Run eagerly under torch.compile (a graph break)."""
-        compiled = self.compiled
-        solver = AuxRecorder(compiled.solver)
-        clipped = solver if compiled.floor is None else _ClipPerturbations(solver, compiled.floor)
-        train_solve = None
-        if compiled.train_solve is not None:
-            cached = AuxRecorder(compiled.cached)
-            train_solve = self.method.build(
-                cached if compiled.floor is None else _ClipPerturbations(cached, compiled.floor))
-            solvers = (solver, cached)
-        else:
-            solvers = (solver,)
-        y = self._forward(*args, compiled=dataclasses.replace(
-            compiled, solve=self.method.build(clipped), fused=None, op=None,
-            train_solve=train_solve, train_fused=None, train_op=None))
+        solutions when it solved several per instance (perturbed samples). Run eagerly
+        under torch.compile (a graph break)."""
+        recorded = self._recording(keep_aux=True)
+        y = self._forward(*args, recorded=recorded)
         n = self.spec.num_outputs
         batch = y.shape[: y.dim() - len(self.spec.cost_shape)]
         count = y.numel() // n
-        num_aux = compiled.solver.num_aux
-        box = [aux for recorder in solvers for aux in recorder.aux]
+        num_aux = self.solver.num_aux
+        box = [aux for recorder in recorded[1] for aux in recorder.aux]
         if not box or count == 0 or num_aux == 0:
             return y, y.new_zeros((*batch, num_aux))
         aux = box[0].detach().to(y)
@@ -428,6 +416,24 @@ class ComboLayer(nn.Module):
             raise RuntimeError(f"{self.method} solved {aux.shape[0]} instances for a batch of "
                                f"{count}: cannot tell which auxiliaries go with the output")
         return y, aux.reshape(count, -1, num_aux).mean(dim=1).reshape(*batch, num_aux)
+
+    @torch.compiler.disable  # builds the estimator for this call: not traceable
+    def _recording(self, keep_aux: bool) -> tuple[_Compiled, tuple[Recorder, ...]]:
+        """The layer's solves built for one call on `Recorder`s of its solvers (the
+        exact one, and the cached one with ``solve_ratio < 1``), which keep what those
+        solves produce besides the solutions: the instances per-call rows left
+        infeasible, and with ``keep_aux`` the auxiliaries."""
+        compiled = self.compiled
+        recorder = Recorder(compiled.base, keep_aux)
+        recorders: tuple[Recorder, ...] = (recorder,)
+        train_solve = None
+        if compiled.train_base is not None:
+            cached = Recorder(compiled.train_base, keep_aux)
+            recorders += (cached,)
+            train_solve = self.method.build(cached)
+        return dataclasses.replace(
+            compiled, solve=self.method.build(recorder), fused=None, op=None,
+            train_solve=train_solve, train_fused=None, train_op=None), recorders
 
     def sample(self, w: Tensor, target: Tensor | None = None, *, A: Tensor | None = None,
                b: Tensor | None = None, known_cost: Tensor | None = None) -> Tensor:
@@ -465,7 +471,10 @@ class ComboLayer(nn.Module):
 
     def _forward(self, w: Tensor, target: Tensor | None, sampling: bool,
                  A: Any = None, b: Any = None, known_cost: Any = None,
-                 compiled: _Compiled | None = None) -> Tensor:
+                 recorded: tuple[_Compiled, tuple[Recorder, ...]] | None = None) -> Tensor:
+        """The forward pass; ``recorded``, the layer's solves built on `Recorder`s for this
+        call (`_recording`), is used in their place. A call with per-call rows makes its
+        own, to hear which instances they left infeasible."""
         if not isinstance(w, Tensor):
             if not isinstance(w, np.ndarray):
                 raise TypeError(f"w must be a torch.Tensor (or a numpy array), got "
@@ -487,7 +496,9 @@ class ComboLayer(nn.Module):
         if sampling and self.sample_noise is not None:
             # Before the projection: the paper's samplers perturb the logits.
             w = w + self.sample_noise.sample(w.shape, generator=self.generator).to(w)
-        compiled = compiled or self.compiled
+        if recorded is None and A is not None:
+            recorded = self._recording(keep_aux=False)
+        compiled = self.compiled if recorded is None else recorded[0]
         noise = self.noise if self.training else None
         # traced by torch.compile: no clock, no logging (the graph keeps neither)
         compiling = torch.compiler.is_compiling()
@@ -526,10 +537,10 @@ class ComboLayer(nn.Module):
                 y = solve(costs, target=target, needs_grad=needs_grad,
                           training=self.training or sampling, **extra)
             else:
-                with collect_infeasible() as flagged:
-                    y = solve(costs, target=target, needs_grad=needs_grad,
-                              training=self.training or sampling, A=A, b=b, **extra)
-                self._flag(compiled, flagged, A)
+                y = solve(costs, target=target, needs_grad=needs_grad,
+                          training=self.training or sampling, A=A, b=b, **extra)
+                self._flag(compiled, {entry for recorder in recorded[1]
+                                      for entry in recorder.infeasible}, A)
         if debug:
             logger.debug("%s: batch of %d solved on %r in %.4f s", self.spec.label,
                          y.numel() // self.spec.num_outputs, compiled.solver.backend,
@@ -604,8 +615,10 @@ class _Compiled:
     #: With ``solve_ratio < 1``: ``solve`` and ``fused`` built on the cached solver,
     #: used in training mode and by ``sample``; None otherwise.
     train_solve: Callable[..., Tensor] | None = None
-    #: With ``solve_ratio < 1``: the cached solver ``train_solve`` is built on.
-    cached: CachedSolver | None = None
+    #: The solver ``solve`` is built on (``solver``, its negatives clipped where the
+    #: problem needs it), and with ``solve_ratio < 1`` the one ``train_solve`` is.
+    base: Any = None
+    train_base: Any = None
     train_fused: ProjectedSolve | None = None
     #: ``fused`` and ``train_fused`` without their functorch test (`fast_apply`'s
     #: ``direct``; the node itself when it has none), called where no transform runs.

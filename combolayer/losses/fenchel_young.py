@@ -9,7 +9,7 @@ from torch import Tensor
 
 from ..backends.pool import SolutionPool, as_pool, check_solve_ratio
 from ..backends.registry import as_solver
-from ..backends.solver import AuxRecorder, KnownBound, check_costs, check_known_cost, inner
+from ..backends.solver import KnownBound, Recorder, check_costs, check_known_cost, inner
 from ..estimators import Perturbed
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
@@ -76,7 +76,7 @@ class FenchelYoungLoss(SolverLoss):
         known = None
         counts_known = self.solver.known is not None or known_cost is not None
         # the samples' auxiliaries weigh in the known cost's share: kept by the recorder
-        recorder = solver = AuxRecorder(solver) if counts_known else solver
+        recorder = solver = Recorder(solver) if counts_known else solver
         if known_cost is not None:
             batch = tuple(c.shape[: c.dim() - len(self.spec.cost_shape)])
             known = self.solver.sign * check_known_cost(
