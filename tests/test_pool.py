@@ -16,6 +16,7 @@ from testkit import load_benchmark, run_on_threads
 
 import combolayer as cl
 from combolayer.backends.pool import CachedSolver, SolutionPool, as_pool
+from combolayer.backends.solver import KernelDefaults
 
 # -- a pool belongs to one problem ---------------------------------------------------------
 
@@ -202,7 +203,7 @@ def feasible() -> torch.Tensor:
     return rows[((rows @ w.T) <= cap).all(1)]
 
 
-class Counter:
+class Counter(KernelDefaults):
     """Counts the rows an exact solver's kernel is asked to solve (every path, the
     layer's fused one included, ends in the kernel)."""
 

@@ -23,7 +23,7 @@ import combolayer as cl
 from combolayer.backends import race, registry
 from combolayer.backends.outcome import record
 from combolayer.backends.race import RacingKernel
-from combolayer.backends.solver import Solver
+from combolayer.backends.solver import KernelDefaults, Solver
 
 GENERIC = [name for name in ("gurobi", "scip", "highs")
            if name in registry.capable_backends(cl.problems.Knapsack([[1, 2]], [2]).to_ilp())]
@@ -81,7 +81,7 @@ def test_racing_keeps_every_answer_optimal_on_random_ilps(eager, pair):
         assert all(solved[name] >= 1 for name in pair), solver.kernel.table()
 
 
-class Counting:
+class Counting(KernelDefaults):
     """A numpy kernel that counts the rows it is given and takes a fixed (fake) time."""
 
     array_api = "numpy"

@@ -42,6 +42,7 @@ from ..specs.base import Spec
 from .base import Capability, FunctionBackend, Tier
 from .outcome import Outcome, settle
 from .registry import register_backend
+from .solver import KernelDefaults
 
 #: Largest ``num_items * prod(capacities + 1)`` the knapsack DP takes on.
 KNAPSACK_MAX_WORK = 5e7
@@ -132,7 +133,7 @@ class DagPlan:
 _CPU = torch.device("cpu")
 
 
-class EnumeratedPaths:
+class EnumeratedPaths(KernelDefaults):
     """The kernel of a DAG whose paths `DagPlan` enumerated; it also takes torch
     tensors (``array_api = "torch"``): one float64 torch matmul with the path table,
     then the argmin and the row lookup in numpy on its result (no copy), which cost

@@ -34,6 +34,7 @@ from .config import BackendConfig
 from .outcome import INFEASIBLE, OPTIMAL, record_all
 from .registry import register_backend
 from .rows import FEASIBILITY_TOL, Rows
+from .solver import KernelDefaults
 
 #: The most variables enumerated: 2^20 points of 20 entries are 160 MB in float64.
 MAX_VARS = 20
@@ -155,7 +156,7 @@ def _count_points(cls: type, spec_json: str) -> int:
     return len(feasible_points(_binary_form(spec)[0]))
 
 
-class EnumerationKernel:
+class EnumerationKernel(KernelDefaults):
     """The feasible points of a small binary problem; ``__call__`` answers a ``(B, N)``
     (or full-width ``(B, num_vars)``) batch of minimisation costs with one product."""
 

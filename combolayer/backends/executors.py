@@ -45,7 +45,7 @@ from ..specs.base import Spec
 from .config import BackendConfig, usable_cores
 from .outcome import record_all, recording
 from .rows import Rows
-from .solver import Kernel
+from .solver import Kernel, KernelDefaults, as_kernel
 
 #: Chunks per worker: enough to balance uneven solves (TSP-50 solve times vary
 #: widely; set by benchmarks/scale_out.py).
@@ -109,7 +109,7 @@ def _carry_back(results: list[Result]) -> list[tuple[np.ndarray, float]]:
     return [(out, seconds) for out, seconds, _, _ in results]
 
 
-class ParallelKernel:
+class ParallelKernel(KernelDefaults):
     """Dedupe, solve in the caller until the workers are ready, chunk, and reassemble
     in order.
 
@@ -131,7 +131,7 @@ class ParallelKernel:
         start = time.perf_counter()
         # Compiled here too: spec errors surface at make_solver, and the caller solves
         # with it until the workers are ready.
-        self.local = cls().compile(spec, self.config)
+        self.local = as_kernel(cls().compile(spec, self.config))
         self.build_seconds = time.perf_counter() - start
         self._lock = threading.Lock()
         self._ready = threading.Event()
@@ -144,7 +144,11 @@ class ParallelKernel:
     @property
     def takes_rows(self) -> bool:
         """Whether the workers' kernels take per-call rows (chunks carry theirs)."""
-        return getattr(self.local, "takes_rows", False)
+        return self.local.takes_rows
+
+    def serial(self) -> Kernel:
+        """The caller's own model, ``local``: it solves a race's rows, never the workers."""
+        return self.local
 
     def __call__(self, costs: np.ndarray, rows: Rows | None = None) -> np.ndarray:
         costs = np.ascontiguousarray(costs, dtype=np.float64)
@@ -301,7 +305,8 @@ class ThreadKernel(ParallelKernel):
         self._idle.extend(models)
 
     def _kernel(self) -> Kernel:
-        return self._idle.pop() if self._idle else self.cls().compile(self.spec, self.config)
+        return self._idle.pop() if self._idle else as_kernel(self.cls().compile(self.spec,
+                                                                                 self.config))
 
     def _map(self, chunks, deadline):
         """Without a deadline the caller solves chunks too, beside ``workers - 1``

@@ -568,7 +568,7 @@ class CachedSolver(Solver):
         whose flagged infeasible rows are zeros). ``keep_aux``: solved whole, and the
         auxiliaries kept beside the pool (`_keep_aux`) for per-call rows that weigh them."""
         start = None
-        if rows is None and len(self.pool) and getattr(self.exact.kernel, "takes_start", False):
+        if rows is None and len(self.pool) and self.exact.kernel.takes_start:
             start = self.pool.best(self._keyed(costs, aux_known)).to("cpu",
                                                                      torch.float64).numpy()
         x = (self.exact._full_rows(costs, start, full=wide or keep_aux, rows=rows)

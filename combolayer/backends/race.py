@@ -46,6 +46,7 @@ import numpy as np
 
 from ..errors import SolverError
 from .outcome import Outcome, record_all, recording, row_statuses
+from .solver import Kernel, KernelDefaults, as_kernel
 
 logger = logging.getLogger(__name__)
 
@@ -89,9 +90,9 @@ RECHECK_BUDGET = 0.02
 SWITCH_MARGIN = 0.8
 
 
-def _serial(kernel: Any) -> Any:
+def _serial(kernel: Kernel) -> Kernel:
     """The in-caller kernel of an executor's kernel (its ``local`` model), else itself."""
-    return getattr(kernel, "local", kernel)
+    return kernel.serial()
 
 
 class Timings:
@@ -131,7 +132,7 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3g} ms"
 
 
-class RacingKernel:
+class RacingKernel(KernelDefaults):
     """A numpy kernel that spreads rows over candidate kernels until one is the fastest.
 
     ``first`` is the first-ranked backend's ``(name, kernel)``; ``rivals`` the
@@ -153,7 +154,7 @@ class RacingKernel:
         if not rivals:
             raise ValueError("a race needs at least one rival to the first-ranked backend")
         self.names = [first[0], *(name for name, _ in rivals)]
-        self.kernels: dict[str, Any] = {first[0]: first[1]}
+        self.kernels: dict[str, Kernel] = {first[0]: as_kernel(first[1])}
         self._builders = dict(rivals)
         self.label = label
         self.first_reason = first_reason
@@ -217,12 +218,12 @@ class RacingKernel:
     @property
     def takes_start(self) -> bool:
         """Whether a built candidate takes a MIP start (each is given one only if it does)."""
-        return any(getattr(_serial(k), "takes_start", False) for k in self.kernels.values())
+        return any(_serial(k).takes_start for k in self.kernels.values())
 
     @property
     def takes_rows(self) -> bool:
         """Whether the current backend takes per-call rows: calls with rows go to it whole."""
-        return bool(getattr(self.kernel(self.current_backend), "takes_rows", False))
+        return self.kernel(self.current_backend).takes_rows
 
     @property
     def current_backend(self) -> str:
@@ -320,7 +321,7 @@ class RacingKernel:
         """Candidate ``name``'s kernel, built on first use."""
         kernel = self.kernels.get(name)
         if kernel is None:
-            kernel = self.kernels[name] = self._builders.pop(name)()
+            kernel = self.kernels[name] = as_kernel(self._builders.pop(name)())
         return kernel
 
     def start(self) -> None:
@@ -333,7 +334,7 @@ class RacingKernel:
                per_call: dict) -> tuple[np.ndarray, float]:
         kernel = self.kernel(name)
         kwargs = dict(per_call)
-        if start is not None and getattr(kernel, "takes_start", False):
+        if start is not None and kernel.takes_start:
             kwargs["start"] = start
         began = self.clock()
         y = kernel(costs, **kwargs)
@@ -406,7 +407,7 @@ class RacingKernel:
         (`RowKernel.time_limit`: HiGHS, SCIP, Gurobi): in a check, a candidate other
         than the winner (`_check_row`); in the race on its budget, one other than the
         best (`_trial`)."""
-        if not getattr(kernel, "stops_in_time", False):
+        if not kernel.stops_in_time:
             return False
         if self.phase == "check":
             return name != self.winner
@@ -553,7 +554,7 @@ class RacingKernel:
     def _start_for(kernel: Any, start: np.ndarray | None, rows: slice) -> dict:
         """The keyword giving ``kernel`` its MIP start for ``rows``, if it takes one."""
         return ({"start": start[rows]} if start is not None
-                and getattr(kernel, "takes_start", False) else {})
+                and kernel.takes_start else {})
 
     def _stop_reason(self, name: str) -> str:
         rows = self.stopped[name]

@@ -211,7 +211,7 @@ def make_solver(
     solver = Solver(spec, kernel, cls.label(ranked), config)
     solver.choice_reason = reason
     solver.row_fallback = functools.partial(_row_solver, spec, ranked)
-    if ranked.name == "auto" and getattr(kernel, "array_api", "numpy") == "numpy":
+    if ranked.name == "auto" and solver.kernel.array_api == "numpy":
         solver.device_route = device_route(spec, ranked)
         if solver.device_route is not None:
             solver.choice_reason += f"; costs on an accelerator: {solver.device_route.reason}"
@@ -272,7 +272,7 @@ def _row_solver(spec: Spec, config: BackendConfig) -> Solver:
         # a backend may compile some problems to kernels of their own that take no rows
         # (HiGHS's and Gurobi's TSP kernels): the next one then
         solver = make_solver(spec, config.model_copy(update={"name": name}))
-        if getattr(solver.kernel, "takes_rows", False):
+        if solver.kernel.takes_rows:
             logger.info("%s: backend %r takes no per-call rows; calls with rows go to %r",
                         spec.label, config.name, name)
             return solver

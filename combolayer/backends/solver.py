@@ -7,7 +7,7 @@ import math
 import threading
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -25,19 +25,83 @@ if TYPE_CHECKING:
 
 @runtime_checkable
 class Kernel(Protocol):
-    """What a backend compiles a problem into.
+    """What a backend compiles a problem into, with every capability its callers use.
 
     It minimises: given a ``(B, N)`` batch of minimisation costs it returns the
     ``(B, N)`` optimal outputs. ``array_api`` says whether it takes float64
     numpy arrays (``"numpy"``) or torch tensors on any device (``"torch"``).
+    `KernelDefaults` gives a kernel class the defaults of the rest; a plugin's kernel
+    that has only ``array_api`` and ``__call__`` gets them through `as_kernel`.
     """
 
     array_api: str
+    #: Whether ``__call__`` takes per-call rows (``rows=``, `combolayer.backends.rows`).
+    takes_rows: bool
+    #: Whether ``__call__`` takes a MIP start (``start=``, ``(B, N)`` candidate outputs).
+    takes_start: bool
+    #: Whether a caller can stop its solves at a limit of its own (`time_limit`).
+    stops_in_time: bool
+    #: The backend solving whole batches now, and why, where the kernel chooses among
+    #: several (``"auto"``'s race); None where the backend is the solver's own.
+    current_backend: str | None
+    backend_reason: str | None
+
+    def serial(self) -> Kernel:
+        """The kernel that solves in the caller's thread: an executor's local model, else
+        this one."""
+        ...
+
+    def time_limit(self, seconds: float) -> AbstractContextManager[None]:
+        """A block whose solves stop after ``seconds`` (kernels that `stops_in_time`)."""
+        ...
+
+    def outcome(self) -> dict | None:
+        """What a copy of the kernel keeps from this one (a race's winner), or None."""
+        ...
+
+    def adopt(self, outcome: dict | None) -> None:
+        """Take another kernel's `outcome` (the layer or loss this one was copied from)."""
+        ...
 
     def __call__(self, costs: Any) -> Any: ...
 
 
-class RowKernel:
+class KernelDefaults:
+    """The defaults of `Kernel`'s capabilities, for a kernel class to inherit and
+    override: no per-call rows, no MIP start, no time limit of the caller's, its own
+    backend, nothing to hand to a copy."""
+
+    takes_rows = False
+    takes_start = False
+    stops_in_time = False
+    current_backend: str | None = None
+    backend_reason: str | None = None
+
+    def serial(self) -> Kernel:
+        return self  # type: ignore[return-value]
+
+    @contextmanager
+    def time_limit(self, seconds: float) -> Iterator[None]:
+        raise NotImplementedError(f"{type(self).__name__} cannot stop its solves at a time "
+                                  "limit of the caller's (its stops_in_time is False)")
+        yield  # pragma: no cover
+
+    def outcome(self) -> dict | None:
+        return None
+
+    def adopt(self, outcome: dict | None) -> None:
+        return None
+
+
+def as_kernel(kernel: Any) -> Kernel:
+    """``kernel`` itself where it has every `Kernel` capability, else a `FunctionKernel`
+    calling it (a plugin's kernel needs only ``array_api`` and ``__call__``)."""
+    if isinstance(kernel, Kernel):
+        return kernel
+    return FunctionKernel(kernel, kernel.array_api)
+
+
+class RowKernel(KernelDefaults):
     """A numpy kernel for solvers that take one cost vector at a time.
 
     Subclasses set ``form`` and define ``solve_one(cost) -> x`` (solver values,
@@ -188,7 +252,7 @@ class RowKernel:
 
 
 @dataclass(frozen=True)
-class FunctionKernel:
+class FunctionKernel(KernelDefaults):
     """A kernel that is just a function on a ``(B, N)`` batch of minimisation costs."""
 
     function: Callable
@@ -504,6 +568,8 @@ class Solver:
         #: Whether `solve_batch` may hand CPU costs straight to the kernel: no known cost
         #: to widen them with, and `_full_rows` not overridden (`CachedSolver` is not).
         self._lean = self.known is None and type(self)._full_rows is Solver._full_rows
+        #: Why this backend was chosen (set by `make_solver`), read by `backend_reason`.
+        self.choice_reason = ""
 
     @property
     def last_status(self) -> tuple[str, ...]:
@@ -585,14 +651,14 @@ class Solver:
 
     @kernel.setter
     def kernel(self, kernel: Kernel) -> None:
-        self._kernel = kernel
+        self._kernel = kernel = as_kernel(kernel)
         self._torch_kernel = kernel.array_api == "torch"  # read on every solve
 
     @property
     def backend(self) -> str:
         """The backend's name; under ``"auto"``'s race (`combolayer.backends.race`) the one
         solving whole batches now: the first-ranked, then the winner."""
-        return getattr(self._kernel, "current_backend", None) or self._backend
+        return self._kernel.current_backend or self._backend
 
     @backend.setter
     def backend(self, name: str) -> None:
@@ -602,8 +668,7 @@ class Solver:
     def backend_reason(self) -> str:
         """Why this backend solves: named by the caller, its place in ``"auto"``'s ranking,
         or the race's winner and its times (set by `make_solver`)."""
-        return (getattr(self._kernel, "backend_reason", None)
-                or getattr(self, "choice_reason", ""))
+        return self._kernel.backend_reason or self.choice_reason
 
     def __repr__(self) -> str:
         return f"Solver({self.spec.label}, backend={self.backend!r})"
@@ -726,12 +791,12 @@ class Solver:
         ``(B, num_vars)`` (the known cost, if any, is always counted: a spec with one
         is solved full-width; so is a call with ``aux_known``, a per-call known cost on the
         auxiliaries, ``(B, num_aux)``). `CachedSolver` overrides this."""
-        if rows is not None and not getattr(self._kernel, "takes_rows", False):
+        if rows is not None and not self._kernel.takes_rows:
             return self.row_solver()._full_rows(costs, start, full, rows, aux_known)
         if self.device_route is not None and not costs.is_cpu:
             return self.device_route.solver(self)._full_rows(costs, start, full, rows,
                                                              aux_known)
-        if not getattr(self._kernel, "takes_start", False):
+        if not self._kernel.takes_start:
             start = None
         wide = full or self.known is not None or aux_known is not None
         on_device = not costs.is_cpu  # check_costs left the values to here
@@ -759,7 +824,7 @@ class Solver:
 
     def _full_numpy(self, flat: np.ndarray, full: bool, rows: Rows | None = None,
                     aux_known: np.ndarray | None = None) -> np.ndarray:
-        if rows is not None and not getattr(self._kernel, "takes_rows", False):
+        if rows is not None and not self._kernel.takes_rows:
             return self.row_solver()._full_numpy(flat, full, rows, aux_known)
         wide = full or self.known is not None or aux_known is not None
         costs = self.widen(flat, aux_known) if wide else flat
@@ -776,7 +841,7 @@ class Solver:
     def row_solver(self) -> Solver:
         """The solver for calls with per-call rows: this one when its kernel takes them,
         else one compiled (once, on first use) for the best backend that does."""
-        if getattr(self._kernel, "takes_rows", False):
+        if self._kernel.takes_rows:
             return self
         if self._row_solver is None:
             if self.row_fallback is None:

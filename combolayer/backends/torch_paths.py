@@ -54,6 +54,7 @@ from ..problems.shortest_path import _MOVES, topological_order
 from ..specs.base import Spec
 from .base import Capability, FunctionBackend, Tier
 from .registry import register_backend
+from .solver import KernelDefaults
 
 #: Relaxations between two reads of "did anything change" on the host.
 CHECK_EVERY = 8
@@ -187,7 +188,7 @@ class _GridState(_State):
         return _on_path(pointer, t)
 
 
-class _Kernel:
+class _Kernel(KernelDefaults):
     """What both kernels share: they copy and pickle as their spec (the buffers and
     CUDA graphs they keep are rebuilt on first use)."""
 

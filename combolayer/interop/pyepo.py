@@ -47,7 +47,7 @@ from ..backends.base import Backend, Tier
 from ..backends.config import BackendConfig
 from ..backends.outcome import Outcome, settle
 from ..backends.registry import register_backend
-from ..backends.solver import Kernel
+from ..backends.solver import Kernel, KernelDefaults
 from ..errors import SolverError, SpecError
 from ..specs.base import ILP, Spec
 
@@ -511,7 +511,7 @@ def _on_host(solution: Any) -> np.ndarray:
     return np.asarray(solution, dtype=np.float64)
 
 
-class _PyEPOKernel:
+class _PyEPOKernel(KernelDefaults):
     """Minimise ``<c, y>`` row by row with the model's own solver (setObj, solve).
 
     The model's sense is folded in once, as ``sign``: a maximising model gets ``-c``.

@@ -221,9 +221,7 @@ class ComboLayer(nn.Module):
             compiled, fused_direct=getattr(compiled.fused, "direct", compiled.fused),
             train_fused_direct=getattr(compiled.train_fused, "direct", compiled.train_fused))
         # a copy keeps the winner of the race its original ran (combolayer.backends.race)
-        adopt = getattr(solver.kernel, "adopt", None)
-        if adopt is not None:
-            adopt(self.__dict__.get("_race"))
+        solver.kernel.adopt(self.__dict__.get("_race"))
         self.__dict__["_compiled"] = compiled
         return compiled
 
@@ -253,9 +251,9 @@ class ComboLayer(nn.Module):
         # HiGHS and SCIP models, worker pools and closures cannot be pickled.
         state = self.__dict__.copy()
         compiled = state.pop("_compiled", None)
-        race = getattr(getattr(compiled, "solver", None), "kernel", None)
-        if callable(getattr(race, "outcome", None)) and race.outcome() is not None:
-            state["_race"] = race.outcome()  # plain data: the race's winner and times
+        outcome = None if compiled is None else compiled.solver.kernel.outcome()
+        if outcome is not None:
+            state["_race"] = outcome  # plain data: the race's winner and times
         return state
 
     @classmethod
