@@ -162,9 +162,7 @@ class SolverLoss(LossInputs):
 
             spec, config = self.__dict__["_solver_recipe"]
             solver = self.__dict__["_solver"] = make_solver(spec, config)
-            adopt = getattr(solver.kernel, "adopt", None)  # keep the original's race winner
-            if adopt is not None:
-                adopt(self.__dict__.get("_race"))
+            solver.kernel.adopt(self.__dict__.get("_race"))  # keep the original's race winner
         return solver
 
     @solver.setter
@@ -265,9 +263,10 @@ class SolverLoss(LossInputs):
         state = self.__dict__.copy()
         for key in self.DERIVED:  # rebuilt from the recipe on first use
             state.pop(key, None)
-        outcome = getattr(getattr(self.__dict__.get("_solver"), "kernel", None), "outcome", None)
-        if callable(outcome) and outcome() is not None:
-            state["_race"] = outcome()  # "auto"'s race winner (plain data)
+        solver = self.__dict__.get("_solver")
+        outcome = None if solver is None else solver.kernel.outcome()
+        if outcome is not None:
+            state["_race"] = outcome  # "auto"'s race winner (plain data)
         return state
 
     def __setstate__(self, state: dict) -> None:
