@@ -470,7 +470,7 @@ class Recorder:
     instances that per-call rows left infeasible under ``on_infeasible="flag"`` (the
     solver then leaves the warning to the caller), and with ``keep_aux`` `aux`, the
     auxiliaries of each solve (a ``(B, num_aux)`` tensor, one row per solved instance,
-    in order; each ``solve_min`` and ``solve_rows`` then asks for the whole solutions
+    in order; each ``solve_min`` and ``solve_batch`` then asks for the whole solutions
     and returns what its caller asked for). Made for one call by the caller that
     wants them from the solves an estimator or a loss makes (the layer's ``return_aux``
     and per-call rows, Fenchel-Young's known cost), which reads them here: nothing is
@@ -516,10 +516,11 @@ class Recorder:
                                      **self._options(kwargs))
         return self._keep(out, return_aux)
 
-    def solve_rows(self, costs: torch.Tensor, start: Any = None, return_aux: bool = False,
-                   **kwargs: Any) -> Any:
-        out = self._solver.solve_rows(costs, start=start, return_aux=return_aux or self.keep_aux,
-                                      **self._options(kwargs))
+    def solve_batch(self, costs: torch.Tensor, start: Any = None, return_aux: bool = False,
+                    **kwargs: Any) -> Any:
+        out = self._solver.solve_batch(costs, start=start,
+                                       return_aux=return_aux or self.keep_aux,
+                                       **self._options(kwargs))
         return self._keep(out, return_aux)
 
 
