@@ -115,8 +115,10 @@ def test_perf_ratios_report_the_median_round_and_its_quartiles():
 
     from combolayer.cli import perf
 
-    ratio = perf.Ratio.interleaved("sleep 2 ms / sleep 1 ms", "(test)",
-                                   lambda: time.sleep(0.002), lambda: time.sleep(0.001), 7)
+    # sleeps of tens of milliseconds: a loaded machine's wake-up latency (a millisecond
+    # or two) must not decide the ratio
+    ratio = perf.Ratio.interleaved("sleep 40 ms / sleep 20 ms", "(test)",
+                                   lambda: time.sleep(0.04), lambda: time.sleep(0.02), 7)
     low, high = ratio.quartiles
     assert low <= ratio.ratio <= high and 1.2 < ratio.ratio < 3.0
     assert f"{ratio.ratio:.2f} ({low:.2f}-{high:.2f})" in ratio.row()

@@ -146,8 +146,8 @@ def test_workers_start_at_first_use_and_take_the_rows_left_mid_call(monkeypatch,
     kernel = solver.kernel
     fast = kernel.local
 
-    def slow(rows, rows_of=None):  # 10 ms a row in the caller: the workers start first
-        time.sleep(0.01 * len(rows))
+    def slow(rows, rows_of=None):  # the caller's first slice lasts until the workers are up
+        assert kernel._ready.wait(120), "the workers did not start"
         return fast(rows)
 
     kernel.local = slow
