@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 import combolayer as cl
+from combolayer.backends.solver import KernelDefaults
 
 
 def fit_linear(loss_fn: Callable[..., torch.Tensor], dataset, sizes: tuple[int, int],
@@ -110,7 +111,7 @@ def solve_each(kernel, costs: np.ndarray, starts: np.ndarray | None,
     return out
 
 
-class Capture:
+class Capture(KernelDefaults):
     """Stands in for an exact solver's kernel in a training run: records each exact
     solve's costs (the kernel's, minimisation) and the start the solution cache hands
     it (none without a cache), and solves without the start, so the recorded run is

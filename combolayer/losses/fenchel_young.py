@@ -100,8 +100,11 @@ class FenchelYoungLoss(SolverLoss):
         solver = self.solver if known is None else KnownBound(self.solver, known)
         batch = samples.shape[1 : samples.dim() - len(self.spec.cost_shape)]
         # the samples were solved instance by instance (solve_samples): rows (*batch, S)
-        aux = box[0].to(samples).reshape(*batch, len(samples), solver.num_aux)
-        aux = aux.movedim(len(batch), 0)
+        if solver.num_aux:
+            aux = box[0].to(samples).reshape(*batch, len(samples), solver.num_aux)
+            aux = aux.movedim(len(batch), 0)
+        else:  # nothing to keep: the recorder holds no auxiliaries
+            aux = samples.new_zeros(len(samples), *batch, 0)
         sampled = solver.sign * solver.known_value(samples, aux)
         flat_true = y_true.reshape(*batch, solver.num_outputs)
         on_true = self.target_known_value(flat_true)
