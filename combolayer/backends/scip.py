@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import functools
+import gc
 import weakref
 from typing import ClassVar
 
@@ -267,6 +268,11 @@ _WITH_HANDLER: weakref.WeakSet = weakref.WeakSet()
 def _free_handler_models() -> None:
     for kernel in list(_WITH_HANDLER):
         kernel.model.freeProb()
+        # the kernel's model is the last reference: dropped now, SCIP frees its plugins
+        # (the Python handler among them) while the interpreter still runs
+        kernel.__dict__.pop("model", None)
+        kernel.__dict__.pop("variables", None)
+    gc.collect()
 
 
 class ScipKernel(RowKernel):
