@@ -15,21 +15,9 @@ import pytest
 import torch
 import yaml
 from bruteforce import objective_values, optimum_full, random_known_ilp
+from testkit import KNOWN_COST_BACKENDS, installed_params
 
 import combolayer as cl
-from combolayer.backends.registry import capable_backends
-
-MIP_BACKENDS = ["highs", "scip", "gurobi", "cvxpy"]
-
-
-def _installed(name: str) -> bool:
-    spec = cl.ILP(shape=[2], constraints=[cl.Constraint(coefs=[1, 1], sense="<=", rhs=1)])
-    return name in capable_backends(spec)
-
-
-def _mip_backend(name: str):
-    return pytest.param(name, marks=pytest.mark.skipif(not _installed(name),
-                                                        reason=f"{name} is not installed"))
 
 
 def _count_wrong(spec: cl.ILP, costs: np.ndarray, y: np.ndarray, aux: np.ndarray) -> int:
@@ -50,7 +38,7 @@ def _cases(seed: int, specs: int, rows: int):
         yield spec, rng.integers(-3, 4, (rows, spec.num_outputs)).astype(float)
 
 
-@pytest.mark.parametrize("backend", [_mip_backend(name) for name in MIP_BACKENDS])
+@pytest.mark.parametrize("backend", installed_params(KNOWN_COST_BACKENDS))
 def test_random_ilps_with_known_costs_equal_brute_force_on_every_backend(backend):
     """1000 instances per backend (100 random ILPs x 10 costs, min and max, known costs on
     outputs and auxiliaries): the full solution is optimal, and 0 are wrong."""
@@ -81,7 +69,7 @@ def test_executors_solve_known_costs_and_return_the_auxiliaries(executor, always
     assert (wrong, total) == (0, 1000)
 
 
-@pytest.mark.parametrize("backend", [_mip_backend(name) for name in MIP_BACKENDS])
+@pytest.mark.parametrize("backend", installed_params(KNOWN_COST_BACKENDS))
 def test_layer_with_known_costs_equals_brute_force_in_both_modes(backend):
     """projection "auto" (the hull projection alone, with a known cost) keeps the solution:
     100 random ILPs x 5 costs, each in training and in eval mode, 1000 per backend."""
@@ -355,7 +343,7 @@ def feasible_points_of(spec: cl.ILP) -> np.ndarray:
     return feasible_points(spec)
 
 
-@pytest.mark.parametrize("backend", [_mip_backend(name) for name in MIP_BACKENDS])
+@pytest.mark.parametrize("backend", installed_params(KNOWN_COST_BACKENDS))
 def test_facility_location_is_optimal_and_reads_back_the_open_facilities(backend):
     """The example's model, 200 random cost sets: the solution is the brute-force optimum
     (opening costs counted) and the auxiliaries are exactly its open facilities."""

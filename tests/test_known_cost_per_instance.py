@@ -14,21 +14,9 @@ import numpy as np
 import pytest
 import torch
 from bruteforce import feasible_points, objective_values, optimum_full, random_known_ilp
+from testkit import KNOWN_COST_BACKENDS, installed_params
 
 import combolayer as cl
-from combolayer.backends.registry import capable_backends
-
-MIP_BACKENDS = ["highs", "scip", "gurobi", "cvxpy"]
-
-
-def _installed(name: str) -> bool:
-    spec = cl.ILP(shape=[2], constraints=[cl.Constraint(coefs=[1, 1], sense="<=", rhs=1)])
-    return name in capable_backends(spec)
-
-
-def _mip_backend(name: str):
-    return pytest.param(name, marks=pytest.mark.skipif(not _installed(name),
-                                                        reason=f"{name} is not installed"))
 
 
 def _with_known(spec: cl.ILP, known: np.ndarray) -> cl.ILP:
@@ -63,7 +51,7 @@ def _cases(seed: int, specs: int, rows: int):
         yield spec, costs, known
 
 
-@pytest.mark.parametrize("backend", [_mip_backend(name) for name in MIP_BACKENDS])
+@pytest.mark.parametrize("backend", installed_params(KNOWN_COST_BACKENDS))
 def test_random_ilps_with_per_instance_known_costs_equal_brute_force(backend):
     """1040 checks per backend: 40 random ILPs x 13 instances, each solved from numpy
     and from torch, min and max, per-instance known costs on every variable."""

@@ -106,6 +106,22 @@ def skip_unless_installed(name: str) -> None:
         pytest.skip(f"backend {name!r} is not installed here")
 
 
+#: The generic MIP backends a known-cost test runs on, each skipped where not installed.
+KNOWN_COST_BACKENDS = ("highs", "scip", "gurobi", "cvxpy")
+
+
+def installed_params(names) -> list:
+    """``pytest.param(name)`` for each backend name, skipped where it cannot solve a
+    small ILP here (not installed, or refused by its licence)."""
+    import combolayer as cl
+
+    small = cl.ILP(shape=[2], constraints=[cl.Constraint(coefs=[1, 1], sense="<=", rhs=1)])
+    able = capable_backends(small)
+    return [pytest.param(name, marks=pytest.mark.skipif(name not in able,
+                                                        reason=f"{name} is not installed"))
+            for name in names]
+
+
 def run_on_threads(work, count: int) -> None:
     """Run ``work(0)`` ... ``work(count - 1)`` on ``count`` threads at once and fail
     with every error they raised (an error in a thread would otherwise be lost)."""
