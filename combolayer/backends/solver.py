@@ -390,6 +390,8 @@ class KnownBound:
     def __init__(self, solver: Any, known: Any) -> None:
         self._solver = solver
         self.instance_known = known.detach() if isinstance(known, torch.Tensor) else known
+        #: Whether the bound cost weighs the auxiliaries (read once, not per call).
+        self._weighs_aux = bool((self.instance_known[..., solver.num_outputs:] != 0).any())
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -434,7 +436,7 @@ class KnownBound:
         if isinstance(y, torch.Tensor):
             known = torch.as_tensor(known).to(flat)
         value = solver.known_value(y, aux) + solver.sign * (flat * known[..., :n]).sum(-1)
-        if not bool((known[..., n:] != 0).any()):
+        if not self._weighs_aux:
             return value
         if aux is None:
             raise ValueError(f"the per-call known cost of {solver.spec.label} weighs its "

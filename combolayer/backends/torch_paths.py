@@ -208,11 +208,9 @@ class GridPaths(_Kernel):
 
     def __init__(self, spec: GridShortestPath) -> None:
         self.spec = spec
-        n = spec.rows * spec.cols
         # the source and target lie on every path: their costs never count; the target
         # is never relaxed (no move leaves it) and gets its predecessor at the end
-        self.inner = torch.ones(n, dtype=torch.bool)
-        self.inner[[spec.source_index, spec.target_index]] = False
+        self.inner = torch.from_numpy(spec._checked())
         self.movable = self.inner.reshape(spec.rows, spec.cols)
         dr, dc = torch.tensor(_MOVES[spec.neighborhood]).T
         self.offsets = dr * spec.cols + dc

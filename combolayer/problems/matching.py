@@ -109,9 +109,13 @@ class Matching(Spec):
         """The least and the most pairs a solution may have, the cover and the
         bounds together."""
         most = min(self.rows, self.cols)
-        forced = {"rows": self.rows, "cols": self.cols, "both": self.rows, "none": 0}[self.cover]
         high = most if self.max_pairs is None else min(self.max_pairs, most)
-        return max(self.min_pairs, forced), high
+        return max(self.min_pairs, self._covered_pairs), high
+
+    @property
+    def _covered_pairs(self) -> int:
+        """The pairs the cover alone forces: one per covered row (or column)."""
+        return {"rows": self.rows, "cols": self.cols, "both": self.rows, "none": 0}[self.cover]
 
     def model_size(self) -> tuple[int, int]:
         n, pair_rows = self.rows * self.cols, len(self._pair_rows())
@@ -122,9 +126,7 @@ class Matching(Spec):
         """The bounds on the total that the row and column sums do not already imply:
         ``("==", k)``, ``("<=", k)`` or ``(">=", k)``."""
         low, high = self.pair_range
-        implied_low = {"rows": self.rows, "cols": self.cols, "both": self.rows,
-                       "none": 0}[self.cover]
-        implied_high = min(self.rows, self.cols)
+        implied_low, implied_high = self._covered_pairs, min(self.rows, self.cols)
         if low == high and low != implied_low:
             return [("==", low)]
         bounds = []

@@ -19,7 +19,7 @@ lazy cuts and for `combolayer.analyze`.
 from __future__ import annotations
 
 import dataclasses
-import itertools
+import functools
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -33,10 +33,14 @@ from .tsp import TSP, subtours, tour_segments, violated_subtours
 __all__ = ["TSPEdges"]
 
 
+@functools.cache
 def edge_pairs(num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
-    """The end nodes ``(i, j)``, ``i < j``, of every edge in PyEPO's order."""
-    pairs = np.array(list(itertools.combinations(range(num_nodes), 2)), dtype=np.intp)
-    return pairs[:, 0], pairs[:, 1]
+    """The end nodes ``(i, j)``, ``i < j``, of every edge in PyEPO's order
+    (``itertools.combinations``'s: the upper triangle row by row), built once per size
+    and read-only: every solve and every cut reads them."""
+    i, j = np.triu_indices(num_nodes, k=1)
+    i.flags.writeable = j.flags.writeable = False
+    return i, j
 
 
 def edges_to_matrix(edge_values: np.ndarray, num_nodes: int) -> np.ndarray:

@@ -39,7 +39,7 @@ from ..backends.registry import make_solver
 from ..backends.solver import check_known_cost, inner
 from ..layer.combo_layer import ComboLayer
 from ..losses import CaVELoss, FenchelYoungLoss, SPOPlusLoss, binding_cones, hamming
-from ..specs.base import ILP, did_you_mean
+from ..specs.base import ILP, _fields_at, did_you_mean
 from ..specs.files import is_model_file
 from ..specs.load import load_spec, read_mapping, spec_from_text
 from ..specs.paths import config_base, resolve_path
@@ -209,16 +209,6 @@ class TrainConfig(_Strict):
         return self
 
 
-def _fields(model: type[BaseModel], loc: tuple) -> list[str]:
-    """The field names of the (nested) model a validation error points into."""
-    for part in loc[:-1]:
-        annotation = model.model_fields[part].annotation if part in model.model_fields else None
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-            return []
-        model = annotation
-    return list(model.model_fields)
-
-
 def load_config(source: str | os.PathLike | dict) -> TrainConfig:
     """A `TrainConfig` from a YAML/JSON file path, string or dict.
 
@@ -235,7 +225,7 @@ def load_config(source: str | os.PathLike | dict) -> TrainConfig:
             loc = tuple(item["loc"])
             where = ".".join(str(p) for p in loc)
             if item["type"] == "extra_forbidden":
-                hint = did_you_mean(str(loc[-1]), _fields(TrainConfig, loc))
+                hint = did_you_mean(str(loc[-1]), _fields_at(TrainConfig, loc))
                 problems.append(f"unknown key {where!r}{hint}")
             elif item["type"] == "missing":
                 problems.append(f"missing key {where!r}")
