@@ -146,10 +146,19 @@ def test_workers_start_at_first_use_and_take_the_rows_left_mid_call(monkeypatch,
     kernel = solver.kernel
     fast = kernel.local
 
+    start = kernel._start
+    slicing = threading.Event()
+
+    def start_after_the_first_slice() -> None:  # thread workers could be up at once
+        assert slicing.wait(120), "the caller never solved a slice"
+        start()
+
     def slow(rows, rows_of=None):  # the caller's first slice lasts until the workers are up
+        slicing.set()
         assert kernel._ready.wait(120), "the workers did not start"
         return fast(rows)
 
+    kernel._start = start_after_the_first_slice
     kernel.local = slow
     handed = spy_handed_rows(monkeypatch, executors.ThreadKernel)
     with caplog.at_level(logging.INFO, logger="combolayer"):
