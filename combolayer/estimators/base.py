@@ -195,10 +195,10 @@ class Estimator(BaseModel):
     #: solves with it (`combolayer.backends.solver.KnownBound`); one that reads the
     #: spec's known cost itself sets False and `build`'s solve refuses one.
     takes_instance_known_cost: ClassVar[bool] = True
-    #: True when `saved_from_output` rebuilds what ``forward`` saves and neither method
-    #: reads ``target`` or ``training``: ``torch.compile`` then keeps the layer's solve
-    #: whole, as one custom operator (`combolayer.layer.ops`); other estimators compile
-    #: with a graph break at the solve.
+    #: True when ``forward`` and ``backward`` are torch ops and solver calls and
+    #: `saved_like` declares what ``forward`` saves: ``torch.compile`` then keeps the
+    #: layer's solve whole, as one custom operator (`combolayer.layer.ops`); other
+    #: estimators compile with a graph break at the solve.
     compiles_whole: ClassVar[bool] = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -224,10 +224,15 @@ class Estimator(BaseModel):
     def backward(self, solver: Solver, grad: Tensor, costs: Tensor, *saved: Tensor) -> Tensor:
         raise NotImplementedError
 
-    def saved_from_output(self, costs: Tensor, output: Tensor) -> tuple[Tensor, ...]:
-        """The tensors ``forward(solver, costs, ...)`` saves, rebuilt from ``costs`` and its
-        ``output`` alone (estimators that set `compiles_whole`)."""
-        raise NotImplementedError(f"{type(self).__name__} saves more than its output")
+    def saved_like(self, solver: Solver, costs: Tensor,
+                   training: bool) -> tuple[Tensor, ...] | None:
+        """Empty tensors with the shapes and dtypes of those ``forward(solver, costs,
+        training=training)`` saves (None where it saves none), for ``torch.compile``,
+        which sees the solve as one operator and needs its outputs' shapes without
+        solving (estimators that set `compiles_whole`). ``costs`` requires a gradient
+        when the layer asks for one, as in ``forward``."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not declare what its forward saves (saved_like)")
 
     def build_projected(self, solver: Solver, projection: Normalized) -> ProjectedSolve | None:
         """The layer's whole forward with a normalized projection folded in, as one

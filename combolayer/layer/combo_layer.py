@@ -508,7 +508,7 @@ class ComboLayer(nn.Module):
         plain = A is None and known is None
         op = (compiled.train_op if cache else compiled.op) if compiling and plain else None
         if op is not None:
-            y = self._solve_op(compiled, op, w, xi)
+            y = self._solve_op(compiled, op, w, xi, target, self.training or sampling)
         elif fused is not None and plain:
             # the node's C-level apply where no functorch transform runs: one frame less
             y = (fused(w, xi) if transforms_active() else
@@ -546,16 +546,19 @@ class ComboLayer(nn.Module):
         return y
 
     def _solve_op(self, compiled: _Compiled, op: CompiledSolve, w: Tensor,
-                  xi: Tensor | None) -> Tensor:
+                  xi: Tensor | None, target: Tensor | None, training: bool) -> Tensor:
         """The forward as torch.compile traces it: the projection and the hull offset in
         torch, then the solve as one custom operator (`combolayer.layer.ops`), which
-        checks the costs' values that `check_costs` leaves to it while tracing."""
+        checks the costs' values that `check_costs` leaves to it while tracing, and runs
+        the estimator's forward as eager mode does (with ``target`` and ``training``)."""
         projected = compiled.projection(w)
         sign = compiled.solver.sign
         costs = projected if sign == 1.0 else -projected
         if compiled.floor is not None:
             costs = costs + self._hull_offset(w, projected, check=False)
-        return op(costs, None if xi is None else sign * xi)
+        needs_grad = torch.is_grad_enabled() and costs.requires_grad
+        return op(costs, None if xi is None else sign * xi,
+                  None if target is None else target.to(costs), training, needs_grad)
 
     def _flag(self, compiled: _Compiled, flagged: set[int], A: Tensor) -> None:
         """Keep which instances the per-call rows left infeasible (``last_infeasible``),

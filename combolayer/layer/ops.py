@@ -5,22 +5,27 @@ operator cannot take Python objects, so a layer registers what its solve needs,
 a `CompiledSolve` (estimator, solver), under an integer handle when it is
 built, and the graph carries the handle:
 
-    combolayer::solve(Tensor costs, Tensor? noise, int handle) -> Tensor
-    combolayer::solve_backward(Tensor grad, Tensor costs, Tensor output, int handle) -> Tensor
+    combolayer::solve(Tensor costs, Tensor? noise, Tensor? target, int handle,
+                      bool training, bool needs_grad) -> Tensor[]
+    combolayer::solve_backward(Tensor grad, Tensor costs, Tensor[] saved, int handle)
+        -> Tensor
 
 ``solve`` checks the costs (the values the layer leaves unchecked while it is
-traced), adds the noise and runs the estimator's forward; its fake implementation
-says the solution has the costs' shape, dtype and device. Its autograd formula is
-the estimator's backward: traced as it is when the backward is pure torch
+traced), adds the noise and runs the estimator's forward; it returns the solution
+and the tensors the estimator saves for its backward (its noise draws, its
+samples), and its fake implementation takes their shapes from
+`Estimator.saved_like`. Its autograd formula is the estimator's backward on those
+tensors: traced as it is when the backward is pure torch
 (``Estimator.differentiable_backward``, Identity's ``-dL/dy``), else
-``solve_backward``, a second opaque node that calls the solver (Blackbox's extra
-solve). Either way the estimator's saved tensors are rebuilt from the costs and
-the output (``Estimator.saved_from_output``), so only estimators that can do so
-(``Estimator.compiles_whole``) use these operators; the layer keeps its autograd
-shells for the others, which compile with a graph break at the solve.
+``solve_backward``, a second opaque node (Blackbox's extra solve, Perturbed's
+weighted noise). Noise an estimator draws is drawn inside ``solve``, from the
+estimator's generator or torch's global one, at the point of the call where eager
+mode draws it, so a seed gives the same draws in both modes.
 
-Only traced code uses them: eager mode keeps the layer's autograd shells, the hot
-path docs/measurements/overhead.md measures.
+Estimators that set ``Estimator.compiles_whole`` use these operators; the layer
+keeps its autograd shells for the others, which compile with a graph break at the
+solve. Only traced code uses them: eager mode keeps the layer's autograd shells,
+the hot path docs/measurements/overhead.md measures.
 """
 
 from __future__ import annotations
@@ -69,31 +74,77 @@ class CompiledSolve:
         self.handle = next(_NEXT)
         _HANDLES[self.handle] = self
 
-    def __call__(self, costs: Tensor, noise: Tensor | None) -> Tensor:
+    def __call__(self, costs: Tensor, noise: Tensor | None, target: Tensor | None = None,
+                 training: bool = True, needs_grad: bool = True) -> Tensor:
         """The layer's solution for minimisation costs ``costs`` plus ``noise`` (or
-        None), differentiable in ``costs``: one node in a compiled graph."""
-        return torch.ops.combolayer.solve(costs, noise, self.handle)
+        None), differentiable in ``costs``: one node in a compiled graph. ``target``,
+        ``training`` and ``needs_grad`` reach the estimator as in eager mode."""
+        return torch.ops.combolayer.solve(costs, noise, target, self.handle, training,
+                                          needs_grad)[0]
 
-    def forward(self, costs: Tensor, noise: Tensor | None) -> Tensor:
+    def saved_like(self, costs: Tensor, training: bool,
+                   needs_grad: bool) -> tuple[Tensor, ...] | None:
+        """Empty tensors shaped as those the estimator's forward saves for ``costs``, or
+        None when it saves none (no gradient path)."""
+        if not needs_grad:
+            return None
+        return self.estimator.saved_like(self.solver, _as_given(costs, needs_grad), training)
+
+    def forward(self, costs: Tensor, noise: Tensor | None, target: Tensor | None,
+                training: bool, needs_grad: bool) -> list[Tensor]:
         check_costs(self.solver.spec, costs, "w after projection")
         if self.floor is not None:
             check_floor(self.solver.spec, self.floor, costs)
         if noise is not None:
             costs = costs + noise
-        # an estimator that compiles whole reads neither target nor training
-        output, _ = self.estimator.forward(self.solver, costs, target=None, training=True)
-        return output
+        output, saved = self.estimator.forward(
+            self.solver, _as_given(costs, needs_grad), target=target, training=training)
+        if not needs_grad:
+            saved = None
+        expected = self.saved_like(costs, training, needs_grad)
+        got = None if saved is None else tuple(saved)
+        if _shapes(got) != _shapes(expected):
+            raise RuntimeError(
+                f"{type(self.estimator).__name__}.saved_like declares saved tensors "
+                f"{_shapes(expected)} but its forward saved {_shapes(got)}: torch.compile "
+                "needs the two to agree")
+        # an operator's outputs may alias neither its inputs nor each other
+        seen = {t.untyped_storage().data_ptr() for t in (costs, noise, target)
+                if t is not None and t.numel()}
+        outputs = []
+        for t in (output, *(got or ())):
+            t = t.detach()
+            pointer = t.untyped_storage().data_ptr() if t.numel() else None
+            if pointer in seen:
+                t = t.clone()
+            seen.add(pointer)
+            outputs.append(t)
+        return outputs
 
-    def backward(self, grad: Tensor, costs: Tensor, output: Tensor) -> Tensor:
+    def backward(self, grad: Tensor, costs: Tensor, saved: list[Tensor]) -> Tensor:
         if self.estimator.differentiable_backward:
-            saved = self.estimator.saved_from_output(costs, output)
-            return self.estimator.backward(self.solver, grad, costs, *saved)
-        return torch.ops.combolayer.solve_backward(grad, costs, output, self.handle)
+            return self.estimator_backward(grad, costs, saved)
+        return torch.ops.combolayer.solve_backward(grad, costs, saved, self.handle)
 
-    def solver_backward(self, grad: Tensor, costs: Tensor, output: Tensor) -> Tensor:
-        check_upstream(grad)
-        saved = self.estimator.saved_from_output(costs, output)
+    def estimator_backward(self, grad: Tensor, costs: Tensor, saved: list[Tensor]) -> Tensor:
+        """``dL/dcosts`` from the estimator's backward (a row-gradient estimator's first
+        part: the layer hands the operator no rows)."""
+        if getattr(self.estimator, "row_gradients", False):
+            return self.estimator.backward(self.solver, grad, costs, None, None, *saved)[0]
         return self.estimator.backward(self.solver, grad, costs, *saved)
+
+
+def _as_given(costs: Tensor, needs_grad: bool) -> Tensor:
+    """``costs`` as the estimator sees them in eager mode: requiring a gradient when the
+    layer asks for one (inside an operator no tensor does; ScoreFunction perturbs only
+    the inputs that require one)."""
+    return costs.detach().requires_grad_() if needs_grad else costs
+
+
+def _shapes(tensors: tuple[Tensor, ...] | None) -> list[tuple] | None:
+    if tensors is None:
+        return None
+    return [(tuple(t.shape), t.dtype) for t in tensors]
 
 
 def _entry(handle: int) -> CompiledSolve:
@@ -105,35 +156,45 @@ def _entry(handle: int) -> CompiledSolve:
 
 
 @torch.library.custom_op("combolayer::solve", mutates_args=())
-def _solve(costs: Tensor, noise: Tensor | None, handle: int) -> Tensor:
-    return _entry(handle).forward(costs, noise)
+def _solve(costs: Tensor, noise: Tensor | None, target: Tensor | None, handle: int,
+           training: bool, needs_grad: bool) -> list[Tensor]:
+    return _entry(handle).forward(costs, noise, target, training, needs_grad)
 
 
 @_solve.register_fake
-def _(costs: Tensor, noise: Tensor | None, handle: int) -> Tensor:
-    return torch.empty_like(costs)
+def _(costs: Tensor, noise: Tensor | None, target: Tensor | None, handle: int,
+      training: bool, needs_grad: bool) -> list[Tensor]:
+    saved = _entry(handle).saved_like(costs, training, needs_grad)
+    return [torch.empty_like(costs), *(torch.empty_like(t) for t in saved or ())]
 
 
-def _setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
-    costs, noise, handle = inputs
+def _setup_context(ctx: Any, inputs: tuple, output: list[Tensor]) -> None:
+    costs, noise, _, handle, training, needs_grad = inputs
     ctx.handle = handle
+    # None: the estimator's forward saved nothing, so no gradient reaches the costs
+    ctx.gradient = _entry(handle).saved_like(costs, training, needs_grad) is not None
     # the backward sees the solver's input, as the estimators' shells save it
-    ctx.save_for_backward(costs if noise is None else costs + noise, output)
+    ctx.save_for_backward(costs if noise is None else costs + noise, *output[1:])
 
 
-def _backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
-    costs, output = ctx.saved_tensors
-    return _entry(ctx.handle).backward(grad, costs, output), None, None
+def _backward(ctx: Any, grads: list[Tensor]) -> tuple[Tensor | None, None, None, None, None,
+                                                      None]:
+    if not ctx.gradient:
+        return None, None, None, None, None, None
+    costs, *saved = ctx.saved_tensors
+    return _entry(ctx.handle).backward(grads[0], costs, saved), None, None, None, None, None
 
 
 _solve.register_autograd(_backward, setup_context=_setup_context)
 
 
 @torch.library.custom_op("combolayer::solve_backward", mutates_args=())
-def _solve_backward(grad: Tensor, costs: Tensor, output: Tensor, handle: int) -> Tensor:
-    return _entry(handle).solver_backward(grad, costs, output)
+def _solve_backward(grad: Tensor, costs: Tensor, saved: list[Tensor], handle: int) -> Tensor:
+    check_upstream(grad)
+    with torch.no_grad():
+        return _entry(handle).estimator_backward(grad, costs, saved)
 
 
 @_solve_backward.register_fake
-def _(grad: Tensor, costs: Tensor, output: Tensor, handle: int) -> Tensor:
+def _(grad: Tensor, costs: Tensor, saved: list[Tensor], handle: int) -> Tensor:
     return torch.empty_like(costs)
