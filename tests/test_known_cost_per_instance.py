@@ -252,3 +252,53 @@ def test_fenchel_young_counts_the_instance_known_cost():
                 grads.append(c.grad)
             assert torch.allclose(values[0], values[1])
             assert torch.allclose(grads[0], grads[1])
+
+
+@pytest.mark.parametrize("two_sides", [False, True], ids=["one side", "two sides"])
+def test_aimle_steps_by_the_whole_cost_with_the_instance_known_cost(two_sides):
+    """AI-MLE's step ``lam = alpha ||c|| / ||dL/dy||`` reads the whole cost the solver
+    minimises: with ``known_cost=k`` the forward, the gradient and the adapted alpha are
+    those of AI-MLE on the spec whose known cost is the spec's plus ``k`` (same row, same
+    noise draws)."""
+    differs = 0
+    for spec, costs, known in _cases(41, 8, 3):
+        for i in range(len(costs)):
+            grads, outputs, alphas = [], [], []
+            g = torch.tensor(np.random.default_rng(i).normal(size=(1, spec.num_outputs)))
+            for own, extra in ((spec, {"known_cost": torch.tensor(known[i : i + 1])}),
+                               (_with_known(spec, known[i]), {})):
+                method = cl.AIMLE(num_samples=2, two_sides=two_sides,
+                                  generator=torch.Generator().manual_seed(i))
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)
+                    # "none": the costs reach the estimator as given on both sides (the
+                    # hull projection sees w + k with k per call, w alone with k in the spec)
+                    layer = cl.ComboLayer(own, method=method, projection="none",
+                                          backend="highs")
+                w = torch.tensor(costs[i : i + 1], requires_grad=True)
+                y = layer(w, **extra)
+                (y * g).sum().backward()
+                outputs.append(y.detach())
+                grads.append(w.grad)
+                alphas.append(method.alpha)
+            assert torch.equal(outputs[0], outputs[1])
+            torch.testing.assert_close(grads[0], grads[1])
+            assert alphas[0] == alphas[1]
+            differs += not torch.allclose(grads[0], grads[1] * 0)
+    assert differs >= 10  # the gradients compared are not all zero
+
+
+def test_aimle_norm_counts_the_bound_instance_known_cost():
+    """`whole_cost_norm` of a solver with a per-call known cost bound is the norm of the
+    full-width costs the solver sees, instance by instance."""
+    from combolayer.estimators.aimle import whole_cost_norm
+
+    for spec, costs, known in _cases(43, 6, 4):
+        solver = cl.make_solver(spec, "highs")
+        c, k = torch.tensor(costs), solver.sign * torch.tensor(known)
+        expected = float((solver.widen(c) + k).norm())  # widen: c, zero auxiliaries, spec's k
+        bound = solver.bind_known(k)
+        assert whole_cost_norm(bound, c) == pytest.approx(expected, rel=1e-12)
+        # rows bound around it: the known cost is still read
+        rows = bound.bind_rows(torch.zeros(1, spec.num_vars), torch.ones(1))
+        assert whole_cost_norm(rows, c) == pytest.approx(expected, rel=1e-12)

@@ -21,15 +21,25 @@ def whole_cost_norm(solver, costs: torch.Tensor) -> float:
     """``||.||`` over the batch of the costs the solver minimises, on all its variables:
     ``costs`` ``(*batch, *cost_shape)`` (min space) plus the known cost, ``k_y`` on the
     outputs and ``k_aux`` on the auxiliaries of every instance; ``||costs||`` without
-    one."""
+    one. The known cost is the spec's plus, where the solver has one bound
+    (`combolayer.backends.solver.KnownBound`, a call's ``known_cost=``), each
+    instance's own: ``k`` then differs per instance."""
     known = solver.known_like(costs)
-    if known is None:
+    # a KnownBound (or rows bound around one) forwards it; a bare solver has none
+    instance = getattr(solver, "instance_known", None)
+    if known is None and instance is None:
         return float(torch.linalg.vector_norm(costs))
     n = solver.num_outputs
     flat = costs.reshape(-1, n)
-    on_outputs = torch.linalg.vector_norm(flat + known[:n]) ** 2
-    on_aux = flat.shape[0] * torch.linalg.vector_norm(known[n:]) ** 2
-    return float(torch.sqrt(on_outputs + on_aux))
+    whole = flat.new_zeros((flat.shape[0], solver.num_vars))
+    if known is not None:
+        whole += known
+    if instance is not None:
+        batch = costs.shape[: costs.dim() - len(solver.cost_shape)]
+        whole += torch.as_tensor(instance).to(flat).expand(*batch, solver.num_vars).reshape(
+            -1, solver.num_vars)
+    whole[:, :n] += flat
+    return float(torch.linalg.vector_norm(whole))
 
 
 class AIMLE(Estimator):
