@@ -15,7 +15,7 @@ LATEST := .venv-latest
 # never resolves "torch" to a CUDA build of several GB.
 TORCH := torch==2.13.0
 
-.PHONY: install demo test test-fast test-latest lock bench lint docs docs-check docs-serve clean
+.PHONY: install demo test test-fast coverage test-latest lock bench lint docs docs-check docs-serve clean
 
 install: $(STAMP)
 
@@ -43,6 +43,15 @@ test: install
 # Without the tests marked slow, ray, subprocess (they start Python processes) or cuda.
 test-fast: install
 	$(PY) -m pytest -q -p no:cacheprovider $(XDIST) -m "not slow and not ray and not subprocess and not cuda"
+
+# The suite as `make test` runs it, measuring line coverage of combolayer/ (pytest-cov):
+# a per-file table ending in the TOTAL line, and the JSON report that
+# tools/coverage_page.py turns into docs/measurements/coverage.md.
+COVERAGE_JSON ?= runs/coverage.json
+
+coverage: install
+	$(PY) -m pytest -q -p no:cacheprovider $(XDIST) --cov=combolayer --cov-report=term \
+		--cov-report=json:$(COVERAGE_JSON)
 
 # The newest releases of every dependency (torch stays the CPU build), in a
 # separate environment; the lock is untouched.
