@@ -84,6 +84,7 @@ class AIMLE(Estimator):
     """
 
     name: ClassVar[str] = "aimle"
+    compiles_whole: ClassVar[bool] = True
 
     num_samples: SampleCount = 1
     noise: Any = "sog"
@@ -115,6 +116,9 @@ class AIMLE(Estimator):
 
     def forward(self, solver, costs, *, target, training):
         return self._imle.forward(solver, costs, target=target, training=training)
+
+    def saved_like(self, solver, costs, training):
+        return self._imle.saved_like(solver, costs, training)
 
     def backward(self, solver, grad, costs, eps, samples):
         grad_norm = float(torch.linalg.vector_norm(grad))

@@ -40,6 +40,7 @@ class IMLE(Estimator):
     """
 
     name: ClassVar[str] = "imle"
+    compiles_whole: ClassVar[bool] = True
 
     lam: Positive = 10.0
     num_samples: SampleCount = 1
@@ -66,6 +67,12 @@ class IMLE(Estimator):
         eps = -self.tau * z.to(costs)
         samples = solve_samples(solver, costs.detach() + eps)
         return samples.mean(0), (eps, samples)
+
+    def saved_like(self, solver, costs, training):
+        if not training:
+            return None
+        samples = costs.new_empty((self.num_samples, *costs.shape))
+        return samples, samples
 
     def backward(self, solver, grad, costs, eps, samples):
         return interpolation(solver, self.lam, grad, costs, eps, samples)
