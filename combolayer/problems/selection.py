@@ -17,6 +17,11 @@ __all__ = ["Ranking", "TopK"]
 class TopK(Spec):
     """A k-hot vector ``(n,)``: the ``k`` largest scores (``sense="max"``) or smallest.
 
+    Args:
+        n: the number of items.
+        k: how many are picked.
+        sense: ``"max"`` (default) picks the largest scores, ``"min"`` the smallest.
+
     Examples:
         >>> import numpy as np, combolayer as cl
         >>> cl.make_solver(cl.problems.TopK(4, 2)).solve(np.array([3.0, 1.0, 2.0, 5.0])).tolist()
@@ -53,6 +58,10 @@ class Ranking(Spec):
     """Ranks ``(n,)``: a permutation of 1..n. ``argmin <w, y>`` gives rank 1 to the
     largest score (rearrangement inequality), so a ranking of scores ``s`` is
     ``Ranking(n)`` applied to ``w = s``.
+
+    Args:
+        n: the number of items.
+        sense: ``"min"`` (default: rank 1 to the largest score) or ``"max"``.
 
     Examples:
         >>> import numpy as np, combolayer as cl
