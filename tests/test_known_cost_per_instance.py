@@ -8,6 +8,7 @@ must be optimal for the spec whose known cost is the spec's plus ``k[i]``.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 
 import numpy as np
@@ -302,3 +303,74 @@ def test_aimle_norm_counts_the_bound_instance_known_cost():
         # rows bound around it: the known cost is still read
         rows = bound.bind_rows(torch.zeros(1, spec.num_vars), torch.ones(1))
         assert whole_cost_norm(rows, c) == pytest.approx(expected, rel=1e-12)
+
+
+def _loss_per_instance_equals_own_spec(make, spec, costs, known, target):
+    """``make(spec)``'s loss with ``known_cost=k`` (reduction "none") against the loss on
+    the spec whose known cost is the spec's plus ``k[i]``, instance by instance: the same
+    values and gradients. Returns how many instances had a non-zero known part."""
+    c_hat = torch.tensor(costs + np.random.default_rng(1).normal(size=costs.shape),
+                         requires_grad=True)
+    value = make(spec)(c_hat, torch.tensor(target), known_cost=torch.tensor(known))
+    value.sum().backward()
+    plain = make(spec)(c_hat.detach(), torch.tensor(target))
+    moved = 0
+    for i in range(len(costs)):
+        c_i = c_hat[i].detach().clone().requires_grad_()
+        expected = make(_with_known(spec, known[i]))(c_i, torch.tensor(target[i]))
+        expected.backward()
+        torch.testing.assert_close(value[i], expected)
+        torch.testing.assert_close(c_hat.grad[i], c_i.grad)
+        moved += not torch.isclose(value[i], plain[i])
+    return moved
+
+
+@pytest.mark.parametrize("two_sides", [False, True], ids=["one side", "two sides"])
+def test_pg_counts_the_instance_known_cost(two_sides):
+    """PG with a per-instance known cost k is PG on the spec whose known cost is the
+    spec's plus k: the same values and gradients (its V counts the whole objective)."""
+    moved = 0
+    for spec, costs, known in _cases(47, 8, 4):
+        moved += _loss_per_instance_equals_own_spec(
+            lambda own: cl.losses.PGLoss(own, sigma=0.5, two_sides=two_sides,
+                                         backend="highs", reduction="none"),
+            spec, costs, known, costs)
+    assert moved >= 8  # the known cost changed the value of these
+
+
+def test_regularized_fenchel_young_counts_the_instance_known_cost():
+    """RFY with a per-instance known cost k is RFY on the spec whose known cost is the
+    spec's plus k (Frank-Wolfe's oracle solves with it and counts <k, mu>)."""
+    moved = 0
+    for spec, costs, known in _cases(53, 8, 3):
+        y_true = cl.make_solver(spec, "highs").solve(costs, known_cost=known)
+        moved += _loss_per_instance_equals_own_spec(
+            lambda own: cl.losses.RegularizedFenchelYoungLoss(own, lam=0.5, backend="highs",
+                                                              reduction="none"),
+            spec, costs, known, y_true)
+    assert moved >= 8
+
+
+def test_losses_that_take_no_per_call_known_cost_refuse_one_with_a_value_error():
+    """Every registered loss either takes ``known_cost=`` or refuses it with a ValueError
+    that says why and names the losses that take one (never a TypeError)."""
+    from combolayer.losses.base import LOSSES
+
+    spec = cl.ILP(shape=[3], constraints=[cl.Constraint(coefs=[1, 1, 1], sense="<=", rhs=2)])
+    costs = torch.tensor([[1.0, -2.0, 0.5]])
+    y = cl.make_solver(spec, "highs").solve(costs)
+    takers = {name for name, cls in LOSSES.items() if cls.takes_instance_known_cost}
+    assert {"SPOPlusLoss", "FenchelYoungLoss", "PGLoss",
+            "RegularizedFenchelYoungLoss"} <= takers
+    refused = 0
+    for name, cls in sorted(LOSSES.items()):
+        if name in takers:
+            continue
+        loss = cls(spec, backend="highs")
+        target = costs if "cost_true" in inspect.signature(cls.__call__).parameters else y
+        why = "its derivation assumes" if not cls.counts_known_cost else "spec's own known"
+        with pytest.raises(ValueError, match=rf"{name} does not take a per-call known cost "
+                                             rf"\(known_cost=\): .*{why}.*SPOPlusLoss"):
+            loss(costs, target, known_cost=torch.zeros(3))
+        refused += 1
+    assert refused == len(LOSSES) - len(takers) >= 1

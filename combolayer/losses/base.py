@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..backends.solver import Solver, inner
+from ..backends.solver import KnownBound, Solver, check_known_cost, inner
 from ..estimators.base import KNOWN_COST_REGISTRIES, refuse_known_cost
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -90,8 +90,14 @@ class LossInputs:
     """What every loss does with its inputs, done once: the arguments named in
     `TENSOR_ARGUMENTS` may be numpy arrays, which become tensors (the first of them,
     the prediction, a float tensor; the others like it); anything else is a
-    TypeError that names what is expected. Each subclass's ``__call__`` is wrapped
-    when the class is defined, so a loss added later cannot miss it."""
+    TypeError that names what is expected. A ``known_cost=`` given to a loss whose
+    ``__call__`` has no such argument is refused with a ValueError that says why
+    (`refuse_instance_known_cost`). Each subclass's ``__call__`` is wrapped when the
+    class is defined, so a loss added later cannot miss it."""
+
+    #: Whether ``__call__`` takes a known cost per instance (``known_cost=``); set from
+    #: its signature when the class is defined.
+    takes_instance_known_cost: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -102,9 +108,12 @@ class LossInputs:
         names = [name for name in signature.parameters if name in TENSOR_ARGUMENTS]
         if not names:
             return
+        cls.takes_instance_known_cost = "known_cost" in signature.parameters
 
         @functools.wraps(call)
         def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if "known_cost" in kwargs and not self.takes_instance_known_cost:
+                refuse_instance_known_cost(self)
             bound = signature.bind(self, *args, **kwargs)
             like = None
             owner = type(self).__name__
@@ -120,6 +129,22 @@ class LossInputs:
 
         checked._loss_inputs = True  # type: ignore[attr-defined]
         cls.__call__ = checked  # type: ignore[method-assign]
+
+
+def refuse_instance_known_cost(loss: Any) -> None:
+    """``ValueError`` for a ``known_cost=`` given to a loss that takes none: why (its
+    derivation assumes the objective ``<w, y>`` alone where it counts no known cost, as
+    `refuse_known_cost` says of a spec's) and which losses take one."""
+    owner = type(loss).__name__
+    if loss.counts_known_cost:
+        why = "it counts the spec's own known cost only"
+    else:
+        why = ("its derivation assumes the objective <w, y> alone, and the answer would be "
+               "silently off")
+    takers = sorted(name for name, cls in LOSSES.items() if cls.takes_instance_known_cost)
+    raise ValueError(f"{owner} does not take a per-call known cost (known_cost=): {why}; use "
+                     f"a loss that takes one ({', '.join(takers)}), or fold the known cost "
+                     "into the prediction")
 
 
 #: Every loss by class name: a subclass of `SolverLoss` joins it when defined, unless
@@ -207,23 +232,45 @@ class SolverLoss(LossInputs):
             return y.new_zeros(y.shape[:-1])
         return y @ known[: self.solver.num_outputs]
 
+    def instance_known(self, known_cost: Any, costs: Tensor) -> Tensor | None:
+        """A call's known cost per instance (``known_cost=``: ``(*batch, num_vars)`` or
+        ``(num_vars,)``, in the spec's sense, added to the spec's own) checked once
+        (`check_known_cost`: shape, finiteness) and returned in minimisation form, ``sign *
+        known_cost`` broadcast to ``(*batch, num_vars)`` on ``costs``'s device and dtype
+        (``costs`` ``(*batch, *cost_shape)``, the call's); None without one."""
+        if known_cost is None:
+            return None
+        batch = tuple(costs.shape[: costs.dim() - len(self.spec.cost_shape)])
+        return self.solver.sign * check_known_cost(self.spec.label, self.solver.num_vars, batch,
+                                                   known_cost, costs.detach())
+
+    def counts_known(self, solver: Any) -> bool:
+        """Whether the solves of ``solver`` carry a known cost to count: the spec's, or a
+        call's bound to it (`KnownBound`, outermost)."""
+        return self.solver.known is not None or isinstance(solver, KnownBound)
+
     def solve_whole(self, solver: Any, costs: Tensor) -> tuple[Tensor, Tensor | None]:
-        """``solver.solve_min(costs)`` and, when the spec has a known cost, the
-        auxiliaries too (``(y, aux)``; ``(y, None)`` without one), so that `min_value`
-        can count the known part of each solution's objective."""
-        if self.solver.known is None:
+        """``solver.solve_min(costs)`` and, when the solves carry a known cost (the spec's or
+        a call's, `counts_known`), the auxiliaries too (``(y, aux)``; ``(y, None)``
+        without one), so that `min_value` can count the known part of each solution's
+        objective."""
+        if not self.counts_known(solver):
             return solver.solve_min(costs), None
         y, aux = solver.solve_min(costs, return_aux=True)
         return y, aux.to(y)
 
-    def min_value(self, costs: Tensor, y: Tensor, aux: Tensor | None) -> Tensor:
+    def min_value(self, costs: Tensor, y: Tensor, aux: Tensor | None,
+                  solver: Any = None) -> Tensor:
         """The min-sense objective of whole solutions, one value per instance:
         ``<costs, y> + <k, concat(y, aux)>`` with ``k`` the sense-folded known cost
-        (``<costs, y>`` without one); ``costs`` are already sense-folded."""
+        (``<costs, y>`` without one); ``costs`` are already sense-folded. ``solver``: the
+        one that solved them when a call's known cost is bound to it (`KnownBound`, whose
+        `known_value` counts it too), else this loss's."""
+        solver = self.solver if solver is None else solver
         value = inner(costs, y, len(self.solver.cost_shape))
-        if self.solver.known is None:
+        if not self.counts_known(solver):
             return value
-        return value + (self.solver.sign * self.solver.known_value(y, aux)).to(value)
+        return value + (solver.sign * solver.known_value(y, aux)).to(value)
 
     def own_step(self, solver: Any, step: str) -> Any:
         """``solver`` for the costs this loss makes itself in ``step`` (e.g.

@@ -9,7 +9,7 @@ from torch import Tensor
 
 from ..backends.pool import SolutionPool, as_pool, check_solve_ratio
 from ..backends.registry import as_solver
-from ..backends.solver import KnownBound, Recorder, check_costs, check_known_cost, inner
+from ..backends.solver import KnownBound, Recorder, check_costs, inner
 from ..estimators import Perturbed
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
@@ -73,14 +73,11 @@ class FenchelYoungLoss(SolverLoss):
         c = self.solver.sign * cost_pred
         self.check_nonnegative(c, "cost_pred")
         solver = self.own_step(self.cached_solver, "c - sigma Z")
-        known = None
-        counts_known = self.solver.known is not None or known_cost is not None
+        known = self.instance_known(known_cost, c)
+        counts_known = self.solver.known is not None or known is not None
         # the samples' auxiliaries weigh in the known cost's share: kept by the recorder
         recorder = solver = Recorder(solver) if counts_known else solver
-        if known_cost is not None:
-            batch = tuple(c.shape[: c.dim() - len(self.spec.cost_shape)])
-            known = self.solver.sign * check_known_cost(
-                self.spec.label, self.solver.num_vars, batch, known_cost, c.detach())
+        if known is not None:
             solver = KnownBound(solver, known)
         z, samples = self.perturbed.perturbed_solutions(solver, c)
         k = len(self.spec.cost_shape)

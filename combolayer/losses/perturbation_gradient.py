@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from ..backends.registry import as_solver
-from ..backends.solver import check_costs
+from ..backends.solver import KnownBound, check_costs
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
 
@@ -38,7 +38,8 @@ class PGLoss(SolverLoss):
     term above gains the known part of its solution's objective, ``<k, x(u)>``
     (the solutions are then whole, ``x = concat(y, aux)``); the gradient is unchanged,
     since ``d V / d u = y(u)`` still. ``<c, y(c_hat)>`` is again ``V``'s derivative along
-    ``c``, which is what the finite difference approximates.
+    ``c``, which is what the finite difference approximates. A known cost of each
+    instance (``known_cost=``) is added to the spec's and counted the same way.
 
     It is a loss, not a layer's estimator: its output is a scalar surrogate of
     regret and its input pairs the prediction with the true cost, as SPO+'s does.
@@ -70,7 +71,12 @@ class PGLoss(SolverLoss):
         return (f"PGLoss({self.spec.label}, sigma={self.sigma}, two_sides={self.two_sides}, "
                 f"reduction={self.reduction!r})")
 
-    def __call__(self, cost_pred: Tensor, cost_true: Tensor) -> Tensor:
+    def __call__(self, cost_pred: Tensor, cost_true: Tensor,
+                 known_cost: Tensor | None = None) -> Tensor:
+        """The loss; ``known_cost``, optional, is a known cost of each instance
+        (``(*batch, num_vars)`` or ``(num_vars,)``, the spec's sense), added to the spec's
+        own: ``V`` is then each instance's whole objective, its solves and values count
+        it."""
         check_costs(self.spec, cost_pred, "cost_pred")
         cost_true = check_solution(self.solver, torch.as_tensor(cost_true), cost_pred, "cost_true")
         check_costs(self.spec, cost_true, "cost_true")
@@ -82,8 +88,11 @@ class PGLoss(SolverLoss):
         # the steps' own negatives (c_hat - sigma c) are set to 0 where the problem needs it
         solved = [self.own_costs(upper.detach(), "c_hat + sigma c") if self.two_sides
                   else upper.detach(), self.own_costs(lower.detach(), "c_hat - sigma c")]
-        y, aux = self.solve_whole(self.solver, torch.stack(solved))
+        known = self.instance_known(known_cost, c_hat)
+        solver = self.solver if known is None else KnownBound(self.solver, known)
+        y, aux = self.solve_whole(solver, torch.stack(solved))
         aux = (None, None) if aux is None else aux
         width = 2.0 * self.sigma if self.two_sides else self.sigma
-        loss = (self.min_value(upper, y[0], aux[0]) - self.min_value(lower, y[1], aux[1])) / width
+        loss = (self.min_value(upper, y[0], aux[0], solver)
+                - self.min_value(lower, y[1], aux[1], solver)) / width
         return reduce(loss, self.reduction)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from torch import Tensor
 
 from ..backends.registry import as_solver
-from ..backends.solver import check_costs, inner
+from ..backends.solver import KnownBound, check_costs, inner
 from ..estimators.frank_wolfe import away_step_frank_wolfe, known_oracle
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
@@ -34,7 +35,8 @@ class RegularizedFenchelYoungLoss(SolverLoss):
 
     with the same gradient ``y_true - y_lam``; the known cost of the target's
     auxiliaries, which ``y_true`` does not give, is a constant, left out (so the value
-    is >= 0 up to ``-<k[N:], aux_true>``).
+    is >= 0 up to ``-<k[N:], aux_true>``). A known cost of each instance
+    (``known_cost=``) is added to the spec's and counted the same way.
 
     Args:
         spec: the problem: a spec, a compiled `Solver` or a ComboLayer.
@@ -66,19 +68,45 @@ class RegularizedFenchelYoungLoss(SolverLoss):
     def __repr__(self) -> str:
         return f"RegularizedFenchelYoungLoss({self.spec.label}, lam={self.lam})"
 
-    def __call__(self, cost_pred: Tensor, y_true: Tensor) -> Tensor:
+    def __call__(self, cost_pred: Tensor, y_true: Tensor,
+                 known_cost: Tensor | None = None) -> Tensor:
+        """The loss; ``known_cost``, optional, is a known cost of each instance
+        (``(*batch, num_vars)`` or ``(num_vars,)``, the spec's sense), added to the spec's
+        own and counted as the spec's is (``k`` above is then per instance)."""
         check_costs(self.spec, cost_pred, "cost_pred")
         y_true = check_solution(self.solver, y_true, cost_pred, "y_true")
         c = self.solver.sign * cost_pred
-        flat = c.detach().reshape(-1, self.solver.num_outputs)
+        n = self.solver.num_outputs
+        flat = c.detach().reshape(-1, n)
+        known = self.instance_known(known_cost, c)
+        if known is None:
+            oracle = known_oracle(self.solver, self.lam)
+        else:  # flat instances, as Frank-Wolfe hands them to the oracle
+            known = known.reshape(-1, self.solver.num_vars)
+            oracle = _bound_oracle(KnownBound(self.solver, known), self.lam)
         mu, _, _, mu_known = away_step_frank_wolfe(
-            known_oracle(self.solver, self.lam), -flat / self.lam, self.max_iter, self.tol,
-            linear=True)
+            oracle, -flat / self.lam, self.max_iter, self.tol, linear=True)
         y_lam = mu.reshape(c.shape)
         k = len(self.spec.cost_shape)
         omega = 0.5 * self.lam * (inner(y_true, y_true, k) - inner(y_lam, y_lam, k))
         loss = omega + inner(c, y_true - y_lam, k)
-        if self.solver.known is not None:  # <k[:N], y_true> - <k, mu> (mu_known: <k, mu> / lam)
-            on_true = self.target_known_value(y_true.reshape(-1, self.solver.num_outputs))
+        if self.solver.known is not None or known is not None:
+            # <k[:N], y_true> - <k, mu> (mu_known: <k, mu> / lam)
+            flat_true = y_true.reshape(-1, n)
+            on_true = self.target_known_value(flat_true)
+            if known is not None:
+                on_true = on_true + (flat_true * known[:, :n]).sum(-1)
             loss = loss + (on_true - self.lam * mu_known).reshape(loss.shape)
         return reduce(loss, self.reduction)
+
+
+def _bound_oracle(solver: KnownBound, lam: float) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
+    """`known_oracle` for a solver with a call's known cost bound (`KnownBound`): its
+    solves and `known_value` count the call's on top of the spec's, which may have none
+    (`known_oracle` reads the spec's alone to decide whether there is one)."""
+
+    def oracle(g: Tensor) -> tuple[Tensor, Tensor]:
+        v, aux = solver.solve_min(lam * g, return_aux=True)
+        return v, solver.sign * solver.known_value(v, aux.to(v)) / lam
+
+    return oracle

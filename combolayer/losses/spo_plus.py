@@ -9,7 +9,7 @@ from torch import Tensor
 
 from ..backends.pool import SolutionPool, as_pool, check_solve_ratio
 from ..backends.registry import as_solver
-from ..backends.solver import KnownBound, Solver, check_costs, check_known_cost, inner
+from ..backends.solver import KnownBound, Solver, check_costs, inner
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
 
@@ -82,11 +82,7 @@ class SPOPlusLoss(SolverLoss):
         self.check_nonnegative(c_hat, "cost_pred")
         self.check_nonnegative(c, "cost_true")
         shifted = 2.0 * c_hat - c
-        known = None
-        if known_cost is not None:
-            batch = tuple(cost_pred.shape[: cost_pred.dim() - len(self.spec.cost_shape)])
-            known = sign * check_known_cost(self.spec.label, self.solver.num_vars, batch,
-                                            known_cost, c.detach())
+        known = self.instance_known(known_cost, c)
         if self.solver.known is not None or known is not None:
             return reduce(self._with_known_cost(c_hat, c, shifted, y_true, cost_pred, known),
                           self.reduction)
