@@ -16,8 +16,10 @@ __all__ = ["Knapsack"]
 class Knapsack(Spec):
     """Pick items of value ``w`` (shape ``(n,)``) within ``m`` capacities.
 
-    ``weights`` is ``(m, n)`` (non-negative), ``capacities`` ``(m,)``
-    (non-negative); ``sense="max"`` by default: the most valuable feasible set.
+    Args:
+        weights: the ``(m, n)`` non-negative weight of each item in each dimension.
+        capacities: the ``(m,)`` non-negative capacity of each dimension.
+        sense: ``"max"`` (default: the most valuable feasible set) or ``"min"``.
 
     Examples:
         >>> import numpy as np, combolayer as cl

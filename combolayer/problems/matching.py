@@ -31,17 +31,20 @@ class Matching(Spec):
     """Pairs of a row and a column, each row and each column in at most one pair.
 
     Cost and solution ``(rows, cols)``, ``y[i, j] = 1`` when row ``i`` is paired with
-    column ``j``. ``cover`` says which side is matched in full:
+    column ``j``. With ``cover="none"``, "at most k pairs" is ``max_pairs=k``, "exactly
+    k pairs" is ``min_pairs=max_pairs=k``; a bound the cover already implies is accepted.
 
-    - ``"rows"`` (the default): every row exactly once, every column at most once
-      (``rows <= cols``); a perfect matching when ``rows == cols``;
-    - ``"cols"``: every column exactly once, every row at most once (``cols <= rows``);
-    - ``"both"``: a perfect matching (``rows == cols``);
-    - ``"none"``: every row and every column at most once.
-
-    ``min_pairs`` and ``max_pairs`` bound the number of pairs (with ``cover="none"``:
-    "at most k pairs" is ``max_pairs=k``, "exactly k pairs" is
-    ``min_pairs=max_pairs=k``); a bound the cover already implies is accepted.
+    Args:
+        rows: the number of rows.
+        cols: the number of columns.
+        sense: ``"min"`` (default, the cheapest matching) or ``"max"``.
+        cover: which side is matched in full: ``"rows"`` (default: every row exactly
+            once, every column at most once, ``rows <= cols``; perfect when
+            ``rows == cols``), ``"cols"`` (every column exactly once, ``cols <= rows``),
+            ``"both"`` (a perfect matching, ``rows == cols``) or ``"none"`` (every row
+            and every column at most once).
+        min_pairs: the fewest pairs (default 0: no bound beyond ``cover``'s).
+        max_pairs: the most pairs, or None (no bound beyond ``cover``'s).
 
     Examples:
         >>> import numpy as np, combolayer as cl

@@ -156,12 +156,20 @@ def clip_negative_costs(spec: ShortestPath | GridShortestPath, weights: np.ndarr
 class ShortestPath(_NonnegativeOnCycles, Spec):
     """A cheapest source-target path in a graph with edge costs ``(num_edges,)``.
 
-    ``y`` is the 0/1 indicator of the path's edges. ``directed=False`` lets every
-    edge be used in either direction. ``negative_costs`` says what the
-    specialised solvers do with negative costs on a graph with cycles (where the
-    cheapest simple path is NP-hard): ``"error"`` raises, ``"clip"`` sets them
-    to 0 first. Acyclic directed graphs accept any costs. ``ShortestPath.grid``
-    builds the vertex-cost grid version.
+    ``y`` is the 0/1 indicator of the path's edges. Acyclic directed graphs accept
+    any costs. ``ShortestPath.grid`` builds the vertex-cost grid version.
+
+    Args:
+        num_nodes: the number of nodes, numbered ``0 .. num_nodes - 1``.
+        edges: the edges ``(u, v)``, one cost each, in the order of the costs.
+        source: the node the path starts at.
+        target: the node the path ends at.
+        directed: True (default): ``(u, v)`` goes from u to v only; False lets every
+            edge be used in either direction.
+        sense: ``"min"`` (default, the cheapest path) or ``"max"``.
+        negative_costs: what the specialised solvers do with negative costs on a
+            graph with cycles (where the cheapest simple path is NP-hard):
+            ``"error"`` (default) raises, ``"clip"`` sets them to 0 first.
 
     Examples:
         >>> import numpy as np, combolayer as cl
@@ -187,7 +195,19 @@ class ShortestPath(_NonnegativeOnCycles, Spec):
     def grid(cls, rows: int, cols: int, neighborhood: int = 8,
              source: tuple[int, int] = (0, 0), target: tuple[int, int] | None = None,
              negative_costs: NegativeCosts = "error") -> GridShortestPath:
-        """A ``rows x cols`` grid with vertex costs; moves go to the 4 or 8 neighbours."""
+        """A ``rows x cols`` grid with vertex costs; moves go to the 4 or 8 neighbours.
+
+        Args:
+            rows: the grid's number of rows.
+            cols: the grid's number of columns.
+            neighborhood: 8 (default, diagonal moves too) or 4.
+            source: the ``(row, col)`` cell the path starts at.
+            target: the ``(row, col)`` cell it ends at; None is the bottom-right cell.
+            negative_costs: ``"error"`` (default) or ``"clip"``, as for `ShortestPath`.
+
+        Returns:
+            The [`GridShortestPath`][combolayer.problems.GridShortestPath] spec.
+        """
         data = dict(rows=rows, cols=cols, neighborhood=neighborhood, source=source,
                     negative_costs=negative_costs)
         if target is not None:
@@ -289,6 +309,16 @@ class GridShortestPath(_NonnegativeOnCycles, Spec):
     ``y`` is the 0/1 indicator of the vertices on the path, source and target
     included, so ``<w, y>`` is the path's cost. Moves go to any of the 4 or 8
     neighbours. Build it with ``ShortestPath.grid(...)``.
+
+    Args:
+        rows: the grid's number of rows.
+        cols: the grid's number of columns.
+        neighborhood: 8 (default, diagonal moves too) or 4.
+        source: the ``(row, col)`` cell the path starts at, ``(0, 0)`` by default.
+        target: the ``(row, col)`` cell it ends at; the bottom-right cell by default.
+        sense: ``"min"`` (default, the cheapest path) or ``"max"``.
+        negative_costs: ``"error"`` (default) raises on negative costs, ``"clip"`` sets
+            them to 0 (the grid has cycles, so Dijkstra needs them non-negative).
     """
 
     kind: Literal["grid_shortest_path"] = "grid_shortest_path"

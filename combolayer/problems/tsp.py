@@ -367,6 +367,10 @@ class TSP(Spec):
     the tour's length under the symmetrised cost ``w + w.T`` (twice the length
     for a symmetric ``w``).
 
+    Args:
+        num_nodes: the number of cities.
+        sense: ``"min"`` (default, the shortest tour) or ``"max"``.
+
     Examples:
         >>> import numpy as np, combolayer as cl
         >>> y = cl.make_solver(cl.problems.TSP(4)).solve(np.ones((4, 4)))

@@ -94,6 +94,10 @@ class TSPEdges(Spec):
     length. `combolayer.problems.TSP` is the same problem on ``(n, n)`` matrices
     (see `edges_to_matrix`).
 
+    Args:
+        num_nodes: the number of cities.
+        sense: ``"min"`` (default, the shortest tour) or ``"max"``.
+
     Examples:
         >>> import numpy as np, combolayer as cl
         >>> cost = np.array([1.0, 2, 4, 8, 16, 32])  # edges 01 02 03 12 13 23
