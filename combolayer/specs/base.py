@@ -298,8 +298,12 @@ def register_spec(cls: SpecClass) -> SpecClass:
 class Constraint(_Validated):
     """One linear row ``sum_j coefs[j] * x[j]  sense  rhs``.
 
-    ``coefs`` is either a sparse ``{index: value}`` dict or a dense list over all
-    variables (outputs first, then auxiliaries).
+    Args:
+        coefs: the coefficients: a sparse ``{index: value}`` dict or a dense list over
+            all variables (outputs first, then auxiliaries).
+        sense: ``"<="``, ``"=="`` or ``">="``.
+        rhs: the right-hand side, a finite number.
+        name: the row's name (shown in errors and written to files), or None.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -360,7 +364,7 @@ class ILP(Spec):
     ``(*batch, *shape)``. The objective is ``<w, y> + <known_cost, x>`` over all
     variables ``x = concat(y, aux)``.
 
-    Attributes:
+    Args:
         shape: the cost/solution shape.
         num_aux: auxiliary variables after the outputs.
         known_cost: a cost that is not predicted, one number per variable
@@ -373,6 +377,8 @@ class ILP(Spec):
         upper: upper bounds, one number or one per variable; ``None`` is +inf
             (default 1).
         constraints: the rows, [`Constraint`][combolayer.Constraint] objects.
+        variables: named model variables (set by ``from_cvxpy`` and ``from_file``):
+            name -> where it sits in the full solution, read back by `split`; or None.
 
     Other constructors: `from_matrices`, `from_cvxpy`,
     `from_file` (MPS/LP), and [`combolayer.load_spec`][combolayer.load_spec] (YAML/JSON).
@@ -493,9 +499,12 @@ class ILP(Spec):
         return self
 
     def split(self, x: Any) -> dict[str, Any]:
-        """The full solution ``x = concat(y, aux)`` (``(*batch, num_vars)``, numpy or
-        torch) as a dict: each named variable (`variables`, set by ``from_cvxpy``) ->
-        its values, of shape ``(*batch, *variable_shape)``.
+        """The full solution as a dict: each named variable (`variables`, set by
+        ``from_cvxpy``) -> its values, of shape ``(*batch, *variable_shape)``.
+
+        Args:
+            x: the full solution ``concat(y, aux)``, ``(*batch, num_vars)``, numpy or
+                torch.
 
         Raises:
             SpecError: the spec has no named variables.
@@ -538,9 +547,27 @@ class ILP(Spec):
         num_aux: int = 0,
         known_cost: Any = None,
     ) -> ILP:
-        """An ILP from numpy or scipy.sparse matrices: ``A_ub x <= b_ub``, ``A_eq x == b_eq``;
-        ``known_cost`` (one number per variable, or None) is the part of the objective
-        that is not predicted."""
+        """An ILP from numpy or scipy.sparse matrices: ``A_ub x <= b_ub``, ``A_eq x == b_eq``.
+
+        Args:
+            shape: the cost/solution shape (an int for a vector).
+            A_ub: the ``(m, num_vars)`` inequality rows, or None.
+            b_ub: their ``(m,)`` right-hand sides.
+            A_eq: the ``(k, num_vars)`` equality rows, or None.
+            b_eq: their ``(k,)`` right-hand sides.
+            integrality: ``"binary"`` (default), ``"integer"``, ``"continuous"``, or one
+                per variable.
+            lower: lower bounds, one number or one per variable.
+            upper: upper bounds, one number or one per variable; None is +inf.
+            sense: ``"min"`` (default) or ``"max"``.
+            num_aux: auxiliary variables after the outputs.
+            known_cost: the part of the objective that is not predicted, one number per
+                variable, or None.
+
+        Raises:
+            SpecError: a matrix whose columns are not the variables, or a right-hand
+                side of the wrong length.
+        """
         shape = [int(shape)] if np.isscalar(shape) else [int(d) for d in shape]
         n = math.prod(shape) + num_aux
         constraints: list[Constraint] = []
@@ -588,14 +615,20 @@ class ILP(Spec):
         cvxpy variable sits in the full solution, and ``spec.split(x)`` reads them
         back by name. The conversion is
         `combolayer.specs.cvxpy_frontend.ilp_arguments` (cvxpy is imported only then).
-        A term that is not linear in the variables, or in which a parameter
-        multiplies another, raises `SpecError` naming it.
+        cvxpylayers' spelling works too: ``CvxpyLayer(problem, parameters=[w],
+        variables=[x])`` becomes ``ILP.from_cvxpy(problem, parameters=[w], variables=[x])``.
 
-        cvxpylayers' spelling works too, so a ``CvxpyLayer(problem, parameters=[w],
-        variables=[x])`` becomes ``ILP.from_cvxpy(problem, parameters=[w],
-        variables=[x])``: ``parameters`` holds the one cost parameter (other
-        parameters keep their current values), and ``variables``, if given, must be
-        the variables the objective multiplies (the returned solution).
+        Args:
+            problem: the ``cvxpy.Problem``.
+            cost: the ``cp.Parameter`` that multiplies the outputs.
+            parameters: cvxpylayers' spelling of ``cost``: a list holding the one cost
+                parameter (other parameters keep their current values).
+            variables: cvxpylayers' spelling: if given, the variables the objective
+                multiplies (the returned solution), checked.
+
+        Raises:
+            SpecError: a term not linear in the variables, or in which a parameter
+                multiplies another (named); no cost, or both spellings of it.
         """
         if parameters is not None:
             if cost is not None:
@@ -624,11 +657,14 @@ class ILP(Spec):
         objective sense and row names kept; ``shape = [num_vars]``; the file's
         objective is attached as ``spec.default_cost``. See `combolayer.specs.files`.
 
-        ``outputs`` (column names or indices, in the prediction's order) makes only
-        those columns outputs (``shape = [len(outputs)]``); every other column becomes
-        an auxiliary, and the file's objective on the auxiliaries stays in the model as
-        their ``known_cost`` (its part on the outputs is ``default_cost``). The spec's
-        ``variables`` then name each column (when the file names them all, once each).
+        Args:
+            path: the ``.mps`` or ``.lp`` file.
+            outputs: column names or indices, in the prediction's order, to make only
+                those columns outputs (``shape = [len(outputs)]``); every other column
+                becomes an auxiliary, and the file's objective on the auxiliaries stays
+                in the model as their ``known_cost`` (its part on the outputs is
+                ``default_cost``). The spec's ``variables`` then name each column (when
+                the file names them all, once each). None: every column is an output.
 
         Raises:
             SpecError: an unknown, repeated or out-of-range column in ``outputs``.
