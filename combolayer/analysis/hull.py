@@ -66,9 +66,18 @@ FIXED_TOL = 1e-8
 class AffineHull:
     """The affine hull ``{y : normals @ y == offsets}`` of a problem's solutions.
 
-    ``normals`` has orthonormal rows, flat over ``cost_shape``; ``fixed`` holds
-    the flat indices of outputs equal in every solution (their value is
-    ``point[j]``); ``point`` is one solution (LP mode: of the relaxation).
+    Built by [`analyze`][combolayer.analyze]; its fields:
+
+    Args:
+        normals: ``(r, N)``, orthonormal rows, flat over ``cost_shape``, spanning the
+            directions along which every solution has the same value.
+        offsets: ``(r,)``, the value ``normals[i] @ y`` every solution shares.
+        fixed: the flat indices of the outputs equal in every solution (their value
+            is ``point[j]``).
+        point: one solution (LP mode: of the relaxation), flat.
+        cost_shape: the problem's cost shape.
+        exact: True if the hull is the integer solutions' (``analyze(exact=True)``),
+            False if the LP relaxation's.
     """
 
     normals: np.ndarray
@@ -98,8 +107,11 @@ class AffineHull:
     def project(self, w: Tensor) -> Tensor:
         """Remove the components of ``w`` along the normals (batched, differentiable).
 
-        ``w`` has shape ``(..., *cost_shape)`` or ``(..., N)``; the result has
-        the shape, dtype and device of ``w``.
+        Args:
+            w: costs of shape ``(..., *cost_shape)`` or ``(..., N)``.
+
+        Returns:
+            The projected costs, with the shape, dtype and device of ``w``.
         """
         w = torch.as_tensor(w)
         k = len(self.cost_shape)

@@ -265,6 +265,9 @@ class ComboLayer(nn.Module):
         that names it (from the current directory for a dict or a YAML/JSON string), as
         in ``combolayer train``; a missing file's error shows the resolved path.
 
+        Args:
+            source: the config: a dict, a YAML/JSON file path or a YAML/JSON string.
+
         Raises:
             ValueError: ``problem`` is missing or a key is unknown.
 

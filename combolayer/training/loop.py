@@ -800,6 +800,12 @@ def load_run(path: str | os.PathLike) -> tuple[nn.Module, ComboLayer]:
     ``spec.json`` (the problem) and ``config.json`` (the layer's arguments). Both come
     back in eval mode, ready to predict and solve: ``layer(model(features))``.
 
+    Args:
+        path: the run folder ``combolayer train`` wrote (its ``out``).
+
+    Returns:
+        ``(model, layer)``: the cost model and the [`ComboLayer`][combolayer.ComboLayer].
+
     Raises:
         FileNotFoundError: ``path`` is not a run folder; the message names the
             missing file.
