@@ -43,7 +43,12 @@ class Data(NamedTuple):
 
 
 def grid_edges(rows: int, cols: int) -> list[tuple[int, int]]:
-    """PyEPO's right/down grid arcs, in PyEPO's order (node ``v = i * cols + j``)."""
+    """PyEPO's right/down grid arcs, in PyEPO's order (node ``v = i * cols + j``).
+
+    Args:
+        rows: the grid's rows of nodes.
+        cols: the grid's columns of nodes.
+    """
     edges = []
     for i in range(rows):
         edges += [(i * cols + j, i * cols + j + 1) for j in range(cols - 1)]
@@ -53,7 +58,11 @@ def grid_edges(rows: int, cols: int) -> list[tuple[int, int]]:
 
 
 def shortest_path_spec(grid: tuple[int, int] = (5, 5)):
-    """PyEPO's grid shortest path: edge costs, from the top-left to the bottom-right node."""
+    """PyEPO's grid shortest path: edge costs, from the top-left to the bottom-right node.
+
+    Args:
+        grid: ``(rows, cols)`` of nodes, joined by right/down edges (`grid_edges`).
+    """
     rows, cols = grid
     return ShortestPath(
         num_nodes=rows * cols, edges=grid_edges(rows, cols), source=0, target=rows * cols - 1
@@ -133,8 +142,21 @@ def knapsack(
     ``B ~ Bernoulli(0.5)^{m x p}``, ``x_i ~ N(0, I_p)``, and item values
     ``c_ij = ceil(5 [((B x_i)_j / sqrt(p) + 3)^deg + 1] / 3.5^deg * eps_ij)``
     with ``eps_ij ~ U[1 - noise_width, 1 + noise_width]``. PyEPO leaves the
-    capacities to the user; the default here is half of each dimension's total
-    weight. The spec is ``Knapsack(W, capacities)`` (maximise the value).
+    capacities to the user. The spec is ``Knapsack(W, capacities)`` (maximise the value).
+
+    Args:
+        num_data: instances to draw.
+        num_features: ``p``, the feature dimension.
+        num_items: ``m``, the number of items.
+        dim: the number of weight dimensions (capacities).
+        deg: the polynomial degree (model misspecification; 1 is linear).
+        noise_width: the multiplicative noise half-width.
+        seed: the ``RandomState`` seed (PyEPO's default 135).
+        capacities: one per dimension; None: half of each dimension's total weight.
+        backend: solves the true optima.
+
+    Returns:
+        ``Data(features (num_data, p), costs (num_data, m), solutions, spec)``.
     """
     rnd = np.random.RandomState(seed)
     weights = rnd.choice(range(300, 800), size=(dim, num_items)) / 100
@@ -167,11 +189,20 @@ def tsp(
     U(-2, 2)^{E x p}`` (elementwise); ``x_i ~ N(0, I_p)``; and edge costs
     ``c_ie = round(d_e + ((B x_i)_e / sqrt(p) + 3)^deg / 3^(deg - 1) * eps_ie, 4)``
     with ``d_e`` the Euclidean distance and ``eps_ie ~ U[1 - noise_width, 1 + noise_width]``.
-    The costs come back as symmetric ``(n, n)`` matrices (zero diagonal), the
-    cost shape of ``TSP(n)``, whose solutions are symmetric adjacency matrices,
-    so ``<c, y>`` is twice the tour length; with ``edges=True`` as PyEPO's ``E``
-    edge costs, the cost shape of ``TSPEdges(n)``, whose solutions are the tours'
-    0/1 edge vectors, so ``<c, y>`` is the tour length.
+
+    Args:
+        num_data: instances to draw.
+        num_features: ``p``, the feature dimension.
+        num_nodes: ``n``, the number of cities.
+        deg: the polynomial degree (model misspecification; 1 is linear).
+        noise_width: the multiplicative noise half-width.
+        seed: the ``RandomState`` seed (PyEPO's default 135).
+        backend: solves the true optima.
+        edges: False (default): the costs come back as symmetric ``(n, n)`` matrices
+            (zero diagonal), the cost shape of ``TSP(n)``, whose solutions are
+            symmetric adjacency matrices, so ``<c, y>`` is twice the tour length.
+            True: as PyEPO's ``E`` edge costs, the cost shape of ``TSPEdges(n)``,
+            whose solutions are 0/1 edge vectors, so ``<c, y>`` is the tour length.
     """
     rnd = np.random.RandomState(seed)
     half = num_nodes // 2
@@ -200,12 +231,16 @@ def from_pyepo(dataset: Any, spec: Any = None) -> Data:
     """A PyEPO ``optDataset`` as a [`Data`][combolayer.data.Data]: its ``feats``, ``costs``
     and ``sols`` (float32 tensors, PyEPO's true solutions kept, not re-solved) and a spec.
 
-    ``spec`` defaults to the one read from the dataset's model
-    ([`spec`][combolayer.backends.PyEPOBackend.spec], Gurobi models only); pass one for
-    other models, or to train on a named problem such as
-    [`shortest_path_spec`][combolayer.data.shortest_path_spec].
-    Raises SpecError when the model cannot be read and no spec is given, and
-    ValueError when the spec's size differs from the dataset's costs.
+    Args:
+        dataset: the PyEPO ``optDataset``.
+        spec: the problem; None reads it from the dataset's model
+            ([`spec`][combolayer.backends.PyEPOBackend.spec], Gurobi models only).
+            Pass one for other models, or to train on a named problem such as
+            [`shortest_path_spec`][combolayer.data.shortest_path_spec].
+
+    Raises:
+        SpecError: the model cannot be read and no spec is given.
+        ValueError: the spec's size differs from the dataset's costs.
     """
     from .interop.pyepo import from_pyepo as wrap
 

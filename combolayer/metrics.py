@@ -140,8 +140,19 @@ def normalized_regret(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver 
     """Scalar ``sum regret / (sum |<c, y*(c)>| + 1e-7)`` over the batch (PyEPO's ``regret``);
     with a known cost the optimal objectives count it (``+ <known_cost, x*>``).
 
-    Arguments as `regret` (``solver=`` deprecated there too: pass the compiled solver as
-    ``spec`` or ``backend=``); returns a float64 scalar tensor.
+    Args:
+        spec: the problem: a spec, a compiled `Solver` or a ComboLayer, as for `regret`.
+        cost_true: the true costs, ``(*batch, *cost_shape)``.
+        y_pred: the decisions taken, same shape.
+        solver: deprecated (warns ``DeprecationWarning``): pass the compiled solver
+            as ``spec`` or as ``backend=``.
+        backend: the backend to compile a spec with, or a compiled `Solver`.
+        y_true: the optimal solutions for ``cost_true`` (skips solving them).
+        aux_pred: the auxiliaries of ``y_pred``, ``(*batch, num_aux)`` (a known cost).
+        known_cost: a known cost of each instance, as for `regret`.
+
+    Returns:
+        A float64 scalar tensor.
     """
     value, best, sign = _objectives(spec, cost_true, y_pred, solver, backend, y_true,
                                     "normalized_regret", aux_pred, known_cost)
@@ -153,8 +164,20 @@ def cost_ratio(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None 
                known_cost: Any = None) -> Tensor:
     """Per-instance ``<c, y_pred> / <c, y*(c)>`` (1 is optimal; the Warcraft metric).
 
-    Arguments as `regret` (``solver=`` is deprecated: pass the compiled solver as
-    ``spec`` or ``backend=``)."""
+    Args:
+        spec: the problem: a spec, a compiled `Solver` or a ComboLayer, as for `regret`.
+        cost_true: the true costs, ``(*batch, *cost_shape)``.
+        y_pred: the decisions taken, same shape.
+        solver: deprecated (warns ``DeprecationWarning``): pass the compiled solver
+            as ``spec`` or as ``backend=``.
+        backend: the backend to compile a spec with, or a compiled `Solver`.
+        y_true: the optimal solutions for ``cost_true`` (skips solving them).
+        aux_pred: the auxiliaries of ``y_pred``, ``(*batch, num_aux)`` (a known cost).
+        known_cost: a known cost of each instance, as for `regret`.
+
+    Returns:
+        A float64 tensor of shape ``batch``.
+    """
     value, best, _ = _objectives(spec, cost_true, y_pred, solver, backend, y_true,
                                  "cost_ratio", aux_pred, known_cost)
     return value / best
@@ -166,14 +189,21 @@ def recall_at_k(x: Any, labels: Any, ks: tuple[int, ...] = (1, 2, 4, 8), *,
     the K items most similar to them (the query itself excluded).
 
     Every item queries all the others, as in the usual CUB/SOP evaluation (the
-    paper's ``R@K``). ``x`` is either ``(N, D)`` embeddings, compared by cosine
-    similarity, or an ``(N, N)`` similarity matrix (higher = more similar);
-    ``input="auto"`` takes a square ``(N, N)`` input with ``N = len(labels)`` as
-    similarities, so pass ``input="embeddings"`` when ``D == N``. Ties go to the
-    lower index (a stable sort), so the result does not depend on the platform.
-    Queries whose class has no other item can never score and still count.
+    paper's ``R@K``). Ties go to the lower index (a stable sort), so the result does
+    not depend on the platform. Queries whose class has no other item can never score
+    and still count.
 
-    Returns ``{K: recall}`` with floats in [0, 1].
+    Args:
+        x: ``(N, D)`` embeddings, compared by cosine similarity, or an ``(N, N)``
+            similarity matrix (higher = more similar).
+        labels: the ``(N,)`` class of each item.
+        ks: the K values to report.
+        input: ``"auto"`` (a square ``(N, N)`` input with ``N = len(labels)`` is read
+            as similarities), ``"embeddings"`` (needed when ``D == N``) or
+            ``"similarities"``.
+
+    Returns:
+        ``{K: recall}`` with floats in [0, 1].
     """
     x = torch.as_tensor(x).detach().to("cpu", torch.float64)
     labels = torch.as_tensor(labels).detach().cpu()
