@@ -227,12 +227,55 @@ def test_a_known_cost_of_the_wrong_shape_names_expected_and_got():
                                                                  known_cost=bad)
 
 
-@pytest.mark.parametrize("method", ["qptl", "intopt", "rfwo"])
-def test_methods_that_read_the_spec_known_cost_refuse_a_per_instance_one(method):
+def test_rfwo_reads_the_spec_known_cost_and_refuses_a_per_instance_one():
     spec = cl.ILP(shape=[3], constraints=[cl.Constraint(coefs=[1, 1, 1], sense="<=", rhs=2)])
-    layer = cl.ComboLayer(spec, method=method, projection="plane", backend="highs")
+    layer = cl.ComboLayer(spec, method="rfwo", projection="plane", backend="highs")
     with pytest.raises(NotImplementedError, match="per-call known cost.*identity"):
         layer(torch.zeros(2, 3, requires_grad=True), known_cost=torch.ones(3))
+
+
+def _pick_two(known_cost):
+    """Pick two of four outputs (y0 + y1 <= 1; an auxiliary x4 with y3 + x4 <= 1): the
+    relaxation has an interior, as the log barrier needs."""
+    return cl.ILP(shape=[4], num_aux=1, known_cost=known_cost,
+                  constraints=[cl.Constraint(coefs={0: 1, 1: 1}, sense="<=", rhs=1),
+                               cl.Constraint(coefs={3: 1, 4: 1}, sense="<=", rhs=1),
+                               cl.Constraint(coefs=[1, 1, 1, 1, 0], sense="==", rhs=2)])
+
+
+@pytest.mark.parametrize("method", [{"name": "qptl", "gamma": 2.0}, {"name": "intopt", "mu": 0.5}],
+                         ids=["qptl", "intopt"])
+@pytest.mark.parametrize("own_known", [True, False], ids=["spec known", "no spec known"])
+def test_relaxation_methods_count_the_instance_known_cost(method, own_known):
+    """QPTL and IntOpt with ``known_cost=k`` are the methods on the spec whose known cost
+    is the spec's plus ``k``: the relaxed solution and its gradient in training (``k`` a
+    linear term of the relaxed objective, on the auxiliaries too), the exact ILP's
+    solution in eval mode."""
+    rng = np.random.default_rng(59)
+    spec = _pick_two([0.5, -0.5, 0.0, 1.0, -2.0] if own_known else None)
+    costs = rng.normal(size=(3, 4))
+    known = rng.normal(size=(3, 5))
+    known[:, -1] = rng.choice([-3.0, 3.0], size=3)  # the auxiliary's cost decides x4
+    g = torch.tensor(rng.normal(size=costs.shape))
+    layer = cl.ComboLayer(spec, method=method, projection="none", backend="highs")
+    w = torch.tensor(costs, requires_grad=True)
+    y = layer(w, known_cost=torch.tensor(known))
+    y.backward(g)
+    layer.eval()
+    exact = layer(torch.tensor(costs), known_cost=torch.tensor(known))
+    plain = cl.ComboLayer(spec, method=method, projection="none", backend="highs")
+    moved = 0
+    for i in range(len(costs)):
+        own = cl.ComboLayer(_with_known(spec, known[i]), method=method, projection="none",
+                            backend="highs")
+        w_i = torch.tensor(costs[i : i + 1], requires_grad=True)
+        y_i = own(w_i)
+        y_i.backward(g[i : i + 1])
+        torch.testing.assert_close(y[i : i + 1].detach(), y_i.detach(), atol=1e-4, rtol=0)
+        torch.testing.assert_close(w.grad[i : i + 1], w_i.grad, atol=1e-3, rtol=1e-3)
+        assert torch.equal(exact[i : i + 1], own.eval()(w_i.detach()))
+        moved += not torch.allclose(plain(w_i.detach()), y_i.detach(), atol=1e-2)
+    assert moved == len(costs)  # the known cost moved every relaxed solution
 
 
 def test_fenchel_young_counts_the_instance_known_cost():

@@ -2,15 +2,17 @@
 
 For a spec's canonical form (minimisation costs ``c`` on the N outputs, a known
 cost ``k`` on all ``V`` variables, rows ``A_ub x <= b_ub``, ``A_eq x == b_eq``,
-bounds ``l <= x <= u``) and per-call rows ``A x <= b``, the relaxation is
+bounds ``l <= x <= u``), per-call rows ``A x <= b`` and a per-call known cost ``q``
+(``layer(w, known_cost=q)``, zero without one), the relaxation is
 
-    x*(c, A, b) = argmin_x  c . x[:N] + k . x + smoothing(x)
+    x*(c, A, b) = argmin_x  (c, 0) . x + q . x + k . x + smoothing(x)
                   subject to the rows above, integrality dropped,
 
 with ``smoothing`` either the quadratic ``gamma/2 |x|^2`` (QPTL) or the log
 barrier ``-mu * sum(log(slack))`` over every inequality and finite bound (IntOpt).
 It is built once per number of per-call rows ``m`` as a `cvxpylayers.torch.CvxpyLayer`
-whose parameters are ``c`` and, when ``m > 0``, ``A`` and ``b``; the derivatives
+whose parameters are the linear cost ``(c, 0) + q`` on all ``V`` variables and, when
+``m > 0``, ``A`` and ``b``; the derivatives
 of ``x*`` in all three come from cvxpylayers (diffcp's implicit differentiation
 of the conic program's optimality conditions).
 
@@ -29,11 +31,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..backends.solver import Recorder, Solver
+from ..backends.solver import KnownBound, Recorder, Solver
 from ..errors import BackendUnavailable, InfeasibleError, SolverError
 from ..specs.base import Spec
 from ..specs.canonical import canonical_form
-from .base import DifferentiableSolve, Estimator, Positive, refuse_instance_known_cost
+from .base import DifferentiableSolve, Estimator, Positive
 
 Smoothing = Literal["quadratic", "log_barrier"]
 
@@ -97,8 +99,9 @@ class Relaxation:
         cp, CvxpyLayer = _import_cvxpylayers()
         form = self.form
         x = cp.Variable(self.num_vars)
-        cost = cp.Parameter(self.num_outputs)
-        objective = cost @ x[: self.num_outputs]
+        # on every variable: a call's known cost reaches the auxiliaries too
+        cost = cp.Parameter(self.num_vars)
+        objective = cost @ x
         if self.known is not None:
             objective = objective + self.known @ x
         parameters = [cost]
@@ -128,10 +131,13 @@ class Relaxation:
         problem = cp.Problem(cp.Minimize(objective), constraints)
         return CvxpyLayer(problem, parameters=parameters, variables=[x])
 
-    def __call__(self, costs: Tensor, A: Tensor | None = None, b: Tensor | None = None) -> Tensor:
-        """``x*[:N]`` for ``(B, N)`` minimisation costs and per-call rows ``A`` ``(B, m, V)``,
-        ``b`` ``(B, m)`` (or None); float64 on the CPU inside (cvxpylayers reads its
-        parameters through numpy), returned in ``costs``'s dtype and on its device.
+    def __call__(self, costs: Tensor, A: Tensor | None = None, b: Tensor | None = None,
+                 known: Tensor | None = None) -> Tensor:
+        """``x*[:N]`` for ``(B, N)`` minimisation costs, per-call rows ``A`` ``(B, m, V)``,
+        ``b`` ``(B, m)`` (or None) and a per-call known cost ``known`` ``(B, V)`` in
+        minimisation form (or None; it gets no gradient); float64 on the CPU inside
+        (cvxpylayers reads its parameters through numpy), returned in ``costs``'s dtype
+        and on its device.
 
         Raises:
             InfeasibleError: the relaxation has no (strictly, for the log barrier)
@@ -139,7 +145,13 @@ class Relaxation:
             SolverError: the conic solver failed otherwise.
         """
         m = 0 if A is None else A.shape[-2]
-        args = [t.to("cpu", torch.float64) for t in (costs, A, b)[: 3 if m else 1]]
+        linear = costs
+        if self.num_vars > self.num_outputs:  # zero on the auxiliaries, as the solver's widen
+            linear = torch.cat([costs, costs.new_zeros(costs.shape[0],
+                                                       self.num_vars - self.num_outputs)], -1)
+        if known is not None:
+            linear = linear + known.detach().to(linear)
+        args = [t.to("cpu", torch.float64) for t in (linear, A, b)[: 3 if m else 1]]
         layer = self._layer(m)
         try:
             (x,) = layer(*args, solver_args=self.solver_args)
@@ -167,7 +179,7 @@ def _batched(costs: Tensor, A: Tensor | None, b: Tensor | None, cost_shape: tupl
 
 
 def _each_or_dummy(relaxation: Relaxation, costs: Tensor, A: Tensor, b: Tensor,
-                   solver: Any) -> Tensor:
+                   solver: Any, known: Tensor | None = None) -> Tensor:
     """The batch instance by instance, after a batch whose per-call rows left some
     relaxation empty, under ``on_infeasible="flag"``: those instances get zeros with a
     zero gradient (the reference code's dummy for its LP baseline) and are flagged
@@ -176,7 +188,8 @@ def _each_or_dummy(relaxation: Relaxation, costs: Tensor, A: Tensor, b: Tensor,
     found, bad = [], []
     for i in range(costs.shape[0]):
         try:
-            found.append(relaxation(costs[i : i + 1], A[i : i + 1], b[i : i + 1]))
+            found.append(relaxation(costs[i : i + 1], A[i : i + 1], b[i : i + 1],
+                                    None if known is None else known[i : i + 1]))
         except InfeasibleError:
             found.append(costs[i : i + 1] * 0)
             bad.append(i)
@@ -194,7 +207,9 @@ class RelaxationEstimator(Estimator):
     LP solution, differentiated by autograd through cvxpylayers in the costs and in the
     per-call rows; eval mode solves the exact ILP with the layer's solver. Under
     ``on_infeasible="flag"`` an instance whose rows leave the relaxation empty gets
-    zeros and no gradient, and is flagged; otherwise `InfeasibleError` is raised.
+    zeros and no gradient, and is flagged; otherwise `InfeasibleError` is raised. A
+    per-call known cost (``layer(w, known_cost=k)``) is a linear term of the relaxed
+    objective beside the spec's, and is bound to the exact solve in eval mode.
 
     Subclasses set ``name``, ``smoothing`` and the field named by ``weight_field``.
     """
@@ -202,7 +217,6 @@ class RelaxationEstimator(Estimator):
     smoothing: ClassVar[Smoothing]
     weight_field: ClassVar[str]
     row_gradients: ClassVar[bool] = True
-    takes_instance_known_cost: ClassVar[bool] = False  # the relaxation holds the spec's
 
     #: SCS's absolute and relative tolerance for the relaxation (diffcp's solve).
     tolerance: Positive = 1e-6
@@ -219,21 +233,26 @@ class RelaxationEstimator(Estimator):
         def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
                   training: bool = True, A: Tensor | None = None,
                   b: Tensor | None = None, known: Tensor | None = None) -> Tensor:
-            if known is not None:
-                refuse_instance_known_cost(self)
             if not training:
-                exact = solver if A is None else solver.bind_rows(A.detach(), b.detach())
+                exact = solver if known is None else KnownBound(solver, known)
+                if A is not None:
+                    exact = exact.bind_rows(A.detach(), b.detach())
                 return exact.solve_min(costs.detach())
             flat, A_flat, b_flat = _batched(costs, A, b, relaxation.form.cost_shape,
                                             relaxation.num_vars)
+            known_flat = None
+            if known is not None:  # (*batch, V), or one for every instance
+                batch = costs.shape[: costs.dim() - len(relaxation.form.cost_shape)]
+                known_flat = known.expand(*batch, relaxation.num_vars).reshape(
+                    -1, relaxation.num_vars)
             if flat.shape[0] == 0:
                 return costs * 0
             try:
-                x = relaxation(flat, A_flat, b_flat)
+                x = relaxation(flat, A_flat, b_flat, known_flat)
             except InfeasibleError:
                 if A is None or getattr(solver, "on_infeasible", "raise") != "flag":
                     raise
-                x = _each_or_dummy(relaxation, flat, A_flat, b_flat, solver)
+                x = _each_or_dummy(relaxation, flat, A_flat, b_flat, solver, known_flat)
             return x.reshape(costs.shape)
 
         return solve
