@@ -953,6 +953,13 @@ def _wrapper(config: BackendConfig) -> PyEPOBackend:
 def from_pyepo(optmodel: Any) -> PyEPOBackend:
     """Wrap a PyEPO ``optModel`` so that it is accepted wherever a backend is.
 
+    Args:
+        optmodel: the PyEPO ``optModel`` (any of its backends).
+
+    Returns:
+        A [`PyEPOBackend`][combolayer.backends.PyEPOBackend], to pass as ``backend``
+        (or in place of the spec) to `make_solver`, `ComboLayer` and the losses.
+
     Examples:
         >>> import combolayer as cl                                   # doctest: +SKIP
         >>> from pyepo.model.grb import shortestPathModel             # doctest: +SKIP

@@ -72,6 +72,11 @@ class SumOfGamma:
     ``device``), in float64: all ``s * N`` Gamma variates at once by
     Marsaglia-Tsang rejection, boosted for shape 1/k < 1.
 
+    Args:
+        k: the number of summed samples that make a Gumbel (a k-subset's ``k``).
+        s: the number of Gamma terms in the sum.
+        tau: the temperature.
+
     Reference: Niepert, Minervini, Franceschi, "Implicit MLE: Backpropagating
     Through Discrete Exponential Family Distributions", NeurIPS 2021.
     """
