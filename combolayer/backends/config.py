@@ -46,25 +46,34 @@ def _above_limit(unit: str = "") -> str:
 class BackendConfig(BaseModel):
     """Which backend solves a problem, and how.
 
-    ``name`` is a backend name or ``"auto"`` (the fastest exact backend that
-    supports the problem). ``threads`` is the solver's thread count per model,
-    1 by default: on a shared or busy machine, solver threads, executor workers
-    and torch's intra-op threads multiply, so parallelism comes from
-    ``workers`` (whose solvers always run single-threaded) and 0 leaves the
-    solver's own default (all cores for HiGHS). ``workers="auto"`` is the usable
-    cores (``os.sched_getaffinity``) for thread and process executors, and the
-    Ray cluster's CPUs divided by ``options["ray_num_cpus"]`` (default 1) for Ray.
-    ``options`` go to the solver verbatim (for HiGHS, ``setOptionValue``; for SCIP
-    and Gurobi, ``setParam``; for cvxpy, ``solve(**options)``).
+    On a shared or busy machine, solver threads, executor workers and torch's
+    intra-op threads multiply, so parallelism comes from ``workers`` (whose solvers
+    always run single-threaded). A row stopped by ``time_limit`` with a feasible
+    solution returns that solution; ``solver.last_status`` holds each row's status
+    (``"optimal"``, ``"time limit"``, ``"inaccurate"``) after the call. A limit hit
+    without any feasible solution always raises.
 
-    ``time_limit`` (seconds per solve) may stop a solve before it proves
-    optimality. A row stopped with a feasible solution returns that solution,
-    and ``on_limit`` says what the caller hears: ``"warn"`` (the default) issues
-    one ``RuntimeWarning`` per call that counts the non-optimal rows, from every
-    executor (workers' statuses travel back with their results); ``"raise"``
-    raises `SolverError` instead. Either way ``solver.last_status`` holds
-    each row's status (``"optimal"``, ``"time limit"``, ``"inaccurate"``) after
-    the call. A limit hit without any feasible solution always raises.
+    Args:
+        name: a backend name or ``"auto"`` (the fastest exact backend that supports
+            the problem).
+        time_limit: seconds per solve, or None; it may stop a solve before it
+            proves optimality.
+        threads: the solver's thread count per model, 1 by default; 0 leaves the
+            solver's own default (all cores for HiGHS).
+        mip_gap: the relative optimality gap at which a MIP solve stops (0: exact).
+        verbose: let the solver print its log.
+        workers: how many solve at once; ``"auto"`` is the usable cores
+            (``os.sched_getaffinity``) for thread and process executors, and the Ray
+            cluster's CPUs divided by ``options["ray_num_cpus"]`` (default 1) for Ray.
+        executor: ``"serial"``, ``"thread"``, ``"process"`` or ``"ray"``.
+        options: passed to the solver verbatim (HiGHS: ``setOptionValue``; SCIP and
+            Gurobi: ``setParam``; cvxpy: ``solve(**options)``).
+        deterministic: deprecated; racing the solvers is the opt-in ``name="race"``.
+        on_limit: what the caller hears of rows a limit stopped: ``"warn"`` (default,
+            one ``RuntimeWarning`` per call counting them, from every executor) or
+            ``"raise"`` (`SolverError`).
+        on_infeasible: what an instance per-call rows leave infeasible does:
+            ``"raise"`` (default) or ``"flag"`` (zeros, flagged in ``last_infeasible``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

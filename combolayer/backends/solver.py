@@ -681,18 +681,21 @@ class Solver:
         """``argmin`` (``argmax`` for ``sense="max"``) of ``<costs, y> + <known_cost, x>``
         over the feasible set (``x = concat(y, aux)``; no known cost: ``<costs, y>``).
 
-        With ``return_aux=True`` it returns ``(y, aux)``, ``aux`` of shape
-        ``(*batch, num_aux)`` (the auxiliary variables of the same solutions), of
-        the same kind, dtype and device as ``y``.
-
-        ``A`` and ``b`` add the rows ``A x <= b`` for this call (`combolayer.backends.rows`):
-        ``A (*batch, m, num_vars)`` or ``(m, num_vars)``, ``b (*batch, m)`` or ``(m,)``.
-        An instance they leave infeasible raises `InfeasibleError`, or under
-        ``BackendConfig(on_infeasible="flag")`` comes back as zeros, flagged in
-        `last_infeasible`, with one warning.
-
-        ``known_cost`` adds a known cost for this call, ``(*batch, num_vars)`` or
-        ``(num_vars,)`` in the spec's sense, to the spec's own (`check_known_cost`)."""
+        Args:
+            costs: ``(*batch, *cost_shape)``, numpy or torch (the solutions come back
+                as the same kind).
+            return_aux: also return the auxiliaries: ``(y, aux)``, ``aux`` of shape
+                ``(*batch, num_aux)``, the same kind, dtype and device as ``y``.
+            A: rows ``A x <= b`` added for this call (`combolayer.backends.rows`):
+                ``(*batch, m, num_vars)`` or ``(m, num_vars)``. An instance they leave
+                infeasible raises `InfeasibleError`, or under
+                ``BackendConfig(on_infeasible="flag")`` comes back as zeros, flagged in
+                `last_infeasible`, with one warning.
+            b: their right-hand sides, ``(*batch, m)`` or ``(m,)``.
+            known_cost: a known cost for this call, ``(*batch, num_vars)`` or
+                ``(num_vars,)`` in the spec's sense, added to the spec's own
+                (`check_known_cost`).
+        """
         is_torch = isinstance(costs, torch.Tensor)
         if not is_torch:
             costs = np.asarray(costs)
