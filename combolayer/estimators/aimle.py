@@ -59,17 +59,28 @@ class AIMLE(Estimator):
     takes the same step and trains the same (PyEPO's AI-MLE has no known cost;
     without one this is its step). Then
     ``dL/dc = 1/S sum_s (y(c + lam dL/dy + eps_s) - y(c + eps_s)) / lam``
-    (zero when ``dL/dy = 0``); ``two_sides=True`` takes PyEPO's central difference
-    ``1/S sum_s (y(c + lam dL/dy + eps_s) - y(c - lam dL/dy + eps_s)) / (2 lam)``,
-    both shifts in one batch call. After each backward ``alpha`` adapts to the
+    (zero when ``dL/dy = 0``). After each backward ``alpha`` adapts to the
     gradient's sparsity: with ``nnz`` the fraction of entries of ``dL/dc``
     above 1e-8 in magnitude, ``avg = momentum * avg + (1 - momentum) * nnz``
     (``avg`` starts at 1), then ``alpha += step`` when ``avg < target`` and
     ``alpha = max(0, alpha - step)`` otherwise. The defaults are PyEPO's
-    ``adaptiveImplicitMLE`` (alpha 1, step 1e-3, momentum 0.9, target 1: the
-    step grows until every entry of the gradient is non-zero). The adaptive
-    state lives in the estimator, so a layer's backward changes it (see
-    `alpha`); build a new estimator to start afresh.
+    ``adaptiveImplicitMLE``. The adaptive state lives in the estimator, so a
+    layer's backward changes it (see `alpha`); build a new one to start afresh.
+
+    Args:
+        num_samples: ``S``, the perturbed samples per instance.
+        noise: as for `combolayer.IMLE`: ``"sog"``, ``"gumbel"``, ``"gaussian"`` or
+            an object with ``sample(shape, generator=None)``.
+        tau: the noise temperature.
+        k: Sum-of-Gamma's ``k`` when the problem has none (as for IMLE).
+        generator: the ``torch.Generator`` the noise comes from.
+        initial_alpha: ``alpha`` before the first backward (1, PyEPO's).
+        step: how much ``alpha`` moves per backward (1e-3).
+        target: the gradient density ``avg`` is steered to (1: every entry non-zero).
+        momentum: the running average's momentum (0.9).
+        two_sides: take PyEPO's central difference
+            ``1/S sum_s (y(c + lam dL/dy + eps_s) - y(c - lam dL/dy + eps_s)) / (2 lam)``,
+            both shifts in one batch call.
 
     Examples:
         >>> import torch, combolayer as cl

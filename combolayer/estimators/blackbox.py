@@ -38,13 +38,14 @@ class Blackbox(Estimator):
     ``c' = c + lam * dL_i/dy`` and ``dL_i/dc = (y(c') - y(c)) / lam``; one
     extra batched solver call per backward.
 
-    ``lam`` is per instance, so it means the same at every batch size. The
-    backward sees the gradient of the batch loss, which a ``"mean"``
-    reduction (the default, ``reduction="mean"``) divides by the batch size
-    ``B``: the step is then ``lam * B * dL/dy``. With ``reduction="sum"`` the
-    gradient is taken as it comes, which is also what the original code did
-    at any reduction. To convert a paper's lambda (original code, mean loss
-    at batch size ``B``): ``lam_per_instance = lam_paper / B``.
+    Args:
+        lam: the interpolation step, per instance, so it means the same at every
+            batch size. To convert a paper's lambda (original code, mean loss at
+            batch size ``B``): ``lam_per_instance = lam_paper / B``.
+        reduction: how the batch loss reduces, so the step can undo it: ``"mean"``
+            (default; the backward's gradient is divided by the batch size ``B``, so
+            the step is ``lam * B * dL/dy``) or ``"sum"`` (the gradient taken as it
+            comes, as the original code did at any reduction).
 
     Examples:
         >>> import torch, combolayer as cl

@@ -25,9 +25,15 @@ class IMLE(Estimator):
     (github.com/uclnlp/torch-imle/issues/3). Both solves of a step are one batch call each.
     Eval mode returns the exact ``y(c)``.
 
-    ``noise`` is ``"sog"`` (SoG(k, tau, s=10), with ``k`` the problem's ``k``
-    when it has one, e.g. TopK, else ``k`` or `DEFAULT_SOG_K`),
-    ``"gumbel"``, ``"gaussian"`` or an object with ``sample(shape, generator=None)``.
+    Args:
+        lam: the interpolation step ``lam``.
+        num_samples: ``S``, the perturbed samples per instance.
+        noise: ``"sog"`` (SoG(k, tau, s=10), with ``k`` the problem's ``k`` when it
+            has one, e.g. TopK), ``"gumbel"``, ``"gaussian"`` or an object with
+            ``sample(shape, generator=None)``.
+        tau: the noise temperature.
+        k: Sum-of-Gamma's ``k`` for a problem without one (None: `DEFAULT_SOG_K`).
+        generator: the ``torch.Generator`` the noise comes from.
 
     Examples:
         >>> import torch, combolayer as cl
