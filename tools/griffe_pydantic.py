@@ -29,12 +29,22 @@ def _is_model(cls: griffe.Class) -> bool:
                for parent in lineage for base in parent.bases)
 
 
+def _default(value: Any) -> Any:
+    """A field's default: ``Field(default=x, ...)``'s ``x``, else the value as written."""
+    if isinstance(value, griffe.ExprCall) and str(value.function).split(".")[-1] == "Field":
+        for argument in value.arguments:
+            if isinstance(argument, griffe.ExprKeyword) and argument.name == "default":
+                return argument.value
+        return None
+    return value
+
+
 def _fields(cls: griffe.Class) -> list[griffe.Parameter]:
     """The class's own fields: annotated, public, not ClassVar, as parameters."""
     return [
         griffe.Parameter(member.name, annotation=member.annotation,
-                         kind=griffe.ParameterKind.positional_or_keyword, default=member.value,
-                         docstring=member.docstring)
+                         kind=griffe.ParameterKind.positional_or_keyword,
+                         default=_default(member.value), docstring=member.docstring)
         for member in cls.members.values()
         if not member.is_alias and member.is_attribute and member.annotation is not None
         and not member.name.startswith("_") and member.name != TAG
