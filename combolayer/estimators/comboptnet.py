@@ -224,6 +224,7 @@ class CombOptNet(Estimator):
 
     name: ClassVar[str] = "comboptnet"
     row_gradients: ClassVar[bool] = True
+    compiles_whole: ClassVar[bool] = True
 
     tau: float | None = Field(default=0.5, ge=0)
     clip_to_box: bool = True
@@ -240,7 +241,13 @@ class CombOptNet(Estimator):
         infeasible = (torch.as_tensor(flags, dtype=torch.bool, device=y.device)
                       if flags is not None and len(flags) == count
                       else torch.zeros(count, dtype=torch.bool, device=y.device))
-        return y, (y.detach(), aux.detach(), infeasible)
+        return y, (y.detach(), aux.detach().to(y), infeasible)
+
+    def saved_like(self, solver, costs, training):
+        batch = costs.shape[: costs.dim() - len(solver.cost_shape)]
+        count = costs.numel() // solver.num_outputs
+        return (torch.empty_like(costs), costs.new_empty((*batch, solver.num_aux)),
+                torch.empty(count, dtype=torch.bool, device=costs.device))
 
     def backward(self, solver: Solver, grad: Tensor, costs: Tensor, A: Tensor | None,
                  b: Tensor | None, y: Tensor, aux: Tensor, infeasible: Tensor) -> tuple:

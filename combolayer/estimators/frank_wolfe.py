@@ -162,6 +162,7 @@ class RegularizedFrankWolfe(Estimator):
     """
 
     name: ClassVar[str] = "rfwo"
+    compiles_whole: ClassVar[bool] = True
 
     lam: Positive = 1.0
     max_iter: int = Field(default=10_000, ge=1)
@@ -180,6 +181,14 @@ class RegularizedFrankWolfe(Estimator):
             known_oracle(solver, self.lam), -flat / self.lam, self.max_iter, self.tol,
             linear=True)
         return mu.reshape(costs.shape), (vertices, weights)
+
+    def saved_like(self, solver, costs, training):
+        if not training:
+            return None
+        n = solver.num_outputs
+        # away_step_frank_wolfe's active set: 2 N + 2 slots per instance
+        weights = costs.new_empty((costs.numel() // n, 2 * n + 2))
+        return weights.new_empty((*weights.shape, n)), weights
 
     def backward(self, solver, grad, costs, vertices, weights):
         flat = grad.reshape(-1, solver.num_outputs)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import field_validator, model_validator
+from pydantic import PrivateAttr, field_validator, model_validator
+import torch
 from torch import Tensor
 
 from ..backends.solver import Solver
@@ -45,6 +46,7 @@ class Margin(Estimator):
 
     alpha: float = 0.1
     method: Any = "identity"
+    _inner: Any = PrivateAttr()
 
     @field_validator("alpha")
     @classmethod
@@ -55,22 +57,48 @@ class Margin(Estimator):
 
     @model_validator(mode="after")
     def _check_method(self) -> Margin:
-        resolve_method(self.method)
+        # the estimator torch.compile's operator runs (`forward`, `backward`); `build`
+        # resolves its own
+        self._inner = resolve_method(self.method)
         return self
+
+    @property
+    def compiles_whole(self) -> bool:  # type: ignore[override]
+        """Whether the wrapped estimator compiles whole: then so does the margin."""
+        return bool(getattr(self._inner, "compiles_whole", False))
+
+    def _shifted(self, costs: Tensor, target: Tensor | None, training: bool) -> Tensor:
+        """The minimisation cost with the margin added in training."""
+        if not training:
+            return costs
+        if target is None:
+            raise ValueError(
+                "Margin needs the true solution in training: call layer(w, target=y_true)")
+        return costs + self.alpha / 2.0 * (2.0 * target - 1.0)
+
+    def forward(self, solver, costs, *, target, training):
+        shifted = self._shifted(costs, target, training)
+        output, saved = self._inner.forward(solver, shifted, target=target, training=training)
+        # the wrapped backward is taken where its forward solved: at the shifted cost
+        return output, None if saved is None else (shifted.detach(), *saved)
+
+    def saved_like(self, solver, costs, training):
+        saved = self._inner.saved_like(solver, costs, training)
+        return None if saved is None else (torch.empty_like(costs), *saved)
+
+    def backward(self, solver, grad, costs, shifted, *saved):
+        # the margin is a constant shift: dL/dc is the wrapped estimator's at c + shift
+        if self._inner.row_gradients:
+            return self._inner.backward(solver, grad, shifted, None, None, *saved)[0]
+        return self._inner.backward(solver, grad, shifted, *saved)
 
     def build(self, solver: Solver) -> DifferentiableSolve:
         _check_binary(solver.spec, "Margin")
         base = resolve_method(self.method).build(solver)
-        half = self.alpha / 2.0
 
         def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
                   training: bool = True, **rows: Tensor) -> Tensor:
-            if training:
-                if target is None:
-                    raise ValueError(
-                        "Margin needs the true solution in training: call layer(w, target=y_true)"
-                    )
-                costs = costs + half * (2.0 * target - 1.0)
+            costs = self._shifted(costs, target, training)
             return base(costs, target=target, needs_grad=needs_grad, training=training, **rows)
 
         return solve

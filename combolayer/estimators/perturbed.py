@@ -71,6 +71,7 @@ class Perturbed(Estimator):
     """
 
     name: ClassVar[str] = "perturbed"
+    compiles_whole: ClassVar[bool] = True
 
     sigma: Positive = 1.0
     num_samples: SampleCount = 1
@@ -107,6 +108,12 @@ class Perturbed(Estimator):
             return solver.solve_min(costs), None
         z, samples = self.perturbed_solutions(solver, costs)
         return samples.mean(0), (z, samples)
+
+    def saved_like(self, solver, costs, training):
+        if not training:
+            return None
+        samples = costs.new_empty((self.num_samples, *costs.shape))
+        return samples, samples
 
     def backward(self, solver, grad, costs, z, samples):
         weight = inner(samples, grad, len(solver.cost_shape), keepdim=True)

@@ -68,6 +68,7 @@ class ScoreFunction(Estimator):
 
     name: ClassVar[str] = "score_function"
     row_gradients: ClassVar[bool] = True
+    compiles_whole: ClassVar[bool] = True
 
     sigma: Positive = 1.0
     num_samples: SampleCount = 8
@@ -126,6 +127,15 @@ class ScoreFunction(Estimator):
         empty = costs.new_zeros(0)
         return samples.mean(0), (samples, noise.get("w", empty), noise.get("A", empty),
                                  noise.get("b", empty))
+
+    def saved_like(self, solver, costs, training):
+        # without per-call rows (the compiled solve has none): A's and b's noise is empty
+        if not training:
+            return None
+        samples = costs.new_empty((self.num_samples, *costs.shape))
+        empty = costs.new_empty(0)
+        z_w = samples if "w" in self.perturb and costs.requires_grad else empty
+        return samples, z_w, empty, empty
 
     def backward(self, solver, grad, costs, A, b, samples, z_w, z_A, z_b):
         reward = inner(samples, grad, len(solver.cost_shape))  # (S, *batch)
