@@ -15,7 +15,6 @@ model is trained through a layer given ``w + known_cost`` by hand, and with SPO+
 
 import argparse
 
-
 import numpy as np
 import torch
 
