@@ -220,6 +220,9 @@ class BindingCones:
     `BindingCones` of those instances, sharing what their projections keep;
     ``cones.padded()`` the ``(B, R_max, V)`` zero-padded tensor of PyEPO's
     ``collate_tight_constraints``.
+
+    Args:
+        normals: one cone per instance: its ``(R_i, V)`` binding-row normals.
     """
 
     def __init__(self, normals: Sequence[np.ndarray] | Sequence[_Cone]) -> None:
@@ -316,10 +319,7 @@ class CaVELoss(SolverLoss):
     ``s = -c_hat``. The projection is a small QP per instance, solved by
     Clarabel; ``max_iter=3`` (the default) stops it early, the paper's "CaVE+"
     that PyEPO's ``coneAlignedCosine`` defaults to (an interior point, a richer
-    gradient than the cone's boundary); a large ``max_iter`` gives the exact
-    projection. ``solve_ratio < 1`` is the paper's "CaVE Hybrid": each call
-    takes the QP with that probability, else
-    ``p = (1 - inner_ratio) s / |s| + inner_ratio * mean of the unit normals``.
+    gradient than the cone's boundary).
 
     CaVE is for binary problems; ``y_true`` must be 0/1. Call it as
     ``loss(cost_pred, y_true)``, which reads the cones from ``y_true`` in every
@@ -339,6 +339,19 @@ class CaVELoss(SolverLoss):
     solution's binding rows (in ``num_vars`` coordinates, the last ones fixed to
     ``k``). Aligning with that is a distance to a cone with fixed coordinates, a
     different loss, not CaVE's cosine.
+
+    Args:
+        spec: the problem: a spec, a compiled `Solver` or a ComboLayer.
+        max_iter: Clarabel's iterations per projection; 3 (default) is "CaVE+", a
+            large value the exact projection.
+        solve_ratio: the paper's "CaVE Hybrid" below 1: each call takes the QP with
+            this probability, else
+            ``p = (1 - inner_ratio) s / |s| + inner_ratio * mean of the unit normals``.
+        inner_ratio: the weight of the normals' mean in the hybrid's ``p``.
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"`` over instances.
+        backend: a backend name/config to compile a spec with (or a compiled
+            `Solver`).
+        generator: the ``torch.Generator`` the ``solve_ratio`` draws come from.
 
     Reference: Tang, Khalil, "CaVE: A Cone-Aligned Approach for Fast
     Predict-then-optimize with Binary Linear Programs", CPAIOR 2024.

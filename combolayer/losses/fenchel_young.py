@@ -29,17 +29,25 @@ class FenchelYoungLoss(SolverLoss):
     (``<k[N:], aux_true>`` is a constant, dropped with ``Omega(y_true)``); a known cost
     of each instance (``known_cost=``, ``(*batch, num_vars)`` or ``(num_vars,)``, the
     spec's sense) is added to the spec's and counted the same way.
-    ``perturbation="multiplicative"`` is PyEPO's ``perturbedFenchelYoungMul``
-    (PFYMul): ``c - sigma Z_s`` becomes ``c * f_s``, ``f_s = exp(sigma Z_s - sigma^2/2)``,
-    so ``d loss / d c = y_true - mean_s f_s * y_s`` (see [`Perturbed`][combolayer.Perturbed]).
-    ``spec`` is a spec, a compiled [`Solver`][combolayer.backends.Solver] or a
-    ComboLayer; ``backend`` compiles a spec.
 
-    ``solve_ratio < 1`` is PyEPO's solution cache: each perturbed sample is
-    solved exactly with that probability, otherwise it is the best solution in
-    ``pool`` (a `combolayer.backends.pool.SolutionPool`, new by default;
-    pass ``layer.pool`` to share one, and seed it with ``loss.pool.seed(y_train)``).
-    The draws come from ``generator``.
+    Args:
+        spec: the problem: a spec, a compiled [`Solver`][combolayer.backends.Solver]
+            or a ComboLayer.
+        sigma: the perturbation's scale.
+        num_samples: ``S``, the perturbed samples per instance.
+        noise: ``Z``'s distribution, as for [`Perturbed`][combolayer.Perturbed].
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"`` over instances.
+        backend: a backend name/config to compile a spec with (or a compiled
+            `Solver`).
+        generator: the ``torch.Generator`` the noise and ``solve_ratio`` draws come from.
+        solve_ratio: PyEPO's solution cache below 1: each perturbed sample is solved
+            exactly with this probability, otherwise it is the best solution in ``pool``.
+        pool: a `combolayer.backends.pool.SolutionPool` (new by default; pass
+            ``layer.pool`` to share one, seed it with ``loss.pool.seed(y_train)``).
+        perturbation: ``"additive"`` (default) or ``"multiplicative"``, PyEPO's
+            ``perturbedFenchelYoungMul`` (PFYMul): ``c - sigma Z_s`` becomes ``c * f_s``,
+            ``f_s = exp(sigma Z_s - sigma^2/2)``, so
+            ``d loss / d c = y_true - mean_s f_s * y_s``.
 
     Reference: Berthet, Blondel, Teboul, Cuturi, Vert, Bach, "Learning with
     Differentiable Perturbed Optimizers", NeurIPS 2020.

@@ -20,6 +20,10 @@ def hamming(y: Tensor, y_true: Tensor) -> Tensor:
     loss whose gradient depends on ``y``: L1 ``(y - y_true).abs()`` (equal to
     Hamming on 0/1 values, with gradient ``sign(y - y_true)``) or squared
     ``(y - y_true) ** 2``. Blackbox is not affected: its backward solves again.
+
+    Args:
+        y: the solutions, e.g. a layer's output.
+        y_true: the target solutions, same shape.
     """
     y_true = torch.as_tensor(y_true).to(y)
     if y.shape != y_true.shape:
@@ -30,9 +34,7 @@ def hamming(y: Tensor, y_true: Tensor) -> Tensor:
 def loglog_recall(ranks: Tensor, relevance: Tensor) -> Tensor:
     """The "loglog" recall loss for rankings, from ranks computed by a Ranking layer.
 
-    ``ranks`` (``(*batch, n)``, 1 = best) come from e.g.
-    ``ComboLayer(cl.problems.Ranking(n), method="blackbox")(scores)`` and
-    ``relevance`` marks the positives with 1. For each positive ``i``,
+    For each positive ``i``,
     ``rk-_i = rk_i - rk+_i`` is the number of negatives ranked above it, where
     ``rk+_i = 1 + #{positives ranked above i}`` is computed from the ranks and
     held constant, so the gradient flows through ``rk_i``. The loss is
@@ -43,6 +45,11 @@ def loglog_recall(ranks: Tensor, relevance: Tensor) -> Tensor:
     below). It is 0 when all positives lead, and its double log makes the first
     negatives that overtake a positive cost the most, which is what recall@K
     counts. Instances without positives contribute 0.
+
+    Args:
+        ranks: ``(*batch, n)``, 1 = best, e.g. from
+            ``ComboLayer(cl.problems.Ranking(n), method="blackbox")(scores)``.
+        relevance: the same shape, 1 marking the positives.
 
     Reference: Rolinek, Musil, Paulus, Vlastelica, Michaelis, Martius,
     "Optimizing Rank-based Metrics with Blackbox Differentiation", CVPR 2020.
