@@ -5,7 +5,9 @@ negative cost)."""
 
 from __future__ import annotations
 
+import runpy
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ import torch
 import combolayer as cl
 
 DRIVERS, REQUESTS, MAX_ASSIGNED, FEATURES = 4, 5, 3, 3
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "dispatch.py"
 
 
 def dispatch_ilp(known_cost=None) -> cl.ILP:
@@ -92,3 +95,19 @@ def test_the_default_layer_learns_the_dispatch_model_with_a_known_fare():
             optimizer.step()
     after = _normalized_regret(layer.solver, model, features[test], pickup[test])
     assert after < 0.5 * before, (before, after)
+
+
+def test_the_known_cost_warning_names_what_learns_the_decisions():
+    spec = dispatch_ilp((-np.ones(DRIVERS * REQUESTS)).tolist())
+    with pytest.warns(UserWarning, match="to learn the decisions, train on the optimal ones "
+                      "\\(a Hamming loss\\) or with cl.losses.SPOPlusLoss"):
+        cl.ComboLayer(spec, backend="highs")
+
+
+def test_the_dispatch_example_trains_its_default_layer_on_per_call_fares():
+    main = runpy.run_path(str(EXAMPLE))["main"]
+    result = main(epochs=2, num_train=60, num_test=40)
+    assert result["identity"] < 0.75 * result["before"], result
+    assert result["spo+"] < 0.75 * result["before"], result
+    # "auto" on w + known_cost is the layer given the sum by hand: the same training
+    assert result["by hand"] == pytest.approx(result["identity"], abs=2e-3), result

@@ -120,7 +120,11 @@ def make_projection(projection: str | Transform, spec: Spec) -> Transform:
     - a known cost on the outputs only (``k``): the hull projection and normalisation
       act on the total cost, ``P(w) = normalize(plane(w + k)) - k`` (`AroundKnown`); the
       solution is that of ``w`` and the prediction's scale stays bounded, as without a
-      known cost (the same as subtracting ``k`` by hand before a layer without one);
+      known cost (the same as adding ``k`` to ``w`` by hand before a layer without one).
+      Under a loss linear in y Identity's gradient then does not depend on the
+      solution: it turns ``w + k`` towards the true total cost, and no projection that
+      keeps the solution makes it learn the decisions; the warning says to train on
+      the optimal decisions or with ``SPOPlusLoss``;
     - a known cost on the auxiliaries: the hull projection alone (a rescaled ``w`` would
       change the solution), so nothing bounds the prediction's scale, and Identity under
       a loss linear in y does not learn: train with ``SPOPlusLoss`` (``combolayer train``
@@ -152,8 +156,10 @@ def make_projection(projection: str | Transform, spec: Spec) -> Transform:
             warnings.warn(
                 f"projection {projection!r} on {spec.label}, which has a known cost on its "
                 "outputs: the layer normalises the total cost w + known_cost (the solution "
-                "is unchanged, the prediction's scale stays bounded)", UserWarning,
-                stacklevel=4)
+                "is unchanged, the prediction's scale stays bounded); under a loss linear "
+                "in y, Identity then only turns w + known_cost towards the true total "
+                "cost: to learn the decisions, train on the optimal ones (a Hamming loss) "
+                "or with cl.losses.SPOPlusLoss", UserWarning, stacklevel=4)
             return AroundKnown(auto, on_outputs)
         warnings.warn(
             f"projection {projection!r} on {spec.label}, which has a known cost on its "
