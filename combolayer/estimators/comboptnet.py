@@ -200,10 +200,13 @@ class CombOptNet(Estimator):
 
     Without per-call rows it gives the costs' gradient only (the spec's own
     constraints are the fixed part of the feasible set). See the module docstring for
-    the formulas; ``tau`` is the softmin temperature over the rows (the paper's
-    random-constraints experiments use 0.5; None takes the minimum),
-    ``clip_to_box`` drops moves that leave the variables' bounds, and
-    ``canonical_basis`` uses unit steps instead of the nested ones.
+    the formulas.
+
+    Args:
+        tau: the softmin temperature over the rows (the paper's random-constraints
+            experiments use 0.5, the default; None takes the minimum).
+        clip_to_box: drop moves that leave the variables' bounds.
+        canonical_basis: use unit steps instead of the nested ones.
 
     Examples:
         >>> import torch, combolayer as cl

@@ -133,7 +133,7 @@ class RegularizedFrankWolfe(Estimator):
     Training forward: ``y_lam(c) = argmin_{mu in conv(Y)} <c, mu> + lam/2 ||mu||^2
     = proj_{conv(Y)}(-c / lam)``, unique and continuous in ``c``, computed by
     `away_step_frank_wolfe` with the solver as linear oracle (one batch
-    call per step, at most ``max_iter`` steps, gap tolerance ``tol``). Backward:
+    call per step). Backward:
     near ``c`` the projection moves within the active face ``F`` of the final
     iterate, so ``dL/dc = -1/lam * P_F dL/dy`` with ``P_F`` the orthogonal
     projector onto the face's directions (the span of the centred active
@@ -149,6 +149,11 @@ class RegularizedFrankWolfe(Estimator):
     (`known_oracle`); each vertex's ``<k, v>`` enters the gaps, the line search and the
     away step. The backward is the same: on the active face the linear term only
     shifts the projection, so ``d y_lam / d c`` is still ``-1/lam P_F``.
+
+    Args:
+        lam: the regularisation weight ``lam`` (PyEPO's ``lambd``).
+        max_iter: the most Frank-Wolfe steps.
+        tol: the Frank-Wolfe gap at which it stops.
 
     Examples:
         >>> import torch, combolayer as cl

@@ -38,6 +38,10 @@ class Margin(Estimator):
     with the sense, and nothing here tests for it. Binary problems only (checked
     when built); eval mode adds nothing; training without ``target`` raises.
 
+    Args:
+        alpha: the margin's width: the cost moves by ``alpha / 2`` per entry.
+        method: the wrapped estimator: a name, a dict or an estimator object.
+
     Reference: Rolinek, Musil, Paulus, Vlastelica, Michaelis, Martius,
     "Optimizing Rank-based Metrics with Blackbox Differentiation", CVPR 2020.
     """

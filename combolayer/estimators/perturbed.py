@@ -37,24 +37,26 @@ class Perturbed(Estimator):
     noise, because at test time users want a feasible decision, not a smoothed
     average. In training mode the mean is returned even under ``torch.no_grad``.
 
-    ``noise`` is ``"gaussian"``, ``"gumbel"`` or an object with
-    ``sample(shape, generator=None)`` and ``grad_nu(z)``; ``generator`` seeds
-    the draws.
-
-    ``perturbation="multiplicative"`` (PyEPO's ``perturbedOptMul``, DPOMul, for
-    costs of a fixed sign, e.g. positive edge lengths) perturbs by a factor
-    instead: ``y_s = y(c * exp(sigma Z_s - sigma^2 / 2))`` entrywise, which keeps
-    every cost's sign (and, for Gaussian Z, its mean). The factor does not
-    depend on the sense, so a max problem sees ``w * exp(sigma Z - sigma^2/2)``.
-    With ``c = exp(l)`` the smoothed map is Berthet's in ``l``, and the chain
-    rule ``dl/dc = 1/c`` gives PyEPO's estimator
+    Multiplicative perturbation keeps every cost's sign (and, for Gaussian Z, its
+    mean); its factor does not depend on the sense, so a max problem sees
+    ``w * exp(sigma Z - sigma^2/2)``. With ``c = exp(l)`` the smoothed map is
+    Berthet's in ``l``, and ``dl/dc = 1/c`` gives PyEPO's estimator
     ``dL/dc = 1/(sigma c S) sum_s <dL/dy, y_s> grad_nu(Z_s)``, with ``sigma c``
     kept at least 1e-8 away from 0 (its sign kept), as in PyEPO.
 
-    ``variance_reduction=True`` (PyEPO's default for DPO and DPOMul; off here by
-    default) centres the rewards ``r_s = <dL/dy, y_s>`` on their mean over the
-    samples, ``r_s -> (r_s - mean r) S / (S - 1)``, a leave-one-out baseline that
-    leaves the estimator unbiased (``E[grad_nu(Z)] = 0``); no change at ``S = 1``.
+    Args:
+        sigma: the perturbation's scale.
+        num_samples: ``S``, the perturbed solutions per instance.
+        noise: ``"gaussian"``, ``"gumbel"`` or an object with
+            ``sample(shape, generator=None)`` and ``grad_nu(z)``.
+        generator: the ``torch.Generator`` the draws come from.
+        perturbation: ``"additive"`` (default) or ``"multiplicative"`` (PyEPO's
+            ``perturbedOptMul``, DPOMul, for costs of a fixed sign, e.g. positive
+            edge lengths): ``y_s = y(c * exp(sigma Z_s - sigma^2 / 2))`` entrywise.
+        variance_reduction: centre the rewards ``r_s = <dL/dy, y_s>`` on their mean,
+            ``r_s -> (r_s - mean r) S / (S - 1)``, a leave-one-out baseline that
+            keeps the estimator unbiased; no change at ``S = 1``. PyEPO's default for
+            DPO and DPOMul; off here by default.
 
     Examples:
         >>> import torch, combolayer as cl

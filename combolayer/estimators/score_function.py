@@ -34,20 +34,27 @@ class ScoreFunction(Estimator):
 
     Training forward: ``num_samples`` solutions ``y_s = y(c + sigma eps^c_s; A +
     sigma eps^A_s, b + sigma eps^b_s)``, perturbing only the inputs named in
-    ``perturb`` (any subset of ``"w"``, ``"A"``, ``"b"``; rows that are not given
-    are not perturbed, nor inputs that need no gradient: rows given as data stay
-    exact), all solved in one batched call; the output is their mean.
+    ``perturb``, all solved in one batched call; the output is their mean.
     Backward, for each perturbed input ``theta``::
 
         dL/dtheta = 1 / (sigma S) sum_s (r_s - baseline_s) eps^theta_s,   r_s = <dL/dy, y_s>
 
-    with ``baseline="leave_one_out"`` (the mean of the other samples' ``r``; 0 when
-    ``S = 1``) or ``"none"``. Inputs not perturbed get no gradient (``w``: zero).
+    Inputs not perturbed get no gradient (``w``: zero).
     Eval mode: the exact solution, one solve, no noise.
 
     Perturbing ``b`` (or ``A``) can empty the feasible set of a sample: with
     ``on_infeasible="flag"`` such a sample is zeros (and counted in the
     layer's warning), which is the value the estimator then averages.
+
+    Args:
+        sigma: the Gaussian perturbation's scale.
+        num_samples: ``S``, the perturbed solutions per instance.
+        perturb: the inputs to perturb, any subset of ``"w"``, ``"A"``, ``"b"``; rows
+            that are not given are not perturbed, nor inputs that need no gradient
+            (rows given as data stay exact).
+        baseline: ``"leave_one_out"`` (the mean of the other samples' ``r``; 0 when
+            ``S = 1``) or ``"none"``.
+        generator: the ``torch.Generator`` the draws come from.
 
     Examples:
         >>> import torch, combolayer as cl
