@@ -403,8 +403,8 @@ def test_losses_that_take_no_per_call_known_cost_refuse_one_with_a_value_error()
     costs = torch.tensor([[1.0, -2.0, 0.5]])
     y = cl.make_solver(spec, "highs").solve(costs)
     takers = {name for name, cls in LOSSES.items() if cls.takes_instance_known_cost}
-    assert {"SPOPlusLoss", "FenchelYoungLoss", "PGLoss",
-            "RegularizedFenchelYoungLoss"} <= takers
+    assert {"SPOPlusLoss", "FenchelYoungLoss", "PGLoss", "RegularizedFenchelYoungLoss",
+            *_pooled_losses()} <= takers
     refused = 0
     for name, cls in sorted(LOSSES.items()):
         if name in takers:
@@ -417,3 +417,77 @@ def test_losses_that_take_no_per_call_known_cost_refuse_one_with_a_value_error()
             loss(costs, target, known_cost=torch.zeros(3))
         refused += 1
     assert refused == len(LOSSES) - len(takers) >= 1
+
+
+def _pooled_losses():
+    from combolayer.losses.base import LOSSES
+    from combolayer.losses.pooled import PooledLoss
+
+    return sorted(name for name, cls in LOSSES.items() if issubclass(cls, PooledLoss))
+
+
+@pytest.mark.parametrize("name", _pooled_losses())
+def test_pool_losses_count_the_instance_known_cost(name):
+    """A pool loss (NCE, CMAP, the LTR family) with ``known_cost=k`` is the loss on the
+    spec whose known cost is the spec's plus ``k``, over the same pool (every feasible
+    solution): the same values and gradients. Where the spec has no known cost of its own
+    the pool keeps outputs only, and ``k`` is zero on the auxiliaries."""
+    cls = getattr(cl.losses, name)
+    moved = 0
+    for spec, costs, known in _cases(61, 8, 3):
+        points = feasible_points(spec)
+        if spec.known_cost is None:
+            known[:, spec.num_outputs:] = 0.0
+            # one whole solution per distinct output: the same pool as the outputs' one
+            points = points[np.unique(points[:, : spec.num_outputs], axis=0,
+                                      return_index=True)[1]]
+        y_true = cl.make_solver(spec, "highs").solve(costs, known_cost=known)
+        target = costs if "cost_true" in inspect.signature(cls.__call__).parameters else y_true
+
+        def make(own, points=points):
+            loss = cls(own, solve_ratio=0.0, reduction="none", backend="highs")
+            loss.pool.seed(torch.tensor(points[:, : loss.solver.pool_width]))
+            return loss
+
+        moved += _loss_per_instance_equals_own_spec(make, spec, costs, known, target)
+    if name != "PointwiseLTRLoss":  # there the known part cancels by definition
+        assert moved >= 4
+
+
+@pytest.mark.parametrize("own_known", [True, False], ids=["spec known", "no spec known"])
+def test_pool_refresh_solves_under_the_instance_known_cost(own_known):
+    """With ``solve_ratio=1`` the pool gains each prediction's optimum under its own
+    whole objective (brute force), auxiliaries kept where the pool keeps whole solutions."""
+    wrong = 0
+    for spec, costs, known in _cases(67, 10, 3):
+        if not own_known:
+            spec = cl.ILP(**{**spec.model_dump(), "known_cost": None})
+        if spec.known_cost is None:  # a pool of outputs: the call's must spare the auxiliaries
+            known[:, spec.num_outputs:] = 0.0
+        loss = cl.losses.NCELoss(spec, backend="highs")
+        loss(torch.tensor(costs), torch.zeros(costs.shape), known_cost=torch.tensor(known))
+        pooled = list(_whole(spec, loss.pool.solutions.numpy(), loss.solver.pool_width))
+        for i in range(len(costs)):
+            own = _with_known(spec, known[i])
+            best, _ = optimum_full(own, costs[i])
+            values = objective_values(own, costs[i], np.array(pooled))
+            wrong += not np.isclose(values, best).any()
+    assert wrong == 0
+
+
+def _whole(spec: cl.ILP, pool: np.ndarray, width: int):
+    """The feasible whole solutions that each pooled row (outputs only where ``width`` is
+    N) stands for."""
+    points = feasible_points(spec)
+    for row in pool:
+        yield from points[(points[:, :width] == row).all(1)]
+
+
+def test_a_pool_of_outputs_refuses_an_instance_known_cost_on_the_auxiliaries():
+    spec, costs, known = next(_cases(71, 1, 2))
+    spec = cl.ILP(**{**spec.model_dump(), "known_cost": None})
+    known[:, -1] = 2.0
+    loss = cl.losses.CMAPLoss(spec, backend="highs")
+    with pytest.raises(ValueError, match=r"CMAPLoss's pool keeps the outputs only.*"
+                                         r"known_cost\[\.\.\., \d+:\] must be zero"):
+        loss(torch.tensor(costs), torch.zeros(costs.shape), known_cost=torch.tensor(known))

@@ -29,5 +29,7 @@ class CMAPLoss(SolutionPooledLoss):
     Losses and Solution Caching for Predict-and-Optimize", IJCAI 2021.
     """
 
-    def per_instance(self, c_hat: Tensor, y_star: Tensor, pool: Tensor) -> Tensor:
-        return self.target_value(c_hat, y_star) - self.values(c_hat, pool).min(-1).values
+    def per_instance(self, c_hat: Tensor, y_star: Tensor, pool: Tensor,
+                     known: Tensor | None = None) -> Tensor:
+        return (self.target_value(c_hat, y_star, known)
+                - self.values(c_hat, pool, known).min(-1).values)

@@ -52,7 +52,9 @@ class ListwiseLTRLoss(CostPooledLoss):
                          backend=backend, generator=generator)
         self.temperature = float(temperature)
 
-    def per_instance(self, c_hat: Tensor, c: Tensor, pool: Tensor) -> Tensor:
+    def per_instance(self, c_hat: Tensor, c: Tensor, pool: Tensor,
+                     known: Tensor | None = None) -> Tensor:
         tau = self.temperature
-        target = torch.softmax(-self.values(c, pool) / tau, dim=-1).clamp(min=1e-8)
-        return -(torch.log_softmax(-self.values(c_hat, pool) / tau, dim=-1) * target).sum(-1)
+        target = torch.softmax(-self.values(c, pool, known) / tau, dim=-1).clamp(min=1e-8)
+        predicted = torch.log_softmax(-self.values(c_hat, pool, known) / tau, dim=-1)
+        return -(predicted * target).sum(-1)

@@ -33,10 +33,11 @@ class PairwiseDifferenceLTRLoss(CostPooledLoss):
     loss).
     """
 
-    def per_instance(self, c_hat: Tensor, c: Tensor, pool: Tensor) -> Tensor:
-        true = self.values(c, pool)
+    def per_instance(self, c_hat: Tensor, c: Tensor, pool: Tensor,
+                     known: Tensor | None = None) -> Tensor:
+        true = self.values(c, pool, known)
         best = true.argmin(-1, keepdim=True)
-        predicted = self.values(c_hat, pool)
+        predicted = self.values(c_hat, pool, known)
         gap_error = (predicted.gather(-1, best) - predicted) - (true.gather(-1, best) - true)
         # y_b against itself has gap 0 on both sides: it adds nothing
         return gap_error.square().sum(-1) / max(pool.shape[0] - 1, 1)

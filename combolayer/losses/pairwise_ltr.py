@@ -51,9 +51,10 @@ class PairwiseLTRLoss(CostPooledLoss):
                          backend=backend, generator=generator)
         self.margin = float(margin)
 
-    def per_instance(self, c_hat: Tensor, c: Tensor, pool: Tensor) -> Tensor:
-        predicted = self.values(c_hat, pool)
-        best = self.values(c, pool).argmin(-1, keepdim=True)
+    def per_instance(self, c_hat: Tensor, c: Tensor, pool: Tensor,
+                     known: Tensor | None = None) -> Tensor:
+        predicted = self.values(c_hat, pool, known)
+        best = self.values(c, pool, known).argmin(-1, keepdim=True)
         margins = torch.relu(self.margin + predicted.gather(-1, best) - predicted)
         if self.margin:  # y_b against itself: the hinge would count the margin
             margins = margins.scatter(-1, best, 0.0)

@@ -24,6 +24,8 @@ class PointwiseLTRLoss(CostPooledLoss):
     Through the Lens of Learning to Rank", ICML 2022.
     """
 
-    def per_instance(self, c_hat: Tensor, c: Tensor, pool: Tensor) -> Tensor:
-        # the known part <k, x> is the same under both costs: it cancels
+    def per_instance(self, c_hat: Tensor, c: Tensor, pool: Tensor,
+                     known: Tensor | None = None) -> Tensor:
+        # the known part <k, x> (the spec's and the instance's) is the same under both
+        # costs: it cancels
         return ((c - c_hat) @ self.outputs(pool).T).square().mean(-1)

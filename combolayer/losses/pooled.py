@@ -9,7 +9,7 @@ from torch import Tensor
 
 from ..backends.pool import as_pool, check_solve_ratio, draw_exact
 from ..backends.registry import as_solver
-from ..backends.solver import check_costs
+from ..backends.solver import KnownBound, check_costs
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
 
@@ -35,7 +35,11 @@ class PooledLoss(SolverLoss):
     With a known cost ``k`` (`combolayer.ILP.known_cost`) the pool keeps whole
     solutions ``x = concat(y, aux)`` (seed it with them), and every objective a
     loss compares is the whole one, ``<c, y> + <k, x>`` (min form): subclasses
-    read them from `values` and `target_value`, never from ``c @ pool.T``.
+    read them from `values` and `target_value`, never from ``c @ pool.T``. A known
+    cost of each instance (``known_cost=``, ``(*batch, num_vars)`` or ``(num_vars,)``,
+    the spec's sense) is added to the spec's in every objective and in the pool's
+    refresh; where the spec has none the pool keeps the outputs only, so the call's
+    must then be zero on the auxiliaries.
     """
 
     _abstract_loss = True
@@ -55,13 +59,16 @@ class PooledLoss(SolverLoss):
         return (f"{type(self).__name__}({self.spec.label}, solve_ratio={self.solve_ratio}, "
                 f"pool={self.pool!r}, reduction={self.reduction!r})")
 
-    def refreshed_pool(self, costs: Tensor) -> Tensor:
+    def refreshed_pool(self, costs: Tensor, known: Tensor | None = None) -> Tensor:
         """The pool ``(P, width)`` on the costs' device and dtype (width ``N``, or
         ``num_vars`` with a known cost: whole solutions), after solving the
-        ``(B, N)`` min-sense ``costs`` with probability ``solve_ratio``."""
+        ``(B, N)`` min-sense ``costs`` (with ``known``, each instance's own known cost
+        ``(B, num_vars)`` in min form, bound) with probability ``solve_ratio``."""
         if draw_exact(self.solve_ratio, self.generator):
-            y, aux = self.solve_whole(self.solver, costs.detach())
-            self.pool.add(y if aux is None else torch.cat([y, aux], dim=-1))
+            solver = self.solver if known is None else KnownBound(self.solver, known)
+            y, aux = self.solve_whole(solver, costs.detach())
+            whole = y if aux is None else torch.cat([y, aux], dim=-1)
+            self.pool.add(whole[:, : self.solver.pool_width])
         if not len(self.pool):
             raise RuntimeError(
                 f"{type(self).__name__}'s solution pool is empty: pass pool=<the training "
@@ -69,21 +76,49 @@ class PooledLoss(SolverLoss):
             )
         return self.pool.snapshot(costs)
 
-    def values(self, costs: Tensor, pool: Tensor) -> Tensor:
+    def values(self, costs: Tensor, pool: Tensor, known: Tensor | None = None) -> Tensor:
         """The ``(B, P)`` min-sense objectives of the pooled solutions under ``(B, N)``
         ``costs``: ``<costs, y> + <k, x>`` for each pooled whole solution ``x = concat(y,
         aux)`` (with a known cost ``k`` the pool keeps whole solutions); ``<costs, y>``
-        without one."""
-        known = self.known_like(pool)
+        without one. ``known``: each instance's own known cost ``(B, num_vars)`` (min
+        form, `instance_pool_known`), added to ``k``."""
+        spec_known = self.known_like(pool)
         values = costs @ self.outputs(pool).T
-        return values if known is None else values + pool @ known
+        if spec_known is not None:
+            values = values + pool @ spec_known
+        if known is not None:
+            values = values + known[:, : pool.shape[-1]] @ pool.T
+        return values
 
-    def target_value(self, costs: Tensor, y: Tensor) -> Tensor:
+    def target_value(self, costs: Tensor, y: Tensor, known: Tensor | None = None) -> Tensor:
         """The ``(B,)`` min-sense objectives of the ``(B, N)`` target solutions ``y``:
-        ``<costs, y> + <k[:N], y>``. The known cost of the target's auxiliaries,
-        which ``y_true`` does not give, does not depend on the prediction: it is
-        left out, a constant shift of the loss (as Fenchel-Young drops it)."""
-        return (costs * y).sum(-1) + self.target_known_value(y)
+        ``<costs, y> + <k[:N], y>`` (``known``, each instance's own, added to ``k``). The
+        known cost of the target's auxiliaries, which ``y_true`` does not give, does not
+        depend on the prediction: it is left out, a constant shift of the loss (as
+        Fenchel-Young drops it)."""
+        value = (costs * y).sum(-1) + self.target_known_value(y)
+        if known is not None:
+            value = value + (y * known[:, : self.solver.num_outputs]).sum(-1)
+        return value
+
+    def instance_pool_known(self, known_cost: Any, cost_pred: Tensor) -> Tensor | None:
+        """The call's known cost (`instance_known`) flattened to ``(B, num_vars)``, or None.
+        ValueError where the pool keeps the outputs only (the spec has no known cost of
+        its own) and the call's weighs the auxiliaries, which pooled outputs cannot
+        count."""
+        known = self.instance_known(known_cost, cost_pred)
+        if known is None:
+            return None
+        known = known.reshape(-1, self.solver.num_vars)
+        n = self.solver.num_outputs
+        if self.solver.pool_width == n and bool((known[:, n:] != 0).any()):
+            raise ValueError(
+                f"{type(self).__name__}'s pool keeps the outputs only ({self.spec.label} has "
+                "no known cost of its own), so a per-call known cost on the auxiliaries "
+                f"cannot be counted in its pooled objectives: known_cost[..., {n}:] must be "
+                "zero here; SPOPlusLoss, FenchelYoungLoss, PGLoss and "
+                "RegularizedFenchelYoungLoss count it on every variable")
+        return known
 
     def outputs(self, pool: Tensor) -> Tensor:
         """The pooled solutions' outputs ``(P, N)`` (the pool may keep whole solutions)."""
@@ -102,20 +137,24 @@ class PooledLoss(SolverLoss):
         batch = like.shape[: like.ndim - len(self.spec.cost_shape)]
         return reduce(per_instance.reshape(batch), self.reduction)
 
-    def per_instance(self, c_hat: Tensor, target: Tensor, pool: Tensor) -> Tensor:
+    def per_instance(self, c_hat: Tensor, target: Tensor, pool: Tensor,
+                     known: Tensor | None = None) -> Tensor:
         """The ``(B,)`` losses of min-sense ``(B, N)`` predictions against the
-        flattened target, over the ``(P, width)`` pool (`refreshed_pool`)."""
+        flattened target, over the ``(P, width)`` pool (`refreshed_pool`); ``known``,
+        each instance's own known cost ``(B, num_vars)`` (min form) or None, goes to
+        every `values` and `target_value`."""
         raise NotImplementedError
 
     def flat_target(self, target: Tensor, cost_pred: Tensor) -> Tensor:
         """The checked target, flattened to ``(B, N)``."""
         raise NotImplementedError
 
-    def _loss(self, cost_pred: Tensor, target: Tensor) -> Tensor:
+    def _loss(self, cost_pred: Tensor, target: Tensor, known_cost: Any = None) -> Tensor:
         c_hat = self.flat(cost_pred, "cost_pred")
         target = self.flat_target(target, cost_pred)
-        return self.finish(self.per_instance(c_hat, target, self.refreshed_pool(c_hat)),
-                           cost_pred)
+        known = self.instance_pool_known(known_cost, cost_pred)
+        pool = self.refreshed_pool(c_hat, known)
+        return self.finish(self.per_instance(c_hat, target, pool, known), cost_pred)
 
 
 class SolutionPooledLoss(PooledLoss):
@@ -123,8 +162,9 @@ class SolutionPooledLoss(PooledLoss):
 
     _abstract_loss = True
 
-    def __call__(self, cost_pred: Tensor, y_true: Tensor) -> Tensor:
-        return self._loss(cost_pred, y_true)
+    def __call__(self, cost_pred: Tensor, y_true: Tensor,
+                 known_cost: Tensor | None = None) -> Tensor:
+        return self._loss(cost_pred, y_true, known_cost)
 
     def flat_target(self, target: Tensor, cost_pred: Tensor) -> Tensor:
         y_star = check_solution(self.solver, target, cost_pred, "y_true")
@@ -136,8 +176,9 @@ class CostPooledLoss(PooledLoss):
 
     _abstract_loss = True
 
-    def __call__(self, cost_pred: Tensor, cost_true: Tensor) -> Tensor:
-        return self._loss(cost_pred, cost_true)
+    def __call__(self, cost_pred: Tensor, cost_true: Tensor,
+                 known_cost: Tensor | None = None) -> Tensor:
+        return self._loss(cost_pred, cost_true, known_cost)
 
     def flat_target(self, target: Tensor, cost_pred: Tensor) -> Tensor:
         return self.flat(self.true_costs(target, cost_pred), "cost_true")
