@@ -32,10 +32,17 @@ class ListwiseLTRLoss(CostPooledLoss):
     ``<c, y> + <k, x>`` and ``<c_hat, y> + <k, x>`` (the pool keeps whole solutions
     ``x``); the gradient keeps its form.
 
-    The other arguments (``spec``, ``solve_ratio``, ``pool``, ``reduction``,
-    ``backend``, ``generator``) are `combolayer.losses.pooled.PooledLoss`'s.
-
     Args:
+        spec: the problem: a spec, a compiled `Solver` or a ComboLayer.
+        solve_ratio: the probability that a call solves the predicted costs exactly
+            and adds the solutions to the pool (1.0: every call).
+        pool: the pool's seed: the training set's true solutions, a ``cl.data`` data
+            set, a PyEPO ``optDataset``, or a `combolayer.backends.pool.SolutionPool`
+            to share; None starts empty (then ``solve_ratio < 1`` needs a seed).
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"`` over instances.
+        backend: a backend name/config to compile a spec with (or a compiled
+            `Solver`).
+        generator: the ``torch.Generator`` the ``solve_ratio`` draws come from.
         temperature: ``tau > 0`` (default 1).
 
     Reference: Mandi, Bucarey, Mulamba, Guns, "Decision-Focused Learning:

@@ -25,6 +25,18 @@ class NCELoss(SolutionPooledLoss):
     known cost of its outputs, ``<k[:N], y*>``, its auxiliaries' being a constant
     that is left out). The gradient is unchanged.
 
+    Args:
+        spec: the problem: a spec, a compiled `Solver` or a ComboLayer.
+        solve_ratio: the probability that a call solves the predicted costs exactly
+            and adds the solutions to the pool (1.0: every call).
+        pool: the pool's seed: the training set's true solutions, a ``cl.data`` data
+            set, a PyEPO ``optDataset``, or a `combolayer.backends.pool.SolutionPool`
+            to share; None starts empty (then ``solve_ratio < 1`` needs a seed).
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"`` over instances.
+        backend: a backend name/config to compile a spec with (or a compiled
+            `Solver`).
+        generator: the ``torch.Generator`` the ``solve_ratio`` draws come from.
+
     Reference: Mulamba, Mandi, Diligenti, Lombardi, Bucarey, Guns, "Contrastive
     Losses and Solution Caching for Predict-and-Optimize", IJCAI 2021.
     """

@@ -20,6 +20,18 @@ class PointwiseLTRLoss(CostPooledLoss):
     cost ``k`` both objectives gain the same ``<k, x>``, which cancels: the loss is
     the same (the pool then keeps whole solutions ``x``, of which it reads ``y``).
 
+    Args:
+        spec: the problem: a spec, a compiled `Solver` or a ComboLayer.
+        solve_ratio: the probability that a call solves the predicted costs exactly
+            and adds the solutions to the pool (1.0: every call).
+        pool: the pool's seed: the training set's true solutions, a ``cl.data`` data
+            set, a PyEPO ``optDataset``, or a `combolayer.backends.pool.SolutionPool`
+            to share; None starts empty (then ``solve_ratio < 1`` needs a seed).
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"`` over instances.
+        backend: a backend name/config to compile a spec with (or a compiled
+            `Solver`).
+        generator: the ``torch.Generator`` the ``solve_ratio`` draws come from.
+
     Reference: Mandi, Bucarey, Mulamba, Guns, "Decision-Focused Learning:
     Through the Lens of Learning to Rank", ICML 2022.
     """
