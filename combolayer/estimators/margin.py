@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import PrivateAttr, field_validator, model_validator
 import torch
+from pydantic import PrivateAttr, field_validator, model_validator
 from torch import Tensor
 
 from ..backends.solver import Solver
