@@ -161,6 +161,24 @@ def test_estimator_noise_after_the_layers_noise_is_eager_modes(method):
     assert not torch.equal(other_seed[0](other_seed[1])[1], y)  # the draws matter
 
 
+@pytest.mark.parametrize("method", ["comboptnet", "rfwo"])
+def test_a_new_batch_size_keeps_eager_answers(method):
+    """Their saved tensors' shapes follow the number of instances (symbolic after the
+    first recompile)."""
+    model, x = make("topk", method)
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    for size in (8, 5, 3):
+        answers = []
+        for run in (model, compiled):
+            model.zero_grad()
+            loss, y = run(x[:size])
+            loss.backward()
+            answers.append((y, model.linear.weight.grad.clone()))
+        (y, grad), (compiled_y, compiled_grad) = answers
+        torch.testing.assert_close(compiled_y, y, rtol=0, atol=0)
+        torch.testing.assert_close(compiled_grad, grad)
+
+
 class MisdeclaredPerturbed(cl.Perturbed):
     """Declares one sample more than its forward draws (no name: not registered)."""
 

@@ -71,6 +71,11 @@ class Margin(Estimator):
         """Whether the wrapped estimator compiles whole: then so does the margin."""
         return bool(getattr(self._inner, "compiles_whole", False))
 
+    @property
+    def differentiable_backward(self) -> bool:  # type: ignore[override]
+        """Whether the wrapped estimator's backward is pure torch: then so is the margin's."""
+        return bool(getattr(self._inner, "differentiable_backward", False))
+
     def _shifted(self, costs: Tensor, target: Tensor | None, training: bool) -> Tensor:
         """The minimisation cost with the margin added in training."""
         if not training:
