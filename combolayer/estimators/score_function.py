@@ -39,8 +39,7 @@ class ScoreFunction(Estimator):
 
         dL/dtheta = 1 / (sigma S) sum_s (r_s - baseline_s) eps^theta_s,   r_s = <dL/dy, y_s>
 
-    Inputs not perturbed get no gradient (``w``: zero).
-    Eval mode: the exact solution, one solve, no noise.
+    Inputs not perturbed get no gradient (``w``: zero). Eval mode: the exact solution.
 
     Perturbing ``b`` (or ``A``) can empty the feasible set of a sample: with
     ``on_infeasible="flag"`` such a sample is zeros (and counted in the
