@@ -111,3 +111,22 @@ def test_the_dispatch_example_trains_its_default_layer_on_per_call_fares():
     assert result["spo+"] < 0.75 * result["before"], result
     # "auto" on w + known_cost is the layer given the sum by hand: the same training
     assert result["by hand"] == pytest.approx(result["identity"], abs=2e-3), result
+
+
+def test_identity_under_a_linear_loss_turns_the_total_cost_towards_the_true_one():
+    """What the warning says Identity learns through "auto" with a known cost on the
+    outputs: the gradient of -<c, (w + k) / ||w + k||>, whatever the solution."""
+    known = torch.tensor(-np.tile(np.linspace(1.0, 3.0, REQUESTS), (DRIVERS, 1)))
+    spec = dispatch_ilp(known.flatten().tolist())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        layer = cl.ComboLayer(spec, backend="highs")
+    generator = torch.Generator().manual_seed(2)
+    w = torch.rand(5, DRIVERS, REQUESTS, dtype=torch.float64, generator=generator) * 4
+    true = torch.rand(5, DRIVERS, REQUESTS, dtype=torch.float64, generator=generator) * 4
+    w.requires_grad_(True)
+    (true * layer(w)).sum().backward()
+    direct = w.detach().clone().requires_grad_(True)
+    total = (direct + known).flatten(1)
+    (-(true.flatten(1) * total / total.norm(dim=1, keepdim=True)).sum()).backward()
+    assert torch.allclose(w.grad, direct.grad)
