@@ -227,11 +227,34 @@ def test_a_known_cost_of_the_wrong_shape_names_expected_and_got():
                                                                  known_cost=bad)
 
 
-def test_rfwo_reads_the_spec_known_cost_and_refuses_a_per_instance_one():
-    spec = cl.ILP(shape=[3], constraints=[cl.Constraint(coefs=[1, 1, 1], sense="<=", rhs=2)])
-    layer = cl.ComboLayer(spec, method="rfwo", projection="plane", backend="highs")
-    with pytest.raises(NotImplementedError, match="per-call known cost.*identity"):
-        layer(torch.zeros(2, 3, requires_grad=True), known_cost=torch.ones(3))
+@pytest.mark.parametrize("own_known", [True, False], ids=["spec known", "no spec known"])
+def test_rfwo_counts_the_instance_known_cost(own_known):
+    """Regularised Frank-Wolfe with ``known_cost=k`` is the method on the spec whose
+    known cost is the spec's plus ``k`` (its oracle counts ``<k, x>`` on whole
+    solutions): the same regularised solution and gradient, per instance."""
+    rng = np.random.default_rng(61)
+    spec = _pick_two([0.5, -0.5, 0.0, 1.0, -2.0] if own_known else None)
+    costs = rng.normal(size=(3, 4))
+    known = 3 * rng.normal(size=(3, 5))
+    known[:, -1] = rng.choice([-3.0, 3.0], size=3)
+    g = torch.tensor(rng.normal(size=costs.shape))
+    method = {"name": "rfwo", "lam": 0.5}
+    layer = cl.ComboLayer(spec, method=method, projection="none", backend="highs")
+    plain = cl.ComboLayer(spec, method=method, projection="none", backend="highs")
+    w = torch.tensor(costs, requires_grad=True)
+    y = layer(w, known_cost=torch.tensor(known))
+    y.backward(g)
+    moved = 0
+    for i in range(len(costs)):
+        own = cl.ComboLayer(_with_known(spec, known[i]), method=method, projection="none",
+                            backend="highs")
+        w_i = torch.tensor(costs[i : i + 1], requires_grad=True)
+        y_i = own(w_i)
+        y_i.backward(g[i : i + 1])
+        torch.testing.assert_close(y[i : i + 1].detach(), y_i.detach(), atol=1e-5, rtol=0)
+        torch.testing.assert_close(w.grad[i : i + 1], w_i.grad, atol=1e-5, rtol=1e-5)
+        moved += not torch.allclose(plain(w_i.detach()), y_i.detach(), atol=1e-2)
+    assert moved >= 2  # the known cost moved the regularised solutions
 
 
 def _pick_two(known_cost):

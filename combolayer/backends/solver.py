@@ -387,6 +387,9 @@ class KnownBound:
     `known_value` counts it. Everything else is the solver's (`RowBound` is the same
     for per-call rows; the two nest)."""
 
+    #: A known cost is counted (the call's, whether or not the spec has one).
+    counts_known = True
+
     def __init__(self, solver: Any, known: Any) -> None:
         self._solver = solver
         self.instance_known = known.detach() if isinstance(known, torch.Tensor) else known
@@ -912,6 +915,11 @@ class Solver:
         """This solver with a per-call known cost (minimisation form, ``(*batch,
         num_vars)``) bound to every solve (`KnownBound`)."""
         return KnownBound(self, known)
+
+    @property
+    def counts_known(self) -> bool:
+        """Whether solves count a known cost: the spec's here (`KnownBound`: a call's)."""
+        return self.known is not None
 
     def known_like(self, like: torch.Tensor, folded: bool = True) -> torch.Tensor | None:
         """The known cost ``(num_vars,)`` as a tensor on ``like``'s device and dtype, or

@@ -19,10 +19,11 @@ def known_oracle(solver: Any, lam: float) -> Callable[[Tensor], tuple[Tensor, Te
     (min form): ``g -> (y, <k, x> / lam)`` for the whole solution
     ``x = argmin_x <g, y> + <k, x> / lam``, solved as ``solve_min(lam g)`` (the
     solver adds ``k`` at scale 1; ``lam > 0`` keeps the argmin). Without a known cost
-    the second part is 0."""
+    (`Solver.counts_known`: the spec's, or a call's bound by `KnownBound`) the second
+    part is 0."""
 
     def oracle(g: Tensor) -> tuple[Tensor, Tensor]:
-        if solver.known is None:
+        if not solver.counts_known:
             v = solver.solve_min(g)
             return v, v.new_zeros(v.shape[:-1])
         v, aux = solver.solve_min(lam * g, return_aux=True)
@@ -176,7 +177,6 @@ class RegularizedFrankWolfe(Estimator):
     #: With a known cost ``k`` the regularised problem is over whole solutions (see the
     #: class docstring); `known_oracle` gives Frank-Wolfe each vertex's ``<k, v> / lam``.
     counts_known_cost: ClassVar[bool] = True
-    takes_instance_known_cost: ClassVar[bool] = False  # its regulariser reads the spec's
 
     def forward(self, solver, costs, *, target, training):
         if not training:

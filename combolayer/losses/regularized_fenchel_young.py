@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from torch import Tensor
@@ -83,7 +82,7 @@ class RegularizedFenchelYoungLoss(SolverLoss):
             oracle = known_oracle(self.solver, self.lam)
         else:  # flat instances, as Frank-Wolfe hands them to the oracle
             known = known.reshape(-1, self.solver.num_vars)
-            oracle = _bound_oracle(KnownBound(self.solver, known), self.lam)
+            oracle = known_oracle(KnownBound(self.solver, known), self.lam)
         mu, _, _, mu_known = away_step_frank_wolfe(
             oracle, -flat / self.lam, self.max_iter, self.tol, linear=True)
         y_lam = mu.reshape(c.shape)
@@ -99,14 +98,3 @@ class RegularizedFenchelYoungLoss(SolverLoss):
             loss = loss + (on_true - self.lam * mu_known).reshape(loss.shape)
         return reduce(loss, self.reduction)
 
-
-def _bound_oracle(solver: KnownBound, lam: float) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
-    """`known_oracle` for a solver with a call's known cost bound (`KnownBound`): its
-    solves and `known_value` count the call's on top of the spec's, which may have none
-    (`known_oracle` reads the spec's alone to decide whether there is one)."""
-
-    def oracle(g: Tensor) -> tuple[Tensor, Tensor]:
-        v, aux = solver.solve_min(lam * g, return_aux=True)
-        return v, solver.sign * solver.known_value(v, aux.to(v)) / lam
-
-    return oracle
