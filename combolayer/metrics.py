@@ -67,10 +67,10 @@ def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, b
                          "aux_pred, the auxiliaries of the decisions (layer(w, return_aux=True) "
                          "or solver.solve(costs, return_aux=True)), to count it")
     aux = None if aux_pred is None else _as64(aux_pred)
-    # known_value is 0 without a known cost, so one path serves both
-    value = inner(cost, pred, k) + _as64(solver.known_value(pred, aux))
-    if known is not None:
-        value = value + _instance_known_value(known, pred, aux, k)
+    # known_value is 0 without a known cost, so one path serves both; a call's known
+    # cost is bound in minimisation form, as the solves take it
+    counted = solver if known is None else solver.bind_known(solver.sign * known)
+    value = inner(cost, pred, k) + _as64(counted.known_value(pred, aux))
     best_aux = None
     if on_aux:  # y_true has no auxiliaries: x* is solved
         best, best_aux = solver.solve(cost, return_aux=True, known_cost=known)
@@ -83,21 +83,8 @@ def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, b
                 f"y_true has shape {tuple(best.shape)} but cost_true has {tuple(cost.shape)}"
             )
     best = _as64(best)
-    best_value = inner(cost, best, k) + _as64(solver.known_value(best, best_aux))
-    if known is not None:
-        best_value = best_value + _instance_known_value(known, best, best_aux, k)
+    best_value = inner(cost, best, k) + _as64(counted.known_value(best, best_aux))
     return value, best_value, solver.sign
-
-
-def _instance_known_value(known: Tensor, y: Tensor, aux: Tensor | None, k: int) -> Tensor:
-    """``<known, concat(y, aux)>`` per instance for a per-instance known cost ``known``
-    ``(*batch, num_vars)`` (``aux`` None: only where ``known`` is zero on the auxiliaries)."""
-    flat = y.reshape(*y.shape[: y.dim() - k], -1)
-    n = flat.shape[-1]
-    value = (flat * known[..., :n]).sum(-1)
-    if aux is None:
-        return value
-    return value + (_as64(aux) * known[..., n:]).sum(-1)
 
 
 def regret(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None = None,
