@@ -383,9 +383,19 @@ def test_cost_checks_add_no_synchronisation(spec, backend, monkeypatch):
     assert checked == unchecked
 
 
+def test_nan_costs_on_a_device_kernel_raise_the_contracts_error():
+    # the Bellman-Ford kernels read the check with their first convergence read
+    layer = cl.ComboLayer(cl.problems.ShortestPath.grid(6, 6), projection="none")
+    w = torch.rand(4, 6, 6, device=CUDA)
+    w[2, 3, 3] = float("nan")
+    with pytest.raises(ValueError, match="must be finite"):
+        layer(w)
+    assert layer(torch.rand(4, 6, 6, device=CUDA)).is_cuda  # the context still works
+
+
 def test_nan_costs_on_the_device_still_raise_before_a_host_solve():
-    # checked on the host copy the solve makes; a device kernel's check is a device-side
-    # assertion instead, which would end this process's CUDA context: not tested here
+    # checked on the host copy the solve makes; a sync-free device kernel's check (top-k)
+    # is a device-side assertion instead, which would end this process's CUDA context
     spec = knapsack()
     layer = cl.ComboLayer(spec, backend="highs")
     solver = cl.make_solver(spec, backend="highs")

@@ -204,6 +204,21 @@ def test_graph_kernel_without_a_path_raises_infeasible():
         cl.make_solver(spec, "bellman_ford").solve(torch.ones(2, 3))
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 1e16], ids=["nan", "inf", "huge"])
+@pytest.mark.parametrize("kernel", [GridPaths(ShortestPath.grid(5, 5)),
+                                    GraphPaths(cl.data.shortest_path_spec((3, 3)))],
+                         ids=["grid", "graph"])
+def test_kernels_raise_the_contracts_error_on_invalid_costs(kernel, bad):
+    """The kernels check values themselves, with their convergence check's first host
+    read (on an accelerator the Solver queues no check of its own for them)."""
+    costs = torch.rand(3, kernel.spec.num_outputs, dtype=torch.float64) + 0.1
+    costs[1, 2] = bad
+    with pytest.raises(ValueError, match="costs must be finite and below 1e\\+15 in magnitude"):
+        kernel(costs)
+    costs[1, 2] = 0.5
+    assert kernel(costs).shape == costs.shape  # the same kernel solves valid costs after
+
+
 # -- negative costs, determinism, copies ----------------------------------------------
 
 

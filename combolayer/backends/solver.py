@@ -41,6 +41,10 @@ class Kernel(Protocol):
     takes_start: bool
     #: Whether a caller can stop its solves at a limit of its own (`time_limit`).
     stops_in_time: bool
+    #: Whether the kernel checks its costs' values itself (`check_values`: finite, below
+    #: `MAX_COST`) in a host read its solve makes anyway; on an accelerator the `Solver`
+    #: then queues no check of its own.
+    checks_values: bool
     #: The backend solving whole batches now, and why, where the kernel chooses among
     #: several (``"auto"``'s race); None where the backend is the solver's own.
     current_backend: str | None
@@ -74,6 +78,7 @@ class KernelDefaults:
     takes_rows = False
     takes_start = False
     stops_in_time = False
+    checks_values = False
     current_backend: str | None = None
     backend_reason: str | None = None
 
@@ -307,15 +312,14 @@ def check_values(spec: Spec, costs: Any, name: str = "costs") -> None:
     numpy array or a tensor: the one check every path runs. On a tensor off the CPU
     it synchronises nothing: the check is queued on the device
     (``torch._assert_async``) and fails there, as a device-side assertion naming the
-    problem, before the solve's result can be read."""
+    problem, before the solve's result can be read. Kernels that read the device
+    anyway (`Kernel.checks_values`: the Bellman-Ford kernels) raise this ValueError
+    themselves instead, and the `Solver` queues nothing for them."""
     is_torch = isinstance(costs, torch.Tensor)
     if costs.numel() == 0 if is_torch else costs.size == 0:
         return
     if is_torch and not costs.is_cpu:
-        # amax propagates NaN, which fails the comparison as inf does
-        torch._assert_async(costs.detach().abs().amax() < MAX_COST,
-                            f"{name} must be finite and below {MAX_COST:g} in magnitude "
-                            f"for {spec.label}")
+        torch._assert_async(~invalid_values(costs), str(values_error(spec, name)))
         return
     # One reduction and one number read back in the usual case: the Euclidean norm
     # bounds every entry (half of MAX_COST leaves room for its rounding), and NaN or
@@ -332,6 +336,19 @@ def check_values(spec: Spec, costs: Any, name: str = "costs") -> None:
         raise ValueError(f"{name} must be finite, got NaN or inf entries for {spec.label}")
     raise ValueError(f"{name} must be below {MAX_COST:g} in magnitude for {spec.label}, "
                      f"got {largest:.3g}: rescale the costs")
+
+
+def invalid_values(costs: torch.Tensor) -> torch.Tensor:
+    """A 0-d bool tensor on the costs' device, read nowhere: whether an entry is NaN,
+    infinite or of magnitude `MAX_COST` or more (amax propagates NaN, which fails the
+    comparison as inf does)."""
+    return ~(costs.detach().abs().amax() < MAX_COST)
+
+
+def values_error(spec: Spec, name: str = "costs") -> ValueError:
+    """The error for costs that `invalid_values` marks."""
+    return ValueError(f"{name} must be finite and below {MAX_COST:g} in magnitude for "
+                      f"{spec.label}")
 
 
 def all_finite(costs: Any) -> bool:
@@ -810,7 +827,7 @@ class Solver:
         wide = full or self.known is not None or aux_known is not None
         on_device = not costs.is_cpu  # check_costs left the values to here
         if self._torch_kernel:
-            if on_device:
+            if on_device and not self._kernel.checks_values:
                 check_values(self.spec, costs)
             y = self._run(self._kernel, self.widen(costs, aux_known) if wide else costs,
                           rows=None if rows is None else rows.torch(costs))

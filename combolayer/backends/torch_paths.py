@@ -54,7 +54,7 @@ from ..problems.shortest_path import _MOVES, topological_order
 from ..specs.base import Spec
 from .base import Capability, FunctionBackend, Tier
 from .registry import register_backend
-from .solver import KernelDefaults
+from .solver import KernelDefaults, invalid_values, values_error
 
 #: Relaxations between two reads of "did anything change" on the host.
 CHECK_EVERY = 8
@@ -103,9 +103,11 @@ class _State:
     def relax(self) -> None:
         raise NotImplementedError
 
-    def converge(self, max_rounds: int) -> None:
+    def converge(self, max_rounds: int, invalid: Tensor) -> bool:
         """Relax until a chunk of `CHECK_EVERY` relaxations changes nothing (one host
-        read per chunk), or ``max_rounds`` have run."""
+        read per chunk), or ``max_rounds`` have run. ``invalid`` (`invalid_values` of
+        the costs, 0-d) is read with the first chunk's check: False, and no more
+        relaxations, where it is set."""
         if self.dist.is_cuda and not self.captured:
             self.captured = True
             self.graph = _capture(self.relax, CHECK_EVERY)
@@ -120,8 +122,12 @@ class _State:
                     self.relax()
             rounds += CHECK_EVERY
             # distances only fall, so equal ends mean no relaxation in between changed one
-            if torch.equal(before, self.dist):
-                return
+            settled, bad = torch.stack([torch.eq(before, self.dist).all(), invalid]).tolist()
+            if bad:
+                return False
+            if settled:
+                break
+        return True
 
 
 def _on_path(pointer: Tensor, target: int | Tensor) -> Tensor:
@@ -193,6 +199,9 @@ class _Kernel(KernelDefaults):
     CUDA graphs they keep are rebuilt on first use)."""
 
     array_api = "torch"
+    #: NaN, inf and too large costs raise `ValueError` with the convergence check's
+    #: first host read (`_State.converge`), not a read or device assertion of their own.
+    checks_values = True
     spec: GridShortestPath | ShortestPath
 
     def __getstate__(self) -> dict:
@@ -220,6 +229,7 @@ class GridPaths(_Kernel):
     def __call__(self, costs: Tensor) -> Tensor:
         spec = self.spec
         work = costs.detach().to(_work_dtype(costs.device))
+        invalid = invalid_values(work)
         with self._lock:
             state = _kept(self._states, (work.shape[0], work.device),
                           lambda: _GridState(self, work.shape[0], work.device))
@@ -228,7 +238,8 @@ class GridPaths(_Kernel):
             else:
                 work = work.clamp(min=0.0)
             state.reset(torch.where(state.inner, work, 0.0).reshape(state.cost.shape))
-            state.converge(spec.rows * spec.cols)
+            if not state.converge(spec.rows * spec.cols, invalid):
+                raise values_error(spec)
             return state.path().to(costs.dtype)
 
 
@@ -306,6 +317,7 @@ class GraphPaths(_Kernel):
     def __call__(self, costs: Tensor) -> Tensor:
         spec, device = self.spec, costs.device
         work = costs.detach().to(_work_dtype(device))
+        invalid = invalid_values(work)
         if not self.acyclic:
             if spec.negative_costs == "error":
                 _refuse_negative(spec, work, None)
@@ -317,7 +329,8 @@ class GraphPaths(_Kernel):
             state = _kept(self._states, (work.shape[0], device),
                           lambda: _GraphState(self, work.shape[0], device))
             state.reset(work)
-            state.converge(self.num_nodes)
+            if not state.converge(self.num_nodes, invalid):
+                raise values_error(spec)
             unreachable = torch.isinf(state.dist[:, self.target])
             if bool(unreachable.any()):
                 b = int(unreachable.nonzero()[0, 0])
