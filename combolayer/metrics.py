@@ -55,13 +55,11 @@ def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, b
             f"y_pred has shape {tuple(pred.shape)} but cost_true has {tuple(cost.shape)}"
         )
     k = len(solver.cost_shape)
-    n = solver.num_outputs
-    on_aux = solver.known is not None and bool(solver.known[n:].any())
     known = None
     if known_cost is not None:
         batch = tuple(cost.shape[: cost.dim() - k])
         known = check_known_cost(solver.spec.label, solver.num_vars, batch, known_cost, cost)
-        on_aux = on_aux or bool((known[..., n:] != 0).any())
+    on_aux = solver.weighs_aux(known)
     if on_aux and aux_pred is None:
         raise ValueError(f"{solver.spec.label} has a known cost on its auxiliaries: pass "
                          "aux_pred, the auxiliaries of the decisions (layer(w, return_aux=True) "

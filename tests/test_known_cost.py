@@ -125,6 +125,24 @@ def test_known_like_is_the_known_cost_copied_once_per_device_and_dtype():
     assert cl.make_solver(cl.ILP(shape=[2]), "highs").known_like(like) is None
 
 
+def test_weighs_aux_reads_the_spec_known_cost_a_call_one_and_a_bound_one():
+    """Solver.weighs_aux: whether the spec's known cost, or a call's, is non-zero on the
+    auxiliaries; a solver with a known cost bound to it (`bind_known`) counts that one
+    too, rather than answering for the bare solver."""
+    constraints = [cl.Constraint(coefs=[1, 1, 1], sense="<=", rhs=2)]
+    plain = cl.make_solver(cl.ILP(shape=[2], num_aux=1, constraints=constraints), "highs")
+    on_outputs = cl.make_solver(cl.ILP(shape=[2], num_aux=1, known_cost=[1.0, 0, 0],
+                                       constraints=constraints), "highs")
+    on_aux = cl.make_solver(cl.ILP(shape=[2], num_aux=1, known_cost=[0, 0, -2.0],
+                                   constraints=constraints), "highs")
+    assert not plain.weighs_aux() and not on_outputs.weighs_aux() and on_aux.weighs_aux()
+    call = torch.tensor([[0.0, 0.0, 0.0], [5.0, 0.0, 1.0]])
+    assert plain.weighs_aux(call) and not plain.weighs_aux(torch.tensor([[1.0, 2.0, 0.0]]))
+    assert not plain.weighs_aux(np.array([3.0, -1.0, 0.0]))
+    assert plain.bind_known(call).weighs_aux() and not plain.bind_known(call[:1]).weighs_aux()
+    assert on_aux.bind_known(call[:1]).weighs_aux()
+
+
 def test_layer_return_aux_in_training_and_eval_mode_and_with_perturbed():
     spec = cl.ILP(shape=[3], num_aux=1, known_cost=[0, 0, 0, -1.5],
                   constraints=[cl.Constraint(coefs=[1, 1, 1, 1], sense="<=", rhs=2)])

@@ -410,8 +410,8 @@ class KnownBound:
     def __init__(self, solver: Any, known: Any) -> None:
         self._solver = solver
         self.instance_known = known.detach() if isinstance(known, torch.Tensor) else known
-        #: Whether the bound cost weighs the auxiliaries (read once, not per call).
-        self._weighs_aux = bool((self.instance_known[..., solver.num_outputs:] != 0).any())
+        #: Whether a known cost weighs the auxiliaries (read once, not per call).
+        self._weighs_aux = solver.weighs_aux(self.instance_known)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -423,6 +423,10 @@ class KnownBound:
 
     def bind_rows(self, A: Any, b: Any) -> RowBound:
         return RowBound(self, A, b)
+
+    def weighs_aux(self, known: Any = None) -> bool:
+        """`Solver.weighs_aux`, counting the bound known cost too."""
+        return self._weighs_aux or self._solver.weighs_aux(known)
 
     def solve_min(self, costs: Any, **kwargs: Any) -> Any:
         known = self.instance_known
@@ -938,6 +942,16 @@ class Solver:
         """Whether solves count a known cost: the spec's here (`KnownBound`: a call's)."""
         return self.known is not None
 
+    def weighs_aux(self, known: Any = None) -> bool:
+        """Whether the known cost of a solve weighs the auxiliaries (is non-zero past the
+        outputs): the spec's, or ``known``, a call's (``(*batch, num_vars)``, either sense),
+        when given. Counting it then needs the solution's auxiliaries, and no rescaling
+        of the costs keeps the solution."""
+        n = self.num_outputs
+        if self.known is not None and self.known[n:].any():
+            return True
+        return known is not None and bool((known[..., n:] != 0).any())
+
     def known_like(self, like: torch.Tensor, folded: bool = True) -> torch.Tensor | None:
         """The known cost ``(num_vars,)`` as a tensor on ``like``'s device and dtype, or
         None when the spec has none (`known`). ``folded``: in minimisation form
@@ -980,7 +994,7 @@ class Solver:
         on_y = (self.known_like(flat, folded=False) if is_torch
                 else self.sign * self.known)[:n]
         value = (flat * on_y).sum(-1)
-        if not self.known[n:].any():
+        if not self.weighs_aux():
             return value
         if aux is None:
             raise ValueError(f"{self.spec.label} has a known cost on its auxiliaries: pass their "

@@ -112,7 +112,7 @@ def solve(args: argparse.Namespace) -> int:
         costs = costs.reshape(-1, *shape)  # one flat row per instance
     # The objective counts the spec's known cost, whose part on the auxiliaries needs
     # their values.
-    on_aux = solver.known is not None and bool(solver.known[solver.num_outputs :].any())
+    on_aux = solver.weighs_aux()
     start = time.perf_counter()
     y, aux = solver.solve(costs, return_aux=True) if on_aux else (solver.solve(costs), None)
     logging.getLogger(__name__).debug(

@@ -110,10 +110,8 @@ class SPOPlusLoss(SolverLoss):
         cost (min form, ``(*batch, num_vars)``), bound to every solve and counted."""
         solver, shifted_solver = self.solver, self.shifted_solver
         cached = shifted_solver is not solver
-        n = solver.num_outputs
-        on_aux = solver.known is not None and bool(solver.known[n:].any())
+        on_aux = solver.weighs_aux(known)
         if known is not None:
-            on_aux = on_aux or bool((known[..., n:] != 0).any())
             solver, shifted_solver = KnownBound(solver, known), KnownBound(shifted_solver, known)
         k = len(self.spec.cost_shape)
         if y_true is None and not cached:

@@ -552,11 +552,7 @@ def check_loss(loss: str, layer: ComboLayer, known_cost: torch.Tensor | None) ->
     with Identity, a known cost on the auxiliaries (the spec's or the instances') leaves
     nothing to bound the prediction's scale; a loss that does not count a per-instance
     known cost cannot take one."""
-    solver = layer.solver
-    n = solver.num_outputs
-    on_aux = solver.known is not None and bool(solver.known[n:].any())
-    if known_cost is not None:
-        on_aux = on_aux or bool((known_cost[:, n:] != 0).any())
+    on_aux = layer.solver.weighs_aux(known_cost)
     method = getattr(layer.method, "name", type(layer.method).__name__)
     if on_aux and loss not in OWN_SOLVER and method == "identity":
         raise ConfigError(
@@ -576,8 +572,7 @@ def normalized_regret(layer: ComboLayer, model: nn.Module, test: datasets.Data) 
     solver = layer.solver
     known = getattr(test, "known_cost", None)  # each instance's own, from the data
     # A known cost on the auxiliaries counts in the objective: their values are needed.
-    on_aux = solver.known is not None and bool(solver.known[solver.num_outputs:].any())
-    on_aux = on_aux or (known is not None and bool((known[:, solver.num_outputs:] != 0).any()))
+    on_aux = solver.weighs_aux(known)
     with torch.no_grad():
         if on_aux:
             y_pred, aux_pred = solver.solve(model(test.features), return_aux=True,
