@@ -19,23 +19,20 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .wrapper import SolverWrapper
 
-class ClipNegatives:
+
+class ClipNegatives(SolverWrapper):
     """``solver`` for costs that ``source`` made: entries of the ``floor`` mask (over
     the ``N`` outputs) below 0 are set to 0, with a ``RuntimeWarning`` the first time
     (``once`` says per what). Every other attribute is the solver's."""
 
     def __init__(self, solver: Any, floor: Any, source: str, once: str) -> None:
-        self._solver = solver
+        super().__init__(solver)
         self._floor = torch.as_tensor(np.asarray(floor, dtype=bool))
         self._source = source
         self._once = once
         self._warned = False
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.__dict__["_solver"], name)
 
     def clip(self, costs: Any) -> Any:
         """``costs`` (``(..., *cost_shape)``, numpy or torch) with the negatives in the

@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .wrapper import SolverWrapper
+
 #: Slack on ``A x <= b`` when a solution is checked against per-call rows (the
 #: solution cache, the tests): the solvers' own feasibility tolerance is 1e-6.
 FEASIBILITY_TOL = 1e-6
@@ -177,18 +179,15 @@ def rows_for(A: Any, b: Any, batch: tuple[int, ...]) -> Rows:
     return Rows(A_flat, b_flat, index, origin)
 
 
-class RowBound:
+class RowBound(SolverWrapper):
     """A solver (or a wrapper of one) with a call's rows bound to it: ``solve_min(costs)``
     solves with the rows ``A x <= b`` broadcast onto the costs' batch (trailing axes
     aligned, so a leading sample axis is fine). Everything else is the solver's."""
 
     def __init__(self, solver: Any, A: torch.Tensor, b: torch.Tensor) -> None:
-        self._solver = solver
+        super().__init__(solver)
         self.A = A.detach()
         self.b = b.detach()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._solver, name)
 
     def __repr__(self) -> str:
         return f"RowBound({self._solver!r}, m={self.A.shape[-2]})"

@@ -18,6 +18,7 @@ from ..errors import BackendUnavailable, InfeasibleError, SolverError
 from ..specs.base import Spec
 from .outcome import INFEASIBLE, OPTIMAL, raise_limit, record_all, recording, row_statuses, worst
 from .rows import RowBound, Rows, check_rows, rows_for
+from .wrapper import SolverWrapper
 
 if TYPE_CHECKING:
     from .device import DeviceRoute
@@ -397,7 +398,7 @@ def check_known_cost(label: str, num_vars: int, batch: tuple[int, ...], known_co
     return known.to("cpu", torch.float64).numpy()
 
 
-class KnownBound:
+class KnownBound(SolverWrapper):
     """A solver (or a wrapper of one) with a call's known cost bound to it: ``solve_min``
     solves with ``known`` (minimisation form, ``(*batch, num_vars)``) broadcast onto the
     costs' batch (trailing axes aligned, so a leading sample axis is fine), and
@@ -408,21 +409,14 @@ class KnownBound:
     counts_known = True
 
     def __init__(self, solver: Any, known: Any) -> None:
-        self._solver = solver
+        super().__init__(solver)
         self.instance_known = known.detach() if isinstance(known, torch.Tensor) else known
         #: Whether a known cost weighs the auxiliaries (read once, not per call).
         self._weighs_aux = solver.weighs_aux(self.instance_known)
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.__dict__["_solver"], name)
-
-    def __repr__(self) -> str:
-        return f"KnownBound({self._solver!r})"
-
-    def bind_rows(self, A: Any, b: Any) -> RowBound:
-        return RowBound(self, A, b)
+    def bind_known(self, known: Any) -> KnownBound:
+        """The same solver with ``known`` bound instead of this known cost."""
+        return KnownBound(self._solver, known)
 
     def weighs_aux(self, known: Any = None) -> bool:
         """`Solver.weighs_aux`, counting the bound known cost too."""
@@ -490,7 +484,7 @@ def pool_width(spec: Spec) -> int:
     return math.prod(spec.cost_shape) + int(getattr(spec, "num_aux", 0) or 0)
 
 
-class Recorder:
+class Recorder(SolverWrapper):
     """A solver (or a wrapper of one) that keeps, for its caller, what its solves
     produce besides the solutions: `infeasible`, the positions (``Rows.origin``) of the
     instances that per-call rows left infeasible under ``on_infeasible="flag"`` (the
@@ -503,24 +497,10 @@ class Recorder:
     shared between calls or threads. Everything else is the solver's."""
 
     def __init__(self, solver: Any, keep_aux: bool = True) -> None:
-        self._solver = solver
+        super().__init__(solver)
         self.keep_aux = keep_aux
         self.aux: list[torch.Tensor] = []
         self.infeasible: set[int] = set()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.__dict__["_solver"], name)
-
-    def __repr__(self) -> str:
-        return f"Recorder({self._solver!r})"
-
-    def bind_rows(self, A: Any, b: Any) -> RowBound:
-        return RowBound(self, A, b)
-
-    def bind_known(self, known: Any) -> KnownBound:
-        return KnownBound(self, known)
 
     def _options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         rows = kwargs.get("rows")

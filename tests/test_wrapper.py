@@ -1,0 +1,73 @@
+"""Solver wrappers (combolayer/backends/wrapper.py): binding rows or a known cost to a
+wrapper keeps what the wrapper changes in force; binding again replaces the binding."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import combolayer as cl
+from combolayer.backends.clip import ClipNegatives, clip_negatives
+from combolayer.backends.rows import RowBound
+from combolayer.backends.solver import KnownBound, Recorder
+
+# Two paths from 0 to 2: the edge (0, 2) alone, or (0, 1) then (1, 2).
+SPEC = cl.problems.ShortestPath(num_nodes=3, edges=[(0, 1), (1, 0), (1, 2), (0, 2), (2, 1)],
+                                source=0, target=2)
+DIRECT = [0.0, 0.0, 0.0, 1.0, 0.0]
+AROUND = [1.0, 0.0, 1.0, 0.0, 0.0]
+BAR_DIRECT = torch.tensor([[0.0, 0.0, 0.0, 1.0, 0.0]]), torch.tensor([0.0])  # x_(0,2) <= 0
+AROUND_DEAR = torch.tensor([10.0, 0.0, 0.0, 0.0, 0.0])  # a known cost on the edge (0, 1)
+
+
+def _wrappers(solver):
+    A, b = BAR_DIRECT
+    return {"clip": clip_negatives(solver, "a test", "call"), "recorder": Recorder(solver),
+            "known": KnownBound(solver, torch.zeros(5)), "rows": RowBound(solver, 0 * A, b)}
+
+
+def test_binding_to_a_wrapper_wraps_it_and_binding_again_replaces():
+    solver = cl.make_solver(SPEC)
+    A, b = BAR_DIRECT
+    for name, wrapper in _wrappers(solver).items():
+        rows, known = wrapper.bind_rows(A, b), wrapper.bind_known(AROUND_DEAR)
+        assert isinstance(rows, RowBound) and isinstance(known, KnownBound), name
+        assert (rows._solver is solver) == (name == "rows"), name  # rows replace rows
+        assert (known._solver is solver) == (name == "known"), name
+        assert rows._solver is wrapper or name == "rows"
+        assert known._solver is wrapper or name == "known"
+    assert repr(_wrappers(solver)["clip"]) == f"ClipNegatives({solver!r})"
+
+
+def test_a_clipping_wrapper_still_clips_under_bound_rows_and_known_costs():
+    """Negative costs the library made are clipped before a solver bound to rows or to a
+    known cost, as before a bare one (unclipped, Dijkstra on this graph with cycles
+    refuses them)."""
+    solver = cl.make_solver(SPEC)
+    clip = clip_negatives(solver, "a test", "call")
+    assert isinstance(clip, ClipNegatives)
+    made = torch.tensor([[-4.0, 5.0, -4.0, 3.0, 1.0]])  # clipped: the way around is free
+    A, b = BAR_DIRECT
+    with pytest.warns(RuntimeWarning, match="a test made some costs negative"):
+        assert clip.bind_rows(A, b).solve_min(made).tolist() == [AROUND]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        assert clip.bind_known(AROUND_DEAR).solve_min(made).tolist() == [DIRECT]
+    with pytest.raises(ValueError, match="negative costs"):
+        solver.bind_known(AROUND_DEAR).solve_min(made)
+
+
+def test_rows_and_a_known_cost_bound_in_either_order_both_count():
+    solver = cl.make_solver(SPEC)
+    costs = torch.tensor([[1.0, 5.0, 1.0, 3.0, 1.0]])
+    A, b = BAR_DIRECT
+    assert solver.bind_known(AROUND_DEAR).solve_min(costs).tolist() == [DIRECT]
+    rows_first = solver.bind_rows(A, b).bind_known(AROUND_DEAR)
+    known_first = solver.bind_known(AROUND_DEAR).bind_rows(A, b)
+    assert rows_first.solve_min(costs).tolist() == known_first.solve_min(costs).tolist() == [
+        AROUND]
+    # a known cost bound again replaces the first: zero leaves the plain optimum
+    again = solver.bind_known(AROUND_DEAR).bind_known(torch.zeros(5))
+    assert again.solve_min(costs).tolist() == solver.solve_min(costs).tolist() == [AROUND]
