@@ -404,12 +404,15 @@ class ComboLayer(nn.Module):
         solutions when it solved several per instance (perturbed samples). Run eagerly
         under torch.compile (a graph break)."""
         recorded = self._recording(keep_aux=True)
-        y = self._forward(*args, recorded=recorded)
+        try:
+            y = self._forward(*args, recorded=recorded)
+            box = [aux for recorder in recorded[1] for aux in recorder.aux]
+        finally:
+            _close(recorded)
         n = self.spec.num_outputs
         batch = y.shape[: y.dim() - len(self.spec.cost_shape)]
         count = y.numel() // n
         num_aux = self.solver.num_aux
-        box = [aux for recorder in recorded[1] for aux in recorder.aux]
         if not box or count == 0 or num_aux == 0:
             return y, y.new_zeros((*batch, num_aux))
         aux = box[0].detach().to(y)
@@ -418,23 +421,33 @@ class ComboLayer(nn.Module):
                                f"{count}: cannot tell which auxiliaries go with the output")
         return y, aux.reshape(count, -1, num_aux).mean(dim=1).reshape(*batch, num_aux)
 
-    @torch.compiler.disable  # builds the estimator for this call: not traceable
-    def _recording(self, keep_aux: bool) -> tuple[_Compiled, tuple[Recorder, ...]]:
-        """The layer's solves built for one call on `Recorder`s of its solvers (the
-        exact one, and the cached one with ``solve_ratio < 1``), which keep what those
-        solves produce besides the solutions: the instances per-call rows left
-        infeasible, and with ``keep_aux`` the auxiliaries."""
+    @torch.compiler.disable  # may build the estimator: not traceable
+    def _recording(self, keep_aux: bool) -> tuple[_Compiled, tuple[_CallRecorder, ...]]:
+        """The layer's solves built on `Recorder`s of its solvers (the exact one, and the
+        cached one with ``solve_ratio < 1``), opened for one call (`_close` ends it): they
+        keep what that call's solves produce besides the solutions, the instances per-call
+        rows left infeasible, and with ``keep_aux`` the auxiliaries. Built once per thread
+        (building an estimator costs more than a small batch's solve); a call made while
+        this thread's are open (from inside one) gets its own."""
         compiled = self.compiled
-        recorder = Recorder(compiled.base, keep_aux)
-        recorders: tuple[Recorder, ...] = (recorder,)
-        train_solve = None
-        if compiled.train_base is not None:
-            cached = Recorder(compiled.train_base, keep_aux)
-            recorders += (cached,)
-            train_solve = self.method.build(cached)
-        return dataclasses.replace(
-            compiled, solve=self.method.build(recorder), fused=None, op=None,
-            train_solve=train_solve, train_fused=None, train_op=None), recorders
+        kept = compiled.recordings.__dict__
+        recorded = kept.get(keep_aux)
+        if recorded is None or recorded[1][0].owner is not None:
+            recorder = _CallRecorder(compiled.base, keep_aux)
+            recorders: tuple[_CallRecorder, ...] = (recorder,)
+            train_solve = None
+            if compiled.train_base is not None:
+                cached = _CallRecorder(compiled.train_base, keep_aux)
+                recorders += (cached,)
+                train_solve = self.method.build(cached)
+            fresh = dataclasses.replace(
+                compiled, solve=self.method.build(recorder), fused=None, op=None,
+                train_solve=train_solve, train_fused=None, train_op=None), recorders
+            kept.setdefault(keep_aux, fresh)
+            recorded = fresh
+        for recorder in recorded[1]:
+            recorder.open()
+        return recorded
 
     def sample(self, w: Tensor, target: Tensor | None = None, *, A: Tensor | None = None,
                b: Tensor | None = None, known_cost: Tensor | None = None) -> Tensor:
@@ -474,8 +487,14 @@ class ComboLayer(nn.Module):
                  A: Any = None, b: Any = None, known_cost: Any = None,
                  recorded: tuple[_Compiled, tuple[Recorder, ...]] | None = None) -> Tensor:
         """The forward pass; ``recorded``, the layer's solves built on `Recorder`s for this
-        call (`_recording`), is used in their place. A call with per-call rows makes its
-        own, to hear which instances they left infeasible."""
+        call (`_recording`), is used in their place. A call with per-call rows records its
+        own solves too, to hear which instances they left infeasible."""
+        if recorded is None and (A is not None or b is not None):
+            recorded = self._recording(keep_aux=False)
+            try:
+                return self._forward(w, target, sampling, A, b, known_cost, recorded)
+            finally:
+                _close(recorded)
         if not isinstance(w, Tensor):
             if not isinstance(w, np.ndarray):
                 raise TypeError(f"w must be a torch.Tensor (or a numpy array), got "
@@ -497,8 +516,6 @@ class ComboLayer(nn.Module):
         if sampling and self.sample_noise is not None:
             # Before the projection: the paper's samplers perturb the logits.
             w = w + self.sample_noise.sample(w.shape, generator=self.generator).to(w)
-        if recorded is None and A is not None:
-            recorded = self._recording(keep_aux=False)
         compiled = self.compiled if recorded is None else recorded[0]
         noise = self.noise if self.training else None
         # traced by torch.compile: no clock, no logging (the graph keeps neither)
@@ -587,6 +604,46 @@ class ComboLayer(nn.Module):
 ComboLayer.__init__.__doc__ = ComboLayer.__doc__
 
 
+class _CallRecorder(Recorder):
+    """A `Recorder` that the layer builds its solves on once per thread and opens for one
+    call at a time (`ComboLayer._recording`): it keeps what the solves made on the
+    opening thread produce while the call is open, its forward's, and lets any other
+    solve through unrecorded (a backward's, made later or from another thread), so that
+    each call reads its own solves alone, as with a Recorder made for it."""
+
+    def __init__(self, solver: Any, keep_aux: bool) -> None:
+        super().__init__(solver, keep_aux)
+        #: The thread of the open call, None between calls.
+        self.owner: int | None = None
+
+    def open(self) -> None:
+        self.aux, self.infeasible, self.owner = [], set(), threading.get_ident()
+
+    def close(self) -> None:
+        self.aux, self.infeasible, self.owner = [], set(), None
+
+    def solve_min(self, costs: Any, return_aux: bool = False, **kwargs: Any) -> Any:
+        # a solve outside the open call records into a recorder that nobody reads
+        if self.owner == threading.get_ident():
+            return super().solve_min(costs, return_aux=return_aux, **kwargs)
+        return Recorder(self._solver, self.keep_aux).solve_min(costs, return_aux=return_aux,
+                                                               **kwargs)
+
+    def solve_batch(self, costs: torch.Tensor, start: Any = None, return_aux: bool = False,
+                    **kwargs: Any) -> Any:
+        if self.owner == threading.get_ident():
+            return super().solve_batch(costs, start=start, return_aux=return_aux, **kwargs)
+        return Recorder(self._solver, self.keep_aux).solve_batch(
+            costs, start=start, return_aux=return_aux, **kwargs)
+
+
+@torch.compiler.disable
+def _close(recorded: tuple[_Compiled, tuple[_CallRecorder, ...]]) -> None:
+    """End the call `ComboLayer._recording` opened: its recorders keep nothing more."""
+    for recorder in recorded[1]:
+        recorder.close()
+
+
 @torch.compiler.disable
 def _eagerly(solve: Callable[..., Tensor], *args: Any, **kwargs: Any) -> Tensor:
     """``solve(*args, **kwargs)`` outside torch.compile's tracing: an estimator's solve
@@ -634,3 +691,5 @@ class _Compiled:
     train_op: CompiledSolve | None = None
     #: Per-thread results of the last call (``last_infeasible``).
     last: threading.local = dataclasses.field(default_factory=threading.local)
+    #: Per thread, the solves built on `_CallRecorder`s by ``keep_aux`` (`ComboLayer._recording`).
+    recordings: threading.local = dataclasses.field(default_factory=threading.local)
