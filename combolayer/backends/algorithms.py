@@ -281,20 +281,24 @@ def _graph_kernel(spec: ShortestPath) -> Callable:
     return solve
 
 
+def grid_path_costs(spec: GridShortestPath, costs: np.ndarray) -> np.ndarray:
+    """The vertex costs ``(B, rows * cols)`` that a path search on ``spec``'s grid reads:
+    negatives clipped on the inner vertices as ``spec.negative_costs`` says
+    (`clip_negative_costs`), and 0 at the source and target, which lie on every path,
+    so their costs never change the choice."""
+    inner = np.ones(spec.rows * spec.cols, dtype=bool)
+    inner[[spec.source_index, spec.target_index]] = False
+    return np.where(inner, clip_negative_costs(spec, costs, inner), 0.0)
+
+
 def _grid_kernel(spec: GridShortestPath) -> Callable:
     tails, heads = spec.arcs
-    n = spec.rows * spec.cols
     s, t = spec.source_index, spec.target_index
-    dijkstra = _Dijkstra(n, tails, heads, directed=True)
-    # The source and target lie on every path: their costs never change the choice.
-    inner = np.ones(n, dtype=bool)
-    inner[[s, t]] = False
+    dijkstra = _Dijkstra(spec.rows * spec.cols, tails, heads, directed=True)
 
     def solve(costs: np.ndarray) -> np.ndarray:
-        costs = clip_negative_costs(spec, costs, inner)
         y = np.zeros_like(costs)
-        for b, vertex_costs in enumerate(costs):
-            vertex_costs = np.where(inner, vertex_costs, 0.0)
+        for b, vertex_costs in enumerate(grid_path_costs(spec, costs)):
             pred = dijkstra.parents(vertex_costs[heads], s)
             node = t
             if pred[node] < 0:

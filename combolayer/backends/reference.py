@@ -16,6 +16,7 @@ from ..problems import GridShortestPath, Matching, ShortestPath
 from ..problems.matching import padded_costs
 from ..problems.shortest_path import clip_negative_costs
 from ..specs.base import Spec
+from .algorithms import grid_path_costs
 from .base import FunctionBackend, Tier
 from .registry import register_backend
 
@@ -61,15 +62,10 @@ def _grid_kernel(spec: GridShortestPath) -> Callable:
     tails, heads = spec.arcs
     graph = nx.DiGraph()
     graph.add_edges_from(zip(tails.tolist(), heads.tolist(), strict=True))
-    n = spec.rows * spec.cols
-    inner = np.ones(n, dtype=bool)
-    inner[[spec.source_index, spec.target_index]] = False
 
     def solve(costs: np.ndarray) -> np.ndarray:
-        costs = clip_negative_costs(spec, costs, inner)
         y = np.zeros_like(costs)
-        for b, vertex_costs in enumerate(costs):
-            vertex_costs = np.where(inner, vertex_costs, 0.0)
+        for b, vertex_costs in enumerate(grid_path_costs(spec, costs)):
             for _, v, data in graph.edges(data=True):
                 data["weight"] = float(vertex_costs[v])
             nodes = _path_nodes(graph, spec.source_index, spec.target_index, spec.label, False)
