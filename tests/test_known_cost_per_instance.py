@@ -238,12 +238,24 @@ def test_rfwo_counts_the_instance_known_cost(own_known):
     known = 3 * rng.normal(size=(3, 5))
     known[:, -1] = rng.choice([-3.0, 3.0], size=3)
     g = torch.tensor(rng.normal(size=costs.shape))
-    method = {"name": "rfwo", "lam": 0.5}
+    moved = _each_instance_as_its_own_spec({"name": "rfwo", "lam": 0.5}, spec, costs, known, g,
+                                           atol=1e-5, grad_tol=1e-5)
+    assert moved >= 2  # the known cost moved the regularised solutions
+
+
+def _each_instance_as_its_own_spec(method, spec, costs, known, g, atol, grad_tol,
+                                   exact=False):
+    """Asserts that ``method``'s layer with ``known_cost=known`` gives each instance the
+    solution and gradient (of ``<g, y>``) of the layer on the spec whose known cost is the
+    spec's plus that instance's, and with ``exact``, its solution in eval mode too.
+    Returns how many instances the known cost moved (against the layer without it)."""
     layer = cl.ComboLayer(spec, method=method, projection="none", backend="highs")
-    plain = cl.ComboLayer(spec, method=method, projection="none", backend="highs")
     w = torch.tensor(costs, requires_grad=True)
     y = layer(w, known_cost=torch.tensor(known))
     y.backward(g)
+    if exact:
+        exact_y = layer.eval()(torch.tensor(costs), known_cost=torch.tensor(known))
+    plain = cl.ComboLayer(spec, method=method, projection="none", backend="highs")
     moved = 0
     for i in range(len(costs)):
         own = cl.ComboLayer(_with_known(spec, known[i]), method=method, projection="none",
@@ -251,10 +263,12 @@ def test_rfwo_counts_the_instance_known_cost(own_known):
         w_i = torch.tensor(costs[i : i + 1], requires_grad=True)
         y_i = own(w_i)
         y_i.backward(g[i : i + 1])
-        torch.testing.assert_close(y[i : i + 1].detach(), y_i.detach(), atol=1e-5, rtol=0)
-        torch.testing.assert_close(w.grad[i : i + 1], w_i.grad, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(y[i : i + 1].detach(), y_i.detach(), atol=atol, rtol=0)
+        torch.testing.assert_close(w.grad[i : i + 1], w_i.grad, atol=grad_tol, rtol=grad_tol)
+        if exact:
+            assert torch.equal(exact_y[i : i + 1], own.eval()(w_i.detach()))
         moved += not torch.allclose(plain(w_i.detach()), y_i.detach(), atol=1e-2)
-    assert moved >= 2  # the known cost moved the regularised solutions
+    return moved
 
 
 def _pick_two(known_cost):
@@ -280,24 +294,8 @@ def test_relaxation_methods_count_the_instance_known_cost(method, own_known):
     known = rng.normal(size=(3, 5))
     known[:, -1] = rng.choice([-3.0, 3.0], size=3)  # the auxiliary's cost decides x4
     g = torch.tensor(rng.normal(size=costs.shape))
-    layer = cl.ComboLayer(spec, method=method, projection="none", backend="highs")
-    w = torch.tensor(costs, requires_grad=True)
-    y = layer(w, known_cost=torch.tensor(known))
-    y.backward(g)
-    layer.eval()
-    exact = layer(torch.tensor(costs), known_cost=torch.tensor(known))
-    plain = cl.ComboLayer(spec, method=method, projection="none", backend="highs")
-    moved = 0
-    for i in range(len(costs)):
-        own = cl.ComboLayer(_with_known(spec, known[i]), method=method, projection="none",
-                            backend="highs")
-        w_i = torch.tensor(costs[i : i + 1], requires_grad=True)
-        y_i = own(w_i)
-        y_i.backward(g[i : i + 1])
-        torch.testing.assert_close(y[i : i + 1].detach(), y_i.detach(), atol=1e-4, rtol=0)
-        torch.testing.assert_close(w.grad[i : i + 1], w_i.grad, atol=1e-3, rtol=1e-3)
-        assert torch.equal(exact[i : i + 1], own.eval()(w_i.detach()))
-        moved += not torch.allclose(plain(w_i.detach()), y_i.detach(), atol=1e-2)
+    moved = _each_instance_as_its_own_spec(method, spec, costs, known, g, atol=1e-4,
+                                           grad_tol=1e-3, exact=True)
     assert moved == len(costs)  # the known cost moved every relaxed solution
 
 
