@@ -29,16 +29,22 @@ def _wrappers(solver):
 
 
 def test_binding_to_a_wrapper_wraps_it_and_binding_again_replaces():
+    """Rows or a known cost bound to a wrapper wrap that wrapper; rows bound to rows, or a
+    known cost to a known cost, replace them; a known cost bound to rows goes under them."""
     solver = cl.make_solver(SPEC)
     A, b = BAR_DIRECT
-    for name, wrapper in _wrappers(solver).items():
-        rows, known = wrapper.bind_rows(A, b), wrapper.bind_known(AROUND_DEAR)
-        assert isinstance(rows, RowBound) and isinstance(known, KnownBound), name
-        assert (rows._solver is solver) == (name == "rows"), name  # rows replace rows
-        assert (known._solver is solver) == (name == "known"), name
-        assert rows._solver is wrapper or name == "rows"
-        assert known._solver is wrapper or name == "known"
-    assert repr(_wrappers(solver)["clip"]) == f"ClipNegatives({solver!r})"
+    wrappers = _wrappers(solver)
+    for name, wrapper in wrappers.items():
+        rows = wrapper.bind_rows(A, b)
+        assert isinstance(rows, RowBound), name
+        assert rows._solver is (solver if name == "rows" else wrapper), name
+        known = wrapper.bind_known(AROUND_DEAR)
+        if name == "rows":
+            assert isinstance(known, RowBound) and torch.equal(known.A, wrapper.A)
+            known = known._solver
+        assert isinstance(known, KnownBound), name
+        assert known._solver is (solver if name in ("known", "rows") else wrapper), name
+    assert repr(wrappers["clip"]) == f"ClipNegatives({solver!r})"
 
 
 def test_a_clipping_wrapper_still_clips_under_bound_rows_and_known_costs():
@@ -71,3 +77,7 @@ def test_rows_and_a_known_cost_bound_in_either_order_both_count():
     # a known cost bound again replaces the first: zero leaves the plain optimum
     again = solver.bind_known(AROUND_DEAR).bind_known(torch.zeros(5))
     assert again.solve_min(costs).tolist() == solver.solve_min(costs).tolist() == [AROUND]
+    # under rows too (rows that bar nothing here)
+    again = solver.bind_rows(0 * A, b).bind_known(AROUND_DEAR).bind_known(torch.zeros(5))
+    assert isinstance(again, RowBound) and isinstance(again._solver, KnownBound)
+    assert again.solve_min(costs).tolist() == [AROUND]

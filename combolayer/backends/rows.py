@@ -196,6 +196,11 @@ class RowBound(SolverWrapper):
         """The same solver with the rows ``A x <= b`` bound instead of these."""
         return RowBound(self._solver, A, b)
 
+    def bind_known(self, known: Any) -> RowBound:
+        """These rows over the solver with ``known`` bound (`KnownBound` under the rows,
+        the order the estimators build; a known cost bound there already is replaced)."""
+        return RowBound(self._solver.bind_known(known), self.A, self.b)
+
     def _batch(self, costs: Any) -> tuple[int, ...]:
         return tuple(costs.shape[: costs.ndim - len(self._solver.cost_shape)])
 
