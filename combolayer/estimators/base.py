@@ -247,83 +247,48 @@ class Estimator(BaseModel):
         row_gradients = self.row_gradients
         no_rows = {"A": None, "b": None} if row_gradients else {}
 
-        def backward(grad: Tensor, costs: Tensor, *saved: Tensor) -> Tensor:
+        # ``known``: a per-call known cost (minimisation form), or None; with one, every
+        # solve of forward and backward goes through KnownBound
+        def backward(grad: Tensor, costs: Tensor, known: Tensor | None,
+                     *saved: Tensor) -> Tensor:
+            bound = solver if known is None else KnownBound(solver, known)
             if row_gradients:  # called without rows: A and b are None
-                return self.backward(solver, grad, costs, None, None, *saved)[0]
-            return self.backward(solver, grad, costs, *saved)
+                return self.backward(bound, grad, costs, None, None, *saved)[0]
+            return self.backward(bound, grad, costs, *saved)
 
         once = not self.differentiable_backward
         shell = differentiable(backward, once=once)
 
         def backward_rows(grad: Tensor, costs: Tensor, A: Tensor, b: Tensor,
-                          *saved: Tensor) -> tuple:
-            bound = RowBound(solver, A, b)
+                          known: Tensor | None, *saved: Tensor) -> tuple:
+            bound = RowBound(solver if known is None else KnownBound(solver, known), A, b)
             if row_gradients:
                 return self.backward(bound, grad, costs, A, b, *saved)
             return self.backward(bound, grad, costs, *saved), None, None
 
         row_shell = differentiable_rows(backward_rows, once=once)
 
-        # with a per-call known cost (minimisation form, saved last): every solve of
-        # forward and backward goes through KnownBound
-        def backward_known(grad: Tensor, costs: Tensor, *saved: Tensor) -> Tensor:
-            *saved, known = saved
-            bound = KnownBound(solver, known)
-            if row_gradients:
-                return self.backward(bound, grad, costs, None, None, *saved)[0]
-            return self.backward(bound, grad, costs, *saved)
-
-        def backward_rows_known(grad: Tensor, costs: Tensor, A: Tensor, b: Tensor,
-                                *saved: Tensor) -> tuple:
-            *saved, known = saved
-            bound = RowBound(KnownBound(solver, known), A, b)
-            if row_gradients:
-                return self.backward(bound, grad, costs, A, b, *saved)
-            return self.backward(bound, grad, costs, *saved), None, None
-
-        known_shell = differentiable(backward_known, once=once)
-        known_row_shell = differentiable_rows(backward_rows_known, once=once)
-
         def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
                   training: bool = True, A: Tensor | None = None,
                   b: Tensor | None = None, known: Tensor | None = None) -> Tensor:
+            base = solver
             if known is not None:
-                return solve_known(costs, target, needs_grad, training, A, b, known)
-            if A is None:
-                output, saved = self.forward(solver, costs, target=target, training=training,
-                                             **no_rows)
-                if not needs_grad or saved is None:
-                    return output
-                return shell(costs, output, *saved)
-            bound = RowBound(solver, A, b)
-            if row_gradients:
-                # with their graph: the estimator may look at which need a gradient
-                output, saved = self.forward(bound, costs, target=target, training=training,
-                                             A=A, b=b)
-            else:
-                output, saved = self.forward(bound, costs, target=target, training=training)
-            if not needs_grad or saved is None:
-                return output
-            return row_shell(costs, A, b, output, *saved)
-
-        def solve_known(costs: Tensor, target: Tensor | None, needs_grad: bool,
-                        training: bool, A: Tensor | None, b: Tensor | None,
-                        known: Tensor) -> Tensor:
-            refuse_instance_known_cost(self)
-            known = known.detach()
-            base = KnownBound(solver, known)
+                refuse_instance_known_cost(self)
+                known = known.detach()
+                base = KnownBound(solver, known)
             if A is None:
                 output, saved = self.forward(base, costs, target=target, training=training,
                                              **no_rows)
                 if not needs_grad or saved is None:
                     return output
-                return known_shell(costs, output, *saved, known)
+                return shell(costs, output, known, *saved)
             bound = RowBound(base, A, b)
+            # with their graph: a row-gradient estimator may look at which need a gradient
             rows = {"A": A, "b": b} if row_gradients else {}
             output, saved = self.forward(bound, costs, target=target, training=training, **rows)
             if not needs_grad or saved is None:
                 return output
-            return known_row_shell(costs, A, b, output, *saved, known)
+            return row_shell(costs, A, b, output, known, *saved)
 
         return solve
 
