@@ -74,6 +74,19 @@ def test_rows_and_a_known_cost_bound_in_either_order_both_count():
     known_first = solver.bind_known(AROUND_DEAR).bind_rows(A, b)
     assert rows_first.solve_min(costs).tolist() == known_first.solve_min(costs).tolist() == [
         AROUND]
+    # the batch entry point the estimators' shells use counts both too, in either order
+    generator = torch.Generator().manual_seed(0)
+    many = torch.rand(64, 5, generator=generator, dtype=torch.float64)
+    known = 2 * torch.rand(64, 5, generator=generator, dtype=torch.float64)
+    bar = torch.eye(5, dtype=torch.float64)[torch.randint(0, 5, (64,), generator=generator)]
+    expected = solver.bind_rows(bar[:, None], torch.zeros(64, 1)).bind_known(known).solve_min(
+        many)
+    for bound in (solver.bind_rows(bar[:, None], torch.zeros(64, 1)).bind_known(known),
+                  solver.bind_known(known).bind_rows(bar[:, None], torch.zeros(64, 1))):
+        assert torch.equal(bound.solve_batch(many), expected)
+    assert not torch.equal(solver.bind_known(known).solve_batch(many), expected)
+    assert not torch.equal(solver.bind_rows(bar[:, None], torch.zeros(64, 1)).solve_batch(many),
+                           expected)
     # a known cost bound again replaces the first: zero leaves the plain optimum
     again = solver.bind_known(AROUND_DEAR).bind_known(torch.zeros(5))
     assert again.solve_min(costs).tolist() == solver.solve_min(costs).tolist() == [AROUND]
