@@ -42,7 +42,7 @@ def page(tmp_path):
         "--run", "before", "HEAD", str(before),
         str(log(tmp_path / "before.log", "===== 9 passed, 1 skipped in 12.50s =====")),
         "--run", "now", "HEAD", str(now),
-        str(log(tmp_path / "now.log", "== 1 failed, 8 passed in 3.00s (0:00:03) ==")),
+        str(log(tmp_path / "now.log", "1 failed, 8 passed in 3.00s (0:00:03)")),  # -q: no rule
         "--note", "before", "a sentence on the first run", "--out", str(out)])
     return out.read_text()
 

@@ -69,10 +69,11 @@ def resolve(commit: str) -> str:
 
 
 def outcome_line(log: str) -> str:
-    """pytest's closing line (``= 2704 passed, 50 skipped in 1513.2s (0:25:13) =``),
-    without its rule of equals signs."""
+    """pytest's closing line (``2704 passed, 50 skipped in 1513.2s (0:25:13)``), without
+    the rule of equals signs around it that pytest draws unless ``-q``."""
     for line in reversed(log.splitlines()):
-        match = re.fullmatch(r"=+ (.* in [\d.]+s.*?) =+", line.strip())
+        match = re.fullmatch(r"(?:=+ )?(\d+ \w+.* in [\d.]+s(?: \([\d:]+\))?)(?: =+)?",
+                             line.strip())
         if match:
             return match.group(1)
     raise ValueError("the pytest log has no closing summary line ('N passed ... in Xs'): "
@@ -200,9 +201,14 @@ def main(argv: list[str] | None = None) -> None:
         if label not in labels:
             parser.error(f"--note names run {label!r}, expected one of {labels}")
         runs[labels.index(label)].note = text
-    shown = [arg for arg in (sys.argv[1:] if argv is None else argv)]
-    if "--out" in shown:
-        del shown[shown.index("--out"):shown.index("--out") + 2]
+    # the page prints the notes themselves, and where it was written says nothing of the runs
+    shown, args_left = [], list(sys.argv[1:] if argv is None else argv)
+    while args_left:
+        arg = args_left.pop(0)
+        if arg in ("--note", "--out"):
+            del args_left[:2 if arg == "--note" else 1]
+        else:
+            shown.append(arg)
     command = " ".join(["python tools/coverage_page.py", *map(shlex.quote, shown)])
     Path(args.out).write_text(render(runs, command))
     print(f"wrote {args.out}: " + ", ".join(
