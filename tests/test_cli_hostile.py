@@ -164,8 +164,9 @@ def test_a_hostile_command_is_one_line_and_exit_code_2(name, argv, expected, tmp
     start = time.perf_counter()
     code, err = run_main(argv, capsys)
     check_one_line(code, err, expected)
-    # refused before anything is built: the size check needs no model
-    assert time.perf_counter() - start < 20, name
+    # refused before anything is built: the size check needs no model (a bound on hangs
+    # and huge allocations, with room for a loaded machine under coverage's tracing)
+    assert time.perf_counter() - start < 90, name
 
 
 def test_a_model_within_the_limit_still_runs(capsys):
