@@ -1,16 +1,17 @@
 """One status ladder: every solver's status maps onto an Outcome, and settle() turns an
-Outcome into the solution, a warning or an error by the same rules for all of them."""
+Outcome into the solution with its status, or an error, by the same rules for all of them."""
 
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 import pytest
 from testkit import skip_unless_installed as available
 
 import combolayer as cl
-from combolayer.backends.outcome import Outcome, limit_name, settle
+from combolayer.backends.outcome import Outcome, Solved, limit_name, settle, warn_not_optimal
 
 SOLUTION = np.array([1.0, 0.0])
 
@@ -22,14 +23,20 @@ def values() -> np.ndarray:
 @pytest.mark.parametrize("solver", ["HiGHS", "SCIP", "cvxpy (SCIP)"])
 def test_the_rules_and_messages_are_the_same_for_every_solver(solver):
     name = re.escape(solver)
-    assert settle(Outcome.OPTIMAL, solver, values, has_solution=True) is SOLUTION
+    assert settle(Outcome.OPTIMAL, solver, values, has_solution=True) == Solved(SOLUTION)
     with pytest.raises(cl.InfeasibleError, match=f"^{name}: the problem is infeasible"):
         settle(Outcome.INFEASIBLE, solver, values, has_solution=False)
     with pytest.raises(cl.SolverError, match="unbounded.*add finite bounds") as info:
         settle(Outcome.UNBOUNDED, solver, values, has_solution=False)
     assert not isinstance(info.value, cl.InfeasibleError)
-    with pytest.warns(RuntimeWarning, match="time limit; returning the best feasible"):
-        assert settle(Outcome.TIME_LIMIT, solver, values, has_solution=True) is SOLUTION
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the status comes back as a value: nothing to warn
+        stopped = settle(Outcome.TIME_LIMIT, solver, values, has_solution=True)
+        inaccurate = settle(Outcome.INACCURATE, solver, values, has_solution=True)
+    assert stopped.values is SOLUTION and stopped.statuses == ("time limit",)
+    assert inaccurate.values is SOLUTION and inaccurate.statuses == ("inaccurate",)
+    assert settle(Outcome.LIMIT, solver, values, has_solution=True,
+                  status="sollimit").statuses == ("solution limit",)
     with pytest.raises(cl.SolverError, match="time limit without finding a feasible solution"):
         settle(Outcome.TIME_LIMIT, solver, values, has_solution=False)
     with pytest.raises(cl.SolverError, match=f"{name} stopped with status 'Interrupted'"):
@@ -37,6 +44,31 @@ def test_the_rules_and_messages_are_the_same_for_every_solver(solver):
     # "optimal" without a solution is not trusted
     with pytest.raises(cl.SolverError, match="stopped with status"):
         settle(Outcome.OPTIMAL, solver, values, has_solution=False)
+
+
+def test_rounds_keep_the_first_status_that_is_not_optimal_and_direct_callers_are_warned():
+    first, stopped, last = Solved(1), Solved(2, ("time limit",)), Solved(3)
+    assert first.then(last) == last
+    assert first.then(stopped).then(last) == Solved(3, ("time limit",))
+    assert stopped.then(Solved(3, ("inaccurate",))) == Solved(3, ("time limit",))
+    with pytest.warns(RuntimeWarning, match=r"Kernel did not solve 1 of 2 rows to optimality "
+                                            r"\(time limit\)"):
+        assert warn_not_optimal(Solved(SOLUTION, ("optimal", "time limit")), "Kernel") is SOLUTION
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert warn_not_optimal(Solved(SOLUTION, ("optimal",)), "Kernel") is SOLUTION
+
+
+def test_a_highs_kernel_called_directly_warns_and_returns_the_statuses_as_values():
+    available("highs")
+    spec, values = hard_knapsack()
+    solver = cl.make_solver(spec, {"name": "highs", "options": {"mip_max_improving_sols": 1}})
+    costs = solver.sign * values[None]  # the kernel minimises
+    solved = solver.kernel.with_statuses(costs)
+    assert solved.statuses == ("solution limit",) and solved.values.shape == (1, 200)
+    with pytest.warns(RuntimeWarning, match=r"\(solution limit\)"):
+        y = solver.kernel(costs)
+    np.testing.assert_array_equal(y, solved.values)
 
 
 def test_infeasible_or_unbounded_asks_which():

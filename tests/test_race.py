@@ -21,7 +21,7 @@ from bruteforce import optimum, random_ilp
 
 import combolayer as cl
 from combolayer.backends import race, registry
-from combolayer.backends.outcome import record
+from combolayer.backends.outcome import Solved
 from combolayer.backends.race import RacingKernel
 from combolayer.backends.solver import KernelDefaults, Solver
 
@@ -532,7 +532,7 @@ def test_calls_with_per_call_rows_go_whole_to_the_current_backend(eager):
 
 class Stopping(Sequence):
     """A `Sequence` kernel whose solves stop at a caller's time limit
-    (`RowKernel.time_limit`): a row longer than the limit takes the limit and records
+    (`RowKernel.time_limit`): a row longer than the limit takes the limit and returns
     the status "time limit" with a wrong answer (``stopped="solution"``), or raises
     `SolverError` as a solver without a feasible solution does (``stopped="none"``)."""
 
@@ -555,9 +555,10 @@ class Stopping(Sequence):
         """How long ``row`` takes: the next of the given times, then the last."""
         return self.times.pop(0) if len(self.times) > 1 else self.times[0]
 
-    def __call__(self, costs: np.ndarray) -> np.ndarray:
+    def __call__(self, costs: np.ndarray) -> Solved:
         self.limits.append(self.limit)
         out = np.empty_like(costs)
+        statuses = []
         for b in range(len(costs)):
             seconds = self._seconds(costs[b])
             self.rows += 1
@@ -568,13 +569,13 @@ class Stopping(Sequence):
                     error = cl.SolverError("Fake hit the time limit without a feasible solution")
                     error.status = "time limit"  # as `settle` raises it
                     raise error
-                record("time limit")
+                statuses.append("time limit")
                 out[b] = costs[b] >= 0  # a feasible answer, not the optimal one
                 continue
             self.clock[0] += seconds
-            record("optimal")
+            statuses.append("optimal")
             out[b] = costs[b] < 0
-        return out
+        return Solved(out, tuple(statuses))
 
 
 @pytest.mark.parametrize("stopped", ["solution", "none"])

@@ -36,7 +36,7 @@ import torch
 from torch import Tensor
 
 from ..backends.highs import check_status, highs_lp, highs_outcome, new_highs, run_highs
-from ..backends.outcome import settle
+from ..backends.outcome import settle, warn_not_optimal
 from ..backends.registry import make_solver
 from ..backends.solver import known_minimisation_cost
 from ..errors import InfeasibleError
@@ -325,13 +325,13 @@ def _run_lp(model) -> np.ndarray:
         check_status(model.setOptionValue("solver", "ipm"), "setOptionValue(solver)")
         status = model.getModelStatus()
     optimal = status == highspy.HighsModelStatus.kOptimal
-    return settle(
-        highs_outcome(status), "HiGHS (the LP relaxation, looking for implicit equalities)",
-        lambda: np.asarray(model.getSolution().col_value),
+    solver = "HiGHS (the LP relaxation, looking for implicit equalities)"
+    return warn_not_optimal(settle(
+        highs_outcome(status), solver, lambda: np.asarray(model.getSolution().col_value),
         # without crossover, an optimal interior point is all the solution there is
         has_solution=optimal or model.getInfo().primal_solution_status == 2,
         status=model.modelStatusToString(status),
-    )
+    ), solver)
 
 
 # -- from all variables to output space -------------------------------------------

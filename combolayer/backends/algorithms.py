@@ -40,7 +40,7 @@ from ..problems.shortest_path import clip_negative_costs, topological_order
 from ..problems.tsp import subtours
 from ..specs.base import Spec
 from .base import Capability, FunctionBackend, Tier
-from .outcome import Outcome, settle
+from .outcome import Outcome, Solved, joined, settle
 from .registry import register_backend
 from .solver import KernelDefaults
 
@@ -516,30 +516,32 @@ def _tsp_kernel(spec: TSP) -> Callable:
     degree = sp.csr_matrix((np.ones(2 * m), (np.concatenate([iu, ju]), np.tile(edge, 2))),
                            shape=(n, m))
 
-    def solve_one(w: np.ndarray) -> np.ndarray:
+    def solve_one(w: np.ndarray) -> Solved:
         cost = (w + w.T)[iu, ju]
         rows, lower, upper = [degree], [np.full(n, 2.0)], [np.full(n, 2.0)]
+        rounds = Solved(None)  # the statuses of the rounds so far: none yet
         while True:
             result = milp(cost, integrality=np.ones(m), bounds=Bounds(0.0, 1.0),
                           constraints=LinearConstraint(sp.vstack(rows), np.concatenate(lower),
                                                        np.concatenate(upper)))
-            x = settle(_MILP_OUTCOMES.get(result.status, Outcome.STOPPED), "scipy milp (HiGHS)",
-                       lambda result=result: result.x, has_solution=result.x is not None,
-                       status=result.message)
-            chosen = x > 0.5
+            rounds = rounds.then(settle(
+                _MILP_OUTCOMES.get(result.status, Outcome.STOPPED), "scipy milp (HiGHS)",
+                lambda result=result: result.x, has_solution=result.x is not None,
+                status=result.message))
+            chosen = rounds.values > 0.5
             adjacency = sp.csr_matrix((np.ones(chosen.sum()), (iu[chosen], ju[chosen])),
                                       shape=(n, n))
             components = subtours(adjacency)
             if not components:
                 y = adjacency.toarray()
-                return y + y.T
+                return Solved((y + y.T).reshape(1, -1), rounds.statuses)
             for inside in components:
                 rows.append(sp.csr_matrix((inside[iu] != inside[ju]).astype(float)[None]))
                 lower.append(np.array([2.0]))
                 upper.append(np.array([np.inf]))
 
-    def solve(costs: np.ndarray) -> np.ndarray:
-        return np.stack([solve_one(w.reshape(n, n)).ravel() for w in costs])
+    def solve(costs: np.ndarray) -> Solved:
+        return joined([solve_one(w.reshape(n, n)) for w in costs])
 
     return solve
 

@@ -40,12 +40,11 @@ class DeviceRoute:
         return f"DeviceRoute({self.backend!r})"
 
     def solver(self, owner: Solver) -> Solver:
-        """The routed solver; its row statuses are ``owner``'s (``last_status``)."""
+        """The routed solver (its solves' statuses go back to ``owner`` as values)."""
         if self._solver is None:
             with self._lock:
                 if self._solver is None:
                     solver = self._build()
-                    solver._last = owner._last
                     logger.info("%s: costs on an accelerator are solved there by %r (%s); "
                                 "costs on the CPU by %r", owner.spec.label, self.backend,
                                 self.reason, owner.backend)

@@ -31,10 +31,10 @@ from ..specs.base import Spec
 from ..specs.canonical import CanonicalForm, canonical_form
 from .base import Backend, Capability, Tier
 from .config import BackendConfig
-from .outcome import INFEASIBLE, OPTIMAL, record_all
+from .outcome import INFEASIBLE, OPTIMAL, Solved
 from .registry import register_backend
 from .rows import FEASIBILITY_TOL, Rows
-from .solver import KernelDefaults
+from .solver import ReportingKernel
 
 #: The most variables enumerated: 2^20 points of 20 entries are 160 MB in float64.
 MAX_VARS = 20
@@ -156,9 +156,10 @@ def _count_points(cls: type, spec_json: str) -> int:
     return len(feasible_points(_binary_form(spec)[0]))
 
 
-class EnumerationKernel(KernelDefaults):
-    """The feasible points of a small binary problem; ``__call__`` answers a ``(B, N)``
-    (or full-width ``(B, num_vars)``) batch of minimisation costs with one product."""
+class EnumerationKernel(ReportingKernel):
+    """The feasible points of a small binary problem; `with_statuses` answers a ``(B, N)``
+    (or full-width ``(B, num_vars)``) batch of minimisation costs with one product,
+    each row's status "infeasible" where its per-call rows leave no point."""
 
     array_api = "torch"
     takes_rows = True
@@ -213,17 +214,16 @@ class EnumerationKernel(KernelDefaults):
             mask &= low_values[..., j, None, :] <= room[..., j, :, None]
         return mask.flatten(-2)
 
-    def __call__(self, costs: torch.Tensor, rows: Rows | None = None) -> torch.Tensor:
+    def with_statuses(self, costs: torch.Tensor, rows: Rows | None = None) -> Solved:
         width = costs.shape[1]
         if rows is None and self._box is not None:
-            return self._separable(costs)
+            return Solved(self._separable(costs))
         points = self._points(costs.device)
         if len(points) == 0:
             if rows is None:
                 raise InfeasibleError("enumerate: the problem is infeasible, it has no "
                                       "feasible solution")
-            record_all([INFEASIBLE] * len(costs))
-            return costs.new_zeros(costs.shape)
+            return Solved(costs.new_zeros(costs.shape), (INFEASIBLE,) * len(costs))
         values = costs.to(torch.float64)
         chosen = torch.empty(len(costs), dtype=torch.long, device=costs.device)
         feasible = torch.ones(len(costs), dtype=torch.bool, device=costs.device)
@@ -244,7 +244,7 @@ class EnumerationKernel(KernelDefaults):
                 chosen[start:stop], feasible[start:stop] = self._best_allowed(
                     objective, A, b, rows.index[start:stop], points)
         return self._answer(points, chosen, feasible, width, costs.dtype,
-                            record=rows is not None)
+                            rows=rows is not None)
 
     def _separable(self, costs: torch.Tensor) -> torch.Tensor:
         """No rows couple the variables: each at its highest allowed value where its
@@ -259,13 +259,15 @@ class EnumerationKernel(KernelDefaults):
 
     @staticmethod
     def _answer(points: torch.Tensor, chosen: torch.Tensor, feasible: torch.Tensor,
-                width: int, dtype: torch.dtype, record: bool = True) -> torch.Tensor:
+                width: int, dtype: torch.dtype, rows: bool = True) -> Solved:
+        """The chosen points, and with per-call ``rows`` each row's status: zeros and
+        "infeasible" where they left no point."""
         x = points[chosen, :width]
-        if record:
-            record_all([OPTIMAL if ok else INFEASIBLE for ok in feasible.tolist()])
-            x = x * feasible[:, None]
+        if not rows:
+            return Solved((x + 0.0).to(dtype))
+        statuses = tuple(OPTIMAL if ok else INFEASIBLE for ok in feasible.tolist())
         # + 0.0: no -0.0 from the mask
-        return (x + 0.0).to(dtype)
+        return Solved((x * feasible[:, None] + 0.0).to(dtype), statuses)
 
     def _shared(self, values: torch.Tensor, A: torch.Tensor, b: torch.Tensor,
                 entries: torch.Tensor, inverse: torch.Tensor, points: torch.Tensor,

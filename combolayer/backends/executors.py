@@ -43,9 +43,9 @@ import torch
 from ..errors import BackendUnavailable, SolverError, SpecError
 from ..specs.base import Spec
 from .config import BackendConfig, usable_cores
-from .outcome import record_all, recording
+from .outcome import Solved, joined
 from .rows import Rows
-from .solver import Kernel, KernelDefaults, as_kernel
+from .solver import Kernel, ReportingKernel, as_kernel
 
 #: Chunks per worker: enough to balance uneven solves (TSP-50 solve times vary
 #: widely; set by benchmarks/scale_out.py).
@@ -64,10 +64,11 @@ def _serial_config(config: BackendConfig) -> BackendConfig:
 
 
 def _timed(kernel: Kernel, costs: np.ndarray, rows: Rows | None = None
-           ) -> tuple[np.ndarray, float]:
+           ) -> tuple[Solved, float]:
     start = time.perf_counter()
-    out = kernel(costs) if rows is None else kernel(costs, rows=rows)
-    return np.asarray(out, dtype=np.float64), time.perf_counter() - start
+    out = kernel.with_statuses(costs) if rows is None else kernel.with_statuses(costs, rows=rows)
+    return (Solved(np.asarray(out.values, dtype=np.float64), out.statuses),
+            time.perf_counter() - start)
 
 
 #: What a worker is handed: a ``(B, N)`` cost array, or ``(costs, rows)`` with the
@@ -79,10 +80,9 @@ def _parts(chunk: Chunk) -> tuple[np.ndarray, Rows | None]:
     return chunk if isinstance(chunk, tuple) else (chunk, None)
 
 
-#: What a worker sends back for a chunk: solutions, seconds, the rows' statuses
-#: (as recorded by settle; empty for kernels that never stop early) and the
-#: warnings it raised, as (category, message) pairs.
-Result = tuple[np.ndarray, float, list, list]
+#: What a worker sends back for a chunk: its solutions with their rows' statuses
+#: (`Solved`), seconds, and the warnings it raised, as (category, message) pairs.
+Result = tuple[Solved, float, list]
 
 
 def _solve_recorded(kernel: Kernel, chunk: Chunk, catch: bool = False) -> Result:
@@ -90,32 +90,30 @@ def _solve_recorded(kernel: Kernel, chunk: Chunk, catch: bool = False) -> Result
     keeps the warnings (processes and actors only: catching warnings is not thread-safe,
     and a worker thread's own warnings already reach the caller's process)."""
     costs, rows = _parts(chunk)
-    with recording() as log:
-        if not catch:
-            return (*_timed(kernel, costs, rows), log, [])
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            out, seconds = _timed(kernel, costs, rows)
-    return out, seconds, log, [(w.category, str(w.message)) for w in caught]
+    if not catch:
+        return (*_timed(kernel, costs, rows), [])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out, seconds = _timed(kernel, costs, rows)
+    return out, seconds, [(w.category, str(w.message)) for w in caught]
 
 
-def _carry_back(results: list[Result]) -> list[tuple[np.ndarray, float]]:
-    """Hand the workers' statuses to the caller's recording and re-emit their warnings
-    here, in the caller; keep ``(solution, seconds)`` per chunk."""
-    for _, _, statuses, caught in results:
-        record_all(statuses)
+def _carry_back(results: list[Result]) -> list[tuple[Solved, float]]:
+    """Re-emit the workers' warnings here, in the caller; keep ``(solved, seconds)`` per
+    chunk (the solutions with their rows' statuses)."""
+    for _, _, caught in results:
         for category, message in caught:
             warnings.warn(message, category, stacklevel=4)
-    return [(out, seconds) for out, seconds, _, _ in results]
+    return [(out, seconds) for out, seconds, _ in results]
 
 
-class ParallelKernel(KernelDefaults):
+class ParallelKernel(ReportingKernel):
     """Dedupe, solve in the caller until the workers are ready, chunk, and reassemble
     in order.
 
     Subclasses provide ``_start()`` (make workers), ``_warm()`` (have each build its
-    model), ``_map(chunks, deadline)`` (solve chunks, return ``[(solution, seconds,
-    statuses, warnings), ...]`` in order, as `_solve_recorded` makes them) and
+    model), ``_map(chunks, deadline)`` (solve chunks, return ``[(solved, seconds,
+    warnings), ...]`` in order, as `_solve_recorded` makes them) and
     ``_reset()`` (discard broken or hung workers).
     """
 
@@ -150,10 +148,10 @@ class ParallelKernel(KernelDefaults):
         """The caller's own model, ``local``: it solves a race's rows, never the workers."""
         return self.local
 
-    def __call__(self, costs: np.ndarray, rows: Rows | None = None) -> np.ndarray:
+    def with_statuses(self, costs: np.ndarray, rows: Rows | None = None) -> Solved:
         costs = np.ascontiguousarray(costs, dtype=np.float64)
         if len(costs) == 0:
-            return np.empty_like(costs)
+            return Solved(np.empty_like(costs))
         if rows is None:
             unique, inverse = np.unique(costs, axis=0, return_inverse=True)
         else:  # a row repeats only with the same costs and the same per-call rows
@@ -163,14 +161,15 @@ class ParallelKernel(KernelDefaults):
             unique = costs[first]
             rows = rows.subset(first)
         inverse = inverse.reshape(-1)
-        with self._lock, recording() as log:  # one batch at a time per kernel
+        with self._lock:  # one batch at a time per kernel
             solved = self._solve_unique(unique, rows)
-        if log:  # each unique row's status, once for every row that repeats it
-            record_all(np.asarray(log, dtype=object)[inverse].tolist()
-                       if len(log) == len(unique) else log)
-        return solved[inverse]
+        if solved.statuses is None:
+            return Solved(solved.values[inverse])
+        # each unique row's status, once for every row that repeats it
+        return Solved(solved.values[inverse],
+                      tuple(solved.statuses[i] for i in inverse.tolist()))
 
-    def _solve_unique(self, costs: np.ndarray, rows: Rows | None = None) -> np.ndarray:
+    def _solve_unique(self, costs: np.ndarray, rows: Rows | None = None) -> Solved:
         def rows_of(start: int, stop: int) -> Rows | None:
             return None if rows is None else rows.subset(np.arange(start, min(stop, len(costs))))
 
@@ -187,7 +186,7 @@ class ParallelKernel(KernelDefaults):
                       else (costs[start:stop], rows_of(start, stop))
                       for start, stop in zip(bounds[:-1], bounds[1:])]
             parts.extend(out for out, _ in self._map_safely(chunks))
-        return np.concatenate(parts, axis=0)
+        return joined(parts)
 
     def ready(self, wait: float | None = 0.0) -> bool:
         """Whether the workers are ready, starting them in the background on first use;
@@ -237,7 +236,7 @@ class ParallelKernel(KernelDefaults):
         # build per worker and generous slack for start-up on top.
         return 2.0 + 3.0 * self.build_seconds + 1.5 * limit * rows * rounds
 
-    def _map_safely(self, chunks: list[np.ndarray]) -> list[tuple[np.ndarray, float]]:
+    def _map_safely(self, chunks: list[np.ndarray]) -> list[tuple[Solved, float]]:
         try:
             return _carry_back(self._map(chunks, self._deadline(chunks)))
         except _WorkerFailure as failure:
@@ -437,14 +436,14 @@ class ProcessKernel(ParallelKernel):
 
     executor = "process"
 
-    def __call__(self, costs: np.ndarray, rows: Rows | None = None) -> np.ndarray:
+    def with_statuses(self, costs: np.ndarray, rows: Rows | None = None) -> Solved:
         if _importing_main_in_a_worker():
             # A script that solves at its top level, without `if __name__ ==
             # "__main__":`, solving again inside a worker being started: the worker
             # stops here, quietly (SystemExit prints no traceback), instead of running
             # the script and printing a traceback per worker; the parent says why.
             raise SystemExit(1)
-        return super().__call__(costs, rows)
+        return super().with_statuses(costs, rows)
 
     def __init__(self, cls: type, spec: Spec, config: BackendConfig) -> None:
         super().__init__(cls, spec, config)

@@ -47,7 +47,7 @@ from ..specs.base import Spec
 from ..specs.canonical import CanonicalForm, canonical_form
 from .base import Backend, Capability, Tier
 from .config import BackendConfig
-from .outcome import OPTIMAL, Outcome, record, settle
+from .outcome import Outcome, Solved, settle
 from .registry import register_backend
 from .solver import RowKernel
 
@@ -232,13 +232,12 @@ class _GurobiRun:
             self._outputs.Start = np.full(self._outputs.shape, GRB.UNDEFINED)
             self._started = False
 
-    def _settle(self, callback=None) -> np.ndarray:
+    def _settle(self, callback=None) -> Solved:
         model = self.model
         # getAttr: about half a microsecond less than the .Status and .X sugar, per solve
         outcome, name = gurobi_status(model.getAttr("Status"))
         if outcome is Outcome.OPTIMAL:  # settle's first case, inlined: most solves end here
-            record(OPTIMAL)
-            return self.variables.getAttr("X")
+            return Solved(self.variables.getAttr("X"))
         return settle(outcome, "Gurobi", lambda: np.asarray(self.variables.X),
                       has_solution=model.SolCount > 0, status=name,
                       is_infeasible=lambda: self._infeasible(callback))
@@ -330,7 +329,7 @@ class GurobiKernel(_GurobiRun, RowKernel):
             self.model.remove(self._row_constraints)
             self._row_constraints = None
 
-    def solve_one(self, cost: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+    def solve_one(self, cost: np.ndarray, start: np.ndarray | None = None) -> Solved:
         # a full-width cost (a known cost, or the auxiliaries asked for) sets every column
         (self._outputs if len(cost) == self.form.num_outputs else self.variables).Obj = cost
         self._set_start(start)
@@ -412,7 +411,7 @@ class GurobiTspKernel(_GurobiRun, RowKernel):
         values[self._iu, self._ju] = values[self._ju, self._iu] = x
         return values
 
-    def solve_one(self, cost: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+    def solve_one(self, cost: np.ndarray, start: np.ndarray | None = None) -> Solved:
         n = self.num_nodes
         w = cost.reshape(n, n)
         self.variables.Obj = w[self._iu, self._ju] + w[self._ju, self._iu]
@@ -420,7 +419,8 @@ class GurobiTspKernel(_GurobiRun, RowKernel):
             start = np.asarray(start, dtype=np.float64).reshape(n, n)[self._iu, self._ju]
         self._set_start(start)
         self._optimize(self._callback)
-        return self._values(np.round(self._settle(self._callback))).ravel()
+        solved = self._settle(self._callback)
+        return Solved(self._values(np.round(solved.values)).ravel(), solved.statuses)
 
 
 def model_size(spec: Spec) -> tuple[int, int]:

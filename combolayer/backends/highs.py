@@ -32,7 +32,7 @@ from ..specs.canonical import CanonicalForm, canonical_form
 from .base import Backend, Capability, Tier
 from .config import BackendConfig
 from .highs_runtime import check_status, new_highs, run_highs
-from .outcome import Outcome, settle
+from .outcome import Outcome, Solved, settle
 from .registry import register_backend
 from .solver import RowKernel
 
@@ -89,8 +89,8 @@ def _build_model(form: CanonicalForm, config: BackendConfig):
     return h
 
 
-def _solve(h, warm: bool = False, is_infeasible=None) -> np.ndarray:
-    """Solve, and return the column values or raise as `settle` says. ``warm``
+def _solve(h, warm: bool = False, is_infeasible=None) -> Solved:
+    """Solve, and return the column values with their status or raise as `settle` says. ``warm``
     keeps the solver state (a basis, a MIP start) from before."""
     if not warm:
         check_status(h.clearSolver(), "clearSolver")
@@ -188,7 +188,7 @@ class HighsKernel(_HighsTime, RowKernel):
     #: training loops' own solves (set by benchmarks/warm_start.py).
     takes_start = True
 
-    def solve_one(self, cost: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+    def solve_one(self, cost: np.ndarray, start: np.ndarray | None = None) -> Solved:
         columns = self._columns if len(cost) == len(self._columns) else self._all_columns
         check_status(self.model.changeColsCost(len(columns), columns, cost), "changeColsCost")
         if start is not None and self._active.is_mip:
@@ -197,7 +197,7 @@ class HighsKernel(_HighsTime, RowKernel):
             return _solve(self.model, is_infeasible=self._infeasible)
         return self._run_with_cuts(self._active.separator)
 
-    def _run_from(self, start: np.ndarray) -> np.ndarray:
+    def _run_from(self, start: np.ndarray) -> Solved:
         """Solve from a MIP start on the outputs (``setSolution`` with the output
         columns only; HiGHS completes the rest or drops an infeasible start)."""
         h = self.model
@@ -207,28 +207,28 @@ class HighsKernel(_HighsTime, RowKernel):
         separator = self._active.separator
         if separator is None:
             return _solve(h, warm=True, is_infeasible=self._infeasible)
-        x = _solve(h, warm=True, is_infeasible=self._infeasible)
-        if not separator(x):
-            return x
-        return self._run_with_cuts(separator)  # the start's cuts: from scratch
+        solved = _solve(h, warm=True, is_infeasible=self._infeasible)
+        if not separator(solved.values):
+            return solved
+        return solved.then(self._run_with_cuts(separator))  # the start's cuts: from scratch
 
-    def _run_with_cuts(self, separator) -> np.ndarray:
+    def _run_with_cuts(self, separator) -> Solved:
         """Re-solve with the separator's cuts until it accepts the optimum; the cuts
         are dropped after the instance (kept, they made later solves slower)."""
         h = self.model
         try:
-            x = self._run()
-            while cuts := separator(x):
+            solved = self._run()
+            while cuts := separator(solved.values):
                 _add_rows(h, [(cut.index, cut.value, cut.lower, cut.upper) for cut in cuts])
-                x = self._run()
-            return x
+                solved = solved.then(self._run())
+            return solved
         finally:
             extra = h.getNumRow() - self._base_rows
             if extra:
                 check_status(h.deleteRows(extra, np.arange(
                     self._base_rows, self._base_rows + extra, dtype=np.int32)), "deleteRows")
 
-    def _run(self) -> np.ndarray:
+    def _run(self) -> Solved:
         return _solve(self.model, is_infeasible=self._infeasible)
 
     def _infeasible(self) -> bool:
@@ -286,20 +286,22 @@ class HighsTspKernel(_HighsTime, RowKernel):
             if key not in config.options:
                 check_status(self.model.setOptionValue(key, value), f"setOptionValue({key})")
 
-    def solve_one(self, cost: np.ndarray) -> np.ndarray:
+    def solve_one(self, cost: np.ndarray) -> Solved:
         n = self.num_nodes
         w = cost.reshape(n, n)
         edge_cost = w[self._iu, self._ju] + w[self._ju, self._iu]
         self._reset(edge_cost)
-        x = self._lp_rounds()
+        lp = self._lp_rounds()
+        x = lp.values
         if np.all(np.minimum(x, 1.0 - x) <= 1e-9):
-            return self._adjacency(x)
+            return Solved(self._adjacency(x), lp.statuses)
         tour = self._tour(x, edge_cost)
         if TOUR_KICKS:
             tour = self._shorter_tour(tour, edge_cost)
         if self._fix_by_reduced_costs(x, float(edge_cost @ tour)):
-            return self._adjacency(tour)
-        return self._adjacency(self._mip(tour, edge_cost))
+            return Solved(self._adjacency(tour), lp.statuses)
+        solved = lp.then(self._mip(tour, edge_cost))
+        return Solved(self._adjacency(solved.values), solved.statuses)
 
     def _reset(self, edge_cost: np.ndarray) -> None:
         """The degree rows only, every edge free and continuous, the new costs."""
@@ -341,17 +343,17 @@ class HighsTspKernel(_HighsTime, RowKernel):
         index = np.concatenate([self._inside(handle), self._edge[teeth[:, 0], teeth[:, 1]]])
         return index, np.ones(len(index)), -np.inf, float(handle.sum() + (len(teeth) - 1) // 2)
 
-    def _lp_rounds(self) -> np.ndarray:
+    def _lp_rounds(self) -> Solved:
         h = self.model
-        x = _solve(h)
+        solved = _solve(h)
         while True:
-            values = self._values(x)
+            values = self._values(solved.values)
             rows = [self._subtour_row(inside) for inside in violated_subtours(values)] or [
                 self._blossom_row(handle, teeth) for handle, teeth in violated_blossoms(values)]
             if not rows:
-                return x
+                return solved
             _add_rows(h, rows)
-            x = _solve(h, warm=True)
+            solved = solved.then(_solve(h, warm=True))
 
     def _tour(self, x: np.ndarray, edge_cost: np.ndarray) -> np.ndarray:
         """The 0/1 edge vector of `guided_tour`."""
@@ -395,7 +397,7 @@ class HighsTspKernel(_HighsTime, RowKernel):
                                             np.full(count, value)), "changeColsBounds")
         return False
 
-    def _mip(self, tour: np.ndarray, edge_cost: np.ndarray) -> np.ndarray:
+    def _mip(self, tour: np.ndarray, edge_cost: np.ndarray) -> Solved:
         h = self.model
         m = len(self._columns)
         check_status(h.changeColsIntegrality(m, self._columns, np.ones(m, dtype=np.uint8)),
@@ -409,21 +411,23 @@ class HighsTspKernel(_HighsTime, RowKernel):
         collect = self._collector(found) if COLLECT_SUBTOURS else None
         if collect is not None:
             h.cbMipSolution.subscribe(collect)
+        rounds = Solved(None)  # the statuses of the rounds so far: none yet
         try:
             while True:
                 check_status(h.clearSolver(), "clearSolver")
                 check_status(h.setSolution(start), "setSolution")  # stays feasible: a tour
-                x = _solve(h, warm=True)
+                solved = _solve(h, warm=True)
                 reported = h.getInfo().objective_function_value
-                if abs(edge_cost @ x - reported) > 1e-9 * max(1.0, abs(reported)):
+                if abs(edge_cost @ solved.values - reported) > 1e-9 * max(1.0, abs(reported)):
                     # HiGHS 1.16 can map the start into the presolved model with
                     # another objective value, prove that value optimal and return
                     # the start itself (seen: 12.066823 returned as 12.066630):
                     # solve again without the start.
-                    x = _solve(h)
-                parts = subtours(self._values(x) > 0.5)
+                    solved = _solve(h)
+                rounds = rounds.then(solved)
+                parts = subtours(self._values(solved.values) > 0.5)
                 if not parts:
-                    return x
+                    return rounds
                 for inside in parts:
                     found.setdefault(inside.tobytes(), inside)
                 _add_rows(h, [self._subtour_row(inside) for inside in found.values()])

@@ -23,7 +23,7 @@ from ..specs.canonical import CanonicalForm, canonical_form
 from .base import Backend, Capability, Tier
 from .config import BackendConfig
 from .highs_runtime import absorb_banner
-from .outcome import Outcome, settle
+from .outcome import Outcome, Solved, settle
 from .registry import register_backend
 from .solver import RowKernel
 
@@ -128,7 +128,7 @@ class CvxpyKernel(RowKernel):
     def _clear_rows(self) -> None:
         self.problem, self._solved = self._base, self.x
 
-    def solve_one(self, cost: np.ndarray) -> np.ndarray:
+    def solve_one(self, cost: np.ndarray) -> Solved:
         import cvxpy as cp
 
         full = np.zeros(self.form.num_vars)

@@ -13,20 +13,21 @@ with the same messages:
 - a Ctrl-C the solver caught: ``KeyboardInterrupt``, as if Python had seen it;
 - anything else: [`SolverError`][combolayer.SolverError] naming the solver's status.
 
-Every solution returned is also recorded with its status ("optimal", "time
-limit", "inaccurate") in the calling thread's innermost `recording`, if
-any: that is how the status of each row travels from a kernel, through the
-executors' workers, to `Solver.last_status`, which then warns once per call
-(or raises, with ``BackendConfig(on_limit="raise")``). Called with no recording
-open (a kernel used directly), `settle` warns itself, as it always did.
+`settle` returns the solution together with its status (`Solved`): "optimal",
+"time limit", "inaccurate", ... Kernels return the status of each row with their
+solutions, executors carry them back from their workers as values, and `Solver`
+keeps them (``last_status``) and warns once per call (or raises, with
+``BackendConfig(on_limit="raise")``). A kernel called directly warns itself
+(`warn_not_optimal`).
 """
 
 from __future__ import annotations
 
 import enum
-import threading
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -53,6 +54,29 @@ class Outcome(enum.Enum):
     STOPPED = "stopped"
 
 
+@dataclass(frozen=True, slots=True)
+class Solved:
+    """Solutions with the status of each of their rows: ``statuses`` is None where every
+    row is optimal (the usual case, and the only one for kernels that never stop
+    early), else one status per row (``"optimal"``, ``"time limit"``, ``"inaccurate"``,
+    ``"infeasible"``, ...). `settle` returns one row's: ``values`` its solution."""
+
+    values: Any
+    statuses: tuple[str, ...] | None = None
+
+    def then(self, later: Solved) -> Solved:
+        """One row solved in rounds (cuts, restarts): ``later``'s solution, with the
+        first status of the two that is not optimal."""
+        if self.statuses is None:
+            return later
+        return Solved(later.values, (worst([*self.statuses, *(later.statuses or ())]),))
+
+
+def as_solved(out: Any) -> Solved:
+    """``out`` as a `Solved`: itself, or a bare solution array (every row optimal)."""
+    return out if isinstance(out, Solved) else Solved(out)
+
+
 def settle(
     outcome: Outcome,
     solver: str,
@@ -61,8 +85,9 @@ def settle(
     has_solution: bool,
     status: str = "",
     is_infeasible: Callable[[], bool] | None = None,
-) -> np.ndarray:
-    """The solution for ``outcome``, or the error it calls for.
+) -> Solved:
+    """The solution for ``outcome`` with its status (`Solved`, one row), or the error
+    it calls for.
 
     ``solver`` names the solver in messages (``"HiGHS"``, ``"cvxpy (SCIP)"``);
     ``solution()`` reads the solver's values, called only when one is returned;
@@ -72,8 +97,7 @@ def settle(
     (e.g. by a solve with zero costs), which otherwise counts as unbounded.
     """
     if outcome is Outcome.OPTIMAL and has_solution:
-        record(OPTIMAL)
-        return solution()
+        return Solved(solution())
     if outcome is Outcome.INTERRUPTED:
         raise KeyboardInterrupt  # the solver caught the user's Ctrl-C: hand it back
     if outcome is Outcome.INFEASIBLE_OR_UNBOUNDED:
@@ -89,22 +113,29 @@ def settle(
     if outcome in (Outcome.TIME_LIMIT, Outcome.LIMIT):
         limit = outcome.value if outcome is Outcome.TIME_LIMIT else limit_name(status)
         if has_solution:
-            if not record(limit):
-                warnings.warn(f"{solver} hit the {limit}; returning the best feasible "
-                              "solution found, which may not be optimal", RuntimeWarning,
-                              stacklevel=2)
-            return solution()
+            return Solved(solution(), (limit,))
         error = SolverError(f"{solver} hit the {limit} without finding a feasible solution; "
                             f"{raise_limit(limit)}")
         error.status = limit  # which limit, as `last_status` names it (the race reads it)
         raise error
     if outcome is Outcome.INACCURATE and has_solution:
-        if not record(outcome.value):
-            warnings.warn(f"{solver} returned a solution it calls inaccurate{_shown(status)}; "
-                          "it may not be optimal", RuntimeWarning, stacklevel=2)
-        return solution()
+        return Solved(solution(), (outcome.value,))
     shown = f" {status!r}" if status else f" {outcome.value!r}"
     raise SolverError(f"{solver} stopped with status{shown}")
+
+
+def warn_not_optimal(solved: Solved, solver: str, stacklevel: int = 3) -> Any:
+    """``solved.values``, with a warning where a row is not optimal: for a kernel called
+    directly, whose caller keeps no statuses (`Solver` keeps them and warns itself)."""
+    if solved.statuses is not None:
+        bad = sorted({status for status in solved.statuses if status != OPTIMAL})
+        if bad:
+            kinds = ", ".join(bad)
+            warnings.warn(f"{solver} did not solve {sum(s != OPTIMAL for s in solved.statuses)}"
+                          f" of {len(solved.statuses)} rows to optimality ({kinds}); "
+                          "returning the best feasible solutions found, which may not be "
+                          "optimal", RuntimeWarning, stacklevel=stacklevel)
+    return solved.values
 
 
 #: Solvers' status names of a limit (Gurobi's ``SOLUTION_LIMIT``, SCIP's ``sollimit``)
@@ -138,10 +169,6 @@ def raise_limit(limit: str) -> str:
     return f"raise or remove the {limit} set in BackendConfig.options"
 
 
-def _shown(status: str) -> str:
-    return f" (status {status!r})" if status else ""
-
-
 # -- per-row statuses -----------------------------------------------------------------
 
 #: The status of a row solved to optimality; any other status is a non-optimal answer.
@@ -150,58 +177,24 @@ OPTIMAL = Outcome.OPTIMAL.value
 #: output is a row of zeros); `Solver` raises or flags it (``on_infeasible``).
 INFEASIBLE = Outcome.INFEASIBLE.value
 
-_LOCAL = threading.local()
 
-
-class recording:  # noqa: N801 (used as a context manager, like a function)
-    """Collect the statuses `settle` records in this thread, innermost first.
-
-    ``with recording() as log:`` opens a list that every solution returned by
-    `settle` in this thread appends its status to, until the block ends.
-    Recordings nest; only the innermost one receives.
-    """
-
-    __slots__ = ("log",)
-
-    def __enter__(self) -> list[str]:
-        stack = _LOCAL.__dict__.get("stack")
-        if stack is None:
-            stack = _LOCAL.stack = []
-        self.log: list[str] = []
-        stack.append(self.log)
-        return self.log
-
-    def __exit__(self, *exc: object) -> None:
-        _LOCAL.stack.pop()
-
-
-def record(status: str) -> bool:
-    """Append ``status`` to this thread's innermost recording; False when none is open."""
-    stack = _LOCAL.__dict__.get("stack")
-    if not stack:
-        return False
-    stack[-1].append(status)
-    return True
-
-
-def record_all(statuses: Iterable[str]) -> None:
-    """Append each of ``statuses`` (a worker's, carried back) to this thread's recording."""
-    stack = _LOCAL.__dict__.get("stack")
-    if stack:
-        stack[-1].extend(statuses)
-
-
-def worst(statuses: list[str]) -> str:
-    """One status for a row that recorded several (a kernel that solves in rounds)."""
+def worst(statuses: Sequence[str]) -> str:
+    """One status for rows or rounds that have several: the first that is not optimal."""
     for status in statuses:
         if status != OPTIMAL:
             return status
     return OPTIMAL
 
 
-def row_statuses(log: list[str], rows: int) -> list[str]:
-    """The status of each of ``rows`` rows from what a kernel recorded: one per row for
-    row kernels, none for kernels that never stop early (every row optimal)."""
-    if len(log) == rows:
-        return log
-    return [worst(log)] * rows
+def joined(parts: Sequence[Solved]) -> Solved:
+    """Row blocks solved apart (chunks, slices), in order, as one `Solved`."""
+    values = np.concatenate([part.values for part in parts], axis=0)
+    if all(part.statuses is None for part in parts):
+        return Solved(values)
+    return Solved(values, tuple(status for part in parts for status in (
+        part.statuses or (OPTIMAL,) * len(part.values))))
+
+
+def statuses_of(solved: Solved) -> tuple[str, ...]:
+    """The status of each row of ``with_statuses``, "optimal" spelled out."""
+    return solved.statuses or (OPTIMAL,) * len(solved.values)

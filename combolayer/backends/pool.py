@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from ..transforms.noise import generator_device
+from .outcome import INFEASIBLE, Solved, statuses_of
 from .rows import FEASIBILITY_TOL
 from .solver import Solver, pool_width
 
@@ -439,58 +440,56 @@ class CachedSolver(Solver):
         return super().solve_min(costs, return_aux=return_aux, rows=rows, known=known)
 
     def _full_rows(self, costs: Tensor, start: np.ndarray | None = None, full: bool = False,
-                   rows: Any = None, aux_known: Any = None) -> Tensor:
+                   rows: Any = None, aux_known: Any = None) -> Solved:
         # a per-call known cost reaches here already folded into the costs on the outputs
         # (Solver.fold_known); on the auxiliaries (aux_known) it ranks whole solutions
         wide = full or self.known is not None or aux_known is not None
         if wide and self.pool_width < self.num_vars:  # no auxiliaries in the pool
-            y, exact = self._solve_exactly(costs, wide, rows, aux_known=aux_known), None
+            solved = self._solve_exactly(costs, wide, rows, aux_known=aux_known)
         elif rows is not None:
-            y, exact = self._with_rows(costs, wide, rows, aux_known)
+            solved = self._with_rows(costs, wide, rows, aux_known)
         else:
-            y, exact = self._without_rows(costs, wide, aux_known)
-        self._keep_statuses(exact, len(costs))
-        return y if wide else y[:, : self.num_outputs]
+            solved = self._without_rows(costs, wide, aux_known)
+        y = solved.values
+        return Solved(y if wide else y[:, : self.num_outputs], solved.statuses)
 
-    def _keep_statuses(self, exact: Tensor | None, count: int) -> None:
-        """This call's `last_status` for all ``count`` rows: the exact solver's for the
-        rows it solved (``exact``, a ``(count,)`` mask; None: every row), `POOLED`
-        for the others. Without it a flagged infeasible row would be lost to the
-        estimators that read ``last_infeasible`` (CombOptNet) under ``solve_ratio < 1``."""
-        if exact is None:
-            self._last.status = self.exact.last_status
-            return
-        statuses = [POOLED] * count
-        if bool(exact.any()):
+    @staticmethod
+    def _mixed(y: Tensor, exact: Tensor, solved: Solved | None) -> Solved:
+        """The statuses of a call's rows: the exact solver's for the rows it solved
+        (``exact``, a ``(count,)`` mask; ``solved``, its answer for them, None where no
+        row was), `POOLED` for the others. Without them a flagged infeasible row would
+        be lost to the estimators that read ``last_infeasible`` (CombOptNet) under
+        ``solve_ratio < 1``."""
+        statuses = [POOLED] * len(y)
+        if solved is not None:
             for position, status in zip(exact.nonzero().flatten().tolist(),
-                                        self.exact.last_status):
+                                        statuses_of(solved)):
                 statuses[position] = status
-        self._last.status = tuple(statuses)
+        return Solved(y, tuple(statuses))
 
-    def _without_rows(self, costs: Tensor, wide: bool,
-                      aux_known: Any = None) -> tuple[Tensor, Tensor | None]:
+    def _without_rows(self, costs: Tensor, wide: bool, aux_known: Any = None) -> Solved:
         """The cache without per-call rows: every drawn row's pool answer in one lookup
         (a new tensor), then the rows drawn for an exact solve overwritten with their
-        solutions; also the mask of the rows solved exactly (None: all)."""
+        solutions; each row's status (`_mixed`)."""
         exact = self._draw(len(costs))
         num_exact = int(exact.sum())
         if num_exact == len(exact) or len(self.pool) == 0:
-            return self._solve_exactly(costs, wide, aux_known=aux_known), None
+            return self._solve_exactly(costs, wide, aux_known=aux_known)
         y = self.pool.best(self._keyed(costs, aux_known))
         exact = exact.to(costs.device)
+        solved = None
         if num_exact:
-            y[exact] = self._solve_exactly(costs[exact], wide,
-                                           aux_known=_take(aux_known, exact))
-        return y, exact
+            solved = self._solve_exactly(costs[exact], wide, aux_known=_take(aux_known, exact))
+            y[exact] = solved.values
+        return self._mixed(y, exact, solved)
 
     def _with_rows(self, costs: Tensor, wide: bool, rows: Any,
-                   aux_known: Any = None) -> tuple[Tensor, Tensor | None]:
+                   aux_known: Any = None) -> Solved:
         """The cache under per-call rows: a row drawn for the pool gets the cheapest
         pooled solution that meets *its* rows ``A x <= b``; one with none is solved
         exactly. Rows that weigh auxiliaries the pool does not keep are checked with
         the auxiliaries this cache kept for each pooled ``y`` (`_pooled_aux`); a
-        pooled ``y`` without them does not answer those. Also the mask of the rows
-        solved exactly (None: all)."""
+        pooled ``y`` without them does not answer those. Each row's status (`_mixed`)."""
         rows = rows.torch(costs)
         width = self.pool_width
         # per cost row: whether its rows weigh the auxiliaries the pool does not keep
@@ -498,7 +497,7 @@ class CachedSolver(Solver):
         keep_aux = bool(weighs.any())
         exact = self._draw(len(costs)).to(costs.device)
         if bool(exact.all()) or len(self.pool) == 0:
-            return self._solve_exactly(costs, wide, rows, keep_aux, aux_known), None
+            return self._solve_exactly(costs, wide, rows, keep_aux, aux_known)
         A = rows.A[rows.index]
         b = rows.b[rows.index]
 
@@ -514,10 +513,12 @@ class CachedSolver(Solver):
 
         y, found = self.pool.lookup(self._keyed(costs, aux_known), allowed)
         exact = exact | ~found.to(costs.device)
+        solved = None
         if bool(exact.any()):
-            y[exact] = self._solve_exactly(costs[exact], wide, rows.take(exact),
-                                           keep_aux, _take(aux_known, exact)).to(y)
-        return y, exact
+            solved = self._solve_exactly(costs[exact], wide, rows.take(exact), keep_aux,
+                                         _take(aux_known, exact))
+            y[exact] = solved.values.to(y)
+        return self._mixed(y, exact, solved)
 
     def _pooled_aux(self, pooled: Tensor) -> tuple[Tensor, Tensor]:
         """For the pooled rows ``(P, N)`` (`lookup`'s, in slot order), the auxiliaries
@@ -561,7 +562,7 @@ class CachedSolver(Solver):
         return costs
 
     def _solve_exactly(self, costs: Tensor, wide: bool, rows: Any = None,
-                       keep_aux: bool = False, aux_known: Any = None) -> Tensor:
+                       keep_aux: bool = False, aux_known: Any = None) -> Solved:
         """Exact solves, each started from the pool's best solution under its cost where
         the kernel takes a MIP start (it saves time: benchmarks/warm_start.py); the
         solutions join the pool (not those of per-call rows,
@@ -571,19 +572,19 @@ class CachedSolver(Solver):
         if rows is None and len(self.pool) and self.exact.kernel.takes_start:
             start = self.pool.best(self._keyed(costs, aux_known)).to("cpu",
                                                                      torch.float64).numpy()
-        x = (self.exact._full_rows(costs, start, full=wide or keep_aux, rows=rows)
-             if aux_known is None else
-             self.exact._full_rows(costs, start, wide or keep_aux, rows, aux_known))
+        solved = (self.exact._full_rows(costs, start, full=wide or keep_aux, rows=rows)
+                  if aux_known is None else
+                  self.exact._full_rows(costs, start, wide or keep_aux, rows, aux_known))
+        x = solved.values
         if rows is None:
             self.pool.add(x[:, : self.pool_width])
         else:  # flagged infeasible rows are zeros, not solutions: left out
-            flagged = self.exact.last_infeasible
-            kept = (torch.as_tensor(~flagged, device=x.device) if len(flagged) == len(x)
-                    else torch.ones(len(x), dtype=torch.bool, device=x.device))
+            kept = torch.tensor([status != INFEASIBLE for status in statuses_of(solved)],
+                                dtype=torch.bool, device=x.device)
             if keep_aux:
                 self._keep_aux(x[kept])
             self.pool.add(x[kept][:, : self.pool_width])
-        return x if wide or not keep_aux else x[:, : self.num_outputs]
+        return Solved(x if wide or not keep_aux else x[:, : self.num_outputs], solved.statuses)
 
 
 def _take(aux_known: Any, selected: Tensor) -> Any:

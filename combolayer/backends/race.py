@@ -45,8 +45,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import SolverError
-from .outcome import Outcome, record_all, recording, row_statuses
-from .solver import Kernel, KernelDefaults, as_kernel
+from .outcome import OPTIMAL, Outcome, Solved, statuses_of
+from .solver import Kernel, ReportingKernel, as_kernel
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3g} ms"
 
 
-class RacingKernel(KernelDefaults):
+class RacingKernel(ReportingKernel):
     """A numpy kernel that spreads rows over candidate kernels until one is the fastest.
 
     ``first`` is the first-ranked backend's ``(name, kernel)``; ``rivals`` the
@@ -203,7 +203,7 @@ class RacingKernel(KernelDefaults):
         self.rows_in = 0
         self.solved: dict[str, int] = dict.fromkeys(self.names, 0)
         #: Rows a candidate began in the race and was stopped on at its time limit (then
-        #: solved by the best, which `solved` counts), and the limit it ran past.
+        #: solved by the best, which `with_statuses` counts), and the limit it ran past.
         self.stopped: dict[str, int] = dict.fromkeys(self.names, 0)
         self._stop_limit: dict[str, float] = {}
         #: Candidates stopped at the last check's limit (`_check_row`), and the winner's
@@ -294,8 +294,8 @@ class RacingKernel(KernelDefaults):
 
     # -- solving ----------------------------------------------------------------------
 
-    def __call__(self, costs: np.ndarray, start: np.ndarray | None = None,
-                 **per_call: Any) -> np.ndarray:
+    def with_statuses(self, costs: np.ndarray, start: np.ndarray | None = None,
+               **per_call: Any) -> Solved:
         per_call = {key: value for key, value in per_call.items() if value is not None}
         if per_call or len(costs) == 0:
             # per-call rows (A, b) go to the current backend whole: not raced
@@ -331,17 +331,17 @@ class RacingKernel(KernelDefaults):
             self.budget = math.inf
 
     def _whole(self, name: str, costs: np.ndarray, start: np.ndarray | None,
-               per_call: dict) -> tuple[np.ndarray, float]:
+               per_call: dict) -> tuple[Solved, float]:
         kernel = self.kernel(name)
         kwargs = dict(per_call)
         if start is not None and kernel.takes_start:
             kwargs["start"] = start
         began = self.clock()
-        y = kernel(costs, **kwargs)
+        y = kernel.with_statuses(costs, **kwargs)
         self.solved[name] += len(costs)
         return y, self.clock() - began
 
-    def _one_by_one(self, costs: np.ndarray, start: np.ndarray | None) -> np.ndarray:
+    def _one_by_one(self, costs: np.ndarray, start: np.ndarray | None) -> Solved:
         """Race or re-check: rows to one candidate at a time, in the caller (executor
         workers start for the winner only), timed: one row, or in the race the best's
         rows until the other can afford one, in one call. The race can turn into a win
@@ -374,14 +374,13 @@ class RacingKernel(KernelDefaults):
                 else:
                     b += self._trial(name, best, costs, start, b, count, built, out, statuses)
                 continue
-            with recording() as log:
-                y = kernel(costs[rows], **self._start_for(kernel, start, rows))
+            y = kernel.with_statuses(costs[rows], **self._start_for(kernel, start, rows))
             seconds, wall = self.sample_clock() - began, self.clock() - wall
             solving = seconds - built
             self._clocked(wall, seconds)
             self.solved[name] += count
-            out[rows] = np.asarray(y, dtype=np.float64).reshape(count, -1)
-            statuses.extend(row_statuses(log, count))
+            out[rows] = np.asarray(y.values, dtype=np.float64).reshape(count, -1)
+            statuses.extend(statuses_of(y))
             b += count
             self.spent += seconds
             if self.phase == "check":
@@ -392,15 +391,15 @@ class RacingKernel(KernelDefaults):
                 self.excess += seconds - count * self._estimate(best)
             self._observe(name, solving, count)
         if b < len(costs):
-            with recording() as log:
-                y, seconds = self._whole(self.current_backend, costs[b:],
-                                         None if start is None else start[b:], {})
-            out[b:] = np.asarray(y, dtype=np.float64).reshape(len(costs) - b, -1)
-            statuses.extend(row_statuses(log, len(costs) - b))
+            y, seconds = self._whole(self.current_backend, costs[b:],
+                                     None if start is None else start[b:], {})
+            out[b:] = np.asarray(y.values, dtype=np.float64).reshape(len(costs) - b, -1)
+            statuses.extend(statuses_of(y))
             self.since_check += seconds
             self.spent += seconds
-        record_all(statuses)
-        return out
+        if all(status == OPTIMAL for status in statuses):
+            return Solved(out)
+        return Solved(out, tuple(statuses))
 
     def _limited(self, name: str, best: str, kernel: Any) -> bool:
         """Whether ``name``'s rows run under a time limit, its kernel stopping in time
@@ -442,7 +441,7 @@ class RacingKernel(KernelDefaults):
                 cold = took
             spent += self.sample_clock() - setting
             if status[0] != Outcome.TIME_LIMIT.value:
-                out[row] = np.asarray(y, dtype=np.float64).reshape(1, -1)
+                out[row] = np.asarray(y.values, dtype=np.float64).reshape(1, -1)
                 statuses.extend(status)
                 self.solved[name] += 1
                 continue
@@ -469,21 +468,21 @@ class RacingKernel(KernelDefaults):
         return count
 
     def _limited_row(self, kernel: Any, limit: float, costs: np.ndarray,
-                     start: np.ndarray | None, row: slice) -> tuple[Any, list[str], float]:
+                     start: np.ndarray | None, row: slice
+                     ) -> tuple[Solved | None, tuple[str, ...], float]:
         """Row ``row`` on ``kernel`` under a time limit of ``limit`` seconds of the sample
         clock (`_wall`: the solvers' limits are wall time): its answer (None when stopped
         without one), its status and its time on the sample clock."""
         y = None
-        with recording() as log, kernel.time_limit(self._wall(limit)):
+        with kernel.time_limit(self._wall(limit)):
             began = self.sample_clock()
             try:
-                y = kernel(costs[row], **self._start_for(kernel, start, row))
+                y = kernel.with_statuses(costs[row], **self._start_for(kernel, start, row))
             except SolverError as error:  # stopped at the limit without a solution
                 if getattr(error, "status", None) != Outcome.TIME_LIMIT.value:
                     raise
-                log[:] = [Outcome.TIME_LIMIT.value]
             took = self.sample_clock() - began
-        return y, row_statuses(log, 1), took
+        return y, (Outcome.TIME_LIMIT.value,) if y is None else statuses_of(y), took
 
     def _resolve(self, name: str, costs: np.ndarray, start: np.ndarray | None, row: slice,
                  out: np.ndarray, statuses: list[str]) -> float:
@@ -491,11 +490,10 @@ class RacingKernel(KernelDefaults):
         end (every answer comes from one complete, optimal solve); its seconds."""
         kernel = _serial(self.kernels[name])
         began = self.sample_clock()
-        with recording() as log:
-            y = kernel(costs[row], **self._start_for(kernel, start, row))
+        y = kernel.with_statuses(costs[row], **self._start_for(kernel, start, row))
         seconds = self.sample_clock() - began
-        out[row] = np.asarray(y, dtype=np.float64).reshape(1, -1)
-        statuses.extend(row_statuses(log, 1))
+        out[row] = np.asarray(y.values, dtype=np.float64).reshape(1, -1)
+        statuses.extend(statuses_of(y))
         self.solved[name] += 1
         self.spent += seconds
         return seconds
@@ -516,7 +514,7 @@ class RacingKernel(KernelDefaults):
         self.spent += built + took
         self._check_wall += self.clock() - wall
         if status[0] != Outcome.TIME_LIMIT.value:
-            out[b] = np.asarray(y, dtype=np.float64).reshape(-1)
+            out[b] = np.asarray(y.values, dtype=np.float64).reshape(-1)
             statuses.extend(status)
             self.solved[name] += 1
             self._observe(name, took)

@@ -29,7 +29,7 @@ from ..specs.base import Spec
 from ..specs.canonical import CanonicalForm, canonical_form
 from .base import Backend, Capability, Tier
 from .config import BackendConfig
-from .outcome import Outcome, settle
+from .outcome import Outcome, Solved, settle
 from .registry import register_backend
 from .solver import RowKernel
 
@@ -358,7 +358,7 @@ class ScipKernel(RowKernel):
     #: solutions it kept from earlier solves. Set it on a kernel to pass ``start``.
     takes_start = False
 
-    def solve_one(self, cost: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+    def solve_one(self, cost: np.ndarray, start: np.ndarray | None = None) -> Solved:
         from pyscipopt.scip import Expr
 
         values = np.asarray(cost, dtype=float).tolist()
@@ -396,7 +396,7 @@ class ScipKernel(RowKernel):
         solution = self.model.getBestSol()
         return np.array([solution[v] for v in self.variables], dtype=float)
 
-    def _optimize(self, objective, start: np.ndarray | None = None) -> np.ndarray:
+    def _optimize(self, objective, start: np.ndarray | None = None) -> Solved:
         from pyscipopt.scip import Expr
 
         status = self._run(objective, start)

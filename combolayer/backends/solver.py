@@ -16,7 +16,7 @@ import torch
 
 from ..errors import BackendUnavailable, InfeasibleError, SolverError
 from ..specs.base import Spec
-from .outcome import INFEASIBLE, OPTIMAL, raise_limit, record_all, recording, row_statuses, worst
+from .outcome import INFEASIBLE, OPTIMAL, Solved, as_solved, raise_limit, warn_not_optimal, worst
 from .rows import RowBound, Rows, check_rows, rows_for
 from .wrapper import SolverWrapper
 
@@ -68,6 +68,11 @@ class Kernel(Protocol):
         """Take another kernel's `outcome` (the layer or loss this one was copied from)."""
         ...
 
+    def with_statuses(self, costs: Any, **kwargs: Any) -> Solved:
+        """``__call__``'s solutions with the status of each row (`Solved`): what a
+        caller that keeps the statuses (`Solver`, an executor's worker) calls."""
+        ...
+
     def __call__(self, costs: Any) -> Any: ...
 
 
@@ -98,6 +103,22 @@ class KernelDefaults:
     def adopt(self, outcome: dict | None) -> None:
         return None
 
+    def with_statuses(self, costs: Any, **kwargs: Any) -> Solved:
+        # a bare array from a kernel that never stops early, or its own `Solved`
+        return as_solved(self(costs, **kwargs))
+
+
+class ReportingKernel(KernelDefaults):
+    """The base of kernels whose rows may stop short of optimal (a limit, an inaccurate
+    solve, per-call rows left infeasible): they define `with_statuses`, which returns each
+    row's status; called directly, they return the solutions and warn for such rows."""
+
+    def with_statuses(self, costs: Any, **kwargs: Any) -> Solved:
+        raise NotImplementedError
+
+    def __call__(self, costs: Any, **kwargs: Any) -> Any:
+        return warn_not_optimal(self.with_statuses(costs, **kwargs), type(self).__name__)
+
 
 def as_kernel(kernel: Any) -> Kernel:
     """``kernel`` itself where it has every `Kernel` capability, else a `FunctionKernel`
@@ -107,7 +128,7 @@ def as_kernel(kernel: Any) -> Kernel:
     return FunctionKernel(kernel, kernel.array_api)
 
 
-class RowKernel(KernelDefaults):
+class RowKernel(ReportingKernel):
     """A numpy kernel for solvers that take one cost vector at a time.
 
     Subclasses set ``form`` and define ``solve_one(cost) -> x`` (solver values,
@@ -137,7 +158,9 @@ class RowKernel(KernelDefaults):
     #: ``_set_rows(A, b)`` (add ``A x <= b`` to the kept model) and ``_clear_rows()``.
     takes_rows = False
 
-    def solve_one(self, cost: np.ndarray) -> np.ndarray:
+    def solve_one(self, cost: np.ndarray) -> np.ndarray | Solved:
+        """The solver's values for one cost row: a bare array (optimal), or `settle`'s
+        `Solved` with the row's status."""
         raise NotImplementedError
 
     def _set_rows(self, A: np.ndarray, b: np.ndarray) -> None:
@@ -176,7 +199,13 @@ class RowKernel(KernelDefaults):
 
     def __call__(self, costs: np.ndarray, start: np.ndarray | None = None,
                  rows: Rows | None = None) -> np.ndarray:
-        """The ``(B, N)`` optimal outputs for ``(B, N)`` minimisation costs.
+        """`with_statuses`'s solutions, with a warning for rows not solved to optimality."""
+        return warn_not_optimal(self.with_statuses(costs, start, rows), type(self).__name__)
+
+    def with_statuses(self, costs: np.ndarray, start: np.ndarray | None = None,
+               rows: Rows | None = None) -> Solved:
+        """The ``(B, N)`` optimal outputs for ``(B, N)`` minimisation costs, with each
+        row's status (`Solved`).
 
         ``start``, optional, is a ``(B, N)`` array of candidate outputs, one per row
         (the instance's last solution, or a solution pool's best under its cost),
@@ -186,7 +215,7 @@ class RowKernel(KernelDefaults):
         ``rows``, optional (kernels that `takes_rows`), adds per-instance rows: cost
         row ``i`` is solved with ``rows.A[rows.index[i]] x <= rows.b[rows.index[i]]``.
         The kept model gets them in place (set when the entry changes, cleared after
-        the batch), never rebuilt. An instance they make infeasible is recorded with
+        the batch), never rebuilt. An instance they make infeasible gets
         the status ``"infeasible"`` and a row of zeros (CombOptNet's dummy); the
         `Solver` then raises or flags it (``on_infeasible``).
         """
@@ -196,17 +225,18 @@ class RowKernel(KernelDefaults):
         # solve_one then sets every column's cost and the whole solution comes back
         n = costs.shape[1]
         out = np.empty_like(costs)
-        statuses = []
+        statuses: list[str] | None = None  # None while every row is optimal
         starts = self._starts(costs, start)
-        with self._lock, recording() as log:
+        with self._lock:
             for b, row in enumerate(costs):
-                solves = len(log)
-                out[b] = (self.solve_one(row) if starts is None
-                          else self.solve_one(row, start=starts[b]))[:n]
-                # one status per row, however many solves the row took
-                statuses.append(worst(log[solves:]))
-        record_all(statuses)
-        return self._answer(out, n)
+                x = self.solve_one(row) if starts is None else self.solve_one(row, start=starts[b])
+                if isinstance(x, Solved):
+                    if x.statuses is not None:
+                        statuses = statuses or [OPTIMAL] * len(costs)
+                        statuses[b] = x.statuses[0]
+                    x = x.values
+                out[b] = x[:n]
+        return Solved(self._answer(out, n), None if statuses is None else tuple(statuses))
 
     def _starts(self, costs: np.ndarray, start: np.ndarray | None) -> np.ndarray | None:
         """``start`` as one float64 row per cost row, or None where the kernel does not
@@ -220,7 +250,7 @@ class RowKernel(KernelDefaults):
         return self.form.outputs(out) if n <= self.form.num_outputs else self.form.solution(out)
 
     def _call_with_rows(self, costs: np.ndarray, start: np.ndarray | None,
-                        rows: Rows) -> np.ndarray:
+                        rows: Rows) -> Solved:
         n = costs.shape[1]
         out = np.zeros_like(costs)
         starts = self._starts(costs, start)
@@ -230,7 +260,7 @@ class RowKernel(KernelDefaults):
         statuses = [OPTIMAL] * len(costs)
         index = index.tolist()
         current = None
-        with self._lock, recording() as log:
+        with self._lock:
             try:
                 for i in order:
                     row = costs[i]
@@ -240,32 +270,36 @@ class RowKernel(KernelDefaults):
                         if A.shape[1] < self.form.num_vars:  # the form's own auxiliaries
                             A = np.pad(A, ((0, 0), (0, self.form.num_vars - A.shape[1])))
                         self._set_rows(A, np.asarray(rows.b[current], dtype=np.float64))
-                    solves = len(log)
                     try:
                         x = (self.solve_one(row) if starts is None
                              else self.solve_one(row, start=starts[i]))
                     except InfeasibleError:
-                        del log[solves:]
                         statuses[i] = INFEASIBLE
                         continue
+                    if isinstance(x, Solved):
+                        statuses[i] = worst(x.statuses or ())
+                        x = x.values
                     out[i] = x[:n]
-                    statuses[i] = worst(log[solves:])
             finally:
                 if current is not None:
                     self._clear_rows()
-        record_all(statuses)
-        return self._answer(out, n)
+        return Solved(self._answer(out, n), tuple(statuses))
 
 
 @dataclass(frozen=True)
 class FunctionKernel(KernelDefaults):
-    """A kernel that is just a function on a ``(B, N)`` batch of minimisation costs."""
+    """A kernel that is just a function on a ``(B, N)`` batch of minimisation costs: it
+    returns the solutions, or a `Solved` where a row may stop short of optimal."""
 
     function: Callable
     array_api: str = "numpy"
 
+    def with_statuses(self, costs: Any) -> Solved:
+        return as_solved(self.function(costs))
+
     def __call__(self, costs: Any) -> Any:
-        return self.function(costs)
+        out = self.function(costs)
+        return warn_not_optimal(out, "FunctionKernel") if isinstance(out, Solved) else out
 
 
 def inner(a: Any, b: Any, num_cost_dims: int, keepdim: bool = False) -> Any:
@@ -595,9 +629,9 @@ class Solver:
         solution is then zeros)."""
         return np.array([status == INFEASIBLE for status in self.last_status], dtype=bool)
 
-    def _run(self, kernel: Callable, costs: Any, start: np.ndarray | None = None,
-             rows: Rows | None = None) -> Any:
-        """``kernel(costs)`` on a ``(B, N)`` batch, keeping each row's status and
+    def _run(self, kernel: Kernel, costs: Any, start: np.ndarray | None = None,
+             rows: Rows | None = None) -> Solved:
+        """``kernel(costs)`` on a ``(B, N)`` batch with each row's status (`Solved`),
         warning (or raising) when one is not optimal; ``start`` goes to a kernel
         that `takes_start`, ``rows`` (per-call rows) to one that ``takes_rows``."""
         kwargs = {}
@@ -605,22 +639,24 @@ class Solver:
             kwargs["start"] = start
         if rows is not None:
             kwargs["rows"] = rows
-        with recording() as log:
-            y = kernel(costs, **kwargs) if kwargs else kernel(costs)
-        self._settle(log, costs.shape[0], rows)
-        return y
+        solved = kernel.with_statuses(costs, **kwargs) if kwargs else kernel.with_statuses(costs)
+        self._settle(solved.statuses, rows)
+        return solved
 
-    def _settle(self, log: list[str], count: int, rows: Rows | None = None) -> None:
-        """Keep the statuses a kernel recorded for ``count`` rows (`last_status`), and
-        raise or warn for the rows it did not solve to optimality."""
-        statuses = row_statuses(log, count)
-        self._last.status = tuple(statuses)
-        if statuses and worst(statuses) != OPTIMAL:
+    def _settle(self, statuses: tuple[str, ...] | None, rows: Rows | None = None) -> None:
+        """Raise or warn for the rows a kernel did not solve to optimality (``statuses``,
+        None: every row optimal)."""
+        if statuses is not None and worst(statuses) != OPTIMAL:
             if INFEASIBLE in statuses:
                 self._infeasible(statuses, rows)
             self._not_optimal(statuses)
 
-    def _infeasible(self, statuses: list[str], rows: Rows | None) -> None:
+    def _keep(self, solved: Solved, count: int) -> Solved:
+        """``solved``, its statuses kept as this thread's `last_status` (``count`` rows)."""
+        self._last.status = solved.statuses or (OPTIMAL,) * count
+        return solved
+
+    def _infeasible(self, statuses: tuple[str, ...], rows: Rows | None) -> None:
         """Per-call rows that left instances without a feasible solution: raise
         `InfeasibleError` (``on_infeasible="raise"``) or flag them (``"flag"``: their
         positions go to the rows' ``flagged`` set where the caller gave one, a
@@ -638,7 +674,7 @@ class Solver:
             warnings.warn(message + ": their solutions are zeros; solver.last_infeasible "
                           "says which", RuntimeWarning, stacklevel=5)
 
-    def _not_optimal(self, statuses: list[str]) -> None:
+    def _not_optimal(self, statuses: tuple[str, ...]) -> None:
         bad = [status for status in statuses if status not in (OPTIMAL, INFEASIBLE)]
         if not bad:
             return
@@ -755,7 +791,8 @@ class Solver:
             return out[0].reshape(shape), out[1].reshape(*batch, self.num_aux)
         flat = np.ascontiguousarray(costs, dtype=np.float64).reshape(-1, self.num_outputs)
         full = return_aux or self.known is not None or aux_known is not None
-        x = np.asarray(self._full_numpy(flat, full, rows, aux_known), dtype=np.float64)
+        x = np.asarray(self._keep(self._full_numpy(flat, full, rows, aux_known), len(flat)).values,
+                       dtype=np.float64)
         if not full:
             return x.reshape(shape)
         y, aux = self._split(x)
@@ -778,15 +815,15 @@ class Solver:
             # estimator's node (what `_full_rows` and `_run` do for these costs).
             torch_kernel = self._torch_kernel
             flat = costs if torch_kernel else costs.to(torch.float64).numpy()
-            with recording() as log:
-                y = self._kernel(flat)
-            self._settle(log, len(flat))
+            solved = self._kernel.with_statuses(flat)
+            self._settle(solved.statuses)
+            y = self._keep(solved, len(flat)).values
             if not torch_kernel:
                 y = torch.from_numpy(y)
             return y if y.dtype is costs.dtype else y.to(costs.dtype)
         full = return_aux or self.known is not None or aux_known is not None
-        x = (self._full_rows(costs, start, full, rows) if aux_known is None
-             else self._full_rows(costs, start, full, rows, aux_known))
+        x = self._keep(self._full_rows(costs, start, full, rows) if aux_known is None
+                       else self._full_rows(costs, start, full, rows, aux_known), len(costs)).values
         if not full:
             return x
         y, aux = self._split(x)
@@ -795,9 +832,10 @@ class Solver:
 
     def _full_rows(self, costs: torch.Tensor, start: np.ndarray | None = None,
                    full: bool = False, rows: Rows | None = None,
-                   aux_known: Any = None) -> torch.Tensor:
+                   aux_known: Any = None) -> Solved:
         """The solutions of ``(B, N)`` minimisation costs as a tensor on the costs'
-        device and dtype: ``(B, N)`` outputs, or with ``full`` the whole solutions
+        device and dtype, with their rows' statuses (`Solved`; the caller keeps them as
+        `last_status`): ``(B, N)`` outputs, or with ``full`` the whole solutions
         ``(B, num_vars)`` (the known cost, if any, is always counted: a spec with one
         is solved full-width; so is a call with ``aux_known``, a per-call known cost on the
         auxiliaries, ``(B, num_aux)``). `CachedSolver` overrides this."""
@@ -813,8 +851,9 @@ class Solver:
         if self._torch_kernel:
             if on_device and not self._kernel.checks_values:
                 check_values(self.spec, costs)
-            y = self._run(self._kernel, self.widen(costs, aux_known) if wide else costs,
-                          rows=None if rows is None else rows.torch(costs))
+            solved = self._run(self._kernel, self.widen(costs, aux_known) if wide else costs,
+                               rows=None if rows is None else rows.torch(costs))
+            y = solved.values
         else:
             # one copy at most: none for float64 CPU costs, which numpy shares
             flat = costs.to("cpu", torch.float64).numpy()
@@ -822,31 +861,31 @@ class Solver:
                 check_values(self.spec, flat)
             if aux_known is not None:
                 aux_known = torch.as_tensor(aux_known).to("cpu", torch.float64).numpy()
-            y = torch.from_numpy(self._run(self._kernel,
-                                           self.widen(flat, aux_known) if wide else flat,
-                                           start, None if rows is None else rows.numpy()))
+            solved = self._run(self._kernel, self.widen(flat, aux_known) if wide else flat,
+                               start, None if rows is None else rows.numpy())
+            y = torch.from_numpy(solved.values)
         if wide:
             self._check_width(y)
         # get_device() compares ints (-1 on the CPU) without building torch.device objects
-        if y.dtype is costs.dtype and y.get_device() == costs.get_device():
-            return y
-        return y.to(costs)
+        if y.dtype is not costs.dtype or y.get_device() != costs.get_device():
+            y = y.to(costs)
+        return Solved(y, solved.statuses)
 
     def _full_numpy(self, flat: np.ndarray, full: bool, rows: Rows | None = None,
-                    aux_known: np.ndarray | None = None) -> np.ndarray:
+                    aux_known: np.ndarray | None = None) -> Solved:
         if rows is not None and not self._kernel.takes_rows:
             return self.row_solver()._full_numpy(flat, full, rows, aux_known)
         wide = full or self.known is not None or aux_known is not None
         costs = self.widen(flat, aux_known) if wide else flat
         if self._torch_kernel:
             costs = torch.from_numpy(costs)
-            x = self._run(self.kernel, costs,
-                          rows=None if rows is None else rows.torch(costs)).numpy()
+            solved = self._run(self.kernel, costs, rows=None if rows is None else rows.torch(costs))
+            solved = Solved(solved.values.numpy(), solved.statuses)
         else:
-            x = self._run(self.kernel, costs, rows=None if rows is None else rows.numpy())
+            solved = self._run(self.kernel, costs, rows=None if rows is None else rows.numpy())
         if wide:
-            self._check_width(x)
-        return x
+            self._check_width(solved.values)
+        return solved
 
     def row_solver(self) -> Solver:
         """The solver for calls with per-call rows: this one when its kernel takes them,
@@ -860,7 +899,6 @@ class Solver:
                     f"{self.spec.label}; backends that can: highs, scip, gurobi, cvxpy, "
                     "enumerate (small binary problems)")
             self._row_solver = self.row_fallback()
-            self._row_solver._last = self._last  # its statuses are this solver's
         return self._row_solver
 
     def bind_rows(self, A: Any, b: Any) -> RowBound:

@@ -45,7 +45,7 @@ import scipy.sparse as sp
 
 from ..backends.base import Backend, Tier
 from ..backends.config import BackendConfig
-from ..backends.outcome import Outcome, settle
+from ..backends.outcome import Outcome, Solved, settle, warn_not_optimal
 from ..backends.registry import register_backend
 from ..backends.solver import Kernel, KernelDefaults
 from ..errors import SolverError, SpecError
@@ -614,6 +614,9 @@ class _MpaxKernel(_PyEPOKernel):
     when it is not; infeasible and unbounded raise."""
 
     def __call__(self, costs: np.ndarray) -> np.ndarray:
+        return warn_not_optimal(self.with_statuses(costs), "MPAX")
+
+    def with_statuses(self, costs: np.ndarray) -> Solved:
         import jax.numpy as jnp
 
         with self._lock:
@@ -624,14 +627,17 @@ class _MpaxKernel(_PyEPOKernel):
         finite = np.isfinite(solutions).all(axis=1)  # MPAX can stop at a NaN iterate
         outcomes, optimal = _mpax_outcomes()
         if finite.all() and (statuses == optimal).all():
-            return solutions  # the common case: no row to settle one by one
+            return Solved(solutions)  # the common case: no row to settle one by one
         out = np.empty_like(solutions)
+        settled = []
         for b, status in enumerate(statuses.tolist()):
             outcome, name = outcomes[status]
-            out[b] = settle(outcome, "MPAX", lambda b=b: solutions[b],
-                            has_solution=bool(finite[b]),
-                            status=name if finite[b] else f"{name}, at a NaN or inf iterate")
-        return out
+            row = settle(outcome, "MPAX", lambda b=b: solutions[b],
+                         has_solution=bool(finite[b]),
+                         status=name if finite[b] else f"{name}, at a NaN or inf iterate")
+            out[b] = row.values
+            settled.extend(row.statuses or (Outcome.OPTIMAL.value,))
+        return Solved(out, tuple(settled))
 
 
     def _model_costs(self, costs: np.ndarray) -> np.ndarray:
