@@ -18,6 +18,7 @@ from testkit import skip_unless_installed as available
 import combolayer as cl
 from combolayer.backends import executors, registry
 from combolayer.backends.highs import HighsBackend
+from combolayer.backends.solver import FunctionKernel
 
 #: A cost row starting with +-this value makes the test backends misbehave...
 CRASH, HANG, KILL, RAISE = 999.0, 777.0, 555.0, 333.0
@@ -159,7 +160,7 @@ def test_workers_start_at_first_use_and_take_the_rows_left_mid_call(monkeypatch,
         return fast(rows)
 
     kernel._start = start_after_the_first_slice
-    kernel.local = slow
+    kernel.local = FunctionKernel(slow)
     handed = spy_handed_rows(monkeypatch, executors.ThreadKernel)
     with caplog.at_level(logging.INFO, logger="combolayer"):
         np.testing.assert_array_equal(solver.solve(costs), expected)

@@ -299,7 +299,7 @@ class ThreadKernel(ParallelKernel):
         pass
 
     def _warm(self) -> None:
-        models = [self.cls().compile(self.spec, self.config)
+        models = [as_kernel(self.cls().compile(self.spec, self.config))
                   for _ in range(self.workers - len(self._idle))]
         self._idle.extend(models)
 
@@ -384,7 +384,7 @@ _WORKER_START_ERROR: str | None = None
 def _init_process(cls: type, spec: Spec, config: BackendConfig) -> None:
     global _WORKER_KERNEL
     torch.set_num_threads(1)  # the pool supplies the parallelism, not torch
-    _WORKER_KERNEL = cls().compile(spec, config)
+    _WORKER_KERNEL = as_kernel(cls().compile(spec, config))
 
 
 def _init_pool_worker(cls: type, spec: Spec, config: BackendConfig) -> None:

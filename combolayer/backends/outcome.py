@@ -176,6 +176,10 @@ OPTIMAL = Outcome.OPTIMAL.value
 #: The status of a row whose per-call rows ``A x <= b`` left no feasible solution (its
 #: output is a row of zeros); `Solver` raises or flags it (``on_infeasible``).
 INFEASIBLE = Outcome.INFEASIBLE.value
+#: The status of a row a `CachedSolver` answered from its pool: a feasible solution of
+#: the problem (and of the row's own per-call rows), not solved for this cost, so not
+#: claimed optimal; rows it solved carry their solver's status.
+POOLED = "pooled"
 
 
 def worst(statuses: Sequence[str]) -> str:

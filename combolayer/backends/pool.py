@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from ..transforms.noise import generator_device
-from .outcome import INFEASIBLE, Solved, statuses_of
+from .outcome import INFEASIBLE, POOLED, Solved, statuses_of
 from .rows import FEASIBILITY_TOL
 from .solver import Solver, pool_width
 
@@ -40,11 +40,6 @@ DEFAULT_MAX_SIZE = 10_000
 #: ``allowed(pooled) -> (B, P) bool``: which pooled rows ``(P, N)`` (on the costs' device
 #: and dtype) may answer each cost row, e.g. those feasible for per-call constraint rows.
 Allowed = Callable[[Tensor], Tensor]
-
-#: The status (`Solver.last_status`) of a row a `CachedSolver` answered from its pool: a
-#: feasible solution of the problem (and of the row's own per-call rows), not solved for
-#: this cost, so not claimed optimal; rows it solved carry their solver's status.
-POOLED = "pooled"
 
 _WHOLE = ("; a spec with a known cost keeps whole solutions in its pool, concat(y, aux) of "
           "{width} values, not the {n} outputs: seed it with concat(y, aux)")

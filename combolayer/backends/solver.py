@@ -16,7 +16,16 @@ import torch
 
 from ..errors import BackendUnavailable, InfeasibleError, SolverError
 from ..specs.base import Spec
-from .outcome import INFEASIBLE, OPTIMAL, Solved, as_solved, raise_limit, warn_not_optimal, worst
+from .outcome import (
+    INFEASIBLE,
+    OPTIMAL,
+    POOLED,
+    Solved,
+    as_solved,
+    raise_limit,
+    warn_not_optimal,
+    worst,
+)
 from .rows import RowBound, Rows, check_rows, rows_for
 from .wrapper import SolverWrapper
 
@@ -181,7 +190,7 @@ class RowKernel(ReportingKernel):
     def time_limit(self, seconds: float) -> Iterator[None]:
         """Each solve inside the block stops after ``seconds`` (the solver's own wall
         clock) or at ``BackendConfig.time_limit`` where that is less; the configured
-        limit holds again after the block. A solve stopped so records the status
+        limit holds again after the block. A solve stopped so returns the status
         ``"time limit"`` (with its best solution), or raises `SolverError` without one
         (its ``status`` is ``"time limit"``). `RacingKernel` limits a rival's race rows."""
         before = self._get_time_limit()
@@ -631,30 +640,27 @@ class Solver:
 
     def _run(self, kernel: Kernel, costs: Any, start: np.ndarray | None = None,
              rows: Rows | None = None) -> Solved:
-        """``kernel(costs)`` on a ``(B, N)`` batch with each row's status (`Solved`),
-        warning (or raising) when one is not optimal; ``start`` goes to a kernel
-        that `takes_start`, ``rows`` (per-call rows) to one that ``takes_rows``."""
+        """``kernel(costs)`` on a ``(B, N)`` batch with each row's status (`Solved`);
+        ``start`` goes to a kernel that `takes_start`, ``rows`` (per-call rows) to one
+        that ``takes_rows``. The caller's public call settles the statuses (`_settle`)."""
         kwargs = {}
         if start is not None:
             kwargs["start"] = start
         if rows is not None:
             kwargs["rows"] = rows
-        solved = kernel.with_statuses(costs, **kwargs) if kwargs else kernel.with_statuses(costs)
-        self._settle(solved.statuses, rows)
-        return solved
+        return kernel.with_statuses(costs, **kwargs) if kwargs else kernel.with_statuses(costs)
 
-    def _settle(self, statuses: tuple[str, ...] | None, rows: Rows | None = None) -> None:
-        """Raise or warn for the rows a kernel did not solve to optimality (``statuses``,
-        None: every row optimal)."""
+    def _settle(self, solved: Solved, count: int, rows: Rows | None = None) -> Any:
+        """``solved.values`` for a public call's ``count`` rows, once their statuses
+        (``solved.statuses``; None: every row optimal) are kept as this thread's
+        `last_status`; raises or warns for the rows not solved to optimality."""
+        statuses = solved.statuses
+        self._last.status = statuses or (OPTIMAL,) * count
         if statuses is not None and worst(statuses) != OPTIMAL:
             if INFEASIBLE in statuses:
                 self._infeasible(statuses, rows)
             self._not_optimal(statuses)
-
-    def _keep(self, solved: Solved, count: int) -> Solved:
-        """``solved``, its statuses kept as this thread's `last_status` (``count`` rows)."""
-        self._last.status = solved.statuses or (OPTIMAL,) * count
-        return solved
+        return solved.values
 
     def _infeasible(self, statuses: tuple[str, ...], rows: Rows | None) -> None:
         """Per-call rows that left instances without a feasible solution: raise
@@ -675,7 +681,7 @@ class Solver:
                           "says which", RuntimeWarning, stacklevel=5)
 
     def _not_optimal(self, statuses: tuple[str, ...]) -> None:
-        bad = [status for status in statuses if status not in (OPTIMAL, INFEASIBLE)]
+        bad = [status for status in statuses if status not in (OPTIMAL, INFEASIBLE, POOLED)]
         if not bad:
             return
         kinds = ", ".join(sorted(set(bad)))
@@ -791,8 +797,8 @@ class Solver:
             return out[0].reshape(shape), out[1].reshape(*batch, self.num_aux)
         flat = np.ascontiguousarray(costs, dtype=np.float64).reshape(-1, self.num_outputs)
         full = return_aux or self.known is not None or aux_known is not None
-        x = np.asarray(self._keep(self._full_numpy(flat, full, rows, aux_known), len(flat)).values,
-                       dtype=np.float64)
+        x = np.asarray(self._settle(self._full_numpy(flat, full, rows, aux_known), len(flat),
+                                    rows), dtype=np.float64)
         if not full:
             return x.reshape(shape)
         y, aux = self._split(x)
@@ -815,15 +821,14 @@ class Solver:
             # estimator's node (what `_full_rows` and `_run` do for these costs).
             torch_kernel = self._torch_kernel
             flat = costs if torch_kernel else costs.to(torch.float64).numpy()
-            solved = self._kernel.with_statuses(flat)
-            self._settle(solved.statuses)
-            y = self._keep(solved, len(flat)).values
+            y = self._settle(self._kernel.with_statuses(flat), len(flat))
             if not torch_kernel:
                 y = torch.from_numpy(y)
             return y if y.dtype is costs.dtype else y.to(costs.dtype)
         full = return_aux or self.known is not None or aux_known is not None
-        x = self._keep(self._full_rows(costs, start, full, rows) if aux_known is None
-                       else self._full_rows(costs, start, full, rows, aux_known), len(costs)).values
+        x = self._settle(self._full_rows(costs, start, full, rows) if aux_known is None
+                         else self._full_rows(costs, start, full, rows, aux_known),
+                         len(costs), rows)
         if not full:
             return x
         y, aux = self._split(x)
