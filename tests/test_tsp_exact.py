@@ -12,6 +12,7 @@ import pytest
 import combolayer as cl
 import combolayer.backends.highs as highs_backend
 import combolayer.problems.tsp as tsp_module
+from combolayer.backends.outcome import Solved
 from combolayer.problems import TSP
 
 
@@ -51,7 +52,7 @@ def variant(request, monkeypatch):
         monkeypatch.setattr(highs_backend.HighsTspKernel, "_fix_by_reduced_costs",
                             lambda self, x, upper: False)
         monkeypatch.setattr(highs_backend.HighsTspKernel, "_lp_rounds",
-                            lambda self: np.full(len(self._columns), 0.5))  # "fractional"
+                            lambda self: Solved(np.full(len(self._columns), 0.5)))  # "fractional"
     return request.param
 
 
@@ -185,7 +186,7 @@ def degree_two_lp_optima(n: int, count: int, seed: int) -> list[np.ndarray]:
         sets = [rng.random(n) < 0.4 for _ in range(int(rng.integers(0, 4)))]
         highs_backend._add_rows(kernel.model, [kernel._subtour_row(s) for s in sets
                                                if 2 <= s.sum() <= n - 2])
-        points.append(kernel._values(highs_backend._solve(kernel.model)))
+        points.append(kernel._values(highs_backend._solve(kernel.model).values))
     return points
 
 

@@ -8,6 +8,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from .outcome import Solved
+
 
 @dataclass
 class SolverClock:
@@ -21,10 +23,11 @@ class _TimedKernel:
     def __init__(self, kernel: Any, clock: SolverClock) -> None:
         self.kernel, self.clock, self.array_api = kernel, clock, kernel.array_api
 
-    def __call__(self, costs: Any) -> Any:
+    def __call__(self, costs: Any) -> Solved:
+        """The kernel's solutions with their rows' statuses, which the solver settles."""
         start = time.perf_counter()
         try:
-            return self.kernel(costs)
+            return self.kernel.with_statuses(costs)
         finally:
             self.clock.seconds += time.perf_counter() - start
             self.clock.calls += 1
