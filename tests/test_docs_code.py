@@ -102,7 +102,7 @@ def test_architecture_adds_each_extension_as_one_file_in_its_folder():
     saved = [m.group(1) for lang, text in blocks(page)
              if lang == "python" and (m := MODULE_FILE.match(text))]
     assert saved == ["combolayer/problems/pick_one.py", "combolayer/backends/argmin.py",
-                     "combolayer/estimators/scaled_identity.py",
+                     "combolayer/backends/milp.py", "combolayer/estimators/scaled_identity.py",
                      "combolayer/experiments/toy_topk.py"]
 
 

@@ -212,7 +212,7 @@ class RowKernel(ReportingKernel):
         return warn_not_optimal(self.with_statuses(costs, start, rows), type(self).__name__)
 
     def with_statuses(self, costs: np.ndarray, start: np.ndarray | None = None,
-               rows: Rows | None = None) -> Solved:
+                      rows: Rows | None = None) -> Solved:
         """The ``(B, N)`` optimal outputs for ``(B, N)`` minimisation costs, with each
         row's status (`Solved`).
 
