@@ -295,7 +295,7 @@ class RacingKernel(ReportingKernel):
     # -- solving ----------------------------------------------------------------------
 
     def with_statuses(self, costs: np.ndarray, start: np.ndarray | None = None,
-               **per_call: Any) -> Solved:
+                      **per_call: Any) -> Solved:
         per_call = {key: value for key, value in per_call.items() if value is not None}
         if per_call or len(costs) == 0:
             # per-call rows (A, b) go to the current backend whole: not raced
