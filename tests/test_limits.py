@@ -38,14 +38,6 @@ def test_specs_from_text_have_a_size_limit_that_trusted_input_can_lift():
 # -- a time limit that expires is never silent ---------------------------------------------
 
 
-LIMITED = {  # every backend that takes a time limit, with cvxpy's two MIP paths
-    "highs": {"name": "highs"},
-    "scip": {"name": "scip"},
-    "cvxpy-HIGHS": {"name": "cvxpy", "options": {"solver": "HIGHS"}},
-    "cvxpy-SCIP": {"name": "cvxpy", "options": {"solver": "SCIP"}},
-}
-
-
 def hard_knapsack(rows=12):
     """A 10-dimensional 0/1 knapsack of 80 items that neither HiGHS nor SCIP proves optimal in 3 s
     (measured), so a 0.2 s limit always stops them, after their heuristics found a point;
@@ -56,6 +48,23 @@ def hard_knapsack(rows=12):
                                 capacities=(weights.sum(1) // 3).tolist())
     costs = weights.mean(0) + rng.integers(-10, 10, size=(rows, 80))
     return spec, costs.astype(float)
+
+
+def limited_backends() -> dict[str, dict]:
+    """Every installed backend of the registry that solves the hard knapsack (each takes
+    ``BackendConfig.time_limit``), cvxpy once per MIP solver it hands the model to: a
+    new backend is tested here without editing a list."""
+    configs = {}
+    for name in cl.backends.capable_backends(hard_knapsack(1)[0]):
+        if name == "cvxpy":
+            configs.update({f"cvxpy-{inner}": {"name": "cvxpy", "options": {"solver": inner}}
+                            for inner in ("HIGHS", "SCIP")})
+        else:
+            configs[name] = {"name": name}
+    return configs
+
+
+LIMITED = limited_backends()
 
 
 @pytest.fixture
