@@ -222,3 +222,34 @@ def test_return_aux_compiles_to_eager_answers(method):
     y, aux = compiled(w, return_aux=True)
     torch.testing.assert_close(aux, torch.tensor([[1.0], [0.0], [1.0]]))
     torch.testing.assert_close(y, layer(w))
+
+
+_ONE_PROCESS = """
+import sys, torch, combolayer as cl
+layer = cl.ComboLayer(cl.problems.TopK(n=5, k=2), method=sys.argv[1], projection="none")
+model = torch.nn.Sequential(torch.nn.Linear(3, 5), layer)
+x = torch.tensor([[0.3, -1.0, 2.0], [1.0, 0.5, -0.2]])
+g = torch.tensor([[1.0, -2.0, 0.5, 3.0, -1.0], [0.2, 0.1, -0.3, 2.0, 1.0]])
+torch.compile(model, fullgraph=True)(x).backward(g)
+got = [p.grad.clone() for p in model.parameters()]
+model.zero_grad()
+model(x).backward(g)
+assert all(torch.equal(a, p.grad) for a, p in zip(got, model.parameters())), sys.argv[1]
+"""
+
+
+@pytest.mark.slow
+def test_a_graph_cached_by_another_process_never_serves_another_estimator(tmp_path):
+    """torch.compile's on-disk caches outlive the process and key a graph by its
+    constants, the layer's handle among them: each process's first layer (Identity,
+    then Blackbox) must not meet the other's cached graph (a handle from a counter let
+    Blackbox run Identity's traced backward: wrong gradients, silently)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    for method in ("identity", "blackbox"):
+        done = subprocess.run([sys.executable, "-c", _ONE_PROCESS, method], env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]

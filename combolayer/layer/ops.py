@@ -30,6 +30,7 @@ the hot path docs/measurements/overhead.md measures.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import weakref
 from dataclasses import dataclass, field
@@ -43,7 +44,19 @@ from ..estimators.base import check_upstream
 from ..specs.base import Spec
 
 _HANDLES: weakref.WeakValueDictionary[int, CompiledSolve] = weakref.WeakValueDictionary()
-_NEXT = itertools.count(1)
+
+
+def new_handle(estimator: Any, solver: Any) -> int:
+    """A free handle that names what a compiled graph of the solve depends on: the
+    estimator (its class and fields), the problem and the backend, in 48 bits of their
+    digest, then a count of the layers alike in this process. torch.compile's caches
+    outlive the process and key a graph by its constants, the handle among them, so a
+    cached graph only ever meets a handle that means the same solve (a counter alone
+    let a graph traced for Identity's backward serve Blackbox's in a later process)."""
+    named = f"{estimator!r}|{solver.spec.model_dump_json()}|{solver.backend}"
+    digest = hashlib.blake2b(named.encode(), digest_size=6).digest()
+    base = int.from_bytes(digest, "big") << 14
+    return next(handle for handle in itertools.count(base) if handle not in _HANDLES)
 
 
 def check_floor(spec: Spec, floor: Tensor, costs: Tensor) -> None:
@@ -71,7 +84,7 @@ class CompiledSolve:
     handle: int = field(init=False)
 
     def __post_init__(self) -> None:
-        self.handle = next(_NEXT)
+        self.handle = new_handle(self.estimator, self.solver)
         _HANDLES[self.handle] = self
 
     def __call__(self, costs: Tensor, noise: Tensor | None, target: Tensor | None = None,
