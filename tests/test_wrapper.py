@@ -10,8 +10,8 @@ import torch
 
 import combolayer as cl
 from combolayer.backends.clip import ClipNegatives, clip_negatives
-from combolayer.backends.rows import RowBound
 from combolayer.backends.solver import KnownBound, Recorder
+from combolayer.backends.wrapper import RowBound
 
 # Two paths from 0 to 2: the edge (0, 2) alone, or (0, 1) then (1, 2).
 SPEC = cl.problems.ShortestPath(num_nodes=3, edges=[(0, 1), (1, 0), (1, 2), (0, 2), (2, 1)],

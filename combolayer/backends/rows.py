@@ -27,8 +27,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from .wrapper import SolverWrapper
-
 #: Slack on ``A x <= b`` when a solution is checked against per-call rows (the
 #: solution cache, the tests): the solvers' own feasibility tolerance is 1e-6.
 FEASIBILITY_TOL = 1e-6
@@ -177,44 +175,3 @@ def rows_for(A: Any, b: Any, batch: tuple[int, ...]) -> Rows:
     b_flat = np.broadcast_to(b, (*rows_batch, m)).reshape(count, m)
     index = np.broadcast_to(np.arange(count).reshape(rows_batch), batch).reshape(-1)
     return Rows(A_flat, b_flat, index, origin)
-
-
-class RowBound(SolverWrapper):
-    """A solver (or a wrapper of one) with a call's rows bound to it: ``solve_min(costs)``
-    solves with the rows ``A x <= b`` broadcast onto the costs' batch (trailing axes
-    aligned, so a leading sample axis is fine). Everything else is the solver's."""
-
-    def __init__(self, solver: Any, A: torch.Tensor, b: torch.Tensor) -> None:
-        super().__init__(solver)
-        self.A = A.detach()
-        self.b = b.detach()
-
-    def __repr__(self) -> str:
-        return f"RowBound({self._solver!r}, m={self.A.shape[-2]})"
-
-    def bind_rows(self, A: torch.Tensor, b: torch.Tensor) -> RowBound:
-        """The same solver with the rows ``A x <= b`` bound instead of these."""
-        return RowBound(self._solver, A, b)
-
-    def bind_known(self, known: Any) -> RowBound:
-        """These rows over the solver with ``known`` bound (`KnownBound` under the rows,
-        the order the estimators build; a known cost bound there already is replaced)."""
-        return RowBound(self._solver.bind_known(known), self.A, self.b)
-
-    def _batch(self, costs: Any) -> tuple[int, ...]:
-        return tuple(costs.shape[: costs.ndim - len(self._solver.cost_shape)])
-
-    def solve_min(self, costs: Any, **kwargs: Any) -> Any:
-        rows = rows_for(self.A, self.b, self._batch(costs))
-        return self._solver.solve_min(costs, rows=rows, **kwargs)
-
-    def solve_batch(self, costs: torch.Tensor, start: Any = None, **kwargs: Any) -> torch.Tensor:
-        """`solve_min` of a ``(B, N)`` batch: ``B`` is a multiple of the rows' batch size."""
-        rows = rows_for(self.A, self.b, tuple(self.A.shape[:-2]))
-        count = len(rows.A)
-        if costs.shape[0] % count:
-            raise ValueError(f"{costs.shape[0]} cost rows do not match the {count} instances "
-                             "of the per-call rows")
-        index = torch.arange(costs.shape[0], device=rows.A.device) % count
-        return self._solver.solve_batch(costs, start=start, rows=Rows(
-            rows.A, rows.b, index, np.arange(costs.shape[0])), **kwargs)

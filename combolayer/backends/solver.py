@@ -26,8 +26,8 @@ from .outcome import (
     warn_not_optimal,
     worst,
 )
-from .rows import RowBound, Rows, check_rows, rows_for
-from .wrapper import SolverWrapper
+from .rows import Rows, check_rows, rows_for
+from .wrapper import KnownBound, RowBound, SolverWrapper
 
 if TYPE_CHECKING:
     from .device import DeviceRoute
@@ -439,71 +439,6 @@ def check_known_cost(label: str, num_vars: int, batch: tuple[int, ...], known_co
     if is_torch:
         return known.to(like)
     return known.to("cpu", torch.float64).numpy()
-
-
-class KnownBound(SolverWrapper):
-    """A solver (or a wrapper of one) with a call's known cost bound to it: ``solve_min``
-    solves with ``known`` (minimisation form, ``(*batch, num_vars)``) broadcast onto the
-    costs' batch (trailing axes aligned, so a leading sample axis is fine), and
-    `known_value` counts it. Everything else is the solver's (`RowBound` is the same
-    for per-call rows; the two nest)."""
-
-    #: A known cost is counted (the call's, whether or not the spec has one).
-    counts_known = True
-
-    def __init__(self, solver: Any, known: Any) -> None:
-        super().__init__(solver)
-        self.instance_known = known.detach() if isinstance(known, torch.Tensor) else known
-        #: Whether a known cost weighs the auxiliaries (read once, not per call).
-        self._weighs_aux = solver.weighs_aux(self.instance_known)
-
-    def bind_known(self, known: Any) -> KnownBound:
-        """The same solver with ``known`` bound instead of this known cost."""
-        return KnownBound(self._solver, known)
-
-    def weighs_aux(self, known: Any = None) -> bool:
-        """`Solver.weighs_aux`, counting the bound known cost too."""
-        return self._weighs_aux or self._solver.weighs_aux(known)
-
-    def solve_min(self, costs: Any, **kwargs: Any) -> Any:
-        known = self.instance_known
-        if isinstance(costs, torch.Tensor):
-            known = torch.as_tensor(known).to(costs)
-        return self._solver.solve_min(costs, known=known, **kwargs)
-
-    def solve_batch(self, costs: torch.Tensor, start: Any = None, **kwargs: Any) -> Any:
-        """`solve_min` of a ``(B, N)`` batch: ``B`` is a multiple of the known cost's
-        batch size (instance ``i`` takes entry ``i % count``)."""
-        known = torch.as_tensor(self.instance_known).to(costs)
-        known = known.reshape(-1, known.shape[-1])
-        if costs.shape[0] % known.shape[0]:
-            raise ValueError(f"{costs.shape[0]} cost rows do not match the "
-                             f"{known.shape[0]} instances of the per-call known cost")
-        known = known.repeat(costs.shape[0] // known.shape[0], 1)
-        costs, aux_known = self.fold_known(costs, known)
-        if aux_known is not None:
-            kwargs["aux_known"] = aux_known
-        return self._solver.solve_batch(costs, start=start, **kwargs)
-
-    def known_value(self, y: Any, aux: Any | None = None) -> Any:
-        """The solver's `known_value` plus ``<known, concat(y, aux)>`` per instance, in
-        the spec's sense (``aux`` may be left out where the bound cost is zero on the
-        auxiliaries)."""
-        solver = self._solver
-        k = len(solver.cost_shape)
-        n = solver.num_outputs
-        flat = y.reshape(*y.shape[: y.ndim - k], n)
-        known = self.instance_known
-        if isinstance(y, torch.Tensor):
-            known = torch.as_tensor(known).to(flat)
-        value = solver.known_value(y, aux) + solver.sign * (flat * known[..., :n]).sum(-1)
-        if not self._weighs_aux:
-            return value
-        if aux is None:
-            raise ValueError(f"the per-call known cost of {solver.spec.label} weighs its "
-                             "auxiliaries: pass their values too (aux, from "
-                             "solve(..., return_aux=True)) to count it")
-        return value + solver.sign * (aux * known[..., n:]).sum(-1)
 
 
 def known_minimisation_cost(spec: Spec) -> np.ndarray | None:

@@ -22,7 +22,7 @@ def whole_cost_norm(solver, costs: torch.Tensor) -> float:
     ``costs`` ``(*batch, *cost_shape)`` (min space) plus the known cost, ``k_y`` on the
     outputs and ``k_aux`` on the auxiliaries of every instance; ``||costs||`` without
     one. The known cost is the spec's plus, where the solver has one bound
-    (`combolayer.backends.solver.KnownBound`, a call's ``known_cost=``), each
+    (`combolayer.backends.wrapper.KnownBound`, a call's ``known_cost=``), each
     instance's own: ``k`` then differs per instance."""
     known = solver.known_like(costs)
     # a KnownBound (or rows bound around one) forwards it; a bare solver has none

@@ -27,7 +27,7 @@ Per-call rows ``A x <= b`` (``layer(w, A=A, b=b)``) reach ``solve`` as tensors
 ``A (*batch, m, num_vars)`` and ``b (*batch, m)``, broadcast to the costs' batch
 (the objective sense is folded into the costs only). A cost-only estimator sees
 them as per-instance data: its ``forward`` and ``backward`` get a solver with the
-rows bound (`combolayer.backends.rows.RowBound`), and its gradient reaches the
+rows bound (`combolayer.backends.wrapper.RowBound`), and its gradient reaches the
 costs only. An estimator with ``row_gradients = True`` gives them a gradient:
 
 - ``forward(solver, costs, *, target, training, A, b) -> (output, saved)``;
@@ -51,8 +51,8 @@ from pydantic import (
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from ..backends.rows import RowBound
 from ..backends.solver import KnownBound, Solver
+from ..backends.wrapper import RowBound
 from ..specs.base import positional_fields
 from ..transforms.projection import Normalized, fast_apply
 
@@ -192,7 +192,7 @@ class Estimator(BaseModel):
     row_gradients: ClassVar[bool] = False
     #: Whether the estimator takes a per-call known cost (``layer(w, known_cost=k)``):
     #: True for those that reach the solver only through ``solve_min``, which then
-    #: solves with it (`combolayer.backends.solver.KnownBound`); one that reads the
+    #: solves with it (`combolayer.backends.wrapper.KnownBound`); one that reads the
     #: spec's known cost itself sets False and `build`'s solve refuses one.
     takes_instance_known_cost: ClassVar[bool] = True
     #: True when ``forward`` and ``backward`` are torch ops and solver calls and
