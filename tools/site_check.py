@@ -118,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="site-check", type=Path)
     parser.add_argument("--browser")
     args = parser.parse_args(argv)
+    # the browser opens pages by file:// address, which needs an absolute path
+    args.site, args.out = args.site.resolve(), args.out.resolve()
     browser = browser_path(args.browser)
     pages = sorted(p for p in args.site.rglob("index.html")
                    if "assets" not in p.parts and "search" not in p.parts)
