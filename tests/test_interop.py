@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from testkit import PickMin
 
 import combolayer as cl
 from combolayer.backends import registry
@@ -16,21 +17,6 @@ from combolayer.backends.registry import in_place_of_spec
 pytest.importorskip("pyepo", reason="pyepo is not installed (optional extra [pyepo])")
 
 PACKAGE = Path(cl.__file__).resolve().parent
-
-
-class PickMin:
-    """A hand-written PyEPO-style model: one-hot argmin of three costs."""
-
-    num_cost = 3
-    modelSense = 1  # EPO.MINIMIZE
-
-    def setObj(self, c):
-        self.c = np.asarray(c)
-
-    def solve(self):
-        y = np.zeros(3)
-        y[np.argmin(self.c)] = 1.0
-        return y, float(self.c.min())
 
 
 SPEC = cl.ILP.from_matrices(shape=[3], A_eq=np.ones((1, 3)), b_eq=[1.0], integrality="binary")

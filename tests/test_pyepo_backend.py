@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from testkit import PickMin
 from testkit import skip_unless_installed as available
 
 import combolayer as cl
@@ -97,19 +98,7 @@ def test_data_from_pyepo_matches_cl_data(path_model):
 
 
 def test_unreadable_model_says_to_pass_a_spec():
-    class Opaque:
-        num_cost = 3
-        modelSense = 1
-
-        def setObj(self, c):
-            self.c = np.asarray(c)
-
-        def solve(self):
-            y = np.zeros(3)
-            y[np.argmin(self.c)] = 1.0
-            return y, float(self.c.min())
-
-    backend = cl.backends.from_pyepo(Opaque())
+    backend = cl.backends.from_pyepo(PickMin())
     with pytest.raises(cl.SpecError, match="Pass the problem's spec yourself"):
         cl.ComboLayer(backend)
     spec = cl.ILP.from_matrices(shape=[3], A_eq=np.ones((1, 3)), b_eq=[1.0])

@@ -64,6 +64,22 @@ def backend_params(cases: dict) -> list:
 BACKEND_SPECS = backend_cases()
 
 
+class PickMin:
+    """A hand-written PyEPO-style model (``setObj``, ``solve``) with no model inside that
+    a reader could read: the one-hot argmin of three costs."""
+
+    num_cost = 3
+    modelSense = 1  # EPO.MINIMIZE
+
+    def setObj(self, c):
+        self.c = np.asarray(c)
+
+    def solve(self):
+        y = np.zeros(3)
+        y[np.argmin(self.c)] = 1.0
+        return y, float(self.c.min())
+
+
 class FixedNoise:
     """Deterministic 'noise': returns the given draws, so the formulas can be checked exactly."""
 
