@@ -90,11 +90,6 @@ RECHECK_BUDGET = 0.02
 SWITCH_MARGIN = 0.8
 
 
-def _serial(kernel: Kernel) -> Kernel:
-    """The in-caller kernel of an executor's kernel (its ``local`` model), else itself."""
-    return kernel.serial()
-
-
 class Timings:
     """A candidate's timed solves in one race, as running moments (Welford's), so the
     mean and standard error read per row cost nothing however many rows it solved."""
@@ -218,7 +213,7 @@ class RacingKernel(ReportingKernel):
     @property
     def takes_start(self) -> bool:
         """Whether a built candidate takes a MIP start (each is given one only if it does)."""
-        return any(_serial(k).takes_start for k in self.kernels.values())
+        return any(k.serial().takes_start for k in self.kernels.values())
 
     @property
     def takes_rows(self) -> bool:
@@ -366,7 +361,7 @@ class RacingKernel(ReportingKernel):
             else:
                 count = self._burst(name, best, len(costs) - b)
             rows = slice(b, b + count)
-            kernel = _serial(self.kernels[name])
+            kernel = self.kernels[name].serial()
             if self._limited(name, best, kernel):
                 if self.phase == "check":
                     self._check_row(name, costs, start, b, built, out, statuses)
@@ -423,7 +418,7 @@ class RacingKernel(ReportingKernel):
         answer: the best solves it, the stopped time is charged in full, the row counts
         once, for ``name`` only, at the larger of its stopped time and the best's, and
         the burst ends. The rows done (the stopped one included)."""
-        kernel = _serial(self.kernels[name])
+        kernel = self.kernels[name].serial()
         best_mean, room = self._estimate(best), self._room()
         # at least the best's mean (a row within it adds no excess); DROP_RATIO times it
         # for a rival estimated faster, whose bursts run on credit: stopped at the best's
@@ -488,7 +483,7 @@ class RacingKernel(ReportingKernel):
                  out: np.ndarray, statuses: list[str]) -> float:
         """Row ``row``, stopped at another candidate's limit, solved by ``name`` to the
         end (every answer comes from one complete, optimal solve); its seconds."""
-        kernel = _serial(self.kernels[name])
+        kernel = self.kernels[name].serial()
         began = self.sample_clock()
         y = kernel.with_statuses(costs[row], **self._start_for(kernel, start, row))
         seconds = self.sample_clock() - began
@@ -509,7 +504,7 @@ class RacingKernel(ReportingKernel):
         wall = self.clock()
         allowed = (RECHECK_SOLVES * SWITCH_MARGIN * self._check_pace
                    - math.fsum(self._check_samples[name]))
-        y, status, took = self._limited_row(_serial(self.kernels[name]), allowed, costs,
+        y, status, took = self._limited_row(self.kernels[name].serial(), allowed, costs,
                                             start, slice(b, b + 1))
         self.spent += built + took
         self._check_wall += self.clock() - wall
