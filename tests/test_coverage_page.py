@@ -1,17 +1,14 @@
 """tools/coverage_page.py: the coverage page's totals, per-package rows and fallen files
 come from the runs' coverage.py JSON reports and pytest logs."""
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from testkit import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("coverage_page", ROOT / "tools" / "coverage_page.py")
-coverage_page = sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(coverage_page)  # a dataclass looks its module up in sys.modules
+coverage_page = load_script(ROOT / "tools" / "coverage_page.py", "coverage_page")
 
 
 def report(path: Path, files: dict[str, tuple[int, int]]) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import sys
 import threading
 from pathlib import Path
 
@@ -157,14 +158,21 @@ def run_on_threads(work, count: int) -> None:
     assert not errors, errors
 
 
-def load_benchmark(name: str):
-    """The module of ``benchmarks/<name>.py`` (benchmarks/ is not a package), so that a
-    test checks with the benchmark's own measure."""
-    path = Path(__file__).parents[1] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", path)
-    module = importlib.util.module_from_spec(spec)
+def load_script(path: Path, name: str):
+    """The module of the script at ``path`` (benchmarks/ and tools/ are not packages),
+    entered in ``sys.modules`` as ``name`` before it runs: a dataclass looks its module
+    up there."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def load_benchmark(name: str):
+    """The module of ``benchmarks/<name>.py``, so that a test checks with the benchmark's
+    own measure."""
+    return load_script(Path(__file__).parents[1] / "benchmarks" / f"{name}.py",
+                       f"benchmarks_{name}")
 
 
 def unguarded_process_script() -> str:
