@@ -5,6 +5,7 @@ projections the code accepts, and every public function and class documenting it
 arguments in a Google-style ``Args:`` section, as the API reference renders them."""
 
 import ast
+import inspect
 import re
 from pathlib import Path
 
@@ -91,13 +92,12 @@ def test_core_projection_table_names_every_projection():
 def test_every_docs_page_the_code_names_exists():
     """A docstring or comment that sends the reader to docs/PAGE.md names a page that
     is there (pages move; the reference must move with them)."""
-    root = Path(__file__).resolve().parents[1]
     named = {}
     for folder in ("combolayer", "benchmarks"):
-        for path in sorted((root / folder).rglob("*.py")):
+        for path in sorted((ROOT / folder).rglob("*.py")):
             for page in re.findall(r"\bdocs/[\w/]+\.md\b", path.read_text()):
-                named.setdefault(page, str(path.relative_to(root)))
-    missing = {page: where for page, where in named.items() if not (root / page).exists()}
+                named.setdefault(page, str(path.relative_to(ROOT)))
+    missing = {page: where for page, where in named.items() if not (ROOT / page).exists()}
     assert not missing, f"pages named in code but not in docs/: {missing}"
 
 
@@ -142,8 +142,6 @@ def test_section_names(docstring, names):
 def parameters(obj) -> list[str]:
     """What a user passes to ``obj``: a function's parameters, a class's ``__init__``'s
     (a pydantic model's fields, a spec's ``kind`` tag left out), without self/cls."""
-    import inspect
-
     import pydantic
 
     if inspect.isclass(obj) and issubclass(obj, pydantic.BaseModel):
@@ -160,8 +158,6 @@ def public_callables() -> dict[str, object]:
     """Every public function and class of the API contract: the ``__all__`` of
     ``combolayer``, ``cl.problems``, ``cl.losses`` and ``cl.training``, the functions
     and classes of ``cl.metrics`` and ``cl.data``, and the methods the contract names."""
-    import inspect
-
     import combolayer as cl
     from combolayer import training
 
@@ -198,8 +194,6 @@ def test_every_public_callable_documents_its_arguments():
     """Each public function and class with parameters has an ``Args:`` section (a
     class's in its docstring, which the reference merges with ``__init__``) naming
     every parameter, and no parameter it does not have."""
-    import inspect
-
     problems = []
     for name, obj in public_callables().items():
         expected = parameters(obj)
