@@ -90,6 +90,13 @@ RECHECK_BUDGET = 0.02
 SWITCH_MARGIN = 0.8
 
 
+def _put(out: np.ndarray, statuses: list[str], rows: slice, y: Solved) -> None:
+    """``y``'s solutions into ``out[rows]`` and their statuses onto ``statuses`` (one per
+    row: the rows are solved in order)."""
+    out[rows] = np.asarray(y.values, dtype=np.float64).reshape(out[rows].shape)
+    statuses.extend(statuses_of(y))
+
+
 class Timings:
     """A candidate's timed solves in one race, as running moments (Welford's), so the
     mean and standard error read per row cost nothing however many rows it solved."""
@@ -374,8 +381,7 @@ class RacingKernel(ReportingKernel):
             solving = seconds - built
             self._clocked(wall, seconds)
             self.solved[name] += count
-            out[rows] = np.asarray(y.values, dtype=np.float64).reshape(count, -1)
-            statuses.extend(statuses_of(y))
+            _put(out, statuses, rows, y)
             b += count
             self.spent += seconds
             if self.phase == "check":
@@ -388,8 +394,7 @@ class RacingKernel(ReportingKernel):
         if b < len(costs):
             y, seconds = self._whole(self.current_backend, costs[b:],
                                      None if start is None else start[b:], {})
-            out[b:] = np.asarray(y.values, dtype=np.float64).reshape(len(costs) - b, -1)
-            statuses.extend(statuses_of(y))
+            _put(out, statuses, slice(b, None), y)
             self.since_check += seconds
             self.spent += seconds
         if all(status == OPTIMAL for status in statuses):
@@ -436,8 +441,7 @@ class RacingKernel(ReportingKernel):
                 cold = took
             spent += self.sample_clock() - setting
             if status[0] != Outcome.TIME_LIMIT.value:
-                out[row] = np.asarray(y.values, dtype=np.float64).reshape(1, -1)
-                statuses.extend(status)
+                _put(out, statuses, row, y)
                 self.solved[name] += 1
                 continue
             self.spent += spent
@@ -487,8 +491,7 @@ class RacingKernel(ReportingKernel):
         began = self.sample_clock()
         y = kernel.with_statuses(costs[row], **self._start_for(kernel, start, row))
         seconds = self.sample_clock() - began
-        out[row] = np.asarray(y.values, dtype=np.float64).reshape(1, -1)
-        statuses.extend(statuses_of(y))
+        _put(out, statuses, row, y)
         self.solved[name] += 1
         self.spent += seconds
         return seconds
@@ -509,8 +512,7 @@ class RacingKernel(ReportingKernel):
         self.spent += built + took
         self._check_wall += self.clock() - wall
         if status[0] != Outcome.TIME_LIMIT.value:
-            out[b] = np.asarray(y.values, dtype=np.float64).reshape(-1)
-            statuses.extend(status)
+            _put(out, statuses, slice(b, b + 1), y)
             self.solved[name] += 1
             self._observe(name, took)
             return
