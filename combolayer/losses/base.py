@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..backends.solver import KnownBound, Solver, check_known_cost, inner
+from ..backends.solver import Solver, check_known_cost, inner
 from ..estimators.base import KNOWN_COST_REGISTRIES, refuse_known_cost
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -244,17 +244,12 @@ class SolverLoss(LossInputs):
         return self.solver.sign * check_known_cost(self.spec.label, self.solver.num_vars, batch,
                                                    known_cost, costs.detach())
 
-    def counts_known(self, solver: Any) -> bool:
-        """Whether the solves of ``solver`` carry a known cost to count: the spec's, or a
-        call's bound to it (`KnownBound`, outermost)."""
-        return self.solver.known is not None or isinstance(solver, KnownBound)
-
     def solve_whole(self, solver: Any, costs: Tensor) -> tuple[Tensor, Tensor | None]:
         """``solver.solve_min(costs)`` and, when the solves carry a known cost (the spec's or
-        a call's, `counts_known`), the auxiliaries too (``(y, aux)``; ``(y, None)``
-        without one), so that `min_value` can count the known part of each solution's
-        objective."""
-        if not self.counts_known(solver):
+        a call's bound to it: `Solver.counts_known`), the auxiliaries too
+        (``(y, aux)``; ``(y, None)`` without one), so that `min_value` can count the known
+        part of each solution's objective."""
+        if not solver.counts_known:
             return solver.solve_min(costs), None
         y, aux = solver.solve_min(costs, return_aux=True)
         return y, aux.to(y)
@@ -264,11 +259,12 @@ class SolverLoss(LossInputs):
         """The min-sense objective of whole solutions, one value per instance:
         ``<costs, y> + <k, concat(y, aux)>`` with ``k`` the sense-folded known cost
         (``<costs, y>`` without one); ``costs`` are already sense-folded. ``solver``: the
-        one that solved them when a call's known cost is bound to it (`KnownBound`, whose
-        `known_value` counts it too), else this loss's."""
+        one that solved them when a call's known cost is bound to it
+        (`combolayer.backends.wrapper.KnownBound`, whose `known_value` counts it too),
+        else this loss's."""
         solver = self.solver if solver is None else solver
         value = inner(costs, y, len(self.solver.cost_shape))
-        if not self.counts_known(solver):
+        if not solver.counts_known:
             return value
         return value + (solver.sign * solver.known_value(y, aux)).to(value)
 
