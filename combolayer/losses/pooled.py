@@ -111,7 +111,7 @@ class PooledLoss(SolverLoss):
             return None
         known = known.reshape(-1, self.solver.num_vars)
         n = self.solver.num_outputs
-        if self.solver.pool_width == n and bool((known[:, n:] != 0).any()):
+        if self.solver.pool_width == n and self.solver.weighs_aux(known):
             raise ValueError(
                 f"{type(self).__name__}'s pool keeps the outputs only ({self.spec.label} has "
                 "no known cost of its own), so a per-call known cost on the auxiliaries "
