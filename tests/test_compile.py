@@ -53,9 +53,14 @@ class Model(torch.nn.Module):
         return (y.reshape(len(x), -1) * self.weights).sum(), y
 
 
+def quick(method):
+    """``method``, or by name its `QUICK` settings where it has some."""
+    return QUICK.get(method, method) if isinstance(method, str) else method
+
+
 def make(spec_name, method, **options):
     torch.manual_seed(0)
-    method = QUICK.get(method, method) if isinstance(method, str) else method
+    method = quick(method)
     return Model(SPECS[spec_name], method, **options), torch.randn(8, 4, dtype=torch.float64)
 
 
@@ -204,8 +209,7 @@ def test_other_methods_compile_to_eager_answers(method):
 
 @pytest.mark.parametrize("method", WHOLE)
 def test_no_graph_break_with_training_noise(method):
-    layer = cl.ComboLayer(SPECS["grid"], method=QUICK.get(method, method), noise=0.5)
-    torch._dynamo.reset()
+    layer = cl.ComboLayer(SPECS["grid"], method=quick(method), noise=0.5)
     target = torch.zeros(4, 5, 5)  # read by the margin
     explained = torch._dynamo.explain(layer)(torch.rand(4, 5, 5) + 1.0, target=target)
     assert explained.graph_break_count == 0, explained.break_reasons
