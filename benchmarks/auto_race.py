@@ -13,7 +13,8 @@ Adam 1e-2, batch 32, torch on one thread. Two training loops:
 
 Each loop runs once with ``backend="auto"`` (the static default), once with
 ``backend="race"`` and once with each capable single backend (Gurobi, SCIP, HiGHS;
-one thread each), from the same initial model and the same batches, interleaved epoch by epoch so that machine load hits all alike.
+one thread each), from the same initial model and the same batches, interleaved epoch
+by epoch so that machine load hits all alike.
 Reported: seconds per epoch, the mean over all epochs (the race included) and the
 mean over the epochs after the first; ``auto`` / the fastest single backend; which
 backend ``auto`` kept and why (``layer.backend_reason``); and the rows the race gave
@@ -319,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
             *table(["loop", "static auto / fastest single (all epochs)",
                     "race / fastest single (all epochs)",
                     "race / fastest single (after the first)", "fastest single",
-                    "static auto chose", "race kept", "solves spent racing beyond a fixed choice (completed; "
+                    "static auto chose", "race kept",
+                    "solves spent racing beyond a fixed choice (completed; "
                     "trial rows stopped at the race's time limit named)"], goals), "",
             "Why `auto` kept what it kept (`backend_reason`, as the layer's repr shows it):", "",
             *reasons, "",
