@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
                     "static auto chose", "race kept",
                     "solves spent racing beyond a fixed choice (completed; "
                     "trial rows stopped at the race's time limit named)"], goals), "",
-            "Why `auto` kept what it kept (`backend_reason`, as the layer's repr shows it):", "",
+            "Why the race kept what it kept (`backend_reason`, as the layer's repr shows it):", "",
             *reasons, "",
             "Solve loops, one for every MIP row of docs/measurements/solvers.md: "
             "the row's problem and costs (PyEPO's knapsack: its own costs; problems.md's "
