@@ -252,9 +252,7 @@ class Estimator(BaseModel):
         def backward(grad: Tensor, costs: Tensor, known: Tensor | None,
                      *saved: Tensor) -> Tensor:
             bound = solver if known is None else KnownBound(solver, known)
-            if row_gradients:  # called without rows: A and b are None
-                return self.backward(bound, grad, costs, None, None, *saved)[0]
-            return self.backward(bound, grad, costs, *saved)
+            return costs_backward(self, bound, grad, costs, *saved)
 
         once = not self.differentiable_backward
         shell = differentiable(backward, once=once)
@@ -291,6 +289,16 @@ class Estimator(BaseModel):
             return row_shell(costs, A, b, output, known, *saved)
 
         return solve
+
+
+def costs_backward(estimator: Any, solver: Any, grad: Tensor, costs: Tensor,
+                   *saved: Tensor) -> Tensor:
+    """``dL/dcosts`` from ``estimator.backward`` for a solve without per-call rows: a
+    row-gradient estimator's (``row_gradients``) takes ``A`` and ``b``, None here, and
+    returns a gradient for each, of which the costs' is kept."""
+    if getattr(estimator, "row_gradients", False):
+        return estimator.backward(solver, grad, costs, None, None, *saved)[0]
+    return estimator.backward(solver, grad, costs, *saved)
 
 
 def refuse_known_cost(owner: Any, solver: Any) -> None:

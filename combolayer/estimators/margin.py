@@ -11,7 +11,7 @@ from torch import Tensor
 
 from ..backends.solver import Solver
 from ..specs.canonical import canonical_form
-from .base import DifferentiableSolve, Estimator, resolve_method
+from .base import DifferentiableSolve, Estimator, costs_backward, resolve_method
 
 __all__ = ["Margin"]
 
@@ -97,9 +97,7 @@ class Margin(Estimator):
 
     def backward(self, solver, grad, costs, shifted, *saved):
         # the margin is a constant shift: dL/dc is the wrapped estimator's at c + shift
-        if self._inner.row_gradients:
-            return self._inner.backward(solver, grad, shifted, None, None, *saved)[0]
-        return self._inner.backward(solver, grad, shifted, *saved)
+        return costs_backward(self._inner, solver, grad, shifted, *saved)
 
     def build(self, solver: Solver) -> DifferentiableSolve:
         _check_binary(solver.spec, "Margin")

@@ -40,7 +40,7 @@ import torch
 from torch import Tensor
 
 from ..backends.solver import check_costs
-from ..estimators.base import check_upstream
+from ..estimators.base import check_upstream, costs_backward
 from ..specs.base import Spec
 
 _HANDLES: weakref.WeakValueDictionary[int, CompiledSolve] = weakref.WeakValueDictionary()
@@ -140,11 +140,9 @@ class CompiledSolve:
         return torch.ops.combolayer.solve_backward(grad, costs, saved, self.handle)
 
     def estimator_backward(self, grad: Tensor, costs: Tensor, saved: list[Tensor]) -> Tensor:
-        """``dL/dcosts`` from the estimator's backward (a row-gradient estimator's first
-        part: the layer hands the operator no rows)."""
-        if getattr(self.estimator, "row_gradients", False):
-            return self.estimator.backward(self.solver, grad, costs, None, None, *saved)[0]
-        return self.estimator.backward(self.solver, grad, costs, *saved)
+        """``dL/dcosts`` from the estimator's backward (the layer hands the operator no
+        rows: `combolayer.estimators.base.costs_backward`)."""
+        return costs_backward(self.estimator, self.solver, grad, costs, *saved)
 
 
 def _as_given(costs: Tensor, needs_grad: bool) -> Tensor:
