@@ -195,8 +195,7 @@ def joined(parts: Sequence[Solved]) -> Solved:
     values = np.concatenate([part.values for part in parts], axis=0)
     if all(part.statuses is None for part in parts):
         return Solved(values)
-    return Solved(values, tuple(status for part in parts for status in (
-        part.statuses or (OPTIMAL,) * len(part.values))))
+    return Solved(values, tuple(status for part in parts for status in statuses_of(part)))
 
 
 def statuses_of(solved: Solved) -> tuple[str, ...]:

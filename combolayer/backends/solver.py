@@ -23,6 +23,7 @@ from .outcome import (
     Solved,
     as_solved,
     raise_limit,
+    statuses_of,
     warn_not_optimal,
     worst,
 )
@@ -585,12 +586,12 @@ class Solver:
             kwargs["rows"] = rows
         return kernel.with_statuses(costs, **kwargs) if kwargs else kernel.with_statuses(costs)
 
-    def _settle(self, solved: Solved, count: int, rows: Rows | None = None) -> Any:
-        """``solved.values`` for a public call's ``count`` rows, once their statuses
+    def _settle(self, solved: Solved, rows: Rows | None = None) -> Any:
+        """``solved.values`` for a public call's rows, once their statuses
         (``solved.statuses``; None: every row optimal) are kept as this thread's
         `last_status`; raises or warns for the rows not solved to optimality."""
         statuses = solved.statuses
-        self._last.status = statuses or (OPTIMAL,) * count
+        self._last.status = statuses_of(solved)
         if statuses is not None and worst(statuses) != OPTIMAL:
             if INFEASIBLE in statuses:
                 self._infeasible(statuses, rows)
@@ -732,8 +733,8 @@ class Solver:
             return out[0].reshape(shape), out[1].reshape(*batch, self.num_aux)
         flat = np.ascontiguousarray(costs, dtype=np.float64).reshape(-1, self.num_outputs)
         full = return_aux or self.known is not None or aux_known is not None
-        x = np.asarray(self._settle(self._full_numpy(flat, full, rows, aux_known), len(flat),
-                                    rows), dtype=np.float64)
+        x = np.asarray(self._settle(self._full_numpy(flat, full, rows, aux_known), rows),
+                       dtype=np.float64)
         if not full:
             return x.reshape(shape)
         y, aux = self._split(x)
@@ -756,14 +757,13 @@ class Solver:
             # estimator's node (what `_full_rows` and `_run` do for these costs).
             torch_kernel = self._torch_kernel
             flat = costs if torch_kernel else costs.to(torch.float64).numpy()
-            y = self._settle(self._kernel.with_statuses(flat), len(flat))
+            y = self._settle(self._kernel.with_statuses(flat))
             if not torch_kernel:
                 y = torch.from_numpy(y)
             return y if y.dtype is costs.dtype else y.to(costs.dtype)
         full = return_aux or self.known is not None or aux_known is not None
         x = self._settle(self._full_rows(costs, start, full, rows) if aux_known is None
-                         else self._full_rows(costs, start, full, rows, aux_known),
-                         len(costs), rows)
+                         else self._full_rows(costs, start, full, rows, aux_known), rows)
         if not full:
             return x
         y, aux = self._split(x)
