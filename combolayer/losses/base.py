@@ -222,15 +222,18 @@ class SolverLoss(LossInputs):
         there (`Solver.known_like`, made once per device and dtype, not on every call)."""
         return self.solver.known_like(like)
 
-    def target_known_value(self, y: Tensor) -> Tensor:
+    def target_known_value(self, y: Tensor, known: Tensor | None = None) -> Tensor:
         """``<k[:N], y>`` per row (``k`` the sense-folded known cost), the known part of
         the objective of flat target decisions ``y`` ``(..., N)``: their auxiliaries,
         which a target does not give, do not depend on the prediction and are left out,
-        a constant shift of the loss. 0 without a known cost."""
-        known = self.known_like(y)
-        if known is None:
-            return y.new_zeros(y.shape[:-1])
-        return y @ known[: self.solver.num_outputs]
+        a constant shift of the loss. 0 without a known cost. ``known``: each row's own
+        known cost ``(..., num_vars)`` (min form, `instance_known`), added to ``k``."""
+        spec_known = self.known_like(y)
+        n = self.solver.num_outputs
+        value = y.new_zeros(y.shape[:-1]) if spec_known is None else y @ spec_known[:n]
+        if known is not None:
+            value = value + (y * known[..., :n].to(y)).sum(-1)
+        return value
 
     def instance_known(self, known_cost: Any, costs: Tensor) -> Tensor | None:
         """A call's known cost per instance (``known_cost=``: ``(*batch, num_vars)`` or

@@ -112,7 +112,4 @@ class FenchelYoungLoss(SolverLoss):
             aux = samples.new_zeros(len(samples), *batch, 0)
         sampled = solver.sign * solver.known_value(samples, aux)
         flat_true = y_true.reshape(*batch, solver.num_outputs)
-        on_true = self.target_known_value(flat_true)
-        if known is not None:
-            on_true = on_true + (flat_true * known[..., : solver.num_outputs].to(flat_true)).sum(-1)
-        return on_true - sampled.mean(0)
+        return self.target_known_value(flat_true, known) - sampled.mean(0)

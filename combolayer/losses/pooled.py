@@ -96,10 +96,7 @@ class PooledLoss(SolverLoss):
         known cost of the target's auxiliaries, which ``y_true`` does not give, does not
         depend on the prediction: it is left out, a constant shift of the loss (as
         Fenchel-Young drops it)."""
-        value = (costs * y).sum(-1) + self.target_known_value(y)
-        if known is not None:
-            value = value + (y * known[:, : self.solver.num_outputs]).sum(-1)
-        return value
+        return (costs * y).sum(-1) + self.target_known_value(y, known)
 
     def instance_pool_known(self, known_cost: Any, cost_pred: Tensor) -> Tensor | None:
         """The call's known cost (`instance_known`) flattened to ``(B, num_vars)``, or None.

@@ -92,9 +92,7 @@ class RegularizedFenchelYoungLoss(SolverLoss):
         if self.solver.known is not None or known is not None:
             # <k[:N], y_true> - <k, mu> (mu_known: <k, mu> / lam)
             flat_true = y_true.reshape(-1, n)
-            on_true = self.target_known_value(flat_true)
-            if known is not None:
-                on_true = on_true + (flat_true * known[:, :n]).sum(-1)
+            on_true = self.target_known_value(flat_true, known)
             loss = loss + (on_true - self.lam * mu_known).reshape(loss.shape)
         return reduce(loss, self.reduction)
 
