@@ -432,8 +432,6 @@ def model_size(spec: Spec) -> tuple[int, int]:
     return form.num_vars, form.A_ub.shape[0] + form.A_eq.shape[0]
 
 
-
-
 @register_backend
 class GurobiBackend(Backend):
     """Gurobi (gurobipy): any linear or mixed-integer program, with lazy cuts; first
