@@ -217,9 +217,6 @@ class ComboLayer(nn.Module):
                 train_fused=(build_projected(cached, flat) if fusable and build_projected
                              else None),
                 train_op=CompiledSolve(self.method, clipped, floor) if whole else None)
-        compiled = dataclasses.replace(
-            compiled, fused_direct=getattr(compiled.fused, "direct", compiled.fused),
-            train_fused_direct=getattr(compiled.train_fused, "direct", compiled.train_fused))
         # a copy keeps the winner of the race its original ran (combolayer.backends.race)
         solver.kernel.adopt(self.__dict__.get("_race"))
         self.__dict__["_compiled"] = compiled
@@ -682,9 +679,10 @@ class _Compiled:
     train_base: Any = None
     train_fused: ProjectedSolve | None = None
     #: ``fused`` and ``train_fused`` without their functorch test (`fast_apply`'s
-    #: ``direct``; the node itself when it has none), called where no transform runs.
-    fused_direct: ProjectedSolve | None = None
-    train_fused_direct: ProjectedSolve | None = None
+    #: ``direct``; the node itself when it has none), called where no transform runs;
+    #: derived from them whenever the record is made or replaced (``__post_init__``).
+    fused_direct: ProjectedSolve | None = dataclasses.field(init=False, default=None)
+    train_fused_direct: ProjectedSolve | None = dataclasses.field(init=False, default=None)
     #: The solve as one custom operator, for torch.compile (`combolayer.layer.ops`), for
     #: estimators that `compiles_whole`; ``train_op`` on the cached solver. None otherwise.
     op: CompiledSolve | None = None
@@ -693,3 +691,8 @@ class _Compiled:
     last: threading.local = dataclasses.field(default_factory=threading.local)
     #: Per thread, the solves built on `_CallRecorder`s by ``keep_aux`` (`ComboLayer._recording`).
     recordings: threading.local = dataclasses.field(default_factory=threading.local)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fused_direct", getattr(self.fused, "direct", self.fused))
+        object.__setattr__(self, "train_fused_direct",
+                           getattr(self.train_fused, "direct", self.train_fused))
