@@ -458,9 +458,7 @@ def pool_width(spec: Spec) -> int:
     """The width of a solution pool's rows for ``spec``: ``num_vars`` (whole solutions,
     whose known cost the pool must count to rank them) when it has a known cost,
     else ``N``, the outputs."""
-    if known_minimisation_cost(spec) is None:
-        return math.prod(spec.cost_shape)
-    return math.prod(spec.cost_shape) + int(getattr(spec, "num_aux", 0) or 0)
+    return spec.num_outputs if known_minimisation_cost(spec) is None else spec.num_vars
 
 
 class Recorder(SolverWrapper):
@@ -529,11 +527,11 @@ class Solver:
         self.config = config
         self.sign = 1.0 if spec.sense == "min" else -1.0
         self.cost_shape = spec.cost_shape
-        self.num_outputs = math.prod(spec.cost_shape)
-        #: Auxiliary variables (an ILP's ``num_aux``; 0 for the named problems, whose
-        #: solution is the output) and all variables, ``N + num_aux``.
-        self.num_aux = int(getattr(spec, "num_aux", 0) or 0)
-        self.num_vars = self.num_outputs + self.num_aux
+        self.num_outputs = spec.num_outputs
+        #: All variables (`Spec.num_vars`) and the auxiliaries among them (an ILP's
+        #: ``num_aux``; 0 for the named problems, whose solution is the output).
+        self.num_vars = spec.num_vars
+        self.num_aux = self.num_vars - self.num_outputs
         #: The known cost in minimisation form (``sign * known_cost``, ``(num_vars,)``
         #: float64), or None when the spec has none (or only zeros).
         self.known = known_minimisation_cost(spec)

@@ -236,6 +236,12 @@ class Spec(_Validated):
         return math.prod(self.cost_shape)
 
     @property
+    def num_vars(self) -> int:
+        """Every variable: the outputs, and an ILP's auxiliaries (the width of a known
+        cost and of a whole solution); a named problem's solution is its output."""
+        return self.num_outputs
+
+    @property
     def label(self) -> str:
         """A short name for messages, e.g. ``TSP(num_nodes=5)``."""
         args = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._label_fields)

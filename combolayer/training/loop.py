@@ -300,12 +300,6 @@ def load_data(config: TrainConfig) -> tuple[datasets.Data | TrainData,
     return _file_data(config)
 
 
-def num_variables(spec: Any) -> int:
-    """Every variable of ``spec``: its outputs and, for an ILP, its auxiliaries (the
-    width of a known cost)."""
-    return math.prod(spec.cost_shape) + int(getattr(spec, "num_aux", 0) or 0)
-
-
 #: The columns of a CSV data file that are not features (`read_csv`).
 CSV_COLUMNS = ("instance", "entry", "cost", "known_cost", "solution")
 
@@ -371,7 +365,7 @@ def read_csv(path: Path, spec: Any) -> dict[str, np.ndarray | None]:
     features = grid(np.stack([column[name] for name in feature_names], axis=1))
     known = None
     if "known_cost" in column:
-        known = np.zeros((n, num_variables(spec)))
+        known = np.zeros((n, spec.num_vars))
         known[:, :size] = grid(column["known_cost"]).reshape(n, size)
     return {"features": features, "costs": grid(column["cost"]),
             "solutions": grid(column["solution"]) if "solution" in column else None,
@@ -431,7 +425,7 @@ def _file_data(config: TrainConfig) -> tuple[TrainData, TrainData]:
                               f"({n}, {', '.join(map(str, shape))})")
         costs = costs.reshape(n, *shape)
     if known is not None:
-        num_vars = num_variables(spec)
+        num_vars = spec.num_vars
         if known.shape[1:] == shape and known.shape[1:] != (num_vars,):
             known = np.concatenate([known.reshape(n, -1),
                                     np.zeros((n, num_vars - math.prod(shape)))], axis=1)
