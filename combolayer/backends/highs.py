@@ -27,6 +27,7 @@ from ..problems.tsp import (
     violated_blossoms,
     violated_subtours,
 )
+from ..problems.tsp_edges import TSPEdges, edge_pairs, edges_to_matrix
 from ..specs.base import Spec
 from ..specs.canonical import CanonicalForm, canonical_form
 from .base import Backend, Capability, Tier
@@ -103,6 +104,14 @@ def _solve(h, warm: bool = False, is_infeasible=None) -> Solved:
     )
 
 
+def _delete_rows_from(h, first: int) -> None:
+    """Delete the model's rows from row ``first`` on."""
+    extra = h.getNumRow() - first
+    if extra:
+        check_status(h.deleteRows(extra, np.arange(first, first + extra, dtype=np.int32)),
+                     "deleteRows")
+
+
 def _add_rows(h, rows: list[tuple[np.ndarray, np.ndarray, float, float]]) -> None:
     """Add ``(index, value, lower, upper)`` rows in one call."""
     if not rows:
@@ -134,7 +143,6 @@ class HighsKernel(_HighsTime, RowKernel):
     """One kept HiGHS model; ``__call__`` solves a batch of minimisation costs."""
 
     def __init__(self, form: CanonicalForm, config: BackendConfig) -> None:
-        self._status = highspy.HighsModelStatus
         self.form = form
         self.model = _build_model(form, config)
         self._columns = np.arange(form.num_outputs, dtype=np.int32)
@@ -178,10 +186,7 @@ class HighsKernel(_HighsTime, RowKernel):
         self._solve_form(self.form)
 
     def _delete_rows(self) -> None:
-        extra = self.model.getNumRow() - self._fixed_rows
-        if extra:
-            check_status(self.model.deleteRows(extra, np.arange(
-                self._fixed_rows, self._fixed_rows + extra, dtype=np.int32)), "deleteRows")
+        _delete_rows_from(self.model, self._fixed_rows)
         self._base_rows = self._fixed_rows
 
     #: On: a start (``setSolution``) saves time on PyEPO's knapsacks and on the
@@ -194,7 +199,7 @@ class HighsKernel(_HighsTime, RowKernel):
         if start is not None and self._active.is_mip:
             return self._run_from(start)
         if self._active.separator is None:
-            return _solve(self.model, is_infeasible=self._infeasible)
+            return self._run()
         return self._run_with_cuts(self._active.separator)
 
     def _run_from(self, start: np.ndarray) -> Solved:
@@ -205,28 +210,23 @@ class HighsKernel(_HighsTime, RowKernel):
         check_status(h.setSolution(len(self._columns), self._columns,
                                    np.asarray(start, dtype=np.float64)), "setSolution")
         separator = self._active.separator
-        if separator is None:
-            return _solve(h, warm=True, is_infeasible=self._infeasible)
         solved = _solve(h, warm=True, is_infeasible=self._infeasible)
-        if not separator(solved.values):
+        if separator is None or not separator(solved.values):
             return solved
         return solved.then(self._run_with_cuts(separator))  # the start's cuts: from scratch
 
     def _run_with_cuts(self, separator) -> Solved:
         """Re-solve with the separator's cuts until it accepts the optimum; the cuts
         are dropped after the instance (kept, they made later solves slower)."""
-        h = self.model
         try:
             solved = self._run()
             while cuts := separator(solved.values):
-                _add_rows(h, [(cut.index, cut.value, cut.lower, cut.upper) for cut in cuts])
+                _add_rows(self.model,
+                          [(cut.index, cut.value, cut.lower, cut.upper) for cut in cuts])
                 solved = solved.then(self._run())
             return solved
         finally:
-            extra = h.getNumRow() - self._base_rows
-            if extra:
-                check_status(h.deleteRows(extra, np.arange(
-                    self._base_rows, self._base_rows + extra, dtype=np.int32)), "deleteRows")
+            _delete_rows_from(self.model, self._base_rows)
 
     def _run(self) -> Solved:
         return _solve(self.model, is_infeasible=self._infeasible)
@@ -240,7 +240,7 @@ class HighsKernel(_HighsTime, RowKernel):
                      "changeColsCost")
         check_status(h.clearSolver(), "clearSolver")
         run_highs(h)
-        infeasible = h.getModelStatus() != self._status.kOptimal
+        infeasible = h.getModelStatus() != highspy.HighsModelStatus.kOptimal
         check_status(h.changeColsCost(len(saved), columns, saved), "changeColsCost")
         return infeasible
 
@@ -269,16 +269,14 @@ class HighsTspKernel(_HighsTime, RowKernel):
         n = spec.num_nodes
         self.form = canonical_form(spec)  # the (n, n) outputs: RowKernel rounds them
         self.num_nodes = n
-        self._iu, self._ju = np.triu_indices(n, k=1)
+        self._iu, self._ju = edge_pairs(n)
         m = len(self._iu)
         self._edge = np.zeros((n, n), dtype=np.int32)
         self._edge[self._iu, self._ju] = self._edge[self._ju, self._iu] = np.arange(m)
         self._columns = np.arange(m, dtype=np.int32)
-        degree = sp.csr_matrix((np.ones(2 * m), (np.concatenate([self._iu, self._ju]),
-                                                 np.tile(self._columns, 2))), shape=(n, m))
         edges = CanonicalForm(cost_shape=(m,), A_ub=sp.csr_matrix((0, m)), b_ub=np.zeros(0),
-                              A_eq=degree, b_eq=np.full(n, 2.0), lower=np.zeros(m),
-                              upper=np.ones(m), integer=np.ones(m, dtype=bool))
+                              A_eq=TSPEdges(num_nodes=n).degree_rows(m), b_eq=np.full(n, 2.0),
+                              lower=np.zeros(m), upper=np.ones(m), integer=np.ones(m, dtype=bool))
         self.model = _build_model(edges, config)
         #: Presolve off for the LP rounds and on for the MIP, unless the options set it.
         self._switch_presolve = "presolve" not in config.options
@@ -295,7 +293,7 @@ class HighsTspKernel(_HighsTime, RowKernel):
         x = lp.values
         if np.all(np.minimum(x, 1.0 - x) <= 1e-9):
             return Solved(self._adjacency(x), lp.statuses)
-        tour = self._tour(x, edge_cost)
+        tour = self._edge_vector(guided_tour(self._values(x), self._values(edge_cost)))
         if TOUR_KICKS:
             tour = self._shorter_tour(tour, edge_cost)
         if self._fix_by_reduced_costs(x, float(edge_cost @ tour)):
@@ -306,11 +304,8 @@ class HighsTspKernel(_HighsTime, RowKernel):
     def _reset(self, edge_cost: np.ndarray) -> None:
         """The degree rows only, every edge free and continuous, the new costs."""
         h = self.model
-        m, n = len(self._columns), self.num_nodes
-        extra = h.getNumRow() - n
-        if extra:
-            check_status(h.deleteRows(extra, np.arange(n, n + extra, dtype=np.int32)),
-                         "deleteRows")
+        m = len(self._columns)
+        _delete_rows_from(h, self.num_nodes)
         check_status(h.changeColsBounds(m, self._columns, np.zeros(m), np.ones(m)),
                      "changeColsBounds")
         check_status(h.changeColsIntegrality(m, self._columns, np.zeros(m, dtype=np.uint8)),
@@ -319,9 +314,7 @@ class HighsTspKernel(_HighsTime, RowKernel):
 
     def _values(self, x: np.ndarray) -> np.ndarray:
         """Edge values as a symmetric ``(n, n)`` matrix."""
-        values = np.zeros((self.num_nodes, self.num_nodes))
-        values[self._iu, self._ju] = values[self._ju, self._iu] = x
-        return values
+        return edges_to_matrix(x, self.num_nodes)
 
     def _adjacency(self, x: np.ndarray) -> np.ndarray:
         return self._values(np.round(x)).ravel()
@@ -354,10 +347,6 @@ class HighsTspKernel(_HighsTime, RowKernel):
                 return solved
             _add_rows(h, rows)
             solved = solved.then(_solve(h, warm=True))
-
-    def _tour(self, x: np.ndarray, edge_cost: np.ndarray) -> np.ndarray:
-        """The 0/1 edge vector of `guided_tour`."""
-        return self._edge_vector(guided_tour(self._values(x), self._values(edge_cost)))
 
     def _edge_vector(self, order: np.ndarray) -> np.ndarray:
         tour = np.zeros(len(self._columns))
@@ -407,10 +396,17 @@ class HighsTspKernel(_HighsTime, RowKernel):
         start = highspy.HighsSolution()
         start.col_value = tour
         start.value_valid = True
+        # The subtours of every integer solution HiGHS finds (its heuristics find many,
+        # each a set of subtour inequalities the next round needs): one round adds them
+        # all, instead of only those of the optimum.
         found: dict[bytes, np.ndarray] = {}
-        collect = self._collector(found) if COLLECT_SUBTOURS else None
-        if collect is not None:
-            h.cbMipSolution.subscribe(collect)
+
+        def collect(event) -> None:
+            x = np.asarray(event.data_out.mip_solution)[:m]
+            for inside in subtours(self._values(x) > 0.5):
+                found.setdefault(inside.tobytes(), inside)
+
+        h.cbMipSolution.subscribe(collect)
         rounds = Solved(None)  # the statuses of the rounds so far: none yet
         try:
             while True:
@@ -433,23 +429,8 @@ class HighsTspKernel(_HighsTime, RowKernel):
                 _add_rows(h, [self._subtour_row(inside) for inside in found.values()])
                 found.clear()
         finally:
-            if collect is not None:
-                h.cbMipSolution.unsubscribe(collect)
+            h.cbMipSolution.unsubscribe(collect)
             self._set_presolve("off")
-
-    def _collector(self, found: dict[bytes, np.ndarray]):
-        """A MIP-solution callback that keeps the subtours of every integer solution
-        HiGHS finds during a MIP solve (its heuristics find many, each a set of
-        subtour inequalities the next round needs): one round adds them all,
-        instead of only those of the optimum."""
-        m = len(self._columns)
-
-        def collect(event) -> None:
-            x = np.asarray(event.data_out.mip_solution)[:m]
-            for inside in subtours(self._values(x) > 0.5):
-                found.setdefault(inside.tobytes(), inside)
-
-        return collect
 
     def _set_presolve(self, value: str) -> None:
         if self._switch_presolve:
@@ -478,9 +459,6 @@ TOUR_KICKS = 32
 #: below it, fixing is strong already and the kicks cost more than they save (set by
 #: benchmarks/tsp_backends.py).
 TOUR_KICK_GAP = 0.01
-
-#: Whether the MIP rounds add the subtours of every integer solution HiGHS finds.
-COLLECT_SUBTOURS = True
 
 #: HiGHS's TSP kernel is the TSP default up to this many nodes, the largest size at
 #: which benchmarks/tsp_backends.py measured it faster than SCIP; larger sizes are
