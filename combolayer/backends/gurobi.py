@@ -43,6 +43,7 @@ import scipy.sparse as sp
 
 from ..errors import BackendUnavailable
 from ..problems.tsp import TSP, subtours
+from ..problems.tsp_edges import EdgeSubtourSeparator, TSPEdges, edge_pairs, edges_to_matrix
 from ..specs.base import Spec
 from ..specs.canonical import CanonicalForm, canonical_form
 from .base import Backend, Capability, Tier
@@ -203,10 +204,7 @@ class _GurobiRun:
 
     def _optimize(self, callback=None) -> None:
         try:
-            if callback is None:
-                self.model.optimize()
-            else:
-                self.model.optimize(callback)
+            self.model.optimize(callback)
         except Exception as error:  # gurobipy.GurobiError: its licence codes say unavailable
             if getattr(error, "errno", None) in LICENCE_ERRORS:
                 raise BackendUnavailable(f"backend 'gurobi': {_error_reason(error)}") from None
@@ -372,44 +370,23 @@ class GurobiTspKernel(_GurobiRun, RowKernel):
         n = spec.num_nodes
         self.form = canonical_form(spec)  # the (n, n) outputs: RowKernel rounds them
         self.num_nodes = n
-        self._iu, self._ju = np.triu_indices(n, k=1)
+        self._iu, self._ju = edge_pairs(n)
         m = len(self._iu)
         self.model = model = _new_model(config)
         self.variables = model.addMVar(m, vtype=GRB.BINARY)
         self._outputs = self.variables
-        degree = sp.csr_matrix((np.ones(2 * m), (np.concatenate([self._iu, self._ju]),
-                                                 np.tile(np.arange(m), 2))), shape=(n, m))
-        model.addMConstr(degree, self.variables, GRB.EQUAL, np.full(n, 2.0))
+        model.addMConstr(TSPEdges(num_nodes=n).degree_rows(m), self.variables, GRB.EQUAL,
+                         np.full(n, 2.0))
         model.setParam("LazyConstraints", 1)
-        self._callback = self._subtour_callback()
+        cut = EdgeSubtourSeparator(n).cut
+
+        def separator(x: np.ndarray) -> list:
+            # each subtour's smaller side: fewer nonzeros
+            return [cut(inside if 2 * inside.sum() <= n else ~inside)
+                    for inside in subtours(edges_to_matrix(x, n) > 0.5)]
+
+        self._callback = _lazy_callback(self.variables, separator)
         model.update()
-
-    def _subtour_callback(self):
-        import gurobipy as gp
-        from gurobipy import GRB
-
-        n, columns = self.num_nodes, self.variables.tolist()
-        edge = np.zeros((n, n), dtype=np.int64)
-        edge[self._iu, self._ju] = np.arange(len(self._iu))
-
-        def callback(model, where):
-            if where != GRB.Callback.MIPSOL:
-                return
-            x = np.asarray(model.cbGetSolution(columns))
-            for inside in subtours(self._values(x) > 0.5):
-                if 2 * inside.sum() > n:
-                    inside = ~inside  # the smaller side: fewer nonzeros
-                nodes = np.flatnonzero(inside)
-                index = edge[np.ix_(nodes, nodes)][np.triu_indices(len(nodes), k=1)]
-                model.cbLazy(gp.quicksum(columns[j] for j in index.tolist())
-                             <= float(len(nodes) - 1))
-
-        return callback
-
-    def _values(self, x: np.ndarray) -> np.ndarray:
-        values = np.zeros((self.num_nodes, self.num_nodes))
-        values[self._iu, self._ju] = values[self._ju, self._iu] = x
-        return values
 
     def solve_one(self, cost: np.ndarray, start: np.ndarray | None = None) -> Solved:
         n = self.num_nodes
@@ -420,7 +397,7 @@ class GurobiTspKernel(_GurobiRun, RowKernel):
         self._set_start(start)
         self._optimize(self._callback)
         solved = self._settle(self._callback)
-        return Solved(self._values(np.round(solved.values)).ravel(), solved.statuses)
+        return Solved(edges_to_matrix(np.round(solved.values), n).ravel(), solved.statuses)
 
 
 def model_size(spec: Spec) -> tuple[int, int]:
