@@ -59,6 +59,15 @@ def _fast_default(kind: str, form: CanonicalForm | None = None) -> bool:
     return form is None or form.is_mip or form.num_vars < _LARGE_LP
 
 
+def _ranged(expr, lower: float, upper: float):
+    """``lower <= expr <= upper`` as one SCIP constraint (an infinite side is left out)."""
+    if lower == upper:
+        return expr == float(upper)
+    if np.isfinite(lower) and np.isfinite(upper):
+        return float(lower) <= (expr <= float(upper))
+    return expr <= float(upper) if np.isfinite(upper) else expr >= float(lower)
+
+
 def _lazy_handler_class():
     """A constraint handler calling ``form.separator`` on every candidate solution.
 
@@ -87,12 +96,7 @@ def _lazy_handler_class():
             for cut in cuts:
                 expr = quicksum(float(v) * self.variables[int(j)]
                                 for j, v in zip(cut.index, cut.value, strict=True))
-                if np.isfinite(cut.lower) and np.isfinite(cut.upper):
-                    self.model.addCons(cut.lower <= (expr <= cut.upper))
-                elif np.isfinite(cut.upper):
-                    self.model.addCons(expr <= cut.upper)
-                else:
-                    self.model.addCons(expr >= cut.lower)
+                self.model.addCons(_ranged(expr, cut.lower, cut.upper))
             return {"result": SCIP_RESULT.CONSADDED}
 
         def consenfolp(self, constraints, nusefulconss, solinfeasible):
@@ -176,15 +180,7 @@ def _build_model(form: CanonicalForm, config: BackendConfig, kind: str, separato
         start, end = A.indptr[i], A.indptr[i + 1]
         cols, vals = A.indices[start:end], A.data[start:end]
         expr = Expr({terms[j]: float(v) for j, v in zip(cols, vals, strict=True)})
-        lo, up = row_lower[i], row_upper[i]
-        if lo == up:
-            model.addCons(expr == float(up))
-        elif np.isfinite(lo) and np.isfinite(up):
-            model.addCons(float(lo) <= (expr <= float(up)))
-        elif np.isfinite(up):
-            model.addCons(expr <= float(up))
-        else:
-            model.addCons(expr >= float(lo))
+        model.addCons(_ranged(expr, row_lower[i], row_upper[i]))
 
     if separator is not None:
         _include_lazy_handler(model, variables, separator)
@@ -240,12 +236,9 @@ def _model_dropped() -> None:
 
 
 def _trim_dropped_models() -> None:
-    if not _FREED[0]:
-        return
-    _FREED[0] = 0
-    trim = _malloc_trim()
-    if trim is not None:
+    if _FREED[0] and (trim := _malloc_trim()) is not None:
         trim(0)
+    _FREED[0] = 0
 
 
 @functools.cache
@@ -337,7 +330,7 @@ class ScipKernel(RowKernel):
         self.model.freeTransform()  # constraints change only on the original problem
         self._separate(self.form.for_rows.separator)
         for coefs, rhs in zip(A[:, : self.form.num_vars], b, strict=True):
-            nonzero = np.flatnonzero(coefs)[:] if coefs.any() else np.zeros(1, dtype=int)
+            nonzero = np.flatnonzero(coefs) if coefs.any() else np.zeros(1, dtype=int)
             expr = Expr({self._terms[j]: float(coefs[j]) for j in nonzero.tolist()})
             self._row_constraints.append(self.model.addCons(expr <= float(rhs)))
 
