@@ -136,8 +136,8 @@ def test_a_solution_limit_returns_the_solution_named_as_a_solution_limit(backend
     solver = cl.make_solver(spec, {"name": backend, "options": options})
     with pytest.warns(RuntimeWarning, match=r"\(solution limit\).*raise or remove the "
                                             r"solution limit set in BackendConfig.options"):
-        y = solver.solve(values)
-    assert solver.last_status == ("solution limit",)
+        y, status = solver.solve(values, return_status=True)
+    assert status == ("solution limit",)
     weights = np.asarray(spec.weights)
     assert (weights @ y <= 500.0 + 1e-6).all()  # a feasible answer came back
     solver = cl.make_solver(spec, {"name": backend, "options": options, "on_limit": "raise"})

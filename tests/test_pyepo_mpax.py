@@ -41,8 +41,8 @@ def test_a_batch_is_one_call_and_agrees_with_the_models_own_solves(path_model, m
     batch_optimize = path_model.batch_optimize
     monkeypatch.setattr(path_model, "batch_optimize",
                         lambda c: calls.append(c.shape) or batch_optimize(c))
-    y = solver.solve(costs)
-    assert calls == [(6, 40)] and solver.last_status == ("optimal",) * 6
+    y, status = solver.solve(costs, return_status=True)
+    assert calls == [(6, 40)] and status == ("optimal",) * 6
     # the vmapped solve is the model's own PDLP, row by row
     np.testing.assert_allclose(np.sum(costs * y, 1), own_objectives(path_model, costs),
                                rtol=1e-5)
@@ -97,8 +97,8 @@ def test_mpax_statuses_map_onto_the_status_ladder(path_model, monkeypatch, statu
     costs = np.ones((2, 40))
     if isinstance(expect, str):
         with pytest.warns(RuntimeWarning, match="not solved to optimality"):
-            solver.solve(costs)
-        assert solver.last_status == (expect, expect)
+            status = solver.solve(costs, return_status=True)[1]
+        assert status == (expect, expect)
     else:
         with pytest.raises(expect):
             solver.solve(costs)

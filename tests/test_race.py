@@ -71,12 +71,12 @@ def test_racing_keeps_every_answer_optimal_on_random_ilps(eager, pair):
         costs = rng.integers(-3, 4, (12, spec.num_outputs)).astype(float)  # ties included
         y = solver.solve(costs)
         for first, second in ((0, 6), (6, 12)):  # two calls: race, then the winner
-            y[first:second] = solver.solve(costs[first:second])
+            y[first:second], status = solver.solve(costs[first:second], return_status=True)
+            assert status == ("optimal",) * 6
             for b in range(first, second):
                 best, optimal = optimum(spec, costs[b])
                 assert float(costs[b] @ y[b]) == pytest.approx(best), (spec, pair, b)
                 assert any(np.allclose(y[b], point) for point in optimal)
-        assert solver.last_status == ("optimal",) * 6
         solved = {name: n for name, n, _, _ in solver.kernel.table()}
         assert all(solved[name] >= 1 for name in pair), solver.kernel.table()
 
@@ -728,12 +728,13 @@ def test_real_rivals_stopped_at_their_limit_leave_every_answer_optimal(pair, mon
                               [(second, lambda rival=rival: rival)], spec.label)
         solver = Solver(spec, kernel, first, cl.BackendConfig())
         costs = rng.integers(-3, 4, (24, spec.num_outputs)).astype(float)
-        y = np.concatenate([solver.solve(costs[b:b + 1]) for b in range(len(costs))])
+        answers = [solver.solve(costs[b:b + 1], return_status=True) for b in range(len(costs))]
+        assert all(status == ("optimal",) for _, status in answers)
+        y = np.concatenate([answer for answer, _ in answers])
         for b in range(len(costs)):
             best, optimal = optimum(spec, costs[b])
             assert float(costs[b] @ y[b]) == pytest.approx(best), (spec, pair, b)
             assert any(np.allclose(y[b], point) for point in optimal)
-        assert solver.last_status == ("optimal",)
         assert sum(kernel.solved.values()) == kernel.rows_in == len(costs)
         stopped += kernel.stopped[second]
         assert rival._get_time_limit() >= 1e20 or math.isinf(rival._get_time_limit())

@@ -141,8 +141,8 @@ def test_infeasible_rows_raise_by_default_and_are_flagged_on_request():
             cl.make_solver(spec, backend).solve(costs, A=A, b=b)
         solver = cl.make_solver(spec, {"name": backend, "on_infeasible": "flag"})
         with pytest.warns(RuntimeWarning, match="1 of 3 instances"):
-            y = solver.solve(costs, A=A, b=b)
-        assert solver.last_infeasible.tolist() == [False, True, False], backend
+            y, status = solver.solve(costs, A=A, b=b, return_status=True)
+        assert status == ("optimal", "infeasible", "optimal"), backend
         assert y[1].tolist() == [0, 0, 0] and y[0].sum() == 1 and y[2].sum() == 2
 
 
@@ -355,18 +355,26 @@ def _some_rows_infeasible(count: int, seed: int):
 
 
 def test_the_solution_cache_keeps_every_flagged_row_for_comboptnet(monkeypatch):
-    """solve_ratio < 1, on_infeasible="flag": CombOptNet reads solver.last_infeasible
-    after its solve; under the cache it must cover every instance of the batch (those
+    """solve_ratio < 1, on_infeasible="flag": CombOptNet reads the statuses its solve
+    returns; under the cache they must cover every instance of the batch (those
     answered from the pool too), with each infeasible instance flagged, as without it."""
+    from combolayer.backends.wrapper import SolverWrapper
     from combolayer.estimators.comboptnet import CombOptNet
 
     spec, w, A, b, bad = _some_rows_infeasible(30, seed=0)
     seen = []
     forward = CombOptNet.forward
 
+    class Spy(SolverWrapper):
+        def solve_min(self, costs, **kwargs):
+            out = self._solver.solve_min(costs, **kwargs)
+            self.statuses = tuple(kwargs["statuses"])
+            return out
+
     def recording(self, solver, costs, **kwargs):
-        out = forward(self, solver, costs, **kwargs)
-        seen.append((np.array(solver.last_infeasible), tuple(solver.last_status)))
+        spy = Spy(solver)
+        out = forward(self, spy, costs, **kwargs)
+        seen.append((out[1][2].numpy(), spy.statuses))
         return out
 
     monkeypatch.setattr(CombOptNet, "forward", recording)

@@ -215,8 +215,8 @@ def solve_with(backend: str, spec, costs, A, b, layer_method: str | None):
         warnings.simplefilter("ignore", RuntimeWarning)  # the flagged instances' warning
         if layer_method is None:
             solver = cl.make_solver(spec, config)
-            y = solver.solve(costs.reshape(shape), A=A, b=b)
-            return y.reshape(len(costs), -1), solver.last_infeasible
+            y, status = solver.solve(costs.reshape(shape), A=A, b=b, return_status=True)
+            return y.reshape(len(costs), -1), np.array([s == "infeasible" for s in status])
         layer = cl.ComboLayer(spec, method=layer_method, backend=config)
         w = torch.tensor(costs.reshape(shape), requires_grad=True)
         y = layer(w, A=torch.tensor(A), b=torch.tensor(b))

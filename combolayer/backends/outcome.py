@@ -16,7 +16,7 @@ with the same messages:
 `settle` returns the solution together with its status (`Solved`): "optimal",
 "time limit", "inaccurate", ... Kernels return the status of each row with their
 solutions, executors carry them back from their workers as values, and `Solver`
-keeps them (``last_status``) and warns once per call (or raises, with
+returns them (``solve(..., return_status=True)``) and warns once per call (or raises, with
 ``BackendConfig(on_limit="raise")``). A kernel called directly warns itself
 (`warn_not_optimal`).
 """
@@ -43,7 +43,7 @@ class Outcome(enum.Enum):
     TIME_LIMIT = "time limit"
     #: Any other limit a user can set (solutions, nodes, iterations, work, memory, an
     #: objective bound): it stops like the time limit, but is named by the solver's
-    #: status (`limit_name`) in ``last_status`` and in messages.
+    #: status (`limit_name`) in the statuses a solve returns and in messages.
     LIMIT = "limit"
     #: A solution the solver returned but calls inaccurate (cvxpy's
     #: ``optimal_inaccurate``, e.g. SCIP stopped by a node limit).
@@ -116,7 +116,7 @@ def settle(
             return Solved(solution(), (limit,))
         error = SolverError(f"{solver} hit the {limit} without finding a feasible solution; "
                             f"{raise_limit(limit)}")
-        error.status = limit  # which limit, as `last_status` names it (the race reads it)
+        error.status = limit  # which limit, as a solve's status names it (the race reads it)
         raise error
     if outcome is Outcome.INACCURATE and has_solution:
         return Solved(solution(), (outcome.value,))

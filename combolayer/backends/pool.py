@@ -403,7 +403,7 @@ class CachedSolver(Solver):
     returned (kept beside the pool, at most ``pool.max_size``); a pooled ``y``
     without them (seeded, or solved elsewhere) does not answer such rows.
 
-    ``last_status`` / ``last_infeasible`` cover every row of the call: the exact
+    The statuses of a call (``solve(..., return_status=True)``) cover every row: the exact
     solver's status for the rows it solved (an instance its per-call rows leave
     infeasible is always among them: no pooled solution meets its rows), `POOLED`
     for the others.
@@ -426,13 +426,15 @@ class CachedSolver(Solver):
         return f"CachedSolver({self.exact!r}, solve_ratio={self.solve_ratio}, pool={self.pool!r})"
 
     def solve_min(self, costs: Any, return_aux: bool = False, rows: Any = None,
-                  known: Any = None) -> Any:
+                  known: Any = None, statuses: list[str] | None = None) -> Any:
         if isinstance(costs, np.ndarray):
             flat = torch.from_numpy(np.ascontiguousarray(costs, dtype=np.float64))
             known = None if known is None else torch.as_tensor(np.asarray(known, np.float64))
-            out = super().solve_min(flat, return_aux=return_aux, rows=rows, known=known)
+            out = super().solve_min(flat, return_aux=return_aux, rows=rows, known=known,
+                                    statuses=statuses)
             return tuple(part.numpy() for part in out) if return_aux else out.numpy()
-        return super().solve_min(costs, return_aux=return_aux, rows=rows, known=known)
+        return super().solve_min(costs, return_aux=return_aux, rows=rows, known=known,
+                                 statuses=statuses)
 
     def _full_rows(self, costs: Tensor, start: np.ndarray | None = None, full: bool = False,
                    rows: Any = None, aux_known: Any = None) -> Solved:
@@ -453,7 +455,7 @@ class CachedSolver(Solver):
         """The statuses of a call's rows: the exact solver's for the rows it solved
         (``exact``, a ``(count,)`` mask; ``solved``, its answer for them, None where no
         row was), `POOLED` for the others. Without them a flagged infeasible row would
-        be lost to the estimators that read ``last_infeasible`` (CombOptNet) under
+        be lost to the estimators that read the statuses (CombOptNet) under
         ``solve_ratio < 1``."""
         statuses = [POOLED] * len(y)
         if solved is not None:

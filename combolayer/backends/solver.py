@@ -517,7 +517,8 @@ class Solver:
     solution in hand, or a solution the solver calls inaccurate) is never silent:
     each call that returns one warns once (a ``RuntimeWarning`` counting the rows),
     or raises `SolverError` under ``BackendConfig(on_limit="raise")``, whatever
-    the executor; and `last_status` names the status of every row.
+    the executor; ``solve(costs, return_status=True)`` returns the status of every
+    row with the solutions.
     """
 
     def __init__(self, spec: Spec, kernel: Kernel, backend: str, config: Any) -> None:
@@ -539,7 +540,6 @@ class Solver:
         #: the one rule, also read by pools built from a spec alone).
         self.pool_width = pool_width(spec)
         self._known_on: dict[tuple[Any, Any, bool], torch.Tensor] = {}
-        self._last = threading.local()
         self.on_limit = getattr(config, "on_limit", "warn")
         self.on_infeasible = getattr(config, "on_infeasible", "raise")
         #: Builds the solver that takes per-call rows when this one's kernel does not
@@ -555,23 +555,6 @@ class Solver:
         #: Why this backend was chosen (set by `make_solver`), read by `backend_reason`.
         self.choice_reason = ""
 
-    @property
-    def last_status(self) -> tuple[str, ...]:
-        """The status of each row (flattened batch, row-major) of this thread's most
-        recent solve with this solver: ``"optimal"``, ``"time limit"`` (the best feasible
-        solution found when the time limit hit) or ``"inaccurate"``, ``"infeasible"``
-        (per-call rows, ``on_infeasible="flag"``), ``"pooled"`` (a `CachedSolver`'s row
-        answered from its pool); ``()`` before the first. Per thread, so threads that
-        share a solver each read their own."""
-        return getattr(self._last, "status", ())
-
-    @property
-    def last_infeasible(self) -> np.ndarray:
-        """``(B,)`` bool over the rows of this thread's most recent solve: True where the
-        per-call rows left no feasible solution (``on_infeasible="flag"``; the row's
-        solution is then zeros)."""
-        return np.array([status == INFEASIBLE for status in self.last_status], dtype=bool)
-
     def _run(self, kernel: Kernel, costs: Any, start: np.ndarray | None = None,
              rows: Rows | None = None) -> Solved:
         """``kernel(costs)`` on a ``(B, N)`` batch with each row's status (`Solved`);
@@ -584,12 +567,15 @@ class Solver:
             kwargs["rows"] = rows
         return kernel.with_statuses(costs, **kwargs) if kwargs else kernel.with_statuses(costs)
 
-    def _settle(self, solved: Solved, rows: Rows | None = None) -> Any:
+    def _settle(self, solved: Solved, rows: Rows | None = None,
+                statuses: list[str] | None = None) -> Any:
         """``solved.values`` for a public call's rows, once their statuses
-        (``solved.statuses``; None: every row optimal) are kept as this thread's
-        `last_status`; raises or warns for the rows not solved to optimality."""
+        (``solved.statuses``; None: every row optimal) are added to the caller's
+        ``statuses`` list, where it gave one; raises or warns for the rows not solved to
+        optimality."""
+        if statuses is not None:
+            statuses.extend(statuses_of(solved))
         statuses = solved.statuses
-        self._last.status = statuses_of(solved)
         if statuses is not None and worst(statuses) != OPTIMAL:
             if INFEASIBLE in statuses:
                 self._infeasible(statuses, rows)
@@ -611,8 +597,8 @@ class Solver:
         if rows is not None and rows.flagged is not None:
             rows.flagged.update(rows.origins()[bad].tolist())
         else:
-            warnings.warn(message + ": their solutions are zeros; solver.last_infeasible "
-                          "says which", RuntimeWarning, stacklevel=5)
+            warnings.warn(message + ": their solutions are zeros; solve(..., "
+                          "return_status=True) says which", RuntimeWarning, stacklevel=5)
 
     def _not_optimal(self, statuses: tuple[str, ...]) -> None:
         bad = [status for status in statuses if status not in (OPTIMAL, INFEASIBLE, POOLED)]
@@ -621,7 +607,7 @@ class Solver:
         kinds = ", ".join(sorted(set(bad)))
         message = (f"{self.backend}: {len(bad)} of {len(statuses)} rows of {self.spec.label} "
                    f"were not solved to optimality ({kinds}): their solutions are feasible but "
-                   "may not be optimal; see solver.last_status for which")
+                   "may not be optimal; solve(..., return_status=True) says which")
         if self.on_limit == "raise":
             raise SolverError(message + "; BackendConfig(on_limit='raise') makes this an error")
         advice = "; ".join(raise_limit(kind) for kind in sorted(set(bad)) if "limit" in kind)
@@ -657,7 +643,7 @@ class Solver:
         return f"Solver({self.spec.label}, backend={self.backend!r})"
 
     def solve(self, costs: Any, return_aux: bool = False, A: Any = None, b: Any = None,
-              known_cost: Any = None) -> Any:
+              known_cost: Any = None, return_status: bool = False) -> Any:
         """``argmin`` (``argmax`` for ``sense="max"``) of ``<costs, y> + <known_cost, x>``
         over the feasible set (``x = concat(y, aux)``; no known cost: ``<costs, y>``).
 
@@ -669,12 +655,18 @@ class Solver:
             A: rows ``A x <= b`` added for this call (`combolayer.backends.rows`):
                 ``(*batch, m, num_vars)`` or ``(m, num_vars)``. An instance they leave
                 infeasible raises `InfeasibleError`, or under
-                ``BackendConfig(on_infeasible="flag")`` comes back as zeros, flagged in
-                `last_infeasible`, with one warning.
+                ``BackendConfig(on_infeasible="flag")`` comes back as zeros with the
+                status ``"infeasible"`` (``return_status``), with one warning.
             b: their right-hand sides, ``(*batch, m)`` or ``(m,)``.
             known_cost: a known cost for this call, ``(*batch, num_vars)`` or
                 ``(num_vars,)`` in the spec's sense, added to the spec's own
                 (`check_known_cost`).
+            return_status: also return each instance's status, last: ``(y, status)``
+                or ``(y, aux, status)``, ``status`` a tuple over the flattened batch
+                (row-major) of ``"optimal"``, ``"time limit"`` and the other limits (the
+                best feasible solution found when the limit hit), ``"inaccurate"``,
+                ``"infeasible"`` (per-call rows, ``on_infeasible="flag"``) or
+                ``"pooled"`` (answered from a solution pool, ``solve_ratio < 1``).
         """
         is_torch = isinstance(costs, torch.Tensor)
         if not is_torch:
@@ -695,10 +687,16 @@ class Solver:
             batch = tuple(costs.shape[: costs.ndim - len(self.cost_shape)])
             known = self.sign * check_known_cost(self.spec.label, self.num_vars, batch,
                                                  known_cost, costs)
-        return self.solve_min(self.sign * costs, return_aux=return_aux, rows=rows, known=known)
+        if not return_status:
+            return self.solve_min(self.sign * costs, return_aux=return_aux, rows=rows,
+                                  known=known)
+        statuses: list[str] = []
+        out = self.solve_min(self.sign * costs, return_aux=return_aux, rows=rows, known=known,
+                             statuses=statuses)
+        return (*out, tuple(statuses)) if return_aux else (out, tuple(statuses))
 
     def solve_min(self, costs: Any, return_aux: bool = False, rows: Rows | None = None,
-                  known: Any = None) -> Any:
+                  known: Any = None, statuses: list[str] | None = None) -> Any:
         """Minimise ``<costs, y>`` (plus the known cost, sense-folded) for already
         sense-folded costs; no input checks.
 
@@ -709,6 +707,8 @@ class Solver:
         and returns the same kind, shape, dtype and device; with ``return_aux``,
         ``(y, aux)`` with ``aux`` of shape ``(*batch, num_aux)``. ``rows``: per-call rows
         (`Rows`, one entry per instance of the flattened batch, see `RowBound`).
+        ``statuses``, optional, is the caller's list that each instance's status is
+        added to (`Solver.solve`'s ``return_status``).
         """
         shape = costs.shape
         batch = tuple(shape[: len(shape) - len(self.cost_shape)])
@@ -723,7 +723,8 @@ class Solver:
         if isinstance(costs, torch.Tensor):
             # only the options asked for: a subclass's solve_batch may take fewer
             options = {key: value for key, value in (("return_aux", return_aux),
-                                                     ("rows", rows), ("aux_known", aux_known))
+                                                     ("rows", rows), ("aux_known", aux_known),
+                                                     ("statuses", statuses))
                        if value is not None and value is not False}
             out = self.solve_batch(costs.detach().reshape(-1, self.num_outputs), **options)
             if not return_aux:
@@ -731,8 +732,8 @@ class Solver:
             return out[0].reshape(shape), out[1].reshape(*batch, self.num_aux)
         flat = np.ascontiguousarray(costs, dtype=np.float64).reshape(-1, self.num_outputs)
         full = return_aux or self.known is not None or aux_known is not None
-        x = np.asarray(self._settle(self._full_numpy(flat, full, rows, aux_known), rows),
-                       dtype=np.float64)
+        x = np.asarray(self._settle(self._full_numpy(flat, full, rows, aux_known), rows,
+                                    statuses), dtype=np.float64)
         if not full:
             return x.reshape(shape)
         y, aux = self._split(x)
@@ -742,26 +743,29 @@ class Solver:
 
     def solve_batch(self, costs: torch.Tensor, start: np.ndarray | None = None,
                     return_aux: bool = False, rows: Rows | None = None,
-                    aux_known: torch.Tensor | None = None) -> Any:
+                    aux_known: torch.Tensor | None = None,
+                    statuses: list[str] | None = None) -> Any:
         """`solve_min` of a ``(B, N)`` tensor with ``B >= 1`` that needs no gradient,
         with nothing else looked at: the layer's hot path, where every call counts.
         ``start``, ``(B, N)`` candidate outputs, is passed on as a MIP start where the
         kernel `takes_start` (see `RowKernel.__call__`), and dropped elsewhere.
         ``return_aux`` returns ``(y, aux)``, ``aux`` ``(B, num_aux)``. ``aux_known``,
-        ``(B, num_aux)``: a per-call known cost on the auxiliaries (`fold_known`)."""
+        ``(B, num_aux)``: a per-call known cost on the auxiliaries (`fold_known`).
+        ``statuses``: as in `solve_min`."""
         if (self._lean and rows is None and start is None
                 and not return_aux and aux_known is None and costs.is_cpu):
             # The layer's hot path: the kernel called from here, one frame below the
             # estimator's node (what `_full_rows` and `_run` do for these costs).
             torch_kernel = self._torch_kernel
             flat = costs if torch_kernel else costs.to(torch.float64).numpy()
-            y = self._settle(self._kernel.with_statuses(flat))
+            y = self._settle(self._kernel.with_statuses(flat), None, statuses)
             if not torch_kernel:
                 y = torch.from_numpy(y)
             return y if y.dtype is costs.dtype else y.to(costs.dtype)
         full = return_aux or self.known is not None or aux_known is not None
         x = self._settle(self._full_rows(costs, start, full, rows) if aux_known is None
-                         else self._full_rows(costs, start, full, rows, aux_known), rows)
+                         else self._full_rows(costs, start, full, rows, aux_known), rows,
+                         statuses)
         if not full:
             return x
         y, aux = self._split(x)
@@ -772,8 +776,8 @@ class Solver:
                    full: bool = False, rows: Rows | None = None,
                    aux_known: Any = None) -> Solved:
         """The solutions of ``(B, N)`` minimisation costs as a tensor on the costs'
-        device and dtype, with their rows' statuses (`Solved`; the caller keeps them as
-        `last_status`): ``(B, N)`` outputs, or with ``full`` the whole solutions
+        device and dtype, with their rows' statuses (`Solved`; the public call settles them,
+        `_settle`): ``(B, N)`` outputs, or with ``full`` the whole solutions
         ``(B, num_vars)`` (the known cost, if any, is always counted: a spec with one
         is solved full-width; so is a call with ``aux_known``, a per-call known cost on the
         auxiliaries, ``(B, num_aux)``). `CachedSolver` overrides this."""

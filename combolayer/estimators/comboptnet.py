@@ -40,6 +40,7 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
+from ..backends.outcome import INFEASIBLE
 from ..backends.rows import FEASIBILITY_TOL
 from ..backends.solver import Solver
 from ..specs.canonical import canonical_form
@@ -234,17 +235,17 @@ class CombOptNet(Estimator):
     canonical_basis: bool = False
 
     def forward(self, solver, costs, *, target, training, A=None, b=None):
+        statuses: list[str] = []
         if solver.num_aux:
-            y, aux = solver.solve_min(costs, return_aux=True)
+            y, aux = solver.solve_min(costs, return_aux=True, statuses=statuses)
         else:
-            y = solver.solve_min(costs)
+            y = solver.solve_min(costs, statuses=statuses)
             aux = y.new_zeros((*y.shape[: y.dim() - len(solver.cost_shape)], 0))
-        flags = getattr(solver, "last_infeasible", None)
         count = y.numel() // solver.num_outputs
-        infeasible = (torch.as_tensor(flags, dtype=torch.bool, device=y.device)
-                      if flags is not None and len(flags) == count
-                      else torch.zeros(count, dtype=torch.bool, device=y.device))
-        return y, (y.detach(), aux.detach().to(y), infeasible)
+        infeasible = torch.zeros(count, dtype=torch.bool)
+        if INFEASIBLE in statuses:  # flagged by per-call rows (on_infeasible="flag")
+            infeasible = torch.tensor([status == INFEASIBLE for status in statuses])
+        return y, (y.detach(), aux.detach().to(y), infeasible.to(y.device))
 
     def saved_like(self, solver, costs, training):
         batch = costs.shape[: costs.dim() - len(solver.cost_shape)]
