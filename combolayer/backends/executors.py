@@ -57,12 +57,6 @@ SLICE_ROWS = 4
 logger = logging.getLogger(__name__)
 
 
-def _serial_config(config: BackendConfig) -> BackendConfig:
-    # One solver thread per worker: workers x threads must not exceed the cores
-    # (docs/measurements/overhead.md, "Threads under load").
-    return config.model_copy(update={"executor": "serial", "workers": 1, "threads": 1})
-
-
 def _timed(kernel: Kernel, costs: np.ndarray, rows: Rows | None = None
            ) -> tuple[Solved, float]:
     start = time.perf_counter()
@@ -98,15 +92,6 @@ def _solve_recorded(kernel: Kernel, chunk: Chunk, catch: bool = False) -> Result
     return out, seconds, [(w.category, str(w.message)) for w in caught]
 
 
-def _carry_back(results: list[Result]) -> list[tuple[Solved, float]]:
-    """Re-emit the workers' warnings here, in the caller; keep ``(solved, seconds)`` per
-    chunk (the solutions with their rows' statuses)."""
-    for _, _, caught in results:
-        for category, message in caught:
-            warnings.warn(message, category, stacklevel=4)
-    return [(out, seconds) for out, seconds, _ in results]
-
-
 class ParallelKernel(ReportingKernel):
     """Dedupe, solve in the caller until the workers are ready, chunk, and reassemble
     in order.
@@ -123,7 +108,9 @@ class ParallelKernel(ReportingKernel):
     def __init__(self, cls: type, spec: Spec, config: BackendConfig) -> None:
         self.cls = cls
         self.spec = spec
-        self.config = _serial_config(config)
+        # One solver thread per worker: workers x threads must not exceed the cores
+        # (docs/measurements/overhead.md, "Threads under load").
+        self.config = config.model_copy(update={"executor": "serial", "workers": 1, "threads": 1})
         self.config_workers = config.workers
         self.workers = self._resolve_workers(config.workers)
         start = time.perf_counter()
@@ -185,7 +172,7 @@ class ParallelKernel(ReportingKernel):
             chunks = [costs[start:stop] if rows is None
                       else (costs[start:stop], rows_of(start, stop))
                       for start, stop in zip(bounds[:-1], bounds[1:])]
-            parts.extend(out for out, _ in self._map_safely(chunks))
+            parts.extend(self._map_safely(chunks))
         return joined(parts)
 
     def ready(self, wait: float | None = 0.0) -> bool:
@@ -236,15 +223,20 @@ class ParallelKernel(ReportingKernel):
         # build per worker and generous slack for start-up on top.
         return 2.0 + 3.0 * self.build_seconds + 1.5 * limit * rows * rounds
 
-    def _map_safely(self, chunks: list[np.ndarray]) -> list[tuple[Solved, float]]:
+    def _map_safely(self, chunks: list[np.ndarray]) -> list[Solved]:
+        """The chunks' solutions, with the warnings the workers raised re-emitted here."""
         try:
-            return _carry_back(self._map(chunks, self._deadline(chunks)))
+            results = self._map(chunks, self._deadline(chunks))
         except _WorkerFailure as failure:
             self._reset_workers()
             raise SolverError(
                 f"{self.executor} executor: {failure} while solving {self.spec.label} with "
                 f"backend {self.cls.name!r}; the workers were restarted, retry the call"
             ) from failure.__cause__
+        for _, _, caught in results:
+            for category, message in caught:
+                warnings.warn(message, category, stacklevel=3)
+        return [out for out, _, _ in results]
 
     def _reset_workers(self) -> None:
         """Discard the workers; fresh ones start (in the background) on a later call."""
@@ -549,11 +541,6 @@ def _ray():
     return ray
 
 
-def _ray_address(config: BackendConfig) -> str | None:
-    """Where to connect: ``options["ray_address"]``, else ``RAY_ADDRESS``, else None."""
-    return config.options.get("ray_address") or os.environ.get("RAY_ADDRESS") or None
-
-
 class RayKernel(ParallelKernel):
     """``workers`` Ray actors, each holding a compiled model, spread over the nodes.
 
@@ -570,7 +557,7 @@ class RayKernel(ParallelKernel):
 
     def __init__(self, cls: type, spec: Spec, config: BackendConfig) -> None:
         _ray()
-        self.address = _ray_address(config)
+        self.address = config.options.get("ray_address") or os.environ.get("RAY_ADDRESS") or None
         self.cpus = float(config.options.get("ray_num_cpus", 1))
         if self.cpus <= 0:
             raise SpecError(f"options['ray_num_cpus'] must be a positive number of CPUs per "
