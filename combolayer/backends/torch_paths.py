@@ -361,8 +361,6 @@ def _refuse_negative(spec: ShortestPath | GridShortestPath, costs: Tensor,
         raise spec.negative_cost_error(f"instance {b}, value {float(costs[b, j]):.4g}")
 
 
-
-
 @register_backend
 class BellmanFordBackend(FunctionBackend):
     """Batched Bellman-Ford shortest paths in torch, on the costs' own device."""
@@ -371,11 +369,8 @@ class BellmanFordBackend(FunctionBackend):
     requires: ClassVar[tuple[str, ...]] = ("torch",)
     capabilities: ClassVar[Capability] = Capability.BATCHED
     array_api: ClassVar[str] = "torch"
+    native_tier: ClassVar[int] = Tier.SPECIALISED_TORCH
     builders: ClassVar[dict[str, Callable[[Spec], Callable]]] = {
         "shortest_path": GraphPaths,
         "grid_shortest_path": GridPaths,
     }
-
-    @classmethod
-    def rank(cls, spec: Spec) -> int:
-        return Tier.SPECIALISED_TORCH if spec.kind in cls.kinds else cls.generic_tier
