@@ -56,8 +56,6 @@ CANDIDATES = 64
 #: Rows used by at least this many cost rows each (on average) are checked against
 #: every point once per entry instead.
 SHARED = 4
-
-
 #: From this many variables on, the row values of all 2^n points are computed from the two
 #: halves of the variables (`EnumerationKernel._allowed`).
 SPLIT_MIN_VARS = 8
