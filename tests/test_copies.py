@@ -124,6 +124,34 @@ def test_a_layer_deepcopies_pickles_and_saves_with_every_backend(name, executor)
     assert set(model.state_dict()) == {"0.weight", "0.bias"}
 
 
+@pytest.mark.parametrize("name", sorted(BACKEND_CASES))
+def test_a_solver_deepcopies_and_pickles_as_its_recipe_with_every_backend(name):
+    """A solver copies as its spec and backend config and is made again: the copy has
+    its own kernel (nothing native shared), the same backend, the same answers."""
+    available(name)
+    spec = BACKEND_CASES[name]()
+    solver = cl.make_solver(spec, {"name": name, "executor": "thread", "workers": 2})
+    costs = np.random.default_rng(0).normal(size=(4, *spec.cost_shape))
+    y = solver.solve(costs)
+    for other in (copy.deepcopy(solver), pickle.loads(pickle.dumps(solver))):
+        assert type(other) is cl.backends.Solver and other.kernel is not solver.kernel
+        assert other.backend == solver.backend and other.config == solver.config
+        np.testing.assert_array_equal(other.solve(costs), y)
+
+
+def test_a_solution_cache_copies_with_its_pool_and_generator():
+    spec = knapsack_ilp()
+    pool = SolutionPool(spec)
+    cached = cl.backends.pool.CachedSolver(cl.make_solver(spec, "highs"), 0.5, pool,
+                                           torch.Generator().manual_seed(0))
+    cached.solve(torch.rand(6, *spec.cost_shape))
+    twin = copy.deepcopy(cached)
+    assert type(twin) is type(cached) and twin.solve_ratio == 0.5
+    assert len(twin.pool) == len(pool) > 0 and twin.pool is not pool
+    costs = torch.rand(6, *spec.cost_shape)
+    torch.testing.assert_close(twin.solve(costs), cached.solve(costs))  # same draws
+
+
 class SolvingDataset(torch.utils.data.Dataset):
     """A dataset whose items are solved by a layer, as in a data pipeline that labels."""
 

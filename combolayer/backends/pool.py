@@ -425,6 +425,10 @@ class CachedSolver(Solver):
     def __repr__(self) -> str:
         return f"CachedSolver({self.exact!r}, solve_ratio={self.solve_ratio}, pool={self.pool!r})"
 
+    def __reduce__(self) -> tuple:
+        # the exact solver copies as its recipe; the pool and the generator as they are
+        return CachedSolver, (self.exact, self.solve_ratio, self.pool, self.generator)
+
     def solve_min(self, costs: Any, return_aux: bool = False, rows: Any = None,
                   known: Any = None, statuses: list[str] | None = None) -> Any:
         if isinstance(costs, np.ndarray):

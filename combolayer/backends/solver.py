@@ -507,6 +507,17 @@ class Recorder(SolverWrapper):
         return self._keep(out, return_aux)
 
 
+def rebuild_solver(spec: Spec, config: Any, outcome: dict | None = None) -> Solver:
+    """A copy of a `Solver` made from its recipe (`Solver.__reduce__`): `make_solver` on
+    ``spec`` and ``config`` (``"auto"`` chooses the same backend again), with the race
+    winner ``outcome`` adopted."""
+    from .registry import make_solver  # the registry builds on this module
+
+    solver = make_solver(spec, config)
+    solver.kernel.adopt(outcome)
+    return solver
+
+
 class Solver:
     """A problem compiled for one backend: ``solve(costs)`` returns the optimal solutions.
 
@@ -641,6 +652,13 @@ class Solver:
 
     def __repr__(self) -> str:
         return f"Solver({self.spec.label}, backend={self.backend!r})"
+
+    def __reduce__(self) -> tuple:
+        """Copying and pickling keep the recipe, never the solver (native models, locks
+        and worker pools cannot be copied): the copy is made again from the spec and the
+        backend config (`rebuild_solver`), and adopts the race's winner where the
+        backend races (`Kernel.outcome`). The layer and the losses copy their solvers so."""
+        return rebuild_solver, (self.spec, self.config, self._kernel.outcome())
 
     def solve(self, costs: Any, return_aux: bool = False, A: Any = None, b: Any = None,
               known_cost: Any = None, return_status: bool = False) -> Any:

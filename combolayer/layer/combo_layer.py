@@ -129,13 +129,13 @@ class ComboLayer(nn.Module):
         self.solve_ratio = check_solve_ratio(solve_ratio)
         self.spec = load_spec(spec)
         if isinstance(backend, Solver):
-            # A compiled solver, as the losses take: used as is, and recompiled from
-            # its recipe (the backend it runs, pinned) after pickling or copying.
+            # A compiled solver, as the losses take: used as is, and copied as its
+            # recipe (Solver.__reduce__) when the layer is pickled or copied.
             if backend.spec != self.spec:
                 raise ValueError(f"backend is a Solver compiled for {backend.spec.label}, but "
                                  f"the layer's spec is {self.spec.label}: pass a solver of "
                                  "this spec, or the solver alone in place of the spec")
-            self.__dict__["_given_solver"] = backend
+            self.__dict__["_solver"] = backend
             config = backend.config
             self.backend_config = (config.model_copy(update={"name": backend.backend})
                                    if isinstance(config, BackendConfig)
@@ -148,7 +148,7 @@ class ComboLayer(nn.Module):
             if not isinstance(self.backend_config, BackendConfig):
                 raise ValueError("on_infeasible needs a backend given by name or BackendConfig, "
                                  f"got {type(backend).__name__}: set it on that solver's config")
-            self.__dict__.pop("_given_solver", None)
+            self.__dict__.pop("_solver", None)
             self.backend_config = self.backend_config.model_copy(
                 update={"on_infeasible": on_infeasible})
         self.method = resolve_method(method)
@@ -175,11 +175,13 @@ class ComboLayer(nn.Module):
                     self.backend_reason)
 
     def _compile(self) -> _Compiled:
-        """Build the solver, projection and differentiable solve. Done in ``__init__``,
-        and again on first use after unpickling or deep-copying, which leave solver
-        state (models, worker pools, closures) behind."""
-        solver = (self.__dict__.pop("_given_solver", None)
-                  or make_solver(self.spec, self.backend_config))
+        """Build the solver (where none was given), projection and differentiable solve.
+        Done in ``__init__``, and again on first use after unpickling or deep-copying,
+        which keep the solver (as its recipe, `Solver.__reduce__`) and leave what is
+        built around it behind (closures, compiled operators)."""
+        solver = self.__dict__.get("_solver")
+        if solver is None:
+            solver = self.__dict__["_solver"] = make_solver(self.spec, self.backend_config)
         # Problems that need non-negative costs (shortest paths on graphs with
         # cycles): the solver must be able to take what the layer gives it.
         floor = self.spec.nonnegative_costs()
@@ -217,8 +219,6 @@ class ComboLayer(nn.Module):
                 train_fused=(build_projected(cached, flat) if fusable and build_projected
                              else None),
                 train_op=CompiledSolve(self.method, clipped, floor) if whole else None)
-        # a copy keeps the winner of the race its original ran (combolayer.backends.race)
-        solver.kernel.adopt(self.__dict__.get("_race"))
         self.__dict__["_compiled"] = compiled
         return compiled
 
@@ -244,13 +244,10 @@ class ComboLayer(nn.Module):
         return self.compiled.projection
 
     def __getstate__(self) -> dict:
-        # Pickling, torch.save and deepcopy keep the recipe, never the solver:
-        # HiGHS and SCIP models, worker pools and closures cannot be pickled.
+        # Pickling, torch.save and deepcopy keep the recipe: the solver copies as its own
+        # (Solver.__reduce__); closures and compiled operators are built again.
         state = self.__dict__.copy()
-        compiled = state.pop("_compiled", None)
-        outcome = None if compiled is None else compiled.solver.kernel.outcome()
-        if outcome is not None:
-            state["_race"] = outcome  # plain data: the race's winner and times
+        state.pop("_compiled", None)
         return state
 
     @classmethod

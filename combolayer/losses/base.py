@@ -158,16 +158,16 @@ class SolverLoss(LossInputs):
     deep-copies and pickles with every backend.
 
     A compiled solver holds native models, locks and worker pools, none of which
-    can be copied; like a layer, a loss therefore keeps a recipe (the spec and the
-    backend config, with the backend that ``"auto"`` chose) and rebuilds its solver
-    on first use after ``copy.deepcopy``, ``pickle`` or ``torch.save``. Every loss
-    inherits this by subclassing; it only assigns ``self.solver``. Whatever else
-    it builds around the solver (a cache, a clipping wrapper) goes under a key of
-    `DERIVED` in ``__dict__`` and is dropped and rebuilt the same way.
+    can be copied; it copies and pickles as its recipe (`Solver.__reduce__`: the spec
+    and the backend config), as in a layer, and is made again on
+    ``copy.deepcopy``, ``pickle`` or ``torch.save``'s load. Every loss inherits
+    this by subclassing; it only assigns ``self.solver``. Whatever else it builds
+    around the solver (a cache, a clipping wrapper) goes under a key of `DERIVED`
+    in ``__dict__``, is dropped, and is rebuilt on first use.
     """
 
     #: ``__dict__`` keys of objects built around the solver: never copied or pickled.
-    DERIVED: ClassVar[tuple[str, ...]] = ("_solver", "_cached", "_clips")
+    DERIVED: ClassVar[tuple[str, ...]] = ("_cached", "_clips")
     #: Whether the loss counts a known cost (`combolayer.ILP.known_cost`) in the
     #: objectives it compares; one that does not refuses such a spec (ValueError)
     #: rather than compare the wrong objectives (docs/core.md, "Your whole model",
@@ -181,26 +181,12 @@ class SolverLoss(LossInputs):
 
     @property
     def solver(self) -> Solver:
-        solver = self.__dict__.get("_solver")
-        if solver is None:
-            from ..backends.registry import make_solver
-
-            spec, config = self.__dict__["_solver_recipe"]
-            solver = self.__dict__["_solver"] = make_solver(spec, config)
-            solver.kernel.adopt(self.__dict__.get("_race"))  # keep the original's race winner
-        return solver
+        return self.__dict__["_solver"]
 
     @solver.setter
     def solver(self, solver: Solver) -> None:
         refuse_known_cost(self, solver)
         self.__dict__["_solver"] = solver
-        config = solver.config
-        # a BackendConfig: pin the backend "auto" chose, unless "auto" races (a copy then
-        # races too, starting from the original's winner: see __getstate__)
-        if (hasattr(config, "model_copy") and config.name == "auto"
-                and not hasattr(solver.kernel, "adopt")):
-            config = config.model_copy(update={"name": solver.backend})
-        self.__dict__["_solver_recipe"] = (solver.spec, config)
 
     @property
     def cached_solver(self) -> Solver:
@@ -307,12 +293,8 @@ class SolverLoss(LossInputs):
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        for key in self.DERIVED:  # rebuilt from the recipe on first use
+        for key in self.DERIVED:  # rebuilt around the copied solver on first use
             state.pop(key, None)
-        solver = self.__dict__.get("_solver")
-        outcome = None if solver is None else solver.kernel.outcome()
-        if outcome is not None:
-            state["_race"] = outcome  # "auto"'s race winner (plain data)
         return state
 
     def __setstate__(self, state: dict) -> None:
