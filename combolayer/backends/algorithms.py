@@ -38,6 +38,7 @@ from ..problems import TSP, GridShortestPath, Knapsack, Matching, ShortestPath
 from ..problems.matching import padded_costs
 from ..problems.shortest_path import clip_negative_costs, topological_order
 from ..problems.tsp import subtours
+from ..problems.tsp_edges import TSPEdges, edge_pairs
 from ..specs.base import Spec
 from .base import Capability, FunctionBackend, Tier
 from .outcome import Outcome, Solved, joined, settle
@@ -104,17 +105,12 @@ class DagPlan:
         path_arcs = _enumerate_paths(num_nodes, tails, heads, order, source, target)
         return cls(num_nodes, source, target, tails, tuple(levels), path_arcs)
 
-    def cheapest(self, arc_costs: np.ndarray) -> np.ndarray:
-        """The index of each row's cheapest enumerated path (the first on ties), by one
-        float64 matmul with the path table; float32 costs are widened exactly."""
-        return np.argmin(arc_costs @ self.path_arcs.T, axis=1)
-
     def paths(self, arc_costs: np.ndarray) -> np.ndarray:
         """Cheapest source-target paths for a batch ``(B, num_arcs)`` of arc costs (any sign):
         the ``(B, num_arcs)`` 0/1 arc indicators; ties go to the first path in
         enumeration order, or with the level DP to the lowest arc index."""
-        if self.path_arcs is not None:
-            return self.path_arcs[self.cheapest(arc_costs)]
+        if self.path_arcs is not None:  # one float64 matmul: float32 costs widen exactly
+            return self.path_arcs[np.argmin(arc_costs @ self.path_arcs.T, axis=1)]
         batch = arc_costs.shape[0]
         dist = np.full((batch, self.num_nodes), np.inf)
         dist[:, self.source] = 0.0
@@ -510,11 +506,9 @@ def _tsp_kernel(spec: TSP) -> Callable:
     # scipy.optimize is slow to import: only when a kernel needs it.
     from scipy.optimize import Bounds, LinearConstraint, milp
 
-    iu, ju = np.triu_indices(n, k=1)
+    iu, ju = edge_pairs(n)
     m = len(iu)
-    edge = np.arange(m)
-    degree = sp.csr_matrix((np.ones(2 * m), (np.concatenate([iu, ju]), np.tile(edge, 2))),
-                           shape=(n, m))
+    degree = TSPEdges(num_nodes=n).degree_rows(m)
 
     def solve_one(w: np.ndarray) -> Solved:
         cost = (w + w.T)[iu, ju]
