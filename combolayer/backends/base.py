@@ -83,18 +83,6 @@ class Tier(enum.IntEnum):
     LAST = 1000
 
 
-def capability_check(capabilities: Capability, kinds: frozenset[str], spec: Spec) -> str | None:
-    """Why a backend with these capabilities and native kinds cannot solve ``spec``, or None."""
-    if spec.kind in kinds:
-        return None
-    if not capabilities & Capability.LP:
-        return f"it solves only {sorted(kinds)}, not {spec.kind!r}"
-    form = canonical_form(spec, lazy=bool(capabilities & Capability.LAZY_CUTS))
-    if form.is_mip and not capabilities & Capability.MIP:
-        return "it cannot handle integer variables"
-    return None
-
-
 class Backend:
     """Base of every backend: the default capability check and ranking."""
 
@@ -139,7 +127,14 @@ class Backend:
     def accepts(self, spec: Spec) -> str | None:
         """Why this backend cannot solve ``spec`` (its packages being installed), or None.
         Extend it with ``super().accepts(spec) or <own checks>``."""
-        return capability_check(self.capabilities, self.kinds, spec)
+        if spec.kind in self.kinds:
+            return None
+        if not self.capabilities & Capability.LP:
+            return f"it solves only {sorted(self.kinds)}, not {spec.kind!r}"
+        form = canonical_form(spec, lazy=bool(self.capabilities & Capability.LAZY_CUTS))
+        if form.is_mip and not self.capabilities & Capability.MIP:
+            return "it cannot handle integer variables"
+        return None
 
     def compile(self, spec: Spec, config: BackendConfig) -> Kernel:
         raise NotImplementedError
