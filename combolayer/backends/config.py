@@ -68,12 +68,16 @@ class BackendConfig(BaseModel):
         executor: ``"serial"``, ``"thread"``, ``"process"`` or ``"ray"``.
         options: passed to the solver verbatim (HiGHS: ``setOptionValue``; SCIP and
             Gurobi: ``setParam``; cvxpy: ``solve(**options)``).
-        deterministic: deprecated; racing the solvers is the opt-in ``name="race"``.
+        deterministic: deprecated: ``"auto"`` is always a fixed choice, and racing the
+            solvers is the opt-in ``name="race"``; ``False`` under ``"auto"`` still
+            races, with a DeprecationWarning naming ``"race"``.
         on_limit: what the caller hears of rows a limit stopped: ``"warn"`` (default,
             one ``RuntimeWarning`` per call counting them, from every executor) or
             ``"raise"`` (`SolverError`).
-        on_infeasible: what an instance per-call rows leave infeasible does:
-            ``"raise"`` (default) or ``"flag"`` (zeros, flagged in ``last_infeasible``).
+        on_infeasible: what an instance that per-call rows ``A x <= b`` leave infeasible
+            does: ``"raise"`` (default) `InfeasibleError`, or ``"flag"``: its solution is
+            zeros, the call warns once with the count, and ``solver.last_infeasible`` /
+            ``layer.last_infeasible`` say which.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -86,15 +90,8 @@ class BackendConfig(BaseModel):
     workers: int | Literal["auto"] = 1
     executor: Executor = "serial"
     options: dict[str, Any] = {}
-    #: Deprecated: ``"auto"`` is always a fixed, deterministic choice, and racing the
-    #: solvers on the run's own costs is the opt-in ``name="race"``. ``False`` under
-    #: ``"auto"`` still races, with a DeprecationWarning naming ``"race"``.
     deterministic: bool = True
     on_limit: OnLimit = "warn"
-    #: What an instance that per-call rows ``A x <= b`` leave infeasible does:
-    #: ``"raise"`` `InfeasibleError`, or ``"flag"``: its solution is zeros, the
-    #: call warns once with the count, and ``solver.last_infeasible`` /
-    #: ``layer.last_infeasible`` say which.
     on_infeasible: OnInfeasible = "raise"
 
     @field_validator("workers", mode="before")
