@@ -1,11 +1,10 @@
 """The backend registry: the one place that maps names to backends, and ``make_solver``.
 
-A backend is a `Backend` subclass (see there
-for what it declares). Backends in this package and in `combolayer.interop` (other
-libraries' models) register when their module is imported, and every module of both
-packages is imported on first use (`combolayer.discovery`), so a new backend is one new
-file there; third-party ones register under the entry-point group
-``combolayer.backends``.
+A backend is a `Backend` subclass (see there for what it declares). Backends in this
+package and in `combolayer.interop` (other libraries' models) register when their module
+is imported, and every module of both packages is imported on first use
+(`combolayer.discovery`), so a new backend is one new file there; third-party ones
+register under the entry-point group ``combolayer.backends``.
 """
 
 from __future__ import annotations
@@ -248,13 +247,6 @@ def _wants_race(config: BackendConfig) -> bool:
     return False
 
 
-def row_backends(spec: Spec) -> list[str]:
-    """The installed backends that take per-call rows ``A x <= b`` for ``spec``, best first."""
-    able = [cls for cls in backends().values()
-            if cls.capabilities & Capability.ROWS and why_not(cls, spec) is None]
-    return [cls.name for cls in sorted(able, key=lambda cls: cls.row_rank(spec))]
-
-
 def _row_solver(spec: Spec, config: BackendConfig) -> Solver:
     """The solver for calls with per-call rows when ``config``'s backend takes none:
     the best installed backend that does (``Capability.ROWS``), with the same settings
@@ -262,7 +254,10 @@ def _row_solver(spec: Spec, config: BackendConfig) -> Solver:
     own = backends()[config.name].config_options if config.name in backends() else ()
     config = config.model_copy(update={"options": {
         key: value for key, value in config.options.items() if key not in own}})
-    able = row_backends(spec)
+    # the installed backends that take per-call rows for spec, best first
+    able = [cls for cls in backends().values()
+            if cls.capabilities & Capability.ROWS and why_not(cls, spec) is None]
+    able = [cls.name for cls in sorted(able, key=lambda cls: cls.row_rank(spec))]
     if not able:
         raise BackendUnavailable(
             f"backend {config.name!r} cannot take per-call rows A x <= b for {spec.label}, "
@@ -360,11 +355,9 @@ def choice_reason(cls: type, spec: Spec, config: BackendConfig) -> str:
 
 def race_rivals(cls: type, spec: Spec) -> list[type]:
     """The backends that race ``cls``, the first capable one of ``"auto"``'s ranking
-    (`combolayer.backends.race`): none when ``cls`` has an algorithm of its own for the
-    problem (its rank below ``Tier.GENERIC``) or is a batched torch kernel (top-k,
-    ranking, enumeration of small binary problems: no solver loop to time); else the
-    next capable generic exact solvers on numpy (ranked below ``Tier.MODELLING``), up
-    to ``race.MAX_CANDIDATES`` in all."""
+    (`combolayer.backends.race`): the next capable ones that may race (`_races`), up to
+    ``race.MAX_CANDIDATES`` in all; none when ``cls`` may not (an algorithm of its own
+    for the problem, or a batched torch kernel: no solver loop to time)."""
     if not _races(cls, spec):
         return []
     rivals = (other for other in _ranked(spec)
@@ -373,7 +366,8 @@ def race_rivals(cls: type, spec: Spec) -> list[type]:
 
 
 def _races(cls: type, spec: Spec) -> bool:
-    """Whether ``cls`` may race for ``spec``: a generic exact solver on numpy."""
+    """Whether ``cls`` may race for ``spec``: a generic exact solver on numpy (ranked
+    from ``Tier.GENERIC`` to below ``Tier.MODELLING``)."""
     return (Tier.GENERIC <= preference(cls, spec) < Tier.MODELLING
             and cls.array_api == "numpy")
 
