@@ -158,18 +158,14 @@ def _status_table() -> dict[int, tuple[Outcome, str]]:
     path of a solve reads one entry."""
     from gurobipy import GRB
 
-    limits = {"SOLUTION_LIMIT", "NODE_LIMIT", "ITERATION_LIMIT", "WORK_LIMIT", "MEM_LIMIT",
-              "USER_OBJ_LIMIT"}
-    named = {"TIME_LIMIT": Outcome.TIME_LIMIT, "OPTIMAL": Outcome.OPTIMAL,
-             "INFEASIBLE": Outcome.INFEASIBLE,
-             "UNBOUNDED": Outcome.UNBOUNDED, "INF_OR_UNBD": Outcome.INFEASIBLE_OR_UNBOUNDED,
-             "INTERRUPTED": Outcome.INTERRUPTED}
-    names = ("LOADED", "OPTIMAL", "INFEASIBLE", "INF_OR_UNBD", "UNBOUNDED", "CUTOFF",
-             "ITERATION_LIMIT", "NODE_LIMIT", "TIME_LIMIT", "SOLUTION_LIMIT", "INTERRUPTED",
-             "NUMERIC", "SUBOPTIMAL", "INPROGRESS", "USER_OBJ_LIMIT", "WORK_LIMIT", "MEM_LIMIT")
-    return {getattr(GRB, name): (Outcome.LIMIT if name in limits
-                                 else named.get(name, Outcome.STOPPED), name)
-            for name in names if hasattr(GRB, name)}
+    outcomes = {"OPTIMAL": Outcome.OPTIMAL, "INFEASIBLE": Outcome.INFEASIBLE,
+                "UNBOUNDED": Outcome.UNBOUNDED, "INF_OR_UNBD": Outcome.INFEASIBLE_OR_UNBOUNDED,
+                "TIME_LIMIT": Outcome.TIME_LIMIT, "INTERRUPTED": Outcome.INTERRUPTED,
+                **dict.fromkeys(("SOLUTION_LIMIT", "NODE_LIMIT", "ITERATION_LIMIT", "WORK_LIMIT",
+                                 "MEM_LIMIT", "USER_OBJ_LIMIT"), Outcome.LIMIT)}
+    # every status this gurobipy names (the rest stop), so the list cannot fall behind
+    return {getattr(GRB.Status, name): (outcomes.get(name, Outcome.STOPPED), name)
+            for name in dir(GRB.Status) if name.isupper()}
 
 
 def gurobi_status(status: int) -> tuple[Outcome, str]:
