@@ -132,9 +132,7 @@ def throughput(args: argparse.Namespace, rng: np.random.Generator) -> None:
                 start = time.perf_counter()
                 outputs[executor] = solver.solve(costs)
                 times[executor] = time.perf_counter() - start
-                close = getattr(solver.kernel, "close", None)
-                if close is not None:
-                    close()
+                solver.close()
             objective = {e: (y * costs).reshape(batch, -1).sum(1) for e, y in outputs.items()}
             for executor in ("thread", "process"):
                 assert np.allclose(objective[executor], objective["serial"]), executor

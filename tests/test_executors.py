@@ -171,6 +171,21 @@ def test_workers_start_at_first_use_and_take_the_rows_left_mid_call(monkeypatch,
     kernel.close()
 
 
+def test_closing_a_solver_hands_back_its_workers_and_the_next_solve_starts_them(
+        always_parallel):
+    spec = knapsack()
+    costs = np.random.default_rng(2).normal(size=(8, 12))
+    expected = cl.make_solver(spec, "highs").solve(costs)
+    solver = cl.make_solver(spec, {"name": "highs", "executor": "process", "workers": 2})
+    np.testing.assert_array_equal(solver.solve(costs), expected)
+    assert solver.kernel._ready.is_set()
+    solver.close()
+    assert not solver.kernel._ready.is_set()  # ready() would start them again
+    np.testing.assert_array_equal(solver.solve(costs), expected)
+    assert solver.kernel._ready.is_set()
+    solver.close()
+
+
 @pytest.mark.filterwarnings("ignore::combolayer.NoIntegerWarning")  # an LP on purpose
 @pytest.mark.parametrize("executor", ["thread", "process"])
 def test_workers_n_means_n_workers_however_short_the_solves(executor, monkeypatch):

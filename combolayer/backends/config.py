@@ -49,8 +49,8 @@ class BackendConfig(BaseModel):
     On a shared or busy machine, solver threads, executor workers and torch's
     intra-op threads multiply, so parallelism comes from ``workers`` (whose solvers
     always run single-threaded). A row stopped by ``time_limit`` with a feasible
-    solution returns that solution; ``solver.last_status`` holds each row's status
-    (``"optimal"``, ``"time limit"``, ``"inaccurate"``) after the call. A limit hit
+    solution returns that solution; ``solver.solve(costs, return_status=True)``
+    returns each row's status (``"optimal"``, ``"time limit"``, ``"inaccurate"``). A limit hit
     without any feasible solution always raises.
 
     Args:
@@ -76,8 +76,9 @@ class BackendConfig(BaseModel):
             ``"raise"`` (`SolverError`).
         on_infeasible: what an instance that per-call rows ``A x <= b`` leave infeasible
             does: ``"raise"`` (default) `InfeasibleError`, or ``"flag"``: its solution is
-            zeros, the call warns once with the count, and ``solver.last_infeasible`` /
-            ``layer.last_infeasible`` say which.
+            zeros, the call warns once with the count, and its status
+            ``"infeasible"`` (``return_status=True``) or ``layer.last_infeasible`` say
+            which.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

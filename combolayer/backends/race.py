@@ -326,6 +326,11 @@ class RacingKernel(ReportingKernel):
             kernel = self.kernels[name] = as_kernel(self._builders.pop(name)())
         return kernel
 
+    def close(self) -> None:
+        """Close every candidate built so far (their executors' workers)."""
+        for kernel in self.kernels.values():
+            kernel.close()
+
     def start(self) -> None:
         """Race without the budget from the next row: every candidate in turn
         (``combolayer bench --race``, which shows the race on a few rows)."""

@@ -83,13 +83,18 @@ class Kernel(Protocol):
         caller that keeps the statuses (`Solver`, an executor's worker) calls."""
         ...
 
+    def close(self) -> None:
+        """Hand back what the kernel holds besides its models (an executor's workers,
+        a race's candidates' workers); nothing for most kernels."""
+        ...
+
     def __call__(self, costs: Any) -> Any: ...
 
 
 class KernelDefaults:
     """The defaults of `Kernel`'s capabilities, for a kernel class to inherit and
     override: no per-call rows, no MIP start, no time limit of the caller's, its own
-    backend, nothing to hand to a copy."""
+    backend, nothing to hand to a copy or to close."""
 
     takes_rows = False
     takes_start = False
@@ -111,6 +116,9 @@ class KernelDefaults:
         return None
 
     def adopt(self, outcome: dict | None) -> None:
+        return None
+
+    def close(self) -> None:
         return None
 
     def with_statuses(self, costs: Any, **kwargs: Any) -> Solved:
@@ -652,6 +660,14 @@ class Solver:
 
     def __repr__(self) -> str:
         return f"Solver({self.spec.label}, backend={self.backend!r})"
+
+    def close(self) -> None:
+        """Hand back the workers of this solver's executor (and of the solver it made for
+        per-call rows); the next solve starts them again. Nothing to do for a serial
+        solver."""
+        self._kernel.close()
+        if self._row_solver is not None and self._row_solver is not self:
+            self._row_solver.close()
 
     def __reduce__(self) -> tuple:
         """Copying and pickling keep the recipe, never the solver (native models, locks
