@@ -11,6 +11,10 @@ optimal decisions (``--loss decisions``, a Hamming loss); for comparison the sam
 model is trained through a layer given ``w + known_cost`` by hand, and with SPO+.
 
     python examples/dispatch.py --epochs 10 --seeds 0 1 2 --loss cost
+
+Adam's step is ``--lr`` (0.05 by default, where SPO+ does best on this data);
+``benchmarks/dispatch_lr.py`` measures each method's regret across steps
+(docs/measurements/training.md): Identity needs larger steps than SPO+ to converge.
 """
 
 import argparse
@@ -49,10 +53,11 @@ def pair_model() -> torch.nn.Module:
 
 
 def main(epochs: int = 5, seed: int = 0, loss: str = "cost", num_train: int = 200,
-         num_test: int = 100) -> dict[str, float]:
+         num_test: int = 100, lr: float = 0.05) -> dict[str, float]:
     """Normalized test regrets: untrained ("before"), the default layer ("identity"), the
     default layer on ``w + known_cost`` added by hand ("by hand") and SPO+ ("spo+"),
-    each after ``epochs`` epochs from the same initial model; every draw from ``seed``."""
+    each after ``epochs`` epochs of Adam at step ``lr`` from the same initial model;
+    every draw from ``seed``."""
     if loss not in ("cost", "decisions"):
         raise ValueError(f"loss must be 'cost' or 'decisions', got {loss!r}")
     rng = np.random.default_rng(seed)
@@ -88,7 +93,7 @@ def main(epochs: int = 5, seed: int = 0, loss: str = "cost", num_train: int = 20
     for name, step in steps.items():
         torch.manual_seed(seed)
         model = pair_model()
-        optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
         order = torch.Generator().manual_seed(seed)
         for _ in range(epochs):
             for batch in torch.randperm(num_train, generator=order).split(20):
@@ -97,7 +102,7 @@ def main(epochs: int = 5, seed: int = 0, loss: str = "cost", num_train: int = 20
                 value.backward()
                 optimizer.step()
         results[name] = regret(model)
-    print(f"{spec.label}, seed {seed}, loss {loss!r}, {epochs} epochs: normalized test "
+    print(f"{spec.label}, seed {seed}, loss {loss!r}, {epochs} epochs, lr {lr}: normalized test "
           "regret " + ", ".join(f"{name} {value:.4f}" for name, value in results.items()))
     return results
 
@@ -107,7 +112,8 @@ if __name__ == "__main__":
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--loss", choices=["cost", "decisions"], default="cost")
+    parser.add_argument("--lr", type=float, default=0.05, help="Adam's learning rate")
     args = parser.parse_args()
-    runs = [main(args.epochs, seed, args.loss) for seed in args.seeds]
+    runs = [main(args.epochs, seed, args.loss, lr=args.lr) for seed in args.seeds]
     print("mean over seeds: " + ", ".join(
         f"{name} {np.mean([run[name] for run in runs]):.4f}" for name in runs[0]))

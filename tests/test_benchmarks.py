@@ -114,6 +114,16 @@ def test_known_cost_quick_writes_its_row(tmp_path):
     assert "| per call (known_cost=) |" in block
 
 
+def test_dispatch_lr_quick_writes_a_row_per_learning_rate(tmp_path):
+    """benchmarks/dispatch_lr.py: the dispatch example's default layer against SPO+ at
+    each learning rate, with their difference."""
+    _, block = run_quick("dispatch_lr.py", tmp_path)
+    assert "<!-- dispatch-lr:start" in block and "2 seeds, 2 epochs" in block
+    rates = [line.split(" | ")[0].strip("| ") for line in block.splitlines()
+             if line.startswith("| 0.")]
+    assert rates == ["0.01", "0.02", "0.03", "0.05", "0.1"], block
+
+
 def test_enumeration_quick_writes_its_table(tmp_path):
     _, block = run_quick("enumeration.py", tmp_path)
     assert "<!-- enumeration:start" in block and "<!-- enumeration:end -->" in block

@@ -99,8 +99,9 @@ def test_the_default_layer_learns_the_dispatch_model_with_a_known_fare():
 
 def test_the_known_cost_warning_names_what_learns_the_decisions():
     spec = dispatch_ilp((-np.ones(DRIVERS * REQUESTS)).tolist())
-    with pytest.warns(UserWarning, match="to learn the decisions, train on the optimal ones "
-                      "\\(a Hamming loss\\) or with cl.losses.SPOPlusLoss"):
+    with pytest.warns(UserWarning, match="takes larger learning rates than SPO\\+ .*; to "
+                      "learn the decisions directly, train on the optimal ones \\(a "
+                      "Hamming loss\\) or with cl.losses.SPOPlusLoss"):
         cl.ComboLayer(spec, backend="highs")
 
 

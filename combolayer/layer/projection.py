@@ -157,9 +157,10 @@ def make_projection(projection: str | Transform, spec: Spec) -> Transform:
                 f"projection {projection!r} on {spec.label}, which has a known cost on its "
                 "outputs: the layer normalises the total cost w + known_cost (the solution "
                 "is unchanged, the prediction's scale stays bounded); under a loss linear "
-                "in y, Identity then only turns w + known_cost towards the true total "
-                "cost: to learn the decisions, train on the optimal ones (a Hamming loss) "
-                "or with cl.losses.SPOPlusLoss", UserWarning, stacklevel=4)
+                "in y, Identity then turns w + known_cost towards the true total cost, "
+                "which takes larger learning rates than SPO+ (docs/core.md, 'What Identity "
+                "learns'); to learn the decisions directly, train on the optimal ones (a "
+                "Hamming loss) or with cl.losses.SPOPlusLoss", UserWarning, stacklevel=4)
             return AroundKnown(auto, on_outputs)
         warnings.warn(
             f"projection {projection!r} on {spec.label}, which has a known cost on its "
