@@ -87,7 +87,7 @@ def assert_limit_is_visible(config):
     bad = sum(status != "optimal" for status in statuses)
     assert bad >= 1
     summaries = [str(w.message) for w in caught if "not solved to optimality" in str(w.message)]
-    assert len(summaries) == 1 and f"{bad} of {len(costs)} rows" in summaries[0]
+    assert len(summaries) == 1 and f"{bad} of {len(costs)} instances" in summaries[0]
     # Whatever stopped early is still feasible.
     weights = np.asarray(spec.weights)
     assert (y @ weights.T <= np.asarray(spec.capacities)).all()
@@ -95,7 +95,7 @@ def assert_limit_is_visible(config):
     solver.close()
     strict = cl.make_solver(spec, {**config, "time_limit": 0.2, "on_limit": "raise"})
     with pytest.raises(cl.SolverError,
-                       match=r"rows .* were not solved to optimality \(.*time limit"):
+                       match=r"instances .* were not solved to optimality \(.*time limit"):
         strict.solve(costs)
     strict.close()
 

@@ -263,13 +263,13 @@ def test_enumeration_solves_a_problem_without_rows_of_its_own_variable_by_variab
 
 def count_exact_rows(layer: cl.ComboLayer) -> list[int]:
     """The row counts of the layer's exact solves from now on (one entry per call)."""
-    counts, original = [], layer.solver._full_rows
+    counts, original = [], layer.solver._full_batch
 
     def spy(costs, start=None, full=False, rows=None):
         counts.append(len(costs))
         return original(costs, start, full, rows)
 
-    layer.solver._full_rows = spy
+    layer.solver._full_batch = spy
     return counts
 
 

@@ -35,4 +35,4 @@ def test_solver_clock_keeps_the_rows_statuses():
     with solver_clock(layer) as clock, pytest.warns(RuntimeWarning) as caught:
         layer(w)
     named = [str(w.message) for w in caught if "(solution limit)" in str(w.message)]
-    assert clock.calls == 1 and len(named) == 1 and "1 of 1 rows" in named[0]
+    assert clock.calls == 1 and len(named) == 1 and "1 of 1 instances" in named[0]

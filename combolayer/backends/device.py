@@ -7,7 +7,7 @@ Bellman-Ford kernels of `combolayer.backends.torch_paths`), a `DeviceRoute` send
 every call whose costs are on an accelerator (CUDA, ...) to that backend's solver,
 built on first use: the costs are solved on their device, with no round trip through
 the host, and the choice depends only on where the costs are (deterministic). Calls
-with CPU costs keep the CPU choice. `Solver._full_rows` is the one place that reads
+with CPU costs keep the CPU choice. `Solver._full_batch` is the one place that reads
 it; `combolayer.backends.registry.device_route` builds it.
 """
 

@@ -38,7 +38,7 @@ from .solver import Solver, pool_width
 DEFAULT_MAX_SIZE = 10_000
 
 #: ``allowed(pooled) -> (B, P) bool``: which pooled rows ``(P, N)`` (on the costs' device
-#: and dtype) may answer each cost row, e.g. those feasible for per-call constraint rows.
+#: and dtype) may answer each instance, e.g. those feasible for its per-call constraint rows.
 Allowed = Callable[[Tensor], Tensor]
 
 _WHOLE = ("; a spec with a known cost keeps whole solutions in its pool, concat(y, aux) of "
@@ -199,21 +199,21 @@ class SolutionPool:
         return self._add(solutions, seeded=False)
 
     def best(self, costs: Tensor, allowed: Allowed | None = None) -> Tensor:
-        """The cheapest pooled solution for each row of ``(B, N)`` minimisation costs,
-        on the costs' device and dtype. ``allowed`` restricts each row to some pooled
-        solutions (see `lookup`). Raises ``RuntimeError`` on an empty pool, or when
-        ``allowed`` leaves a row without a solution."""
+        """The cheapest pooled solution for each instance of ``(B, N)`` minimisation
+        costs, on the costs' device and dtype. ``allowed`` restricts each instance to
+        some pooled solutions (see `lookup`). Raises ``RuntimeError`` on an empty pool,
+        or when ``allowed`` leaves an instance without a solution."""
         y, found = self.lookup(costs, allowed)
         if not bool(found.all()):
-            row = int((~found).nonzero()[0, 0])
-            raise RuntimeError(f"no pooled solution is allowed for cost row {row} "
+            instance = int((~found).nonzero()[0, 0])
+            raise RuntimeError(f"no pooled solution is allowed for instance {instance} "
                                f"({len(self)} in the pool): solve it exactly")
         return y
 
     def lookup(self, costs: Tensor, allowed: Allowed | None = None) -> tuple[Tensor, Tensor]:
-        """``(y, found)``: for each row of ``(B, N)`` minimisation costs the cheapest
+        """``(y, found)``: for each instance of ``(B, N)`` minimisation costs the cheapest
         pooled solution ``y`` (costs' device and dtype) among those ``allowed``, and
-        whether there was one (``(B,)`` bool; a row without one gets zeros).
+        whether there was one (``(B,)`` bool; an instance without one gets zeros).
 
         ``allowed(pooled)`` takes the pooled rows ``(P, N)`` on the costs' device and
         dtype and returns a ``(B, P)`` bool mask, e.g. the rows feasible for per-call
@@ -229,7 +229,7 @@ class SolutionPool:
                 mask = allowed(pool if pool.dtype == costs.dtype else pool.to(costs.dtype))
                 if tuple(mask.shape) != tuple(scores.shape):
                     raise ValueError(f"allowed returned a mask of shape {tuple(mask.shape)}, "
-                                     f"expected {tuple(scores.shape)} (cost rows, pooled rows)")
+                                     f"expected {tuple(scores.shape)} (instances, pooled rows)")
                 mask = mask.to(device=scores.device, dtype=torch.bool)
                 scores = scores.masked_fill(~mask, torch.inf)
                 found = mask.any(dim=1)
@@ -386,7 +386,7 @@ class CachedSolver(Solver):
     """A `Solver` that solves each instance exactly with probability ``solve_ratio``
     and answers the others from ``pool`` (PyEPO's ``solve_ratio``, Mulamba et al. 2021).
 
-    It is the wrapped solver with only `_full_rows` (and the numpy path of
+    It is the wrapped solver with only `_full_batch` (and the numpy path of
     `solve_min`) changed, so every estimator and loss that calls
     ``solve_min`` / ``solve_batch`` uses the cache without knowing it. Exact
     solutions go into the pool (distinct, up to ``pool.max_size``); an instance
@@ -396,15 +396,15 @@ class CachedSolver(Solver):
     The pool keeps rows of width ``pool_width``: the outputs, or whole solutions
     when the spec has a known cost (the pool then ranks them with it). Calls that
     ask for the auxiliaries of a pool that does not keep them are solved exactly.
-    With per-call rows, a row drawn for the pool gets the cheapest pooled solution
+    With per-call rows, an instance drawn for the pool gets the cheapest pooled solution
     that meets its rows ``A x <= b``: checked on the pooled columns, and where the
     rows weigh auxiliaries the pool does not keep, on the whole solution
     ``concat(y, aux)`` with the auxiliaries this cache's own exact solve of ``y``
     returned (kept beside the pool, at most ``pool.max_size``); a pooled ``y``
     without them (seeded, or solved elsewhere) does not answer such rows.
 
-    The statuses of a call (``solve(..., return_status=True)``) cover every row: the exact
-    solver's status for the rows it solved (an instance its per-call rows leave
+    The statuses of a call (``solve(..., return_status=True)``) cover every instance: the
+    exact solver's status for the instances it solved (an instance its per-call rows leave
     infeasible is always among them: no pooled solution meets its rows), `POOLED`
     for the others.
     """
@@ -440,8 +440,8 @@ class CachedSolver(Solver):
         return super().solve_min(costs, return_aux=return_aux, rows=rows, known=known,
                                  statuses=statuses)
 
-    def _full_rows(self, costs: Tensor, start: np.ndarray | None = None, full: bool = False,
-                   rows: Any = None, aux_known: Any = None) -> Solved:
+    def _full_batch(self, costs: Tensor, start: np.ndarray | None = None, full: bool = False,
+                    rows: Any = None, aux_known: Any = None) -> Solved:
         # a per-call known cost reaches here already folded into the costs on the outputs
         # (Solver.fold_known); on the auxiliaries (aux_known) it ranks whole solutions
         wide = full or self.known is not None or aux_known is not None
@@ -456,9 +456,9 @@ class CachedSolver(Solver):
 
     @staticmethod
     def _mixed(y: Tensor, exact: Tensor, solved: Solved | None) -> Solved:
-        """The statuses of a call's rows: the exact solver's for the rows it solved
-        (``exact``, a ``(count,)`` mask; ``solved``, its answer for them, None where no
-        row was), `POOLED` for the others. Without them a flagged infeasible row would
+        """The statuses of a call's instances: the exact solver's for the instances it
+        solved (``exact``, a ``(count,)`` mask; ``solved``, its answer for them, None where
+        none was), `POOLED` for the others. Without them a flagged infeasible instance would
         be lost to the estimators that read the statuses (CombOptNet) under
         ``solve_ratio < 1``."""
         statuses = [POOLED] * len(y)
@@ -469,9 +469,9 @@ class CachedSolver(Solver):
         return Solved(y, tuple(statuses))
 
     def _without_rows(self, costs: Tensor, wide: bool, aux_known: Any = None) -> Solved:
-        """The cache without per-call rows: every drawn row's pool answer in one lookup
-        (a new tensor), then the rows drawn for an exact solve overwritten with their
-        solutions; each row's status (`_mixed`)."""
+        """The cache without per-call rows: every instance's pool answer in one lookup
+        (a new tensor), then the instances drawn for an exact solve overwritten with their
+        solutions; each instance's status (`_mixed`)."""
         exact = self._draw(len(costs))
         num_exact = int(exact.sum())
         if num_exact == len(exact) or len(self.pool) == 0:
@@ -486,14 +486,15 @@ class CachedSolver(Solver):
 
     def _with_rows(self, costs: Tensor, wide: bool, rows: Any,
                    aux_known: Any = None) -> Solved:
-        """The cache under per-call rows: a row drawn for the pool gets the cheapest
+        """The cache under per-call rows: an instance drawn for the pool gets the cheapest
         pooled solution that meets *its* rows ``A x <= b``; one with none is solved
         exactly. Rows that weigh auxiliaries the pool does not keep are checked with
         the auxiliaries this cache kept for each pooled ``y`` (`_pooled_aux`); a
-        pooled ``y`` without them does not answer those. Each row's status (`_mixed`)."""
+        pooled ``y`` without them does not answer those. Each instance's status
+        (`_mixed`)."""
         rows = rows.torch(costs)
         width = self.pool_width
-        # per cost row: whether its rows weigh the auxiliaries the pool does not keep
+        # per instance: whether its rows weigh the auxiliaries the pool does not keep
         weighs = (rows.A[..., width:] != 0).flatten(1).any(dim=1)[rows.index]
         keep_aux = bool(weighs.any())
         exact = self._draw(len(costs)).to(costs.device)
@@ -549,7 +550,7 @@ class CachedSolver(Solver):
                 self._aux.popitem(last=False)
 
     def _draw(self, count: int) -> Tensor:
-        """Which of ``count`` rows are solved exactly: one uniform each from the
+        """Which of ``count`` instances are solved exactly: one uniform each from the
         generator, on its own device, below ``solve_ratio``."""
         return torch.rand(count, generator=self.generator,
                           device=generator_device(self.generator)) < self.solve_ratio
@@ -567,19 +568,19 @@ class CachedSolver(Solver):
         """Exact solves, each started from the pool's best solution under its cost where
         the kernel takes a MIP start (it saves time: benchmarks/warm_start.py); the
         solutions join the pool (not those of per-call rows,
-        whose flagged infeasible rows are zeros). ``keep_aux``: solved whole, and the
+        whose flagged infeasible instances are zeros). ``keep_aux``: solved whole, and the
         auxiliaries kept beside the pool (`_keep_aux`) for per-call rows that weigh them."""
         start = None
         if rows is None and len(self.pool) and self.exact.kernel.takes_start:
             start = self.pool.best(self._keyed(costs, aux_known)).to("cpu",
                                                                      torch.float64).numpy()
-        solved = (self.exact._full_rows(costs, start, full=wide or keep_aux, rows=rows)
+        solved = (self.exact._full_batch(costs, start, full=wide or keep_aux, rows=rows)
                   if aux_known is None else
-                  self.exact._full_rows(costs, start, wide or keep_aux, rows, aux_known))
+                  self.exact._full_batch(costs, start, wide or keep_aux, rows, aux_known))
         x = solved.values
         if rows is None:
             self.pool.add(x[:, : self.pool_width])
-        else:  # flagged infeasible rows are zeros, not solutions: left out
+        else:  # flagged infeasible instances are zeros, not solutions: left out
             kept = torch.tensor([status != INFEASIBLE for status in statuses_of(solved)],
                                 dtype=torch.bool, device=x.device)
             if keep_aux:
@@ -589,5 +590,6 @@ class CachedSolver(Solver):
 
 
 def _take(aux_known: Any, selected: Tensor) -> Any:
-    """The rows ``selected`` (a mask) of a per-call known cost on the auxiliaries, or None."""
+    """A per-call known cost on the auxiliaries for the instances ``selected`` (a mask),
+    or None."""
     return None if aux_known is None else aux_known[selected.to(aux_known.device)]

@@ -79,7 +79,7 @@ class Kernel(Protocol):
         ...
 
     def with_statuses(self, costs: Any, **kwargs: Any) -> Solved:
-        """``__call__``'s solutions with the status of each row (`Solved`): what a
+        """``__call__``'s solutions with the status of each instance (`Solved`): what a
         caller that keeps the statuses (`Solver`, an executor's worker) calls."""
         ...
 
@@ -127,9 +127,10 @@ class KernelDefaults:
 
 
 class ReportingKernel(KernelDefaults):
-    """The base of kernels whose rows may stop short of optimal (a limit, an inaccurate
-    solve, per-call rows left infeasible): they define `with_statuses`, which returns each
-    row's status; called directly, they return the solutions and warn for such rows."""
+    """The base of kernels whose instances may stop short of optimal (a limit, an
+    inaccurate solve, per-call rows left infeasible): they define `with_statuses`, which
+    returns each instance's status; called directly, they return the solutions and warn
+    for such instances."""
 
     def with_statuses(self, costs: Any, **kwargs: Any) -> Solved:
         raise NotImplementedError
@@ -154,7 +155,7 @@ class RowKernel(ReportingKernel):
     ``cost`` has N entries (the outputs' costs; every other variable keeps the
     cost 0 it was built with) or ``num_vars`` (a cost on every variable, sent by a
     `Solver` whose spec has a known cost or that was asked for the auxiliaries);
-    the kernel returns as many values per row as each cost row has.
+    the kernel returns as many values per instance as each instance's cost has.
 
     A kept solver model is not thread-safe (two threads sharing one SCIP model
     crashed the process; HiGHS returned garbage), so each kernel holds a lock:
@@ -177,8 +178,8 @@ class RowKernel(ReportingKernel):
     takes_rows = False
 
     def solve_one(self, cost: np.ndarray) -> np.ndarray | Solved:
-        """The solver's values for one cost row: a bare array (optimal), or `settle`'s
-        `Solved` with the row's status."""
+        """The solver's values for one instance's cost: a bare array (optimal), or
+        `settle`'s `Solved` with the instance's status."""
         raise NotImplementedError
 
     def _set_rows(self, A: np.ndarray, b: np.ndarray) -> None:
@@ -201,7 +202,8 @@ class RowKernel(ReportingKernel):
         clock) or at ``BackendConfig.time_limit`` where that is less; the configured
         limit holds again after the block. A solve stopped so returns the status
         ``"time limit"`` (with its best solution), or raises `SolverError` without one
-        (its ``status`` is ``"time limit"``). `RacingKernel` limits a rival's race rows."""
+        (its ``status`` is ``"time limit"``). `RacingKernel` limits the instances a rival
+        races."""
         before = self._get_time_limit()
         self._set_time_limit(min(max(float(seconds), 0.0), before))
         try:
@@ -217,24 +219,25 @@ class RowKernel(ReportingKernel):
 
     def __call__(self, costs: np.ndarray, start: np.ndarray | None = None,
                  rows: Rows | None = None) -> np.ndarray:
-        """`with_statuses`'s solutions, with a warning for rows not solved to optimality."""
+        """`with_statuses`'s solutions, with a warning for instances not solved to
+        optimality."""
         return warn_not_optimal(self.with_statuses(costs, start, rows), type(self).__name__)
 
     def with_statuses(self, costs: np.ndarray, start: np.ndarray | None = None,
                       rows: Rows | None = None) -> Solved:
         """The ``(B, N)`` optimal outputs for ``(B, N)`` minimisation costs, with each
-        row's status (`Solved`).
+        instance's status (`Solved`).
 
-        ``start``, optional, is a ``(B, N)`` array of candidate outputs, one per row
+        ``start``, optional, is a ``(B, N)`` array of candidate outputs, one per instance
         (the instance's last solution, or a solution pool's best under its cost),
         given to the solver as a MIP start where the kernel ``takes_start``. It is
         a hint: the answer stays optimal whether or not the start is feasible.
 
-        ``rows``, optional (kernels that `takes_rows`), adds per-instance rows: cost
-        row ``i`` is solved with ``rows.A[rows.index[i]] x <= rows.b[rows.index[i]]``.
+        ``rows``, optional (kernels that `takes_rows`), adds per-instance rows: instance
+        ``i`` is solved with ``rows.A[rows.index[i]] x <= rows.b[rows.index[i]]``.
         The kept model gets them in place (set when the entry changes, cleared after
         the batch), never rebuilt. An instance they make infeasible gets
-        the status ``"infeasible"`` and a row of zeros (CombOptNet's dummy); the
+        the status ``"infeasible"`` and an all-zero solution (CombOptNet's dummy); the
         `Solver` then raises or flags it (``on_infeasible``).
         """
         if rows is not None:
@@ -243,11 +246,12 @@ class RowKernel(ReportingKernel):
         # solve_one then sets every column's cost and the whole solution comes back
         n = costs.shape[1]
         out = np.empty_like(costs)
-        statuses: list[str] | None = None  # None while every row is optimal
+        statuses: list[str] | None = None  # None while every instance is optimal
         starts = self._starts(costs, start)
         with self._lock:
-            for b, row in enumerate(costs):
-                x = self.solve_one(row) if starts is None else self.solve_one(row, start=starts[b])
+            for b, cost in enumerate(costs):
+                x = (self.solve_one(cost) if starts is None
+                     else self.solve_one(cost, start=starts[b]))
                 if isinstance(x, Solved):
                     if x.statuses is not None:
                         statuses = statuses or [OPTIMAL] * len(costs)
@@ -257,7 +261,7 @@ class RowKernel(ReportingKernel):
         return Solved(self._answer(out, n), None if statuses is None else tuple(statuses))
 
     def _starts(self, costs: np.ndarray, start: np.ndarray | None) -> np.ndarray | None:
-        """``start`` as one float64 row per cost row, or None where the kernel does not
+        """``start`` as one float64 vector per instance, or None where the kernel does not
         `takes_start` (or none was given)."""
         if start is None or not self.takes_start:
             return None
@@ -273,7 +277,7 @@ class RowKernel(ReportingKernel):
         out = np.zeros_like(costs)
         starts = self._starts(costs, start)
         index = np.asarray(rows.index)
-        # grouped by entry (stable): an entry's rows go in once for all its cost rows
+        # grouped by entry (stable): an entry's rows go in once for all its instances
         order = np.argsort(index, kind="stable").tolist()
         statuses = [OPTIMAL] * len(costs)
         index = index.tolist()
@@ -281,7 +285,7 @@ class RowKernel(ReportingKernel):
         with self._lock:
             try:
                 for i in order:
-                    row = costs[i]
+                    cost = costs[i]
                     if index[i] != current:
                         current = index[i]
                         A = np.asarray(rows.A[current], dtype=np.float64)
@@ -289,8 +293,8 @@ class RowKernel(ReportingKernel):
                             A = np.pad(A, ((0, 0), (0, self.form.num_vars - A.shape[1])))
                         self._set_rows(A, np.asarray(rows.b[current], dtype=np.float64))
                     try:
-                        x = (self.solve_one(row) if starts is None
-                             else self.solve_one(row, start=starts[i]))
+                        x = (self.solve_one(cost) if starts is None
+                             else self.solve_one(cost, start=starts[i]))
                     except InfeasibleError:
                         statuses[i] = INFEASIBLE
                         continue
@@ -307,7 +311,7 @@ class RowKernel(ReportingKernel):
 @dataclass(frozen=True)
 class FunctionKernel(KernelDefaults):
     """A kernel that is just a function on a ``(B, N)`` batch of minimisation costs: it
-    returns the solutions, or a `Solved` where a row may stop short of optimal."""
+    returns the solutions, or a `Solved` where an instance may stop short of optimal."""
 
     function: Callable
     array_api: str = "numpy"
@@ -532,12 +536,12 @@ class Solver:
     Numpy in gives numpy out, torch in gives torch out on the input's device and
     dtype; any leading batch shape is allowed.
 
-    A row the solver did not solve to optimality (a time limit hit with a feasible
+    An instance the solver did not solve to optimality (a time limit hit with a feasible
     solution in hand, or a solution the solver calls inaccurate) is never silent:
-    each call that returns one warns once (a ``RuntimeWarning`` counting the rows),
+    each call that returns one warns once (a ``RuntimeWarning`` counting the instances),
     or raises `SolverError` under ``BackendConfig(on_limit="raise")``, whatever
     the executor; ``solve(costs, return_status=True)`` returns the status of every
-    row with the solutions.
+    instance with the solutions.
     """
 
     def __init__(self, spec: Spec, kernel: Kernel, backend: str, config: Any) -> None:
@@ -569,14 +573,14 @@ class Solver:
         #: `make_solver` under ``"auto"``: `combolayer.backends.device`), or None.
         self.device_route: DeviceRoute | None = None
         #: Whether `solve_batch` may hand CPU costs straight to the kernel: no known cost
-        #: to widen them with, and `_full_rows` not overridden (`CachedSolver` is not).
-        self._lean = self.known is None and type(self)._full_rows is Solver._full_rows
+        #: to widen them with, and `_full_batch` not overridden (`CachedSolver` is not).
+        self._lean = self.known is None and type(self)._full_batch is Solver._full_batch
         #: Why this backend was chosen (set by `make_solver`), read by `backend_reason`.
         self.choice_reason = ""
 
     def _run(self, kernel: Kernel, costs: Any, start: np.ndarray | None = None,
              rows: Rows | None = None) -> Solved:
-        """``kernel(costs)`` on a ``(B, N)`` batch with each row's status (`Solved`);
+        """``kernel(costs)`` on a ``(B, N)`` batch with each instance's status (`Solved`);
         ``start`` goes to a kernel that `takes_start`, ``rows`` (per-call rows) to one
         that ``takes_rows``. The caller's public call settles the statuses (`_settle`)."""
         kwargs = {}
@@ -588,10 +592,10 @@ class Solver:
 
     def _settle(self, solved: Solved, rows: Rows | None = None,
                 statuses: list[str] | None = None) -> Any:
-        """``solved.values`` for a public call's rows, once their statuses
-        (``solved.statuses``; None: every row optimal) are added to the caller's
-        ``statuses`` list, where it gave one; raises or warns for the rows not solved to
-        optimality."""
+        """``solved.values`` for a public call's instances, once their statuses
+        (``solved.statuses``; None: every instance optimal) are added to the caller's
+        ``statuses`` list, where it gave one; raises or warns for the instances not
+        solved to optimality."""
         if statuses is not None:
             statuses.extend(statuses_of(solved))
         statuses = solved.statuses
@@ -609,7 +613,7 @@ class Solver:
         bad = [i for i, status in enumerate(statuses) if status == INFEASIBLE]
         message = (f"{self.backend}: {len(bad)} of {len(statuses)} instances of "
                    f"{self.spec.label} are infeasible with their per-call rows A x <= b "
-                   f"(rows {bad[:10]}{' ...' if len(bad) > 10 else ''})")
+                   f"(instances {bad[:10]}{' ...' if len(bad) > 10 else ''})")
         if self.on_infeasible != "flag":
             raise InfeasibleError(message + "; on_infeasible='flag' (on the layer or in "
                                   "BackendConfig) returns them flagged instead")
@@ -624,7 +628,7 @@ class Solver:
         if not bad:
             return
         kinds = ", ".join(sorted(set(bad)))
-        message = (f"{self.backend}: {len(bad)} of {len(statuses)} rows of {self.spec.label} "
+        message = (f"{self.backend}: {len(bad)} of {len(statuses)} instances of {self.spec.label} "
                    f"were not solved to optimality ({kinds}): their solutions are feasible but "
                    "may not be optimal; solve(..., return_status=True) says which")
         if self.on_limit == "raise":
@@ -789,7 +793,7 @@ class Solver:
         if (self._lean and rows is None and start is None
                 and not return_aux and aux_known is None and costs.is_cpu):
             # The layer's hot path: the kernel called from here, one frame below the
-            # estimator's node (what `_full_rows` and `_run` do for these costs).
+            # estimator's node (what `_full_batch` and `_run` do for these costs).
             torch_kernel = self._torch_kernel
             flat = costs if torch_kernel else costs.to(torch.float64).numpy()
             y = self._settle(self._kernel.with_statuses(flat), None, statuses)
@@ -797,8 +801,8 @@ class Solver:
                 y = torch.from_numpy(y)
             return y if y.dtype is costs.dtype else y.to(costs.dtype)
         full = return_aux or self.known is not None or aux_known is not None
-        x = self._settle(self._full_rows(costs, start, full, rows) if aux_known is None
-                         else self._full_rows(costs, start, full, rows, aux_known), rows,
+        x = self._settle(self._full_batch(costs, start, full, rows) if aux_known is None
+                         else self._full_batch(costs, start, full, rows, aux_known), rows,
                          statuses)
         if not full:
             return x
@@ -806,20 +810,20 @@ class Solver:
         y = y.contiguous()
         return (y, aux) if return_aux else y
 
-    def _full_rows(self, costs: torch.Tensor, start: np.ndarray | None = None,
-                   full: bool = False, rows: Rows | None = None,
-                   aux_known: Any = None) -> Solved:
+    def _full_batch(self, costs: torch.Tensor, start: np.ndarray | None = None,
+                    full: bool = False, rows: Rows | None = None,
+                    aux_known: Any = None) -> Solved:
         """The solutions of ``(B, N)`` minimisation costs as a tensor on the costs'
-        device and dtype, with their rows' statuses (`Solved`; the public call settles them,
+        device and dtype, with their instances' statuses (`Solved`; the public call settles them,
         `_settle`): ``(B, N)`` outputs, or with ``full`` the whole solutions
         ``(B, num_vars)`` (the known cost, if any, is always counted: a spec with one
         is solved full-width; so is a call with ``aux_known``, a per-call known cost on the
         auxiliaries, ``(B, num_aux)``). `CachedSolver` overrides this."""
         if rows is not None and not self._kernel.takes_rows:
-            return self.row_solver()._full_rows(costs, start, full, rows, aux_known)
+            return self.row_solver()._full_batch(costs, start, full, rows, aux_known)
         if self.device_route is not None and not costs.is_cpu:
-            return self.device_route.solver(self)._full_rows(costs, start, full, rows,
-                                                             aux_known)
+            return self.device_route.solver(self)._full_batch(costs, start, full, rows,
+                                                              aux_known)
         if not self._kernel.takes_start:
             start = None
         wide = full or self.known is not None or aux_known is not None
