@@ -51,7 +51,7 @@ def test_rounds_keep_the_first_status_that_is_not_optimal_and_direct_callers_are
     assert first.then(last) == last
     assert first.then(stopped).then(last) == Solved(3, ("time limit",))
     assert stopped.then(Solved(3, ("inaccurate",))) == Solved(3, ("time limit",))
-    with pytest.warns(RuntimeWarning, match=r"Kernel did not solve 1 of 2 rows to optimality "
+    with pytest.warns(RuntimeWarning, match=r"Kernel did not solve 1 of 2 instances to optimality "
                                             r"\(time limit\)"):
         assert warn_not_optimal(Solved(SOLUTION, ("optimal", "time limit")), "Kernel") is SOLUTION
     with warnings.catch_warnings():

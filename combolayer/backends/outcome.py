@@ -14,7 +14,7 @@ with the same messages:
 - anything else: [`SolverError`][combolayer.SolverError] naming the solver's status.
 
 `settle` returns the solution together with its status (`Solved`): "optimal",
-"time limit", "inaccurate", ... Kernels return the status of each row with their
+"time limit", "inaccurate", ... Kernels return the status of each instance with their
 solutions, executors carry them back from their workers as values, and `Solver`
 returns them (``solve(..., return_status=True)``) and warns once per call (or raises, with
 ``BackendConfig(on_limit="raise")``). A kernel called directly warns itself
@@ -56,16 +56,17 @@ class Outcome(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Solved:
-    """Solutions with the status of each of their rows: ``statuses`` is None where every
-    row is optimal (the usual case, and the only one for kernels that never stop
-    early), else one status per row (``"optimal"``, ``"time limit"``, ``"inaccurate"``,
-    ``"infeasible"``, ...). `settle` returns one row's: ``values`` its solution."""
+    """Solutions with the status of each of their instances: ``statuses`` is None where
+    every instance is optimal (the usual case, and the only one for kernels that never
+    stop early), else one status per instance (``"optimal"``, ``"time limit"``,
+    ``"inaccurate"``, ``"infeasible"``, ...). `settle` returns one instance's: ``values``
+    its solution."""
 
     values: Any
     statuses: tuple[str, ...] | None = None
 
     def then(self, later: Solved) -> Solved:
-        """One row solved in rounds (cuts, restarts): ``later``'s solution, with the
+        """One instance solved in rounds (cuts, restarts): ``later``'s solution, with the
         first status of the two that is not optimal."""
         if self.statuses is None:
             return later
@@ -73,7 +74,7 @@ class Solved:
 
 
 def as_solved(out: Any) -> Solved:
-    """``out`` as a `Solved`: itself, or a bare solution array (every row optimal)."""
+    """``out`` as a `Solved`: itself, or a bare solution array (every instance optimal)."""
     return out if isinstance(out, Solved) else Solved(out)
 
 
@@ -86,7 +87,7 @@ def settle(
     status: str = "",
     is_infeasible: Callable[[], bool] | None = None,
 ) -> Solved:
-    """The solution for ``outcome`` with its status (`Solved`, one row), or the error
+    """The solution for ``outcome`` with its status (`Solved`, one instance), or the error
     it calls for.
 
     ``solver`` names the solver in messages (``"HiGHS"``, ``"cvxpy (SCIP)"``);
@@ -125,14 +126,14 @@ def settle(
 
 
 def warn_not_optimal(solved: Solved, solver: str, stacklevel: int = 3) -> Any:
-    """``solved.values``, with a warning where a row is not optimal: for a kernel called
+    """``solved.values``, with a warning where an instance is not optimal: for a kernel called
     directly, whose caller keeps no statuses (`Solver` keeps them and warns itself)."""
     if solved.statuses is not None:
         bad = sorted({status for status in solved.statuses if status != OPTIMAL})
         if bad:
             kinds = ", ".join(bad)
             warnings.warn(f"{solver} did not solve {sum(s != OPTIMAL for s in solved.statuses)}"
-                          f" of {len(solved.statuses)} rows to optimality ({kinds}); "
+                          f" of {len(solved.statuses)} instances to optimality ({kinds}); "
                           "returning the best feasible solutions found, which may not be "
                           "optimal", RuntimeWarning, stacklevel=stacklevel)
     return solved.values
@@ -163,27 +164,27 @@ def limit_name(status: str) -> str:
 
 
 def raise_limit(limit: str) -> str:
-    """The advice for a row stopped by ``limit`` (a `limit_name` or ``"time limit"``)."""
+    """The advice for an instance stopped by ``limit`` (a `limit_name` or ``"time limit"``)."""
     if limit == Outcome.TIME_LIMIT.value:
         return "raise BackendConfig.time_limit"
     return f"raise or remove the {limit} set in BackendConfig.options"
 
 
-# -- per-row statuses -----------------------------------------------------------------
+# -- per-instance statuses ------------------------------------------------------------
 
-#: The status of a row solved to optimality; any other status is a non-optimal answer.
+#: The status of an instance solved to optimality; any other status is a non-optimal answer.
 OPTIMAL = Outcome.OPTIMAL.value
-#: The status of a row whose per-call rows ``A x <= b`` left no feasible solution (its
-#: output is a row of zeros); `Solver` raises or flags it (``on_infeasible``).
+#: The status of an instance whose per-call rows ``A x <= b`` left no feasible solution
+#: (its output is all zeros); `Solver` raises or flags it (``on_infeasible``).
 INFEASIBLE = Outcome.INFEASIBLE.value
-#: The status of a row a `CachedSolver` answered from its pool: a feasible solution of
-#: the problem (and of the row's own per-call rows), not solved for this cost, so not
-#: claimed optimal; rows it solved carry their solver's status.
+#: The status of an instance a `CachedSolver` answered from its pool: a feasible solution
+#: of the problem (and of the instance's own per-call rows), not solved for this cost, so
+#: not claimed optimal; instances it solved carry their solver's status.
 POOLED = "pooled"
 
 
 def worst(statuses: Sequence[str]) -> str:
-    """One status for rows or rounds that have several: the first that is not optimal."""
+    """One status for instances or rounds that have several: the first that is not optimal."""
     for status in statuses:
         if status != OPTIMAL:
             return status
@@ -191,7 +192,7 @@ def worst(statuses: Sequence[str]) -> str:
 
 
 def joined(parts: Sequence[Solved]) -> Solved:
-    """Row blocks solved apart (chunks, slices), in order, as one `Solved`."""
+    """Blocks of instances solved apart (chunks, slices), in order, as one `Solved`."""
     values = np.concatenate([part.values for part in parts], axis=0)
     if all(part.statuses is None for part in parts):
         return Solved(values)
@@ -199,5 +200,5 @@ def joined(parts: Sequence[Solved]) -> Solved:
 
 
 def statuses_of(solved: Solved) -> tuple[str, ...]:
-    """The status of each row of ``with_statuses``, "optimal" spelled out."""
+    """The status of each instance of ``with_statuses``, "optimal" spelled out."""
     return solved.statuses or (OPTIMAL,) * len(solved.values)
