@@ -300,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
                                  f"{later[backend]:.3f}",
                                  f"{means[backend] / means[fastest]:.2f}"]))
             extra = "-" if solved is None else (
-                f"{sum(solved.values()) - race.rows_in} (rows asked {race.rows_in}; "
+                f"{sum(solved.values()) - race.instances_in} "
+                f"(rows asked {race.instances_in}; "
                 + ", ".join(f"{name} {n}" for name, n in solved.items())
                 + stopped_rows([race]) + ")")
             goals.append(row([label, f"{means['auto'] / means[fastest]:.2f}",

@@ -123,7 +123,7 @@ def test_the_race_solves_every_row_once_and_keeps_the_fastest(caplog):
             rows += 8
             assert sum(k.rows for k in kernels.values()) == rows  # no extra solve
             assert kernel.solved == {name: k.rows for name, k in kernels.items()}
-            assert kernel.rows_in == rows
+            assert kernel.instances_in == rows
         assert rows < 2000
     assert kernel.winner == "fast" and kernel.current_backend == "fast"
     lines = [r.getMessage() for r in caplog.records if "the race" in r.getMessage()]
@@ -269,7 +269,7 @@ def test_a_faster_rival_is_timed_on_bursts_not_on_cold_single_rows():
     kernel = duel(leader, rival, clock)
     while kernel.winner is None:
         kernel(np.ones((20, 4)))
-        assert kernel.rows_in < 20000, kernel.table()
+        assert kernel.instances_in < 20000, kernel.table()
     assert kernel.winner == "rival", kernel.table()
     assert rival.rows > rival.calls  # some calls held more than one row
     assert kernel.excess <= race.EPSILON * kernel.spent + race.BURST * 1.6e-3
@@ -296,7 +296,7 @@ def test_slower_candidates_cost_at_most_epsilon_of_the_run(times):
         excess = sum(k.rows * (times[name] - fastest) for name, k in kernels.items())
         budget = race.EPSILON + (race.RECHECK_BUDGET if kernel.checks else 0.0)
         assert excess <= budget * total + first_rows + lead + 1e-12, (step, kernel.table())
-        assert sum(kernel.solved.values()) == kernel.rows_in == 8 * (step + 1)
+        assert sum(kernel.solved.values()) == kernel.instances_in == 8 * (step + 1)
     assert kernel.winner == "fast" and kernel.checks >= 1
     assert kernel.excess <= race.EPSILON * kernel.spent + first_rows
 
@@ -305,7 +305,7 @@ def test_the_best_takes_its_rows_between_the_others_in_one_call():
     kernel, kernels = fake_race({"fast": 1e-3, "slow": 1.5e-3})
     while kernel.winner is None:  # the race, 8 rows a call
         kernel(np.ones((8, 4)))
-        assert kernel.rows_in < 1000
+        assert kernel.instances_in < 1000
     assert kernels["fast"].rows > 20 and kernels["slow"].rows >= race.MIN_SOLVES
     # one call per row would be as many calls as rows
     assert kernels["fast"].calls < kernels["fast"].rows / 3, kernel.table()
@@ -496,7 +496,7 @@ def test_bench_race_shows_the_race_for_a_spec(eager, capsys):
 
     assert main(["bench", "--race", knapsack().model_dump_json(), "--rows", "24"]) == 0
     out = capsys.readouterr().out
-    assert "rows asked 24, rows solved 24" in out
+    assert "instances asked 24, solved 24" in out
     for name in GENERIC[: race.MAX_CANDIDATES]:
         assert f"\n{name} " in out
     assert "won the race" in out
@@ -516,15 +516,15 @@ def test_calls_with_per_call_rows_go_whole_to_the_current_backend(eager):
     rng = np.random.default_rng(0)
     for _ in range(6):  # calls without rows race; calls with rows are answered whole
         costs = rng.uniform(size=(6, spec.num_outputs))
-        asked = solver.kernel.rows_in
+        asked = solver.kernel.instances_in
         y = solver.solve(costs, A=A, b=b)
-        assert solver.kernel.rows_in == asked + 6
+        assert solver.kernel.instances_in == asked + 6
         assert (y[:, :5].sum(1) <= 1 + 1e-9).all()
         np.testing.assert_allclose((y * costs).sum(1),
                                    (reference.solve(costs, A=A, b=b) * costs).sum(1), atol=1e-6)
         solver.solve(costs)
     assert solver.kernel.winner is not None
-    assert sum(solver.kernel.solved.values()) == solver.kernel.rows_in
+    assert sum(solver.kernel.solved.values()) == solver.kernel.instances_in
 
 
 # -- a rival's row never runs past the race's room --------------------------------------
@@ -595,19 +595,19 @@ def test_a_rival_row_past_the_room_is_stopped_and_solved_by_the_best(stopped, ca
             costs = rng.normal(size=(1, 4))
             np.testing.assert_array_equal(kernel(costs), costs < 0)  # every answer optimal
             assert kernel.excess <= race.EPSILON * kernel.spent + 0.5 + 1e-12, kernel.table()
-            if kernel.rows_in == 16:  # the TSP-100 loop's length: one row stopped
+            if kernel.instances_in == 16:  # the TSP-100 loop's length: one row stopped
                 assert rival.rows == 1 and kernel.stopped == {"leader": 0, "rival": 1}
                 assert 0.5 < rival.limits[0] <= 0.5 + race.EPSILON * 0.5 * 6
                 assert kernel.excess == pytest.approx(rival.limits[0])  # in full
-                assert "rival: 1 row ran past the race's room" in kernel.backend_reason
-            assert kernel.rows_in < 2000
-    assert sum(kernel.solved.values()) == kernel.rows_in
+                assert "rival: 1 instance ran past the race's room" in kernel.backend_reason
+            assert kernel.instances_in < 2000
+    assert sum(kernel.solved.values()) == kernel.instances_in
     assert kernel.solved["rival"] == rival.rows - kernel.stopped["rival"]
     assert kernel.winner == "leader" and "rival" in kernel.dropped
     verdicts = {name: verdict for name, _, _, verdict in kernel.table()}
     assert "stopped at the race's limit" in verdicts["rival"], verdicts
     lines = [r.getMessage() for r in caplog.records if "the race" in r.getMessage()]
-    assert len(lines) == 1 and "rows ran past the race's room" in lines[0], lines
+    assert len(lines) == 1 and "instances ran past the race's room" in lines[0], lines
     assert leader.limits == [math.inf] * len(leader.limits)  # the best runs unlimited
     assert rival.limit == math.inf  # the configured limit holds again
 
@@ -630,7 +630,7 @@ def test_a_rival_runs_under_the_room_and_wins_then_runs_under_the_users_limit():
     while kernel.winner is None:
         costs = np.ones((4, 3))
         np.testing.assert_array_equal(kernel(costs), costs < 0)
-        assert kernel.rows_in < 2000
+        assert kernel.instances_in < 2000
     assert kernel.winner == "rival" and kernel.stopped["rival"] == 0, kernel.table()
     assert rival.limits[1] == pytest.approx(race.DROP_RATIO * 3e-3)  # room < 0: the floor
     raced = len(rival.limits)
@@ -650,13 +650,13 @@ def test_a_heavy_burst_row_is_stopped_within_the_bound():
     rival = Stopping([1.2e-3] * 3 + [150e-3, 1.2e-3], clock)
     kernel = duel(leader, rival, clock)
     for _ in range(400):
-        costs = np.random.default_rng(kernel.rows_in).normal(size=(4, 3))
+        costs = np.random.default_rng(kernel.instances_in).normal(size=(4, 3))
         np.testing.assert_array_equal(kernel(costs), costs < 0)
         assert kernel.excess <= race.EPSILON * kernel.spent + 1e-3 + 1e-12, kernel.table()
         if "rival" not in kernel.alive:
             break
     assert kernel.stopped["rival"] == 1 and rival.rows >= 4, kernel.table()
-    assert sum(kernel.solved.values()) == kernel.rows_in
+    assert sum(kernel.solved.values()) == kernel.instances_in
 
 
 class ColdStopping(Stopping):
@@ -690,7 +690,7 @@ def test_a_rivals_burst_is_timed_on_its_rows_after_the_cold_first_one():
         costs = rng.normal(size=(16, 3))
         np.testing.assert_array_equal(kernel(costs), costs < 0)
         assert kernel.excess <= race.EPSILON * kernel.spent + race.BURST * 2.1e-3
-        assert kernel.rows_in < 20000, kernel.table()
+        assert kernel.instances_in < 20000, kernel.table()
     assert kernel.winner == "rival", kernel.table()
     assert kernel.samples["rival"].mean == pytest.approx(0.9e-3)  # its warm rows
     # every row it raced (under a limit) after its set-up row is a timed solve: the
@@ -698,7 +698,7 @@ def test_a_rivals_burst_is_timed_on_its_rows_after_the_cold_first_one():
     # the 2 x 100 knapsack (Gurobi took 13-16 rows, not 6)
     raced = sum(limit < math.inf for limit in rival.limits)
     assert len(kernel.samples["rival"]) == raced - 1 >= race.MIN_SOLVES, kernel.table()
-    assert sum(kernel.solved.values()) == kernel.rows_in
+    assert sum(kernel.solved.values()) == kernel.instances_in
 
 
 def stopped_at_once(kernel):
@@ -735,7 +735,7 @@ def test_real_rivals_stopped_at_their_limit_leave_every_answer_optimal(pair, mon
             best, optimal = optimum(spec, costs[b])
             assert float(costs[b] @ y[b]) == pytest.approx(best), (spec, pair, b)
             assert any(np.allclose(y[b], point) for point in optimal)
-        assert sum(kernel.solved.values()) == kernel.rows_in == len(costs)
+        assert sum(kernel.solved.values()) == kernel.instances_in == len(costs)
         stopped += kernel.stopped[second]
         assert rival._get_time_limit() >= 1e20 or math.isinf(rival._get_time_limit())
     assert stopped >= 1  # a rival that answers at a zero limit stops no row: not tested
@@ -746,7 +746,7 @@ def won_race(leader: Stopping, rival: Stopping, clock: list[float]) -> RacingKer
     kernel = duel(leader, rival, clock)
     while kernel.winner is None:
         kernel(np.ones((4, 3)))
-        assert kernel.rows_in < 2000, kernel.table()
+        assert kernel.instances_in < 2000, kernel.table()
     assert kernel.winner == "leader", kernel.table()
     return kernel
 
@@ -765,14 +765,14 @@ def test_a_check_row_stops_once_the_rival_cannot_come_in_under_the_margin(caplog
     while kernel.checks < 2:
         costs = rng.normal(size=(100, 3))
         np.testing.assert_array_equal(kernel(costs), costs < 0)  # every answer optimal
-        assert kernel.rows_in < 10**6, kernel.table()
+        assert kernel.instances_in < 10**6, kernel.table()
     allowed = race.RECHECK_SOLVES * race.SWITCH_MARGIN * 1e-3
     assert kernel.check_stopped == {"rival"} and kernel.winner == "leader"
     assert kernel._last_check_wall == pytest.approx(allowed)  # not 4 x 60 ms
     assert rival.limits[-1] == pytest.approx(allowed)
     assert kernel.check_means["rival"] == pytest.approx(allowed / race.RECHECK_SOLVES)
     assert "rival at least: stopped once it could no longer come in" in kernel.backend_reason
-    assert sum(kernel.solved.values()) == kernel.rows_in
+    assert sum(kernel.solved.values()) == kernel.instances_in
     assert leader.limits == [math.inf] * len(leader.limits)
 
 
@@ -785,7 +785,7 @@ def test_a_check_row_within_reach_runs_and_the_rival_takes_over():
     rival.times, checked = [0.5e-3], len(rival.limits)
     while kernel.winner == "leader":
         kernel(np.ones((100, 3)))
-        assert kernel.rows_in < 10**6, kernel.table()
+        assert kernel.instances_in < 10**6, kernel.table()
     assert kernel.winner == "rival" and kernel.checks == 1 and not kernel.check_stopped
     assert len(kernel._check_samples["rival"]) == race.RECHECK_SOLVES
     assert all(limit >= 0.5e-3 for limit in rival.limits[checked:])
@@ -817,7 +817,7 @@ def test_limits_are_set_in_wall_time_at_the_runs_load():
                           clock=lambda: load * cpu[0], sample_clock=lambda: cpu[0])
     while kernel.winner is None:
         kernel(np.ones((4, 3)))
-        assert kernel.rows_in < 5000, kernel.table()
+        assert kernel.instances_in < 5000, kernel.table()
     assert kernel.stopped["rival"] == 0, kernel.table()
     assert kernel._wall(1.0) == pytest.approx(load)
     assert min(limit for limit in rival.limits if limit < math.inf) >= 1e-3
@@ -846,7 +846,7 @@ def test_real_rivals_stopped_in_a_check_leave_every_answer_optimal(pair, monkeyp
         assert float(costs[b] @ y[b]) == pytest.approx(optimum(spec, costs[b])[0]), (pair, b)
     assert kernel.checks >= 2 and kernel.check_stopped == {second}, kernel.table()
     assert kernel.winner == first and kernel.solved[second] == 0
-    assert sum(kernel.solved.values()) == kernel.rows_in == len(costs)
+    assert sum(kernel.solved.values()) == kernel.instances_in == len(costs)
 
 
 class Heavy(Stopping):
@@ -882,7 +882,7 @@ def test_a_row_heavy_for_both_stopped_in_a_rivals_burst_counts_once():
             costs[:, 0] = [0.0, 99.0, 0.0, 0.0]
             heavy_rows = 1
         np.testing.assert_array_equal(kernel(costs), costs < 0)
-        assert kernel.rows_in < 4000, kernel.table()
+        assert kernel.instances_in < 4000, kernel.table()
     assert kernel.stopped["rival"] == 1, kernel.table()
     assert kernel.winner == "rival" and kernel.solved["leader"] < 50, kernel.table()
     assert kernel.samples["rival"].largest == pytest.approx(40e-3)  # the row, once

@@ -45,10 +45,10 @@ def raw_highs_loop(spec, costs: np.ndarray):
     flat = np.ascontiguousarray(costs, dtype=np.float64).reshape(len(costs), -1)
 
     def solve_all() -> list:
-        return [solve_one(row) for row in flat]
+        return [solve_one(cost) for cost in flat]
 
-    def solve_one(row: np.ndarray) -> list[float]:
-        model.changeColsCost(len(columns), columns, row)
+    def solve_one(cost: np.ndarray) -> list[float]:
+        model.changeColsCost(len(columns), columns, cost)
         model.clearSolver()
         run_highs(model)
         return model.getSolution().col_value
@@ -129,7 +129,7 @@ def check() -> int:
 def race(spec_source: Any, rows: int = 200, seed: int = 0) -> int:
     """``combolayer bench --race SPEC``: ``backend="race"`` for a spec, run from
     the first call without the budget (the candidates in turn) on ``rows`` random costs,
-    8 rows a call, and its table."""
+    8 instances a call, and its table."""
     from ..backends.race import RacingKernel
     from ..backends.registry import make_solver
     from ..specs.load import load_spec
@@ -144,11 +144,11 @@ def race(spec_source: Any, rows: int = 200, seed: int = 0) -> int:
     costs = np.random.default_rng(seed).uniform(0.0, 1.0, (rows, *spec.cost_shape))
     for chunk in tqdm(np.array_split(costs, max(1, rows // 8)), desc="race"):
         solver.solve(chunk)
-    print(f"{spec.label}, {rows} random cost rows (uniform in [0, 1)), 8 a call:")
-    print(f"{'backend':<12} {'timed solves':>12} {'rows solved':>11} {'ms per solve':>12}  verdict")
+    print(f"{spec.label}, {rows} random instances (uniform in [0, 1)), 8 a call:")
+    print(f"{'backend':<12} {'timed solves':>12} {'solved':>11} {'ms per solve':>12}  verdict")
     for name, timed, mean, verdict in kernel.table():
         shown = "-" if mean is None else f"{mean * 1e3:.3g}"
         print(f"{name:<12} {timed:>12} {kernel.solved[name]:>11} {shown:>12}  {verdict}")
-    print(f"rows asked {kernel.rows_in}, rows solved {sum(kernel.solved.values())}")
+    print(f"instances asked {kernel.instances_in}, solved {sum(kernel.solved.values())}")
     print(f"backend {solver.backend!r}: {solver.backend_reason}")
     return 0

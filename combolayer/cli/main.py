@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=135)
     solve = sub.add_parser(
         "solve", help=COMMANDS["solve"][1],
-        description="Solve SPEC for each cost row. Prints JSON {solution, objective} to "
+        description="Solve SPEC for each instance. Prints JSON {solution, objective} to "
                     "stdout (pipe it to jq); everything else goes to stderr.")
     solve.add_argument("spec", help=SPEC_HELP)
     solve.add_argument("--costs", help=".npy, .csv/.txt or .json array (default for an "
@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "string) on --rows random costs uniform in [0, 1): each "
                             "candidate's timed solves, mean ms per solve and verdict")
     bench.add_argument("--rows", type=positive_int, default=200,
-                       help="cost rows for --race (default 200)")
+                       help="instances to race on for --race (default 200)")
     bench.add_argument("--check", action="store_true",
                        help="run the training-overhead ratios (under a minute) and exit 1 when "
                             "one exceeds 1.5x its committed baseline "
