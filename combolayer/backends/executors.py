@@ -3,15 +3,15 @@
 ``BackendConfig(executor=..., workers=n)`` means ``n`` workers. Every executor
 returns a numpy `Kernel` that
 
-- solves identical cost rows of a batch once (deduplication),
+- solves identical instances of a batch once (deduplication),
 - returns the solutions in input order,
 - starts its ``n`` workers at first use, in the background (pool or actors, then
-  one model build each), while the caller keeps solving the batch's rows itself;
-  the rows left go to the workers once they are ready, mid-call too, split
+  one model build each), while the caller keeps solving the batch's instances itself;
+  the instances left go to the workers once they are ready, mid-call too, split
   evenly into chunks,
 - turns a crashed worker, or one that runs past the ``time_limit`` budget of
   its chunk, into `SolverError`, and starts fresh workers on the next call,
-- carries each row's status (optimal, time limit, ...) and the warnings a
+- carries each instance's status (optimal, time limit, ...) and the warnings a
   worker process or actor raised back with its results, and hands them to the
   caller (`Solver` then warns or raises once per call).
 
@@ -50,9 +50,9 @@ from .solver import Kernel, ReportingKernel, as_kernel
 #: Chunks per worker: enough to balance uneven solves (TSP-50 solve times vary
 #: widely; set by benchmarks/scale_out.py).
 CHUNKS_PER_WORKER = 16
-#: Rows the caller solves between looks at whether the workers are ready: few, so
-#: that the rows left reach the workers soon after they are.
-SLICE_ROWS = 4
+#: Instances the caller solves between looks at whether the workers are ready: few, so
+#: that the instances left reach the workers soon after they are.
+SLICE_INSTANCES = 4
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def _timed(kernel: Kernel, costs: np.ndarray, rows: Rows | None = None
 
 
 #: What a worker is handed: a ``(B, N)`` cost array, or ``(costs, rows)`` with the
-#: chunk's per-call rows (`Rows.subset`: only the entries its rows use).
+#: chunk's per-call rows (`Rows.subset`: only the entries its instances use).
 Chunk = np.ndarray | tuple
 
 
@@ -74,7 +74,7 @@ def _parts(chunk: Chunk) -> tuple[np.ndarray, Rows | None]:
     return chunk if isinstance(chunk, tuple) else (chunk, None)
 
 
-#: What a worker sends back for a chunk: its solutions with their rows' statuses
+#: What a worker sends back for a chunk: its solutions with their instances' statuses
 #: (`Solved`), seconds, and the warnings it raised, as (category, message) pairs.
 Result = tuple[Solved, float, list]
 
@@ -132,7 +132,8 @@ class ParallelKernel(ReportingKernel):
         return self.local.takes_rows
 
     def serial(self) -> Kernel:
-        """The caller's own model, ``local``: it solves a race's rows, never the workers."""
+        """The caller's own model, ``local``: it solves a race's instances, never the
+        workers."""
         return self.local
 
     def with_statuses(self, costs: np.ndarray, rows: Rows | None = None) -> Solved:
@@ -141,7 +142,7 @@ class ParallelKernel(ReportingKernel):
             return Solved(np.empty_like(costs))
         if rows is None:
             unique, inverse = np.unique(costs, axis=0, return_inverse=True)
-        else:  # a row repeats only with the same costs and the same per-call rows
+        else:  # an instance repeats only with the same costs and the same per-call rows
             keyed = np.hstack([costs, np.asarray(rows.index, dtype=np.float64)[:, None]])
             _, first, inverse = np.unique(keyed, axis=0, return_index=True,
                                           return_inverse=True)
@@ -152,7 +153,7 @@ class ParallelKernel(ReportingKernel):
             solved = self._solve_unique(unique, rows)
         if solved.statuses is None:
             return Solved(solved.values[inverse])
-        # each unique row's status, once for every row that repeats it
+        # each unique instance's status, once for every instance that repeats it
         return Solved(solved.values[inverse],
                       tuple(solved.statuses[i] for i in inverse.tolist()))
 
@@ -162,7 +163,7 @@ class ParallelKernel(ReportingKernel):
 
         parts, done = [], 0
         while done < len(costs) and not self.ready():
-            stop = done + SLICE_ROWS
+            stop = done + SLICE_INSTANCES
             parts.append(_timed(self.local, costs[done:stop], rows_of(done, stop))[0])
             done = stop
         if done < len(costs):
@@ -200,8 +201,8 @@ class ParallelKernel(ReportingKernel):
             self._start()
             self._warm()
         except BaseException as error:  # said now, and raised in the caller's next look
-            warnings.warn(f"{error} (the rows are solved in the caller meanwhile; the next "
-                          "call raises this)", RuntimeWarning, stacklevel=1)
+            warnings.warn(f"{error} (the instances are solved in the caller meanwhile; the "
+                          "next call raises this)", RuntimeWarning, stacklevel=1)
             self._start_error = error
             self._reset_workers()
         else:
@@ -218,10 +219,10 @@ class ParallelKernel(ReportingKernel):
         if limit is None:
             return None
         rounds = math.ceil(len(chunks) / self.workers)
-        rows = max(len(_parts(c)[0]) for c in chunks)
+        instances = max(len(_parts(c)[0]) for c in chunks)
         # Each solve may legitimately use its full time limit; allow a model
         # build per worker and generous slack for start-up on top.
-        return 2.0 + 3.0 * self.build_seconds + 1.5 * limit * rows * rounds
+        return 2.0 + 3.0 * self.build_seconds + 1.5 * limit * instances * rounds
 
     def _map_safely(self, chunks: list[np.ndarray]) -> list[Solved]:
         """The chunks' solutions, with the warnings the workers raised re-emitted here."""
