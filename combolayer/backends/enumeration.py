@@ -3,7 +3,7 @@
 Every point of ``{0, 1}^n`` (n at most `MAX_VARS`) is listed once, when the
 problem is compiled, and the spec's own constraints keep the feasible ones,
 ``F`` (``(K, n)``). A batch of costs is then one product ``costs @ F.T`` and an
-argmin per row, on the costs' device; per-call rows ``A x <= b`` mask, per
+argmin per instance, on the costs' device; per-call rows ``A x <= b`` mask, per
 instance, the points they exclude (``A F.T <= b``), before the argmin. No solver
 is called, so there is no per-solve set-up: a batch of 16-variable problems
 costs about as much as a matrix product with 2^16 columns.
@@ -38,7 +38,7 @@ from .solver import ReportingKernel
 
 #: The most variables enumerated: 2^20 points of 20 entries are 160 MB in float64.
 MAX_VARS = 20
-#: Entries of one ``(rows, points)`` block (costs or row checks): the batch is cut into
+#: Entries of one ``(instances, points)`` block (costs or row checks): the batch is cut into
 #: pieces of at most this many (32 MB of float64).
 BLOCK = 1 << 22
 #: ``"auto"`` puts enumeration ahead of the MIP solvers on pure binary problems of at
@@ -53,7 +53,7 @@ AUTO_MAX_VARS = 16
 AUTO_MAX_POINTS = 4096
 #: Per instance, this many cheapest points are checked against the per-call rows first.
 CANDIDATES = 64
-#: Rows used by at least this many cost rows each (on average) are checked against
+#: Rows used by at least this many instances each (on average) are checked against
 #: every point once per entry instead.
 SHARED = 4
 #: From this many variables on, the row values of all 2^n points are computed from the two
@@ -157,7 +157,7 @@ def _count_points(cls: type, spec_json: str) -> int:
 class EnumerationKernel(ReportingKernel):
     """The feasible points of a small binary problem; `with_statuses` answers a ``(B, N)``
     (or full-width ``(B, num_vars)``) batch of minimisation costs with one product,
-    each row's status "infeasible" where its per-call rows leave no point."""
+    each instance's status "infeasible" where its per-call rows leave no point."""
 
     array_api = "torch"
     takes_rows = True
@@ -258,7 +258,7 @@ class EnumerationKernel(ReportingKernel):
     @staticmethod
     def _answer(points: torch.Tensor, chosen: torch.Tensor, feasible: torch.Tensor,
                 width: int, dtype: torch.dtype, rows: bool = True) -> Solved:
-        """The chosen points, and with per-call ``rows`` each row's status: zeros and
+        """The chosen points, and with per-call ``rows`` each instance's status: zeros and
         "infeasible" where they left no point."""
         x = points[chosen, :width]
         if not rows:
@@ -270,7 +270,7 @@ class EnumerationKernel(ReportingKernel):
     def _shared(self, values: torch.Tensor, A: torch.Tensor, b: torch.Tensor,
                 entries: torch.Tensor, inverse: torch.Tensor, points: torch.Tensor,
                 chosen: torch.Tensor, feasible: torch.Tensor) -> None:
-        """Rows shared by many cost rows (one set for a batch, a learned constraint):
+        """Rows shared by many instances (one set for a batch, a learned constraint):
         each entry's feasible points once, then the products over those points only.
         ``A``, ``b``: the rows `_fitted` to the points' columns."""
         width = values.shape[1]
@@ -298,14 +298,14 @@ class EnumerationKernel(ReportingKernel):
     def _best_allowed(self, objective: torch.Tensor, A: torch.Tensor, b: torch.Tensor,
                       index: torch.Tensor, points: torch.Tensor
                       ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The cheapest point that meets each cost row's per-call rows (entry ``index`` of
+        """The cheapest point that meets each instance's per-call rows (entry ``index`` of
         the `_fitted` ``A``, ``b``), and whether there is one. The `CANDIDATES` cheapest
-        points are checked first (a small product); only rows none of which is feasible
-        check every point (``A F.T``)."""
+        points are checked first (a small product); only instances with no feasible
+        candidate check every point (``A F.T``)."""
         k = min(CANDIDATES, points.shape[0])
-        cheapest = objective.topk(k, dim=1, largest=False, sorted=True).indices  # (rows, k)
+        cheapest = objective.topk(k, dim=1, largest=False, sorted=True).indices  # (B, k)
         lhs = torch.einsum("rmn,rkn->rmk", A[index], points[cheapest])
-        ok = (lhs <= b[index][..., None] + FEASIBILITY_TOL).all(dim=1)  # (rows, k)
+        ok = (lhs <= b[index][..., None] + FEASIBILITY_TOL).all(dim=1)  # (B, k)
         found = ok.any(dim=1)
         # first feasible candidate in cost order (ties: topk's order, then index)
         chosen = cheapest.gather(1, ok.to(torch.int8).argmax(dim=1, keepdim=True)).squeeze(1)

@@ -9,10 +9,10 @@ broadcasts (trailing axes aligned).
 
 They are checked once, at the edge (`check_rows`), and then travel as one
 `Rows` value: the distinct rows ``A (R, m, num_vars)``, ``b (R, m)`` and, for
-each cost row of the flattened batch, the entry it uses (``index``). A kernel
+each instance of the flattened batch, the entry it uses (``index``). A kernel
 that ``takes_rows`` gets the whole batch in one call and puts each entry's rows
 into its kept model in place (added, solved, taken out again), never rebuilding
-it; consecutive cost rows with the same entry (an instance's samples) keep them.
+it; consecutive instances with the same entry (samples of one) keep them.
 
 `RowBound` binds a call's rows to a solver, so that every estimator and loss
 that calls ``solve_min`` solves with them without knowing it.
@@ -41,13 +41,13 @@ def _host(value: Any, dtype: Any) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Rows:
-    """Per-instance rows ``A x <= b`` for a ``(B, ...)`` batch of cost rows.
+    """Per-instance rows ``A x <= b`` for a ``(B, ...)`` batch of instances.
 
     ``A`` is ``(R, m, num_vars)``, ``b`` is ``(R, m)`` (numpy arrays or torch
-    tensors) and ``index`` is ``(B,)``: cost row ``i`` is solved with
-    ``A[index[i]] x <= b[index[i]]``. ``origin`` ``(B,)``, where known, is each cost
-    row's position in the batch the rows were made for (`rows_for`), kept through
-    `take` and `subset`: what a flagged infeasible row is reported as.
+    tensors) and ``index`` is ``(B,)``: instance ``i`` is solved with
+    ``A[index[i]] x <= b[index[i]]``. ``origin`` ``(B,)``, where known, is each
+    instance's position in the batch the rows were made for (`rows_for`), kept through
+    `take` and `subset`: what a flagged infeasible instance is reported as.
 
     ``flagged``, optional, is the caller's set that a `Solver` under
     ``on_infeasible="flag"`` adds the ``origin`` of each instance these rows leave
@@ -88,7 +88,7 @@ class Rows:
                        index=tensor(self.index, torch.long))
 
     def take(self, selected: Any) -> Rows:
-        """The rows of the cost rows ``selected`` (a mask or indices into the batch)."""
+        """The rows of the instances ``selected`` (a mask or indices into the batch)."""
         index = self.index
         origin = self.origins()[np.asarray(torch.as_tensor(selected).cpu())]
         if isinstance(index, torch.Tensor):
@@ -97,7 +97,7 @@ class Rows:
         return replace(self, index=np.asarray(index)[np.asarray(selected)], origin=origin)
 
     def subset(self, selected: Any) -> Rows:
-        """The rows of the cost rows ``selected`` with only the entries they use (what
+        """The rows of the instances ``selected`` with only the entries they use (what
         a worker is sent with its chunk): numpy rows only."""
         entries, index = np.unique(np.asarray(self.index)[np.asarray(selected)],
                                    return_inverse=True)
@@ -153,7 +153,7 @@ def check_rows(label: str, num_vars: int, batch: tuple[int, ...], A: Any, b: Any
 
 def rows_for(A: Any, b: Any, batch: tuple[int, ...]) -> Rows:
     """`Rows` for a costs batch of shape ``batch`` from checked ``A`` and ``b``: the
-    distinct entries once, and the entry of every cost row (trailing axes aligned).
+    distinct entries once, and the entry of every instance (trailing axes aligned).
     An axis along which both are expanded views (stride 0: the layer broadcasts rows
     given once for the batch) counts once, so such rows are one entry, set once."""
     rows_batch = tuple(torch.broadcast_shapes(tuple(A.shape[:-2]), tuple(b.shape[:-1])))

@@ -77,8 +77,8 @@ class RowBound(SolverWrapper):
         rows = rows_for(self.A, self.b, tuple(self.A.shape[:-2]))
         count = len(rows.A)
         if costs.shape[0] % count:
-            raise ValueError(f"{costs.shape[0]} cost rows do not match the {count} instances "
-                             "of the per-call rows")
+            raise ValueError(f"{costs.shape[0]} instances are not a multiple of the {count} "
+                             "entries of the per-call rows")
         index = torch.arange(costs.shape[0], device=rows.A.device) % count
         return self._solver.solve_batch(costs, start=start, rows=Rows(
             rows.A, rows.b, index, np.arange(costs.shape[0])), **kwargs)
@@ -120,8 +120,8 @@ class KnownBound(SolverWrapper):
         known = torch.as_tensor(self.instance_known).to(costs)
         known = known.reshape(-1, known.shape[-1])
         if costs.shape[0] % known.shape[0]:
-            raise ValueError(f"{costs.shape[0]} cost rows do not match the "
-                             f"{known.shape[0]} instances of the per-call known cost")
+            raise ValueError(f"{costs.shape[0]} instances are not a multiple of the "
+                             f"{known.shape[0]} entries of the per-call known cost")
         known = known.repeat(costs.shape[0] // known.shape[0], 1)
         costs, aux_known = self.fold_known(costs, known)
         if aux_known is not None:
