@@ -135,7 +135,7 @@ class EnumeratedPaths(KernelDefaults):
     then the argmin and the row lookup in numpy on its result (no copy), which cost
     less dispatch there than in torch. Measured inside PyEPO's training loop (32 x 40
     batches), this beat both all-torch and all-numpy (numpy's own matmul was the
-    slowest there). The rows come back in float32 for float32 costs, else in float64;
+    slowest there). The solutions come back in float32 for float32 costs, else in float64;
     `Solver.solve_batch` moves other dtypes back. Costs on an accelerator stay
     there: the matmul, the argmin and the row lookup run on their device, with
     the path table copied there once (no host round trip per batch). Ties go to
@@ -215,14 +215,14 @@ def _walk_back(pred: np.ndarray, tails: np.ndarray, source: int, target: int, nu
         raise InfeasibleError(f"no path from node {source} to node {target} (instance {b})")
     batch = pred.shape[0]
     y = np.zeros((batch, num_arcs))
-    rows = np.arange(batch)
+    instances = np.arange(batch)
     node = np.full(batch, target)
     for _ in range(pred.shape[1]):
         active = node != source
         if not active.any():
             break
-        arc = pred[rows[active], node[active]]
-        y[rows[active], arc] = 1.0
+        arc = pred[instances[active], node[active]]
+        y[instances[active], arc] = 1.0
         node[active] = tails[arc]
     return y
 
@@ -387,9 +387,9 @@ def knapsack_dp(weights: np.ndarray, capacities: np.ndarray, values: np.ndarray)
         np.maximum(target, candidate, out=target)
     y = np.zeros((batch, n))
     cell = np.tile(np.asarray(dims) - 1, (batch, 1))
-    rows = np.arange(batch)
+    instances = np.arange(batch)
     for i in range(n - 1, -1, -1):
-        take = taken[(i, rows, *cell.T)]
+        take = taken[(i, instances, *cell.T)]
         y[take, i] = 1.0
         cell[take] -= weights[:, i]
     return y
@@ -468,16 +468,16 @@ def held_karp(costs: np.ndarray, n: int) -> np.ndarray:
         best[:, targets] = np.take_along_axis(candidate, choice[..., None], -1)[..., 0]
         parent[:, targets] = cities[np.arange(len(targets)), choice]
     node = (best[:, (full - 1) * m + bits] + edge[:, (bits + 1) * n]).argmin(-1) + 1
-    rows = np.arange(batch)
+    instances = np.arange(batch)
     y = np.zeros((batch, n, n))
-    y[rows, node, 0] = 1.0
+    y[instances, node, 0] = 1.0
     subset = np.full(batch, full - 1)
     for _ in range(m - 1):
-        before = parent[rows, subset * m + node - 1].astype(np.int64) + 1
+        before = parent[instances, subset * m + node - 1].astype(np.int64) + 1
         subset = subset ^ (1 << (node - 1))
-        y[rows, before, node] = 1.0
+        y[instances, before, node] = 1.0
         node = before
-    y[rows, 0, node] = 1.0
+    y[instances, 0, node] = 1.0
     return np.maximum(y, y.transpose(0, 2, 1)).reshape(batch, n * n)
 
 

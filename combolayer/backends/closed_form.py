@@ -40,8 +40,8 @@ def topk_indicator(costs: Tensor, k: int) -> Tensor:
     """The 0/1 indicator of the ``k`` smallest entries along the last axis.
 
     Ties at the k-th value go to the lowest indices. On the CPU one numpy sort
-    gives each row's k-th and (k+1)-th smallest values; when they differ in
-    every row (no entry left out ties the k-th), the entries up to the k-th
+    gives each instance's k-th and (k+1)-th smallest values; when they differ in
+    every instance (no entry left out ties the k-th), the entries up to the k-th
     value are exactly the k smallest. Otherwise, and on other devices (no host
     round trip), ``torch.kthvalue`` finds the threshold and equal entries are
     admitted in index order.
@@ -64,7 +64,7 @@ def ranks(costs: Tensor) -> Tensor:
     """``argmin <costs, y>`` over permutations y of 1..n: rank 1 for the largest cost.
 
     A stable descending sort gives the lower index the better rank on ties. On
-    the CPU, when no row has two equal entries, numpy's (unstable) argsort gives
+    the CPU, when no instance has two equal entries, numpy's (unstable) argsort gives
     the same order; otherwise, and on other devices, torch's stable sort.
     """
     n = costs.shape[-1]

@@ -48,10 +48,10 @@ class BackendConfig(BaseModel):
 
     On a shared or busy machine, solver threads, executor workers and torch's
     intra-op threads multiply, so parallelism comes from ``workers`` (whose solvers
-    always run single-threaded). A row stopped by ``time_limit`` with a feasible
+    always run single-threaded). An instance stopped by ``time_limit`` with a feasible
     solution returns that solution; ``solver.solve(costs, return_status=True)``
-    returns each row's status (``"optimal"``, ``"time limit"``, ``"inaccurate"``). A limit hit
-    without any feasible solution always raises.
+    returns each instance's status (``"optimal"``, ``"time limit"``, ``"inaccurate"``). A
+    limit hit without any feasible solution always raises.
 
     Args:
         name: a backend name or ``"auto"`` (the fastest exact backend that supports
@@ -71,7 +71,7 @@ class BackendConfig(BaseModel):
         deterministic: deprecated: ``"auto"`` is always a fixed choice, and racing the
             solvers is the opt-in ``name="race"``; ``False`` under ``"auto"`` still
             races, with a DeprecationWarning naming ``"race"``.
-        on_limit: what the caller hears of rows a limit stopped: ``"warn"`` (default,
+        on_limit: what the caller hears of instances a limit stopped: ``"warn"`` (default,
             one ``RuntimeWarning`` per call counting them, from every executor) or
             ``"raise"`` (`SolverError`).
         on_infeasible: what an instance that per-call rows ``A x <= b`` leave infeasible

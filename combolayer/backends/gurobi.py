@@ -172,7 +172,7 @@ def gurobi_status(status: int) -> tuple[Outcome, str]:
     """Gurobi's status code as an `Outcome`, with Gurobi's name for it. Every limit a
     user can set (time, solutions, nodes, iterations, work, memory, objective) stops
     like the time limit: its best solution with a warning, or an error without one;
-    the row's status and the message name the limit (``"solution limit"``)."""
+    the instance's status and the message name the limit (``"solution limit"``)."""
     return _status_table().get(status) or (Outcome.STOPPED, str(status))
 
 

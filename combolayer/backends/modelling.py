@@ -72,7 +72,7 @@ class CvxpyKernel(RowKernel):
         self.form = form
         n = form.num_vars
         self.x = self._variable(form)
-        # every column's cost (outputs first): a full-width cost row sets all of them
+        # every column's cost (outputs first): a full-width cost sets all of them
         self.cost = cp.Parameter(n)
         self.problem = self._base = cp.Problem(cp.Minimize(self.cost @ self.x),
                                                self._constraints(self.x))

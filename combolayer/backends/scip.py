@@ -411,7 +411,7 @@ def scip_outcome(status: str) -> Outcome:
         "timelimit": Outcome.TIME_LIMIT,
         "userinterrupt": Outcome.INTERRUPTED,
         # the limits a user can set in options, as Gurobi's: the best solution found
-        # (with a warning) or an error without one, named in the row's status
+        # (with a warning) or an error without one, named in the instance's status
         **dict.fromkeys(("sollimit", "bestsollimit", "nodelimit", "totalnodelimit",
                          "stallnodelimit", "memlimit", "restartlimit"), Outcome.LIMIT),
     }.get(status, Outcome.STOPPED)

@@ -24,7 +24,7 @@ class _TimedKernel:
         self.kernel, self.clock, self.array_api = kernel, clock, kernel.array_api
 
     def __call__(self, costs: Any) -> Solved:
-        """The kernel's solutions with their rows' statuses, which the solver settles."""
+        """The kernel's solutions with their instances' statuses, which the solver settles."""
         start = time.perf_counter()
         try:
             return self.kernel.with_statuses(costs)

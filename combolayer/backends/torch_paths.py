@@ -131,7 +131,7 @@ class _State:
 
 
 def _on_path(pointer: Tensor, target: int | Tensor) -> Tensor:
-    """``(B, n)`` 0/1: the vertices on each row's chain target, pointer[target], ...
+    """``(B, n)`` 0/1: the vertices on each instance's chain target, pointer[target], ...
     (``pointer`` ``(B, n)`` int64, a root pointing to itself), by pointer doubling:
     after round j the set holds the first ``2^j`` vertices of the chain."""
     batch, n = pointer.shape
