@@ -116,7 +116,7 @@ HOSTILE = [
                                            "capacities: [1]}"], "below 1e+15, got 1e+308"),
     # refused where they were accepted
     ("costs []", ["solve", TOPK, "--costs", "{tmp}/empty.json"],
-     "no numbers (shape (0,)): expected one or more cost rows of shape (4,)"),
+     "no numbers (shape (0,)): expected one or more instances' costs of shape (4,)"),
     ("costs booleans json", ["solve", TOPK, "--costs", "{tmp}/booleans.json"],
      "holds true: expected numbers only"),
     ("costs one boolean", ["solve", TOPK, "--costs", "{tmp}/mixed.json"], "holds true"),

@@ -42,4 +42,4 @@ def test_cli_verbose_logs_to_stderr(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == '{"solution": [0.0, 1.0, 0.0], "objective": 3.0}'
     assert "on backend" in result.stderr
-    assert "combolayer.cli.commands: TopK(n=3, k=1): 1 cost rows solved on" in result.stderr
+    assert "combolayer.cli.commands: TopK(n=3, k=1): 1 instances solved on" in result.stderr

@@ -79,7 +79,7 @@ def _numeric(array: np.ndarray, path: Path) -> np.ndarray:
 
 
 def solve(args: argparse.Namespace) -> int:
-    """``combolayer solve SPEC [--costs FILE]``: the optimal solution of each cost row.
+    """``combolayer solve SPEC [--costs FILE]``: the optimal solution of each instance.
 
     Prints one JSON object ``{"solution": ..., "objective": ...}`` to stdout and
     nothing else, so the output pipes into ``jq``; the spec and backend line goes
@@ -106,7 +106,7 @@ def solve(args: argparse.Namespace) -> int:
     shape = solver.cost_shape
     if costs.size == 0:
         raise ValueError(f"--costs holds no numbers (shape {costs.shape}): expected one or more "
-                         f"cost rows of shape {shape} for {solver.spec.label}")
+                         f"instances' costs of shape {shape} for {solver.spec.label}")
     trailing = costs.shape[max(costs.ndim - len(shape), 0) :]
     if trailing != shape and costs.size % solver.num_outputs == 0:
         costs = costs.reshape(-1, *shape)  # one flat row per instance
@@ -116,7 +116,7 @@ def solve(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     y, aux = solver.solve(costs, return_aux=True) if on_aux else (solver.solve(costs), None)
     logging.getLogger(__name__).debug(
-        "%s: %d cost rows solved on %r in %.4f s", solver.spec.label,
+        "%s: %d instances solved on %r in %.4f s", solver.spec.label,
         y.size // solver.num_outputs, solver.backend, time.perf_counter() - start)
     objective = inner(costs, y, len(shape)) + solver.known_value(y, aux)
     print(f"{solver.spec.label} on backend {solver.backend!r}", file=sys.stderr)

@@ -344,9 +344,9 @@ def tsp_per_solve(sizes=(20, 50), instances: int = 24, backend: str = "auto") ->
         costs = tsp_costs(n, instances + 1, seed=n)
         solver.solve(costs[:1])
         times = []
-        for row in costs[1:]:
+        for cost in costs[1:]:
             start = time.perf_counter()
-            solver.solve(row)
+            solver.solve(cost)
             times.append(time.perf_counter() - start)
         median, mean = statistics.median(times) * 1e3, statistics.fmean(times) * 1e3
         goal = {20: "<= 4 ms", 50: "<= 25 ms"}.get(n, "")
