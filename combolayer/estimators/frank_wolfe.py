@@ -64,7 +64,7 @@ def away_step_frank_wolfe(solve_min: Callable[[Tensor], Any], theta: Tensor, max
     vertices[:, 0], weights[:, 0], vertex_norms[:, 0] = v0, 1.0, (v0 * v0).sum(-1)
     vertex_linear[:, 0] = l0
     mu, mu_linear = v0.clone(), l0.clone()
-    rows = torch.arange(batch, device=theta.device)
+    instances = torch.arange(batch, device=theta.device)
     for _ in range(max_iter):
         grad = mu - theta
         v, lv = oracle(grad)
@@ -74,15 +74,15 @@ def away_step_frank_wolfe(solve_min: Callable[[Tensor], Any], theta: Tensor, max
         scores = (torch.einsum("bwv,bv->bw", vertices, grad) + vertex_linear).masked_fill(
             weights <= 0, -torch.inf)
         away = scores.argmax(-1)
-        v_away, alpha_away = vertices[rows, away], weights[rows, away]
-        gap_away = (grad * (v_away - mu)).sum(-1) + (vertex_linear[rows, away] - mu_linear)
+        v_away, alpha_away = vertices[instances, away], weights[instances, away]
+        gap_away = (grad * (v_away - mu)).sum(-1) + (vertex_linear[instances, away] - mu_linear)
         moving = gap_fw >= tol
         if not bool(moving.any()):
             break
         use_fw = gap_fw >= gap_away
         direction = torch.where(use_fw[:, None], v - mu, mu - v_away)
         direction_linear = torch.where(use_fw, lv - mu_linear,
-                                       mu_linear - vertex_linear[rows, away])
+                                       mu_linear - vertex_linear[instances, away])
         gap = torch.where(use_fw, gap_fw, gap_away)
         gamma_max = torch.where(use_fw, torch.ones_like(alpha_away),
                                 alpha_away / (1.0 - alpha_away).clamp(min=1e-12))
@@ -101,12 +101,13 @@ def away_step_frank_wolfe(solve_min: Callable[[Tensor], Any], theta: Tensor, max
         free = weights <= 1e-12
         free_slot = torch.where(free.any(-1), free.to(theta).argmax(-1), weights.argmin(-1))
         add = ~has_match & use_fw & (gamma_fw > 0)
-        weights[rows, match_slot] += gamma_fw * (has_match & use_fw).to(theta)
-        vertices[rows, free_slot] = torch.where(add[:, None], v, vertices[rows, free_slot])
-        vertex_norms[rows, free_slot] = torch.where(add, v_norm, vertex_norms[rows, free_slot])
-        vertex_linear[rows, free_slot] = torch.where(add, lv, vertex_linear[rows, free_slot])
-        weights[rows, free_slot] = torch.where(add, gamma_fw, weights[rows, free_slot])
-        weights[rows, away] -= gamma_away
+        weights[instances, match_slot] += gamma_fw * (has_match & use_fw).to(theta)
+        slot = (instances, free_slot)
+        vertices[slot] = torch.where(add[:, None], v, vertices[slot])
+        vertex_norms[slot] = torch.where(add, v_norm, vertex_norms[slot])
+        vertex_linear[slot] = torch.where(add, lv, vertex_linear[slot])
+        weights[slot] = torch.where(add, gamma_fw, weights[slot])
+        weights[instances, away] -= gamma_away
         weights = weights.clamp(min=0.0)
         weights = torch.where(weights < 1e-12, torch.zeros_like(weights), weights)
     if linear:

@@ -209,10 +209,10 @@ class SolverLoss(LossInputs):
         return self.solver.known_like(like)
 
     def target_known_value(self, y: Tensor, known: Tensor | None = None) -> Tensor:
-        """``<k[:N], y>`` per row (``k`` the sense-folded known cost), the known part of
+        """``<k[:N], y>`` per instance (``k`` the sense-folded known cost), the known part of
         the objective of flat target decisions ``y`` ``(..., N)``: their auxiliaries,
         which a target does not give, do not depend on the prediction and are left out,
-        a constant shift of the loss. 0 without a known cost. ``known``: each row's own
+        a constant shift of the loss. 0 without a known cost. ``known``: each instance's own
         known cost ``(..., num_vars)`` (min form, `instance_known`), added to ``k``."""
         spec_known = self.known_like(y)
         n = self.solver.num_outputs

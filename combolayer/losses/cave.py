@@ -64,12 +64,12 @@ class ConeRows:
         eye = np.eye(self.num_vars)
         fixed = self.upper - self.lower <= tol
         normals = []
-        for row, tight in zip(x, slack < tol, strict=True):
-            at_lower = row - self.lower <= tol
-            at_upper = (self.upper - row <= tol) & (~at_lower | fixed)
+        for point, tight in zip(x, slack < tol, strict=True):
+            at_lower = point - self.lower <= tol
+            at_upper = (self.upper - point <= tol) & (~at_lower | fixed)
             parts = [self.A_ub[np.flatnonzero(tight)].toarray(), self.equalities]
             if self.cuts is not None:
-                cuts = self.cuts(row[:n]).toarray()
+                cuts = self.cuts(point[:n]).toarray()
                 parts.append(np.hstack([cuts, np.zeros((len(cuts), self.num_vars - n))]))
             normals.append(np.vstack(parts + [-eye[at_lower], eye[at_upper]]))
         return normals
@@ -81,9 +81,9 @@ class ConeRows:
         constraints = [LinearConstraint(A, lb, ub) for A, lb, ub in (
             (self.A_ub, -np.inf, self.b_ub), (self.A_eq, self.b_eq, self.b_eq)) if A.shape[0]]
         full = []
-        for b, row in enumerate(y):
+        for b, point in enumerate(y):
             lower, upper = self.lower.copy(), self.upper.copy()
-            lower[: self.n] = upper[: self.n] = np.round(row)
+            lower[: self.n] = upper[: self.n] = np.round(point)
             result = milp(np.zeros(self.num_vars), constraints=constraints,
                           integrality=self.integer.astype(int), bounds=Bounds(lower, upper))
             if result.x is None:

@@ -104,7 +104,7 @@ class FenchelYoungLoss(SolverLoss):
         ``known``: each instance's own (min form), counted on top of the spec's."""
         solver = self.solver if known is None else KnownBound(self.solver, known)
         batch = samples.shape[1 : samples.dim() - len(self.spec.cost_shape)]
-        # the samples were solved instance by instance (solve_samples): rows (*batch, S)
+        # the samples were solved instance by instance (solve_samples): in order (*batch, S)
         if solver.num_aux:
             aux = box[0].to(samples).reshape(*batch, len(samples), solver.num_aux)
             aux = aux.movedim(len(batch), 0)
