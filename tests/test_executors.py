@@ -135,7 +135,7 @@ def spy_handed_rows(monkeypatch, kernel_class) -> list[list[int]]:
     return handed
 
 
-def test_workers_start_at_first_use_and_take_the_rows_left_mid_call(monkeypatch, caplog):
+def test_workers_start_at_first_use_and_take_the_instances_left_mid_call(monkeypatch, caplog):
     """The first call starts the workers in the background and solves in the caller
     meanwhile; the rows still unsolved when they are ready go to them, in that call."""
     import logging

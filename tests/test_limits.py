@@ -133,7 +133,7 @@ UNLIMITED = {  # backends that always solve to optimality: every row says so
 
 @pytest.mark.parametrize("executor", ["serial", "thread", "process"])
 @pytest.mark.parametrize("backend", sorted(UNLIMITED))
-def test_backends_without_a_time_limit_report_every_row_optimal(backend, executor,
+def test_backends_without_a_time_limit_report_every_instance_optimal(backend, executor,
                                                                 always_parallel):
     spec = UNLIMITED[backend]()
     costs = np.random.default_rng(0).normal(size=(5, *spec.cost_shape))

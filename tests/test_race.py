@@ -113,7 +113,7 @@ def duel(leader, rival, clock: list[float], **options) -> RacingKernel:
                         clock=lambda: clock[0], **options)
 
 
-def test_the_race_solves_every_row_once_and_keeps_the_fastest(caplog):
+def test_the_race_solves_every_instance_once_and_keeps_the_fastest(caplog):
     kernel, kernels = fake_race({"slow": 3e-3, "fast": 1e-3, "slowest": 9e-3})
     rows = 0
     with caplog.at_level(logging.INFO, logger="combolayer"):
@@ -141,7 +141,7 @@ def test_the_race_solves_every_row_once_and_keeps_the_fastest(caplog):
     assert "fast won the race on this run's own costs" in kernel.backend_reason
 
 
-def test_untried_candidates_wait_until_the_run_can_afford_a_row():
+def test_untried_candidates_wait_until_the_run_can_afford_an_instance():
     kernel, kernels = fake_race({"slow": 3e-3, "fast": 1e-3, "slowest": 9e-3})
     leader_rows = 0
     while kernels["fast"].rows == 0:
@@ -188,7 +188,7 @@ class Sequence(Counting):
         return (costs < 0).astype(float)
 
 
-def test_one_cheap_row_does_not_make_a_rival_the_best():
+def test_one_cheap_instance_does_not_make_a_rival_the_best():
     """A candidate is the best (its rows charged nothing) only with MIN_SOLVES timed
     solves: a rival 5x slower whose first timed row happened to be cheap (a heavy-tailed
     problem) has each of its rows charged against the leader's mean, so its slow rows
@@ -211,7 +211,7 @@ def test_one_cheap_row_does_not_make_a_rival_the_best():
     assert kernel.excess == pytest.approx(excess, abs=1e-9)  # every row charged
 
 
-def test_a_slow_set_up_row_is_charged_in_full():
+def test_a_slow_set_up_instance_is_charged_in_full():
     """A rival's first row, 20x the leader's (SCIP's first TSP-100 row against HiGHS's),
     is charged in full: a short run gives it no second row (charged at most the untried
     price, it let a second 10x row follow at once)."""
@@ -225,7 +225,7 @@ def test_a_slow_set_up_row_is_charged_in_full():
     assert kernel.excess == pytest.approx(20e-3 - 1e-3)
 
 
-def test_a_slow_first_row_of_the_leader_does_not_hold_a_faster_rival_off():
+def test_a_slow_first_instance_of_the_leader_does_not_hold_a_faster_rival_off():
     """The untried price is not the leader's whole first row (build and first solve):
     Gurobi's first 2 x 100 knapsack row (58 ms, its mean 35 ms) priced so, SCIP (12 ms)
     would wait for 1.2 s of solving (about 35 leader rows); priced at a quarter of the
@@ -257,7 +257,7 @@ class Cold(Counting):
         return super().__call__(costs)
 
 
-def test_a_faster_rival_is_timed_on_bursts_not_on_cold_single_rows():
+def test_a_faster_rival_is_timed_on_bursts_not_on_cold_single_instances():
     """SCIP's facility-location rows took 1.4-1.8 ms one at a time between Gurobi's
     calls and 0.7-0.9 ms one after another, so timed on single rows the faster SCIP
     looked the slower and dropped out; a rival takes up to BURST rows in one call (each
@@ -301,7 +301,7 @@ def test_slower_candidates_cost_at_most_epsilon_of_the_run(times):
     assert kernel.excess <= race.EPSILON * kernel.spent + first_rows
 
 
-def test_the_best_takes_its_rows_between_the_others_in_one_call():
+def test_the_best_takes_its_instances_between_the_others_in_one_call():
     kernel, kernels = fake_race({"fast": 1e-3, "slow": 1.5e-3})
     while kernel.winner is None:  # the race, 8 rows a call
         kernel(np.ones((8, 4)))
@@ -579,7 +579,7 @@ class Stopping(Sequence):
 
 
 @pytest.mark.parametrize("stopped", ["solution", "none"])
-def test_a_rival_row_past_the_room_is_stopped_and_solved_by_the_best(stopped, caplog):
+def test_a_rival_instance_past_the_room_is_stopped_and_solved_by_the_best(stopped, caplog):
     """SCIP's first TSP-100 row took 1.15 s and, in another run, 5.5 s beyond HiGHS's
     (0.5 s a row) and was paid in full: a rival's row now runs under a time limit of the
     best's mean plus the budget's room. Stopped there, the row is the best's (optimal,
@@ -640,7 +640,7 @@ def test_a_rival_runs_under_the_room_and_wins_then_runs_under_the_users_limit():
     assert leader.limit == 10.0  # limited while the rival was the best, then restored
 
 
-def test_a_heavy_burst_row_is_stopped_within_the_bound():
+def test_a_heavy_burst_instance_is_stopped_within_the_bound():
     """A slower rival timed on bursts draws a row 100x its others (the heavy tail of a
     TSP): under the old rule the row ran to the end (its whole excess charged past the
     budget); now it stops at its limit, and the charged excess stays within EPSILON of
@@ -675,7 +675,7 @@ class ColdStopping(Stopping):
         return super().__call__(costs)
 
 
-def test_a_rivals_burst_is_timed_on_its_rows_after_the_cold_first_one():
+def test_a_rivals_burst_is_timed_on_its_instances_after_the_cold_first_one():
     """A rival's burst, row by row under its limits, starts cold after the best's call
     (SCIP's facility-location bursts: the first row slow, the next ones faster than
     Gurobi's), so its rows count at the mean of those after the first: the rival's mean
@@ -751,7 +751,7 @@ def won_race(leader: Stopping, rival: Stopping, clock: list[float]) -> RacingKer
     return kernel
 
 
-def test_a_check_row_stops_once_the_rival_cannot_come_in_under_the_margin(caplog):
+def test_a_check_instance_stops_once_the_rival_cannot_come_in_under_the_margin(caplog):
     """Unlimited, Gurobi's cold check rows on Identity's knapsack averaged 62 ms against
     SCIP's 1.5 ms pace: a check cost 18x its budget. A rival's check row now stops once
     its check time passes RECHECK_SOLVES x SWITCH_MARGIN x the winner's pace, past which
@@ -776,7 +776,7 @@ def test_a_check_row_stops_once_the_rival_cannot_come_in_under_the_margin(caplog
     assert leader.limits == [math.inf] * len(leader.limits)
 
 
-def test_a_check_row_within_reach_runs_and_the_rival_takes_over():
+def test_a_check_instance_within_reach_runs_and_the_rival_takes_over():
     """The limit never stops a rival that could still win the check: one that drifted
     to half the winner's time solves its check rows, races again and takes over."""
     clock = [0.0]
@@ -861,7 +861,7 @@ class Heavy(Stopping):
         return self.heavy if row[0] > 50 else self.times[0]
 
 
-def test_a_row_heavy_for_both_stopped_in_a_rivals_burst_counts_once():
+def test_an_instance_heavy_for_both_stopped_in_a_rivals_burst_counts_once():
     """Identity's knapsack has a row 10-50x the mean for both solvers (Gurobi 10-49 ms
     against its 3 ms). Stopped in SCIP's first burst, it counted at Gurobi's time for
     every row of the burst and among Gurobi's solves: SCIP, twice as fast, was dropped
