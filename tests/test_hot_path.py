@@ -177,7 +177,9 @@ def test_enumerated_dag_paths_through_executor_workers(always_parallel):
 
 def unfused(layer: cl.ComboLayer) -> cl.ComboLayer:
     """The same layer on the unfused path: the projection's node, then the estimator's."""
-    layer.__dict__["_compiled"] = dataclasses.replace(layer.compiled, fused=None)
+    compiled = layer.compiled
+    layer.__dict__["_compiled"] = dataclasses.replace(
+        compiled, exact=dataclasses.replace(compiled.exact, fused=None))
     return layer
 
 
@@ -205,7 +207,7 @@ def test_fused_layer_equals_the_unfused_composition_bit_for_bit(case, dtype, bat
     make = lambda: cl.ComboLayer(spec, projection=projection, noise=noise,  # noqa: E731
                                  generator=torch.Generator().manual_seed(7))
     fused, reference = make(), unfused(make())
-    assert fused.compiled.fused is not None
+    assert fused.compiled.exact.fused is not None
     w = torch.randn(*batch, *spec.cost_shape, dtype=dtype)
     g = torch.randn(*batch, *spec.cost_shape, dtype=dtype)
     for training in (True, False):
@@ -245,19 +247,19 @@ def test_fused_layer_samples_noise_like_the_unfused_one_and_records_nothing_with
     {"method": {"name": "margin", "method": "identity"}},
 ])
 def test_other_layers_stay_on_the_unfused_path(kwargs):
-    assert cl.ComboLayer(cl.problems.TopK(n=5, k=2), **kwargs).compiled.fused is None
+    assert cl.ComboLayer(cl.problems.TopK(n=5, k=2), **kwargs).compiled.exact.fused is None
 
 
 def test_problems_with_a_cost_floor_stay_on_the_unfused_path():
     # a grid with cycles needs non-negative costs: the layer adds its hull offset
     layer = cl.ComboLayer(cl.problems.ShortestPath.grid(3, 3))
-    assert layer.compiled.floor is not None and layer.compiled.fused is None
+    assert layer.compiled.floor is not None and layer.compiled.exact.fused is None
 
 
 def test_fused_layer_under_torch_func_grad_gives_the_eager_gradient():
     # functorch transforms refuse the old-style Function: the layer switches to its twin
     layer = cl.ComboLayer(cl.problems.TopK(n=6, k=2))
-    assert layer.compiled.fused is not None
+    assert layer.compiled.exact.fused is not None
     w, g = torch.randn(3, 6, dtype=torch.float64), torch.randn(3, 6, dtype=torch.float64)
     grad = torch.func.grad(lambda v: (layer(v) * g).sum())(w)
     (expected,) = torch.autograd.grad((layer(w.requires_grad_()) * g).sum(), w)

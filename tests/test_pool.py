@@ -378,7 +378,7 @@ def test_layer_with_a_pool_deep_copies_pickles_and_loads_from_config():
 
 def test_solve_ratio_one_builds_no_cache():
     compiled = cl.ComboLayer(SPEC).compiled
-    assert compiled.train_solve is None and compiled.train_fused is None
+    assert compiled.cached is None
 
 
 def test_spo_plus_with_the_cache_never_solves_y_tilde_and_keeps_its_formula():

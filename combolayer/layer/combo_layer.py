@@ -196,29 +196,23 @@ class ComboLayer(nn.Module):
         fusable = (floor is None and isinstance(self._projection_arg, str)
                    and isinstance(flat, Normalized))
         build_projected = getattr(self.method, "build_projected", None)
-        cached = (None if self.solve_ratio >= 1.0 else
-                  CachedSolver(solver, self.solve_ratio, self.pool, self.generator))
         whole = getattr(self.method, "compiles_whole", False)
-        clipped = solver if floor is None else _ClipPerturbations(solver, floor)
+
+        def solves(on: Solver) -> _Solves:
+            base = on if floor is None else _ClipPerturbations(on, floor)
+            return _Solves(base, self.method.build(base),
+                           fused=build_projected(on, flat) if fusable and build_projected
+                           else None,
+                           op=CompiledSolve(self.method, base, floor) if whole else None)
+
         compiled = _Compiled(
             solver=solver,
             projection=projection,
             floor=floor,
             normals=torch.tensor(analyze(self.spec, exact=exact).normals) if hull else None,
-            solve=self.method.build(clipped),
-            base=clipped,
-            fused=build_projected(solver, flat) if fusable and build_projected else None,
-            op=CompiledSolve(self.method, clipped, floor) if whole else None,
-        )
-        if cached is not None:
-            clipped = cached if floor is None else _ClipPerturbations(cached, floor)
-            compiled = dataclasses.replace(
-                compiled,
-                train_base=clipped,
-                train_solve=self.method.build(clipped),
-                train_fused=(build_projected(cached, flat) if fusable and build_projected
-                             else None),
-                train_op=CompiledSolve(self.method, clipped, floor) if whole else None)
+            exact=solves(solver),
+            cached=None if self.solve_ratio >= 1.0 else solves(
+                CachedSolver(solver, self.solve_ratio, self.pool, self.generator)))
         self.__dict__["_compiled"] = compiled
         return compiled
 
@@ -427,16 +421,13 @@ class ComboLayer(nn.Module):
         kept = compiled.recordings.__dict__
         recorded = kept.get(keep_aux)
         if recorded is None or recorded[1][0].owner is not None:
-            recorder = _CallRecorder(compiled.base, keep_aux)
+            exact, recorder = compiled.exact.recorded(self.method, keep_aux)
             recorders: tuple[_CallRecorder, ...] = (recorder,)
-            train_solve = None
-            if compiled.train_base is not None:
-                cached = _CallRecorder(compiled.train_base, keep_aux)
-                recorders += (cached,)
-                train_solve = self.method.build(cached)
-            fresh = dataclasses.replace(
-                compiled, solve=self.method.build(recorder), fused=None, op=None,
-                train_solve=train_solve, train_fused=None, train_op=None), recorders
+            cached = None
+            if compiled.cached is not None:
+                cached, recorder = compiled.cached.recorded(self.method, keep_aux)
+                recorders += (recorder,)
+            fresh = dataclasses.replace(compiled, exact=exact, cached=cached), recorders
             kept.setdefault(keep_aux, fresh)
             recorded = fresh
         for recorder in recorded[1]:
@@ -517,16 +508,16 @@ class ComboLayer(nn.Module):
         debug = not compiling and logger.isEnabledFor(logging.DEBUG)
         start = time.perf_counter() if debug else 0.0
         xi = None if noise is None else noise.sample(w.shape, generator=self.generator).to(w)
-        cache = compiled.train_solve is not None and (self.training or sampling)
-        fused = compiled.train_fused if cache else compiled.fused
+        # the solution cache's solves in training mode and for ``sample``
+        solves = (compiled.cached if compiled.cached is not None
+                  and (self.training or sampling) else compiled.exact)
         plain = A is None and known is None
-        op = (compiled.train_op if cache else compiled.op) if compiling and plain else None
+        op = solves.op if compiling and plain else None
         if op is not None:
             y = self._solve_op(compiled, op, w, xi, target, self.training or sampling)
-        elif fused is not None and plain:
+        elif solves.fused is not None and plain:
             # the node's C-level apply where no functorch transform runs: one frame less
-            y = (fused(w, xi) if transforms_active() else
-                 (compiled.train_fused_direct if cache else compiled.fused_direct)(w, xi))
+            y = (solves.fused if transforms_active() else solves.fused_direct)(w, xi)
         else:
             projected = u = (compiled.projection(w) if known is None else
                              project_with_known(compiled.projection, self._projection_arg,
@@ -537,7 +528,7 @@ class ComboLayer(nn.Module):
             costs = u if compiled.solver.sign == 1.0 else -u
             if compiled.floor is not None:
                 costs = costs + self._hull_offset(w, projected)
-            solve = compiled.train_solve if cache else compiled.solve
+            solve = solves.solve
             if compiling:  # a solve that is no custom operator runs eagerly: a graph break
                 solve = functools.partial(_eagerly, solve)
             needs_grad = torch.is_grad_enabled() and (costs.requires_grad or rows_grad)
@@ -657,6 +648,34 @@ class _ClipPerturbations(ClipNegatives):
 
 
 @dataclass(frozen=True)
+class _Solves:
+    """The differentiable solves a layer builds on one solver: the exact one, or with
+    ``solve_ratio < 1`` the solution cache around it."""
+
+    #: The solver they call: the given one, its negatives clipped where the problem
+    #: needs it (`_ClipPerturbations`).
+    base: Any
+    #: The estimator's solve (`Estimator.build`).
+    solve: Callable[..., Tensor]
+    #: The default hot path as one node (``Estimator.build_projected``), or None.
+    fused: ProjectedSolve | None = None
+    #: The solve as one custom operator, for torch.compile (`combolayer.layer.ops`), for
+    #: estimators that `compiles_whole`; None otherwise.
+    op: CompiledSolve | None = None
+    #: ``fused`` without its functorch test (`fast_apply`'s ``direct``; the node itself
+    #: when it has none), called where no transform runs.
+    fused_direct: ProjectedSolve | None = dataclasses.field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fused_direct", getattr(self.fused, "direct", self.fused))
+
+    def recorded(self, method: Any, keep_aux: bool) -> tuple[_Solves, _CallRecorder]:
+        """The estimator's solve alone, built on a `_CallRecorder` of ``base``, and it."""
+        recorder = _CallRecorder(self.base, keep_aux)
+        return _Solves(recorder, method.build(recorder)), recorder
+
+
+@dataclass(frozen=True)
 class _Compiled:
     """Everything a layer builds from its recipe; never pickled (see ``__getstate__``)."""
 
@@ -664,32 +683,12 @@ class _Compiled:
     projection: Transform
     floor: Tensor | None
     normals: Tensor | None
-    solve: Callable[..., Tensor]
-    #: The default hot path as one node (``Estimator.build_projected``), or None.
-    fused: ProjectedSolve | None = None
-    #: With ``solve_ratio < 1``: ``solve`` and ``fused`` built on the cached solver,
-    #: used in training mode and by ``sample``; None otherwise.
-    train_solve: Callable[..., Tensor] | None = None
-    #: The solver ``solve`` is built on (``solver``, its negatives clipped where the
-    #: problem needs it), and with ``solve_ratio < 1`` the one ``train_solve`` is.
-    base: Any = None
-    train_base: Any = None
-    train_fused: ProjectedSolve | None = None
-    #: ``fused`` and ``train_fused`` without their functorch test (`fast_apply`'s
-    #: ``direct``; the node itself when it has none), called where no transform runs;
-    #: derived from them whenever the record is made or replaced (``__post_init__``).
-    fused_direct: ProjectedSolve | None = dataclasses.field(init=False, default=None)
-    train_fused_direct: ProjectedSolve | None = dataclasses.field(init=False, default=None)
-    #: The solve as one custom operator, for torch.compile (`combolayer.layer.ops`), for
-    #: estimators that `compiles_whole`; ``train_op`` on the cached solver. None otherwise.
-    op: CompiledSolve | None = None
-    train_op: CompiledSolve | None = None
+    #: The solves on ``solver``.
+    exact: _Solves
+    #: With ``solve_ratio < 1``, the solves on the solution cache, used in training mode
+    #: and by ``sample``; None otherwise.
+    cached: _Solves | None = None
     #: Per-thread results of the last call (``last_infeasible``).
     last: threading.local = dataclasses.field(default_factory=threading.local)
     #: Per thread, the solves built on `_CallRecorder`s by ``keep_aux`` (`ComboLayer._recording`).
     recordings: threading.local = dataclasses.field(default_factory=threading.local)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "fused_direct", getattr(self.fused, "direct", self.fused))
-        object.__setattr__(self, "train_fused_direct",
-                           getattr(self.train_fused, "direct", self.train_fused))
