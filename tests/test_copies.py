@@ -139,6 +139,14 @@ def test_a_solver_deepcopies_and_pickles_as_its_recipe_with_every_backend(name):
         np.testing.assert_array_equal(other.solve(costs), y)
 
 
+def test_a_solver_built_by_hand_says_why_it_cannot_be_copied():
+    spec = knapsack_ilp()
+    solver = cl.backends.Solver(spec, cl.make_solver(spec, "highs").kernel, "highs",
+                                cl.BackendConfig())
+    with pytest.raises(TypeError, match="built by hand, not by make_solver"):
+        copy.deepcopy(solver)
+
+
 def test_a_solution_cache_copies_with_its_pool_and_generator():
     spec = knapsack_ilp()
     pool = SolutionPool(spec)

@@ -2,6 +2,7 @@
 BackendConfig, and make_solver, the layer and the losses hold no case of their own for it."""
 
 import ast
+import copy
 import inspect
 from pathlib import Path
 
@@ -68,7 +69,9 @@ def test_layer_and_losses_take_a_pyepo_model_as_any_backend():
     assert layer(w).tolist() == [[0.0, 1.0, 0.0]]
     loss = cl.losses.SPOPlusLoss(SPEC, backend=wrapper)
     assert loss.solver.backend == "pyepo:PickMin"
-    assert loss.__dict__["_solver_recipe"][1].name == "pyepo"  # the config, not the label
+    assert loss.solver.config.name == "pyepo"  # the config, not the label
+    twin = copy.deepcopy(loss)  # made again from the solver's recipe: the same model
+    assert twin.solver is not loss.solver and twin.solver.backend == "pyepo:PickMin"
 
 
 def _source_of(path: Path, function: str | None = None) -> str:

@@ -208,6 +208,7 @@ def make_solver(
             spec.label, first_reason=reason, first_setup=setup,
             sample_clock=None if config.threads == 1 else time.perf_counter)
     solver = Solver(spec, kernel, cls.label(ranked), config)
+    solver.recipe = functools.partial(make_solver, spec, config)
     solver.choice_reason = reason
     solver.row_fallback = functools.partial(_row_solver, spec, ranked)
     if ranked.name == "auto" and solver.kernel.array_api == "numpy":

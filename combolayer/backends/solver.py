@@ -519,13 +519,10 @@ class Recorder(SolverWrapper):
         return self._keep(out, return_aux)
 
 
-def rebuild_solver(spec: Spec, config: Any, outcome: dict | None = None) -> Solver:
-    """A copy of a `Solver` made from its recipe (`Solver.__reduce__`): `make_solver` on
-    ``spec`` and ``config`` (``"auto"`` chooses the same backend again), with the race
+def rebuild_solver(recipe: Callable[[], Solver], outcome: dict | None = None) -> Solver:
+    """A copy of a `Solver` made from its recipe (`Solver.__reduce__`), with the race
     winner ``outcome`` adopted."""
-    from .registry import make_solver  # the registry builds on this module
-
-    solver = make_solver(spec, config)
+    solver = recipe()
     solver.kernel.adopt(outcome)
     return solver
 
@@ -577,6 +574,10 @@ class Solver:
         self._lean = self.known is None and type(self)._full_batch is Solver._full_batch
         #: Why this backend was chosen (set by `make_solver`), read by `backend_reason`.
         self.choice_reason = ""
+        #: Builds this solver again (set by `make_solver`: itself on the spec and the
+        #: backend config; ``"auto"`` chooses the same backend again), what a copy keeps
+        #: (`__reduce__`); None for a solver built by hand, which cannot be copied.
+        self.recipe: Callable[[], Solver] | None = None
 
     def _run(self, kernel: Kernel, costs: Any, start: np.ndarray | None = None,
              rows: Rows | None = None) -> Solved:
@@ -676,9 +677,14 @@ class Solver:
     def __reduce__(self) -> tuple:
         """Copying and pickling keep the recipe, never the solver (native models, locks
         and worker pools cannot be copied): the copy is made again from the spec and the
-        backend config (`rebuild_solver`), and adopts the race's winner where the
-        backend races (`Kernel.outcome`). The layer and the losses copy their solvers so."""
-        return rebuild_solver, (self.spec, self.config, self._kernel.outcome())
+        backend config (`recipe`, `rebuild_solver`), and adopts the race's winner where
+        the backend races (`Kernel.outcome`). The layer and the losses copy their solvers
+        so."""
+        if self.recipe is None:
+            raise TypeError(f"{self!r} was built by hand, not by make_solver, so it has no "
+                            "recipe to copy or pickle it with; set its recipe, or build it "
+                            "with cl.make_solver(spec, backend)")
+        return rebuild_solver, (self.recipe, self._kernel.outcome())
 
     def solve(self, costs: Any, return_aux: bool = False, A: Any = None, b: Any = None,
               known_cost: Any = None, return_status: bool = False) -> Any:
