@@ -18,13 +18,21 @@ of the conic program's optimality conditions).
 
 cvxpylayers (the optional extra ``[cvxpylayers]``) is imported when the first
 relaxation is built, never when combolayer is imported.
+
+Under ``torch.compile`` the layer's solve is one custom operator
+(`combolayer.layer.ops`), which can save tensors but not cvxpylayers' autograd
+graph: there the relaxation is solved without a graph in `RelaxationEstimator.forward`
+and again, with one, in its backward, which differentiates it (twice the conic
+solves of eager mode, for a model that stays one graph).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
 import threading
 import warnings
+import weakref
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -217,6 +225,7 @@ class RelaxationEstimator(Estimator):
     smoothing: ClassVar[Smoothing]
     weight_field: ClassVar[str]
     row_gradients: ClassVar[bool] = True
+    compiles_whole: ClassVar[bool] = True
 
     #: SCS's absolute and relative tolerance for the relaxation (diffcp's solve).
     tolerance: Positive = 1e-6
@@ -225,6 +234,35 @@ class RelaxationEstimator(Estimator):
         return Relaxation(solver.spec, self.smoothing, getattr(self, self.weight_field),
                           known=getattr(solver, "known", None),
                           solver_args={"eps_abs": self.tolerance, "eps_rel": self.tolerance})
+
+    def forward(self, solver, costs, *, target, training, A=None, b=None):
+        # the compiled operator's forward (no per-call rows there): the relaxation's
+        # solution without a graph, which a tensor cannot hold; backward solves again
+        if not training:
+            return solver.solve_min(costs.detach()), None
+        if costs.numel() == 0:
+            return costs.detach() * 0, ()
+        relaxation = _kept_relaxation(self, solver)
+        with torch.no_grad():
+            x = relaxation(costs.reshape(-1, relaxation.num_outputs))
+        return x.reshape(costs.shape), ()
+
+    def saved_like(self, solver, costs, training):
+        return () if training else None
+
+    def backward(self, solver, grad, costs, A, b):
+        relaxation = _kept_relaxation(self, solver)
+
+        def differentiated() -> Tensor:
+            given = costs.detach().requires_grad_()
+            x = relaxation(given.reshape(-1, relaxation.num_outputs)).reshape(costs.shape)
+            return torch.autograd.grad(x, given, grad)[0]
+
+        # An operator's implementation runs below autograd, which records nothing there
+        # whatever the grad mode; a thread starts with autograd on (dispatch keys are
+        # per thread), so the relaxation is differentiated on one of its own.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(differentiated).result(), None, None
 
     def build(self, solver: Solver) -> DifferentiableSolve:
         _import_cvxpylayers()  # a missing extra is reported when the layer is built
@@ -256,3 +294,18 @@ class RelaxationEstimator(Estimator):
             return x.reshape(costs.shape)
 
         return solve
+
+
+#: The relaxations the compiled operator solves, per solver and estimator: built once
+#: (a CvxpyLayer compiles its problem), dropped with the solver.
+_KEPT: weakref.WeakKeyDictionary[Any, dict[RelaxationEstimator, Relaxation]] = (
+    weakref.WeakKeyDictionary())
+_KEPT_LOCK = threading.Lock()
+
+
+def _kept_relaxation(estimator: RelaxationEstimator, solver: Any) -> Relaxation:
+    with _KEPT_LOCK:
+        kept = _KEPT.setdefault(solver, {})
+        if estimator not in kept:
+            kept[estimator] = estimator.relaxation(solver)
+        return kept[estimator]
