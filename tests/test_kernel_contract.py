@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import combolayer as cl
-from combolayer.backends.solver import FunctionKernel, Kernel, KernelDefaults, Solver, as_kernel
+from combolayer.backends.solver import Kernel, KernelDefaults, PluginKernel, Solver, as_kernel
 from combolayer.errors import BackendUnavailable
 
 
@@ -25,7 +25,8 @@ def test_a_minimal_kernel_gets_the_defaults_and_a_full_one_is_kept():
     minimal = Minimal()
     assert not isinstance(minimal, Kernel)
     adapted = as_kernel(minimal)
-    assert isinstance(adapted, FunctionKernel) and isinstance(adapted, Kernel)
+    assert isinstance(adapted, PluginKernel) and isinstance(adapted, Kernel)
+    assert (adapted(np.array([[-1.0, 2.0]])) == [[1, 0]]).all()
     assert (adapted.takes_rows, adapted.takes_start, adapted.stops_in_time) == (False,) * 3
     assert adapted.serial() is adapted and adapted.outcome() is None
     assert adapted.current_backend is None and adapted.backend_reason is None
@@ -34,6 +35,54 @@ def test_a_minimal_kernel_gets_the_defaults_and_a_full_one_is_kept():
         pass
     highs = cl.make_solver(cl.ILP(shape=[3]), "highs").kernel
     assert as_kernel(highs) is highs and highs.takes_rows and highs.stops_in_time
+
+
+class WithoutClose:
+    """A kernel written before `Kernel.close` joined the contract: per-call rows and a
+    time limit of its own, a status per instance, but no ``close``."""
+
+    array_api = "numpy"
+    takes_rows = True
+    takes_start = False
+    stops_in_time = True
+    checks_values = False
+    current_backend = None
+    backend_reason = None
+
+    def __init__(self):
+        self.limit = None
+
+    def serial(self):
+        return self
+
+    def time_limit(self, seconds):
+        raise NotImplementedError
+
+    def outcome(self):
+        return None
+
+    def adopt(self, outcome):
+        return None
+
+    def with_statuses(self, costs, rows=None):
+        from combolayer.backends.outcome import Solved
+
+        return Solved((costs < 0).astype(float), ("time limit",) * len(costs))
+
+    def __call__(self, costs, rows=None):
+        return self.with_statuses(costs, rows).values
+
+
+def test_a_kernel_missing_a_capability_keeps_the_ones_it_has():
+    kernel = WithoutClose()
+    assert not isinstance(kernel, Kernel)  # no close
+    adapted = as_kernel(kernel)
+    assert adapted.takes_rows and adapted.stops_in_time and adapted.limit is None
+    adapted.close()  # the default: nothing to hand back
+    solver = Solver(cl.ILP(shape=[2]), kernel, "old", cl.BackendConfig())
+    with pytest.warns(RuntimeWarning, match="time limit"):
+        y, status = solver.solve(np.array([[-1.0, 2.0]]), return_status=True)
+    assert y.tolist() == [[1, 0]] and status == ("time limit",)
 
 
 def test_a_solver_on_a_minimal_kernel_solves_and_names_its_own_backend():

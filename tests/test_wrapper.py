@@ -94,3 +94,20 @@ def test_rows_and_a_known_cost_bound_in_either_order_both_count():
     again = solver.bind_rows(0 * A, b).bind_known(AROUND_DEAR).bind_known(torch.zeros(5))
     assert isinstance(again, RowBound) and isinstance(again._solver, KnownBound)
     assert again.solve_min(costs).tolist() == [AROUND]
+
+
+def test_a_wrappers_public_solve_solves_with_what_it_binds():
+    """solve() on a wrapper runs Solver.solve's checks and sense through the wrapper's
+    solve_min: bound rows and a bound known cost hold (they were ignored before)."""
+    spec = cl.problems.TopK(n=3, k=1)  # a max problem: the sense is folded in
+    solver = cl.make_solver(spec, "highs")
+    w = torch.tensor([[3.0, 2.0, 1.0]])
+    assert solver.solve(w).tolist() == [[1, 0, 0]]
+    rows = solver.bind_rows(torch.tensor([[1.0, 0.0, 0.0]]), torch.tensor([0.0]))
+    assert rows.solve(w).tolist() == [[0, 1, 0]]
+    known = solver.bind_known(torch.tensor([0.0, 0.0, -5.0]))  # minimisation form: +5
+    assert known.solve(w).tolist() == [[0, 0, 1]]
+    y, status = rows.solve(w.numpy(), return_status=True)
+    assert y.tolist() == [[0, 1, 0]] and status == ("optimal",)
+    with pytest.raises(ValueError, match="finite"):
+        rows.solve(torch.tensor([[float("nan"), 0.0, 0.0]]))

@@ -140,11 +140,43 @@ class ReportingKernel(KernelDefaults):
 
 
 def as_kernel(kernel: Any) -> Kernel:
-    """``kernel`` itself where it has every `Kernel` capability, else a `FunctionKernel`
-    calling it (a plugin's kernel needs only ``array_api`` and ``__call__``)."""
+    """``kernel`` itself where it has every `Kernel` capability, else a `PluginKernel`
+    around it (a plugin's kernel needs only ``array_api`` and ``__call__``)."""
     if isinstance(kernel, Kernel):
         return kernel
-    return FunctionKernel(kernel, kernel.array_api)
+    return PluginKernel(kernel)
+
+
+#: `Kernel`'s capabilities that a `PluginKernel` takes from its kernel where it has them.
+_FLAGS = ("takes_rows", "takes_start", "stops_in_time", "checks_values")
+_METHODS = ("serial", "time_limit", "outcome", "adopt", "with_statuses", "close")
+
+
+class PluginKernel(KernelDefaults):
+    """A kernel that has only some of `Kernel`'s capabilities (a plugin's, or one written
+    before a capability joined the contract): the ones it has are its own, the others
+    `KernelDefaults`'; everything else it holds is read through."""
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+        self.array_api = kernel.array_api
+        for name in _FLAGS + _METHODS:
+            if hasattr(kernel, name):
+                setattr(self, name, getattr(kernel, name))
+
+    @property
+    def current_backend(self) -> str | None:  # type: ignore[override]
+        return getattr(self.kernel, "current_backend", None)
+
+    @property
+    def backend_reason(self) -> str | None:  # type: ignore[override]
+        return getattr(self.kernel, "backend_reason", None)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["kernel"], name)
+
+    def __call__(self, costs: Any, **kwargs: Any) -> Any:
+        return self.kernel(costs, **kwargs)
 
 
 class RowKernel(ReportingKernel):
@@ -575,7 +607,8 @@ class Solver:
         #: Why this backend was chosen (set by `make_solver`), read by `backend_reason`.
         self.choice_reason = ""
         #: Builds this solver again (set by `make_solver`: itself on the spec and the
-        #: backend config; ``"auto"`` chooses the same backend again), what a copy keeps
+        #: backend config; ``"auto"`` chooses again, the same backend where the same ones are
+        #: installed), what a copy keeps
         #: (`__reduce__`); None for a solver built by hand, which cannot be copied.
         self.recipe: Callable[[], Solver] | None = None
 
@@ -711,6 +744,19 @@ class Solver:
                 best feasible solution found when the limit hit), ``"inaccurate"``,
                 ``"infeasible"`` (per-call rows, ``on_infeasible="flag"``) or
                 ``"pooled"`` (answered from a solution pool, ``solve_ratio < 1``).
+
+        Returns:
+            The solutions ``y``, of the costs' kind, shape, dtype and device; with
+            ``return_aux`` and ``return_status``, a tuple ``(y, aux, status)`` of those
+            asked for, in that order.
+
+        Raises:
+            ValueError: costs, rows or a known cost of the wrong shape, or not finite.
+            InfeasibleError: no feasible solution (the spec, or an instance's per-call
+                rows under ``on_infeasible="raise"``).
+            SolverError: unbounded, a limit hit before any feasible solution, a solver
+                failure, or under ``on_limit="raise"`` an instance not solved to
+                optimality.
         """
         is_torch = isinstance(costs, torch.Tensor)
         if not is_torch:
@@ -731,12 +777,14 @@ class Solver:
             batch = tuple(costs.shape[: costs.ndim - len(self.cost_shape)])
             known = self.sign * check_known_cost(self.spec.label, self.num_vars, batch,
                                                  known_cost, costs)
+        # only what was given: a wrapper's solve_min binds its own (`SolverWrapper.solve`)
+        options = {name: value for name, value in (("rows", rows), ("known", known))
+                   if value is not None}
         if not return_status:
-            return self.solve_min(self.sign * costs, return_aux=return_aux, rows=rows,
-                                  known=known)
+            return self.solve_min(self.sign * costs, return_aux=return_aux, **options)
         statuses: list[str] = []
-        out = self.solve_min(self.sign * costs, return_aux=return_aux, rows=rows, known=known,
-                             statuses=statuses)
+        out = self.solve_min(self.sign * costs, return_aux=return_aux, statuses=statuses,
+                             **options)
         return (*out, tuple(statuses)) if return_aux else (out, tuple(statuses))
 
     def solve_min(self, costs: Any, return_aux: bool = False, rows: Rows | None = None,

@@ -33,6 +33,14 @@ class SolverWrapper:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._solver!r})"
 
+    def solve(self, costs: Any, *args: Any, **kwargs: Any) -> Any:
+        """`Solver.solve` (its checks, the objective's sense) through this wrapper's
+        ``solve_min``, so that what the wrapper changes holds for a public call too."""
+        solver = self._solver
+        while isinstance(solver, SolverWrapper):
+            solver = solver._solver
+        return type(solver).solve(self, costs, *args, **kwargs)
+
     def bind_rows(self, A: Any, b: Any) -> RowBound:
         """This wrapper with the rows ``A x <= b`` bound to every solve (`RowBound`)."""
         return RowBound(self, A, b)
