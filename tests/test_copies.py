@@ -147,6 +147,29 @@ def test_a_solver_built_by_hand_says_why_it_cannot_be_copied():
         copy.deepcopy(solver)
 
 
+def test_a_loss_pickled_with_the_recipe_it_kept_before_still_loads():
+    """Losses used to pickle a recipe (spec, config) and a race outcome of their own
+    instead of their solver; such a pickle loads, with its solver made again."""
+    spec = knapsack_ilp()
+    loss = cl.losses.SPOPlusLoss(spec, backend="highs")
+    state = loss.__getstate__()
+    solver = state.pop("_solver")
+    state["_solver_recipe"], state["_race"] = (spec, solver.config), None
+    old = cl.losses.SPOPlusLoss.__new__(cl.losses.SPOPlusLoss)
+    old.__setstate__(state)
+    assert old.solver is not solver and old.solver.backend == "highs"
+    costs = torch.rand(3, *spec.cost_shape)
+    torch.testing.assert_close(old.solver.solve(costs), solver.solve(costs))
+
+
+def test_closing_a_solution_cache_closes_its_exact_solver(monkeypatch):
+    exact = cl.make_solver(knapsack_ilp(), "highs")
+    closed = []
+    monkeypatch.setattr(exact, "close", lambda: closed.append(True))
+    cl.backends.pool.CachedSolver(exact, 0.5, SolutionPool(exact.spec)).close()
+    assert closed == [True]
+
+
 def test_a_solution_cache_copies_with_its_pool_and_generator():
     spec = knapsack_ilp()
     pool = SolutionPool(spec)

@@ -429,6 +429,9 @@ class CachedSolver(Solver):
         # the exact solver copies as its recipe; the pool and the generator as they are
         return CachedSolver, (self.exact, self.solve_ratio, self.pool, self.generator)
 
+    def close(self) -> None:
+        self.exact.close()  # its kernel, and the solver it made for per-call rows
+
     def solve_min(self, costs: Any, return_aux: bool = False, rows: Any = None,
                   known: Any = None, statuses: list[str] | None = None) -> Any:
         if isinstance(costs, np.ndarray):

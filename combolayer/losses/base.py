@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..backends.solver import Solver, check_known_cost, inner
+from ..backends.solver import Solver, check_known_cost, inner, rebuild_solver
 from ..estimators.base import KNOWN_COST_REGISTRIES, refuse_known_cost
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -298,4 +298,11 @@ class SolverLoss(LossInputs):
         return state
 
     def __setstate__(self, state: dict) -> None:
+        recipe = state.pop("_solver_recipe", None)  # pickled before solvers copied themselves
+        race = state.pop("_race", None)
         self.__dict__.update(state)
+        if "_solver" not in state and recipe is not None:
+            from ..backends.registry import make_solver
+
+            self.__dict__["_solver"] = rebuild_solver(functools.partial(make_solver, *recipe),
+                                                      race)
