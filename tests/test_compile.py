@@ -127,6 +127,16 @@ def test_default_backend_matches_eager(method):
     torch.testing.assert_close(compiled_grad, grad)
 
 
+@pytest.mark.parametrize("method", ["qptl", "intopt"])
+def test_a_relaxation_compiled_whole_takes_an_empty_batch(method):
+    layer = cl.ComboLayer(SPECS["topk"], method=method, projection="none")
+    compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")
+    w = torch.rand(0, 10, dtype=torch.float64, requires_grad=True)
+    y = compiled(w)
+    y.sum().backward()
+    assert y.shape == (0, 10) and w.grad.shape == (0, 10)
+
+
 @pytest.mark.parametrize("method", WHOLE)
 def test_compiled_layer_refuses_nan_costs(method):
     layer = cl.ComboLayer(SPECS["topk"], method=method, projection="none")

@@ -240,7 +240,7 @@ class RelaxationEstimator(Estimator):
         # solution without a graph, which a tensor cannot hold; backward solves again
         if not training:
             return solver.solve_min(costs.detach()), None
-        if costs.numel() == 0:
+        if costs.numel() == 0:  # nothing to solve, as the eager solve
             return costs.detach() * 0, ()
         relaxation = _kept_relaxation(self, solver)
         with torch.no_grad():
@@ -251,6 +251,8 @@ class RelaxationEstimator(Estimator):
         return () if training else None
 
     def backward(self, solver, grad, costs, A, b):
+        if costs.numel() == 0:
+            return grad * 0, None, None
         relaxation = _kept_relaxation(self, solver)
 
         def differentiated() -> Tensor:
@@ -266,7 +268,7 @@ class RelaxationEstimator(Estimator):
 
     def build(self, solver: Solver) -> DifferentiableSolve:
         _import_cvxpylayers()  # a missing extra is reported when the layer is built
-        relaxation = self.relaxation(solver)
+        relaxation = _kept_relaxation(self, solver)  # the compiled operator's too
 
         def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
                   training: bool = True, A: Tensor | None = None,

@@ -242,10 +242,12 @@ class CombOptNet(Estimator):
             y = solver.solve_min(costs, statuses=statuses)
             aux = y.new_zeros((*y.shape[: y.dim() - len(solver.cost_shape)], 0))
         count = y.numel() // solver.num_outputs
-        infeasible = torch.zeros(count, dtype=torch.bool)
         if INFEASIBLE in statuses:  # flagged by per-call rows (on_infeasible="flag")
-            infeasible = torch.tensor([status == INFEASIBLE for status in statuses])
-        return y, (y.detach(), aux.detach().to(y), infeasible.to(y.device))
+            infeasible = torch.tensor([status == INFEASIBLE for status in statuses],
+                                      device=y.device)
+        else:
+            infeasible = torch.zeros(count, dtype=torch.bool, device=y.device)
+        return y, (y.detach(), aux.detach().to(y), infeasible)
 
     def saved_like(self, solver, costs, training):
         batch = costs.shape[: costs.dim() - len(solver.cost_shape)]

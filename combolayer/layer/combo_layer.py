@@ -396,7 +396,7 @@ class ComboLayer(nn.Module):
             y = self._forward(*args, recorded=recorded)
             box = [aux for recorder in recorded[1] for aux in recorder.aux]
         finally:
-            _close(recorded)
+            _end_call(recorded)
         n = self.spec.num_outputs
         batch = y.shape[: y.dim() - len(self.spec.cost_shape)]
         count = y.numel() // n
@@ -412,7 +412,7 @@ class ComboLayer(nn.Module):
     @torch.compiler.disable  # may build the estimator: not traceable
     def _recording(self, keep_aux: bool) -> tuple[_Compiled, tuple[_CallRecorder, ...]]:
         """The layer's solves built on `Recorder`s of its solvers (the exact one, and the
-        cached one with ``solve_ratio < 1``), opened for one call (`_close` ends it): they
+        cached one with ``solve_ratio < 1``), opened for one call (`_end_call` ends it): they
         keep what that call's solves produce besides the solutions, the instances per-call
         rows left infeasible, and with ``keep_aux`` the auxiliaries. Built once per thread
         (building an estimator costs more than a small batch's solve); a call made while
@@ -431,7 +431,7 @@ class ComboLayer(nn.Module):
             kept.setdefault(keep_aux, fresh)
             recorded = fresh
         for recorder in recorded[1]:
-            recorder.open()
+            recorder.begin_call()
         return recorded
 
     def sample(self, w: Tensor, target: Tensor | None = None, *, A: Tensor | None = None,
@@ -479,7 +479,7 @@ class ComboLayer(nn.Module):
             try:
                 return self._forward(w, target, sampling, A, b, known_cost, recorded)
             finally:
-                _close(recorded)
+                _end_call(recorded)
         if not isinstance(w, Tensor):
             if not isinstance(w, np.ndarray):
                 raise TypeError(f"w must be a torch.Tensor (or a numpy array), got "
@@ -601,10 +601,10 @@ class _CallRecorder(Recorder):
         #: The thread of the open call, None between calls.
         self.owner: int | None = None
 
-    def open(self) -> None:
+    def begin_call(self) -> None:
         self.aux, self.infeasible, self.owner = [], set(), threading.get_ident()
 
-    def close(self) -> None:
+    def end_call(self) -> None:
         self.aux, self.infeasible, self.owner = [], set(), None
 
     def solve_min(self, costs: Any, return_aux: bool = False, **kwargs: Any) -> Any:
@@ -623,10 +623,10 @@ class _CallRecorder(Recorder):
 
 
 @torch.compiler.disable
-def _close(recorded: tuple[_Compiled, tuple[_CallRecorder, ...]]) -> None:
+def _end_call(recorded: tuple[_Compiled, tuple[_CallRecorder, ...]]) -> None:
     """End the call `ComboLayer._recording` opened: its recorders keep nothing more."""
     for recorder in recorded[1]:
-        recorder.close()
+        recorder.end_call()
 
 
 @torch.compiler.disable
