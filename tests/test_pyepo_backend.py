@@ -29,6 +29,15 @@ def test_shortest_path_solutions_equal_combolayers(path_model):
     assert set(np.unique(theirs)) <= {0.0, 1.0}
 
 
+def test_make_solver_takes_the_wrapped_model_in_place_of_the_spec(path_model):
+    backend = cl.backends.from_pyepo(path_model)
+    solver = cl.make_solver(backend)  # the spec read from the model, as a layer does
+    assert solver.spec == backend.spec and solver.backend == "pyepo:shortestPathModel"
+    costs = np.random.default_rng(2).random((3, 40))
+    np.testing.assert_allclose(solver.solve(costs),
+                               cl.make_solver(backend.spec, backend=backend).solve(costs))
+
+
 def test_derived_spec_has_flow_conservation(path_model):
     backend = cl.backends.from_pyepo(path_model)
     spec = backend.spec

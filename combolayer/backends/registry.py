@@ -188,6 +188,8 @@ def make_solver(
         >>> solver.solve(np.array([0.1, 0.9, 0.5, 0.2])).tolist()
         [0.0, 1.0, 1.0, 0.0]
     """
+    if not isinstance(spec, Solver):  # a wrapped PyEPO model may stand in for its spec
+        spec, backend = in_place_of_spec(spec, backend)
     spec = load_spec(spec)
     config = BackendConfig.load(backend)
     races = _wants_race(config)
