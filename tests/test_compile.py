@@ -17,10 +17,8 @@ WHOLE = [name for name in OURS if resolve_method(name).compiles_whole]
 #: Settings that keep a method's test short (Frank-Wolfe's default runs to 10,000 steps).
 QUICK = {"rfwo": {"name": "rfwo", "max_iter": 50}}
 SPECS = {"topk": cl.problems.TopK(n=10, k=3), "grid": cl.problems.ShortestPath.grid(5, 5)}
-#: (spec, method) pairs: every method on both specs, but IntOpt on the top-k alone (SCS
-#: takes about a minute for a batch of the grid's log-barrier relaxation at its tolerance).
-CASES = [(spec, method) for spec in sorted(SPECS) for method in WHOLE
-         if (spec, method) != ("grid", "intopt")]
+#: (spec, method) pairs: every method on both specs.
+CASES = [(spec, method) for spec in sorted(SPECS) for method in WHOLE]
 
 
 @pytest.fixture(autouse=True)
@@ -206,7 +204,7 @@ def test_a_saved_like_that_disagrees_with_forward_is_named():
         compiled(torch.rand(3, 10, requires_grad=True))
 
 
-@pytest.mark.parametrize("method", [method for spec, method in CASES if spec == "grid"])
+@pytest.mark.parametrize("method", WHOLE)
 def test_no_graph_break_with_training_noise(method):
     layer = cl.ComboLayer(SPECS["grid"], method=quick(method), noise=0.5)
     target = torch.zeros(4, 5, 5)  # read by the margin

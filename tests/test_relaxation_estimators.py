@@ -152,3 +152,32 @@ def test_per_call_rows_on_two_dimensional_costs_match_the_flattened_problem(name
     single = cl.ComboLayer(matching, method=name, projection="none")(c[1], A=A[1], b=b[1])
     assert single.shape == (2, 3)
     assert torch.allclose(single.detach().reshape(6), results[1][0][1], atol=1e-6)
+
+
+def test_the_log_barrier_keeps_rows_tight_everywhere_as_equations():
+    """On the grid the flow equations fix the source and the target to 1, their upper
+    bounds: the barrier has no finite minimum on them (SCS stopped at its iteration limit
+    with the equations off by 0.05), so they are kept as equations. The relaxation then
+    equals an independent solve of that barrier problem, and meets the equations."""
+    cp = pytest.importorskip("cvxpy")
+    from combolayer.estimators._relaxation import Relaxation
+
+    spec = cl.problems.ShortestPath.grid(4, 4)
+    relaxation = Relaxation(spec, "log_barrier", 0.1,
+                            solver_args={"eps_abs": 1e-7, "eps_rel": 1e-7})
+    form = relaxation.form
+    upper_bounds = relaxation.G[relaxation.tight]
+    assert upper_bounds.shape[0] == 2 and set(upper_bounds.indices) == {0, 15}
+    assert (upper_bounds.data == 1).all()  # x_source <= 1, x_target <= 1
+    costs = torch.rand(3, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    x = relaxation(costs).numpy()
+    G, h, tight = relaxation.G, relaxation.h, relaxation.tight
+    for cost, got in zip(costs.numpy(), x, strict=True):
+        xv = cp.Variable(form.num_vars)
+        linear = np.concatenate([cost, np.zeros(form.num_vars - 16)])
+        barrier = cp.sum(cp.log(h[~tight] - G[~tight] @ xv))
+        problem = cp.Problem(cp.Minimize(linear @ xv - 0.1 * barrier),
+                             [form.A_eq @ xv == form.b_eq, G[tight] @ xv == h[tight]])
+        problem.solve(solver="CLARABEL")
+        np.testing.assert_allclose(got, xv.value[:16], atol=1e-4)
+        assert abs(got[0] - 1) < 1e-5 and abs(got[15] - 1) < 1e-5

@@ -9,7 +9,10 @@ bounds ``l <= x <= u``), per-call rows ``A x <= b`` and a per-call known cost ``
                   subject to the rows above, integrality dropped,
 
 with ``smoothing`` either the quadratic ``gamma/2 |x|^2`` (QPTL) or the log
-barrier ``-mu * sum(log(slack))`` over every inequality and finite bound (IntOpt).
+barrier ``-mu * sum(log(slack))`` over every inequality and finite bound (IntOpt)
+that some point of the relaxation leaves slack; those tight everywhere (a shortest
+path's source and target, fixed to 1 by the flow equations) are kept as equations,
+since the barrier has no finite minimum on them.
 It is built once per number of per-call rows ``m`` as a `cvxpylayers.torch.CvxpyLayer`
 whose parameters are the linear cost ``(c, 0) + q`` on all ``V`` variables and, when
 ``m > 0``, ``A`` and ``b``; the derivatives
@@ -36,7 +39,9 @@ import weakref
 from typing import Any, ClassVar, Literal
 
 import numpy as np
+import scipy.sparse as sp
 import torch
+from scipy.optimize import linprog
 from torch import Tensor
 
 from ..backends.solver import KnownBound, Recorder, Solver
@@ -46,6 +51,8 @@ from ..specs.canonical import canonical_form
 from .base import DifferentiableSolve, Estimator, Positive
 
 Smoothing = Literal["quadratic", "log_barrier"]
+#: A row whose largest slack over the LP relaxation is at most this is an equation.
+TIGHT_TOL = 1e-7
 
 
 def _import_cvxpylayers() -> tuple[Any, Any]:
@@ -93,6 +100,12 @@ class Relaxation:
         self.num_outputs = self.form.num_outputs
         self.num_vars = self.form.num_vars
         self.solver_args = dict(solver_args or {})
+        #: The spec's inequalities as one ``G x <= h``: its rows, then the finite bounds.
+        self.G, self.h = _inequalities(self.form)
+        #: Which of them hold with equality at every point of the LP relaxation: the log
+        #: barrier has no finite minimum on those, so it keeps them as equations.
+        self.tight = (_tight_everywhere(self.form, self.G, self.h)
+                      if smoothing == "log_barrier" else np.zeros(len(self.h), dtype=bool))
         self._layers: dict[int, Any] = {}
         self._lock = threading.Lock()
 
@@ -114,14 +127,9 @@ class Relaxation:
             objective = objective + self.known @ x
         parameters = [cost]
         inequalities = []  # (matrix expression, right-hand side): expression <= rhs
-        if form.A_ub.shape[0]:
-            inequalities.append((form.A_ub @ x, form.b_ub))
-        lower = np.isfinite(form.lower)
-        upper = np.isfinite(form.upper)
-        if lower.any():
-            inequalities.append((-x[np.flatnonzero(lower)], -form.lower[lower]))
-        if upper.any():
-            inequalities.append((x[np.flatnonzero(upper)], form.upper[upper]))
+        loose = ~self.tight
+        if loose.any():
+            inequalities.append((self.G[loose] @ x, self.h[loose]))
         if m:
             A = cp.Parameter((m, self.num_vars))
             b = cp.Parameter(m)
@@ -130,6 +138,8 @@ class Relaxation:
         constraints = []
         if form.A_eq.shape[0]:
             constraints.append(form.A_eq @ x == form.b_eq)
+        if self.tight.any():
+            constraints.append(self.G[self.tight] @ x == self.h[self.tight])
         if self.smoothing == "quadratic":
             objective = objective + self.weight / 2 * cp.sum_squares(x)
             constraints += [lhs <= rhs for lhs, rhs in inequalities]
@@ -169,6 +179,46 @@ class Relaxation:
             raise kind(f"the {self.smoothing} relaxation of {m} per-call rows failed for a batch "
                        f"of {costs.shape[0]}: {text}") from None
         return x[..., : self.num_outputs].to(costs)
+
+
+def _inequalities(form: Any) -> tuple[sp.csr_matrix, np.ndarray]:
+    """The canonical form's inequalities as one ``G x <= h``: ``A_ub`` first, then each
+    finite lower bound (``-x_j <= -l_j``), then each finite upper bound."""
+    n = form.num_vars
+    lower = np.flatnonzero(np.isfinite(form.lower))
+    upper = np.flatnonzero(np.isfinite(form.upper))
+    identity = sp.eye(n, format="csr")
+    G = sp.vstack([sp.csr_matrix(form.A_ub), -identity[lower], identity[upper]], format="csr")
+    return G, np.concatenate([form.b_ub, -form.lower[lower], form.upper[upper]])
+
+
+def _tight_everywhere(form: Any, G: sp.csr_matrix, h: np.ndarray) -> np.ndarray:
+    """Which rows of ``G x <= h`` hold with equality at every point of ``{x : G x <= h,
+    A_eq x == b_eq}`` (a shortest path's source, fixed to 1 by the flow equations).
+    Maximising the sum of the slacks of the rows not yet seen slack (each at most 1)
+    gives some of them a slack, until the sum is 0: the rows left are slack nowhere."""
+    n, k = form.num_vars, len(h)
+    # variables (x, s): G x + s == h, A_eq x == b_eq, 0 <= s <= 1
+    A = sp.vstack([sp.hstack([G, sp.eye(k)]),
+                   sp.hstack([sp.csr_matrix(form.A_eq), sp.csr_matrix((len(form.b_eq), k))])],
+                  format="csr")
+    b = np.concatenate([h, form.b_eq])
+    bounds = [(None, None)] * n + [(0.0, 1.0)] * k
+
+    def slack(weights: np.ndarray) -> np.ndarray:
+        result = linprog(np.concatenate([np.zeros(n), -weights]), A_eq=A, b_eq=b,
+                         bounds=bounds, method="highs")
+        if result.status != 0:  # infeasible or failed: leave every row to the barrier
+            return np.ones(k)
+        return result.x[n:]
+
+    tight = np.ones(k, dtype=bool)
+    while tight.any():
+        loose = tight & (slack(tight.astype(float)) > TIGHT_TOL)
+        if not loose.any():
+            break
+        tight &= ~loose
+    return tight
 
 
 def _batched(costs: Tensor, A: Tensor | None, b: Tensor | None, cost_shape: tuple[int, ...],
