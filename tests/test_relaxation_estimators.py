@@ -181,3 +181,22 @@ def test_the_log_barrier_keeps_rows_tight_everywhere_as_equations():
         problem.solve(solver="CLARABEL")
         np.testing.assert_allclose(got, xv.value[:16], atol=1e-4)
         assert abs(got[0] - 1) < 1e-5 and abs(got[15] - 1) < 1e-5
+
+
+@pytest.mark.parametrize(("spec", "tight"), [
+    (cl.problems.TopK(n=500, k=1), []),  # one LP, however many one-hot rows
+    (cl.problems.ShortestPath.grid(6, 6), [("upper", 0), ("upper", 35)]),
+    (cl.ILP.from_matrices(shape=[3], A_eq=[[1.0, 0.0, 0.0]], b_eq=[1.0]), [("upper", 0)]),
+    (cl.ILP.from_matrices(shape=[2], A_ub=[[1.0, 1.0]], b_ub=[0.0]),
+     [("row", 0), ("lower", 0), ("lower", 1)]),
+])
+def test_rows_tight_everywhere_are_found_exactly(spec, tight):
+    from combolayer.estimators._relaxation import Relaxation
+
+    relaxation = Relaxation(spec, "log_barrier", 0.1)
+    form = relaxation.form
+    names = ([("row", i) for i in range(form.A_ub.shape[0])]
+             + [("lower", j) for j in np.flatnonzero(np.isfinite(form.lower))]
+             + [("upper", j) for j in np.flatnonzero(np.isfinite(form.upper))])
+    assert [name for name, is_tight in zip(names, relaxation.tight, strict=True)
+            if is_tight] == tight

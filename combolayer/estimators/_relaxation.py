@@ -51,8 +51,6 @@ from ..specs.canonical import canonical_form
 from .base import DifferentiableSolve, Estimator, Positive
 
 Smoothing = Literal["quadratic", "log_barrier"]
-#: A row whose largest slack over the LP relaxation is at most this is an equation.
-TIGHT_TOL = 1e-7
 
 
 def _import_cvxpylayers() -> tuple[Any, Any]:
@@ -194,31 +192,27 @@ def _inequalities(form: Any) -> tuple[sp.csr_matrix, np.ndarray]:
 
 def _tight_everywhere(form: Any, G: sp.csr_matrix, h: np.ndarray) -> np.ndarray:
     """Which rows of ``G x <= h`` hold with equality at every point of ``{x : G x <= h,
-    A_eq x == b_eq}`` (a shortest path's source, fixed to 1 by the flow equations).
-    Maximising the sum of the slacks of the rows not yet seen slack (each at most 1)
-    gives some of them a slack, until the sum is 0: the rows left are slack nowhere."""
+    A_eq x == b_eq}`` (a shortest path's source, fixed to 1 by the flow equations), in
+    one LP over the homogenised set: ``G x + s <= t h``, ``A_eq x == t b_eq``, ``t >= 1``,
+    ``0 <= s <= 1``, maximising ``sum(s)``. ``x / t`` is a point of the set with slacks
+    at least ``s / t``, and a point slack in every row that can be, scaled by ``t``, gives
+    each such row ``s = 1``: at the optimum a row's ``s`` is 1 where it can be slack, 0
+    where it cannot."""
     n, k = form.num_vars, len(h)
-    # variables (x, s): G x + s == h, A_eq x == b_eq, 0 <= s <= 1
-    A = sp.vstack([sp.hstack([G, sp.eye(k)]),
-                   sp.hstack([sp.csr_matrix(form.A_eq), sp.csr_matrix((len(form.b_eq), k))])],
-                  format="csr")
-    b = np.concatenate([h, form.b_eq])
-    bounds = [(None, None)] * n + [(0.0, 1.0)] * k
-
-    def slack(weights: np.ndarray) -> np.ndarray:
-        result = linprog(np.concatenate([np.zeros(n), -weights]), A_eq=A, b_eq=b,
-                         bounds=bounds, method="highs")
-        if result.status != 0:  # infeasible or failed: leave every row to the barrier
-            return np.ones(k)
-        return result.x[n:]
-
-    tight = np.ones(k, dtype=bool)
-    while tight.any():
-        loose = tight & (slack(tight.astype(float)) > TIGHT_TOL)
-        if not loose.any():
-            break
-        tight &= ~loose
-    return tight
+    if k == 0:
+        return np.zeros(0, dtype=bool)
+    m = len(form.b_eq)
+    # variables (x, s, t)
+    A_ub = sp.hstack([G, sp.eye(k), sp.csr_matrix(-h.reshape(-1, 1))], format="csr")
+    A_eq = sp.hstack([sp.csr_matrix(form.A_eq), sp.csr_matrix((m, k)),
+                      sp.csr_matrix(-form.b_eq.reshape(-1, 1))], format="csr")
+    result = linprog(np.concatenate([np.zeros(n), -np.ones(k), [0.0]]), A_ub=A_ub,
+                     b_ub=np.zeros(k), A_eq=A_eq if m else None, b_eq=np.zeros(m) if m else None,
+                     bounds=[(None, None)] * n + [(0.0, 1.0)] * k + [(1.0, None)],
+                     method="highs")
+    if result.status != 0:  # infeasible or failed: every row is left to the barrier
+        return np.zeros(k, dtype=bool)
+    return result.x[n:n + k] < 0.5
 
 
 def _batched(costs: Tensor, A: Tensor | None, b: Tensor | None, cost_shape: tuple[int, ...],
