@@ -93,3 +93,38 @@ def test_a_solver_on_a_minimal_kernel_solves_and_names_its_own_backend():
     assert solver.backend == "minimal" and solver.backend_reason == ""
     with pytest.raises(BackendUnavailable, match="cannot take per-call rows"):
         solver.solve(np.zeros(3), A=np.ones((1, 3)), b=np.ones(1))
+
+
+class Switching:
+    """A plugin kernel whose per-call rows come and go (a property), with a serial model
+    of its own that has no capabilities at all."""
+
+    array_api = "numpy"
+
+    def __init__(self):
+        self.rows = False
+
+    @property
+    def takes_rows(self):
+        return self.rows
+
+    def serial(self):
+        return Minimal()
+
+    def __call__(self, costs):
+        return (costs < 0).astype(float)
+
+
+def test_a_plugin_kernel_reads_its_flags_live_copies_and_serves_a_full_serial_kernel():
+    import copy
+    import pickle
+
+    kernel = Switching()
+    adapted = as_kernel(kernel)
+    assert not adapted.takes_rows
+    kernel.rows = True
+    assert adapted.takes_rows  # read on every use, not copied once
+    local = adapted.serial()
+    assert isinstance(local, Kernel) and local.takes_start is False
+    for twin in (copy.deepcopy(adapted), pickle.loads(pickle.dumps(adapted))):
+        assert twin.takes_rows and (twin(np.array([[-1.0, 1.0]])) == [[1, 0]]).all()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -111,3 +112,26 @@ def test_a_wrappers_public_solve_solves_with_what_it_binds():
     assert y.tolist() == [[0, 1, 0]] and status == ("optimal",)
     with pytest.raises(ValueError, match="finite"):
         rows.solve(torch.tensor([[float("nan"), 0.0, 0.0]]))
+
+
+def test_a_bound_wrapper_given_the_same_argument_again_adds_or_refuses():
+    spec = cl.problems.TopK(n=3, k=1)
+    solver = cl.make_solver(spec, "highs")
+    w = torch.tensor([[3.0, 2.0, 1.0]])
+    known = solver.bind_known(torch.tensor([0.0, -0.5, 0.0]))  # minimisation form: +0.5
+    assert known.solve(w).tolist() == [[1, 0, 0]]  # 3 | 2.5 | 1
+    # the call's known cost adds to the bound one: 3 | 2 + 0.5 + 0.75 | 1
+    assert known.solve(w, known_cost=torch.tensor([0.0, 0.75, 0.0])).tolist() == [[0, 1, 0]]
+    rows = solver.bind_rows(torch.tensor([[1.0, 0.0, 0.0]]), torch.tensor([0.0]))
+    with pytest.raises(ValueError, match="bind_rows"):
+        rows.solve(w, A=torch.tensor([[0.0, 1.0, 0.0]]), b=torch.tensor([0.0]))
+
+
+def test_a_recorders_solve_returns_numpy_auxiliaries_for_numpy_costs():
+    spec = cl.ILP(shape=[2], num_aux=1, constraints=[
+        cl.Constraint(coefs=[1, 1, 0], sense="==", rhs=1),
+        cl.Constraint(coefs=[1, 0, -1], sense="==", rhs=0)])
+    recorder = Recorder(cl.make_solver(spec, "highs"))
+    y, aux = recorder.solve(np.array([[0.0, 1.0]]), return_aux=True)
+    assert isinstance(y, np.ndarray) and isinstance(aux, np.ndarray)
+    assert aux.tolist() == [[1.0]] and recorder.aux[0].tolist() == [[1.0]]

@@ -147,9 +147,10 @@ def as_kernel(kernel: Any) -> Kernel:
     return PluginKernel(kernel)
 
 
-#: `Kernel`'s capabilities that a `PluginKernel` takes from its kernel where it has them.
-_FLAGS = ("takes_rows", "takes_start", "stops_in_time", "checks_values")
-_METHODS = ("serial", "time_limit", "outcome", "adopt", "with_statuses", "close")
+def _own(name: str) -> property:
+    """The kernel's own ``name`` where it has one (read on every use), else the default."""
+    default = getattr(KernelDefaults, name)
+    return property(lambda self: getattr(self.kernel, name, default))
 
 
 class PluginKernel(KernelDefaults):
@@ -157,22 +158,28 @@ class PluginKernel(KernelDefaults):
     before a capability joined the contract): the ones it has are its own, the others
     `KernelDefaults`'; everything else it holds is read through."""
 
+    takes_rows = _own("takes_rows")
+    takes_start = _own("takes_start")
+    stops_in_time = _own("stops_in_time")
+    checks_values = _own("checks_values")
+    current_backend = _own("current_backend")
+    backend_reason = _own("backend_reason")
+
     def __init__(self, kernel: Any) -> None:
         self.kernel = kernel
         self.array_api = kernel.array_api
-        for name in _FLAGS + _METHODS:
+        for name in ("time_limit", "outcome", "adopt", "with_statuses", "close"):
             if hasattr(kernel, name):
                 setattr(self, name, getattr(kernel, name))
 
-    @property
-    def current_backend(self) -> str | None:  # type: ignore[override]
-        return getattr(self.kernel, "current_backend", None)
-
-    @property
-    def backend_reason(self) -> str | None:  # type: ignore[override]
-        return getattr(self.kernel, "backend_reason", None)
+    def serial(self) -> Kernel:
+        local = self.kernel.serial() if hasattr(self.kernel, "serial") else self.kernel
+        return self if local is self.kernel else as_kernel(local)
 
     def __getattr__(self, name: str) -> Any:
+        # copy and pickle look for dunders before __init__ has set the kernel
+        if name.startswith("__") or "kernel" not in self.__dict__:
+            raise AttributeError(name)
         return getattr(self.__dict__["kernel"], name)
 
     def __call__(self, costs: Any, **kwargs: Any) -> Any:
@@ -533,9 +540,9 @@ class Recorder(SolverWrapper):
         if not self.keep_aux:
             return out
         y, aux = out
-        aux = aux if isinstance(aux, torch.Tensor) else torch.from_numpy(np.asarray(aux))
-        if aux.numel():
-            self.aux.append(aux.reshape(-1, aux.shape[-1]))
+        kept = aux if isinstance(aux, torch.Tensor) else torch.from_numpy(np.asarray(aux))
+        if kept.numel():
+            self.aux.append(kept.reshape(-1, kept.shape[-1]))
         return (y, aux) if return_aux else y
 
     def solve_min(self, costs: Any, return_aux: bool = False, **kwargs: Any) -> Any:

@@ -77,6 +77,10 @@ class RowBound(SolverWrapper):
         return tuple(costs.shape[: costs.ndim - len(self._solver.cost_shape)])
 
     def solve_min(self, costs: Any, **kwargs: Any) -> Any:
+        if kwargs.get("rows") is not None:
+            raise ValueError("this solver has per-call rows bound to it (bind_rows): pass "
+                             "the call's rows A, b to bind_rows, not to the solve as well")
+        kwargs.pop("rows", None)
         rows = rows_for(self.A, self.b, self._batch(costs))
         return self._solver.solve_min(costs, rows=rows, **kwargs)
 
@@ -120,6 +124,9 @@ class KnownBound(SolverWrapper):
         known = self.instance_known
         if isinstance(costs, torch.Tensor):
             known = torch.as_tensor(known).to(costs)
+        given = kwargs.pop("known", None)
+        if given is not None:  # a known cost of the call's own, added to the bound one
+            known = known + given
         return self._solver.solve_min(costs, known=known, **kwargs)
 
     def solve_batch(self, costs: torch.Tensor, start: Any = None, **kwargs: Any) -> Any:
