@@ -127,6 +127,23 @@ def test_rows_that_empty_the_relaxation_raise_or_are_flagged(name):
     assert A.grad[1].abs().sum() == 0 and A.grad[0].abs().sum() > 0
 
 
+def test_a_row_that_pins_a_variable_leaves_the_log_barrier_without_a_minimum():
+    """x0 <= 0 beside x0 >= 0: the barrier has no minimum, and SCS stopped outside the
+    rows (x0 = -0.093) with a warning alone; the instance is refused, or flagged."""
+    spec = cl.problems.TopK(4, 1, sense="min")
+    w = torch.tensor([[0.3, 0.1, 0.2, 0.4], [0.3, 0.1, 0.2, 0.4]], requires_grad=True)
+    A = torch.tensor([[[1.0, 0.0, 0.0, 0.0]], [[1.0, 0.0, 0.0, 0.0]]])
+    b = torch.tensor([[0.0], [0.5]])  # the first pins x0 at 0, the second leaves it room
+    with pytest.raises(cl.InfeasibleError, match="no point strictly inside the rows of "
+                       r"instances \[0\]"):
+        cl.ComboLayer(spec, method="intopt", projection="none")(w, A=A, b=b)
+    layer = cl.ComboLayer(spec, method="intopt", projection="none", on_infeasible="flag")
+    with pytest.warns(RuntimeWarning, match="1 of 2 instances"):
+        y = layer(w, A=A, b=b)
+    assert layer.last_infeasible.tolist() == [True, False] and y[0].tolist() == [0.0] * 4
+    assert y[1].min() > 0 and y[1].sum().item() == pytest.approx(1.0, abs=1e-4)
+
+
 @pytest.mark.parametrize("name", ["qptl", "intopt"])
 def test_per_call_rows_on_two_dimensional_costs_match_the_flattened_problem(name):
     # a matching's costs are (rows, cols): the batch is what lies ahead of both dimensions

@@ -51,6 +51,9 @@ from ..specs.canonical import canonical_form
 from .base import DifferentiableSolve, Estimator, Positive
 
 Smoothing = Literal["quadratic", "log_barrier"]
+#: How far the log barrier's answer may break a row (SCS's tolerance is 1e-6) before it
+#: is refused: a barrier without a minimum leaves SCS tenths outside.
+BARRIER_SLACK = 1e-4
 
 
 def _import_cvxpylayers() -> tuple[Any, Any]:
@@ -176,7 +179,34 @@ class Relaxation:
             kind = InfeasibleError if "infeasible" in text.lower() else SolverError
             raise kind(f"the {self.smoothing} relaxation of {m} per-call rows failed for a batch "
                        f"of {costs.shape[0]}: {text}") from None
+        if self.smoothing == "log_barrier":
+            self._check_inside(x.detach().numpy(), *[t.detach().numpy() for t in args[1:]])
         return x[..., : self.num_outputs].to(costs)
+
+    def _check_inside(self, x: np.ndarray, A: np.ndarray | None = None,
+                      b: np.ndarray | None = None) -> None:
+        """Raise where the log barrier's answer ``x`` ``(B, V)`` breaks a row by more than
+        `BARRIER_SLACK`: the barrier has no finite minimum where a per-call row holds with
+        equality at every feasible point (it pins a variable to its bound), and SCS then
+        stops at its iteration limit outside the rows ("Solved/Inaccurate")."""
+        form = self.form
+        broken = (x @ self.G.T - self.h).max(axis=1, initial=-np.inf)
+        if len(form.b_eq):
+            broken = np.maximum(broken, np.abs(x @ form.A_eq.T - form.b_eq).max(axis=1))
+        if A is not None:
+            broken = np.maximum(broken, (np.einsum("bmv,bv->bm", A, x) - b).max(axis=1))
+        bad = np.flatnonzero(broken > BARRIER_SLACK)
+        if not len(bad):
+            return
+        where = f"instances {bad[:10].tolist()}{' ...' if len(bad) > 10 else ''}"
+        if A is None:
+            raise SolverError(f"the log-barrier relaxation did not converge for {where} (a "
+                              f"row broken by {broken[bad].max():.3g})")
+        raise InfeasibleError(
+            f"the log-barrier relaxation has no point strictly inside the rows of {where}: "
+            f"a per-call row holds with equality wherever the rest hold (it pins a variable "
+            f"to its bound), and the barrier has no minimum there (a row broken by "
+            f"{broken[bad].max():.3g})")
 
 
 def _inequalities(form: Any) -> tuple[sp.csr_matrix, np.ndarray]:
