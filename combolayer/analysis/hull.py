@@ -244,7 +244,7 @@ def _equalities(form: CanonicalForm) -> tuple[sp.csr_matrix, np.ndarray]:
         sp.identity(n, format="csr")[has_upper],
     ], format="csr")
     h = np.concatenate([b_ub[rows], -form.lower[has_lower], form.upper[has_upper]])
-    tight, point = _tight_rows(form, G, h)
+    tight, point = tight_rows(form, G, h)
     equations = sp.vstack([
         form.A_eq,
         G[tight],
@@ -264,71 +264,58 @@ def _unit_rows(A: sp.spmatrix) -> sp.csr_matrix:
     return sp.csr_matrix(sp.diags(scale) @ A)
 
 
-def _tight_rows(form: CanonicalForm, G: sp.csr_matrix,
-                h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Which candidate rows ``G x <= h`` hold with equality on the whole relaxation.
+def tight_rows(form: CanonicalForm, G: sp.csr_matrix,
+               h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which candidate rows ``G x <= h`` hold with equality on the whole relaxation
+    (their indices), and a point of it; IntOpt's log barrier keeps them as equations too
+    (`combolayer.estimators._relaxation`).
 
-    Maximise the sum of the slacks ``t_i <= h_i - G_i x`` (capped at 1) and
-    drop every row whose slack is positive; repeat on the rows still at zero
-    until the best total is zero. An interior-point solve without crossover
-    lands in the relative interior of the optimal face, so usually every
-    slack row shows up at once and the loop runs twice.
+    One LP over the homogenised relaxation: ``G x + s <= t h``, ``A_eq x == t b_eq``,
+    ``t l <= x <= t u``, ``1 <= t <= 1 / SLACK_TOL``, ``0 <= s <= 1``, maximising
+    ``sum(s)``. ``x / t`` is a point of the relaxation with slacks at least ``s / t``,
+    and a point slack in every row that can be, scaled up by ``t``, gives each such row
+    ``s = 1`` at once: at the optimum a row's ``s`` is 1 where its slack can reach
+    about ``SLACK_TOL``, and 0 where it is tight everywhere.
     """
-    n, c = form.num_vars, G.shape[0]
+    n, c, m = form.num_vars, G.shape[0], form.A_eq.shape[0]
+    lower = np.flatnonzero(np.isfinite(form.lower))
+    upper = np.flatnonzero(np.isfinite(form.upper))
+    identity = sp.identity(n, format="csr")
+
+    def t_column(values: np.ndarray) -> sp.csr_matrix:  # t's coefficients in those rows
+        return sp.csr_matrix(np.asarray(values, dtype=np.float64).reshape(-1, 1))
+
+    # variables (x, s, t); every row is "<= 0" but the equations
     A_all = sp.vstack([
-        sp.hstack([G, sp.identity(c, format="csr")]),
-        sp.hstack([form.A_eq, sp.csr_matrix((form.A_eq.shape[0], c))]),
-    ])
+        sp.hstack([G, sp.identity(c, format="csr"), t_column(-h)]),
+        sp.hstack([-identity[lower], sp.csr_matrix((len(lower), c)),
+                   t_column(form.lower[lower])]),
+        sp.hstack([identity[upper], sp.csr_matrix((len(upper), c)),
+                   t_column(-form.upper[upper])]),
+        sp.hstack([form.A_eq, sp.csr_matrix((m, c)), t_column(-form.b_eq)]),
+    ], format="csr")
+    inequalities = c + len(lower) + len(upper)
     lp = highs_lp(
-        cost=np.concatenate([np.zeros(n), -np.ones(c)]),
-        lower=np.concatenate([form.lower, np.zeros(c)]),
-        upper=np.concatenate([form.upper, np.ones(c)]),
+        cost=np.concatenate([np.zeros(n), -np.ones(c), [0.0]]),
+        lower=np.concatenate([np.full(n, -np.inf), np.zeros(c), [1.0]]),
+        upper=np.concatenate([np.full(n, np.inf), np.ones(c), [1.0 / SLACK_TOL]]),
         A=A_all,
-        row_lower=np.concatenate([np.full(c, -np.inf), form.b_eq]),
-        row_upper=np.concatenate([h, form.b_eq]),
+        row_lower=np.concatenate([np.full(inequalities, -np.inf), np.zeros(m)]),
+        row_upper=np.zeros(inequalities + m),
     )
     model = new_highs(threads=1)
-    check_status(model.setOptionValue("solver", "ipm"), "setOptionValue(solver)")
-    check_status(model.setOptionValue("run_crossover", "off"), "setOptionValue(run_crossover)")
     check_status(model.passModel(lp), "passModel")
-
-    candidate = np.ones(c, dtype=bool)
     x = _run_lp(model)
-    while True:
-        slack = x[n:]
-        loose = candidate & (slack > SLACK_TOL)
-        if not loose.any():
-            break
-        candidate &= ~loose
-        drop = np.flatnonzero(loose).astype(np.int32) + n
-        # A dropped row keeps its constraint G x <= h through t = 0.
-        check_status(model.changeColsBounds(len(drop), drop, np.zeros(len(drop)),
-                                            np.zeros(len(drop))), "changeColsBounds")
-        check_status(model.changeColsCost(len(drop), drop, np.zeros(len(drop))),
-                     "changeColsCost")
-        if not candidate.any():
-            break
-        x = _run_lp(model)
-    return np.flatnonzero(candidate), x[:n]
+    return np.flatnonzero(x[n:n + c] < 0.5), x[:n] / x[-1]
 
 
 def _run_lp(model) -> np.ndarray:
-    check_status(model.clearSolver(), "clearSolver")
     run_highs(model)
     status = model.getModelStatus()
-    if status == highspy.HighsModelStatus.kUnknown:
-        # The interior-point solver sometimes stops short of a certificate on
-        # tiny degenerate LPs; simplex always finishes (a vertex needs more rounds).
-        check_status(model.setOptionValue("solver", "simplex"), "setOptionValue(solver)")
-        check_status(model.clearSolver(), "clearSolver")
-        run_highs(model)
-        check_status(model.setOptionValue("solver", "ipm"), "setOptionValue(solver)")
-        status = model.getModelStatus()
     optimal = status == highspy.HighsModelStatus.kOptimal
     solver = "HiGHS (the LP relaxation, looking for implicit equalities)"
     return warn_not_optimal(settle(
         highs_outcome(status), solver, lambda: np.asarray(model.getSolution().col_value),
-        # without crossover, an optimal interior point is all the solution there is
         has_solution=optimal or model.getInfo().primal_solution_status == 2,
         status=model.modelStatusToString(status),
     ), solver)

@@ -41,9 +41,9 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import scipy.sparse as sp
 import torch
-from scipy.optimize import linprog
 from torch import Tensor
 
+from ..analysis.hull import tight_rows
 from ..backends.solver import KnownBound, Recorder, Solver
 from ..errors import BackendUnavailable, InfeasibleError, SolverError
 from ..specs.base import Spec
@@ -222,27 +222,16 @@ def _inequalities(form: Any) -> tuple[sp.csr_matrix, np.ndarray]:
 
 def _tight_everywhere(form: Any, G: sp.csr_matrix, h: np.ndarray) -> np.ndarray:
     """Which rows of ``G x <= h`` hold with equality at every point of ``{x : G x <= h,
-    A_eq x == b_eq}`` (a shortest path's source, fixed to 1 by the flow equations), in
-    one LP over the homogenised set: ``G x + s <= t h``, ``A_eq x == t b_eq``, ``t >= 1``,
-    ``0 <= s <= 1``, maximising ``sum(s)``. ``x / t`` is a point of the set with slacks
-    at least ``s / t``, and a point slack in every row that can be, scaled by ``t``, gives
-    each such row ``s = 1``: at the optimum a row's ``s`` is 1 where it can be slack, 0
-    where it cannot."""
-    n, k = form.num_vars, len(h)
-    if k == 0:
-        return np.zeros(0, dtype=bool)
-    m = len(form.b_eq)
-    # variables (x, s, t)
-    A_ub = sp.hstack([G, sp.eye(k), sp.csr_matrix(-h.reshape(-1, 1))], format="csr")
-    A_eq = sp.hstack([sp.csr_matrix(form.A_eq), sp.csr_matrix((m, k)),
-                      sp.csr_matrix(-form.b_eq.reshape(-1, 1))], format="csr")
-    result = linprog(np.concatenate([np.zeros(n), -np.ones(k), [0.0]]), A_ub=A_ub,
-                     b_ub=np.zeros(k), A_eq=A_eq if m else None, b_eq=np.zeros(m) if m else None,
-                     bounds=[(None, None)] * n + [(0.0, 1.0)] * k + [(1.0, None)],
-                     method="highs")
-    if result.status != 0:  # infeasible or failed: every row is left to the barrier
-        return np.zeros(k, dtype=bool)
-    return result.x[n:n + k] < 0.5
+    A_eq x == b_eq}`` (a shortest path's source, fixed to 1 by the flow equations): the
+    hull analysis's LPs (`combolayer.analysis.hull.tight_rows`). An empty or failing
+    relaxation leaves every row to the barrier, which then reports it when solved."""
+    tight = np.zeros(len(h), dtype=bool)
+    if len(h):
+        try:
+            tight[tight_rows(form, G, h)[0]] = True
+        except (InfeasibleError, SolverError):
+            pass
+    return tight
 
 
 def _batched(costs: Tensor, A: Tensor | None, b: Tensor | None, cost_shape: tuple[int, ...],
