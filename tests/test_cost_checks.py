@@ -64,3 +64,24 @@ def test_the_host_copy_check_says_what_the_edge_check_says(value):
         check_values(SPEC, w.numpy())
     assert str(on_copy.value) == str(at_edge.value)
     check_values(SPEC, np.zeros((2, 4)))  # finite costs pass
+
+
+@pytest.mark.parametrize("backend", ["auto", "highs"])
+def test_integer_and_bool_torch_costs_are_solved_as_float64(backend):
+    solver = cl.make_solver(cl.problems.TopK(n=4, k=2), backend)
+    y = solver.solve(torch.tensor([1, 5, 3, 2]))
+    assert y.dtype == torch.float64 and y.tolist() == [0.0, 1.0, 1.0, 0.0]
+    assert solver.solve(torch.tensor([True, False, True, False])).tolist() == [1, 0, 1, 0]
+    assert solver.solve(np.array([1, 5, 3, 2])).dtype == np.float64
+
+
+@pytest.mark.parametrize("backend", ["auto", "highs"])
+def test_float32_numpy_costs_get_float32_solutions_and_auxiliaries(backend):
+    spec = cl.ILP(shape=[3], num_aux=1,
+                  constraints=[cl.Constraint(coefs=[1, 1, 1, 1], sense="==", rhs=2)])
+    solver = cl.make_solver(spec, backend)
+    costs = np.array([[1.0, -2.0, 3.0]], dtype=np.float32)
+    y, aux, status = solver.solve(costs, return_aux=True, return_status=True)
+    assert (y.dtype, aux.dtype) == (np.float32, np.float32)
+    assert y.tolist() == [[0.0, 1.0, 0.0]] and aux.tolist() == [[1.0]] and status == ("optimal",)
+    assert solver.solve(costs[0]).dtype == np.float32

@@ -135,3 +135,15 @@ def test_a_recorders_solve_returns_numpy_auxiliaries_for_numpy_costs():
     y, aux = recorder.solve(np.array([[0.0, 1.0]]), return_aux=True)
     assert isinstance(y, np.ndarray) and isinstance(aux, np.ndarray)
     assert aux.tolist() == [[1.0]] and recorder.aux[0].tolist() == [[1.0]]
+
+
+def test_rows_bound_as_numpy_arrays_solve_as_tensors_do():
+    spec = cl.ILP(shape=[3], num_aux=1,
+                  constraints=[cl.Constraint(coefs=[1, 1, 1, 1], sense="==", rhs=2)])
+    solver = cl.make_solver(spec, "highs")
+    A, b = np.array([[1.0, 1.0, 0.0, 0.0]]), np.array([0.0])
+    costs = np.array([-1.0, -2.0, 3.0])
+    y = solver.bind_rows(A, b).solve(costs)
+    assert y.tolist() == solver.bind_rows(torch.tensor(A), torch.tensor(b)).solve(costs).tolist()
+    assert y.tolist() == [0.0, 0.0, 1.0]  # without the row: [1, 1, 0]
+    assert solver.solve(costs).tolist() == [1.0, 1.0, 0.0]

@@ -753,7 +753,8 @@ class Solver:
                 ``"pooled"`` (answered from a solution pool, ``solve_ratio < 1``).
 
         Returns:
-            The solutions ``y``, of the costs' kind, shape, dtype and device; with
+            The solutions ``y``, of the costs' kind, shape, dtype and device (float64
+            for integer or bool costs); with
             ``return_aux`` and ``return_status``, a tuple ``(y, aux, status)`` of those
             asked for, in that order.
 
@@ -766,11 +767,16 @@ class Solver:
                 optimality.
         """
         is_torch = isinstance(costs, torch.Tensor)
+        dtype = None  # numpy costs other than float64: the dtype the solutions go back to
         if not is_torch:
             costs = np.asarray(costs)
             check_costs(self.spec, costs)  # before the cast, which would drop imaginary parts
+            if costs.dtype != np.float64 and costs.dtype.kind == "f":
+                dtype = costs.dtype
             costs = costs.astype(np.float64, copy=False)
         else:
+            if not (costs.is_floating_point() or costs.is_complex()):
+                costs = costs.to(torch.float64)  # integer or bool costs: float64 solutions
             check_costs(self.spec, costs)
         rows = None
         if A is not None or b is not None:
@@ -787,11 +793,13 @@ class Solver:
         # only what was given: a wrapper's solve_min binds its own (`SolverWrapper.solve`)
         options = {name: value for name, value in (("rows", rows), ("known", known))
                    if value is not None}
-        if not return_status:
-            return self.solve_min(self.sign * costs, return_aux=return_aux, **options)
-        statuses: list[str] = []
+        statuses: list[str] | None = [] if return_status else None
         out = self.solve_min(self.sign * costs, return_aux=return_aux, statuses=statuses,
                              **options)
+        if dtype is not None:
+            out = tuple(x.astype(dtype) for x in out) if return_aux else out.astype(dtype)
+        if not return_status:
+            return out
         return (*out, tuple(statuses)) if return_aux else (out, tuple(statuses))
 
     def solve_min(self, costs: Any, return_aux: bool = False, rows: Rows | None = None,

@@ -56,10 +56,10 @@ class RowBound(SolverWrapper):
     solves with the rows ``A x <= b`` broadcast onto the costs' batch (trailing axes
     aligned, so a leading sample axis is fine). Everything else is the solver's."""
 
-    def __init__(self, solver: Any, A: torch.Tensor, b: torch.Tensor) -> None:
+    def __init__(self, solver: Any, A: Any, b: Any) -> None:
         super().__init__(solver)
-        self.A = A.detach()
-        self.b = b.detach()
+        self.A = torch.as_tensor(A).detach()
+        self.b = torch.as_tensor(b).detach()
 
     def __repr__(self) -> str:
         return f"RowBound({self._solver!r}, m={self.A.shape[-2]})"
