@@ -92,3 +92,32 @@ def test_rfwo_and_rfy_agree_with_pyepo():
     ours.backward()
     torch.testing.assert_close(ours, theirs.detach(), atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(b.grad, a.grad, atol=1e-6, rtol=1e-5)
+
+
+def _ilp_with_aux(shape):
+    # two of four outputs and an auxiliary sum to 2; the known cost weighs the auxiliary
+    return cl.ILP(shape=shape, num_aux=1, known_cost=[0, 0, 0, 0, 0.5],
+                  constraints=[cl.Constraint(coefs=[1] * 5, sense="==", rhs=2)])
+
+
+@pytest.mark.parametrize("batch", [(3,), (1,), ()], ids=["batch3", "batch1", "nobatch"])
+def test_rfwo_and_rfy_with_a_known_cost_take_a_multidimensional_cost_shape(batch):
+    # a (2, 2) cost shape gives what the same problem with a flat (4,) shape gives
+    gen = torch.Generator().manual_seed(11)
+    w = 0.3 * torch.randn(*batch, 4, generator=gen, dtype=torch.float64)
+    known = torch.randn(*batch, 5, generator=gen, dtype=torch.float64)
+    y_true = torch.tensor([1.0, 0, 1, 0], dtype=torch.float64).expand(*batch, 4)
+    method = cl.RegularizedFrankWolfe(lam=0.8, max_iter=500, tol=1e-12)
+    square, flat = _ilp_with_aux([2, 2]), _ilp_with_aux([4])
+    for known_cost in (None, known):
+        ys = [cl.ComboLayer(spec, method=method, projection="none").train()(
+                  w.reshape(*batch, *spec.cost_shape), known_cost=known_cost).reshape(w.shape)
+              for spec in (square, flat)]
+        torch.testing.assert_close(ys[0], ys[1])
+        assert ((ys[1] > 1e-3) & (ys[1] < 1 - 1e-3)).any()  # a mix, not a vertex
+        losses = [cl.losses.RegularizedFenchelYoungLoss(spec, lam=0.8, reduction="none")(
+                      w.reshape(*batch, *spec.cost_shape),
+                      y_true.reshape(*batch, *spec.cost_shape), known_cost=known_cost)
+                  for spec in (square, flat)]
+        torch.testing.assert_close(losses[0], losses[1])
+        assert losses[0].shape == batch

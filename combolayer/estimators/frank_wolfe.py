@@ -14,20 +14,30 @@ from .base import Estimator, Positive
 __all__ = ["RegularizedFrankWolfe"]
 
 
-def known_oracle(solver: Any, lam: float) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
+def known_oracle(solver: Any, lam: float,
+                 whole: bool = False) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
     """The linear oracle of the regularised problem with ``solver``'s known cost ``k``
     (min form): ``g -> (y, <k, x> / lam)`` for the whole solution
     ``x = argmin_x <g, y> + <k, x> / lam``, solved as ``solve_min(lam g)`` (the
     solver adds ``k`` at scale 1; ``lam > 0`` keeps the argmin). Without a known cost
     (`Solver.counts_known`: the spec's, or a call's bound by `KnownBound`) the second
-    part is 0."""
+    part is 0. ``g`` and ``y`` are flat, ``(B, N)``; the solver sees ``(B, *cost_shape)``.
+    ``whole=True`` returns ``x`` itself, ``(B, num_vars)``, in place of ``y`` (for
+    `away_step_frank_wolfe`'s ``carry``)."""
+    shape = tuple(solver.cost_shape)
 
     def oracle(g: Tensor) -> tuple[Tensor, Tensor]:
-        if not solver.counts_known:
-            v = solver.solve_min(g)
-            return v, v.new_zeros(v.shape[:-1])
-        v, aux = solver.solve_min(lam * g, return_aux=True)
-        return v, solver.sign * solver.known_value(v, aux.to(v)) / lam
+        counts = solver.counts_known
+        costs = (lam * g if counts else g).reshape(g.shape[0], *shape)
+        if not (counts or whole):
+            v = solver.solve_min(costs).reshape(g.shape)
+            return v, v.new_zeros(g.shape[:-1])
+        v, aux = solver.solve_min(costs, return_aux=True)
+        aux = aux.to(v)
+        value = (solver.sign * solver.known_value(v, aux) / lam if counts
+                 else v.new_zeros(g.shape[:-1]))
+        v = v.reshape(g.shape)
+        return (torch.cat([v, aux.reshape(g.shape[0], -1)], -1) if whole else v), value
 
     return oracle
 
