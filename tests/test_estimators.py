@@ -14,6 +14,7 @@ import combolayer as cl
 from combolayer.backends.registry import capable_backends
 from combolayer.data import shortest_path
 from combolayer.estimators import METHODS
+from combolayer.estimators.base import row_gradient_methods
 from combolayer.transforms.noise import GumbelNoise, SumOfGamma
 
 BACKENDS = ["highs", "scip"]
@@ -296,3 +297,25 @@ def test_a_blackbox_step_too_large_for_the_solver_raises_a_typed_error(backend, 
     with pytest.raises(ValueError, match=r"the shifted costs c \+ lam \* dL/dy must be "
                                          r"(below 1e\+15 in magnitude|finite).*got.*lower lam"):
         loss.backward()
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_every_estimator_takes_an_empty_batch(name):
+    # forward and backward of 0 instances: a (0, 5) output and a (0, 5) gradient
+    layer = cl.ComboLayer(cl.problems.TopK(5, 2), method=name, projection="none").train()
+    w = torch.zeros(0, 5, dtype=torch.float64, requires_grad=True)
+    y = layer(w, target=torch.zeros(0, 5, dtype=torch.float64))
+    y.sum().backward()
+    assert y.shape == (0, 5) and w.grad.shape == (0, 5)
+
+
+@pytest.mark.parametrize("name", row_gradient_methods())
+def test_every_row_gradient_estimator_takes_an_empty_batch_with_rows(name):
+    spec = cl.ILP(shape=[3], num_aux=1,
+                  constraints=[cl.Constraint(coefs=[1, 1, 1, 1], sense="==", rhs=2)])
+    layer = cl.ComboLayer(spec, method=name, projection="none").train()
+    w = torch.zeros(0, 3, dtype=torch.float64, requires_grad=True)
+    A = torch.zeros(0, 2, 4, dtype=torch.float64, requires_grad=True)
+    b = torch.ones(0, 2, dtype=torch.float64, requires_grad=True)
+    layer(w, A=A, b=b).sum().backward()
+    assert (w.grad.shape, A.grad.shape, b.grad.shape) == ((0, 3), (0, 2, 4), (0, 2))

@@ -348,8 +348,9 @@ class RelaxationEstimator(Estimator):
                 batch = costs.shape[: costs.dim() - len(relaxation.form.cost_shape)]
                 known_flat = known.expand(*batch, relaxation.num_vars).reshape(
                     -1, relaxation.num_vars)
-            if flat.shape[0] == 0:
-                return costs * 0
+            if flat.shape[0] == 0:  # a zero gradient for the costs and any rows
+                rows = () if A is None else (A.sum() * 0, b.sum() * 0)
+                return sum(rows, costs * 0)
             try:
                 x = relaxation(flat, A_flat, b_flat, known_flat)
             except InfeasibleError:

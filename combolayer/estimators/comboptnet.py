@@ -269,8 +269,11 @@ class CombOptNet(Estimator):
         if A is None:  # no per-call rows: the costs' gradient only
             A_in, b_in = costs.new_zeros(count, 0, n), costs.new_zeros(count, 0)
         else:
-            A_in, b_in = A.to(costs).reshape(count, -1, n), b.to(costs).reshape(count, -1)
-        solution = torch.cat([y.reshape(count, n_out), aux.reshape(count, -1)], 1).to(costs)
+            # the row count named, not -1: an empty batch reshapes too
+            m = A.shape[-2]
+            A_in, b_in = A.to(costs).reshape(count, m, n), b.to(costs).reshape(count, m)
+        solution = torch.cat([y.reshape(count, n_out), aux.reshape(count, n - n_out)],
+                             1).to(costs)
         g = torch.cat([grad.reshape(count, n_out), grad.new_zeros(count, n - n_out)], 1)
         d_c, d_A, d_b = mismatch_grad(c, A_in, b_in, solution, g.to(costs), lower, upper,
                                       infeasible.reshape(count), self.tau, self.clip_to_box,
