@@ -29,6 +29,7 @@ from .config import BackendConfig
 from .device import DeviceRoute
 from .executors import parallel_kernel
 from .race import MAX_CANDIDATES, RacingKernel
+from .simple_paths import simple_paths
 from .solver import Kernel, Solver
 
 ENTRY_POINT_GROUP = "combolayer.backends"
@@ -199,6 +200,8 @@ def make_solver(
     clock = time.process_time if config.threads == 1 else time.perf_counter
     began = clock()
     kernel = _executor_kernel(cls, spec, ranked)
+    if preference(cls, spec) >= Tier.GENERIC:  # no path algorithm of its own
+        kernel = simple_paths(spec, kernel, functools.partial(_path_search, spec))
     setup = clock() - began
     reason = choice_reason(cls, spec, ranked)
     rivals = race_rivals(cls, spec) if races else []
@@ -218,6 +221,18 @@ def make_solver(
         if solver.device_route is not None:
             solver.choice_reason += f"; costs on an accelerator: {solver.device_route.reason}"
     return solver
+
+
+def _path_search(spec: Spec) -> Kernel:
+    """A numpy kernel of the first backend ranked with an algorithm of its own for
+    ``spec`` (scipy's Dijkstra for a path), for `simple_paths`."""
+    for cls in _ranked(spec):
+        if preference(cls, spec) >= Tier.GENERIC:
+            break
+        if cls.array_api == "numpy" and why_not(cls, spec) is None:
+            return cls().compile(spec, BackendConfig(name=cls.name))
+    raise BackendUnavailable(f"no installed backend searches the paths of {spec.label} "
+                             "itself (scipy does)")
 
 
 def device_route(spec: Spec, config: BackendConfig) -> DeviceRoute | None:

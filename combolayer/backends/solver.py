@@ -595,6 +595,10 @@ class Solver:
         #: The known cost in minimisation form (``sign * known_cost``, ``(num_vars,)``
         #: float64), or None when the spec has none (or only zeros).
         self.known = known_minimisation_cost(spec)
+        #: The spec's rule for minimisation-form costs that no kernel may see as they
+        #: are (`Spec.cost_floor`: a path's negative costs on a graph with cycles), applied
+        #: to every kernel's costs in `_run` and `solve_batch`'s hot path; else None.
+        self.cost_floor = spec.cost_floor()
         #: The width of the rows a solution pool keeps for this solver (`pool_width`,
         #: the one rule, also read by pools built from a spec alone).
         self.pool_width = pool_width(spec)
@@ -629,6 +633,8 @@ class Solver:
             kwargs["start"] = start
         if rows is not None:
             kwargs["rows"] = rows
+        if self.cost_floor is not None:
+            costs = self.cost_floor(costs)
         return kernel.with_statuses(costs, **kwargs) if kwargs else kernel.with_statuses(costs)
 
     def _settle(self, solved: Solved, rows: Rows | None = None,
@@ -865,6 +871,8 @@ class Solver:
             # estimator's node (what `_full_batch` and `_run` do for these costs).
             torch_kernel = self._torch_kernel
             flat = costs if torch_kernel else costs.to(torch.float64).numpy()
+            if self.cost_floor is not None:
+                flat = self.cost_floor(flat)
             y = self._settle(self._kernel.with_statuses(flat), None, statuses)
             if not torch_kernel:
                 y = torch.from_numpy(y)

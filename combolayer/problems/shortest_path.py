@@ -3,8 +3,10 @@
 Both ILPs are arc-flow formulations (one unit of flow from source to target).
 They are exact for non-negative costs and, on acyclic graphs, for any costs;
 with negative costs on a graph with cycles the flow could pick up disjoint
-negative cycles, which is why the specialised solvers refuse that case unless
-``negative_costs="clip"``. Per-call rows ``A x <= b`` can make such a cycle pay
+negative cycles, and the cheapest simple path is NP-hard. So every solver, whatever
+its backend, first applies the spec's `CostFloor` to its minimisation-form costs
+(``Spec.cost_floor``): a negative one on a graph with cycles raises, or under
+``negative_costs="clip"`` is set to 0. Per-call rows ``A x <= b`` can make such a cycle pay
 too (a row forcing a vertex is met by the path plus a cycle through it), so the
 canonical forms carry a `CycleSeparator` as their ``row_separator``: with rows,
 the solvers cut every cycle off lazily and return a simple path.
@@ -13,7 +15,7 @@ the solvers cut every cycle off lazily and return a simple path.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -120,20 +122,83 @@ class _NonnegativeOnCycles:
     (and ``negative_costs="error"``) costs must be non-negative."""
 
     negative_costs: NegativeCosts
+    sense: Sense
 
     def _checked(self) -> np.ndarray | None:
         raise NotImplementedError
 
+    def cycle_costs(self) -> np.ndarray | None:
+        """The flat cost entries a cycle could pay with (a boolean mask over the
+        outputs), or None on a graph without cycles, where any costs are fine."""
+        checked = self._checked()
+        return checked if checked is not None and checked.any() else None
+
     def nonnegative_costs(self) -> np.ndarray | None:
         return None if self.negative_costs == "clip" else self._checked()
 
+    def cost_floor(self) -> CostFloor | None:
+        checked = self.cycle_costs()
+        return None if checked is None else CostFloor(self, checked)
+
+    def _refuse_clipped_max(self) -> None:
+        if self.sense == "max" and self.negative_costs == "clip" and \
+                self.cycle_costs() is not None:
+            raise ValueError(
+                "sense='max' with negative_costs='clip' on a graph with cycles: a longest "
+                "path wants positive costs, which are the ones a cycle could pay with, so "
+                "clipping would set every positive cost to 0 and leave the costs meaningless. "
+                "Expected negative_costs='error' (costs <= 0), or sense='min' on your "
+                "costs negated, or an acyclic directed graph")
+
     def negative_cost_error(self, where: str) -> ValueError:
+        if self.sense == "max":
+            return ValueError(
+                f"{self.label} got positive costs ({where}) on a graph with cycles and "
+                "sense='max', where a cycle of positive total would pay (the longest simple "
+                "path is NP-hard). Fix: make the costs non-positive (e.g. -softplus in your "
+                "model), or use an acyclic directed graph")
         return ValueError(
             f"{self.label} got negative costs ({where}) on a graph with cycles, where the "
             "cheapest path is not computable by Dijkstra (and NP-hard in general). Fix: make "
             "the costs non-negative (e.g. softplus or a shift in your model), or build the "
             "spec with negative_costs='clip' to set them to 0, or use an acyclic graph"
         )
+
+
+class CostFloor:
+    """A path spec's ``negative_costs`` rule, applied by every solver to its
+    minimisation-form costs ``(B, N)`` (numpy or torch) before any kernel sees them:
+    on the entries ``checked`` (where a cycle could pay), a cost below 0 raises the
+    spec's error (``"error"``) or is set to 0 (``"clip"``). One vectorised comparison
+    with a bound that is 0 on the checked entries and -inf elsewhere."""
+
+    def __init__(self, spec: ShortestPath | GridShortestPath, checked: np.ndarray) -> None:
+        self.spec = spec
+        self.clip = spec.negative_costs == "clip"
+        self.sign = 1.0 if spec.sense == "min" else -1.0
+        self.lower = np.where(checked, 0.0, -np.inf)
+        self._tensors: dict = {}  # the bound as a tensor, per (device, dtype)
+
+    def _bound(self, costs: Any) -> Any:
+        key = (costs.device, costs.dtype)
+        lower = self._tensors.get(key)
+        if lower is None:
+            lower = self._tensors[key] = costs.new_tensor(self.lower)
+        return lower
+
+    def __call__(self, costs: Any) -> Any:
+        is_numpy = isinstance(costs, np.ndarray)
+        lower = self.lower if is_numpy else self._bound(costs)
+        if self.clip:
+            if not is_numpy:
+                return costs.clamp(min=lower)  # no read on the host
+            return np.maximum(costs, lower) if (costs < lower).any() else costs
+        below = costs < lower
+        if bool(below.any()):
+            b, j = (int(i) for i in (np.argwhere(below) if is_numpy else below.nonzero())[0])
+            raise self.spec.negative_cost_error(
+                f"instance {b}, value {self.sign * float(costs[b, j]):.4g}")
+        return costs
 
 
 def clip_negative_costs(spec: ShortestPath | GridShortestPath, weights: np.ndarray,
@@ -167,9 +232,11 @@ class ShortestPath(_NonnegativeOnCycles, Spec):
         directed: True (default): ``(u, v)`` goes from u to v only; False lets every
             edge be used in either direction.
         sense: ``"min"`` (default, the cheapest path) or ``"max"``.
-        negative_costs: what the specialised solvers do with negative costs on a
-            graph with cycles (where the cheapest simple path is NP-hard):
-            ``"error"`` (default) raises, ``"clip"`` sets them to 0 first.
+        negative_costs: what every solver does with negative costs on a graph with
+            cycles (where the cheapest simple path is NP-hard), whatever the backend:
+            ``"error"`` (default) raises, ``"clip"`` sets them to 0 first. Under
+            ``sense="max"`` the costs that a cycle pays with are the positive ones:
+            they raise, and ``"clip"`` is refused on a graph with cycles.
 
     Examples:
         >>> import numpy as np, combolayer as cl
@@ -240,6 +307,7 @@ class ShortestPath(_NonnegativeOnCycles, Spec):
                 raise ValueError(f"edges[{i}] = ({u}, {v}) duplicates edges[{seen[key]}]; "
                                  "keep only the cheaper of parallel edges")
             seen[key] = i
+        self._refuse_clipped_max()
         return self
 
     @property
@@ -318,7 +386,9 @@ class GridShortestPath(_NonnegativeOnCycles, Spec):
         target: the ``(row, col)`` cell it ends at; the bottom-right cell by default.
         sense: ``"min"`` (default, the cheapest path) or ``"max"``.
         negative_costs: ``"error"`` (default) raises on negative costs, ``"clip"`` sets
-            them to 0 (the grid has cycles, so Dijkstra needs them non-negative).
+            them to 0 (the grid has cycles, so Dijkstra needs them non-negative), on
+            every backend. Under ``sense="max"`` positive costs raise, and ``"clip"``
+            is refused.
     """
 
     kind: Literal["grid_shortest_path"] = "grid_shortest_path"
@@ -355,6 +425,7 @@ class GridShortestPath(_NonnegativeOnCycles, Spec):
                 raise ValueError(f"{name}={(r, c)} is outside the {self.rows}x{self.cols} grid")
         if tuple(self.source) == tuple(self.target):
             raise ValueError(f"source and target must differ, both are {tuple(self.source)}")
+        self._refuse_clipped_max()
         return self
 
     @property

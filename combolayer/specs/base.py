@@ -273,6 +273,13 @@ class Spec(_Validated):
         """The error for a cost that breaks `nonnegative_costs` at ``where``."""
         return ValueError(f"{self.label} needs non-negative costs, got a negative one ({where})")
 
+    def cost_floor(self) -> Any:
+        """What every solver applies to its minimisation-form costs before any kernel
+        sees them, whatever the backend: a callable taking and returning a ``(B, N)``
+        numpy array or torch tensor (raising, or setting entries to a floor), or None
+        when the costs go to the kernel as they are (the default)."""
+        return None
+
     def to_canonical(self, lazy: bool = True) -> CanonicalForm:
         """The matrix form solvers compile. ``lazy=False`` asks for a form without
         lazily separated constraints, for backends that cannot separate them."""

@@ -1,0 +1,154 @@
+"""Negative costs on shortest paths: one rule on every backend.
+
+On a graph with cycles a path's minimisation-form costs below 0 raise (the default)
+or, under ``negative_costs="clip"``, are set to 0 before any backend sees them, so
+every capable backend agrees with brute force over the simple paths and none returns
+a path with a cycle beside it. A directed acyclic graph takes any costs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from test_problems import dag_grid_edges, enumerate_solutions, random_cyclic_graph
+
+import combolayer as cl
+from combolayer.backends import capable_backends
+from combolayer.problems import GridShortestPath, ShortestPath
+
+SPECS = {
+    "grid8": ShortestPath.grid(3, 3),
+    "grid4": ShortestPath.grid(3, 3, neighborhood=4),
+    "directed": random_cyclic_graph(np.random.default_rng(0), n=5, m=9),
+    "undirected": ShortestPath(num_nodes=4, edges=[(0, 1), (1, 2), (0, 2), (2, 3), (1, 3)],
+                               source=0, target=3, directed=False),
+    "undirected5": random_cyclic_graph(np.random.default_rng(1), n=5, m=8, directed=False),
+    "dag": ShortestPath(num_nodes=9, edges=dag_grid_edges(3, 3), source=0, target=8),
+}
+#: Every backend that solves one of the specs, and "auto".
+BACKENDS = sorted({name for spec in SPECS.values() for name in capable_backends(spec)})
+INSTANCES = 10
+
+
+def with_fields(spec, **fields):
+    """``spec`` built again (validated) with ``fields`` changed."""
+    return type(spec).model_validate({**spec.model_dump(), **fields})
+
+
+def paths(spec) -> np.ndarray:
+    """Every simple source-target path of ``spec``, ``(K, N)``."""
+    return enumerate_solutions(spec).reshape(-1, spec.num_outputs)
+
+
+def signed_costs(rng, spec) -> np.ndarray:
+    """``(INSTANCES, N)`` costs of both signs: small integers (ties, zeros) and normals."""
+    costs = rng.integers(-3, 5, (INSTANCES, spec.num_outputs)).astype(float)
+    costs[1::2] = rng.normal(size=(INSTANCES // 2, spec.num_outputs))
+    return costs
+
+
+def assert_best_paths(spec, y, costs, where) -> None:
+    """Each row of ``y`` is a simple path whose objective under ``costs`` is the best."""
+    points = paths(spec)
+    y = np.asarray(y, dtype=float).reshape(len(costs), -1)
+    for i, (row, cost) in enumerate(zip(y, costs, strict=True)):
+        assert (np.abs(points - row).max(axis=1) < 1e-9).any(), (where, i, row.tolist())
+        values = points @ cost
+        best = values.min() if spec.sense == "min" else values.max()
+        assert row @ cost == pytest.approx(best, abs=1e-7), (where, i, cost.tolist())
+
+
+def specs_for(backend):
+    return [(name, spec) for name, spec in SPECS.items()
+            if backend == "auto" or backend in capable_backends(spec)]
+
+
+@pytest.mark.parametrize("backend", [*BACKENDS, "auto"])
+def test_every_backend_clips_negative_costs_and_returns_the_best_simple_path(backend):
+    rng = np.random.default_rng(BACKENDS.index(backend) if backend in BACKENDS else 99)
+    for name, spec in specs_for(backend):
+        clipped = with_fields(spec, negative_costs="clip")
+        costs = signed_costs(rng, spec)
+        checked = spec.nonnegative_costs()
+        floored = costs if checked is None else np.where(checked & (costs < 0), 0.0, costs)
+        solver = cl.make_solver(clipped, backend)
+        shaped = costs.reshape(INSTANCES, *spec.cost_shape)
+        assert_best_paths(spec, solver.solve(shaped), floored, (name, "numpy"))
+        y = solver.solve(torch.from_numpy(shaped))
+        assert_best_paths(spec, y.numpy(), floored, (name, "torch"))
+        y = solver.solve_batch(torch.from_numpy(costs))  # the layer's hot path
+        assert_best_paths(spec, y.numpy(), floored, (name, "solve_batch"))
+
+
+@pytest.mark.parametrize("backend", [*BACKENDS, "auto"])
+@pytest.mark.parametrize("sense", ["min", "max"])
+def test_every_backend_refuses_costs_that_make_a_cycle_pay(backend, sense):
+    rng = np.random.default_rng(7)
+    sign = 1.0 if sense == "min" else -1.0
+    for name, spec in specs_for(backend):
+        spec = with_fields(spec, sense=sense)
+        costs = signed_costs(rng, spec)
+        costs[: INSTANCES // 2] = np.abs(costs[: INSTANCES // 2])  # half of them pay nothing
+        costs *= sign
+        checked = spec.nonnegative_costs()
+        solver = cl.make_solver(spec, backend)
+        paying = (np.zeros(INSTANCES, dtype=bool) if checked is None
+                  else (sign * costs[:, checked] < 0).any(axis=1))
+        if checked is not None:
+            assert paying.any() and not paying.all(), name
+        fine = costs[~paying]
+        assert_best_paths(spec, solver.solve(fine.reshape(-1, *spec.cost_shape)), fine, name)
+        word = "negative" if sense == "min" else "positive"
+        for cost in costs[paying][:3]:
+            for given in (cost, torch.from_numpy(cost)):
+                with pytest.raises(ValueError, match=f"got {word} costs"):
+                    solver.solve(given.reshape(spec.cost_shape))
+
+
+def test_review_instances_raise_on_every_backend_instead_of_a_path_with_a_cycle():
+    grid = ShortestPath.grid(3, 3, neighborhood=4)
+    w = np.array([[1.0, 4.0, -3.0], [-1.0, 4.0, -1.0], [2.0, -1.0, 3.0]])
+    graph = SPECS["undirected"]
+    c = np.array([3.0, -1.0, 3.0, -1.0, 3.0])
+    for spec, cost in [(grid, w), (graph, c)]:
+        for backend in [*capable_backends(spec), "auto"]:
+            with pytest.raises(ValueError, match=r"negative costs \(instance 0, value -"):
+                cl.make_solver(spec, backend).solve(cost)
+
+
+def test_the_error_speaks_in_the_users_sense():
+    spec = GridShortestPath(rows=3, cols=3, sense="max")
+    with pytest.raises(ValueError, match=r"positive costs \(instance 0, value 1\).*"
+                                         r"sense='max'.*non-positive"):
+        cl.make_solver(spec, "highs").solve(np.ones((3, 3)))
+    y = cl.make_solver(spec).solve(-np.ones((3, 3)))  # costs <= 0: the fewest vertices
+    assert y.sum() == 3
+
+
+def test_max_with_clip_is_refused_on_a_graph_with_cycles_only():
+    with pytest.raises(ValueError, match="sense='max' with negative_costs='clip' on a graph "
+                                         "with cycles.*meaningless"):
+        GridShortestPath(rows=3, cols=3, sense="max", negative_costs="clip")
+    with pytest.raises(ValueError, match="sense='max' with negative_costs='clip'"):
+        with_fields(SPECS["undirected"], sense="max", negative_costs="clip")
+    dag = with_fields(SPECS["dag"], sense="max", negative_costs="clip")  # nothing to clip
+    costs = np.random.default_rng(3).normal(size=(4, dag.num_outputs))
+    assert_best_paths(dag, cl.make_solver(dag).solve(costs), costs, "dag")
+
+
+def test_rows_and_known_costs_meet_the_same_rule():
+    spec = ShortestPath.grid(3, 3)
+    solver = cl.make_solver(spec, "highs")
+    costs = np.ones((3, 3))
+    A = np.zeros((1, 9))
+    A[0, 4] = -1.0  # force the centre
+    with pytest.raises(ValueError, match="negative costs"):
+        solver.solve(costs - 2 * np.eye(3)[::-1], A=A, b=np.array([-1.0]))
+    known = np.zeros(9)
+    known[1] = -5.0  # the cost the solver minimises is costs + known_cost
+    with pytest.raises(ValueError, match="negative costs"):
+        cl.make_solver(spec, "scipy").solve(costs, known_cost=known)
+    clipped = cl.make_solver(with_fields(spec, negative_costs="clip"), "scip")
+    y = clipped.solve(costs, A=A, b=np.array([-1.0]), known_cost=known)
+    assert y[1, 1] == 1.0 and y[0, 1] == 1.0  # the centre forced; (0, 1) free once clipped
