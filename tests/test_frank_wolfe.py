@@ -121,3 +121,40 @@ def test_rfwo_and_rfy_with_a_known_cost_take_a_multidimensional_cost_shape(batch
                   for spec in (square, flat)]
         torch.testing.assert_close(losses[0], losses[1])
         assert losses[0].shape == batch
+
+
+@pytest.mark.parametrize("solve_ratio", [1.0, 0.5], ids=["exact", "cached"])
+def test_rfwo_return_aux_in_training_mixes_the_auxiliaries_as_the_output(solve_ratio):
+    # y + aux sum to 2 on every solution, so on every mix of them: aux = 2 - sum(y)
+    spec = cl.ILP(shape=[3], num_aux=1, known_cost=[0, 0, 0, 0.3],
+                  constraints=[cl.Constraint(coefs=[1, 1, 1, 1], sense="==", rhs=2)])
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(2, 2, 3, generator=gen, dtype=torch.float64, requires_grad=True)
+    known = torch.randn(2, 2, 4, generator=gen, dtype=torch.float64)
+    layer = cl.ComboLayer(spec, method="rfwo", projection="none", solve_ratio=solve_ratio,
+                          generator=torch.Generator().manual_seed(1)).train()
+    for known_cost in (None, known):
+        layer.generator.manual_seed(1)
+        y, aux = layer(w, return_aux=True, known_cost=known_cost)
+        assert aux.shape == (2, 2, 1)
+        assert ((y > 1e-3) & (y < 1 - 1e-3)).any()  # a mix, not a vertex
+        torch.testing.assert_close(aux[..., 0], 2 - y.detach().sum(-1))
+        if solve_ratio == 1.0:  # the same output (a cache changes between calls)
+            assert torch.equal(y, layer(w, known_cost=known_cost))
+        y.sum().backward()  # the gradient is the output's, auxiliaries or not
+        assert w.grad.shape == w.shape
+    y, aux = layer.eval()(w, return_aux=True)
+    torch.testing.assert_close(aux[..., 0], 2 - y.detach().sum(-1))
+
+
+def test_rfwo_takes_per_call_rows_on_a_multidimensional_batch():
+    # the rows x0 <= 0 broadcast onto a (2, 2) batch: every output has y0 = 0
+    spec = cl.ILP(shape=[3], num_aux=1,
+                  constraints=[cl.Constraint(coefs=[1, 1, 1, 1], sense="==", rhs=2)])
+    layer = cl.ComboLayer(spec, method="rfwo", projection="none").train()
+    w = torch.randn(2, 2, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    A = torch.tensor([[1.0, 0, 0, 0]], dtype=torch.float64).expand(2, 2, 1, 4)
+    y, aux = layer(w, A=A, b=torch.zeros(2, 2, 1, dtype=torch.float64), return_aux=True)
+    assert y.shape == (2, 2, 3) and torch.equal(y[..., 0], torch.zeros(2, 2, dtype=y.dtype))
+    assert ((y > 1e-3) & (y < 1 - 1e-3)).any()  # a mix, not a vertex
+    torch.testing.assert_close(aux[..., 0], 2 - y.sum(-1))

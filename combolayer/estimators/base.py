@@ -234,6 +234,15 @@ class Estimator(BaseModel):
         raise NotImplementedError(
             f"{type(self).__name__} does not declare what its forward saves (saved_like)")
 
+    def output_aux(self, solves: list[Tensor], count: int) -> Tensor:
+        """The auxiliaries ``(count, num_aux)`` that go with ``forward``'s output for
+        ``count`` instances (the layer's ``return_aux``), from those its solver recorded
+        (``solves``: one ``(B, num_aux)`` tensor per solve, in order, as a `Recorder`
+        keeps them): by default `first_solve_aux`, right where the output is the first
+        solve's solutions or their average. An estimator whose output mixes its solves
+        otherwise overrides it (`RegularizedFrankWolfe`)."""
+        return first_solve_aux(solves, count, str(self))
+
     def build_projected(self, solver: Solver, projection: Normalized) -> ProjectedSolve | None:
         """The layer's whole forward with a normalized projection folded in, as one
         autograd node, or None (the default): then the layer applies the projection
@@ -289,6 +298,17 @@ class Estimator(BaseModel):
             return row_shell(costs, A, b, output, known, *saved)
 
         return solve
+
+
+def first_solve_aux(solves: list[Tensor], count: int, method: str) -> Tensor:
+    """The auxiliaries ``(count, num_aux)`` of the first of ``solves`` (the one that gives
+    ``method``'s output), averaged over each instance's solutions where it solved several
+    per instance (perturbed samples, whose output is the same average)."""
+    aux = solves[0]
+    if aux.shape[0] % count:
+        raise RuntimeError(f"{method} solved {aux.shape[0]} instances for a batch of "
+                           f"{count}: cannot tell which auxiliaries go with the output")
+    return aux.reshape(count, -1, aux.shape[-1]).mean(dim=1)
 
 
 def costs_backward(estimator: Any, solver: Any, grad: Tensor, costs: Tensor,

@@ -14,27 +14,31 @@ from .base import Estimator, Positive
 __all__ = ["RegularizedFrankWolfe"]
 
 
-def known_oracle(solver: Any, lam: float,
-                 whole: bool = False) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
+def known_oracle(solver: Any, lam: float, whole: bool = False,
+                 batch: tuple[int, ...] | None = None
+                 ) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
     """The linear oracle of the regularised problem with ``solver``'s known cost ``k``
     (min form): ``g -> (y, <k, x> / lam)`` for the whole solution
     ``x = argmin_x <g, y> + <k, x> / lam``, solved as ``solve_min(lam g)`` (the
     solver adds ``k`` at scale 1; ``lam > 0`` keeps the argmin). Without a known cost
     (`Solver.counts_known`: the spec's, or a call's bound by `KnownBound`) the second
-    part is 0. ``g`` and ``y`` are flat, ``(B, N)``; the solver sees ``(B, *cost_shape)``.
+    part is 0. ``g`` and ``y`` are flat, ``(B, N)``; the solver sees ``(*batch,
+    *cost_shape)``, ``batch`` the costs' own batch shape (``(B,)`` when None), onto which
+    per-call rows and a per-call known cost broadcast.
     ``whole=True`` returns ``x`` itself, ``(B, num_vars)``, in place of ``y`` (for
     `away_step_frank_wolfe`'s ``carry``)."""
     shape = tuple(solver.cost_shape)
 
     def oracle(g: Tensor) -> tuple[Tensor, Tensor]:
         counts = solver.counts_known
-        costs = (lam * g if counts else g).reshape(g.shape[0], *shape)
+        given = g.shape[:1] if batch is None else batch
+        costs = (lam * g if counts else g).reshape(*given, *shape)
         if not (counts or whole):
             v = solver.solve_min(costs).reshape(g.shape)
             return v, v.new_zeros(g.shape[:-1])
         v, aux = solver.solve_min(costs, return_aux=True)
         aux = aux.to(v)
-        value = (solver.sign * solver.known_value(v, aux) / lam if counts
+        value = (solver.sign * solver.known_value(v, aux).reshape(g.shape[0]) / lam if counts
                  else v.new_zeros(g.shape[:-1]))
         v = v.reshape(g.shape)
         return (torch.cat([v, aux.reshape(g.shape[0], -1)], -1) if whole else v), value
@@ -44,7 +48,8 @@ def known_oracle(solver: Any, lam: float,
 
 @torch.no_grad()
 def away_step_frank_wolfe(solve_min: Callable[[Tensor], Any], theta: Tensor, max_iter: int,
-                          tol: float, linear: bool = False) -> tuple[Tensor, ...]:
+                          tol: float, linear: bool = False,
+                          carry: int = 0) -> tuple[Tensor, ...]:
     """``mu = argmin_{mu in conv(Y)} 1/2 ||mu - theta||^2`` for a ``(B, N)`` batch, by
     away-step Frank-Wolfe with exact line search; ``solve_min`` is the linear
     oracle ``argmin_{y in Y} <c, y>`` on ``(B, N)`` costs (one batch call per step).
@@ -59,11 +64,20 @@ def away_step_frank_wolfe(solve_min: Callable[[Tensor], Any], theta: Tensor, max
     (`known_oracle`) returns ``(y, <q, x>)`` for ``argmin_x <g, y> + <q, x>``, each
     vertex keeps its ``<q, v>`` beside its outputs for the gaps, the line search and
     the away step, and the result gains a fourth entry, ``<q, mu>`` ``(B,)``.
+
+    ``carry > 0``: the oracle's solutions have ``carry`` more entries after their ``N``
+    outputs (the auxiliaries: `known_oracle`'s ``whole``), which ride along: each vertex
+    keeps its whole solution (vertices ``(B, W, N + carry)``), so that the weights that
+    mix the outputs into ``mu`` mix the auxiliaries too (`active_mix`). The steps read
+    the outputs alone: ``mu`` is the iterate without ``carry``, bit for bit (a solution
+    whose outputs are an active vertex's adds its weight there, and keeps that vertex's
+    auxiliaries).
     """
     oracle = solve_min if linear else (lambda g: (solve_min(g), None))
     batch, num_vars = theta.shape
     width = 2 * num_vars + 2
-    vertices = theta.new_zeros((batch, width, num_vars))
+    vertices = theta.new_zeros((batch, width, num_vars + carry))
+    outputs = vertices[..., :num_vars]  # a view: the vertices' outputs, which the steps read
     weights = theta.new_zeros((batch, width))
     vertex_norms = theta.new_zeros((batch, width))
     # the linear term of each vertex, and of the iterate (0 without one)
@@ -71,26 +85,28 @@ def away_step_frank_wolfe(solve_min: Callable[[Tensor], Any], theta: Tensor, max
     v0, l0 = oracle(-theta)
     v0 = v0.to(theta)
     l0 = theta.new_zeros(batch) if l0 is None else l0.to(theta)
-    vertices[:, 0], weights[:, 0], vertex_norms[:, 0] = v0, 1.0, (v0 * v0).sum(-1)
+    vertices[:, 0], weights[:, 0] = v0, 1.0
+    vertex_norms[:, 0] = (v0[:, :num_vars] * v0[:, :num_vars]).sum(-1)
     vertex_linear[:, 0] = l0
-    mu, mu_linear = v0.clone(), l0.clone()
+    mu, mu_linear = v0[:, :num_vars].clone(), l0.clone()
     instances = torch.arange(batch, device=theta.device)
     for _ in range(max_iter):
         grad = mu - theta
         v, lv = oracle(grad)
         v = v.to(theta)
+        v_y = v[:, :num_vars]
         lv = theta.new_zeros(batch) if lv is None else lv.to(theta)
-        gap_fw = (grad * (mu - v)).sum(-1) + (mu_linear - lv)
-        scores = (torch.einsum("bwv,bv->bw", vertices, grad) + vertex_linear).masked_fill(
+        gap_fw = (grad * (mu - v_y)).sum(-1) + (mu_linear - lv)
+        scores = (torch.einsum("bwv,bv->bw", outputs, grad) + vertex_linear).masked_fill(
             weights <= 0, -torch.inf)
         away = scores.argmax(-1)
-        v_away, alpha_away = vertices[instances, away], weights[instances, away]
+        v_away, alpha_away = outputs[instances, away], weights[instances, away]
         gap_away = (grad * (v_away - mu)).sum(-1) + (vertex_linear[instances, away] - mu_linear)
         moving = gap_fw >= tol
         if not bool(moving.any()):
             break
         use_fw = gap_fw >= gap_away
-        direction = torch.where(use_fw[:, None], v - mu, mu - v_away)
+        direction = torch.where(use_fw[:, None], v_y - mu, mu - v_away)
         direction_linear = torch.where(use_fw, lv - mu_linear,
                                        mu_linear - vertex_linear[instances, away])
         gap = torch.where(use_fw, gap_fw, gap_away)
@@ -103,8 +119,8 @@ def away_step_frank_wolfe(solve_min: Callable[[Tensor], Any], theta: Tensor, max
         weights = weights * torch.where(use_fw, 1.0 - gamma, 1.0 + gamma)[:, None]
         gamma_fw, gamma_away = gamma * use_fw, gamma * ~use_fw
         # a Frank-Wolfe vertex already active gains weight; a new one takes a free slot
-        v_norm = (v * v).sum(-1)
-        distance = (vertex_norms - 2 * torch.einsum("bwv,bv->bw", vertices, v) + v_norm[:, None]
+        v_norm = (v_y * v_y).sum(-1)
+        distance = (vertex_norms - 2 * torch.einsum("bwv,bv->bw", outputs, v_y) + v_norm[:, None]
                     + (vertex_linear - lv[:, None]).square())
         match = (distance < 1e-6) & (weights > 0)
         has_match, match_slot = match.any(-1), match.to(theta).argmax(-1)
@@ -123,6 +139,13 @@ def away_step_frank_wolfe(solve_min: Callable[[Tensor], Any], theta: Tensor, max
     if linear:
         return mu, vertices, weights, mu_linear
     return mu, vertices, weights
+
+
+def active_mix(vertices: Tensor, weights: Tensor, num_outputs: int) -> Tensor:
+    """The auxiliaries of `away_step_frank_wolfe`'s iterate, ``(B, carry)``: its active
+    vertices' (``vertices[..., num_outputs:]``, whole solutions kept with ``carry``)
+    mixed by the weights that mix their outputs into it."""
+    return torch.einsum("bw,bwa->ba", weights, vertices[..., num_outputs:])
 
 
 def active_face_projection(grad: Tensor, vertices: Tensor, weights: Tensor) -> Tensor:
@@ -192,11 +215,29 @@ class RegularizedFrankWolfe(Estimator):
     def forward(self, solver, costs, *, target, training):
         if not training:
             return solver.solve_min(costs), None
-        flat = costs.detach().reshape(-1, solver.num_outputs)
+        n = solver.num_outputs
+        # where the solver records auxiliaries (the layer's return_aux), each vertex
+        # carries its own, and their mix by the active set's weights is recorded after
+        # the solves' (output_aux)
+        carry = solver.num_aux if getattr(solver, "keep_aux", False) else 0
+        flat = costs.detach().reshape(-1, n)
         mu, vertices, weights, _ = away_step_frank_wolfe(
-            known_oracle(solver, self.lam), -flat / self.lam, self.max_iter, self.tol,
-            linear=True)
-        return mu.reshape(costs.shape), (vertices, weights)
+            known_oracle(solver, self.lam, whole=carry > 0,
+                         batch=costs.shape[: costs.dim() - len(solver.cost_shape)]),
+            -flat / self.lam, self.max_iter, self.tol, linear=True, carry=carry)
+        if carry:
+            solver.aux.append(active_mix(vertices, weights, n))
+        return mu.reshape(costs.shape), (vertices[..., :n], weights)
+
+    def output_aux(self, solves: list[Tensor], count: int) -> Tensor:
+        """The last recorded auxiliaries: in training the mix `forward` records after its
+        solves (the active set's weights on its vertices' auxiliaries, the weights that
+        make the output), in eval mode its one solve's."""
+        aux = solves[-1]
+        if aux.shape[0] != count:
+            raise RuntimeError(f"{self} recorded auxiliaries of {aux.shape[0]} instances "
+                               f"last, for a batch of {count}")
+        return aux
 
     def saved_like(self, solver, costs, training):
         if not training:

@@ -26,7 +26,7 @@ from ..backends.registry import in_place_of_spec, make_solver
 from ..backends.rows import check_rows
 from ..backends.solver import Recorder, Solver, check_costs, check_known_cost
 from ..estimators import Estimator, resolve_method
-from ..estimators.base import ProjectedSolve, row_gradient_methods
+from ..estimators.base import ProjectedSolve, first_solve_aux, row_gradient_methods
 from ..specs.base import Spec
 from ..specs.load import load_spec, read_mapping, spec_from_text
 from ..specs.paths import config_base, resolve_path
@@ -387,10 +387,10 @@ class ComboLayer(nn.Module):
 
     @torch.compiler.disable  # the estimator is built for this call: not traceable
     def _with_aux(self, *args: Any) -> tuple[Tensor, Tensor]:
-        """``_forward(*args)`` and the auxiliaries of the solves it made: the first
-        solve's (the one that gives the output), averaged over each instance's
-        solutions when it solved several per instance (perturbed samples). Run eagerly
-        under torch.compile (a graph break)."""
+        """``_forward(*args)`` and the auxiliaries of the solves it made, as the estimator
+        says they go with its output (``output_aux``; for a method without one, the
+        first solve's, averaged over each instance's solutions when it solved several per
+        instance: `first_solve_aux`). Run eagerly under torch.compile (a graph break)."""
         recorded = self._recording(keep_aux=True)
         try:
             y = self._forward(*args, recorded=recorded)
@@ -403,11 +403,11 @@ class ComboLayer(nn.Module):
         num_aux = self.solver.num_aux
         if not box or count == 0 or num_aux == 0:
             return y, y.new_zeros((*batch, num_aux))
-        aux = box[0].detach().to(y)
-        if aux.shape[0] % count:
-            raise RuntimeError(f"{self.method} solved {aux.shape[0]} instances for a batch of "
-                               f"{count}: cannot tell which auxiliaries go with the output")
-        return y, aux.reshape(count, -1, num_aux).mean(dim=1).reshape(*batch, num_aux)
+        solves = [aux.detach().to(y) for aux in box]
+        output_aux = getattr(self.method, "output_aux", None)
+        aux = (first_solve_aux(solves, count, str(self.method)) if output_aux is None
+               else output_aux(solves, count))
+        return y, aux.reshape(*batch, num_aux)
 
     @torch.compiler.disable  # may build the estimator: not traceable
     def _recording(self, keep_aux: bool) -> tuple[_Compiled, tuple[_CallRecorder, ...]]:
