@@ -134,6 +134,15 @@ class ScoreFunction(Estimator):
         return samples.mean(0), (samples, noise.get("w", empty), noise.get("A", empty),
                                  noise.get("b", empty))
 
+    def output_aux(self, solves: list[Tensor], count: int) -> Tensor:
+        """The mean of the samples' auxiliaries, as the output is their solutions' mean:
+        the training solve is sample first, ``(S, *batch)`` (eval mode's is one sample)."""
+        aux = solves[0]
+        if aux.shape[0] % count:
+            raise RuntimeError(f"{self} solved {aux.shape[0]} instances for a batch of "
+                               f"{count}: cannot tell which auxiliaries go with the output")
+        return aux.reshape(-1, count, aux.shape[-1]).mean(0)
+
     def saved_like(self, solver, costs, training):
         # without per-call rows (the compiled solve has none): A's and b's noise is empty
         if not training:
