@@ -109,7 +109,7 @@ def test_a_layer_deepcopies_pickles_and_saves_with_every_backend(name, executor)
     backend = {"name": name, "executor": executor, "workers": 2 if executor != "serial" else 1}
     model = torch.nn.Sequential(torch.nn.Linear(3, int(np.prod(spec.cost_shape))),
                                 torch.nn.Unflatten(-1, spec.cost_shape),
-                                cl.ComboLayer(spec, backend=backend, projection="std"))
+                                cl.ComboLayer(spec, backend=backend, projection="auto"))
     x = torch.randn(4, 3)
     y = model(x)
     twin = copy.deepcopy(model)

@@ -523,3 +523,21 @@ def test_named_problems_take_positional_arguments_as_api_md_writes_them():
         cl.problems.TopK(10, n=4, k=2)
     with pytest.raises(cl.SpecError, match=r"Ranking takes at most 2 positional arguments"):
         cl.problems.Ranking(3, "min", 1)
+
+
+@pytest.mark.parametrize("projection", ["mean", "std"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_shifting_projection_is_refused_exactly_where_it_would_change_the_solution(
+        case, projection):
+    """Shifting w by its mean keeps the argmin iff every solution has the same sum(y)
+    (brute force over the solutions); where it would not, the layer refuses to build."""
+    spec = CASES[case][0](np.random.default_rng(0))
+    sums = {round(float(y.sum()), 6) for y in enumerate_solutions(spec)}
+    if len(sums) > 1:
+        with pytest.raises(ValueError, match="changes the solution"):
+            cl.ComboLayer(spec, projection=projection)
+        return
+    layer = cl.ComboLayer(spec, projection=projection).eval()
+    w = torch.as_tensor(_costs(np.random.default_rng(1), spec, "positive"))
+    expected = cl.make_solver(spec).solve(w)
+    assert (layer(w) * w).sum() == pytest.approx(float((expected * w).sum()))

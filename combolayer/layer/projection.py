@@ -18,6 +18,7 @@ from torch import Tensor
 
 from ..analysis.hull import analyze
 from ..backends.solver import known_minimisation_cost
+from ..errors import ComboLayerError
 from ..specs.base import Spec
 from ..transforms.projection import (
     Transform,
@@ -131,7 +132,9 @@ def make_projection(projection: str | Transform, spec: Spec) -> Transform:
       picks ``loss: spo+`` for such a spec).
 
     ``"norm"``, ``"std"`` and ``"mean"`` raise ``ValueError`` with a known cost
-    (docs/projections.md says why).
+    (docs/projections.md says why); ``"mean"`` and ``"std"`` also where ``sum(y)`` differs
+    between solutions (a knapsack, paths of different lengths), since shifting ``w``
+    then changes the solution.
     """
     if callable(projection):
         return projection
@@ -174,7 +177,30 @@ def make_projection(projection: str | Transform, spec: Spec) -> Transform:
             f"unknown projection {projection!r}: expected one of "
             f"{[*HULL_PROJECTIONS, *PROJECTIONS]} or a callable Tensor -> Tensor"
         )
+    if projection in ("mean", "std") and not _sum_is_fixed(spec):
+        raise ValueError(
+            f"projection {projection!r} changes the solution of {spec.label}: subtracting "
+            "the mean of w changes <w, y> by the mean times sum(y), and sum(y) is not the "
+            "same for all its solutions (or could not be shown to be); use 'auto' or 'plane' "
+            "(the hull projection, which keeps the solution), 'norm', 'none', or a callable")
     return on_cost_shape(PROJECTIONS[projection], spec.cost_shape)
+
+
+def _sum_is_fixed(spec: Spec) -> bool:
+    """Whether ``sum(y)`` is the same for every solution of ``spec``, so that shifting
+    ``w`` by a constant keeps its argmin: the all-ones direction lies in the normal space
+    of the LP relaxation's affine hull, or failing that (a sum that only integrality
+    fixes) of the integer solutions' (`analyze`, exact)."""
+    ones = np.ones(math.prod(spec.cost_shape))
+    for exact in (False, True):
+        try:
+            normals = analyze(spec, exact=exact).normals
+        except (ValueError, ComboLayerError):  # the exact probe's solves: not shown fixed
+            return False
+        residual = ones - normals.T @ (normals @ ones)
+        if np.abs(residual).max() < 1e-6 * math.sqrt(len(ones)):
+            return True
+    return False
 
 
 def project_with_known(projection: Transform, name: Any, spec: Spec, w: Tensor,
