@@ -124,6 +124,9 @@ def test_the_error_speaks_in_the_users_sense():
         cl.make_solver(spec, "highs").solve(np.ones((3, 3)))
     y = cl.make_solver(spec).solve(-np.ones((3, 3)))  # costs <= 0: the fewest vertices
     assert y.sum() == 3
+    loss = cl.losses.SPOPlusLoss(spec)  # a loss's own check names the value as given
+    with pytest.raises(ValueError, match=r"positive costs \(cost_pred, instance 0, value 2\)"):
+        loss(torch.full((1, 3, 3), 2.0), -torch.ones(1, 3, 3))
 
 
 def test_max_with_clip_is_refused_on_a_graph_with_cycles_only():

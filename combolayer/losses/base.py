@@ -288,8 +288,8 @@ class SolverLoss(LossInputs):
             :, torch.as_tensor(floor, device=costs.device)]
         if bool((given < 0).any()):
             b, j = (given < 0).nonzero()[0].tolist()
-            raise self.spec.negative_cost_error(
-                f"{name}, instance {b}, value {float(given[b, j]):.4g}")
+            raise self.spec.negative_cost_error(  # the value as the user gave it
+                f"{name}, instance {b}, value {self.solver.sign * float(given[b, j]):.4g}")
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
