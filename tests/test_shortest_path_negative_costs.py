@@ -130,11 +130,14 @@ def test_the_error_speaks_in_the_users_sense():
 
 
 def test_max_with_clip_is_refused_on_a_graph_with_cycles_only():
-    with pytest.raises(ValueError, match="sense='max' with negative_costs='clip' on a graph "
-                                         "with cycles.*meaningless"):
+    with pytest.raises(cl.SpecError, match="sense='max' with negative_costs='clip' on a graph "
+                                           "with cycles.*meaningless"):
         GridShortestPath(rows=3, cols=3, sense="max", negative_costs="clip")
     with pytest.raises(ValueError, match="sense='max' with negative_costs='clip'"):
         with_fields(SPECS["undirected"], sense="max", negative_costs="clip")
+    copied = SPECS["grid8"].model_copy(update={"sense": "max", "negative_costs": "clip"})
+    with pytest.raises(ValueError, match="sense='max' with negative_costs='clip'"):
+        cl.make_solver(copied, "highs")  # a copy that skipped the validators
     dag = with_fields(SPECS["dag"], sense="max", negative_costs="clip")  # nothing to clip
     costs = np.random.default_rng(3).normal(size=(4, dag.num_outputs))
     assert_best_paths(dag, cl.make_solver(dag).solve(costs), costs, "dag")

@@ -21,6 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import model_validator
 
+from ..errors import SpecError
 from ..specs.base import ILP, Sense, Spec, register_spec
 from ..specs.canonical import CanonicalForm, Cut
 
@@ -137,13 +138,14 @@ class _NonnegativeOnCycles:
         return None if self.negative_costs == "clip" else self._checked()
 
     def cost_floor(self) -> CostFloor | None:
+        self._refuse_clipped_max()  # again: model_copy(update=...) skips the validators
         checked = self.cycle_costs()
         return None if checked is None else CostFloor(self, checked)
 
     def _refuse_clipped_max(self) -> None:
         if self.sense == "max" and self.negative_costs == "clip" and \
                 self.cycle_costs() is not None:
-            raise ValueError(
+            raise SpecError(
                 "sense='max' with negative_costs='clip' on a graph with cycles: a longest "
                 "path wants positive costs, which are the ones a cycle could pay with, so "
                 "clipping would set every positive cost to 0 and leave the costs meaningless. "
