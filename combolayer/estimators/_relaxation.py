@@ -48,7 +48,7 @@ from ..backends.solver import KnownBound, Recorder, Solver
 from ..errors import BackendUnavailable, InfeasibleError, SolverError
 from ..specs.base import Spec
 from ..specs.canonical import canonical_form
-from .base import DifferentiableSolve, Estimator, Positive
+from .base import DifferentiableSolve, Estimator, Positive, keeps_aux, last_aux
 
 Smoothing = Literal["quadratic", "log_barrier"]
 #: How far the log barrier's answer may break a row (SCS's tolerance is 1e-6) before it
@@ -151,12 +151,12 @@ class Relaxation:
         return CvxpyLayer(problem, parameters=parameters, variables=[x])
 
     def __call__(self, costs: Tensor, A: Tensor | None = None, b: Tensor | None = None,
-                 known: Tensor | None = None) -> Tensor:
-        """``x*[:N]`` for ``(B, N)`` minimisation costs, per-call rows ``A`` ``(B, m, V)``,
-        ``b`` ``(B, m)`` (or None) and a per-call known cost ``known`` ``(B, V)`` in
-        minimisation form (or None; it gets no gradient); float64 on the CPU inside
-        (cvxpylayers reads its parameters through numpy), returned in ``costs``'s dtype
-        and on its device.
+                 known: Tensor | None = None, whole: bool = False) -> Tensor:
+        """``x*[:N]`` (with ``whole``, ``x*`` itself, ``(B, V)``) for ``(B, N)``
+        minimisation costs, per-call rows ``A`` ``(B, m, V)``, ``b`` ``(B, m)`` (or None)
+        and a per-call known cost ``known`` ``(B, V)`` in minimisation form (or None; it
+        gets no gradient); float64 on the CPU inside (cvxpylayers reads its parameters
+        through numpy), returned in ``costs``'s dtype and on its device.
 
         Raises:
             InfeasibleError: the relaxation has no (strictly, for the log barrier)
@@ -181,7 +181,7 @@ class Relaxation:
                        f"of {costs.shape[0]}: {text}") from None
         if self.smoothing == "log_barrier":
             self._check_inside(x.detach().numpy(), *[t.detach().numpy() for t in args[1:]])
-        return x[..., : self.num_outputs].to(costs)
+        return (x if whole else x[..., : self.num_outputs]).to(costs)
 
     def _check_inside(self, x: np.ndarray, A: np.ndarray | None = None,
                       b: np.ndarray | None = None) -> None:
@@ -250,7 +250,7 @@ def _batched(costs: Tensor, A: Tensor | None, b: Tensor | None, cost_shape: tupl
 
 
 def _each_or_dummy(relaxation: Relaxation, costs: Tensor, A: Tensor, b: Tensor,
-                   solver: Any, known: Tensor | None = None) -> Tensor:
+                   solver: Any, known: Tensor | None = None, whole: bool = False) -> Tensor:
     """The batch instance by instance, after a batch whose per-call rows left some
     relaxation empty, under ``on_infeasible="flag"``: those instances get zeros with a
     zero gradient (the reference code's dummy for its LP baseline) and are flagged
@@ -260,9 +260,13 @@ def _each_or_dummy(relaxation: Relaxation, costs: Tensor, A: Tensor, b: Tensor,
     for i in range(costs.shape[0]):
         try:
             found.append(relaxation(costs[i : i + 1], A[i : i + 1], b[i : i + 1],
-                                    None if known is None else known[i : i + 1]))
+                                    None if known is None else known[i : i + 1], whole))
         except InfeasibleError:
-            found.append(costs[i : i + 1] * 0)
+            dummy = costs[i : i + 1] * 0
+            if whole:  # zeros on the auxiliaries too
+                dummy = torch.cat([dummy, dummy.new_zeros(1, relaxation.num_vars
+                                                          - relaxation.num_outputs)], -1)
+            found.append(dummy)
             bad.append(i)
     if bad and isinstance(solver, Recorder):
         solver.infeasible.update(bad)
@@ -313,6 +317,11 @@ class RelaxationEstimator(Estimator):
     def saved_like(self, solver, costs, training):
         return () if training else None
 
+    def output_aux(self, solves: list[Tensor], count: int) -> Tensor:
+        """The LP solution's auxiliaries, which the training solve records after any
+        solve's (`keeps_aux`); in eval mode the exact solve's."""
+        return last_aux(solves, count, str(self))
+
     def backward(self, solver, grad, costs, A, b):
         if costs.numel() == 0:
             return grad * 0, None, None
@@ -351,12 +360,17 @@ class RelaxationEstimator(Estimator):
             if flat.shape[0] == 0:  # a zero gradient for the costs and any rows
                 rows = () if A is None else (A.sum() * 0, b.sum() * 0)
                 return sum(rows, costs * 0)
+            # the layer's return_aux: the LP solution's auxiliaries, recorded (output_aux)
+            whole = keeps_aux(solver) and relaxation.num_vars > relaxation.num_outputs
             try:
-                x = relaxation(flat, A_flat, b_flat, known_flat)
+                x = relaxation(flat, A_flat, b_flat, known_flat, whole)
             except InfeasibleError:
                 if A is None or getattr(solver, "on_infeasible", "raise") != "flag":
                     raise
-                x = _each_or_dummy(relaxation, flat, A_flat, b_flat, solver, known_flat)
+                x = _each_or_dummy(relaxation, flat, A_flat, b_flat, solver, known_flat, whole)
+            if whole:
+                solver.aux.append(x[:, relaxation.num_outputs :].detach())
+                x = x[:, : relaxation.num_outputs]
             return x.reshape(costs.shape)
 
         return solve

@@ -311,6 +311,25 @@ def first_solve_aux(solves: list[Tensor], count: int, method: str) -> Tensor:
     return aux.reshape(count, -1, aux.shape[-1]).mean(dim=1)
 
 
+def keeps_aux(solver: Any) -> bool:
+    """Whether ``solver`` records the auxiliaries of its solves (a `Recorder` with
+    ``keep_aux`` under any wrappers: the layer's ``return_aux``). An estimator whose
+    output is no solve's solutions then records its output's own after its solves
+    (``solver.aux.append``, ``(B, num_aux)``), and its `Estimator.output_aux` reads them
+    back with `last_aux`."""
+    return bool(getattr(solver, "keep_aux", False))
+
+
+def last_aux(solves: list[Tensor], count: int, method: str) -> Tensor:
+    """The last recorded auxiliaries, ``(count, num_aux)``: those ``method`` recorded for
+    its output after its solves (`keeps_aux`), or in eval mode its one solve's."""
+    aux = solves[-1]
+    if aux.shape[0] != count:
+        raise RuntimeError(f"{method} recorded auxiliaries of {aux.shape[0]} instances last, "
+                           f"for a batch of {count}")
+    return aux
+
+
 def costs_backward(estimator: Any, solver: Any, grad: Tensor, costs: Tensor,
                    *saved: Tensor) -> Tensor:
     """``dL/dcosts`` from ``estimator.backward`` for a solve without per-call rows: a

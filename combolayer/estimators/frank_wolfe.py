@@ -9,7 +9,7 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
-from .base import Estimator, Positive
+from .base import Estimator, Positive, keeps_aux, last_aux
 
 __all__ = ["RegularizedFrankWolfe"]
 
@@ -219,7 +219,7 @@ class RegularizedFrankWolfe(Estimator):
         # where the solver records auxiliaries (the layer's return_aux), each vertex
         # carries its own, and their mix by the active set's weights is recorded after
         # the solves' (output_aux)
-        carry = solver.num_aux if getattr(solver, "keep_aux", False) else 0
+        carry = solver.num_aux if keeps_aux(solver) else 0
         flat = costs.detach().reshape(-1, n)
         mu, vertices, weights, _ = away_step_frank_wolfe(
             known_oracle(solver, self.lam, whole=carry > 0,
@@ -233,11 +233,7 @@ class RegularizedFrankWolfe(Estimator):
         """The last recorded auxiliaries: in training the mix `forward` records after its
         solves (the active set's weights on its vertices' auxiliaries, the weights that
         make the output), in eval mode its one solve's."""
-        aux = solves[-1]
-        if aux.shape[0] != count:
-            raise RuntimeError(f"{self} recorded auxiliaries of {aux.shape[0]} instances "
-                               f"last, for a batch of {count}")
-        return aux
+        return last_aux(solves, count, str(self))
 
     def saved_like(self, solver, costs, training):
         if not training:
