@@ -172,7 +172,9 @@ class RegularizedFrankWolfe(Estimator):
     near ``c`` the projection moves within the active face ``F`` of the final
     iterate, so ``dL/dc = -1/lam * P_F dL/dy`` with ``P_F`` the orthogonal
     projector onto the face's directions (the span of the centred active
-    vertices). Eval mode returns the exact ``y(c)``.
+    vertices). Eval mode returns the exact ``y(c)``. With the layer's ``return_aux`` in
+    training the auxiliaries are the output's mix: each vertex carries its own, weighed
+    by the weights that make the output (`output_aux`).
 
     PyEPO's ``regularizedFrankWolfeOpt`` (RFWO) with ``lambd = lam``; its loss
     form is `combolayer.losses.RegularizedFenchelYoungLoss`.
