@@ -171,6 +171,31 @@ def test_estimator_noise_after_the_layers_noise_is_eager_modes(method):
     assert not torch.equal(other_seed[0](other_seed[1])[1], y)  # the draws matter
 
 
+@pytest.mark.parametrize("options", [
+    {"noise": 0.5, "generator": torch.Generator().manual_seed(1)},
+    {"sample_noise": cl.SumOfGamma(k=3, tau=1.0)},
+    {"sample_noise": cl.SumOfGamma(k=3, tau=1.0), "generator": torch.Generator().manual_seed(1)},
+], ids=["margin-generator", "sample-noise", "sample-noise-generator"])
+def test_the_layers_own_noise_from_a_generator_or_sum_of_gamma_compiles_whole(options):
+    """A seeded generator (which a graph cannot trace) and SumOfGamma (a rejection loop)
+    are drawn inside an operator: fullgraph works and the draws are eager mode's."""
+    results = []
+    for compiled in (False, True):
+        generator = options.get("generator")
+        layer_options = dict(options, generator=None if generator is None
+                             else torch.Generator().manual_seed(1))
+        layer = cl.ComboLayer(SPECS["topk"], **layer_options).train()
+        run = torch.compile(layer, fullgraph=True, backend="aot_eager") if compiled else layer
+        torch.manual_seed(2)
+        w = torch.randn(2, 6, 10, requires_grad=True)
+        y = torch.stack([run(w[0]), run(w[1])])  # two calls: the generator moves on
+        (y * torch.arange(10.0)).sum().backward()
+        results.append((y.detach(), w.grad))
+    (y, grad), (compiled_y, compiled_grad) = results
+    torch.testing.assert_close(compiled_y, y, rtol=0, atol=0)
+    torch.testing.assert_close(compiled_grad, grad)
+
+
 @pytest.mark.parametrize("method", ["comboptnet", "rfwo"])
 def test_a_new_batch_size_keeps_eager_answers(method):
     """Their saved tensors' shapes follow the number of instances (symbolic after the

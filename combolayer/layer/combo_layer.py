@@ -32,7 +32,7 @@ from ..specs.load import load_spec, read_mapping, spec_from_text
 from ..specs.paths import config_base, resolve_path
 from ..transforms.noise import SignNoise
 from ..transforms.projection import NORM_EPS, Normalized, Transform, transforms_active
-from .ops import CompiledSolve, check_floor
+from .ops import CompiledSolve, check_floor, draw_noise, noise_handle
 from .projection import HULL_PROJECTIONS, make_projection, project_with_known
 from .schedules import Schedule, make_schedule
 
@@ -212,7 +212,8 @@ class ComboLayer(nn.Module):
             normals=torch.tensor(analyze(self.spec, exact=exact).normals) if hull else None,
             exact=solves(solver),
             cached=None if self.solve_ratio >= 1.0 else solves(
-                CachedSolver(solver, self.solve_ratio, self.pool, self.generator)))
+                CachedSolver(solver, self.solve_ratio, self.pool, self.generator)),
+            noise_handle=noise_handle(self))
         self.__dict__["_compiled"] = compiled
         return compiled
 
@@ -498,16 +499,16 @@ class ComboLayer(nn.Module):
             batch = tuple(w.shape[: w.dim() - len(self.spec.cost_shape)])
             known = check_known_cost(self.spec.label, self.solver.num_vars, batch,
                                      known_cost, w.detach())
+        compiled = self.compiled if recorded is None else recorded[0]
         if sampling and self.sample_noise is not None:
             # Before the projection: the paper's samplers perturb the logits.
-            w = w + self.sample_noise.sample(w.shape, generator=self.generator).to(w)
-        compiled = self.compiled if recorded is None else recorded[0]
+            w = w + draw_noise(self, compiled.noise_handle, w, sample=True)
         noise = self.noise if self.training else None
         # traced by torch.compile: no clock, no logging (the graph keeps neither)
         compiling = torch.compiler.is_compiling()
         debug = not compiling and logger.isEnabledFor(logging.DEBUG)
         start = time.perf_counter() if debug else 0.0
-        xi = None if noise is None else noise.sample(w.shape, generator=self.generator).to(w)
+        xi = None if noise is None else draw_noise(self, compiled.noise_handle, w, sample=False)
         # the solution cache's solves in training mode and for ``sample``
         solves = (compiled.cached if compiled.cached is not None
                   and (self.training or sampling) else compiled.exact)
@@ -688,6 +689,8 @@ class _Compiled:
     #: With ``solve_ratio < 1``, the solves on the solution cache, used in training mode
     #: and by ``sample``; None otherwise.
     cached: _Solves | None = None
+    #: The handle under which a compiled graph draws the layer's noise (`draw_noise`).
+    noise_handle: int = -1
     #: Per-thread results of the last call (``last_infeasible``).
     last: threading.local = dataclasses.field(default_factory=threading.local)
     #: Per thread, the solves built on `_CallRecorder`s by ``keep_aux`` (`ComboLayer._recording`).

@@ -44,6 +44,9 @@ from ..estimators.base import check_upstream, costs_backward
 from ..specs.base import Spec
 
 _HANDLES: weakref.WeakValueDictionary[int, CompiledSolve] = weakref.WeakValueDictionary()
+#: The layers whose noise a compiled graph draws (`draw_noise`), by handle.
+_NOISY: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+_NOISE_HANDLES = itertools.count()
 
 
 def new_handle(estimator: Any, solver: Any) -> int:
@@ -209,3 +212,36 @@ def _solve_backward(grad: Tensor, costs: Tensor, saved: list[Tensor], handle: in
 @_solve_backward.register_fake
 def _(grad: Tensor, costs: Tensor, saved: list[Tensor], handle: int) -> Tensor:
     return torch.empty_like(costs)
+
+
+def noise_handle(layer: Any) -> int:
+    """A handle under which a compiled graph finds ``layer``'s noise (`draw_noise`)."""
+    handle = next(_NOISE_HANDLES)
+    _NOISY[handle] = layer
+    return handle
+
+
+def draw_noise(layer: Any, handle: int, w: Tensor, sample: bool) -> Tensor:
+    """``layer``'s ``sample_noise`` (``sample``) or margin ``noise``, drawn for costs ``w``
+    from its generator (or torch's global one) and cast to ``w``: in eager mode directly,
+    and inside a compiled graph as the opaque ``combolayer::draw_noise``, which draws the
+    same values at the same point (a graph can trace neither a ``torch.Generator`` nor
+    SumOfGamma's rejection loop)."""
+    if torch.compiler.is_compiling():
+        return torch.ops.combolayer.draw_noise(w.detach(), handle, sample)
+    noise = layer.sample_noise if sample else layer.noise
+    return noise.sample(w.shape, generator=layer.generator).to(w)
+
+
+@torch.library.custom_op("combolayer::draw_noise", mutates_args=())
+def _draw_noise(like: Tensor, handle: int, sample: bool) -> Tensor:
+    layer = _NOISY.get(handle)
+    if layer is None:
+        raise RuntimeError(f"combolayer::draw_noise: no layer holds handle {handle} any "
+                           "more (the layer was deleted); compile the model that holds it again")
+    return draw_noise(layer, handle, like, sample)
+
+
+@_draw_noise.register_fake
+def _(like: Tensor, handle: int, sample: bool) -> Tensor:
+    return torch.empty_like(like)
