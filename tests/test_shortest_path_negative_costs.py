@@ -158,3 +158,14 @@ def test_rows_and_known_costs_meet_the_same_rule():
     clipped = cl.make_solver(with_fields(spec, negative_costs="clip"), "scip")
     y = clipped.solve(costs, A=A, b=np.array([-1.0]), known_cost=known)
     assert y[1, 1] == 1.0 and y[0, 1] == 1.0  # the centre forced; (0, 1) free once clipped
+
+
+@pytest.mark.parametrize("name", ["grid8", "grid4", "undirected", "directed"])
+def test_the_exact_hull_probes_simple_paths_with_costs_of_both_signs(name):
+    """``analyze(exact=True)`` optimises signed directions: on a graph with cycles it
+    gets the simple paths' affine hull (brute force), not a refusal of the signs."""
+    spec = SPECS[name]
+    points = paths(spec)
+    hull = cl.analyze(spec, exact=True)
+    assert hull.dim == np.linalg.matrix_rank(points[1:] - points[0])
+    assert np.abs(points @ hull.normals.T - hull.normals @ points[0]).max() < 1e-9

@@ -488,16 +488,24 @@ def _exact_hull(spec: Spec, relaxed: AffineHull) -> AffineHull:
     the span. Each round fixes one more dimension, with two solves.
     """
     solver = make_solver(spec, "highs")
+    rows = None
+    if solver.cost_floor is not None:
+        # A path on a graph with cycles: the probes' costs have both signs, which the
+        # cost floor refuses for a user's costs. The MIP with every cycle cut off (the
+        # form per-call rows get: here one row that every solution meets) optimises
+        # them over the simple paths exactly.
+        solver.cost_floor = None
+        rows = (np.zeros((1, solver.num_vars)), np.ones(1))
     n = relaxed.num_outputs
     normals = [row for row in relaxed.normals]
     span: list[np.ndarray] = []
-    origin = _solve_flat(solver, np.zeros(n))
+    origin = _solve_flat(solver, np.zeros(n), rows)
     while len(normals) + len(span) < n:
         known = np.array(normals + span).reshape(-1, n)
         c = scipy.linalg.null_space(known)[:, 0] if len(known) else np.eye(n)[0]
         grew = False
         for cost in (c, -c):
-            y = _solve_flat(solver, cost)
+            y = _solve_flat(solver, cost, rows)
             residual = y - origin
             if len(known):
                 residual = residual - known.T @ (known @ residual)
@@ -512,6 +520,10 @@ def _exact_hull(spec: Spec, relaxed: AffineHull) -> AffineHull:
     return _hull(basis, origin, relaxed.cost_shape, exact=True)
 
 
-def _solve_flat(solver, cost: np.ndarray) -> np.ndarray:
+def _solve_flat(solver, cost: np.ndarray,
+                rows: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     costs = cost.reshape(1, *solver.cost_shape)
-    return np.asarray(solver.solve_min(costs), dtype=np.float64).reshape(-1)
+    if rows is None:
+        return np.asarray(solver.solve_min(costs), dtype=np.float64).reshape(-1)
+    y = solver.solve(solver.sign * costs, A=rows[0], b=rows[1])  # solve folds the sign in
+    return np.asarray(y, dtype=np.float64).reshape(-1)
