@@ -127,6 +127,10 @@ def test_the_error_speaks_in_the_users_sense():
     loss = cl.losses.SPOPlusLoss(spec)  # a loss's own check names the value as given
     with pytest.raises(ValueError, match=r"positive costs \(cost_pred, instance 0, value 2\)"):
         loss(torch.full((1, 3, 3), 2.0), -torch.ones(1, 3, 3))
+    layer = cl.ComboLayer(spec, projection="none")  # so does the layer's
+    with pytest.raises(ValueError, match=r"positive costs \(w after projection, instance 0, "
+                                         r"value 2\)"):
+        layer(torch.full((3, 3), 2.0))
 
 
 def test_max_with_clip_is_refused_on_a_graph_with_cycles_only():

@@ -69,8 +69,9 @@ def check_floor(spec: Spec, floor: Tensor, costs: Tensor) -> None:
     given = costs.reshape(-1, spec.num_outputs)[:, floor.to(costs.device)]
     if (given < 0).any():
         b, j = (given < 0).nonzero()[0].tolist()
+        sign = 1.0 if spec.sense == "min" else -1.0  # the value in the spec's own sense
         raise spec.negative_cost_error(
-            f"w after projection, instance {b}, value {float(given[b, j]):.4g}")
+            f"w after projection, instance {b}, value {sign * float(given[b, j]):.4g}")
 
 
 @dataclass(eq=False)
