@@ -320,3 +320,28 @@ def test_layer_forward_and_backward_on_the_kernel():
     expected = torch.autograd.grad(host(w), w, grad)[0]
     torch.testing.assert_close(w.grad, expected)
     assert w.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("spec", [
+    lambda mode: cl.problems.ShortestPath.grid(5, 5, negative_costs=mode),
+    lambda mode: cl.problems.ShortestPath(num_nodes=4, edges=[(0, 1), (1, 2), (2, 0), (2, 3)],
+                                          source=0, target=3, negative_costs=mode),
+], ids=["grid", "graph"])
+def test_the_negative_cost_rule_adds_no_host_read_of_its_own(spec):
+    """On a graph with cycles the kernel reads whether a cost is negative with its
+    convergence check's first read (one synchronisation on a device, not two), and the
+    Solver leaves the rule to it: "error" reads as often as "clip", which reads nothing."""
+    from test_cost_checks import HostReads
+
+    reads = {}
+    for mode in ("error", "clip"):
+        solver = cl.make_solver(spec(mode), "bellman_ford")
+        costs = torch.rand(3, *solver.cost_shape, generator=torch.Generator().manual_seed(0))
+        solver.solve_batch(costs.reshape(3, -1))  # its buffers, built once
+        with HostReads() as counted:
+            solver.solve_batch(costs.reshape(3, -1))
+        reads[mode] = counted.count
+    assert reads["error"] == reads["clip"]
+    negative = -torch.ones(1, solver.num_outputs)
+    with pytest.raises(ValueError, match="negative costs"):
+        cl.make_solver(spec("error"), "bellman_ford").solve_batch(negative)

@@ -53,8 +53,8 @@ class Kernel(Protocol):
     #: Whether a caller can stop its solves at a limit of its own (`time_limit`).
     stops_in_time: bool
     #: Whether the kernel checks its costs' values itself (`check_values`: finite, below
-    #: `MAX_COST`) in a host read its solve makes anyway; on an accelerator the `Solver`
-    #: then queues no check of its own.
+    #: `MAX_COST`; and the spec's `Spec.cost_floor`) in a host read its solve makes
+    #: anyway; the `Solver` then applies neither itself.
     checks_values: bool
     #: The backend solving whole batches now, and why, where the kernel chooses among
     #: several (``"auto"``'s race); None where the backend is the solver's own.
@@ -595,10 +595,6 @@ class Solver:
         #: The known cost in minimisation form (``sign * known_cost``, ``(num_vars,)``
         #: float64), or None when the spec has none (or only zeros).
         self.known = known_minimisation_cost(spec)
-        #: The spec's rule for minimisation-form costs that no kernel may see as they
-        #: are (`Spec.cost_floor`: a path's negative costs on a graph with cycles), applied
-        #: to every kernel's costs in `_run` and `solve_batch`'s hot path; else None.
-        self.cost_floor = spec.cost_floor()
         #: The width of the rows a solution pool keeps for this solver (`pool_width`,
         #: the one rule, also read by pools built from a spec alone).
         self.pool_width = pool_width(spec)
@@ -692,6 +688,13 @@ class Solver:
     def kernel(self, kernel: Kernel) -> None:
         self._kernel = kernel = as_kernel(kernel)
         self._torch_kernel = kernel.array_api == "torch"  # read on every solve
+        #: The spec's rule for minimisation-form costs that no kernel may see as they
+        #: are (`Spec.cost_floor`: a path's negative costs on a graph with cycles), applied
+        #: to the kernel's costs in `_run` and `solve_batch`'s hot path; None where there
+        #: is none, or where the kernel `checks_values` and so applies it itself in the
+        #: read it makes anyway (a second read of a device tensor would be a second
+        #: host synchronisation).
+        self.cost_floor = None if kernel.checks_values else self.spec.cost_floor()
 
     @property
     def backend(self) -> str:

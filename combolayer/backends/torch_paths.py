@@ -233,13 +233,14 @@ class GridPaths(_Kernel):
         with self._lock:
             state = _kept(self._states, (work.shape[0], work.device),
                           lambda: _GridState(self, work.shape[0], work.device))
+            negative = None
             if spec.negative_costs == "error":
-                _refuse_negative(spec, work, state.inner)
+                negative = _negative(work, state.inner)
             else:
                 work = work.clamp(min=0.0)
             state.reset(torch.where(state.inner, work, 0.0).reshape(state.cost.shape))
-            if not state.converge(spec.rows * spec.cols, invalid):
-                raise values_error(spec)
+            if not state.converge(spec.rows * spec.cols, _either(invalid, negative)):
+                _refuse(spec, work, state.inner, negative)
             return state.path().to(costs.dtype)
 
 
@@ -318,9 +319,10 @@ class GraphPaths(_Kernel):
         spec, device = self.spec, costs.device
         work = costs.detach().to(_work_dtype(device))
         invalid = invalid_values(work)
+        negative = None
         if not self.acyclic:
             if spec.negative_costs == "error":
-                _refuse_negative(spec, work, None)
+                negative = _negative(work, None)
             else:
                 work = work.clamp(min=0.0)
         m = work.shape[1]
@@ -329,8 +331,8 @@ class GraphPaths(_Kernel):
             state = _kept(self._states, (work.shape[0], device),
                           lambda: _GraphState(self, work.shape[0], device))
             state.reset(work)
-            if not state.converge(self.num_nodes, invalid):
-                raise values_error(spec)
+            if not state.converge(self.num_nodes, _either(invalid, negative)):
+                _refuse(spec, work[:, :m], None, negative)
             unreachable = torch.isinf(state.dist[:, self.target])
             if bool(unreachable.any()):
                 b = int(unreachable.nonzero()[0, 0])
@@ -351,14 +353,31 @@ def _kept(states: OrderedDict, key: tuple, build: Callable[[], _State]) -> _Stat
     return state
 
 
-def _refuse_negative(spec: ShortestPath | GridShortestPath, costs: Tensor,
-                     checked: Tensor | None) -> None:
-    """Raise the spec's negative-cost error when a checked entry of ``costs`` is negative
-    (one read on the host)."""
-    negative = costs < 0 if checked is None else (costs < 0) & checked
-    if bool(negative.any()):
-        b, j = (int(i) for i in negative.nonzero()[0])
-        raise spec.negative_cost_error(f"instance {b}, value {float(costs[b, j]):.4g}")
+def _below_zero(costs: Tensor, checked: Tensor | None) -> Tensor:
+    return costs < 0 if checked is None else (costs < 0) & checked
+
+
+def _negative(costs: Tensor, checked: Tensor | None) -> Tensor:
+    """Whether a checked entry of ``costs`` is negative: a 0-d bool tensor on the costs'
+    device, read with the convergence check's first read (`_State.converge`), not in a
+    host read of its own."""
+    return _below_zero(costs, checked).any()
+
+
+def _either(invalid: Tensor, negative: Tensor | None) -> Tensor:
+    return invalid if negative is None else invalid | negative
+
+
+def _refuse(spec: ShortestPath | GridShortestPath, costs: Tensor, checked: Tensor | None,
+            negative: Tensor | None) -> None:
+    """The error for costs the convergence check stopped on: the spec's negative-cost
+    error (naming the first negative entry, in the spec's sense) where ``negative`` is
+    set, else `values_error`."""
+    if negative is not None and bool(negative):
+        b, j = (int(i) for i in _below_zero(costs, checked).nonzero()[0])
+        sign = 1.0 if spec.sense == "min" else -1.0
+        raise spec.negative_cost_error(f"instance {b}, value {sign * float(costs[b, j]):.4g}")
+    raise values_error(spec)
 
 
 @register_backend
