@@ -23,41 +23,21 @@ import numpy as np
 from ..errors import InfeasibleError
 from ..specs.base import Spec
 from .outcome import Solved, as_solved, warn_not_optimal
-from .solver import Kernel, KernelDefaults, as_kernel
+from .solver import Kernel, PluginKernel, as_kernel
 
 
-class SimplePathKernel(KernelDefaults):
+class SimplePathKernel(PluginKernel):
     """``kernel`` (a numpy one, of a path spec on a graph with cycles) whose answers
     without per-call rows are the cheapest simple paths inside their support; every
-    other attribute is the kernel's."""
+    other capability is the kernel's."""
 
     def __init__(self, kernel: Kernel, search: Callable[[np.ndarray], np.ndarray]) -> None:
-        self.kernel = kernel
-        self.array_api = kernel.array_api
+        super().__init__(kernel)
         self._search = search
-
-    takes_rows = property(lambda self: self.kernel.takes_rows)
-    takes_start = property(lambda self: self.kernel.takes_start)
-    stops_in_time = property(lambda self: self.kernel.stops_in_time)
-    checks_values = property(lambda self: self.kernel.checks_values)
-    current_backend = property(lambda self: self.kernel.current_backend)
-    backend_reason = property(lambda self: self.kernel.backend_reason)
 
     def serial(self) -> Kernel:
         local = self.kernel.serial()
         return self if local is self.kernel else SimplePathKernel(local, self._search)
-
-    def time_limit(self, seconds: float) -> Any:
-        return self.kernel.time_limit(seconds)
-
-    def outcome(self) -> dict | None:
-        return self.kernel.outcome()
-
-    def adopt(self, outcome: dict | None) -> None:
-        self.kernel.adopt(outcome)
-
-    def close(self) -> None:
-        self.kernel.close()
 
     def with_statuses(self, costs: np.ndarray, **kwargs: Any) -> Solved:
         solved = as_solved(self.kernel.with_statuses(costs, **kwargs))
@@ -71,12 +51,6 @@ class SimplePathKernel(KernelDefaults):
 
     def __call__(self, costs: np.ndarray, **kwargs: Any) -> np.ndarray:
         return warn_not_optimal(self.with_statuses(costs, **kwargs), type(self).__name__)
-
-    def __getattr__(self, name: str) -> Any:
-        # copy and pickle look for dunders before __init__ has set the kernel
-        if name.startswith("__") or "kernel" not in self.__dict__:
-            raise AttributeError(name)
-        return getattr(self.__dict__["kernel"], name)
 
 
 def simple_paths(spec: Spec, kernel: Kernel,

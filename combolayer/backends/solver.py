@@ -153,10 +153,23 @@ def _own(name: str) -> property:
     return property(lambda self: getattr(self.kernel, name, default))
 
 
+def _own_method(name: str) -> Callable:
+    """The kernel's own method ``name`` where it has one, else `KernelDefaults`'."""
+    default = getattr(KernelDefaults, name)
+
+    def method(self: PluginKernel, *args: Any, **kwargs: Any) -> Any:
+        own = getattr(self.kernel, name, None)
+        return own(*args, **kwargs) if own is not None else default(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
 class PluginKernel(KernelDefaults):
-    """A kernel that has only some of `Kernel`'s capabilities (a plugin's, or one written
-    before a capability joined the contract): the ones it has are its own, the others
-    `KernelDefaults`'; everything else it holds is read through."""
+    """A kernel around another that has some or all of `Kernel`'s capabilities (a
+    plugin's needs only ``array_api`` and ``__call__``): the ones it has are its own,
+    the others `KernelDefaults`'; everything else it holds is read through. A subclass
+    changes what it needs (`combolayer.backends.simple_paths`)."""
 
     takes_rows = _own("takes_rows")
     takes_start = _own("takes_start")
@@ -164,13 +177,15 @@ class PluginKernel(KernelDefaults):
     checks_values = _own("checks_values")
     current_backend = _own("current_backend")
     backend_reason = _own("backend_reason")
+    time_limit = _own_method("time_limit")
+    outcome = _own_method("outcome")
+    adopt = _own_method("adopt")
+    with_statuses = _own_method("with_statuses")
+    close = _own_method("close")
 
     def __init__(self, kernel: Any) -> None:
         self.kernel = kernel
         self.array_api = kernel.array_api
-        for name in ("time_limit", "outcome", "adopt", "with_statuses", "close"):
-            if hasattr(kernel, name):
-                setattr(self, name, getattr(kernel, name))
 
     def serial(self) -> Kernel:
         local = self.kernel.serial() if hasattr(self.kernel, "serial") else self.kernel
