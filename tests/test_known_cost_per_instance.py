@@ -512,3 +512,40 @@ def test_a_pool_of_outputs_refuses_an_instance_known_cost_on_the_auxiliaries():
     with pytest.raises(ValueError, match=r"CMAPLoss's pool keeps the outputs only.*"
                                          r"known_cost\[\.\.\., \d+:\] must be zero"):
         loss(torch.tensor(costs), torch.zeros(costs.shape), known_cost=torch.tensor(known))
+
+
+#: aux0 >= y0 + y1 - 1 (cost 0.7) and aux1 <= y0 (cost -0.9): the auxiliaries follow y.
+_PAIRED = [cl.Constraint(coefs=[1, 1, -1, 0], sense="<=", rhs=1),
+           cl.Constraint(coefs=[0, 0, 0, 1], sense="<=", rhs=1),
+           cl.Constraint(coefs=[-1, 0, 0, 1], sense="<=", rhs=0)]
+_PAIRED_KNOWN = [0.0, 0.0, 0.7, -0.9]
+
+
+@pytest.mark.parametrize("given", ["batch", "shared"])
+def test_sampled_losses_and_layers_pair_each_samples_auxiliaries_with_its_instance(given):
+    """With several samples per instance, a per-call known cost gives the values and
+    auxiliaries of the same known cost in the spec (the samples were solved sample-first
+    under a per-call one, and read instance-first)."""
+    own = cl.ILP(shape=[2], num_aux=2, constraints=_PAIRED, known_cost=_PAIRED_KNOWN)
+    plain = cl.ILP(shape=[2], num_aux=2, constraints=_PAIRED)
+    known = torch.tensor(_PAIRED_KNOWN)
+    known = known.expand(4, 4) if given == "batch" else known
+    w = torch.randn(4, 2, generator=torch.Generator().manual_seed(0))
+    y = torch.tensor([[1.0, 1.0], [0.0, 1.0], [1.0, 0.0], [0.0, 0.0]])
+
+    def fenchel_young(spec):
+        return cl.losses.FenchelYoungLoss(spec, num_samples=4, reduction="none",
+                                          generator=torch.Generator().manual_seed(1))
+
+    torch.testing.assert_close(fenchel_young(plain)(w, y, known_cost=known),
+                               fenchel_young(own)(w, y))
+
+    def layer(spec):
+        method = cl.Perturbed(num_samples=3, generator=torch.Generator().manual_seed(1))
+        return cl.ComboLayer(spec, method=method, projection="none").train()
+
+    y_own, aux_own = layer(own)(w, return_aux=True)
+    y_plain, aux_plain = layer(plain)(w, return_aux=True, known_cost=known)
+    torch.testing.assert_close(y_plain, y_own)
+    torch.testing.assert_close(aux_plain, aux_own)
+    assert torch.equal(aux_own[:, 1], y_own[:, 0])  # aux1 = y0 wherever y0 is (cost -0.9)

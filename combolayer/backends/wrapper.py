@@ -162,3 +162,16 @@ class KnownBound(SolverWrapper):
                              "auxiliaries: pass their values too (aux, from "
                              "solve(..., return_aux=True)) to count it")
         return value + solver.sign * (aux * known[..., n:]).sum(-1)
+
+
+def with_sample_axis(solver: Any) -> Any:
+    """``solver`` with the rows and known cost bound to it (`RowBound`, `KnownBound`, the
+    outermost wrappers) given a size-1 axis before their own last axes, so that they
+    broadcast onto costs whose batch ends in a sample axis, ``(*batch, S, *cost_shape)``:
+    each instance's samples solved one after another, under the instance's rows."""
+    if isinstance(solver, RowBound):
+        return RowBound(with_sample_axis(solver._solver), solver.A[..., None, :, :],
+                        solver.b[..., None, :])
+    if isinstance(solver, KnownBound):
+        return KnownBound(with_sample_axis(solver._solver), solver.instance_known[..., None, :])
+    return solver

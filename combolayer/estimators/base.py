@@ -52,7 +52,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from ..backends.solver import KnownBound, Solver
-from ..backends.wrapper import RowBound
+from ..backends.wrapper import RowBound, with_sample_axis
 from ..specs.base import positional_fields
 from ..transforms.projection import Normalized, fast_apply
 
@@ -78,13 +78,12 @@ def solve_samples(solver: Solver, costs: Tensor) -> Tensor:
     another, as PyEPO orders them): a kept LP or MIP model starts from its previous
     solve, which is closest when only the noise changed (PyEPO's 5x5 grid with Gurobi:
     DPOMul's epoch 1.07 -> 0.98 of PyEPO's, against one sample of every instance at a
-    time)."""
-    if isinstance(solver, (RowBound, KnownBound)):
-        # per-call rows (a known cost) broadcast over the leading sample axis (trailing batch axes
-        # aligned); the kernel keeps an instance's rows while its samples follow
-        return solver.solve_min(costs)
+    time). Per-call rows and a known cost bound to ``solver`` follow their instance
+    (`with_sample_axis`), so the solves, and the auxiliaries a `Recorder` keeps of them,
+    come in the same order (``(*batch, S)``) with or without them."""
     batch_dims = costs.dim() - 1 - len(solver.cost_shape)
-    return solver.solve_min(costs.movedim(0, batch_dims)).movedim(batch_dims, 0)
+    return with_sample_axis(solver).solve_min(costs.movedim(0, batch_dims)).movedim(
+        batch_dims, 0)
 
 
 def differentiable_rows(backward: Callable[..., tuple], once: bool = True
