@@ -145,6 +145,42 @@ def test_hand_written_lp_file(tmp_path):
     assert layer(torch.tensor(model.cost)).tolist() == y.tolist()
 
 
+UNBOUNDED_LP_FILE = """\\ the LP format's default bounds: no upper bound, a free column
+Minimize
+ obj: x + y + z + w
+Subject To
+ c1: x + y + z >= 2
+ c2: w - y >= -4
+Bounds
+ x <= 3
+ z >= -1
+ w free
+General
+ x y
+End
+"""
+
+
+@pytest.mark.parametrize("outputs", [["x", "y"], ["w", "z"], [2, 0, 3]])
+def test_outputs_keep_infinite_bounds_and_the_optimum(tmp_path, outputs):
+    path = tmp_path / "unbounded.lp"
+    path.write_text(UNBOUNDED_LP_FILE)
+    whole = cl.ILP.from_file(path)
+    spec = cl.ILP.from_file(path, outputs=outputs)
+    names = ["x", "y", "z", "w"]
+    order = [names.index(o) if isinstance(o, str) else o for o in outputs]
+    order += [j for j in range(4) if j not in order]
+    assert spec.upper == [whole.upper[j] for j in order]
+    assert spec.lower == [whole.lower[j] for j in order]
+    assert np.inf in spec.upper and -np.inf in spec.lower
+    y, aux = cl.make_solver(spec).solve(list(spec.default_cost), return_aux=True)
+    x = np.concatenate([y, aux])
+    objective = np.dot(spec.default_cost, y) + np.dot(spec.known_cost, x)
+    assert objective == pytest.approx(whole.default_cost @ cl.make_solver(whole).solve(
+        list(whole.default_cost))) == pytest.approx(highs_solve(path)[1]) == -2.0
+    assert cl.load_spec(spec.model_dump_json()) == spec
+
+
 def test_unreadable_and_missing_files_raise_spec_errors(tmp_path):
     with pytest.raises(cl.SpecError, match="no model file named"):
         cl.ILP.from_file(tmp_path / "missing.mps")

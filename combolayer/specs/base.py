@@ -729,7 +729,7 @@ class ILP(Spec):
             shape=[len(chosen)], num_aux=n - len(chosen),
             integrality=[_broadcast(spec.integrality, n, "integrality")[j] for j in order],
             lower=[_broadcast(spec.lower, n, "lower")[j] for j in order],
-            upper=[None if np.isposinf(u) else float(u) for u in upper],
+            upper=upper.tolist(),  # +inf where the file has no bound
             constraints=[{"coefs": {int(position[j]): v for j, v in row.items()},
                           "sense": row.sense, "rhs": row.rhs, "name": row.name}
                          for row in spec.constraints],
