@@ -339,3 +339,22 @@ def test_random_ilp_hulls(spec, seed):
         projected = hull.project(torch.from_numpy(w))
         assert torch.allclose(hull.project(projected), projected, atol=1e-12)
         assert np.array_equal(solver.solve(projected.numpy()), y)
+
+
+@pytest.mark.parametrize("coefs", [[1e7, 1e7, 1.0], [1e9, 1e9, 1.0], [1.0, 1.0, 1e-7]],
+                         ids=["big-M 1e7", "big-M 1e9", "tiny 1e-7"])
+def test_a_row_whose_slack_is_below_the_lp_s_resolution_is_never_an_equation(coefs):
+    """x0 = x1 = 1 is forced and x2 is free, but the row's slack from x2 is below
+    SLACK_TOL of its norm: LP mode must not call it tight (x2 would look fixed, and the
+    layer's projection would change the solution), exact mode must find x2 free."""
+    spec = cl.ILP(shape=[3], constraints=[
+        cl.Constraint(coefs=coefs, sense=">=", rhs=coefs[0] + coefs[1])])
+    outputs = feasible_outputs(spec)
+    assert outputs.tolist() == [[1, 1, 0], [1, 1, 1]]
+    lp, exact = cl.analyze(spec), cl.analyze(spec, exact=True)
+    assert 2 not in lp.fixed.tolist() and exact.fixed.tolist() == [0, 1] and exact.dim == 1
+    for hull in (lp, exact):  # every equation holds for every solution
+        np.testing.assert_allclose(outputs @ hull.normals.T, np.tile(hull.offsets, (2, 1)),
+                                   atol=1e-9)
+    w = torch.tensor([0.0, 0.0, -1.0])
+    assert cl.ComboLayer(spec)(w).tolist() == [1.0, 1.0, 1.0]

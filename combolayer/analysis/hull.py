@@ -276,6 +276,11 @@ def tight_rows(form: CanonicalForm, G: sp.csr_matrix,
     and a point slack in every row that can be, scaled up by ``t``, gives each such row
     ``s = 1`` at once: at the optimum a row's ``s`` is 1 where its slack can reach
     about ``SLACK_TOL``, and 0 where it is tight everywhere.
+
+    A row with an entry below ``SLACK_TOL`` of its norm (a big-M row,
+    ``1e7 x0 + 1e7 x1 + x2 >= 2e7``) may have a slack the LP cannot tell from 0, so it is
+    never returned as tight: an equation missed only loosens the hull, a wrong one
+    would change the solutions.
     """
     n, c, m = form.num_vars, G.shape[0], form.A_eq.shape[0]
     lower = np.flatnonzero(np.isfinite(form.lower))
@@ -306,7 +311,18 @@ def tight_rows(form: CanonicalForm, G: sp.csr_matrix,
     model = new_highs(threads=1)
     check_status(model.passModel(lp), "passModel")
     x = _run_lp(model)
-    return np.flatnonzero(x[n:n + c] < 0.5), x[:n] / x[-1]
+    return np.flatnonzero((x[n:n + c] < 0.5) & _resolved(G)), x[:n] / x[-1]
+
+
+def _resolved(G: sp.csr_matrix) -> np.ndarray:
+    """Per row of ``G``, whether its smallest nonzero entry is at least ``SLACK_TOL`` of
+    its norm (entries below ``DROP_TOL`` of it are cancellations, not data)."""
+    G = sp.csr_matrix(abs(G))
+    norms = _row_norms(G)
+    rows = np.repeat(np.arange(G.shape[0]), np.diff(G.indptr))
+    relative = G.data / np.maximum(norms[rows], 1e-300)
+    small = (relative < SLACK_TOL) & (relative > DROP_TOL)
+    return np.bincount(rows[small], minlength=G.shape[0]) == 0
 
 
 def _run_lp(model) -> np.ndarray:
