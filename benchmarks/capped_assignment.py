@@ -57,7 +57,7 @@ def main() -> None:
             if not np.allclose((costs * other).sum((1, 2)), value, atol=1e-6):
                 raise SystemExit(f"{name} disagrees with {named.backend} at k={k}")
         lines.append(f"| {size} x {size}, k = {k} | {batch} | {named.backend} | "
-                     f"{named_s * 1e3:.3g} | {mip_s * 1e3:.3g} | {named_s / mip_s:.3f} | "
+                     f"{named_s * 1e3:.3g} | {mip_s * 1e3:.3g} | {named_s / mip_s:.3g} | "
                      f"{lp_s * 1e3:.3g} |")
         print(lines[-1], flush=True)
     body = [generated_by("benchmarks/capped_assignment.py", time.perf_counter() - started)
