@@ -14,6 +14,8 @@ import pytest
 import torch
 
 import combolayer as cl
+from combolayer.data import Data
+from combolayer.training.loop import fit, load_config, run
 
 DRIVERS, REQUESTS, MAX_ASSIGNED, FEATURES = 4, 5, 3, 3
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "dispatch.py"
@@ -131,3 +133,49 @@ def test_identity_under_a_linear_loss_turns_the_total_cost_towards_the_true_one(
     total = (direct + known).flatten(1)
     (-(true.flatten(1) * total / total.norm(dim=1, keepdim=True)).sum()).backward()
     assert torch.allclose(w.grad, direct.grad)
+
+
+# -- solve_ratio < 1: the pool keeps whole solutions, and training seeds it with them ----
+
+#: Two outputs and two auxiliaries that the known cost weighs: z0 >= y0 + y1 - 1 costs
+#: 0.7, z1 <= y0 earns 0.9, so the pool keeps whole solutions concat(y, aux).
+AUX_KNOWN = {"kind": "ilp", "shape": [2], "num_aux": 2, "known_cost": [0, 0, 0.7, -0.9],
+             "constraints": [{"coefs": [1, 1, -1, 0], "sense": "<=", "rhs": 1},
+                             {"coefs": [-1, 0, 0, 1], "sense": "<=", "rhs": 0}]}
+
+
+def _whole_optima(spec, costs, known=None) -> set[tuple[float, ...]]:
+    y, aux = cl.make_solver(spec).solve(costs, return_aux=True, known_cost=known)
+    return {tuple(row) for row in torch.cat([y, aux], dim=1).double().tolist()}
+
+
+@pytest.mark.parametrize("loss", ["spo+", "regret"])
+def test_fit_with_solve_ratio_below_one_seeds_the_pool_with_whole_optima(loss):
+    spec = cl.load_spec(AUX_KNOWN)
+    generator = torch.Generator().manual_seed(0)
+    features = torch.randn(16, 3, generator=generator)
+    costs = features @ torch.randn(3, 2, generator=generator)
+    data = Data(features, costs, cl.make_solver(spec).solve(costs), spec)
+    layer = cl.ComboLayer(spec, solve_ratio=0.5, generator=torch.Generator().manual_seed(0))
+    history = fit(layer, data, data, loss=loss, epochs=2)
+    assert len(history.regret) == 2 and all(np.isfinite(history.regret))
+    assert layer.pool.solutions.shape[1] == spec.num_vars
+    pooled = {tuple(row) for row in layer.pool.solutions.tolist()}
+    assert _whole_optima(spec, costs) <= pooled
+
+
+@pytest.mark.parametrize("loss, method", [("spo+", "identity"), ("regret", "blackbox")])
+def test_train_with_solve_ratio_below_one_reads_npz_data_with_a_known_cost(tmp_path, loss,
+                                                                          method):
+    spec = cl.load_spec(AUX_KNOWN)
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(30, 3))
+    costs = features @ rng.normal(size=(3, 2))
+    known = np.zeros((30, spec.num_vars))
+    known[:, 3] = -rng.uniform(0.0, 2.0, size=30)  # each instance's own reward on z1
+    np.savez(tmp_path / "data.npz", features=features, costs=costs, known_cost=known)
+    config = load_config({"problem": AUX_KNOWN, "data": {"npz": str(tmp_path / "data.npz")},
+                          "layer": {"solve_ratio": 0.5, "method": method}, "loss": loss, "epochs": 2,
+                          "num_train": 20, "num_test": 10, "out": str(tmp_path / "run")})
+    history, _ = run(config)
+    assert len(history.regret) == 2 and all(np.isfinite(history.regret))

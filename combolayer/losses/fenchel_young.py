@@ -43,7 +43,8 @@ class FenchelYoungLoss(SolverLoss):
         solve_ratio: PyEPO's solution cache below 1: each perturbed sample is solved
             exactly with this probability, otherwise it is the best solution in ``pool``.
         pool: a `combolayer.backends.pool.SolutionPool` (new by default; pass
-            ``layer.pool`` to share one, seed it with ``loss.pool.seed(y_train)``).
+            ``layer.pool`` to share one, seed it with ``loss.pool.seed(y_train)``; with
+            a known cost, whole solutions ``concat(y, aux)``).
         perturbation: ``"additive"`` (default) or ``"multiplicative"``, PyEPO's
             ``perturbedFenchelYoungMul`` (PFYMul): ``c - sigma Z_s`` becomes ``c * f_s``,
             ``f_s = exp(sigma Z_s - sigma^2/2)``, so

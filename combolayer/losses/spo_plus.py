@@ -39,7 +39,8 @@ class SPOPlusLoss(SolverLoss):
             ``y_true``), and goes into the pool. 1.0 (default): no cache.
         pool: a `combolayer.backends.pool.SolutionPool` to use (e.g. a
             layer's ``layer.pool``, to share one); a new one by default. Seed it
-            with the training set's true solutions: ``loss.pool.seed(y_train)``.
+            with the training set's true solutions: ``loss.pool.seed(y_train)`` (whole
+            solutions ``concat(y, aux)`` when the spec has a known cost).
         generator: the ``torch.Generator`` the ``solve_ratio`` draws come from.
 
     Reference: Elmachtoub, Grigas, "Smart 'Predict, then Optimize'",

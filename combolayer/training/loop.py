@@ -578,6 +578,24 @@ def normalized_regret(layer: ComboLayer, model: nn.Module, test: datasets.Data) 
                                            aux_pred=aux_pred, known_cost=known))
 
 
+def seed_pool(layer: ComboLayer, data: datasets.Data) -> None:
+    """Seed ``layer.pool`` with the true solutions of ``data``, as its pool keeps them.
+
+    A pool that keeps the outputs (`pool_width` ``N``) takes ``data.solutions``. One
+    that keeps whole solutions ``concat(y, aux)`` (the spec has a known cost, which
+    ranks them) takes the optima of ``data.costs`` (with the data's own known cost),
+    solved once, whole: the data holds no auxiliaries.
+    """
+    solver = layer.solver
+    if solver.pool_width == solver.num_outputs:
+        layer.pool.seed(data.solutions)
+        return
+    with torch.no_grad():
+        y, aux = solver.solve(data.costs, return_aux=True,
+                              known_cost=getattr(data, "known_cost", None))
+    layer.pool.seed(torch.cat([y.reshape(len(y), -1), aux.reshape(len(aux), -1)], dim=1))
+
+
 def fit(
     layer: ComboLayer,
     train: datasets.Data,
@@ -619,7 +637,7 @@ def fit(
         model = cost_model(train.features.shape[1], tuple(layer.spec.cost_shape))
     if layer.solve_ratio < 1.0:
         # PyEPO seeds its cache with the dataset's true solutions; so does fit.
-        layer.pool.seed(train.solutions)
+        seed_pool(layer, train)
     known = getattr(train, "known_cost", None)  # each instance's own, from the data
     criterion = _criterion(loss, layer)
     # CaVE's cones of the true solutions, read once, not in every step
