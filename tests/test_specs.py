@@ -253,3 +253,53 @@ def test_a_constraint_with_a_bad_field_raises_spec_error_with_pydantic_location(
 def test_binary_bounds_that_exclude_zero_and_one_are_rejected():
     with pytest.raises(cl.SpecError, match=r"variable 0 is binary but its bounds \[2, 3\]"):
         cl.ILP(shape=[2], lower=[2, 0], upper=[3, 1])
+
+
+@pytest.mark.parametrize("source, keys", [
+    ("{kind: ilp, shape: [2], constraints: [{coefs: {0: 1, '0': 5, 1: 1}, sense: '<=', "
+     "rhs: 1}]}", "0 and '0'"),
+    ('{"kind": "ilp", "shape": [2], "constraints": [{"coefs": {"0": 1, "00": 5, "1": 1}, '
+     '"sense": "<=", "rhs": 1}]}', "'0' and '00'"),
+    ("{kind: ilp, shape: [2], known_cost: {0: 1, '0': -5}}", "0 and '0'"),
+    ({"kind": "ilp", "shape": [2], "known_cost": {1: 1.0, "1": 2.0}}, "1 and '1'"),
+])
+def test_two_keys_naming_one_index_are_refused(source, keys):
+    with pytest.raises(cl.SpecError, match=f"the keys {keys} both name index"):
+        cl.load_spec(source)
+
+
+def test_sparse_keys_written_as_text_still_read_as_indices():
+    spec = cl.load_spec('{"kind": "ilp", "shape": [2], "known_cost": {"1": 2}, "constraints": '
+                        '[{"coefs": {"0": 1, "1": 1}, "sense": "<=", "rhs": 1}]}')
+    assert spec.constraints[0].coefs == {0: 1.0, 1: 1.0} and spec.known_cost == [0.0, 2.0]
+
+
+@pytest.mark.parametrize("source, field", [
+    ("{kind: ilp, shape: [2], constraints: [{coefs: [1, 1], sense: '<=', rhs: true}]}", "rhs"),
+    ("{kind: ilp, shape: [2], constraints: [{coefs: [true, true], sense: '<=', rhs: 1}]}",
+     "coefs"),
+    ("{kind: ilp, shape: [2], constraints: [{coefs: {0: false}, sense: '<=', rhs: 1}]}",
+     "coefs"),
+    ("{kind: ilp, shape: [2], upper: [1, true]}", "upper"),
+    ("{kind: ilp, shape: [2], lower: false}", "lower"),
+    ("{kind: ilp, shape: [2], known_cost: [true, 0]}", "known_cost"),
+    ("{kind: ilp, shape: [true]}", "shape"),
+    ("{kind: ilp, shape: [2], num_aux: true}", "num_aux"),
+    ("{kind: topk, n: true, k: true}", "n"),
+    ("{kind: topk, n: 4, k: true}", "k"),
+    ("{kind: shortest_path, num_nodes: 3, edges: [[true, false], [1, 2]], source: 0, "
+     "target: 2}", "edges"),
+    ("{kind: knapsack, weights: [[1, true]], capacities: [1]}", "weights"),
+])
+def test_a_boolean_is_refused_in_every_numeric_field(source, field):
+    with pytest.raises(cl.SpecError, match=f"{field} must hold numbers, got the boolean"):
+        cl.load_spec(source)
+
+
+def test_a_boolean_is_refused_in_python_too():
+    from combolayer.problems import TopK
+
+    with pytest.raises(cl.SpecError, match="n must hold numbers"):
+        TopK(True, 1)
+    with pytest.raises(cl.SpecError, match="rhs must hold numbers"):
+        cl.Constraint(coefs=[1, 1], sense="<=", rhs=np.bool_(True))

@@ -27,6 +27,7 @@ import scipy.sparse as sp
 from pydantic import (
     BaseModel,
     ConfigDict,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
@@ -119,9 +120,81 @@ def positional_fields(cls: type[BaseModel], args: tuple, data: dict[str, Any],
     return data
 
 
+def _is_numeric(annotation: Any) -> bool:
+    """True when a field's annotation holds ``int`` or ``float`` (``list[float]``,
+    ``dict[int, float] | None``) and no ``bool``."""
+    if annotation is bool:
+        return False
+    if annotation in (int, float):
+        return True
+    arguments = typing.get_args(annotation)
+    return bool not in arguments and any(_is_numeric(a) for a in arguments)
+
+
+def _boolean_in(value: Any) -> Any:
+    """The first boolean in ``value`` (its lists', tuples' and dicts' keys and items), or
+    None."""
+    if isinstance(value, bool | np.bool_):
+        return value
+    if isinstance(value, list | tuple):
+        items: Any = value
+    elif isinstance(value, dict):
+        items = [*value.keys(), *value.values()]
+    else:
+        return None
+    for item in items:
+        if isinstance(item, bool | np.bool_):
+            return item
+        if isinstance(item, list | tuple | dict):
+            found = _boolean_in(item)
+            if found is not None:
+                return found
+    return None
+
+
+_INDEX = TypeAdapter(int)
+
+
+def _unique_index_keys(value: Any) -> Any:
+    """A sparse ``{index: value}`` dict checked for two keys that name one index once
+    read as whole numbers (``0`` and ``'0'``, ``'00'``), which would otherwise keep the
+    last silently; any other value unchanged."""
+    if not isinstance(value, dict):
+        return value
+    seen: dict[int, Any] = {}
+    for key in value:
+        try:
+            index = _INDEX.validate_python(key)
+        except ValidationError:
+            continue  # pydantic names a key that is not an index
+        if index in seen:
+            raise ValueError(f"the keys {seen[index]!r} and {key!r} both name index {index}; "
+                             "expected each index once")
+        seen[index] = key
+    return value
+
+
 class _Validated(BaseModel):
     """Pydantic's ValidationError becomes [`SpecError`][combolayer.SpecError], keeping its locations
-    and messages, for direct construction and for ``model_validate`` alike."""
+    and messages, for direct construction and for ``model_validate`` alike. No numeric
+    field of any spec takes a boolean (pydantic reads ``true`` as 1)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans(cls, data: Any) -> Any:
+        # A model validator, not a field validator for "*": pydantic allows no "before"
+        # validator on the union's tag field (kind).
+        if not isinstance(data, dict):
+            return data
+        for name, field in cls.model_fields.items():
+            if name not in data or not _is_numeric(field.annotation):
+                continue
+            found = _boolean_in(data[name])
+            if found is not None:
+                shown = "" if found is data[name] else f" in {_Short(data[name])!r}"
+                raise ValueError(f"{name} must hold numbers, got the boolean {found!r}{shown}; "
+                                 "write 1 or 0 for a number")
+        return data
 
     def __init__(self, *args: Any, **data: Any) -> None:
         # Positional arguments in field order, as API.md writes them: TSP(5), TopK(10, 3).
@@ -326,6 +399,8 @@ class Constraint(_Validated):
     rhs: float
     name: str | None = None
 
+    _unique_indices = field_validator("coefs", mode="before")(_unique_index_keys)
+
     @field_validator("rhs")
     @classmethod
     def _finite_rhs(cls, rhs: float) -> float:
@@ -434,14 +509,7 @@ class ILP(Spec):
     def model_size(self) -> tuple[int, int]:
         return self.num_vars, sum(len(row.coefs) + 1 for row in self.constraints)
 
-    @field_validator("shape", "num_aux", mode="before")
-    @classmethod
-    def _no_booleans(cls, value: Any) -> Any:
-        # pydantic reads true as 1: `shape: [true]` would be a one-variable ILP
-        items = value if isinstance(value, list | tuple) else [value]
-        if any(isinstance(item, bool | np.bool_) for item in items):
-            raise ValueError(f"expected whole numbers, got {value!r} (a boolean is not a size)")
-        return value
+    _unique_indices = field_validator("known_cost", mode="before")(_unique_index_keys)
 
     @model_validator(mode="after")
     def _check(self) -> ILP:
