@@ -129,6 +129,35 @@ def test_a_constraint_coefficient_of_1e308_is_refused():
         cl.ILP(shape=[2], constraints=[cl.Constraint(coefs=[1e308, 1], sense="<=", rhs=1)])
 
 
+@pytest.mark.parametrize("fields, expected", [
+    (dict(constraints=[{"coefs": [1, 1], "sense": ">=", "rhs": 1e30}]),
+     r"rhs must be finite and below 1e\+15 in magnitude, got 1e\+30"),
+    (dict(constraints=[{"coefs": [1, 1], "sense": "<=", "rhs": -1e15}]),
+     r"rhs must be finite and below 1e\+15 in magnitude, got -1000000000000000.0"),
+    (dict(integrality="integer", lower=1e25, upper=None),
+     r"lower\[0\] must be infinite or below 1e\+15 in magnitude, got 1e\+25"),
+    (dict(integrality="continuous", lower=[0, -1e16]),
+     r"lower\[1\] must be infinite or below 1e\+15 in magnitude, got -1e\+16"),
+    (dict(integrality="integer", lower=0, upper=[1e20, 3]),
+     r"upper\[0\] must be infinite or below 1e\+15 in magnitude, got 1e\+20"),
+    (dict(known_cost=[0, 1e300]),
+     r"known_cost\[1\] must be finite and below 1e\+15 in magnitude, got 1e\+300"),
+])
+def test_right_hand_sides_bounds_and_known_costs_are_held_to_the_coefficient_limit(
+        fields, expected):
+    with pytest.raises(cl.SpecError, match=expected):
+        cl.ILP(shape=[2], **fields)
+    with pytest.raises(cl.SpecError, match=expected):
+        cl.load_spec(json.dumps({"kind": "ilp", "shape": [2], **fields}))
+
+
+def test_infinite_bounds_and_data_below_the_limit_are_taken():
+    spec = cl.ILP(shape=[2], integrality="integer", lower=[0, -np.inf], upper=None,
+                  constraints=[{"coefs": [1, 1], "sense": ">=", "rhs": 1e14},
+                               {"coefs": [0, 1], "sense": ">=", "rhs": -5}])
+    assert cl.make_solver(spec, "highs").solve(np.array([1.0, 1.0])).sum() == 1e14
+
+
 @pytest.mark.parametrize("shape", [[-1, -1], [0], [2, 0]])
 def test_a_variable_shape_must_list_positive_sizes(shape):
     with pytest.raises(cl.SpecError, match="shape must list sizes >= 1"):

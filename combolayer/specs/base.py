@@ -42,9 +42,9 @@ Integrality = Literal["binary", "integer", "continuous"]
 RowSense = Literal["<=", "==", ">="]
 #: An integer bound within this of a whole number is that number (float noise).
 INTEGER_TOL = 1e-9
-#: Constraint coefficients (and a knapsack's data) must be smaller than this in
-#: magnitude: HiGHS refuses larger matrix entries (its ``large_matrix_value``), and
-#: solvers read 1e20 as infinite.
+#: Constraint coefficients and right-hand sides, finite bounds and known costs (and a
+#: knapsack's data) must be smaller than this in magnitude: HiGHS refuses larger matrix
+#: entries (its ``large_matrix_value``), and solvers read 1e20 as infinite.
 MAX_COEFFICIENT = 1e15
 
 
@@ -388,7 +388,7 @@ class Constraint(_Validated):
         coefs: the coefficients: a sparse ``{index: value}`` dict or a dense list over
             all variables (outputs first, then auxiliaries).
         sense: ``"<="``, ``"=="`` or ``">="``.
-        rhs: the right-hand side, a finite number.
+        rhs: the right-hand side, a number below `MAX_COEFFICIENT` in magnitude.
         name: the row's name (shown in errors and written to files), or None.
     """
 
@@ -404,8 +404,9 @@ class Constraint(_Validated):
     @field_validator("rhs")
     @classmethod
     def _finite_rhs(cls, rhs: float) -> float:
-        if not math.isfinite(rhs):
-            raise ValueError(f"rhs must be finite, got {rhs}")
+        if not abs(rhs) < MAX_COEFFICIENT:
+            raise ValueError(f"rhs must be finite and below {MAX_COEFFICIENT:g} in magnitude, "
+                             f"got {rhs}")
         return rhs
 
     def items(self) -> list[tuple[int, float]]:
@@ -532,10 +533,10 @@ class ILP(Spec):
             if len(self.known_cost) != n:
                 raise ValueError(f"known_cost has {len(self.known_cost)} entries but the ILP has "
                                  f"{n} variables (num_vars = prod(shape) + num_aux)")
-            bad = [j for j, v in enumerate(self.known_cost) if not math.isfinite(v)]
+            bad = [j for j, v in enumerate(self.known_cost) if not abs(v) < MAX_COEFFICIENT]
             if bad:
-                raise ValueError(f"known_cost[{bad[0]}] must be finite, "
-                                 f"got {self.known_cost[bad[0]]}")
+                raise ValueError(f"known_cost[{bad[0]}] must be finite and below "
+                                 f"{MAX_COEFFICIENT:g} in magnitude, got {self.known_cost[bad[0]]}")
         _broadcast(self.integrality, n, "integrality")
         lower = np.asarray(_broadcast(self.lower, n, "lower"), dtype=float)
         upper = self._upper_array()
@@ -545,6 +546,13 @@ class ILP(Spec):
         if np.isnan(upper).any() or np.isneginf(upper).any():
             j = int(np.flatnonzero(np.isnan(upper) | np.isneginf(upper))[0])
             raise ValueError(f"upper[{j}] must be a number above -inf, got {upper[j]}")
+        for name, values in (("lower", lower), ("upper", upper)):
+            # Solvers read 1e20 as infinite: a large finite bound is refused, not guessed at.
+            bad = np.flatnonzero(np.isfinite(values) & ~(np.abs(values) < MAX_COEFFICIENT))
+            if bad.size:
+                j = int(bad[0])
+                raise ValueError(f"{name}[{j}] must be infinite or below {MAX_COEFFICIENT:g} in "
+                                 f"magnitude, got {values[j]}")
         bad = np.flatnonzero(lower > upper)
         if bad.size:
             j = int(bad[0])
