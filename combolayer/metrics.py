@@ -8,8 +8,9 @@ problem is a spec, a compiled solver or a ComboLayer; pass a compiled one
 (as the problem or as ``backend=``) to avoid recompiling per call.
 
 Every metric raises ``ValueError`` when ``cost_true`` has NaN/inf or a trailing
-shape other than ``cost_shape``, or when ``y_pred`` / ``y_true`` do not have
-``cost_true``'s shape (the message names expected and got).
+shape other than ``cost_shape``, when ``y_pred`` / ``y_true`` do not have
+``cost_true``'s shape (the message names expected and got), or when ``y_pred``,
+``y_true``, ``aux_pred`` or ``known_cost`` has NaN/inf (it would make the metric NaN).
 
 Examples:
     >>> import torch, combolayer as cl
@@ -40,6 +41,18 @@ def _as64(x: Any) -> Tensor:
     return torch.as_tensor(x).detach().to("cpu", torch.float64)
 
 
+def _finite64(x: Any, name: str) -> Tensor:
+    """``x`` as a CPU float64 tensor (`_as64`); ``ValueError`` naming its first NaN or
+    inf entry."""
+    value = _as64(x)
+    finite = torch.isfinite(value)
+    if not bool(finite.all()):
+        index = tuple(int(i) for i in (~finite).nonzero()[0])
+        raise ValueError(f"{name} must be finite, got {float(value[index])} at index {index} "
+                         "(NaN or inf makes the metric NaN)")
+    return value
+
+
 def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, backend: Any,
                 y_true: Any, where: str, aux_pred: Any = None,
                 known_cost: Any = None) -> tuple[Tensor, Tensor, float]:
@@ -48,7 +61,8 @@ def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, b
     full solution, whose auxiliaries ``aux_pred`` gives for ``y_pred``; ``known_cost``
     (per instance, added to the spec's own) is counted the same way."""
     solver = as_solver(spec, renamed_solver_keyword(solver, backend, where))
-    cost, pred = _as64(cost_true), _as64(y_pred)
+    cost, pred = _as64(cost_true), _finite64(y_pred, "y_pred")
+    truth = None if y_true is None else _finite64(y_true, "y_true")
     check_costs(solver.spec, cost, "cost_true")
     if pred.shape != cost.shape:
         raise ValueError(
@@ -64,7 +78,7 @@ def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, b
         raise ValueError(f"{solver.spec.label} has a known cost on its auxiliaries: pass "
                          "aux_pred, the auxiliaries of the decisions (layer(w, return_aux=True) "
                          "or solver.solve(costs, return_aux=True)), to count it")
-    aux = None if aux_pred is None else _as64(aux_pred)
+    aux = None if aux_pred is None else _finite64(aux_pred, "aux_pred")
     # known_value is 0 without a known cost, so one path serves both; a call's known
     # cost is bound in minimisation form, as the solves take it
     counted = solver if known is None else solver.bind_known(solver.sign * known)
@@ -72,10 +86,10 @@ def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, b
     best_aux = None
     if on_aux:  # y_true has no auxiliaries: x* is solved
         best, best_aux = solver.solve(cost, return_aux=True, known_cost=known)
-    elif y_true is None:
+    elif truth is None:
         best = solver.solve(cost, known_cost=known)
     else:
-        best = _as64(y_true)
+        best = truth
         if best.shape != cost.shape:
             raise ValueError(
                 f"y_true has shape {tuple(best.shape)} but cost_true has {tuple(cost.shape)}"
@@ -189,9 +203,13 @@ def recall_at_k(x: Any, labels: Any, ks: tuple[int, ...] = (1, 2, 4, 8), *,
 
     Returns:
         ``{K: recall}`` with floats in [0, 1].
+
+    Raises:
+        ValueError: a shape other than these, or NaN/inf in ``x`` or ``labels``.
     """
-    x = torch.as_tensor(x).detach().to("cpu", torch.float64)
+    x = _finite64(x, "x")
     labels = torch.as_tensor(labels).detach().cpu()
+    _finite64(labels, "labels")
     n = labels.shape[0] if labels.ndim == 1 else -1
     if labels.ndim != 1 or x.ndim != 2 or x.shape[0] != n:
         raise ValueError(f"recall_at_k needs labels (N,) and x (N, D) or (N, N); got labels "

@@ -320,3 +320,37 @@ def test_metrics_docstrings_call_solver_keyword_deprecated():
     args = inspect.getdoc(cl.metrics.regret).split("Args:")[1]
     solver_line = next(line for line in args.splitlines() if line.strip().startswith("solver:"))
     assert "deprecated" in solver_line
+
+
+@pytest.mark.parametrize("metric", [cl.metrics.regret, cl.metrics.normalized_regret,
+                                    cl.metrics.cost_ratio], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("argument", ["y_pred", "y_true"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_metrics_refuse_decisions_and_optima_with_nan_or_inf(metric, argument, bad):
+    spec = cl.problems.TopK(n=3, k=1)
+    given = {"cost_true": torch.tensor([[1.0, 3.0, 2.0]]),
+             "y_pred": torch.tensor([[0.0, 0.0, 1.0]]), "y_true": torch.tensor([[0.0, 1.0, 0.0]])}
+    assert torch.isfinite(torch.as_tensor(metric(spec, **given))).all()
+    given[argument][0, 2] = bad
+    with pytest.raises(ValueError, match=rf"{argument} must be finite, got {bad} at index "
+                                         r"\(0, 2\)"):
+        metric(spec, **given)
+
+
+def test_metrics_refuse_auxiliaries_with_nan():
+    # pick one of three; z <= y0 earns 1.5, so the regret needs the decisions' z
+    spec = cl.ILP(shape=[3], num_aux=1, known_cost=[0, 0, 0, -1.5], constraints=[
+        cl.Constraint(coefs=[1, 1, 1, 0], sense="==", rhs=1),
+        cl.Constraint(coefs={3: 1, 0: -1}, sense="<=", rhs=0)])
+    cost, y_pred = torch.tensor([[1.0, 0.5, 2.0]]), torch.tensor([[1.0, 0.0, 0.0]])
+    assert cl.metrics.regret(spec, cost, y_pred, aux_pred=torch.tensor([[1.0]])).item() == 0.0
+    with pytest.raises(ValueError, match=r"aux_pred must be finite, got nan at index \(0, 0\)"):
+        cl.metrics.regret(spec, cost, y_pred, aux_pred=torch.tensor([[float("nan")]]))
+
+
+def test_recall_at_k_refuses_embeddings_with_nan():
+    x = torch.eye(4)
+    assert cl.metrics.recall_at_k(x, [0, 0, 1, 1], ks=(1,)) == {1: 0.5}
+    x[1, 3] = float("nan")
+    with pytest.raises(ValueError, match=r"x must be finite, got nan at index \(1, 3\)"):
+        cl.metrics.recall_at_k(x, [0, 0, 1, 1], ks=(1,))
