@@ -326,3 +326,13 @@ def test_auto_exact_uses_the_hull_of_the_integer_solutions():
     exact = cl.ComboLayer(spec, projection="auto-exact").projection(w)
     torch.testing.assert_close(exact[0, 2] + exact[0, 3], torch.tensor(0.0))
     assert not torch.allclose(cl.ComboLayer(spec, projection="auto").projection(w), exact)
+
+
+def test_a_target_for_another_batch_is_refused_by_every_method():
+    """Methods that ignore the target refused it only by its trailing shape: a target of
+    another batch size was accepted silently."""
+    for method in ("identity", "blackbox", "margin"):
+        layer = cl.ComboLayer(cl.problems.TopK(5, 2), method=method)
+        with pytest.raises(ValueError, match=r"target of shape \(4, 5\) does not broadcast"):
+            layer(torch.randn(5, 5), target=torch.zeros(4, 5))
+        assert layer(torch.randn(3, 5), target=torch.zeros(5)).shape == (3, 5)

@@ -491,6 +491,9 @@ class ComboLayer(nn.Module):
         check_costs(self.spec, w, "w")
         if target is not None:
             check_costs(self.spec, target, "target")
+            if not _broadcasts_to(target.shape, w.shape):
+                raise ValueError(f"target of shape {tuple(target.shape)} does not broadcast "
+                                 f"to w's shape {tuple(w.shape)}: pass one target per instance")
         rows_grad = False
         if A is not None or b is not None:
             A, b, rows_grad = self._rows(w, A, b)
@@ -674,6 +677,13 @@ class _Solves:
         """The estimator's solve alone, built on a `_CallRecorder` of ``base``, and it."""
         recorder = _CallRecorder(self.base, keep_aux)
         return _Solves(recorder, method.build(recorder)), recorder
+
+
+def _broadcasts_to(shape: torch.Size, to: torch.Size) -> bool:
+    try:
+        return torch.broadcast_shapes(shape, to) == to
+    except RuntimeError:
+        return False
 
 
 @dataclass(frozen=True)
