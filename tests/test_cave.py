@@ -76,8 +76,15 @@ def test_cave_hybrid_heuristic_branch():
 
 
 def test_cave_errors():
-    with pytest.raises(ValueError, match="binary problems: y_true must be 0/1"):
+    with pytest.raises(ValueError, match=r"binary problems: y_true must be 0/1 for "
+                       r"ILP\(shape=\[4\]\), got values such as \[0.5 0.5\]"):
         cl.losses.CaVELoss(SPEC_MIN)(torch.rand(4), torch.tensor([0.5, 0.5, 1.0, 0.0]))
+    # integers other than 0/1 are named too (an integer ILP's solution)
+    integer = cl.ILP(shape=[3], integrality="integer", upper=3,
+                     constraints=[cl.Constraint(coefs=[1, 1, 1], sense="<=", rhs=5)])
+    with pytest.raises(ValueError, match=r"y_true must be 0/1 for ILP\(shape=\[3\]\), got "
+                       r"values such as \[2. 3.\]"):
+        cl.losses.CaVELoss(integer)(torch.rand(3), torch.tensor([2.0, 0.0, 3.0]))
     with pytest.raises(ValueError, match=r"binding has 1 cones of 3 columns but 1 \(the batch\) "
                        r"of 4 were expected"):
         cl.losses.CaVELoss(SPEC_MIN)(torch.rand(1, 4), torch.tensor([[1.0, 0, 1, 0]]),

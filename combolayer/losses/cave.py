@@ -55,10 +55,10 @@ class ConeRows:
     def __call__(self, y_true: Any) -> list[np.ndarray]:
         n, tol = self.n, self.tol
         y = np.asarray(torch.as_tensor(y_true).detach().cpu(), dtype=np.float64).reshape(-1, n)
-        if not np.all(np.isclose(y, 0.0, atol=tol) | np.isclose(y, 1.0, atol=tol)):
+        binary = np.isclose(y, 0.0, atol=tol) | np.isclose(y, 1.0, atol=tol)
+        if not binary.all():
             raise ValueError(f"CaVE is defined for binary problems: y_true must be 0/1 for "
-                             f"{self.label}, got values such as "
-                             f"{y[~np.isclose(y, np.round(y))][:3]}")
+                             f"{self.label}, got values such as {y[~binary][:3]}")
         x = self._with_auxiliaries(y) if self.num_vars > n else y
         slack = np.abs(self.b_ub[None, :] - (self.A_ub @ x.T).T)
         eye = np.eye(self.num_vars)
