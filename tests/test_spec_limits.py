@@ -97,6 +97,29 @@ def test_a_spec_that_is_read_is_refused_past_the_limit_before_it_allocates(data,
     assert "max_variables=None" in message
 
 
+@pytest.mark.parametrize("form", ["yaml aliases", "dict sharing one row"])
+def test_rows_repeated_by_reference_are_counted_before_any_is_built(form):
+    # 6,000 references to one row of 1,000 coefficients: 6,000,000 entries in ~40 KB.
+    row = {"coefs": [0] * 1000, "sense": "<=", "rhs": 1}
+    if form == "dict sharing one row":
+        source = {"kind": "ilp", "shape": [1000], "constraints": [row] * 6000}
+    else:
+        source = ("kind: ilp\nshape: [1000]\nconstraints:\n- &r " + json.dumps(row) + "\n"
+                  + "- *r\n" * 5999)
+        assert len(source) < 50_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(cl.SpecError, match=r"ILP\(shape=\[1000\]\) compiles to a model of "
+                                               r"about 1,000 variables and 5,00\d,\d{3} matrix "
+                                               r"entries; expected at most"):
+            cl.load_spec(source)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # built, the rows would be 6,000,000 floats (over 140 MB): none was
+    assert peak < 20 * 2**20
+
+
 def test_the_limit_is_lifted_for_trusted_input_and_python_specs_are_trusted():
     data = {"kind": "ranking", "n": 1001}  # 1,003,002 variables
     with pytest.raises(cl.SpecError, match="1,003,002 variables"):

@@ -153,6 +153,7 @@ def _boolean_in(value: Any) -> Any:
 
 
 _INDEX = TypeAdapter(int)
+_SIZES = TypeAdapter(list[int])
 
 
 def _unique_index_keys(value: Any) -> Any:
@@ -266,6 +267,29 @@ def bounded(max_variables: int | None = MAX_VARIABLES) -> Iterator[None]:
         _size_limit.reset(token)
 
 
+def _too_large(label: str, variables: int, entries: int, limit: int) -> str:
+    return (f"{label} compiles to a model of about {variables:,} variables and "
+            f"{entries:,} matrix entries; expected at most {limit:,} variables and "
+            f"{MAX_ENTRIES:,} entries for a spec that is read (pass max_variables=None to "
+            "load_spec for trusted input, or build the spec in Python)")
+
+
+def refuse_oversized(data: Any, max_variables: int | None) -> None:
+    """Raise `SpecError` when the mapping ``data`` that is read declares a model above
+    ``max_variables`` or `MAX_ENTRIES`, counted by its kind's `Spec.raw_model_size`
+    before pydantic builds anything; the kind's `model_size` is checked again on the
+    fields (`bounded`). ``None`` lifts the limits."""
+    kind = data.get("kind") if isinstance(data, dict) else None
+    cls = SPEC_KINDS.get(kind) if isinstance(kind, str) else None
+    if max_variables is None or cls is None:
+        return
+    size = cls.raw_model_size(data)
+    if size is not None and (size[0] > max_variables or size[1] > MAX_ENTRIES):
+        label = ", ".join(f"{name}={data.get(name)!r}" for name in cls._label_fields)
+        raise SpecError(f"invalid {cls.__name__}: "
+                        f"{_too_large(f'{cls.__name__}({label})', *size, max_variables)}")
+
+
 class Spec(_Validated):
     """Base of every spec: frozen, no unknown fields, pydantic errors become SpecError."""
 
@@ -293,12 +317,17 @@ class Spec(_Validated):
         except (ArithmeticError, LookupError, TypeError, ValueError):
             return self  # malformed fields: the kind's own checks name them
         if variables > limit or entries > MAX_ENTRIES:
-            raise ValueError(
-                f"{label} compiles to a model of about {variables:,} variables and "
-                f"{entries:,} matrix entries; expected at most {limit:,} variables and "
-                f"{MAX_ENTRIES:,} entries for a spec that is read (pass max_variables=None to "
-                "load_spec for trusted input, or build the spec in Python)")
+            raise ValueError(_too_large(label, variables, entries, limit))
         return self
+
+    @classmethod
+    def raw_model_size(cls, data: dict) -> tuple[int, int] | None:
+        """`model_size` counted from the mapping that is read, before pydantic builds
+        any field, for a kind whose fields can hold more than their text (a YAML alias
+        repeats a whole row in a few bytes); None (the default) when building the fields
+        first costs no more than their text. A count may stop once it passes
+        `MAX_ENTRIES`; None too for fields it cannot read (the kind's checks name them)."""
+        return None
 
     @property
     def cost_shape(self) -> tuple[int, ...]:
@@ -509,6 +538,26 @@ class ILP(Spec):
 
     def model_size(self) -> tuple[int, int]:
         return self.num_vars, sum(len(row.coefs) + 1 for row in self.constraints)
+
+    @classmethod
+    def raw_model_size(cls, data: dict) -> tuple[int, int] | None:
+        # YAML aliases repeat a row of constraints without its text: the rows are
+        # counted as often as they are referenced, each in O(1) (its len()).
+        try:
+            shape = _SIZES.validate_python(data.get("shape"))
+            num_aux = _INDEX.validate_python(data.get("num_aux", 0))
+        except ValidationError:
+            return None
+        rows = data.get("constraints", [])
+        if not isinstance(rows, list):
+            return None
+        entries = 0
+        for row in rows:
+            coefs = row.get("coefs") if isinstance(row, dict) else getattr(row, "coefs", None)
+            entries += (len(coefs) if isinstance(coefs, list | dict) else 0) + 1
+            if entries > MAX_ENTRIES:
+                break
+        return math.prod(shape) + num_aux, entries
 
     _unique_indices = field_validator("known_cost", mode="before")(_unique_index_keys)
 

@@ -20,7 +20,15 @@ from pydantic import Discriminator, TypeAdapter, ValidationError
 
 from .. import problems  # noqa: F401  (the named problems join SPEC_KINDS when imported)
 from ..errors import SpecError
-from .base import MAX_ENTRIES, MAX_VARIABLES, SPEC_KINDS, Spec, _as_spec_error, bounded
+from .base import (
+    MAX_ENTRIES,
+    MAX_VARIABLES,
+    SPEC_KINDS,
+    Spec,
+    _as_spec_error,
+    bounded,
+    refuse_oversized,
+)
 
 
 def spec_adapter() -> TypeAdapter[Spec]:
@@ -167,6 +175,7 @@ def load_spec(source: Spec | str | os.PathLike | dict, *,
 
 
 def _validated(data: dict, max_variables: int | None) -> Spec:
+    refuse_oversized(data, max_variables)
     try:
         with bounded(max_variables):
             return spec_adapter().validate_python(data)
