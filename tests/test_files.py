@@ -181,6 +181,28 @@ def test_outputs_keep_infinite_bounds_and_the_optimum(tmp_path, outputs):
     assert cl.load_spec(spec.model_dump_json()) == spec
 
 
+def test_every_spec_reader_takes_a_model_file_path(tmp_path, monkeypatch):
+    (tmp_path / "pair.lp").write_text(LP_FILE)
+    (tmp_path / "layer.yaml").write_text("problem: pair.lp\nmethod: blackbox\n")
+    monkeypatch.chdir(tmp_path)
+    expected = cl.ILP.from_file(tmp_path / "pair.lp")
+    readers = {
+        "load_spec": lambda: cl.load_spec("pair.lp"),
+        "load_spec path": lambda: cl.load_spec(tmp_path / "pair.lp"),
+        "from_config dict": lambda: cl.ComboLayer.from_config({"problem": "pair.lp"}).spec,
+        "from_config file": lambda: cl.ComboLayer.from_config(str(tmp_path / "layer.yaml")).spec,
+        "ComboLayer": lambda: cl.ComboLayer("pair.lp").spec,
+        "make_solver": lambda: cl.make_solver("pair.lp").spec,
+    }
+    for name, read in readers.items():
+        spec = read()
+        assert spec == expected and spec.default_cost == expected.default_cost, name
+    assert cl.make_solver("pair.lp").solve(expected.default_cost).tolist() == [1, 0, 0, 1]
+    assert cl.analyze("pair.lp").dim == cl.analyze(expected).dim
+    with pytest.raises(cl.SpecError, match="no model file named 'other.mps'"):
+        cl.load_spec("other.mps")
+
+
 def test_unreadable_and_missing_files_raise_spec_errors(tmp_path):
     with pytest.raises(cl.SpecError, match="no model file named"):
         cl.ILP.from_file(tmp_path / "missing.mps")

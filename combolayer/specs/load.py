@@ -20,7 +20,9 @@ from pydantic import Discriminator, TypeAdapter, ValidationError
 
 from .. import problems  # noqa: F401  (the named problems join SPEC_KINDS when imported)
 from ..errors import SpecError
+from .files import is_model_file
 from .base import (
+    ILP,
     MAX_ENTRIES,
     MAX_VARIABLES,
     SPEC_KINDS,
@@ -140,20 +142,25 @@ MAX_TEXT_NONZEROS = MAX_ENTRIES
 
 def load_spec(source: Spec | str | os.PathLike | dict, *,
               max_variables: int | None = MAX_TEXT_VARIABLES) -> Spec:
-    """Read a spec from a YAML/JSON file path, a YAML/JSON string or a dict.
+    """Read a spec from a YAML/JSON file path, a YAML/JSON string, a dict, or an MPS/LP
+    file path.
 
     ``spec.model_dump_json()`` round-trips through it. Loading never evaluates
-    code (``yaml.safe_load``, no pickle). MPS/LP files go through
-    [`combolayer.ILP.from_file`][combolayer.ILP.from_file] instead.
+    code (``yaml.safe_load``, no pickle). A path ending in ``.mps``/``.lp`` (or
+    ``.mps.gz``/``.lp.gz``) is read by
+    [`combolayer.ILP.from_file`][combolayer.ILP.from_file], every column an output, as
+    ``combolayer train`` and the other commands read one; so every reader of specs
+    (``ComboLayer``, ``ComboLayer.from_config``, ``make_solver``, ``analyze``) takes one.
 
     Args:
         source: a spec (returned as is: built in Python, it is trusted), a path, a
             YAML/JSON string, or a dict with a ``kind`` tag (``"ilp"``,
             ``"shortest_path"``, ``"tsp"``, ...).
-        max_variables: for a path, a string or a dict, the most variables its model
-            may have (default `MAX_TEXT_VARIABLES`; its matrix entries are held to
+        max_variables: for a YAML/JSON path, a string or a dict, the most variables its
+            model may have (default `MAX_TEXT_VARIABLES`; its matrix entries are held to
             `MAX_TEXT_NONZEROS`), checked from the fields before anything is built;
-            ``None`` lifts both limits for trusted input.
+            ``None`` lifts both limits for trusted input. An MPS/LP file is read whole
+            by HiGHS first, and not held to them.
 
     Returns:
         The spec: an [`ILP`][combolayer.ILP] or a problem from
@@ -171,6 +178,9 @@ def load_spec(source: Spec | str | os.PathLike | dict, *,
     """
     if isinstance(source, Spec):
         return source
+    one_line = isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source)
+    if one_line and is_model_file(str(source).strip()):
+        return ILP.from_file(str(source).strip())
     return spec_from_text(read_mapping(source), max_variables=max_variables)
 
 
