@@ -39,14 +39,16 @@ class BruteForceKernel:
         if form.A_eq.shape[0]:
             ok &= (np.abs(points @ form.A_eq.T.toarray() - form.b_eq) <= TOL).all(axis=1)
         self.num_outputs = form.num_outputs
-        # Only the outputs matter; distinct output vectors, in lexicographic order.
+        # Costs on the outputs: distinct output vectors, in lexicographic order; costs on
+        # every variable (a known cost, or auxiliaries asked for): whole points.
         self.feasible = np.unique(points[ok, : form.num_outputs], axis=0)
+        self.whole = np.unique(points[ok], axis=0)
 
     def __call__(self, costs: np.ndarray) -> np.ndarray:
-        if len(self.feasible) == 0:
+        candidates = self.feasible if costs.shape[1] == self.num_outputs else self.whole
+        if len(candidates) == 0:
             raise InfeasibleError("bruteforce: the problem has no feasible solution")
-        best = np.argmin(costs @ self.feasible.T, axis=1)
-        return self.feasible[best]
+        return candidates[np.argmin(costs @ candidates.T, axis=1)]
 
 
 class BruteForceBackend(Backend):
