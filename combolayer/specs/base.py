@@ -13,6 +13,7 @@ registered kind, so adding a problem is one new module.
 from __future__ import annotations
 
 import difflib
+import itertools
 import math
 import typing
 from collections.abc import Iterator, Sequence
@@ -139,7 +140,7 @@ def _boolean_in(value: Any) -> Any:
     if isinstance(value, list | tuple):
         items: Any = value
     elif isinstance(value, dict):
-        items = [*value.keys(), *value.values()]
+        items = itertools.chain(value.keys(), value.values())
     else:
         return None
     for item in items:

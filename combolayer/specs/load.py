@@ -20,7 +20,6 @@ from pydantic import Discriminator, TypeAdapter, ValidationError
 
 from .. import problems  # noqa: F401  (the named problems join SPEC_KINDS when imported)
 from ..errors import SpecError
-from .files import is_model_file
 from .base import (
     ILP,
     MAX_ENTRIES,
@@ -31,6 +30,7 @@ from .base import (
     bounded,
     refuse_oversized,
 )
+from .files import is_model_file
 
 
 def spec_adapter() -> TypeAdapter[Spec]:
