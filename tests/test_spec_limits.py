@@ -120,6 +120,29 @@ def test_rows_repeated_by_reference_are_counted_before_any_is_built(form):
     assert peak < 20 * 2**20
 
 
+@pytest.mark.parametrize("kind", ["knapsack weights", "ilp variables"])
+def test_other_fields_repeated_by_reference_are_counted_before_any_is_built(kind):
+    # 6,000 references to one list of 1,000 numbers: 6,000,000 entries in ~30 KB.
+    numbers = json.dumps([1] * 1000)
+    if kind == "knapsack weights":
+        source = ("kind: knapsack\ncapacities: [1]\nweights:\n- &r " + numbers + "\n"
+                  + "- *r\n" * 5999)
+        expected = r"Knapsack\(\) compiles to a model of about 1,000 variables"
+    else:
+        source = ("kind: ilp\nshape: [1]\nvariables:\n  a: &v {shape: [1000], index: "
+                  + numbers + "}\n" + "".join(f"  b{i}: *v\n" for i in range(5999)))
+        expected = r"ILP\(shape=\[1\]\) compiles to a model of about 1 variables"
+    assert len(source) < 100_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(cl.SpecError, match=expected + r" and 5,00\d,\d{3} matrix entries"):
+            cl.load_spec(source)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * 2**20  # built, the lists would be 6,000,000 floats: none was
+
+
 def test_the_limit_is_lifted_for_trusted_input_and_python_specs_are_trusted():
     data = {"kind": "ranking", "n": 1001}  # 1,003,002 variables
     with pytest.raises(cl.SpecError, match="1,003,002 variables"):

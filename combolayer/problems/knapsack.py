@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import model_validator
 
-from ..specs.base import ILP, MAX_COEFFICIENT, Sense, Spec, register_spec
+from ..specs.base import ILP, MAX_COEFFICIENT, MAX_ENTRIES, Sense, Spec, register_spec
 
 __all__ = ["Knapsack"]
 
@@ -71,6 +71,19 @@ class Knapsack(Spec):
 
     def model_size(self) -> tuple[int, int]:
         return self.num_items, (self.num_items + 1) * self.num_constraints
+
+    @classmethod
+    def raw_model_size(cls, data: dict) -> tuple[int, int] | None:
+        # YAML aliases repeat a row of weights without its text: each reference counts
+        weights = data.get("weights")
+        if not isinstance(weights, list) or not weights or not isinstance(weights[0], list):
+            return None
+        entries = 0
+        for row in weights:
+            entries += (len(row) if isinstance(row, list) else 0) + 1
+            if entries > MAX_ENTRIES:
+                break
+        return len(weights[0]), entries
 
     def to_ilp(self) -> ILP:
         return ILP.from_matrices(shape=[self.num_items], A_ub=np.asarray(self.weights),

@@ -286,7 +286,8 @@ def refuse_oversized(data: Any, max_variables: int | None) -> None:
         return
     size = cls.raw_model_size(data)
     if size is not None and (size[0] > max_variables or size[1] > MAX_ENTRIES):
-        label = ", ".join(f"{name}={data.get(name)!r}" for name in cls._label_fields)
+        label = ", ".join(f"{name}={data[name]!r}" for name in cls._label_fields
+                          if name in data)  # a label from computed fields is not read yet
         raise SpecError(f"invalid {cls.__name__}: "
                         f"{_too_large(f'{cls.__name__}({label})', *size, max_variables)}")
 
@@ -556,6 +557,13 @@ class ILP(Spec):
         for row in rows:
             coefs = row.get("coefs") if isinstance(row, dict) else getattr(row, "coefs", None)
             entries += (len(coefs) if isinstance(coefs, list | dict) else 0) + 1
+            if entries > MAX_ENTRIES:
+                break
+        # named variables' index lists, which aliases can repeat as well
+        variables = data.get("variables") or {}
+        for variable in (variables.values() if isinstance(variables, dict) else ()):
+            index = variable.get("index") if isinstance(variable, dict) else None
+            entries += len(index) if isinstance(index, list) else 0
             if entries > MAX_ENTRIES:
                 break
         return math.prod(shape) + num_aux, entries
