@@ -273,6 +273,22 @@ def test_crashed_process_raises_solver_error_then_pool_recovers(fault, always_pa
     solver.kernel.close()
 
 
+def test_a_worker_killed_between_calls_raises_solver_error_then_pool_recovers(always_parallel):
+    """A worker the system kills while idle (the OOM killer) breaks the pool before the next
+    call submits anything: that call raises SolverError and the next starts fresh workers
+    (a raw BrokenProcessPool on every later call before)."""
+    spec = knapsack()
+    costs = batch_with_duplicates(spec)
+    solver = cl.make_solver(spec, {"name": "highs", "executor": "process", "workers": 2})
+    solver.solve(costs)
+    os.kill(next(iter(solver.kernel._pool._processes)), signal.SIGKILL)
+    time.sleep(0.5)  # the pool notices its dead worker
+    with pytest.raises(cl.SolverError, match="process executor: a worker process crashed"):
+        solver.solve(costs)
+    np.testing.assert_array_equal(solver.solve(costs), cl.make_solver(spec, "highs").solve(costs))
+    solver.kernel.close()
+
+
 def test_process_workers_that_cannot_build_their_model_raise_with_the_reason(always_parallel):
     spec = knapsack()
     solver = cl.make_solver(spec, {"name": "test_unbuildable", "executor": "process",

@@ -472,10 +472,12 @@ class ProcessKernel(ParallelKernel):
                 f"{self.cls.name!r}): {failed[0]}")
 
     def _map(self, chunks, deadline):
-        futures = [self._pool.submit(_solve_in_process, chunk) for chunk in chunks]
+        futures = []
         end = None if deadline is None else time.monotonic() + deadline
         results = []
         try:
+            # inside the try: a pool whose worker died between calls refuses the submit
+            futures = [self._pool.submit(_solve_in_process, chunk) for chunk in chunks]
             for future in futures:
                 left = None if end is None else max(0.0, end - time.monotonic())
                 results.append(future.result(timeout=left))
