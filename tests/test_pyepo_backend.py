@@ -271,3 +271,25 @@ def test_pyepos_bare_runtime_error_is_read_by_its_words_for_other_models():
     with pytest.raises(cl.SolverError, match="termination other") as error:
         _no_solution(Words(), RuntimeError("Pyomo found no solution (termination other)."))
     assert not isinstance(error.value, cl.InfeasibleError)
+
+
+def test_thread_workers_each_solve_with_a_model_of_their_own(path_model, always_parallel):
+    """One PyEPO model is not thread-safe: every thread kernel after the first solves with
+    the model built again (all shared the wrapped model before, and every call failed)."""
+    wrapped = cl.backends.from_pyepo(path_model)
+    solver = cl.make_solver(wrapped.spec, backend=cl.BackendConfig(
+        name="pyepo", options={"model": wrapped}, executor="thread", workers=2))
+    costs = np.random.default_rng(0).uniform(size=(64, wrapped.spec.num_outputs))
+    y = solver.solve(costs)
+    assert len({id(kernel.optmodel) for kernel in solver.kernel._idle}) == 2
+    expected = cl.make_solver(wrapped.spec, "highs").solve(costs)
+    np.testing.assert_allclose((y * costs).sum(1), (expected * costs).sum(1), atol=1e-9)
+    solver.kernel.close()
+
+
+@pytest.mark.parametrize("setting", [{"time_limit": 1.0}, {"mip_gap": 0.01}])
+def test_settings_the_model_cannot_take_are_refused(path_model, setting):
+    wrapped = cl.backends.from_pyepo(path_model)
+    with pytest.raises(ValueError, match="cannot apply BackendConfig's time_limit or mip_gap"):
+        cl.make_solver(wrapped.spec, backend=cl.BackendConfig(
+            name="pyepo", options={"model": wrapped}, **setting))

@@ -845,6 +845,13 @@ class PyEPOBackend:
         self.optmodel = optmodel
         self.name = f"pyepo:{type(optmodel).__name__}"
         self._spec: ILP | None = None
+        self._init_runtime()
+
+    def _init_runtime(self) -> None:
+        #: Held by every kernel that solves with `optmodel` itself (one model is not
+        #: thread-safe), and whether a kernel has it already (`model_for_kernel`).
+        self._lock = threading.Lock()
+        self._handed = False
 
     def __repr__(self) -> str:
         return f"from_pyepo({type(self.optmodel).__name__})"
@@ -852,14 +859,29 @@ class PyEPOBackend:
     def __getstate__(self) -> dict:
         # A PyEPO model holds its solver's native model (Gurobi's, COPT's, ...), which
         # cannot be pickled: a copy keeps how to build the model again instead.
-        state = self.__dict__.copy()
+        state = {key: value for key, value in self.__dict__.items()
+                 if key not in ("_lock", "_handed")}
         state["optmodel"] = _ModelRecipe.of(self.optmodel)
         return state
 
     def __setstate__(self, state: dict) -> None:
         recipe = state.pop("optmodel")
         self.__dict__.update(state)
+        self._init_runtime()
         self.optmodel = recipe.build(self)
+
+    def model_for_kernel(self) -> tuple[Any, threading.Lock | None]:
+        """The model one more kernel solves with, and the lock it must share (None: its
+        own): the wrapped model for the first kernel; for each one after (an executor's
+        threads) the model built again from its constructor's arguments, a model of its
+        own, or where it cannot be built again the wrapped one, the kernels taking turns."""
+        if self._handed:
+            try:
+                return _ModelRecipe.of(self.optmodel).build(self), None
+            except TypeError:
+                pass
+        self._handed = True
+        return self.optmodel, self._lock
 
     @property
     def readable(self) -> bool:
@@ -935,7 +957,13 @@ class PyEPOModelBackend(Backend):
         return None  # any spec of the model's size: checked in compile, with the model
 
     def compile(self, spec: Spec, config: BackendConfig) -> Kernel:
-        optmodel = _wrapper(config).optmodel
+        if config.time_limit is not None or config.mip_gap:
+            raise ValueError(
+                "backend 'pyepo' cannot apply BackendConfig's time_limit or mip_gap: the "
+                "PyEPO model solves with its own solver's settings; set them on the model "
+                "(a Gurobi model's optmodel._model.Params.TimeLimit, MIPGap) and leave them "
+                "out of the config")
+        optmodel, lock = _wrapper(config).model_for_kernel()
         n = optmodel.num_cost
         if spec.num_outputs != n:
             raise SpecError(f"{spec.label} has {spec.num_outputs} outputs but PyEPO model "
@@ -944,7 +972,10 @@ class PyEPOModelBackend(Backend):
             kinds = (_DslMpaxKernel, _DslKernel)
         else:
             kinds = (_MpaxKernel, _PyEPOKernel)
-        return kinds[0 if _is_mpax(optmodel) else 1](optmodel, n)
+        kernel = kinds[0 if _is_mpax(optmodel) else 1](optmodel, n)
+        if lock is not None:
+            kernel._lock = lock  # kernels on the wrapped model take turns
+        return kernel
 
 
 def _wrapper(config: BackendConfig) -> PyEPOBackend:
