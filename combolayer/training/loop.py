@@ -39,8 +39,7 @@ from ..backends.registry import make_solver
 from ..backends.solver import check_known_cost, inner
 from ..layer.combo_layer import ComboLayer
 from ..losses import CaVELoss, FenchelYoungLoss, SPOPlusLoss, binding_cones, hamming
-from ..specs.base import ILP, _fields_at, did_you_mean
-from ..specs.files import is_model_file
+from ..specs.base import _fields_at, did_you_mean
 from ..specs.load import load_spec, read_mapping, spec_from_text
 from ..specs.paths import config_base, resolve_path
 
@@ -260,12 +259,9 @@ def load_config(source: str | os.PathLike | dict) -> TrainConfig:
 
 
 def load_spec_or_model_file(problem: Any):
-    """A spec from a YAML/JSON path/string/dict, or an MPS/LP file through HiGHS."""
-    if isinstance(problem, (str, os.PathLike)) and is_model_file(problem):
-        return ILP.from_file(problem)
-    if isinstance(problem, dict):  # written in the config's text: the text size limits
-        return spec_from_text(problem)
-    return load_spec(problem)
+    """A spec from a YAML/JSON path/string/dict, or an MPS/LP file (`load_spec` reads
+    both); a dict was written in the config's text, so the text's size limits hold."""
+    return spec_from_text(problem) if isinstance(problem, dict) else load_spec(problem)
 
 
 class TrainData(typing.NamedTuple):
