@@ -6,10 +6,12 @@ directly and when ``"auto"`` picks it."""
 
 from __future__ import annotations
 
+import itertools
 import warnings
 
 import numpy as np
 import pytest
+import torch
 
 import combolayer as cl
 from combolayer.backends.enumeration import feasible_points, variable_values
@@ -118,3 +120,24 @@ def test_random_specs_with_fixed_variables_equal_highs(rows):
         compared += len(costs)
     assert kinds >= {"integer", "continuous"}
     assert picked == 150 and compared == 600
+
+
+@pytest.mark.parametrize("costs", ["zeros", "integers"])
+def test_ties_under_per_call_rows_go_to_the_first_point_at_every_batch_size(costs):
+    """Every path of the kernel breaks ties by point order: the candidates' path (few
+    instances per rows entry) took topk's order among equal costs, so one instance's answer
+    changed with the batch size."""
+    spec = cl.ILP(shape=[6], constraints=[
+        cl.Constraint(coefs=[1, 2, 3, 4, 5, 6], sense="<=", rhs=9)])
+    solver = cl.make_solver(spec, "enumerate")
+    rng = torch.Generator().manual_seed(0)
+    w = (torch.zeros(6) if costs == "zeros"
+         else torch.randint(-1, 2, (6,), generator=rng).to(torch.float64))
+    A, b = torch.tensor([[1.0, 0, 0, 0, 0, 0]]), torch.tensor([0.0])
+    answers = {B: solver.solve(w.expand(B, 6), A=A, b=b)[0].tolist() for B in (1, 2, 3, 4, 8)}
+    assert len({tuple(y) for y in answers.values()}) == 1, answers
+    # the first optimal point in lexicographic order, by brute force
+    points = [p for p in itertools.product((0, 1), repeat=6)
+              if sum(c * x for c, x in zip([1, 2, 3, 4, 5, 6], p)) <= 9 and p[0] == 0]
+    values = [float(torch.tensor(p, dtype=torch.float64) @ w.double()) for p in points]
+    assert answers[1] == list(map(float, points[values.index(min(values))]))

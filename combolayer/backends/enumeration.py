@@ -301,16 +301,27 @@ class EnumerationKernel(ReportingKernel):
         """The cheapest point that meets each instance's per-call rows (entry ``index`` of
         the `_fitted` ``A``, ``b``), and whether there is one. The `CANDIDATES` cheapest
         points are checked first (a small product); only instances with no feasible
-        candidate check every point (``A F.T``)."""
+        candidate, or whose choice ties the dearest candidate, check every point (``A
+        F.T``). Ties go to the first point, as everywhere in the kernel."""
         k = min(CANDIDATES, points.shape[0])
-        cheapest = objective.topk(k, dim=1, largest=False, sorted=True).indices  # (B, k)
+        values, cheapest = objective.topk(k, dim=1, largest=False, sorted=True)  # (B, k)
+        # ties in point order, as argmin breaks them (topk's order among equals is its own):
+        # by index, then stably by cost
+        cheapest, by_index = cheapest.sort(dim=1)
+        values, by_cost = values.gather(1, by_index).sort(dim=1, stable=True)
+        cheapest = cheapest.gather(1, by_cost)
         lhs = torch.einsum("rmn,rkn->rmk", A[index], points[cheapest])
         ok = (lhs <= b[index][..., None] + FEASIBILITY_TOL).all(dim=1)  # (B, k)
+        first = ok.to(torch.int8).argmax(dim=1, keepdim=True)
+        chosen = cheapest.gather(1, first).squeeze(1)  # first feasible candidate in cost order
         found = ok.any(dim=1)
-        # first feasible candidate in cost order (ties: topk's order, then index)
-        chosen = cheapest.gather(1, ok.to(torch.int8).argmax(dim=1, keepdim=True)).squeeze(1)
-        if k < points.shape[0] and not bool(found.all()):
-            rest = (~found).nonzero().squeeze(1)
+        if k == points.shape[0]:
+            return chosen, found
+        # unsettled: no candidate is feasible, or the one chosen ties the dearest candidate
+        # (a point left out may tie it too, at a lower index)
+        settled = found & (values.gather(1, first).squeeze(1) < values[:, -1])
+        if not bool(settled.all()):
+            rest = (~settled).nonzero().squeeze(1)
             allowed = self._allowed(A[index[rest]], b[index[rest]], points)  # (rest, K)
             masked = objective[rest].masked_fill(~allowed, float("inf"))
             chosen[rest] = masked.argmin(dim=1)
