@@ -175,7 +175,8 @@ def test_train_with_solve_ratio_below_one_reads_npz_data_with_a_known_cost(tmp_p
     known[:, 3] = -rng.uniform(0.0, 2.0, size=30)  # each instance's own reward on z1
     np.savez(tmp_path / "data.npz", features=features, costs=costs, known_cost=known)
     config = load_config({"problem": AUX_KNOWN, "data": {"npz": str(tmp_path / "data.npz")},
-                          "layer": {"solve_ratio": 0.5, "method": method}, "loss": loss, "epochs": 2,
-                          "num_train": 20, "num_test": 10, "out": str(tmp_path / "run")})
+                          "layer": {"solve_ratio": 0.5, "method": method}, "loss": loss,
+                          "epochs": 2, "num_train": 20, "num_test": 10,
+                          "out": str(tmp_path / "run")})
     history, _ = run(config)
     assert len(history.regret) == 2 and all(np.isfinite(history.regret))
