@@ -523,6 +523,10 @@ def test_named_problems_take_positional_arguments_as_api_md_writes_them():
         cl.problems.TopK(10, n=4, k=2)
     with pytest.raises(cl.SpecError, match=r"Ranking takes at most 2 positional arguments"):
         cl.problems.Ranking(3, "min", 1)
+    edges = [(0, 1), (1, 2), (0, 2)]
+    assert (ShortestPath(3, edges, 0, 2, False)
+            == ShortestPath(num_nodes=3, edges=edges, source=0, target=2, directed=False))
+    assert cl.problems.GridShortestPath(3, 4, 4).neighborhood == 4
 
 
 @pytest.mark.parametrize("projection", ["mean", "std"])

@@ -15,7 +15,7 @@ the solvers cut every cycle off lazily and return a simple path.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -120,10 +120,13 @@ class CycleSeparator:
 
 class _NonnegativeOnCycles:
     """What both shortest-path specs share about signs: on a graph with cycles
-    (and ``negative_costs="error"``) costs must be non-negative."""
+    (and ``negative_costs="error"``) costs must be non-negative. The specs declare
+    ``negative_costs`` and ``sense`` themselves, after their own fields: declared here,
+    they would come first, and positional arguments would bind to them."""
 
-    negative_costs: NegativeCosts
-    sense: Sense
+    if TYPE_CHECKING:
+        negative_costs: NegativeCosts
+        sense: Sense
 
     def _checked(self) -> np.ndarray | None:
         raise NotImplementedError
