@@ -115,7 +115,9 @@ def test_fullgraph_in_eval_mode_and_with_a_cost_projection(method):
         torch.testing.assert_close(compiled(x)[1], model(x)[1], rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("method", ["blackbox", "perturbed"])
+@pytest.mark.parametrize("method", ["blackbox", "perturbed",
+                                    cl.Perturbed(num_samples=3), cl.IMLE(num_samples=3)],
+                         ids=["blackbox", "perturbed", "perturbed-3", "imle-3"])
 def test_default_backend_matches_eager(method):
     """Inductor draws its own random numbers for traced ops, not for the operator: the
     estimator's noise is eager mode's."""

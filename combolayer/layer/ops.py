@@ -130,7 +130,9 @@ class CompiledSolve:
                 if t is not None and t.numel()}
         outputs = []
         for t in (output, *(got or ())):
-            t = t.detach()
+            # contiguous, as the fake implementation's empty_like: inductor checks strides
+            # (a sample axis moved to the front is not)
+            t = t.detach().contiguous()
             pointer = t.untyped_storage().data_ptr() if t.numel() else None
             if pointer in seen:
                 t = t.clone()
