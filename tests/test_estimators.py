@@ -334,3 +334,33 @@ def test_every_estimators_training_aux_go_with_its_output(name):
     assert aux.shape == (2, 2, 1)
     # to the relaxations' conic solver's accuracy; a wrong mix is off by tenths
     torch.testing.assert_close(aux[..., 0], 2 - y.sum(-1), rtol=0, atol=1e-5)
+
+
+def test_score_function_samples_the_costs_without_a_gradient_too():
+    """A sample under torch.no_grad() (layer.sample at test time) is still a sample: the
+    costs were perturbed only when they required a gradient."""
+    def layer():
+        method = cl.ScoreFunction(sigma=1.0, num_samples=64,
+                                  generator=torch.Generator().manual_seed(0))
+        return cl.ComboLayer(cl.problems.TopK(n=4, k=2), method=method, projection="none")
+
+    w = torch.tensor([1.0, 0.9, 0.8, 0.0])
+    with_grad = layer()(w.clone().requires_grad_())
+    with torch.no_grad():
+        without = layer()(w)
+        sampled = layer().eval().sample(w)
+    torch.testing.assert_close(without, with_grad.detach())
+    torch.testing.assert_close(sampled, with_grad.detach())
+    assert not torch.equal(without, cl.make_solver(cl.problems.TopK(n=4, k=2)).solve(w))
+
+
+def test_margin_around_a_named_estimator_keeps_one_inner_state():
+    """Margin built its eager solve on a second copy of a named inner estimator, so a
+    stateful one (AIMLE adapts its step) kept two states: eager and compiled diverged."""
+    margin = cl.Margin(alpha=0.1, method="aimle")
+    layer = cl.ComboLayer(cl.problems.TopK(n=6, k=2), method=margin, projection="none")
+    alpha = margin._inner.alpha
+    w = torch.randn(4, 6, requires_grad=True, generator=torch.Generator().manual_seed(0))
+    for _ in range(3):
+        (layer(w, target=torch.zeros(4, 6)) * torch.randn(4, 6)).sum().backward()
+    assert margin._inner.alpha != alpha  # the adaptation reached the one inner estimator

@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 
@@ -41,3 +42,30 @@ def test_a_callable_schedule_and_noise_only_in_training_mode():
     assert len(draws) > 1  # alpha 100 swamps the costs: the selection moves
     layer.eval()
     assert {tuple(layer(w)[0].tolist()) for _ in range(5)} == {(1.0, 1.0, 1.0, 0.0, 0.0, 0.0)}
+
+
+def test_a_schedule_over_a_noise_object_without_a_level_is_refused():
+    """The schedule sets alpha; a SumOfGamma has none, and the first set_epoch dropped it."""
+    with pytest.raises(ValueError, match="noise_schedule sets a noise level alpha per epoch"):
+        cl.ComboLayer(cl.problems.TopK(n=4, k=2), noise=cl.SumOfGamma(k=2, tau=0.5),
+                      noise_schedule={"name": "step_off", "until": 10})
+
+
+@pytest.mark.parametrize("noise", [np.float32(0.5), torch.tensor(0.5), np.int64(1)])
+def test_noise_levels_of_numpy_and_torch_scalars_are_numbers(noise):
+    layer = cl.ComboLayer(cl.problems.TopK(n=4, k=2), noise=noise)
+    assert layer.noise_level == float(noise)
+    layer(torch.randn(3, 4))  # a training forward draws the noise
+
+
+@pytest.mark.parametrize("noise", ["gumbel", np.float32(-1.0), float("nan")])
+def test_a_noise_that_is_neither_a_level_nor_a_sampler_is_refused(noise):
+    with pytest.raises(ValueError, match="noise must be"):
+        cl.ComboLayer(cl.problems.TopK(n=4, k=2), noise=noise)
+
+
+@pytest.mark.parametrize("name", ["step_off", "linear_decay"])
+@pytest.mark.parametrize("until", [0, -1, 2.5, True])
+def test_a_schedule_needs_a_whole_number_of_epochs(name, until):
+    with pytest.raises(ValueError, match="until must be a whole number of epochs >= 1"):
+        make_schedule({"name": name, "until": until}, 1.0)

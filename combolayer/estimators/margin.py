@@ -101,7 +101,7 @@ class Margin(Estimator):
 
     def build(self, solver: Solver) -> DifferentiableSolve:
         _check_binary(solver.spec, "Margin")
-        base = resolve_method(self.method).build(solver)
+        base = self._inner.build(solver)  # one inner estimator: its state is shared
 
         def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
                   training: bool = True, **rows: Tensor) -> Tensor:

@@ -48,9 +48,11 @@ class ScoreFunction(Estimator):
     Args:
         sigma: the Gaussian perturbation's scale.
         num_samples: ``S``, the perturbed solutions per instance.
-        perturb: the inputs to perturb, any subset of ``"w"``, ``"A"``, ``"b"``; rows
-            that are not given are not perturbed, nor inputs that need no gradient
-            (rows given as data stay exact).
+        perturb: the inputs to perturb, any subset of ``"w"``, ``"A"``, ``"b"``. The
+            costs are perturbed in training and in ``layer.sample`` whether or not they
+            need a gradient (a sample under ``torch.no_grad()`` is still a sample); rows
+            that are not given are not perturbed, nor rows that need no gradient (rows
+            given as data stay exact).
         baseline: ``"leave_one_out"`` (the mean of the other samples' ``r``; 0 when
             ``S = 1``) or ``"none"``.
         generator: the ``torch.Generator`` the draws come from.
@@ -103,9 +105,11 @@ class ScoreFunction(Estimator):
             return solver.solve_min(costs), None
         noise = {}
         for part, value in (("w", costs), ("A", A), ("b", b)):
-            # an input is perturbed when named and when it needs a gradient (rows given
-            # as data stay as they are)
-            if part in self.perturb and value is not None and value.requires_grad:
+            # an input is perturbed when named: the costs always (a sample in training or
+            # from layer.sample, with or without a gradient), per-call rows when they need
+            # a gradient (rows given as data stay as they are)
+            if part in self.perturb and value is not None and (part == "w"
+                                                                or value.requires_grad):
                 noise[part] = self._noise(value)
         A = None if A is None else A.detach()
         b = None if b is None else b.detach()
@@ -149,7 +153,7 @@ class ScoreFunction(Estimator):
             return None
         samples = costs.new_empty((self.num_samples, *costs.shape))
         empty = costs.new_empty(0)
-        z_w = samples if "w" in self.perturb and costs.requires_grad else empty
+        z_w = samples if "w" in self.perturb else empty
         return samples, z_w, empty, empty
 
     def backward(self, solver, grad, costs, A, b, samples, z_w, z_A, z_b):

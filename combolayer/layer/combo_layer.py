@@ -157,6 +157,11 @@ class ComboLayer(nn.Module):
             projection if isinstance(projection, str) else getattr(projection, "__name__", "custom")
         )
         self.set_noise(noise)
+        if noise_schedule is not None and not isinstance(self.noise, (SignNoise, type(None))):
+            raise ValueError(
+                f"noise_schedule sets a noise level alpha per epoch, but noise={noise!r} has "
+                "none (it would be dropped at the first set_epoch): pass noise as a number "
+                "alpha, or leave out the schedule")
         self.noise_schedule = (None if noise_schedule is None else
                                make_schedule(noise_schedule, self.noise_level))
         self.generator = generator
@@ -290,11 +295,17 @@ class ComboLayer(nn.Module):
 
         Eval mode never adds noise, whatever is set here.
         """
-        if noise is None or isinstance(noise, (int, float)):
+        if isinstance(noise, Tensor) and noise.numel() == 1:
+            noise = noise.item()
+        if noise is None or isinstance(noise, (int, float, np.number)):
             alpha = float(noise or 0.0)
             if not alpha >= 0 or alpha == float("inf"):
                 raise ValueError(f"noise must be a finite alpha >= 0, got {noise}")
             noise = SignNoise(alpha) if alpha > 0 else None
+        elif not callable(getattr(noise, "sample", None)):
+            raise ValueError(f"noise must be a number alpha >= 0, None, or an object with "
+                             f"sample(shape, generator=...) (e.g. cl.SumOfGamma(k=10, tau=10)); "
+                             f"got {noise!r}")
         self.noise = noise
 
     def set_epoch(self, epoch: int) -> float:

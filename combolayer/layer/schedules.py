@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from numbers import Integral
 
 Schedule = Callable[[int], float]
 
@@ -32,16 +33,17 @@ class StepOff:
     alpha: float
     until: int
 
+    def __post_init__(self) -> None:
+        if isinstance(self.until, bool) or not isinstance(self.until, Integral) or self.until < 1:
+            raise ValueError(f"until must be a whole number of epochs >= 1, got {self.until!r}")
+
     def __call__(self, epoch: int) -> float:
         return self.alpha if epoch < self.until else 0.0
 
 
 @dataclass(frozen=True)
-class LinearDecay:
+class LinearDecay(StepOff):
     """``alpha`` at epoch 0, falling linearly to 0 at epoch ``until`` and after."""
-
-    alpha: float
-    until: int
 
     def __call__(self, epoch: int) -> float:
         return self.alpha * max(0.0, 1.0 - epoch / self.until)
