@@ -46,8 +46,28 @@ def test_solve_reports_bad_costs_without_a_traceback(tmp_path):
     result = run("solve", "{kind: tsp, num_nodes: 3}", "--costs", str(tmp_path / "c.json"),
                  check=False)
     assert result.returncode == 2
-    assert "trailing shape (2,) but TSP(num_nodes=3) expects (3, 3)" in result.stderr
+    assert ("--costs has shape (2,), but TSP(num_nodes=3) takes costs of shape (3, 3) per "
+            "instance (or one flat row of 9 per instance)") in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_solve_never_recuts_costs_of_another_width_into_instances(tmp_path):
+    """Rows of 8 for a problem of 4 outputs were read as twice as many instances."""
+    (tmp_path / "c.txt").write_text("1 2 3 4 5 6 7 8\n9 10 11 12 13 14 15 16\n")
+    result = run("solve", "{kind: topk, n: 4, k: 2}", "--costs", str(tmp_path / "c.txt"),
+                 check=False)
+    assert result.returncode == 2 and "--costs has shape (2, 8)" in result.stderr
+    (tmp_path / "flat.json").write_text("[[1, 2, 3, 4], [4, 3, 2, 1]]")  # flat rows: taken
+    out = json.loads(run("solve", "{kind: matching, rows: 2, cols: 2}", "--costs",
+                         str(tmp_path / "flat.json")).stdout)
+    assert out["objective"] == [5.0, 5.0]
+
+
+def test_reproduce_refuses_options_a_library_benchmark_does_not_take():
+    result = run("reproduce", "enumeration", "--quick", "--out", "elsewhere", check=False)
+    assert result.returncode == 2
+    assert ("enumeration is a library benchmark, run as it is (full length, writing its "
+            "block into its docs page), without --quick, --out") in result.stderr
 
 
 def test_train_from_config(tmp_path):

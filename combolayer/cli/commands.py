@@ -108,8 +108,13 @@ def solve(args: argparse.Namespace) -> int:
         raise ValueError(f"--costs holds no numbers (shape {costs.shape}): expected one or more "
                          f"instances' costs of shape {shape} for {solver.spec.label}")
     trailing = costs.shape[max(costs.ndim - len(shape), 0) :]
-    if trailing != shape and costs.size % solver.num_outputs == 0:
-        costs = costs.reshape(-1, *shape)  # one flat row per instance
+    if trailing != shape:
+        if costs.shape[-1] != solver.num_outputs:
+            raise ValueError(
+                f"--costs has shape {costs.shape}, but {solver.spec.label} takes costs of "
+                f"shape {shape} per instance (or one flat row of {solver.num_outputs} per "
+                "instance)")
+        costs = costs.reshape(*costs.shape[:-1], *shape)  # one flat row per instance
     # The objective counts the spec's known cost, whose part on the auxiliaries needs
     # their values.
     on_aux = solver.weighs_aux()
@@ -155,6 +160,16 @@ def reproduce(args: argparse.Namespace) -> int:
         import runpy
 
         script = benchmarks[args.experiment]
+        given = [flag for flag, value in (("--quick", args.quick), ("--seeds", args.seeds),
+                                          ("--scale", args.scale != "cpu"),
+                                          ("--device", args.device), ("--out", args.out),
+                                          ("--set", args.set)) if value]
+        if given:  # its own options differ: --out is a page, and some take no --quick
+            print(f"combolayer reproduce: {args.experiment} is a library benchmark, run as "
+                  f"it is (full length, writing its block into its docs page), without "
+                  f"{', '.join(given)}; for its own options: python "
+                  f"{script.relative_to(script.parents[1])} --help", file=sys.stderr)
+            return 2
         sys.argv = [str(script)]
         sys.path.insert(0, str(script.parent))  # as `python benchmarks/NAME.py` has it
         runpy.run_path(sys.argv[0], run_name="__main__")
