@@ -102,6 +102,19 @@ def test_npz_errors_are_messages(tmp_path):
         run(config, out=tmp_path)
 
 
+def test_npz_solutions_that_are_not_optimal_are_refused(tmp_path):
+    """The regret divides by the given optimum: all-zero 'solutions' gave 1.8e9."""
+    spec = cl.problems.TopK(n=6, k=2)
+    write_npz(tmp_path / "d.npz", spec, n=20)
+    arrays = dict(np.load(tmp_path / "d.npz"))
+    arrays["solutions"][3] = np.roll(arrays["solutions"][3], 1)  # feasible, not optimal
+    np.savez(tmp_path / "d.npz", **arrays)
+    config = load_config({"problem": spec.model_dump(), "data": {"npz": str(tmp_path / "d.npz")},
+                          "epochs": 1})
+    with pytest.raises(ConfigError, match=r"solutions row 3 is not optimal for its costs"):
+        run(config, out=tmp_path / "run")
+
+
 def test_cli_train_on_generated_data(tmp_path):
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump({**SMALL, "data": {"name": "tsp", "num_features": 3,

@@ -395,6 +395,22 @@ def _read_npz(path: Path) -> dict[str, np.ndarray | None]:
     return {"features": features, "costs": costs, "solutions": solutions, "known_cost": known}
 
 
+def _check_optimal(path: Path, spec: Any, backend: Any, costs: np.ndarray,
+                   solutions: np.ndarray) -> None:
+    """Refuse given solutions that are not optimal for their costs (the regret divides by
+    their objective: all-zero solutions of an assignment gave a regret of 1.8e9)."""
+    axes = tuple(range(1, costs.ndim))
+    given = (costs * solutions).sum(axis=axes)
+    best = (costs * make_solver(spec, backend).solve(costs)).sum(axis=axes)
+    off = np.flatnonzero(np.abs(given - best) > 1e-6 * np.maximum(1.0, np.abs(best)))
+    if len(off):
+        i = int(off[0])
+        raise ConfigError(f"{path}: solutions row {i} is not optimal for its costs "
+                          f"(objective {given[i]:.6g}, the optimum is {best[i]:.6g}; "
+                          f"{len(off)} of {len(costs)} rows): pass the optimal solutions, or "
+                          "leave solutions out to have them solved")
+
+
 def _file_data(config: TrainConfig) -> tuple[TrainData, TrainData]:
     """The split of an npz or csv data file, checked against the config's problem."""
     key = "npz" if config.data.npz is not None else "csv"
@@ -433,6 +449,8 @@ def _file_data(config: TrainConfig) -> tuple[TrainData, TrainData]:
         solutions = make_solver(spec, config.layer.backend).solve(costs, known_cost=known)
     elif solutions.shape != costs.shape:
         raise ConfigError(f"{path}: solutions has shape {solutions.shape}, expected {costs.shape}")
+    elif known is None:
+        _check_optimal(path, spec, config.layer.backend, costs, solutions)
     num_train = config.num_train or max(1, int(0.8 * n))
     num_test = config.num_test or n - num_train
     if num_train + num_test > n or num_test < 1:
