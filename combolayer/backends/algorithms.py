@@ -228,7 +228,9 @@ def _walk_back(pred: np.ndarray, tails: np.ndarray, source: int, target: int, nu
 
 
 class _Dijkstra:
-    """Dijkstra on one CSR graph whose weights are refilled per instance."""
+    """Dijkstra on one CSR structure, with each instance's weights in a matrix of its own
+    (one per call: threads share a kernel; refilling one shared matrix let a thread's
+    search run on another's weights)."""
 
     def __init__(self, num_nodes: int, tails: np.ndarray, heads: np.ndarray, directed: bool):
         graph = sp.csr_matrix((np.arange(1, len(tails) + 1, dtype=float), (tails, heads)),
@@ -242,9 +244,10 @@ class _Dijkstra:
         self.arc_of = {pair: a for a, pair in enumerate(pairs)}
 
     def parents(self, weights: np.ndarray, source: int) -> np.ndarray:
-        self.graph.data = weights[self.entry_arc]
-        _, pred = csgraph.dijkstra(self.graph, directed=self.directed, indices=source,
-                           return_predecessors=True)
+        graph = sp.csr_matrix((weights[self.entry_arc], self.graph.indices, self.graph.indptr),
+                              shape=self.graph.shape)
+        _, pred = csgraph.dijkstra(graph, directed=self.directed, indices=source,
+                                   return_predecessors=True)
         return pred
 
 

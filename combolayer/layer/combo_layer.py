@@ -224,7 +224,11 @@ class ComboLayer(nn.Module):
 
     @property
     def compiled(self) -> _Compiled:
-        return self.__dict__.get("_compiled") or self._compile()
+        compiled = self.__dict__.get("_compiled")
+        if compiled is None:  # a copy's first use: threads that call it at once build it once
+            with _BUILDING:
+                compiled = self.__dict__.get("_compiled") or self._compile()
+        return compiled
 
     @property
     def solver(self) -> Solver:
@@ -688,6 +692,11 @@ class _Solves:
         """The estimator's solve alone, built on a `_CallRecorder` of ``base``, and it."""
         recorder = _CallRecorder(self.base, keep_aux)
         return _Solves(recorder, method.build(recorder)), recorder
+
+
+#: Held while a copied or unpickled layer builds what it left behind (`ComboLayer.compiled`):
+#: two builds at once left each thread with results (``last_infeasible``) on its own.
+_BUILDING = threading.RLock()
 
 
 def _broadcasts_to(shape: torch.Size, to: torch.Size) -> bool:
