@@ -146,6 +146,14 @@ def test_perf_ratios_report_the_median_round_and_its_quartiles():
     assert len(rows) == 4 and all(r.ratio > 0 and r.quartiles is not None for r in rows)
 
 
+def test_solve_prints_a_model_files_objective_with_its_constant_term(tmp_path, capsys):
+    (tmp_path / "k.lp").write_text("Maximize\n obj: 5 a + 4 b + 3 c + 2 d + 7\nSubject To\n"
+                                   " c1: a + b + c + d <= 2\nBinary\n a b c d\nEnd\n")
+    assert main(["solve", str(tmp_path / "k.lp")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out == {"solution": [1.0, 1.0, 0.0, 0.0], "objective": 16.0}  # 5 + 4 + 7
+
+
 def test_solve_prints_the_models_objective_with_its_known_cost(tmp_path, capsys):
     (tmp_path / "c.json").write_text("[[1, 2], [3, 0.5]]")
     # the auxiliary z <= y0 + y1 earns -5; a known 0.25 on output 0 too

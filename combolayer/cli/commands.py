@@ -84,7 +84,7 @@ def solve(args: argparse.Namespace) -> int:
     Prints one JSON object ``{"solution": ..., "objective": ...}`` to stdout and
     nothing else, so the output pipes into ``jq``; the spec and backend line goes
     to stderr. The objective is the model's, ``<w, y> + <known_cost, x>``. Without
-    ``--costs``, an MPS/LP file's own objective is solved.
+    ``--costs``, an MPS/LP file's own objective is solved, and its constant term counts.
     """
     import logging
     import sys
@@ -94,10 +94,12 @@ def solve(args: argparse.Namespace) -> int:
     from ..backends.solver import inner
 
     solver = make_solver(args.spec, args.backend)
+    offset = 0.0  # a model file's constant objective term, with its own objective
     if args.costs is not None:
         costs = load_costs(Path(args.costs))
     elif getattr(solver.spec, "default_cost", None) is not None:
         costs = np.asarray(solver.spec.default_cost, dtype=float)
+        offset = getattr(solver.spec, "default_offset", 0.0)
     else:
         raise ValueError(
             f"--costs is required for {solver.spec.label}: only MPS/LP files carry a "
@@ -123,7 +125,7 @@ def solve(args: argparse.Namespace) -> int:
     logging.getLogger(__name__).debug(
         "%s: %d instances solved on %r in %.4f s", solver.spec.label,
         y.size // solver.num_outputs, solver.backend, time.perf_counter() - start)
-    objective = inner(costs, y, len(shape)) + solver.known_value(y, aux)
+    objective = inner(costs, y, len(shape)) + solver.known_value(y, aux) + offset
     print(f"{solver.spec.label} on backend {solver.backend!r}", file=sys.stderr)
     print(json.dumps({"solution": y.tolist(), "objective": objective.tolist()}))
     return 0

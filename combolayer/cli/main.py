@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help=COMMANDS["demo"][1])
     demo.add_argument("--epochs", type=positive_int, default=20)
-    demo.add_argument("--out", default="runs/demo", help="folder for the plot and table")
+    demo.add_argument("--out", default="runs/demo", help="folder for the plot (regret.png)")
     demo.add_argument("--seed", type=int, default=135)
     solve = sub.add_parser(
         "solve", help=COMMANDS["solve"][1],

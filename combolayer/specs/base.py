@@ -826,6 +826,7 @@ class ILP(Spec):
         # a plain attribute that model_dump leaves out. A tuple keeps the frozen
         # spec's equality and hashing well defined.
         object.__setattr__(spec, "default_cost", tuple(model.cost.tolist()))
+        object.__setattr__(spec, "default_offset", model.offset)  # the objective's constant
         return spec
 
     @classmethod
@@ -873,6 +874,7 @@ class ILP(Spec):
                        if all(names) and len(set(names)) == len(names) else None))
         result = cls(**data)
         object.__setattr__(result, "default_cost", tuple(cost[chosen].tolist()))
+        object.__setattr__(result, "default_offset", model.offset)
         return result
 
     def to_matrices(self) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix, np.ndarray]:

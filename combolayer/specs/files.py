@@ -14,8 +14,9 @@ accepts works here; the model is then read back column-wise with
 - the objective sense is kept, and the objective's coefficients become the
   spec's default cost (``spec.default_cost``, also
   `FileModel.cost`), which ``combolayer solve`` uses without
-  ``--costs``. A constant objective offset does not change the argmin and is
-  dropped.
+  ``--costs``. A constant objective offset does not change the argmin: it is
+  kept beside the spec (``spec.default_offset``), and ``combolayer solve`` adds it
+  to the objective it prints with the file's own costs.
 
 Nothing in a file is dropped silently: a model that an ILP layer cannot
 represent (a quadratic objective, quadratic constraints, SOS, indicator, cone
