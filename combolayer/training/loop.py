@@ -427,6 +427,10 @@ def _file_data(config: TrainConfig) -> tuple[TrainData, TrainData]:
         raise ConfigError(f"{path}: features has shape {features.shape}, expected "
                           f"({n}, num_features) or ({n}, {', '.join(map(str, shape))}, "
                           f"num_features) to match costs' {n} rows")
+    bad = np.flatnonzero(~np.isfinite(features.reshape(n, -1)).all(axis=1)) if n else []
+    if len(bad):
+        raise ConfigError(f"{path}: features must be finite, got NaN or inf in row {bad[0]} "
+                          f"({len(bad)} of {n} rows)")
     if config.model.per_entry and not per_entry:
         raise ConfigError(f"{path}: model.per_entry needs features per cost entry, "
                           f"({n}, {', '.join(map(str, shape))}, num_features); got "
