@@ -78,6 +78,8 @@ def test_npz_data_with_an_mps_problem_writes_history_plot_and_checkpoint(tmp_pat
     state = torch.load(folder / "model.pt")
     assert state["0.weight"].shape == (8, 4)
     assert json.loads((folder / "config.json").read_text())["problem"].endswith("pair.lp")
+    _, elsewhere = run(load_config(path), out=tmp_path / "elsewhere")  # as --out does
+    assert json.loads((elsewhere / "config.json").read_text())["out"] == str(elsewhere)
 
 
 @pytest.mark.parametrize("loss", ["spo+", "fenchel_young", "cave"])

@@ -808,7 +808,9 @@ def run(config: TrainConfig, out: str | os.PathLike | None = None) -> tuple[Hist
     history.write_csv(folder / "history.csv")
     save_plot([history], folder / "regret.png", title=train_data.spec.label)
     torch.save(model.state_dict(), folder / "model.pt")
-    (folder / "config.json").write_text(json.dumps(config.model_dump(), indent=2) + "\n")
+    # the config as it ran: an --out given beside it is where the run went
+    saved = config.model_dump() | {"out": str(folder)}
+    (folder / "config.json").write_text(json.dumps(saved, indent=2) + "\n")
     (folder / "spec.json").write_text(train_data.spec.model_dump_json(indent=2) + "\n")
     shapes = {"num_features": int(features_shape[-1]), "features_shape": list(features_shape),
               "per_entry": config.model.per_entry,
