@@ -104,28 +104,28 @@ def test_npz_errors_are_messages(tmp_path):
         run(config, out=tmp_path)
 
 
-def test_npz_features_with_nan_are_refused_naming_features(tmp_path):
-    spec = cl.problems.TopK(n=6, k=2)
-    write_npz(tmp_path / "d.npz", spec, n=20, with_solutions=False)
-    arrays = dict(np.load(tmp_path / "d.npz"))
-    arrays["features"][4, 1] = np.nan
-    np.savez(tmp_path / "d.npz", **arrays)
-    config = load_config({"problem": spec.model_dump(), "data": {"npz": str(tmp_path / "d.npz")},
-                          "epochs": 1})
-    with pytest.raises(ConfigError, match=r"features must be finite, got NaN or inf in row 4"):
-        run(config, out=tmp_path / "run")
+def _spoil(name: str, arrays: dict) -> None:
+    if name == "features":
+        arrays["features"][4, 1] = np.nan
+    else:  # feasible, not optimal: the regret divides by the given optimum
+        arrays["solutions"][3] = np.roll(arrays["solutions"][3], 1)
 
 
-def test_npz_solutions_that_are_not_optimal_are_refused(tmp_path):
-    """The regret divides by the given optimum: all-zero 'solutions' gave 1.8e9."""
+@pytest.mark.parametrize(("spoiled", "message"), [
+    ("features", r"features must be finite, got NaN or inf in row 4"),
+    ("solutions", r"solutions row 3 is not optimal for its costs"),
+])
+def test_npz_arrays_that_cannot_train_are_refused_naming_them(tmp_path, spoiled, message):
+    """NaN features failed later as 'w must be finite'; all-zero 'solutions' of an
+    assignment reported a regret of 1.8e9."""
     spec = cl.problems.TopK(n=6, k=2)
     write_npz(tmp_path / "d.npz", spec, n=20)
     arrays = dict(np.load(tmp_path / "d.npz"))
-    arrays["solutions"][3] = np.roll(arrays["solutions"][3], 1)  # feasible, not optimal
+    _spoil(spoiled, arrays)
     np.savez(tmp_path / "d.npz", **arrays)
     config = load_config({"problem": spec.model_dump(), "data": {"npz": str(tmp_path / "d.npz")},
                           "epochs": 1})
-    with pytest.raises(ConfigError, match=r"solutions row 3 is not optimal for its costs"):
+    with pytest.raises(ConfigError, match=message):
         run(config, out=tmp_path / "run")
 
 
