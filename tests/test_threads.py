@@ -26,10 +26,12 @@ def in_threads(count: int, work) -> None:
                                                  (0, 2), (1, 3), (2, 4), (3, 5), (0, 5)],
                              source=0, target=5, directed=False),
 ], ids=["grid", "undirected graph"])
-def test_a_shared_path_solver_answers_every_thread_as_one(spec):
-    """Dijkstra refilled the weights of one shared graph per instance: a thread's search
-    could run on another's weights and return a costlier path."""
-    solver = cl.make_solver(spec)
+@pytest.mark.parametrize("backend", ["auto", "networkx"])
+def test_a_shared_path_solver_answers_every_thread_as_one(spec, backend):
+    """Dijkstra (scipy's, networkx's) refilled the weights of one shared graph per
+    instance: a thread's search could run on another's weights and return a costlier
+    path."""
+    solver = cl.make_solver(spec, backend)
     costs = np.random.default_rng(0).random((1600, *spec.cost_shape)) + 0.1
     expected = solver.solve(costs)
     got = np.zeros_like(costs)

@@ -21,13 +21,15 @@ from .base import FunctionBackend, Tier
 from .registry import register_backend
 
 
-def _path_nodes(graph, source, target, label: str, negative: bool) -> list:
+def _path_nodes(graph, source, target, label: str, negative: bool, weight: Callable) -> list:
+    """The nodes of a cheapest path, with ``weight(u, v, data)`` the instance's cost of an
+    edge: read per call, never written into the graph, which threads share."""
     import networkx as nx
 
     try:
         if negative:
-            return nx.bellman_ford_path(graph, source, target, weight="weight")
-        return nx.dijkstra_path(graph, source, target, weight="weight")
+            return nx.bellman_ford_path(graph, source, target, weight=weight)
+        return nx.dijkstra_path(graph, source, target, weight=weight)
     except nx.NetworkXNoPath:
         raise InfeasibleError(f"no path from {source} to {target} in {label}") from None
 
@@ -45,10 +47,9 @@ def _graph_kernel(spec: ShortestPath) -> Callable:
             costs = clip_negative_costs(spec, costs, slice(None))
         y = np.zeros_like(costs)
         for b, weights in enumerate(costs):
-            for _, _, data in graph.edges(data=True):
-                data["weight"] = float(weights[data["index"]])
             nodes = _path_nodes(graph, spec.source, spec.target, spec.label,
-                                negative=bool((weights < 0).any()))
+                                negative=bool((weights < 0).any()),
+                                weight=lambda u, v, data, w=weights: float(w[data["index"]]))
             for u, v in zip(nodes[:-1], nodes[1:], strict=True):
                 y[b, graph.edges[u, v]["index"]] = 1.0
         return y
@@ -66,9 +67,8 @@ def _grid_kernel(spec: GridShortestPath) -> Callable:
     def solve(costs: np.ndarray) -> np.ndarray:
         y = np.zeros_like(costs)
         for b, vertex_costs in enumerate(grid_path_costs(spec, costs)):
-            for _, v, data in graph.edges(data=True):
-                data["weight"] = float(vertex_costs[v])
-            nodes = _path_nodes(graph, spec.source_index, spec.target_index, spec.label, False)
+            nodes = _path_nodes(graph, spec.source_index, spec.target_index, spec.label, False,
+                                weight=lambda u, v, data, c=vertex_costs: float(c[v]))
             y[b, nodes] = 1.0
         return y
 

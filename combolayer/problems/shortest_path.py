@@ -210,15 +210,11 @@ def clip_negative_costs(spec: ShortestPath | GridShortestPath, weights: np.ndarr
                         checked: np.ndarray | slice) -> np.ndarray:
     """Apply ``spec.negative_costs`` to the columns ``checked`` of a ``(B, M)`` batch of
     weights, for solvers that need non-negative costs (Dijkstra): raise on a
-    negative one (``"error"``) or set it to 0 (``"clip"``)."""
-    part = weights[:, checked]
-    if (part < 0).any():
-        if spec.negative_costs == "error":
-            b, j = np.argwhere(part < 0)[0]
-            raise spec.negative_cost_error(f"instance {b}, value {part[b, j]:.4g}")
-        weights = weights.copy()
-        weights[:, checked] = np.maximum(part, 0.0)
-    return weights
+    negative one (``"error"``) or set it to 0 (``"clip"``), by the one rule every
+    solver applies (`CostFloor`), for a kernel called on its own."""
+    mask = np.zeros(weights.shape[1], dtype=bool)
+    mask[checked] = True
+    return CostFloor(spec, mask)(weights)
 
 
 
