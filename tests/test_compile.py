@@ -281,3 +281,127 @@ def test_a_graph_cached_by_another_process_never_serves_another_estimator(tmp_pa
         done = subprocess.run([sys.executable, "-c", _ONE_PROCESS, method], env=env,
                               capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-2000:]
+
+
+#: Three binary outputs and an auxiliary equal to the first (x3 = x0), at most two chosen:
+#: the problem the per-call inputs below act on.
+PER_CALL = cl.ILP.from_matrices(shape=[3], A_ub=np.array([[1, 1, 1, 0]]), b_ub=np.array([2]),
+                                A_eq=np.array([[1, 0, 0, -1]]), b_eq=np.array([0]), num_aux=1)
+#: The methods whose compiled solve takes a call's own inputs (the relaxations' build
+#: handles them itself: such calls compile with a graph break there).
+PER_CALL_WHOLE = [name for name in WHOLE if resolve_method(name).compiles_per_call]
+
+
+class PerCallModel(torch.nn.Module):
+    """Linear -> ComboLayer with per-call rows (``x1 + x3 <= b``, one instance's rows
+    leaving only x1 = x3 = 0), a per-call known cost on the outputs and ``return_aux``;
+    the loss weighs the solution and the auxiliaries. ``rows`` is a Linear too when the
+    rows learn (``learn_rows``)."""
+
+    def __init__(self, method, learn_rows=False, **options):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3).double()
+        self.rows = torch.nn.Linear(4, 1).double() if learn_rows else None
+        self.layer = cl.ComboLayer(PER_CALL, method=method, projection="plane", **options)
+        self.target = torch.tensor([1.0, 0.0, 1.0], dtype=torch.float64)
+
+    def forward(self, x):
+        w = self.linear(x)
+        A = torch.tensor([[[0.0, 1.0, 0.0, 1.0]]], dtype=torch.float64).expand(len(x), 1, 4)
+        b = torch.tensor([1.0, 0.0, 2.0, 1.0, 0.5, 1.0], dtype=torch.float64)[: len(x), None]
+        if self.rows is not None:
+            A = A + 0.1 * self.rows(x)[:, :, None]
+            b = b + 0.1 * self.rows(x)
+        known = torch.tensor([0.3, -0.2, 0.1, 0.0], dtype=torch.float64)
+        y, aux = self.layer(w, target=self.target.expand_as(w), return_aux=True, A=A, b=b,
+                            known_cost=known)
+        loss = (y * torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)).sum()
+        return loss, y, aux
+
+
+def per_call_eager_and_compiled(method, fullgraph=True, learn_rows=False, **options):
+    """Loss, solution, auxiliaries and every parameter's gradient, in eager mode and
+    compiled (twins with the same weights)."""
+    results = []
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        model = PerCallModel(quick(method), learn_rows=learn_rows, **options)
+        x = torch.randn(6, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+        torch._dynamo.reset()
+        run = torch.compile(model, fullgraph=fullgraph, backend="aot_eager") if compiled else model
+        torch.manual_seed(2)
+        loss, y, aux = run(x)
+        loss.backward()
+        grads = [p.grad.clone() if p.grad is not None else None for p in model.parameters()]
+        results.append((loss.detach(), y.detach(), aux.detach(), grads))
+    return results
+
+
+@pytest.mark.parametrize("method", WHOLE)
+def test_per_call_rows_known_cost_and_aux_compile_to_eager_answers(method):
+    """Per-call rows, a per-call known cost and return_aux go through the compiled solve:
+    fullgraph works (the relaxations, which solve them in their own build, with a graph
+    break), and the answers, auxiliaries and gradients are eager mode's."""
+    eager, compiled = per_call_eager_and_compiled(
+        method, fullgraph=method in PER_CALL_WHOLE, on_infeasible="flag")
+    for got, expected in zip(compiled[:3], eager[:3]):
+        torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(compiled[2][:, 0], compiled[1][:, 0])  # x3 = x0
+    for got, expected in zip(compiled[3], eager[3]):
+        torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("method", [m for m in PER_CALL_WHOLE
+                                    if resolve_method(m).row_gradients])
+def test_learned_rows_compile_whole_with_eager_gradients(method):
+    """A method that gives per-call rows a gradient (CombOptNet's, the score function's)
+    compiles with rows that learn: fullgraph works and the rows' gradients (the second
+    Linear's) are eager mode's, not zeros."""
+    eager, compiled = per_call_eager_and_compiled(method, learn_rows=True, on_infeasible="flag")
+    rows_grads = eager[3][2:]
+    assert any(bool(g.abs().sum() > 0) for g in rows_grads)
+    for got, expected in zip(compiled[3], eager[3]):
+        torch.testing.assert_close(got, expected)
+
+
+def test_per_call_rows_compile_without_a_graph_break():
+    model = PerCallModel("identity", on_infeasible="flag")
+    x = torch.randn(6, 4, dtype=torch.float64)
+    explained = torch._dynamo.explain(model)(x)
+    assert explained.graph_break_count == 0, explained.break_reasons
+
+
+def test_compiled_per_call_rows_flag_infeasible_instances():
+    """The instance whose rows leave no point (x1 + x3 <= -1) is zeros, flagged in
+    last_infeasible, with eager mode's warning."""
+    layer = cl.ComboLayer(PER_CALL, projection="none", on_infeasible="flag")
+    compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")
+    w = -torch.ones(3, 3)
+    A = torch.tensor([[0.0, 1.0, 0.0, 1.0]]).expand(3, 1, 4)
+    b = torch.tensor([[1.0], [-1.0], [2.0]])
+    with pytest.warns(RuntimeWarning, match="1 of 3 instances are infeasible"):
+        y = compiled(w, A=A, b=b)
+    assert layer.last_infeasible.tolist() == [False, True, False]
+    torch.testing.assert_close(y, layer(w, A=A, b=b))
+    assert y[1].abs().sum() == 0
+
+
+@pytest.mark.parametrize("bad", ["A", "b", "known_cost"])
+def test_compiled_per_call_inputs_refuse_nan(bad):
+    layer = cl.ComboLayer(PER_CALL, projection="none")
+    compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")
+    inputs = {"A": torch.tensor([[0.0, 1.0, 0.0, 1.0]]), "b": torch.tensor([1.0]),
+              "known_cost": torch.zeros(4)}
+    inputs[bad] = inputs[bad].clone()
+    inputs[bad][0] = float("nan")
+    with pytest.raises(ValueError, match=f"{bad} must be finite"):
+        compiled(-torch.ones(2, 3), **inputs)
+
+
+def test_compiled_known_cost_on_the_auxiliaries_under_a_rescaling_projection_is_refused():
+    layer = cl.ComboLayer(PER_CALL)  # projection "auto" rescales w
+    compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")
+    w = torch.randn(2, 3)
+    compiled(w, known_cost=torch.tensor([1.0, 0.0, 0.0, 0.0]))  # the outputs' alone: fine
+    with pytest.raises(ValueError, match="weighs its auxiliaries.*projection='plane'"):
+        compiled(w, known_cost=torch.tensor([0.0, 0.0, 0.0, 1.0]))

@@ -109,10 +109,12 @@ def _shape(value: Any) -> tuple[int, ...]:
     return tuple(value.shape)
 
 
-def check_rows(label: str, num_vars: int, batch: tuple[int, ...], A: Any, b: Any) -> None:
+def check_rows(label: str, num_vars: int, batch: tuple[int, ...], A: Any, b: Any,
+               values: bool = True) -> None:
     """Raise ValueError unless ``A``/``b`` are per-call rows for a costs batch ``batch``:
-    ``A (*rows_batch, m, num_vars)``, ``b (*rows_batch, m)``, real and finite, with a
-    batch that broadcasts onto ``batch``. The message names expected and got."""
+    ``A (*rows_batch, m, num_vars)``, ``b (*rows_batch, m)``, real and finite (unless
+    ``values`` is False: the layer's compiled solve checks them), with a batch that
+    broadcasts onto ``batch``. The message names expected and got."""
     if (A is None) != (b is None):
         raise ValueError(f"per-call rows need both A and b (A x <= b) for {label}, got only "
                          f"{'A' if b is None else 'b'}")
@@ -144,7 +146,7 @@ def check_rows(label: str, num_vars: int, batch: tuple[int, ...], A: Any, b: Any
         raise ValueError(f"the rows' batch shape (A: {_shape(A)[:-2]}, b: {_shape(b)[:-1]}) "
                          f"does not broadcast onto the costs' batch shape {tuple(batch)} "
                          f"for {label}")
-    for name, value in (("A", A), ("b", b)):
+    for name, value in (("A", A), ("b", b)) if values else ():
         finite = (bool(torch.isfinite(value.detach()).all()) if isinstance(value, torch.Tensor)
                   else bool(np.isfinite(value).all()))
         if not finite:

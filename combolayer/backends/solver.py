@@ -477,9 +477,10 @@ def all_finite(costs: Any) -> bool:
 
 
 def check_known_cost(label: str, num_vars: int, batch: tuple[int, ...], known_cost: Any,
-                     like: Any) -> Any:
+                     like: Any, values: bool = True) -> Any:
     """A per-call known cost checked once, at the edge: ``(*batch, num_vars)`` or any shape
-    that broadcasts to it (``(num_vars,)``: the same for every instance), real and finite.
+    that broadcasts to it (``(num_vars,)``: the same for every instance), real and finite
+    (unless ``values`` is False: the layer's compiled solve checks them).
     Returned as the kind of ``like`` (a tensor on its device and dtype, or a float64
     array), broadcast to ``(*batch, num_vars)``. ValueError names expected and got."""
     is_torch = isinstance(like, torch.Tensor)
@@ -500,7 +501,7 @@ def check_known_cost(label: str, num_vars: int, batch: tuple[int, ...], known_co
                          f"(N outputs + num_aux) and the costs' batch is {tuple(batch)}: "
                          f"expected ({', '.join(map(str, (*batch, num_vars)))}) or "
                          f"({num_vars},)")
-    if known.numel() and not bool(torch.isfinite(known).all()):
+    if values and known.numel() and not bool(torch.isfinite(known).all()):
         raise ValueError(f"known_cost must be finite, got NaN or inf entries for {label}")
     known = known.expand(*batch, num_vars)
     if is_torch:

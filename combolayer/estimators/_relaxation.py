@@ -293,6 +293,7 @@ class RelaxationEstimator(Estimator):
     weight_field: ClassVar[str]
     row_gradients: ClassVar[bool] = True
     compiles_whole: ClassVar[bool] = True
+    compiles_per_call: ClassVar[bool] = False
 
     #: SCS's absolute and relative tolerance for the relaxation (diffcp's solve).
     tolerance: Positive = 1e-6
@@ -314,7 +315,7 @@ class RelaxationEstimator(Estimator):
             x = relaxation(costs.reshape(-1, relaxation.num_outputs))
         return x.reshape(costs.shape), ()
 
-    def saved_like(self, solver, costs, training):
+    def saved_like(self, solver, costs, training, A=None, b=None):
         return () if training else None
 
     def output_aux(self, solves: list[Tensor], count: int) -> Tensor:

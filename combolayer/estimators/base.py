@@ -199,6 +199,12 @@ class Estimator(BaseModel):
     #: layer's solve whole, as one custom operator (`combolayer.layer.ops`); other
     #: estimators compile with a graph break at the solve.
     compiles_whole: ClassVar[bool] = False
+    #: For an estimator that `compiles_whole`: whether its ``forward`` takes a call's own
+    #: inputs as `build`'s solve does (per-call rows and known cost bound to its solver,
+    #: the auxiliaries its solves record), so that such calls and ``return_aux`` compile
+    #: whole too; False where `build` handles them itself (the relaxations), and such
+    #: calls compile with a graph break at the solve.
+    compiles_per_call: ClassVar[bool] = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs = positional_fields(type(self), args, kwargs, TypeError)
@@ -297,6 +303,23 @@ class Estimator(BaseModel):
             return row_shell(costs, A, b, output, known, *saved)
 
         return solve
+
+
+def aux_of_output(estimator: Any, solver: Any, y: Tensor, solves: list[Tensor]) -> Tensor:
+    """The auxiliaries ``(*batch, num_aux)`` that go with ``estimator``'s output ``y``
+    (the layer's ``return_aux``), from those ``solver``'s solves recorded (``solves``: a
+    `Recorder`'s ``aux``), as `Estimator.output_aux` says they go with it (for a method
+    without one, `first_solve_aux`); zeros when nothing was solved or there are none."""
+    count = y.numel() // solver.num_outputs
+    batch = y.shape[: y.dim() - len(solver.cost_shape)]
+    num_aux = solver.num_aux
+    if not solves or count == 0 or num_aux == 0:
+        return y.new_zeros((*batch, num_aux))
+    solves = [aux.detach().to(y) for aux in solves]
+    output_aux = getattr(estimator, "output_aux", None)
+    aux = (first_solve_aux(solves, count, str(estimator)) if output_aux is None
+           else output_aux(solves, count))
+    return aux.reshape(*batch, num_aux)
 
 
 def first_solve_aux(solves: list[Tensor], count: int, method: str) -> Tensor:

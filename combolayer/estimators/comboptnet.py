@@ -249,7 +249,7 @@ class CombOptNet(Estimator):
             infeasible = torch.zeros(count, dtype=torch.bool, device=y.device)
         return y, (y.detach(), aux.detach().to(y), infeasible)
 
-    def saved_like(self, solver, costs, training):
+    def saved_like(self, solver, costs, training, A=None, b=None):
         batch = costs.shape[: costs.dim() - len(solver.cost_shape)]
         count = costs.numel() // solver.num_outputs
         return (torch.empty_like(costs), costs.new_empty((*batch, solver.num_aux)),

@@ -147,14 +147,19 @@ class ScoreFunction(Estimator):
                                f"{count}: cannot tell which auxiliaries go with the output")
         return aux.reshape(-1, count, aux.shape[-1]).mean(0)
 
-    def saved_like(self, solver, costs, training):
-        # without per-call rows (the compiled solve has none): A's and b's noise is empty
+    def saved_like(self, solver, costs, training, A=None, b=None):
         if not training:
             return None
         samples = costs.new_empty((self.num_samples, *costs.shape))
         empty = costs.new_empty(0)
-        z_w = samples if "w" in self.perturb else empty
-        return samples, z_w, empty, empty
+
+        def noise_like(part: str, value: Tensor | None) -> Tensor:
+            # as forward draws it: for a named input, the rows only when they need a gradient
+            drawn = part in self.perturb and value is not None and (part == "w"
+                                                                    or value.requires_grad)
+            return value.new_empty((self.num_samples, *value.shape)) if drawn else empty
+
+        return samples, noise_like("w", costs), noise_like("A", A), noise_like("b", b)
 
     def backward(self, solver, grad, costs, A, b, samples, z_w, z_A, z_b):
         reward = inner(samples, grad, len(solver.cost_shape))  # (S, *batch)

@@ -26,14 +26,14 @@ from ..backends.registry import in_place_of_spec, make_solver
 from ..backends.rows import check_rows
 from ..backends.solver import Recorder, Solver, check_costs, check_known_cost
 from ..estimators import Estimator, resolve_method
-from ..estimators.base import ProjectedSolve, first_solve_aux, row_gradient_methods
+from ..estimators.base import ProjectedSolve, aux_of_output, row_gradient_methods
 from ..specs.base import Spec
 from ..specs.load import load_spec, read_mapping, spec_from_text
 from ..specs.paths import config_base, resolve_path
 from ..transforms.noise import SignNoise
 from ..transforms.projection import NORM_EPS, Normalized, Transform, transforms_active
 from .ops import CompiledSolve, check_floor, draw_noise, noise_handle
-from .projection import HULL_PROJECTIONS, make_projection, project_with_known
+from .projection import HULL_PROJECTIONS, known_rescales, make_projection, project_with_known
 from .schedules import Schedule, make_schedule
 
 logger = logging.getLogger(__name__)
@@ -202,13 +202,15 @@ class ComboLayer(nn.Module):
                    and isinstance(flat, Normalized))
         build_projected = getattr(self.method, "build_projected", None)
         whole = getattr(self.method, "compiles_whole", False)
+        last = threading.local()
+        flag = functools.partial(_flag_infeasible, self.spec.label, last)
 
         def solves(on: Solver) -> _Solves:
             base = on if floor is None else _ClipPerturbations(on, floor)
             return _Solves(base, self.method.build(base),
                            fused=build_projected(on, flat) if fusable and build_projected
                            else None,
-                           op=CompiledSolve(self.method, base, floor) if whole else None)
+                           op=CompiledSolve(self.method, base, floor, flag) if whole else None)
 
         compiled = _Compiled(
             solver=solver,
@@ -218,7 +220,7 @@ class ComboLayer(nn.Module):
             exact=solves(solver),
             cached=None if self.solve_ratio >= 1.0 else solves(
                 CachedSolver(solver, self.solve_ratio, self.pool, self.generator)),
-            noise_handle=noise_handle(self))
+            noise_handle=noise_handle(self), last=last, flag=flag)
         self.__dict__["_compiled"] = compiled
         return compiled
 
@@ -397,33 +399,31 @@ class ComboLayer(nn.Module):
             SolverError: the solver failed (time limit without a solution, a
                 crashed worker, ...).
         """
-        if return_aux:
+        if return_aux and not self._traced_whole(per_call=True):
             return self._with_aux(w, target, self.training, A, b, known_cost)
-        return self._forward(w, target, self.training, A, b, known_cost)
+        return self._forward(w, target, self.training, A, b, known_cost, keep_aux=return_aux)
+
+    def _traced_whole(self, per_call: bool) -> bool:
+        """Whether torch.compile is tracing a layer whose solve is one custom operator
+        (`Estimator.compiles_whole`) for a call with (``per_call``) or without per-call
+        rows, a per-call known cost or ``return_aux`` (`Estimator.compiles_per_call`)."""
+        op = self.compiled.exact.op
+        return torch.compiler.is_compiling() and op is not None and (not per_call or op.per_call)
 
     @torch.compiler.disable  # the estimator is built for this call: not traceable
     def _with_aux(self, *args: Any) -> tuple[Tensor, Tensor]:
         """``_forward(*args)`` and the auxiliaries of the solves it made, as the estimator
         says they go with its output (``output_aux``; for a method without one, the
         first solve's, averaged over each instance's solutions when it solved several per
-        instance: `first_solve_aux`). Run eagerly under torch.compile (a graph break)."""
+        instance: `first_solve_aux`). Run eagerly under torch.compile (a graph break) for an
+        estimator whose solve is no custom operator."""
         recorded = self._recording(keep_aux=True)
         try:
             y = self._forward(*args, recorded=recorded)
             box = [aux for recorder in recorded[1] for aux in recorder.aux]
         finally:
             _end_call(recorded)
-        n = self.spec.num_outputs
-        batch = y.shape[: y.dim() - len(self.spec.cost_shape)]
-        count = y.numel() // n
-        num_aux = self.solver.num_aux
-        if not box or count == 0 or num_aux == 0:
-            return y, y.new_zeros((*batch, num_aux))
-        solves = [aux.detach().to(y) for aux in box]
-        output_aux = getattr(self.method, "output_aux", None)
-        aux = (first_solve_aux(solves, count, str(self.method)) if output_aux is None
-               else output_aux(solves, count))
-        return y, aux.reshape(*batch, num_aux)
+        return y, aux_of_output(self.method, self.solver, y, box)
 
     @torch.compiler.disable  # may build the estimator: not traceable
     def _recording(self, keep_aux: bool) -> tuple[_Compiled, tuple[_CallRecorder, ...]]:
@@ -468,11 +468,13 @@ class ComboLayer(nn.Module):
         solution (their output is zeros). None before such a call. Per thread."""
         return getattr(self.compiled.last, "infeasible", None)
 
-    def _rows(self, w: Tensor, A: Any, b: Any) -> tuple[Tensor, Tensor, bool]:
-        """Per-call rows checked once, as tensors on ``w``'s device and dtype broadcast to
-        its batch (autograd kept), and whether they need a gradient."""
+    def _rows(self, w: Tensor, A: Any, b: Any, values: bool = True
+              ) -> tuple[Tensor, Tensor, bool]:
+        """Per-call rows checked once (their values too, unless the compiled solve checks
+        them: ``values``), as tensors on ``w``'s device and dtype broadcast to its batch
+        (autograd kept), and whether they need a gradient."""
         batch = tuple(w.shape[: w.dim() - len(self.spec.cost_shape)])
-        check_rows(self.spec.label, self.compiled.solver.num_vars, batch, A, b)
+        check_rows(self.spec.label, self.compiled.solver.num_vars, batch, A, b, values=values)
         A = torch.as_tensor(A).to(w)
         b = torch.as_tensor(b).to(w)
         rows_grad = torch.is_grad_enabled() and (A.requires_grad or b.requires_grad)
@@ -486,11 +488,18 @@ class ComboLayer(nn.Module):
 
     def _forward(self, w: Tensor, target: Tensor | None, sampling: bool,
                  A: Any = None, b: Any = None, known_cost: Any = None,
-                 recorded: tuple[_Compiled, tuple[Recorder, ...]] | None = None) -> Tensor:
+                 recorded: tuple[_Compiled, tuple[Recorder, ...]] | None = None,
+                 keep_aux: bool = False) -> Any:
         """The forward pass; ``recorded``, the layer's solves built on `Recorder`s for this
         call (`_recording`), is used in their place. A call with per-call rows records its
-        own solves too, to hear which instances they left infeasible."""
-        if recorded is None and (A is not None or b is not None):
+        own solves too, to hear which instances they left infeasible. ``keep_aux`` (while
+        traced whole only: `_traced_whole`) returns ``(y, aux)``."""
+        # traced by torch.compile: no clock, no logging (the graph keeps neither); a solve
+        # that is one custom operator takes the call's own inputs and checks their values
+        compiling = torch.compiler.is_compiling()
+        whole = self._traced_whole(per_call=keep_aux or A is not None or b is not None
+                                   or known_cost is not None)
+        if recorded is None and not whole and (A is not None or b is not None):
             recorded = self._recording(keep_aux=False)
             try:
                 return self._forward(w, target, sampling, A, b, known_cost, recorded)
@@ -511,19 +520,17 @@ class ComboLayer(nn.Module):
                                  f"to w's shape {tuple(w.shape)}: pass one target per instance")
         rows_grad = False
         if A is not None or b is not None:
-            A, b, rows_grad = self._rows(w, A, b)
+            A, b, rows_grad = self._rows(w, A, b, values=not whole)
         known = None
         if known_cost is not None:  # checked once here, then carried as a tensor
             batch = tuple(w.shape[: w.dim() - len(self.spec.cost_shape)])
             known = check_known_cost(self.spec.label, self.solver.num_vars, batch,
-                                     known_cost, w.detach())
+                                     known_cost, w.detach(), values=not whole)
         compiled = self.compiled if recorded is None else recorded[0]
         if sampling and self.sample_noise is not None:
             # Before the projection: the paper's samplers perturb the logits.
             w = w + draw_noise(self, compiled.noise_handle, w, sample=True)
         noise = self.noise if self.training else None
-        # traced by torch.compile: no clock, no logging (the graph keeps neither)
-        compiling = torch.compiler.is_compiling()
         debug = not compiling and logger.isEnabledFor(logging.DEBUG)
         start = time.perf_counter() if debug else 0.0
         xi = None if noise is None else draw_noise(self, compiled.noise_handle, w, sample=False)
@@ -531,10 +538,10 @@ class ComboLayer(nn.Module):
         solves = (compiled.cached if compiled.cached is not None
                   and (self.training or sampling) else compiled.exact)
         plain = A is None and known is None
-        op = solves.op if compiling and plain else None
-        if op is not None:
-            y = self._solve_op(compiled, op, w, xi, target, self.training or sampling)
-        elif solves.fused is not None and plain:
+        if whole:
+            return self._solve_op(compiled, solves.op, w, xi, target, self.training or sampling,
+                                  A, b, rows_grad, known, keep_aux)
+        if solves.fused is not None and plain:
             # the node's C-level apply where no functorch transform runs: one frame less
             y = (solves.fused if transforms_active() else solves.fused_direct)(w, xi)
         else:
@@ -561,8 +568,8 @@ class ComboLayer(nn.Module):
             else:
                 y = solve(costs, target=target, needs_grad=needs_grad,
                           training=self.training or sampling, A=A, b=b, **extra)
-                self._flag(compiled, {entry for recorder in recorded[1]
-                                      for entry in recorder.infeasible}, A)
+                compiled.flag({entry for recorder in recorded[1]
+                               for entry in recorder.infeasible}, A)
         if debug:
             logger.debug("%s: batch of %d solved on %r in %.4f s", self.spec.label,
                          y.numel() // self.spec.num_outputs, compiled.solver.backend,
@@ -570,36 +577,49 @@ class ComboLayer(nn.Module):
         return y
 
     def _solve_op(self, compiled: _Compiled, op: CompiledSolve, w: Tensor,
-                  xi: Tensor | None, target: Tensor | None, training: bool) -> Tensor:
+                  xi: Tensor | None, target: Tensor | None, training: bool,
+                  A: Tensor | None, b: Tensor | None, rows_grad: bool,
+                  known: Tensor | None, keep_aux: bool) -> Any:
         """The forward as torch.compile traces it: the projection and the hull offset in
         torch, then the solve as one custom operator (`combolayer.layer.ops`), which
-        checks the costs' values that `check_costs` leaves to it while tracing, and runs
-        the estimator's forward as eager mode does (with ``target`` and ``training``)."""
-        projected = compiled.projection(w)
+        checks the values that `check_costs`, `check_rows` and `check_known_cost` leave
+        to it while tracing, and runs the estimator's forward as eager mode does (with
+        ``target``, ``training``, the per-call rows and known cost)."""
+        if known is None:
+            projected = compiled.projection(w)
+        else:
+            projected = project_with_known(compiled.projection, self._projection_arg,
+                                           self.spec, w, known, check=False)
         sign = compiled.solver.sign
         costs = projected if sign == 1.0 else -projected
         if compiled.floor is not None:
             costs = costs + self._hull_offset(w, projected, check=False)
-        needs_grad = torch.is_grad_enabled() and costs.requires_grad
+        needs_grad = torch.is_grad_enabled() and (costs.requires_grad or rows_grad)
         return op(costs, None if xi is None else sign * xi,
-                  None if target is None else target.to(costs), training, needs_grad)
+                  None if target is None else target.to(costs), training, needs_grad,
+                  A=A, b=b, known=None if known is None else sign * known,
+                  A_grad=rows_grad and A.requires_grad, b_grad=rows_grad and b.requires_grad,
+                  keep_aux=keep_aux,
+                  aux_known_rescales=known is not None and known_rescales(
+                      compiled.projection, self._projection_arg, self.spec))
 
-    def _flag(self, compiled: _Compiled, flagged: set[int], A: Tensor) -> None:
-        """Keep which instances the per-call rows left infeasible (``last_infeasible``),
-        and warn once per call with their count."""
-        batch = tuple(A.shape[:-2])
-        mask = torch.zeros(math.prod(batch), dtype=torch.bool)
-        if flagged:
-            # a position in rows bound with leading sample axes (score_function) maps back
-            # to its instance: trailing axes align
-            mask[sorted({entry % mask.numel() for entry in flagged})] = True
-            flagged = mask.nonzero()
-            warnings.warn(
-                f"{self.spec.label}: {len(flagged)} of {mask.numel()} instances are infeasible "
-                "with their per-call rows A x <= b; their solutions are zeros (CombOptNet's "
-                "dummy) and layer.last_infeasible says which; on_infeasible='raise' makes "
-                "this an error", RuntimeWarning, stacklevel=4)
-        compiled.last.infeasible = mask.reshape(batch).to(A.device)
+def _flag_infeasible(label: str, last: threading.local, flagged: set[int], A: Tensor) -> None:
+    """Keep which instances the per-call rows ``A`` left infeasible (positions ``flagged``)
+    as ``last.infeasible`` (the layer's ``last_infeasible``), and warn once per call with
+    their count."""
+    batch = tuple(A.shape[:-2])
+    mask = torch.zeros(math.prod(batch), dtype=torch.bool)
+    if flagged:
+        # a position in rows bound with leading sample axes (score_function) maps back
+        # to its instance: trailing axes align
+        mask[sorted({entry % mask.numel() for entry in flagged})] = True
+        flagged = mask.nonzero()
+        warnings.warn(
+            f"{label}: {len(flagged)} of {mask.numel()} instances are infeasible "
+            "with their per-call rows A x <= b; their solutions are zeros (CombOptNet's "
+            "dummy) and layer.last_infeasible says which; on_infeasible='raise' makes "
+            "this an error", RuntimeWarning, stacklevel=4)
+    last.infeasible = mask.reshape(batch).to(A.device)
 
 
 # help(cl.ComboLayer.__init__) and IDEs read the arguments from __init__, which would
@@ -723,5 +743,8 @@ class _Compiled:
     noise_handle: int = -1
     #: Per-thread results of the last call (``last_infeasible``).
     last: threading.local = dataclasses.field(default_factory=threading.local)
+    #: Keeps in ``last`` which instances a call's per-call rows left infeasible, and warns
+    #: (`_flag_infeasible`): ``flag(positions, A)``.
+    flag: Callable[[set[int], Tensor], None] | None = None
     #: Per thread, the solves built on `_CallRecorder`s by ``keep_aux`` (`ComboLayer._recording`).
     recordings: threading.local = dataclasses.field(default_factory=threading.local)

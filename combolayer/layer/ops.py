@@ -5,22 +5,30 @@ operator cannot take Python objects, so a layer registers what its solve needs,
 a `CompiledSolve` (estimator, solver), under an integer handle when it is
 built, and the graph carries the handle:
 
-    combolayer::solve(Tensor costs, Tensor? noise, Tensor? target, int handle,
-                      bool training, bool needs_grad) -> Tensor[]
-    combolayer::solve_backward(Tensor grad, Tensor costs, Tensor[] saved, int handle)
-        -> Tensor
+    combolayer::solve(Tensor costs, Tensor? noise, Tensor? target, Tensor? A, Tensor? b,
+                      Tensor? known, int handle, bool training, bool needs_grad,
+                      bool A_grad, bool b_grad, bool keep_aux,
+                      bool aux_known_rescales) -> Tensor[]
+    combolayer::solve_backward(Tensor grad, Tensor costs, Tensor? A, Tensor? b,
+                               Tensor? known, Tensor[] saved, int handle) -> Tensor[]
 
-``solve`` checks the costs (the values the layer leaves unchecked while it is
-traced), adds the noise and runs the estimator's forward; it returns the solution
-and the tensors the estimator saves for its backward (its noise draws, its
-samples), and its fake implementation takes their shapes from
-`Estimator.saved_like`. Its autograd formula is the estimator's backward on those
-tensors: traced as it is when the backward is pure torch
-(``Estimator.differentiable_backward``, Identity's ``-dL/dy``), else
-``solve_backward``, a second opaque node (Blackbox's extra solve, Perturbed's
-weighted noise). Noise an estimator draws is drawn inside ``solve``, from the
-estimator's generator or torch's global one, at the point of the call where eager
-mode draws it, so a seed gives the same draws in both modes.
+``solve`` checks the costs and the call's own inputs (the values the layer leaves
+unchecked while it is traced: per-call rows ``A x <= b``, a per-call known cost),
+adds the noise and runs the estimator's forward with the rows and the known cost
+bound to its solver, as eager mode does; it returns the solution, with
+``return_aux`` its auxiliaries (`Estimator.output_aux`), and the tensors the
+estimator saves for its backward (its noise draws, its samples), and its fake
+implementation takes their shapes from `Estimator.saved_like`. Instances the rows
+leave infeasible are flagged there too (the layer's ``last_infeasible``).
+
+Its autograd formula is the estimator's backward on those tensors: traced as it is
+when the backward is pure torch (``Estimator.differentiable_backward``, Identity's
+``-dL/dy``), else ``solve_backward``, a second opaque node (Blackbox's extra solve,
+Perturbed's weighted noise), which returns the costs' gradient and, for an
+estimator that gives per-call rows one (``row_gradients``), the rows'. Noise an
+estimator draws is drawn inside ``solve``, from the estimator's generator or
+torch's global one, at the point of the call where eager mode draws it, so a seed
+gives the same draws in both modes.
 
 Estimators that set ``Estimator.compiles_whole`` use these operators; the layer
 keeps its autograd shells for the others, which compile with a graph break at the
@@ -33,15 +41,18 @@ from __future__ import annotations
 import hashlib
 import itertools
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from ..backends.solver import check_costs
-from ..estimators.base import check_upstream, costs_backward
+from ..backends.solver import Recorder, check_costs
+from ..backends.wrapper import KnownBound, RowBound
+from ..estimators.base import aux_of_output, check_upstream, refuse_instance_known_cost
 from ..specs.base import Spec
+from .projection import check_known_on_aux
 
 _HANDLES: weakref.WeakValueDictionary[int, CompiledSolve] = weakref.WeakValueDictionary()
 #: The layers whose noise a compiled graph draws (`draw_noise`), by handle.
@@ -80,56 +91,101 @@ class CompiledSolve:
 
     ``solver`` is the one the estimator was built on (with the layer's clipping of
     negative perturbations, or the solution cache, where the layer has them);
-    ``floor`` is the mask of entries that must be non-negative, or None."""
+    ``floor`` is the mask of entries that must be non-negative, or None; ``flag`` is
+    called with the positions of the instances a call's per-call rows left infeasible
+    and the rows (the layer's ``last_infeasible``), or None."""
 
     estimator: Any
     solver: Any
     floor: Tensor | None = None
+    flag: Callable[[set[int], Tensor], None] | None = None
     handle: int = field(init=False)
+    #: Whether calls with their own inputs (per-call rows or known cost, ``return_aux``)
+    #: go through the operator too (`Estimator.compiles_per_call`), read once here.
+    per_call: bool = field(init=False)
 
     def __post_init__(self) -> None:
+        self.per_call = bool(getattr(self.estimator, "compiles_per_call", True))
         self.handle = new_handle(self.estimator, self.solver)
         _HANDLES[self.handle] = self
 
     def __call__(self, costs: Tensor, noise: Tensor | None, target: Tensor | None = None,
-                 training: bool = True, needs_grad: bool = True) -> Tensor:
+                 training: bool = True, needs_grad: bool = True, *, A: Tensor | None = None,
+                 b: Tensor | None = None, known: Tensor | None = None, A_grad: bool = False,
+                 b_grad: bool = False, keep_aux: bool = False, aux_known_rescales: bool = False
+                 ) -> Tensor | tuple[Tensor, Tensor]:
         """The layer's solution for minimisation costs ``costs`` plus ``noise`` (or
-        None), differentiable in ``costs``: one node in a compiled graph. ``target``,
-        ``training`` and ``needs_grad`` reach the estimator as in eager mode."""
-        return torch.ops.combolayer.solve(costs, noise, target, self.handle, training,
-                                          needs_grad)[0]
+        None), differentiable in ``costs`` (and in per-call rows ``A``, ``b`` where
+        ``A_grad``, ``b_grad``): one node in a compiled graph. ``target``, ``training``,
+        ``needs_grad`` and the known cost ``known`` (minimisation form) reach the
+        estimator as in eager mode; with ``keep_aux``, ``(y, aux)``. With
+        ``aux_known_rescales`` the projection rescaled ``w``, which a known cost on the
+        auxiliaries forbids (`project_with_known`): checked on the values here."""
+        outputs = torch.ops.combolayer.solve(costs, noise, target, A, b, known, self.handle,
+                                             training, needs_grad, A_grad, b_grad,
+                                             keep_aux, aux_known_rescales)
+        return (outputs[0], outputs[1]) if keep_aux else outputs[0]
 
-    def saved_like(self, costs: Tensor, training: bool,
-                   needs_grad: bool) -> tuple[Tensor, ...] | None:
-        """Empty tensors shaped as those the estimator's forward saves for ``costs``, or
-        None when it saves none (no gradient path)."""
+    def saved_like(self, costs: Tensor, training: bool, needs_grad: bool,
+                   A: Tensor | None = None, b: Tensor | None = None, A_grad: bool = False,
+                   b_grad: bool = False) -> tuple[Tensor, ...] | None:
+        """Empty tensors shaped as those the estimator's forward saves for ``costs`` (and
+        the rows), or None when it saves none (no gradient path)."""
         if not needs_grad:
             return None
-        return self.estimator.saved_like(self.solver, _as_given(costs, needs_grad), training)
+        return self.estimator.saved_like(self.solver, _as_given(costs, needs_grad), training,
+                                         **self._rows(A, b, A_grad, b_grad))
+
+    def aux_like(self, costs: Tensor) -> Tensor:
+        """An empty tensor shaped as ``return_aux``'s auxiliaries for ``costs``."""
+        batch = costs.shape[: costs.dim() - len(self.solver.cost_shape)]
+        return costs.new_empty((*batch, self.solver.num_aux))
 
     def forward(self, costs: Tensor, noise: Tensor | None, target: Tensor | None,
-                training: bool, needs_grad: bool) -> list[Tensor]:
-        check_costs(self.solver.spec, costs, "w after projection")
+                A: Tensor | None, b: Tensor | None, known: Tensor | None, training: bool,
+                needs_grad: bool, A_grad: bool, b_grad: bool, keep_aux: bool,
+                aux_known_rescales: bool) -> list[Tensor]:
+        spec = self.solver.spec
+        # the call's own inputs first, as eager mode checks them (a NaN known cost makes
+        # the projected costs NaN too)
+        for name, value in (("A", A), ("b", b), ("known_cost", known)):
+            if value is not None and not bool(torch.isfinite(value).all()):
+                raise ValueError(f"{name} must be finite, got NaN or inf entries for "
+                                 f"{spec.label}")
+        check_costs(spec, costs, "w after projection")
         if self.floor is not None:
-            check_floor(self.solver.spec, self.floor, costs)
+            check_floor(spec, self.floor, costs)
+        if aux_known_rescales:
+            check_known_on_aux(spec, known)
+        if known is not None:
+            refuse_instance_known_cost(self.estimator)
         if noise is not None:
             costs = costs + noise
+        # what the solves produce besides the solutions: the auxiliaries, the instances
+        # the rows left infeasible (eager mode's `Recorder` around the same solver)
+        recorder = Recorder(self.solver, keep_aux) if keep_aux or A is not None else None
+        solver = self._bound(recorder or self.solver, A, b, known)
         output, saved = self.estimator.forward(
-            self.solver, _as_given(costs, needs_grad), target=target, training=training)
+            solver, _as_given(costs, needs_grad), target=target, training=training,
+            **self._rows(A, b, A_grad, b_grad))
+        if A is not None and self.flag is not None:
+            self.flag(recorder.infeasible, A)
         if not needs_grad:
             saved = None
-        expected = self.saved_like(costs, training, needs_grad)
+        expected = self.saved_like(costs, training, needs_grad, A, b, A_grad, b_grad)
         got = None if saved is None else tuple(saved)
         if _shapes(got) != _shapes(expected):
             raise RuntimeError(
                 f"{type(self.estimator).__name__}.saved_like declares saved tensors "
                 f"{_shapes(expected)} but its forward saved {_shapes(got)}: torch.compile "
                 "needs the two to agree")
+        aux = [aux_of_output(self.estimator, self.solver, output, recorder.aux)] \
+            if keep_aux else []
         # an operator's outputs may alias neither its inputs nor each other
-        seen = {t.untyped_storage().data_ptr() for t in (costs, noise, target)
+        seen = {t.untyped_storage().data_ptr() for t in (costs, noise, target, A, b, known)
                 if t is not None and t.numel()}
         outputs = []
-        for t in (output, *(got or ())):
+        for t in (output, *aux, *(got or ())):
             # contiguous, as the fake implementation's empty_like: inductor checks strides
             # (a sample axis moved to the front is not)
             t = t.detach().contiguous()
@@ -140,15 +196,43 @@ class CompiledSolve:
             outputs.append(t)
         return outputs
 
-    def backward(self, grad: Tensor, costs: Tensor, saved: list[Tensor]) -> Tensor:
+    def backward(self, grad: Tensor, costs: Tensor, A: Tensor | None, b: Tensor | None,
+                 known: Tensor | None, saved: list[Tensor]) -> tuple[Tensor, ...]:
+        """``(dL/dcosts, dL/dA, dL/db)``, the rows' None where they have no gradient."""
         if self.estimator.differentiable_backward:
-            return self.estimator_backward(grad, costs, saved)
-        return torch.ops.combolayer.solve_backward(grad, costs, saved, self.handle)
+            # traced: a backward of torch ops calls no solver, so none is bound (binding
+            # a known cost reads its values)
+            return self.estimator_backward(grad, costs, A, b, None, saved, bind=False)
+        grads = torch.ops.combolayer.solve_backward(grad, costs, A, b, known, saved,
+                                                    self.handle)
+        return (grads[0], *grads[1:]) if len(grads) == 3 else (grads[0], None, None)
 
-    def estimator_backward(self, grad: Tensor, costs: Tensor, saved: list[Tensor]) -> Tensor:
-        """``dL/dcosts`` from the estimator's backward (the layer hands the operator no
-        rows: `combolayer.estimators.base.costs_backward`)."""
-        return costs_backward(self.estimator, self.solver, grad, costs, *saved)
+    def estimator_backward(self, grad: Tensor, costs: Tensor, A: Tensor | None,
+                           b: Tensor | None, known: Tensor | None,
+                           saved: list[Tensor], bind: bool = True) -> tuple[Tensor, ...]:
+        """``(dL/dcosts, dL/dA, dL/db)`` from the estimator's backward, on the solver with
+        the call's rows and known cost bound (``bind``), as eager mode's shells call it."""
+        solver = self._bound(self.solver, A, b, known) if bind else self.solver
+        if self.estimator.row_gradients:
+            return tuple(self.estimator.backward(solver, grad, costs, A, b, *saved))
+        return self.estimator.backward(solver, grad, costs, *saved), None, None
+
+    def _bound(self, solver: Any, A: Tensor | None, b: Tensor | None,
+               known: Tensor | None) -> Any:
+        """``solver`` with the call's known cost, then its rows, bound (eager mode's order)."""
+        if known is not None:
+            solver = KnownBound(solver, known)
+        return solver if A is None else RowBound(solver, A, b)
+
+    def _rows(self, A: Tensor | None, b: Tensor | None, A_grad: bool,
+              b_grad: bool) -> dict[str, Any]:
+        """The rows as a row-gradient estimator's forward takes them (each requiring a
+        gradient where the layer's did), nothing for any other estimator."""
+        if not self.estimator.row_gradients:
+            return {}
+        if A is None:
+            return {"A": None, "b": None}
+        return {"A": _as_given(A, A_grad), "b": _as_given(b, b_grad)}
 
 
 def _as_given(costs: Tensor, needs_grad: bool) -> Tensor:
@@ -173,48 +257,72 @@ def _entry(handle: int) -> CompiledSolve:
 
 
 @torch.library.custom_op("combolayer::solve", mutates_args=())
-def _solve(costs: Tensor, noise: Tensor | None, target: Tensor | None, handle: int,
-           training: bool, needs_grad: bool) -> list[Tensor]:
-    return _entry(handle).forward(costs, noise, target, training, needs_grad)
+def _solve(costs: Tensor, noise: Tensor | None, target: Tensor | None, A: Tensor | None,
+           b: Tensor | None, known: Tensor | None, handle: int, training: bool,
+           needs_grad: bool, A_grad: bool, b_grad: bool, keep_aux: bool,
+           aux_known_rescales: bool) -> list[Tensor]:
+    return _entry(handle).forward(costs, noise, target, A, b, known, training, needs_grad,
+                                  A_grad, b_grad, keep_aux, aux_known_rescales)
 
 
 @_solve.register_fake
-def _(costs: Tensor, noise: Tensor | None, target: Tensor | None, handle: int,
-      training: bool, needs_grad: bool) -> list[Tensor]:
-    saved = _entry(handle).saved_like(costs, training, needs_grad)
-    return [torch.empty_like(costs), *(torch.empty_like(t) for t in saved or ())]
+def _(costs: Tensor, noise: Tensor | None, target: Tensor | None, A: Tensor | None,
+      b: Tensor | None, known: Tensor | None, handle: int, training: bool, needs_grad: bool,
+      A_grad: bool, b_grad: bool, keep_aux: bool, aux_known_rescales: bool) -> list[Tensor]:
+    entry = _entry(handle)
+    saved = entry.saved_like(costs, training, needs_grad, A, b, A_grad, b_grad)
+    aux = [entry.aux_like(costs)] if keep_aux else []
+    return [torch.empty_like(costs), *aux, *(torch.empty_like(t) for t in saved or ())]
 
 
 def _setup_context(ctx: Any, inputs: tuple, output: list[Tensor]) -> None:
-    costs, noise, _, handle, training, needs_grad = inputs
+    (costs, noise, _, A, b, known, handle, training, needs_grad, A_grad, b_grad, keep_aux,
+     _) = inputs
     ctx.handle = handle
     # None: the estimator's forward saved nothing, so no gradient reaches the costs
-    ctx.gradient = _entry(handle).saved_like(costs, training, needs_grad) is not None
+    ctx.gradient = _entry(handle).saved_like(costs, training, needs_grad, A, b, A_grad,
+                                             b_grad) is not None
     # the backward sees the solver's input, as the estimators' shells save it
-    ctx.save_for_backward(costs if noise is None else costs + noise, *output[1:])
+    ctx.save_for_backward(costs if noise is None else costs + noise, A, b, known,
+                          *output[1 + keep_aux:])
 
 
-def _backward(ctx: Any, grads: list[Tensor]) -> tuple[Tensor | None, None, None, None, None,
-                                                      None]:
+def _backward(ctx: Any, grads: list[Tensor]) -> tuple[Tensor | None, ...]:
+    no_grad = (None,) * 7  # the handle and the booleans
     if not ctx.gradient:
-        return None, None, None, None, None, None
-    costs, *saved = ctx.saved_tensors
-    return _entry(ctx.handle).backward(grads[0], costs, saved), None, None, None, None, None
+        return None, None, None, None, None, None, *no_grad
+    costs, A, b, known, *saved = ctx.saved_tensors
+    d_costs, d_A, d_b = _entry(ctx.handle).backward(grads[0], costs, A, b, known, saved)
+    return d_costs, None, None, d_A, d_b, None, *no_grad
 
 
 _solve.register_autograd(_backward, setup_context=_setup_context)
 
 
 @torch.library.custom_op("combolayer::solve_backward", mutates_args=())
-def _solve_backward(grad: Tensor, costs: Tensor, saved: list[Tensor], handle: int) -> Tensor:
+def _solve_backward(grad: Tensor, costs: Tensor, A: Tensor | None, b: Tensor | None,
+                    known: Tensor | None, saved: list[Tensor], handle: int) -> list[Tensor]:
     check_upstream(grad)
     with torch.no_grad():
-        return _entry(handle).estimator_backward(grad, costs, saved)
+        d_costs, d_A, d_b = _entry(handle).estimator_backward(grad, costs, A, b, known, saved)
+    if not _gives_rows(handle, A):
+        return [d_costs]
+    return [d_costs, torch.zeros_like(A) if d_A is None else d_A.contiguous(),
+            torch.zeros_like(b) if d_b is None else d_b.contiguous()]
 
 
 @_solve_backward.register_fake
-def _(grad: Tensor, costs: Tensor, saved: list[Tensor], handle: int) -> Tensor:
-    return torch.empty_like(costs)
+def _(grad: Tensor, costs: Tensor, A: Tensor | None, b: Tensor | None, known: Tensor | None,
+      saved: list[Tensor], handle: int) -> list[Tensor]:
+    if not _gives_rows(handle, A):
+        return [torch.empty_like(costs)]
+    return [torch.empty_like(costs), torch.empty_like(A), torch.empty_like(b)]
+
+
+def _gives_rows(handle: int, A: Tensor | None) -> bool:
+    """Whether ``solve_backward`` returns the rows' gradients too: a row-gradient
+    estimator's, on a call with rows."""
+    return A is not None and _entry(handle).estimator.row_gradients
 
 
 def noise_handle(layer: Any) -> int:

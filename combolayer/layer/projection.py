@@ -204,26 +204,37 @@ def _sum_is_fixed(spec: Spec) -> bool:
 
 
 def project_with_known(projection: Transform, name: Any, spec: Spec, w: Tensor,
-                       known: Tensor) -> Tensor:
+                       known: Tensor, check: bool = True) -> Tensor:
     """The projection ``projection`` (built for ``spec`` from ``name``) of ``w`` with a
     per-call known cost ``known`` (``(*batch, num_vars)``, the spec's sense): it acts on
     the total cost on the outputs, ``P(w + k) - k`` (`AroundKnown`), so the solution is
     that of ``w`` and ``"auto"`` normalises the whole cost, as with a spec-level known
     cost. A per-call known cost on the auxiliaries keeps the scale of ``w`` meaningful:
     a projection that rescales or shifts (``"auto"``, ``"norm"``, ``"std"``, ``"mean"``)
-    then raises ``ValueError``, unless the spec's own known cost already made ``"auto"``
-    the hull projection alone."""
-    n = math.prod(spec.cost_shape)
-    on_outputs = known[..., :n].reshape(w.shape)
-    if bool((known[..., n:] != 0).any()):
-        rescales = name in SCALING_PROJECTIONS or (
-            name in ("auto", "auto-exact") and (isinstance(projection, AroundKnown)
-                                                or not has_known_cost(spec)))
-        if rescales:
-            raise ValueError(
-                f"projection {name!r} rescales w, but the per-call known_cost of "
-                f"{spec.label} weighs its auxiliaries, so the scale of w changes the "
-                "solution: use projection='plane' (the hull projection alone) or 'none'")
+    then raises ``ValueError`` (`check_known_on_aux`; ``check=False`` leaves that to the
+    caller, which knows from `known_rescales` whether it must), unless the spec's own
+    known cost already made ``"auto"`` the hull projection alone."""
+    on_outputs = known[..., : math.prod(spec.cost_shape)].reshape(w.shape)
+    if check and known_rescales(projection, name, spec):
+        check_known_on_aux(spec, known)
     if isinstance(projection, AroundKnown):
         return projection(w, on_outputs)
     return projection(w + on_outputs) - on_outputs
+
+
+def known_rescales(projection: Transform, name: Any, spec: Spec) -> bool:
+    """Whether the projection ``projection`` (built for ``spec`` from ``name``) rescales or
+    shifts ``w``, which a per-call known cost on the auxiliaries forbids."""
+    return name in SCALING_PROJECTIONS or (
+        name in ("auto", "auto-exact") and (isinstance(projection, AroundKnown)
+                                            or not has_known_cost(spec)))
+
+
+def check_known_on_aux(spec: Spec, known: Tensor) -> None:
+    """``ValueError`` when the per-call known cost ``known`` weighs an auxiliary of
+    ``spec``, under a projection that `known_rescales`."""
+    if bool((known[..., math.prod(spec.cost_shape):] != 0).any()):
+        raise ValueError(
+            f"the projection rescales w, but the per-call known_cost of {spec.label} weighs "
+            "its auxiliaries, so the scale of w changes the solution: use "
+            "projection='plane' (the hull projection alone) or 'none'")
