@@ -53,6 +53,38 @@ def check_grid_model_is_read(model, costs: np.ndarray) -> None:
     np.testing.assert_allclose(np.sum(costs * theirs, 1), np.sum(costs * read, 1), atol=1e-9)
 
 
+#: Assignment costs for a facility model (three assignments, two to make, the first
+#: only with the depot open at its known cost 5): the first row pays it, the others
+#: do not, whichever way the known cost is dropped or counted.
+FACILITY_COSTS = np.vstack([[-2.0, 0.0, 0.5], [-6.0, 0.0, 0.5],
+                            np.random.default_rng(7).uniform(-8.0, 2.0, (10, 3))])
+
+
+def check_known_terms_are_read(model, costs: np.ndarray = FACILITY_COSTS) -> None:
+    """A PyEPO facility ``model`` (costs on three assignments, the depot ``z`` with the
+    objective coefficient 5 in the model, which ``setObj`` leaves alone): its spec has
+    that known cost, and the spec's solver and the model behind ``from_pyepo`` reach the
+    model's own objective values; a call with another known cost leaves the model's
+    own coefficient in place."""
+    backend = cl.backends.from_pyepo(model)
+    spec = backend.spec
+    assert spec.known_cost == [0.0, 0.0, 0.0, 5.0]
+    theirs = []
+    for row in costs:
+        model.setObj(row)
+        theirs.append(model.solve()[1])
+    for solver in (cl.make_solver(spec, backend="highs"), cl.make_solver(spec, backend=backend)):
+        y, aux = solver.solve(costs, return_aux=True)
+        objective = np.sum(costs * y, 1) + np.hstack([y, aux]) @ np.array(spec.known_cost)
+        np.testing.assert_allclose(objective, theirs, atol=1e-6)
+    free = np.zeros(spec.num_vars)
+    np.testing.assert_allclose(
+        cl.make_solver(spec, backend=backend).solve(costs, known_cost=free),
+        cl.make_solver(spec, backend="highs").solve(costs, known_cost=free), atol=1e-9)
+    model.setObj(costs[0])
+    assert model.solve()[1] == pytest.approx(theirs[0])  # the model's 5 is back
+
+
 def check_knapsack_model_is_read(model, weights: np.ndarray, capacities: list[float],
                                  values: np.ndarray) -> np.ndarray:
     """A PyEPO knapsack ``model``: its spec is read as a binary maximisation that solves

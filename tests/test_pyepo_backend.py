@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from pyepo_kit import check_known_terms_are_read
 from testkit import PickMin
 from testkit import skip_unless_installed as available
 
@@ -65,6 +66,37 @@ def test_knapsack_max_sense_folded_once():
     ours = cl.make_solver(spec).solve(values)
     np.testing.assert_allclose(np.sum(values * theirs, 1), np.sum(values * ours, 1), atol=1e-9)
     assert (theirs @ weights.T <= 20.0 + 1e-9).all()
+
+
+def test_objective_terms_on_other_variables_are_the_specs_known_cost():
+    import gurobipy as gp
+
+    class Facility(grb.optGrbModel):
+        def _getModel(self):
+            m = gp.Model()
+            x = m.addVars(3, vtype=gp.GRB.BINARY, name="x")
+            z = m.addVar(vtype=gp.GRB.BINARY, obj=5.0, name="z")
+            m.addConstr(x.sum() == 2)
+            m.addConstr(x[0] <= z)
+            return m, x
+
+    check_known_terms_are_read(Facility())
+
+
+def test_a_gurobi_objective_sense_other_than_the_models_is_refused():
+    import gurobipy as gp
+
+    class Facility(grb.optGrbModel):
+        def _getModel(self):
+            m = gp.Model()
+            x = m.addVars(2, vtype=gp.GRB.BINARY)
+            m.addVar(vtype=gp.GRB.BINARY, obj=5.0)
+            return m, x
+
+    model = Facility()
+    model._model.ModelSense = gp.GRB.MAXIMIZE  # after PyEPO read its sense as min
+    with pytest.raises(cl.SpecError, match="modelSense min but its solver's objective maxim"):
+        _ = cl.backends.from_pyepo(model).spec
 
 
 def test_pyepo_model_trains_behind_combo_layer(path_model):

@@ -4,7 +4,12 @@ why it cannot (callbacks, shared costs, quadratic rows)."""
 import numpy as np
 import pytest
 import torch
-from pyepo_kit import check_grid_model_is_read, check_knapsack_model_is_read, own_objectives
+from pyepo_kit import (
+    check_grid_model_is_read,
+    check_knapsack_model_is_read,
+    check_known_terms_are_read,
+    own_objectives,
+)
 
 import combolayer as cl
 
@@ -80,3 +85,18 @@ def test_a_copt_model_with_several_objectives_is_refused():
     model._model.setObjectiveN(1, columns[1] * 1.0)
     with pytest.raises(cl.SpecError, match="has MultiObjs"):
         _ = cl.backends.from_pyepo(model).spec
+
+
+def test_objective_terms_on_other_variables_are_the_specs_known_cost():
+    from coptpy import COPT, Envr
+
+    class Facility(copt.optCoptModel):
+        def _getModel(self):
+            m = Envr().createModel()
+            x = m.addVars(3, vtype=COPT.BINARY, nameprefix="x")
+            z = m.addVar(vtype=COPT.BINARY, obj=5.0, name="z")
+            m.addConstr(x.sum() == 2)
+            m.addConstr(x[0] <= z)
+            return m, x
+
+    check_known_terms_are_read(Facility())

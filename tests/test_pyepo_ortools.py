@@ -4,7 +4,12 @@ constraints."""
 import numpy as np
 import pytest
 import torch
-from pyepo_kit import check_grid_model_is_read, check_knapsack_model_is_read, own_objectives
+from pyepo_kit import (
+    check_grid_model_is_read,
+    check_knapsack_model_is_read,
+    check_known_terms_are_read,
+    own_objectives,
+)
 
 import combolayer as cl
 
@@ -154,3 +159,19 @@ def test_cp_sat_proto_read_from_its_text_form_as_newer_or_tools_hands_it_out():
     proto = model._model.Proto()
     model._model.Proto = lambda: TextOnly(proto)
     assert cl.backends.from_pyepo(model).spec == direct
+
+
+def test_objective_terms_on_other_variables_are_the_specs_known_cost():
+    from ortools.linear_solver import pywraplp
+
+    class Facility(ort.optOrtModel):
+        def _getModel(self):
+            m = pywraplp.Solver.CreateSolver("SCIP")
+            x = {i: m.BoolVar(f"x{i}") for i in range(3)}
+            z = m.BoolVar("z")
+            m.Add(sum(x.values()) == 2)
+            m.Add(x[0] <= z)
+            m.Objective().SetCoefficient(z, 5.0)
+            return m, x
+
+    check_known_terms_are_read(Facility())

@@ -154,6 +154,8 @@ def ilp_from_gurobi(optmodel: Any) -> ILP:
     upper = np.array([v.UB for v in variables], dtype=float)
     return _ilp_from_rows(
         optmodel, [v.index for v in _cost_variables(optmodel)], model.getA(),
+        objective=np.array(model.getAttr("Obj", variables), dtype=float),
+        maximize=model.ModelSense == -1,
         row_lower=np.where(senses == "<", -np.inf, rhs),
         row_upper=np.where(senses == ">", np.inf, rhs),
         lower=np.where(lower <= -1e30, -np.inf, lower),
@@ -202,6 +204,8 @@ def ilp_from_copt(optmodel: Any) -> ILP:
     return _ilp_from_rows(
         optmodel, [v.index for v in _cost_variables(optmodel)],
         sp.csr_matrix(model.getA(), shape=(len(constrs), len(variables))),
+        objective=np.array(model.getInfo(COPT.Info.Obj, variables), dtype=float).reshape(-1),
+        maximize=model.ObjSense == COPT.MAXIMIZE,
         row_lower=row_lower, row_upper=row_upper, lower=lower, upper=upper,
         integrality=_integrality(optmodel, [v.vtype for v in variables],
                                  [v.name for v in variables]),
@@ -283,6 +287,8 @@ def _ilp_from_linear_solver(optmodel: Any) -> ILP:
     integer = np.array([v.is_integer for v in proto.variable], dtype=bool)
     return _ilp_from_rows(
         optmodel, [v.index() for v in _cost_variables(optmodel)], A,
+        objective=np.array([v.objective_coefficient for v in proto.variable], dtype=float),
+        maximize=proto.maximize,
         row_lower=np.array([c.lower_bound for c in proto.constraint], dtype=float),
         row_upper=np.array([c.upper_bound for c in proto.constraint], dtype=float),
         lower=lower, upper=upper,
@@ -458,8 +464,9 @@ def _check_pyomo_components(optmodel: Any, model: Any) -> None:
 
 
 def _ilp(optmodel: Any, num_costs: int, A_ub, b_ub, A_eq, b_eq, integrality, lower,
-         upper) -> ILP:
-    """The ILP of a read model: its first ``num_costs`` columns are the costs' variables."""
+         upper, known: np.ndarray | None = None) -> ILP:
+    """The ILP of a read model: its first ``num_costs`` columns are the costs' variables;
+    ``known`` is the known cost of every column (None: none)."""
     return ILP.from_matrices(
         shape=[num_costs], A_ub=A_ub if A_ub.shape[0] else None,
         b_ub=b_ub if A_ub.shape[0] else None, A_eq=A_eq if A_eq.shape[0] else None,
@@ -468,18 +475,24 @@ def _ilp(optmodel: Any, num_costs: int, A_ub, b_ub, A_eq, b_eq, integrality, low
         upper=[np.inf if u is None else u for u in upper],
         sense="min" if _model_sign(optmodel) > 0 else "max",
         num_aux=len(lower) - num_costs,
+        known_cost=known if known is not None and known.any() else None,
     )
 
 
 def _ilp_from_rows(optmodel: Any, cost_columns: list[int], A: Any, row_lower: np.ndarray,
                    row_upper: np.ndarray, lower: np.ndarray, upper: np.ndarray,
-                   integrality: list[str]) -> ILP:
+                   integrality: list[str], objective: np.ndarray | None = None,
+                   maximize: bool = False) -> ILP:
     """The ILP of a model read as ``row_lower <= A x <= row_upper``, ``lower <= x <= upper``
     (+-inf where there is no bound), in the model's column order.
 
     The costs' variables (``cost_columns``, in PyEPO's cost order) become the first
     columns and every other variable follows as auxiliary; a row with equal bounds is an
-    equality, one with two finite bounds two ``<=`` rows.
+    equality, one with two finite bounds two ``<=`` rows. ``objective`` is the model's
+    own objective coefficient of each column (``maximize``: its sense): PyEPO's
+    ``setObj`` rewrites only the costs' variables, so the coefficients on the others
+    (a facility's opening cost) stay in every solve and become the ILP's known cost;
+    those on the costs' variables are the last costs set, not a known cost.
     """
     if (len(cost_columns) != optmodel.num_cost
             or len(set(cost_columns)) != len(cost_columns)):
@@ -493,6 +506,16 @@ def _ilp_from_rows(optmodel: Any, cost_columns: list[int], A: Any, row_lower: np
         raise SpecError(f"PyEPO model {optmodel!r} has a variable without a finite lower "
                         f"bound (variable {order[unbounded[0]]} of the model); combolayer's "
                         "ILP needs finite lower bounds: pass a spec")
+    known = None
+    if objective is not None:
+        known = np.asarray(objective, dtype=float)[order]
+        known[: len(cost_columns)] = 0.0
+        if known.any() and maximize != (_model_sign(optmodel) < 0):
+            raise SpecError(f"PyEPO model {optmodel!r} has modelSense "
+                            f"{'min' if _model_sign(optmodel) > 0 else 'max'} but its solver's "
+                            f"objective {'maximises' if maximize else 'minimises'} the known "
+                            "terms on its other variables: expected the same sense (set both, "
+                            "or pass a spec)")
     A = sp.csc_matrix(A)[:, order].tocsr()
     eq = (row_lower == row_upper) & np.isfinite(row_upper)
     le = np.isfinite(row_upper) & ~eq
@@ -500,7 +523,7 @@ def _ilp_from_rows(optmodel: Any, cost_columns: list[int], A: Any, row_lower: np
     return _ilp(optmodel, len(cost_columns), sp.vstack([A[le], -A[ge]], format="csr"),
                 np.concatenate([row_upper[le], -row_lower[ge]]), A[eq], row_upper[eq],
                 [integrality[j] for j in order], lower[order].tolist(),
-                [None if np.isposinf(u) else float(u) for u in upper[order]])
+                [None if np.isposinf(u) else float(u) for u in upper[order]], known)
 
 
 def _on_host(solution: Any) -> np.ndarray:
@@ -511,11 +534,83 @@ def _on_host(solution: Any) -> np.ndarray:
     return np.asarray(solution, dtype=np.float64)
 
 
+class _Auxiliaries:
+    """A Gurobi, COPT or pywraplp model's variables other than the costs' (the spec's
+    auxiliaries, in its order): their objective coefficients, set for a solve with a
+    known cost and put back after it, and their values after a solve."""
+
+    def __init__(self, optmodel: Any, package: str) -> None:
+        self.model = model = optmodel._model
+        self.package = package
+        if package == "ortools":
+            variables, index = model.variables(), lambda v: v.index()
+        else:
+            variables, index = model.getVars(), lambda v: v.index
+        chosen = {index(v) for v in _cost_variables(optmodel)}
+        self.variables = [v for v in variables if index(v) not in chosen]
+
+    @classmethod
+    def of(cls, optmodel: Any) -> _Auxiliaries | None:
+        """The model's auxiliaries, or None for a model whose objective is not read here."""
+        if _dsl_problem(optmodel) is not None or _is_mpax(optmodel):
+            return None
+        model = getattr(optmodel, "_model", None)
+        if type(model).__module__.startswith(("coptpy", "coptcore")):
+            return cls(optmodel, "coptpy")
+        if type(model).__module__.startswith("gurobipy"):
+            return cls(optmodel, "gurobipy")
+        if hasattr(model, "ExportModelToProto"):
+            return cls(optmodel, "ortools")
+        return None
+
+    def objective(self) -> np.ndarray:
+        if not self.variables:
+            return np.zeros(0)
+        if self.package == "gurobipy":
+            return np.array(self.model.getAttr("Obj", self.variables), dtype=float)
+        if self.package == "coptpy":
+            from coptpy import COPT
+
+            return np.array(self.model.getInfo(COPT.Info.Obj, self.variables),
+                            dtype=float).reshape(-1)
+        objective = self.model.Objective()
+        return np.array([objective.GetCoefficient(v) for v in self.variables], dtype=float)
+
+    def set_objective(self, values: np.ndarray) -> None:
+        if not self.variables:
+            return
+        if self.package == "gurobipy":
+            self.model.setAttr("Obj", self.variables, values.tolist())
+        elif self.package == "coptpy":
+            from coptpy import COPT
+
+            self.model.setInfo(COPT.Info.Obj, self.variables, values.tolist())
+        else:
+            objective = self.model.Objective()
+            for v, value in zip(self.variables, values.tolist(), strict=True):
+                objective.SetCoefficient(v, value)
+
+    def values(self) -> np.ndarray:
+        if not self.variables:
+            return np.zeros(0)
+        if self.package == "gurobipy":
+            return np.array(self.model.getAttr("X", self.variables), dtype=float)
+        if self.package == "coptpy":
+            from coptpy import COPT
+
+            return np.array(self.model.getInfo(COPT.Info.Value, self.variables),
+                            dtype=float).reshape(-1)
+        return np.array([v.solution_value() for v in self.variables], dtype=float)
+
+
 class _PyEPOKernel(KernelDefaults):
     """Minimise ``<c, y>`` row by row with the model's own solver (setObj, solve).
 
     The model's sense is folded in once, as ``sign``: a maximising model gets ``-c``.
-    One model is not thread-safe, hence the lock.
+    Full-width costs (the `Solver`'s known cost, or a call for the auxiliaries) set the
+    objective of the model's other variables too, for the batch, and return their
+    values (Gurobi, COPT and pywraplp models); the model's own coefficients are put
+    back after the batch. One model is not thread-safe, hence the lock.
     """
 
     array_api = "numpy"
@@ -526,11 +621,21 @@ class _PyEPOKernel(KernelDefaults):
         self.num_outputs = num_outputs
         self._lock = threading.Lock()
 
-    def _set_costs(self, row: np.ndarray) -> None:
-        if len(row) != self.num_outputs:
+    def _auxiliaries(self, width: int) -> _Auxiliaries | None:
+        """The model's auxiliaries for costs of ``width`` entries: None for the predicted
+        costs alone; SolverError where the model's objective is not read here or the
+        width is not the spec's."""
+        if width == self.num_outputs:
+            return None
+        aux = _Auxiliaries.of(self.optmodel)
+        if aux is None or width != self.num_outputs + len(aux.variables):
             raise SolverError(f"PyEPO model {self.optmodel!r} takes its {self.num_outputs} "
                               "predicted costs only: it cannot solve with a known cost or "
-                              "return the auxiliaries (a pyepo.dsl model can)")
+                              "return the auxiliaries (a pyepo.dsl model, or a Gurobi, COPT "
+                              "or pywraplp model with the spec read from it, can)")
+        return aux
+
+    def _set_costs(self, row: np.ndarray) -> None:
         self.optmodel.setObj(self.sign * row)
 
     def _solution(self, solution: Any, width: int) -> np.ndarray:
@@ -538,14 +643,27 @@ class _PyEPOKernel(KernelDefaults):
 
     def __call__(self, costs: np.ndarray) -> np.ndarray:
         out = np.empty_like(costs)
+        n = self.num_outputs
         with self._lock:
-            for b, row in enumerate(costs):
-                self._set_costs(row)
-                try:
-                    solution, _ = self.optmodel.solve()
-                except RuntimeError as error:  # PyEPO's "... found no solution (status 3)"
-                    _no_solution(self.optmodel, error)
-                out[b] = self._solution(solution, costs.shape[1])
+            aux = self._auxiliaries(costs.shape[1])
+            kept = None if aux is None else aux.objective()
+            try:
+                for b, row in enumerate(costs):
+                    self._set_costs(row if aux is None else row[:n])
+                    if aux is not None:
+                        aux.set_objective(self.sign * row[n:])
+                    try:
+                        solution, _ = self.optmodel.solve()
+                    except RuntimeError as error:  # PyEPO's "... found no solution (status 3)"
+                        _no_solution(self.optmodel, error)
+                    if aux is None:
+                        out[b] = self._solution(solution, costs.shape[1])
+                    else:
+                        out[b, :n] = self._solution(solution, n)
+                        out[b, n:] = aux.values()
+            finally:
+                if aux is not None:
+                    aux.set_objective(kept)
         # Solvers return integers within their tolerance; snap those to exact values.
         rounded = np.rint(out)
         return np.where(np.abs(out - rounded) < 1e-6, rounded, out) + 0.0
@@ -665,6 +783,9 @@ class _DslOrder:
         full = np.zeros((len(costs), len(self.order)))
         full[:, self.order[: costs.shape[1]]] = costs
         return full
+
+    def _auxiliaries(self, width: int) -> None:
+        return None  # full-width costs go into the model's order whole
 
     def _set_costs(self, row: np.ndarray) -> None:
         self.optmodel._setFullObj(self.sign * self._model_costs(row[None])[0])
