@@ -188,6 +188,67 @@ def test_pool_losses_refresh_with_solve_ratio_below_one_keep_whole_solutions():
         cl.losses.NCELoss(spec, pool=points[:4, : spec.num_outputs], backend="highs")
 
 
+
+def _two_dimensional_case(case: str):
+    """A spec whose costs are 2-D, float64 predictions and targets for it, and the known
+    cost of the call (None where the spec has its own)."""
+    g = torch.Generator().manual_seed(29)
+    if case == "ilp":
+        spec = cl.ILP(shape=[2, 2], num_aux=1, known_cost=[0, 0, 0, 0, 0.5],
+                      constraints=[cl.Constraint(coefs=[1, 1, 1, 1, 0], sense="<=", rhs=2),
+                                   cl.Constraint(coefs={0: 1, 4: -1}, sense="<=", rhs=0)])
+        known = None
+    else:
+        spec = (cl.problems.Matching(3, 3) if case == "matching"
+                else cl.problems.ShortestPath.grid(3, 3))
+        known = torch.rand(BATCH, 9, generator=g, dtype=torch.float64)
+    shape = (BATCH, *spec.cost_shape)
+    sign = -1.0 if case == "ilp" else 1.0  # the ILP's best answers take negative costs
+    c_hat = sign * torch.rand(shape, generator=g, dtype=torch.float64) + 0.1
+    c = sign * torch.rand(shape, generator=g, dtype=torch.float64) + 0.1
+    return spec, known, c_hat, c
+
+
+@pytest.mark.parametrize("case", ["matching", "grid", "ilp"])
+@pytest.mark.parametrize(("name", "options", "definition", "against_solutions"), POOL_LOSSES,
+                         ids=[case[0] for case in POOL_LOSSES])
+def test_pool_losses_refresh_on_a_two_dimensional_cost_shape_with_a_known_cost(
+        name, options, definition, against_solutions, case):
+    """Costs (B, rows, cols) with a known cost (the call's, or the ILP's own): the
+    refreshed pool holds each instance's optimum (float64 solves one at a time) and
+    nothing else, and the loss is the one over that pool (the ILP: the same call on
+    its 1-D twin, shape=[4])."""
+    cls = getattr(cl.losses, name)
+    spec, known, c_hat, c = _two_dimensional_case(case)
+    solver = cl.make_solver(spec)
+    target = solver.solve(c) if against_solutions else c
+    loss = cls(spec, reduction="none", **options)
+    value = loss(c_hat, target, known_cost=known)
+
+    optima = []
+    for i in range(BATCH):
+        if known is None:
+            y, aux = solver.solve(c_hat[i], return_aux=True)
+            optima.append(torch.cat([y.reshape(-1), aux.to(y)]))
+        else:
+            optima.append(solver.solve(c_hat[i], known_cost=known[i]).reshape(-1))
+    optima = torch.unique(torch.stack(optima), dim=0)
+    pool = loss.pool.solutions.to(optima)
+    assert torch.equal(torch.unique(pool, dim=0), optima)
+
+    if known is None:
+        flat_spec = cl.ILP(**{**spec.model_dump(), "shape": [4]})
+        flat_target = target.reshape(BATCH, 4)
+        expected = cls(flat_spec, reduction="none", **options)(c_hat.reshape(BATCH, 4),
+                                                               flat_target)
+    else:
+        seeded = cls(spec, solve_ratio=0.0, pool=optima.reshape(-1, *spec.cost_shape),
+                     reduction="none", **options)
+        expected = seeded(c_hat, target, known_cost=known)
+    assert value.shape == (BATCH,)
+    assert value.numpy() == pytest.approx(expected.numpy(), abs=1e-12)
+
+
 # --- PG: the finite difference of the whole optimal value ---------------------------------
 
 @pytest.mark.parametrize("two_sides", [False, True])

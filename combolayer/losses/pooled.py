@@ -66,7 +66,10 @@ class PooledLoss(SolverLoss):
         ``(B, num_vars)`` in min form, bound) with probability ``solve_ratio``."""
         if draw_exact(self.solve_ratio, self.generator):
             solver = self.solver if known is None else KnownBound(self.solver, known)
-            y, aux = self.solve_whole(solver, costs.detach())
+            # the solver reads the batch off the cost shape: give it (B, *cost_shape)
+            shaped = costs.detach().reshape(-1, *self.spec.cost_shape)
+            y, aux = self.solve_whole(solver, shaped)
+            y = y.reshape(-1, self.solver.num_outputs)
             whole = y if aux is None else torch.cat([y, aux], dim=-1)
             self.pool.add(whole[:, : self.solver.pool_width])
         if not len(self.pool):
