@@ -230,6 +230,8 @@ def tsp(
 def from_pyepo(dataset: Any, spec: Any = None) -> Data:
     """A PyEPO ``optDataset`` as a [`Data`][combolayer.data.Data]: its ``feats``, ``costs``
     and ``sols`` (float32 tensors, PyEPO's true solutions kept, not re-solved) and a spec.
+    A ``pyepo.dsl`` model's ``sols`` are whole solutions in the model's variable order:
+    the costs' variables are taken from them in the cost's order, the spec's outputs.
 
     Args:
         dataset: the PyEPO ``optDataset``.
@@ -240,8 +242,10 @@ def from_pyepo(dataset: Any, spec: Any = None) -> Data:
 
     Raises:
         SpecError: the model cannot be read and no spec is given.
-        ValueError: the spec's size differs from the dataset's costs.
+        ValueError: the spec's size differs from the dataset's costs, or its solutions
+            hold fewer values than the costs.
     """
+    from .interop.pyepo import dataset_solutions
     from .interop.pyepo import from_pyepo as wrap
 
     if spec is None:
@@ -253,5 +257,6 @@ def from_pyepo(dataset: Any, spec: Any = None) -> Data:
         raise ValueError(f"dataset costs have shape {tuple(costs.shape)} but {spec.label} "
                          f"expects (num_data, {n})")
     shape = (len(costs), *spec.cost_shape)
+    # a DSL model's sols are whole solutions in its own order: the outputs are picked out
     return Data(as_tensor(dataset.feats), costs.reshape(shape),
-                as_tensor(dataset.sols).reshape(shape), spec)
+                as_tensor(dataset_solutions(dataset, n)).reshape(shape), spec)

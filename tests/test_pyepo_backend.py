@@ -68,19 +68,37 @@ def test_knapsack_max_sense_folded_once():
     assert (theirs @ weights.T <= 20.0 + 1e-9).all()
 
 
+class Facility(grb.optGrbModel):
+    """Costs on three assignments, two to make; the first needs the depot ``z``, whose
+    opening cost 5 is in the model (a known cost: setObj leaves it alone)."""
+
+    def _getModel(self):
+        import gurobipy as gp
+
+        m = gp.Model()
+        x = m.addVars(3, vtype=gp.GRB.BINARY, name="x")
+        z = m.addVar(vtype=gp.GRB.BINARY, obj=5.0, name="z")
+        m.addConstr(x.sum() == 2)
+        m.addConstr(x[0] <= z)
+        return m, x
+
+
 def test_objective_terms_on_other_variables_are_the_specs_known_cost():
-    import gurobipy as gp
-
-    class Facility(grb.optGrbModel):
-        def _getModel(self):
-            m = gp.Model()
-            x = m.addVars(3, vtype=gp.GRB.BINARY, name="x")
-            z = m.addVar(vtype=gp.GRB.BINARY, obj=5.0, name="z")
-            m.addConstr(x.sum() == 2)
-            m.addConstr(x[0] <= z)
-            return m, x
-
     check_known_terms_are_read(Facility())
+
+
+def test_a_pool_seeded_from_a_dataset_without_the_auxiliaries_says_so():
+    from pyepo.data.dataset import optDataset
+
+    from combolayer.backends.pool import as_pool
+
+    model = Facility()
+    dataset = optDataset(model, np.zeros((2, 2)), np.array([[-6.0, 0.0, 0.5], [1.0, 0.0, 0.5]]))
+    spec = cl.backends.from_pyepo(model).spec  # a known cost: the pool keeps whole solutions
+    with pytest.raises(ValueError, match="sols hold 3 values per instance, expected 4"):
+        as_pool(dataset, spec)
+    np.testing.assert_array_equal(cl.data.from_pyepo(dataset).solutions.numpy(),
+                                  [[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]])
 
 
 def test_a_gurobi_objective_sense_other_than_the_models_is_refused():

@@ -131,3 +131,46 @@ def test_a_backend_reader_refuses_a_dsl_model_whose_costs_it_cannot_see(backend,
         getattr(readers, reader)(model)
     spec = cl.backends.from_pyepo(model).spec  # the DSL reader sees the permutation
     assert spec.constraints[0].coefs == {0: 6.0, 1: 3.0, 2: 1.0, 3: 2.0, 4: 5.0, 5: 4.0}
+
+
+# -- a PyEPO data set of a DSL model: its sols are whole solutions in the model's order ----
+
+
+def _dataset(problem, costs: np.ndarray):
+    from pyepo.data.dataset import optDataset
+
+    model = _compile(problem, "gurobi")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return optDataset(model, np.zeros((len(costs), 2)), costs)
+
+
+def test_data_from_a_permuted_dsl_cost_keeps_the_specs_order():
+    pytest.importorskip("gurobipy")
+    x = dsl.Variable(3, vtype=EPO.BINARY, lb=0, ub=1)
+    problem = dsl.Problem(dsl.Maximize(dsl.Parameter(3) @ x[[2, 0, 1]]), [dsl.sum(x) <= 1])
+    data = cl.data.from_pyepo(_dataset(problem, np.array([[1.0, 0.0, 0.0]])))
+    # the cost's first entry is on x[2], which the spec puts first
+    np.testing.assert_array_equal(data.solutions.numpy(), [[1.0, 0.0, 0.0]])
+    np.testing.assert_array_equal(data.solutions.numpy(),
+                                  cl.make_solver(data.spec).solve(data.costs.double().numpy()))
+
+
+@pytest.mark.parametrize("case", ["permuted cost", "cost on a subset", "known base cost"])
+def test_data_and_pool_from_a_dsl_dataset_are_the_specs_optima(case):
+    pytest.importorskip("gurobipy")
+    rng = np.random.default_rng(5)
+    problem = dict(_models(rng, EPO.BINARY, "max"))[case]
+    costs = rng.random((8, len(np.asarray(problem.c_pred_index))))
+    dataset = _dataset(problem, costs)
+    data = cl.data.from_pyepo(dataset)
+    y, aux = cl.make_solver(data.spec).solve(costs, return_aux=True)
+    np.testing.assert_allclose(data.solutions.numpy(), y, atol=1e-6)
+    from combolayer.backends.pool import as_pool
+
+    pool = as_pool(dataset, data.spec)
+    whole = np.hstack([y, aux])[:, : pool.num_outputs]  # a known cost: whole solutions
+    assert pool.num_outputs == (data.spec.num_vars if case == "known base cost" else len(y[0]))
+    pooled = pool.solutions.numpy()
+    assert all(np.isclose(pooled, row, atol=1e-6).all(1).any() for row in whole)
+

@@ -361,8 +361,12 @@ def as_pool(pool: Any, spec: Any) -> SolutionPool:
     if isinstance(pool, SolutionPool):
         return pool.bind(spec)
     fresh = SolutionPool(spec)
+    if hasattr(pool, "sols") and hasattr(pool, "model") and not hasattr(pool, "solutions"):
+        from ..interop.pyepo import dataset_solutions  # a PyEPO optDataset: its own order
+
+        pool = torch.from_numpy(dataset_solutions(pool, pool_width(spec)))
     if pool is not None:
-        fresh.seed(getattr(pool, "solutions", getattr(pool, "sols", pool)))
+        fresh.seed(getattr(pool, "solutions", pool))
     return fresh
 
 

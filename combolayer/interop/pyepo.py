@@ -51,7 +51,8 @@ from ..backends.solver import Kernel, KernelDefaults
 from ..errors import SolverError, SpecError
 from ..specs.base import ILP, Spec
 
-__all__ = ["PyEPOBackend", "PyEPOModelBackend", "from_pyepo", "ilp_from_copt", "ilp_from_dsl",
+__all__ = ["PyEPOBackend", "PyEPOModelBackend", "dataset_solutions", "from_pyepo",
+           "ilp_from_copt", "ilp_from_dsl",
            "ilp_from_gurobi", "ilp_from_mpax", "ilp_from_ortools", "ilp_from_pyomo"]
 
 #: Gurobi's (and COPT's) variable types as combolayer's integrality.
@@ -827,6 +828,38 @@ def dsl_order(problem: Any, optmodel: Any) -> np.ndarray:
                         f"costs onto the variables {index.tolist()} (of {n}): expected one "
                         "distinct variable per cost, so it cannot be read as an ILP")
     return np.concatenate([index, np.setdiff1d(np.arange(n), index)])
+
+
+def dataset_solutions(dataset: Any, width: int) -> np.ndarray:
+    """The first ``width`` columns of a PyEPO ``optDataset``'s true solutions (``sols``) in
+    the spec's variable order, as float64 ``(num_data, width)`` rows: the outputs
+    (``width`` = N) or, for a DSL model, whole solutions (``width`` = ``num_vars``).
+
+    A compiled ``pyepo.dsl`` model's ``sols`` are whole solutions in the model's variable
+    order; they are put in `dsl_order` (the costs' variables first, in the cost's
+    order). Any other model's ``sols`` are its costs' variables, in the cost's order.
+
+    Raises:
+        ValueError: the solutions hold fewer than ``width`` values per instance (a model
+            that is not a DSL one keeps no auxiliaries).
+    """
+    sols = np.asarray(dataset.sols, dtype=float)
+    sols = sols.reshape(len(sols), -1)
+    problem = _dsl_problem(dataset.model)
+    if problem is not None:
+        order = dsl_order(problem, dataset.model)
+        if sols.shape[1] != len(order):
+            raise ValueError(f"PyEPO dataset sols hold {sols.shape[1]} values per instance "
+                             f"but its DSL model {dataset.model!r} has {len(order)} variables: "
+                             "expected whole solutions in the model's order")
+        sols = sols[:, order]
+    if sols.shape[1] < width:
+        raise ValueError(f"PyEPO dataset sols hold {sols.shape[1]} values per instance, "
+                         f"expected {width} (the predicted costs' variables"
+                         f"{'' if width == dataset.model.num_cost else ' and the others'}); "
+                         "a PyEPO model that is not a pyepo.dsl one returns the costs' "
+                         "variables only")
+    return np.ascontiguousarray(sols[:, :width])
 
 
 def ilp_from_dsl(optmodel: Any) -> ILP:
