@@ -8,6 +8,8 @@ solution ``x = concat(y, aux)`` has the objective ``F(u, x) = <s u, y> + <s k, x
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -247,6 +249,52 @@ def test_pool_losses_refresh_on_a_two_dimensional_cost_shape_with_a_known_cost(
         expected = seeded(c_hat, target, known_cost=known)
     assert value.shape == (BATCH,)
     assert value.numpy() == pytest.approx(expected.numpy(), abs=1e-12)
+
+
+
+# --- SPO+ with its solution cache: the affine formula over per-instance solves ---------
+
+def _spo_plus_formula(spec, c_hat, c, known):
+    """``<2 c_hat - c, y* - y~> + <k, y* - y~>`` (min form) from float64 solves of each
+    instance on its own, with its known cost: the problems here have no auxiliaries."""
+    solver = cl.make_solver(spec)
+    s = float(solver.sign)
+    out = []
+    for i in range(len(c_hat)):
+        shifted = 2 * c_hat[i] - c[i]
+        y_star = solver.solve(c[i], known_cost=known[i]).reshape(-1)
+        y_tilde = solver.solve(shifted, known_cost=known[i]).reshape(-1)
+        out.append(s * (shifted.reshape(-1) + known[i]) @ (y_star - y_tilde))
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("case", ["topk_cache", "grid"])
+def test_spo_plus_with_a_cached_solver_counts_the_call_known_cost(case):
+    """A cached solver (solve_ratio < 1 with every solution seeded; the grid, whose
+    shifted step clips negatives) on a problem without auxiliaries: SPO+ with a per-call
+    known cost is the affine formula, as with solve_ratio=1."""
+    g = torch.Generator().manual_seed(41)
+    if case == "grid":
+        spec = cl.problems.ShortestPath.grid(3, 4, neighborhood=4)
+        loss = cl.losses.SPOPlusLoss(spec, reduction="none")
+    else:
+        spec = cl.problems.TopK(5, 2)
+        every = torch.zeros(10, 5, dtype=torch.float64)
+        for row, pair in enumerate(itertools.combinations(range(5), 2)):
+            every[row, list(pair)] = 1.0
+        loss = cl.losses.SPOPlusLoss(spec, solve_ratio=0.5, pool=every, reduction="none",
+                                     generator=torch.Generator().manual_seed(0))
+    assert loss.shifted_solver is not loss.solver  # the cached branch
+    shape = (BATCH, *spec.cost_shape)
+    c_hat = torch.rand(shape, generator=g, dtype=torch.float64) + 1.0
+    c = 1.9 * torch.rand(shape, generator=g, dtype=torch.float64) + 0.05  # 2 c_hat - c > 0
+    known = torch.rand(BATCH, spec.num_vars, generator=g, dtype=torch.float64)
+    value = loss(c_hat, c, known_cost=known)
+    expected = _spo_plus_formula(spec, c_hat, c, known)
+    assert value.numpy() == pytest.approx(expected.numpy(), abs=1e-12)
+    exact = cl.losses.SPOPlusLoss(spec, reduction="none")(c_hat, c, known_cost=known)
+    assert value.numpy() == pytest.approx(exact.numpy(), abs=1e-12)
+    assert (expected != 0).any()
 
 
 # --- PG: the finite difference of the whole optimal value ---------------------------------

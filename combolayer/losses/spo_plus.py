@@ -124,8 +124,9 @@ class SPOPlusLoss(SolverLoss):
             else:  # the pool keeps whole solutions: y*'s auxiliaries are needed
                 y_star, aux_star = solver.solve_min(c, return_aux=True)
             if cached:
-                whole = torch.cat([y_star.reshape(-1, solver.num_outputs),
-                                   aux_star.reshape(-1, solver.num_aux)], dim=1)
+                flat = y_star.reshape(-1, solver.num_outputs)  # (B, N); aux may be (B, 0)
+                whole = torch.cat([flat, aux_star.reshape(len(flat), solver.num_aux).to(flat)],
+                                  dim=1)
                 self.pool.add(whole[:, : solver.pool_width])
             y_tilde, aux_tilde = shifted_solver.solve_min(shifted.detach(), return_aux=True)
         # known_value is in the spec's sense: times sign, the min-sense <k, x>
