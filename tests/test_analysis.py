@@ -247,6 +247,21 @@ def test_project_shapes_dtypes_and_gradients():
         hull.project(torch.zeros(2, 4))
 
 
+def test_project_takes_integer_costs_in_floating_point():
+    hull = analyze(P.Matching(rows=2, cols=2))
+    w = [[1, 2], [3, 5]]
+    expected = hull.project(torch.tensor(w, dtype=torch.float64))
+    assert torch.allclose(expected, torch.tensor([[0.25, -0.25], [-0.25, 0.25]],
+                                                 dtype=torch.float64))
+    from_numpy = hull.project(np.array(w))
+    assert from_numpy.dtype == torch.float64 and torch.equal(from_numpy, expected)
+    from_torch = hull.project(torch.tensor(w))
+    assert from_torch.dtype == torch.get_default_dtype()
+    assert torch.allclose(from_torch, expected.to(from_torch.dtype))
+    with pytest.raises(TypeError, match="expects floating-point costs, got torch.int64"):
+        hull.transform()(torch.tensor(w))
+
+
 def test_layer_auto_projection_removes_invariant_gradient():
     layer = cl.ComboLayer(P.TopK(n=6, k=2))  # projection="auto" is the default
     w = torch.randn(3, 6, requires_grad=True)
@@ -358,3 +373,91 @@ def test_a_row_whose_slack_is_below_the_lp_s_resolution_is_never_an_equation(coe
                                    atol=1e-9)
     w = torch.tensor([0.0, 0.0, -1.0])
     assert cl.ComboLayer(spec)(w).tolist() == [1.0, 1.0, 1.0]
+
+
+def assert_hull_of(spec, outputs):
+    """LP mode is sound on ``outputs`` (every feasible output), exact mode is their hull,
+    and neither projection changes the solver's answer."""
+    lp, exact = cl.analyze(spec), cl.analyze(spec, exact=True)
+    for hull in (lp, exact):
+        np.testing.assert_allclose(outputs @ hull.normals.T,
+                                   np.tile(hull.offsets, (len(outputs), 1)), atol=1e-7)
+    assert_same_span(exact.normals, hull_normals(outputs))
+    assert set(lp.fixed.tolist()) <= set(exact.fixed.tolist())
+    rng = np.random.default_rng(0)
+    solver = cl.make_solver(spec, "highs")
+    w = rng.normal(size=(8, spec.num_outputs))
+    y = solver.solve(w)
+    np.testing.assert_array_equal(y, outputs[np.argmin(w @ outputs.T, axis=1)])
+    for hull in (lp, exact):
+        np.testing.assert_array_equal(solver.solve(hull.project(torch.from_numpy(w)).numpy()), y)
+
+
+@pytest.mark.parametrize("big, close", [(10_000_000, 10_000_001), (0.5, 0.5000001)])
+def test_two_close_coefficients_are_not_an_equation(big, close):
+    """Pick one of two: y0 + y1 == 1 and ``big y0 + close y1 <= close``, slack by
+    ``close - big`` at y = (1, 0): both points are solutions, and the layer's default
+    projection must not make y = (0, 1) the answer for costs that prefer (1, 0)."""
+    spec = cl.ILP(shape=[2], constraints=[
+        cl.Constraint(coefs=[1, 1], sense="==", rhs=1),
+        cl.Constraint(coefs=[big, close], sense="<=", rhs=close)])
+    outputs = feasible_outputs(spec)
+    assert outputs.tolist() == [[0, 1], [1, 0]]
+    assert cl.analyze(spec).dim == cl.analyze(spec, exact=True).dim == 1
+    assert cl.analyze(spec).fixed.tolist() == []
+    assert_hull_of(spec, outputs)
+    w = torch.tensor([0.0, 1.0])
+    assert cl.ComboLayer(spec)(w).tolist() == cl.make_solver(spec).solve(w).tolist() == [1, 0]
+
+
+@pytest.mark.parametrize("eps", [1e-7, 3e-8, 1e-8, 1e-9])
+@pytest.mark.parametrize("seed", range(4))
+def test_random_rows_with_coefficients_c_and_c_times_1_plus_eps(eps, seed):
+    """y_i + y_j == 1 and a row ``c y_i + c (1 + eps) y_j`` tight at one of the two and
+    slack by ``c eps`` at the other, for c from 1e-2 to 1e8, beside a random knapsack
+    row: the analysis agrees with brute force and the projections keep every answer."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 6))
+    i, j = rng.choice(n, size=2, replace=False)
+    c = 10.0 ** rng.uniform(-2, 8)
+    one, pair = np.zeros(n), np.zeros(n)
+    one[[i, j]] = 1.0
+    pair[i], pair[j] = c, c * (1 + eps)
+    tight_at_j = bool(rng.integers(2))
+    spec = cl.ILP(shape=[n], constraints=[
+        cl.Constraint(coefs=one.tolist(), sense="==", rhs=1),
+        cl.Constraint(coefs=pair.tolist(), sense="<=" if tight_at_j else ">=",
+                      rhs=pair[j] if tight_at_j else pair[i]),
+        cl.Constraint(coefs=rng.integers(0, 4, size=n).tolist(), sense="<=",
+                      rhs=int(rng.integers(2, 6)))])
+    outputs = feasible_outputs(spec)
+    assert {tuple(row[[i, j]]) for row in outputs} == {(0, 1), (1, 0)}
+    assert_hull_of(spec, outputs)
+
+
+def test_a_slack_that_cancels_across_three_terms_is_not_an_equation():
+    """No two of ``3 y0 + y1 + 1.9999999 y2 <= 3``'s magnitudes are close, but with
+    y1 == y2 == 1 - y0 its slack is 0 at y = (1, 0, 0) and 1e-7 at (0, 1, 1)."""
+    spec = cl.ILP(shape=[3], constraints=[
+        cl.Constraint(coefs=[1, 1, 0], sense="==", rhs=1),
+        cl.Constraint(coefs=[0, 1, -1], sense="==", rhs=0),
+        cl.Constraint(coefs=[3, 1, 1.9999999], sense="<=", rhs=3)])
+    outputs = feasible_outputs(spec)
+    assert outputs.tolist() == [[0, 1, 1], [1, 0, 0]]
+    assert cl.analyze(spec).dim == cl.analyze(spec, exact=True).dim == 1
+    assert_hull_of(spec, outputs)
+
+
+def test_exact_mode_checks_the_lp_s_equations():
+    """Handed an LP hull with a false equation (y0 == 0 where y0 is free), exact mode
+    leaves it out and finds the hull of the solutions."""
+    from combolayer.analysis.hull import _exact_hull, _hull
+
+    spec = P.TopK(n=4, k=2)
+    false = np.array([[1.0, 0, 0, 0], [0.5, 0.5, 0.5, 0.5]])
+    false[1] -= false[1] @ false[0] * false[0]
+    false[1] /= np.linalg.norm(false[1])
+    relaxed = _hull(false, np.array([0.0, 1, 1, 0]), (4,), exact=False)
+    exact = _exact_hull(spec, relaxed)
+    assert_same_span(exact.normals, [[1, 1, 1, 1]])
+    assert exact.fixed.tolist() == []

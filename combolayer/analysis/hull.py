@@ -60,6 +60,9 @@ SVD_FLOPS = 2e7
 DROP_TOL = 1e-12
 #: An output whose unit vector lies in the normal space up to this is fixed.
 FIXED_TOL = 1e-8
+#: Exact mode: two solutions differ along a direction if their difference has a part
+#: along it above this fraction of its norm (of 1, for differences below 1).
+SPAN_TOL = 1e-6
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,9 +114,15 @@ class AffineHull:
             w: costs of shape ``(..., *cost_shape)`` or ``(..., N)``.
 
         Returns:
-            The projected costs, with the shape, dtype and device of ``w``.
+            The projected costs, with the shape, dtype and device of ``w``; integer
+            costs are projected in floating point, float64 for a numpy array and torch's
+            default dtype otherwise (the projection of an integer vector is not one).
         """
+        if isinstance(w, np.ndarray) and not np.issubdtype(w.dtype, np.inexact):
+            w = w.astype(np.float64)
         w = torch.as_tensor(w)
+        if not (w.is_floating_point() or w.is_complex()):
+            w = w.to(torch.get_default_dtype())
         k = len(self.cost_shape)
         if tuple(w.shape[w.ndim - k:]) == self.cost_shape and w.ndim >= k:
             return self.transform()(w)
@@ -277,10 +286,10 @@ def tight_rows(form: CanonicalForm, G: sp.csr_matrix,
     ``s = 1`` at once: at the optimum a row's ``s`` is 1 where its slack can reach
     about ``SLACK_TOL``, and 0 where it is tight everywhere.
 
-    A row with an entry below ``SLACK_TOL`` of its norm (a big-M row,
-    ``1e7 x0 + 1e7 x1 + x2 >= 2e7``) may have a slack the LP cannot tell from 0, so it is
-    never returned as tight: an equation missed only loosens the hull, a wrong one
-    would change the solutions.
+    A row whose data have two magnitudes closer than ``SLACK_TOL`` of its norm, but not
+    equal, may have a slack the LP cannot tell from 0 (`_resolved`), so it is never
+    returned as tight: an equation missed only loosens the hull, a wrong one would
+    change the solutions.
     """
     n, c, m = form.num_vars, G.shape[0], form.A_eq.shape[0]
     lower = np.flatnonzero(np.isfinite(form.lower))
@@ -311,18 +320,76 @@ def tight_rows(form: CanonicalForm, G: sp.csr_matrix,
     model = new_highs(threads=1)
     check_status(model.passModel(lp), "passModel")
     x = _run_lp(model)
-    return np.flatnonzero((x[n:n + c] < 0.5) & _resolved(G)), x[:n] / x[-1]
+    tight = np.flatnonzero((x[n:n + c] < 0.5) & _resolved(G, h))
+    return tight[~_slack_at_an_integer_point(form, G, h, tight)], x[:n] / x[-1]
 
 
-def _resolved(G: sp.csr_matrix) -> np.ndarray:
-    """Per row of ``G``, whether its smallest nonzero entry is at least ``SLACK_TOL`` of
-    its norm (entries below ``DROP_TOL`` of it are cancellations, not data)."""
+def _resolved(G: sp.csr_matrix, h: np.ndarray) -> np.ndarray:
+    """Per row of ``G x <= h``, whether the LP can tell its slack from 0: the magnitudes
+    of its entries, of ``h`` and 0, sorted, differ by at least ``SLACK_TOL`` of the row's
+    norm or by at most ``DROP_TOL`` of it (a cancellation, not data).
+
+    A slack is a difference of such terms: with an entry that small (a big-M row,
+    ``1e7 x0 + 1e7 x1 + x2 >= 2e7``) or two that close (``1e7 y0 + (1e7 + 1) y1 <= 1e7 + 1``
+    with ``y0 + y1 == 1``, slack 1 at ``y = (1, 0)``), a point can be slack by less than
+    the LP resolves, and the row would look tight everywhere.
+    """
     G = sp.csr_matrix(abs(G))
-    norms = _row_norms(G)
-    rows = np.repeat(np.arange(G.shape[0]), np.diff(G.indptr))
-    relative = G.data / np.maximum(norms[rows], 1e-300)
-    small = (relative < SLACK_TOL) & (relative > DROP_TOL)
-    return np.bincount(rows[small], minlength=G.shape[0]) == 0
+    rows = G.shape[0]
+    norms = np.maximum(_row_norms(G), 1e-300)
+    owner = np.concatenate([np.repeat(np.arange(rows), np.diff(G.indptr)),
+                            np.arange(rows), np.arange(rows)])
+    values = np.concatenate([G.data, np.abs(h), np.zeros(rows)]) / norms[owner]
+    order = np.lexsort((values, owner))
+    owner, values = owner[order], values[order]
+    gaps = np.diff(values)
+    close = (owner[1:] == owner[:-1]) & (gaps < SLACK_TOL) & (gaps > DROP_TOL)
+    return np.bincount(owner[1:][close], minlength=rows) == 0
+
+
+def _slack_at_an_integer_point(form: CanonicalForm, G: sp.csr_matrix, h: np.ndarray,
+                               rows: np.ndarray) -> np.ndarray:
+    """Per row ``i`` of ``rows`` (tight on the relaxation to the LP's resolution), whether
+    the LP that maximises its slack ends where, with the integer variables rounded, every
+    constraint holds to rounding error and row ``i`` is slack by more: a slack made by a
+    cancellation of its terms (``3 y0 + y1 + 1.9999999 y2 <= 3`` with
+    ``y1 == y2 == 1 - y0``: ``1e-7`` at ``y = (0, 1, 1)``), which the LP cannot resolve
+    but a point checked term by term shows. The objective is scaled up by
+    ``1 / SLACK_TOL`` so that such a difference is not lost in the LP's optimality
+    tolerance."""
+    slack = np.zeros(len(rows), dtype=bool)
+    if not len(rows):
+        return slack
+    n, m = form.num_vars, form.A_ub.shape[0]
+    model = new_highs(threads=1)
+    check_status(model.passModel(highs_lp(
+        cost=np.zeros(n), lower=form.lower, upper=form.upper,
+        A=sp.vstack([form.A_ub, form.A_eq]),
+        row_lower=np.concatenate([np.full(m, -np.inf), form.b_eq]),
+        row_upper=np.concatenate([form.b_ub, form.b_eq]),
+    )), "passModel")
+    G = sp.csr_matrix(G)
+    for k, i in enumerate(rows):
+        g = G[i].toarray().ravel()
+        scale = 1.0 / (SLACK_TOL * np.abs(g).max())
+        check_status(model.changeColsCost(n, np.arange(n), g * scale), "changeColsCost")
+        point = _run_lp(model)
+        point = np.where(form.integer, np.round(point), point)
+        terms = abs(h[i]) + np.abs(g) @ np.abs(point)
+        slack[k] = h[i] - g @ point > DROP_TOL * terms and _meets(form, point)
+    return slack
+
+
+def _meets(form: CanonicalForm, x: np.ndarray) -> bool:
+    """Whether ``x`` satisfies the bounds and rows of ``form`` up to rounding error."""
+    def within(A: sp.spmatrix, b: np.ndarray) -> np.ndarray:
+        return DROP_TOL * (np.abs(b) + abs(A) @ np.abs(x) + 1.0)
+
+    eye = sp.identity(form.num_vars, format="csr")
+    return bool(np.all(form.A_ub @ x - form.b_ub <= within(form.A_ub, form.b_ub))
+                and np.all(abs(form.A_eq @ x - form.b_eq) <= within(form.A_eq, form.b_eq))
+                and np.all(form.lower - x <= within(eye, form.lower))
+                and np.all(x - form.upper <= within(eye, form.upper)))
 
 
 def _run_lp(model) -> np.ndarray:
@@ -498,7 +565,9 @@ def _canonical_signs(basis: np.ndarray) -> np.ndarray:
 def _exact_hull(spec: Spec, relaxed: AffineHull) -> AffineHull:
     """Grow the equations and the point span of the integer solutions until they meet.
 
-    Every direction ``c`` orthogonal to both is optimised both ways. If both
+    The LP's equations are checked first, each minimised both ways: one whose minima
+    differ from ``origin``'s value holds on the relaxation only to the LP's tolerance
+    (a row whose slack is a cancellation of its terms) and is left out. Then every direction ``c`` orthogonal to both is optimised both ways. If both
     optima lie in the span of the points seen so far, ``<c, y>`` is the same for
     every solution and ``c`` is a new equation; otherwise the new point extends
     the span. Each round fixes one more dimension, with two solves.
@@ -513,27 +582,41 @@ def _exact_hull(spec: Spec, relaxed: AffineHull) -> AffineHull:
         solver.cost_floor = None
         rows = (np.zeros((1, solver.num_vars)), np.ones(1))
     n = relaxed.num_outputs
-    normals = [row for row in relaxed.normals]
-    span: list[np.ndarray] = []
     origin = _solve_flat(solver, np.zeros(n), rows)
+    normals: list[np.ndarray] = []
+    seen: list[np.ndarray] = []
+    for normal in relaxed.normals:
+        ends = [_solve_flat(solver, cost, rows) for cost in (normal, -normal)]
+        seen.extend(ends)
+        if all(abs(normal @ (y - origin)) <= SPAN_TOL * max(1.0, np.linalg.norm(y - origin))
+               for y in ends):
+            normals.append(normal)
+    span: list[np.ndarray] = []
+    for y in seen:
+        _extend_span(span, normals, y - origin)
     while len(normals) + len(span) < n:
         known = np.array(normals + span).reshape(-1, n)
         c = scipy.linalg.null_space(known)[:, 0] if len(known) else np.eye(n)[0]
         grew = False
         for cost in (c, -c):
-            y = _solve_flat(solver, cost, rows)
-            residual = y - origin
-            if len(known):
-                residual = residual - known.T @ (known @ residual)
-            size = np.linalg.norm(residual)
-            if size > 1e-6 * max(1.0, np.linalg.norm(y - origin)):
-                span.append(residual / size)
-                known = np.vstack([known, span[-1]])
-                grew = True
+            grew |= _extend_span(span, normals, _solve_flat(solver, cost, rows) - origin)
         if not grew:
             normals.append(c)
     basis = _row_basis(np.array(normals).reshape(-1, n)) if normals else np.zeros((0, n))
     return _hull(basis, origin, relaxed.cost_shape, exact=True)
+
+
+def _extend_span(span: list[np.ndarray], normals: list[np.ndarray],
+                 difference: np.ndarray) -> bool:
+    """Append to ``span`` the unit part of ``difference`` (a solution minus the origin)
+    off ``normals`` and ``span``, if it is more than ``SPAN_TOL`` of it; whether it was."""
+    known = np.array(normals + span).reshape(-1, len(difference))
+    residual = difference - known.T @ (known @ difference) if len(known) else difference
+    size = np.linalg.norm(residual)
+    if size <= SPAN_TOL * max(1.0, np.linalg.norm(difference)):
+        return False
+    span.append(residual / size)
+    return True
 
 
 def _solve_flat(solver, cost: np.ndarray,

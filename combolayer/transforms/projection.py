@@ -102,6 +102,10 @@ def project_plane(normals: Tensor) -> Transform:
         key = w.dtype if w.is_cpu else (w.device, w.dtype)
         operator = cache.get(key)
         if operator is None:
+            if not (w.is_floating_point() or w.is_complex()):
+                # cast to an integer dtype, the projector would round to 0 and 1
+                raise TypeError(f"project_plane expects floating-point costs, got {w.dtype}; "
+                                "convert them first, e.g. w.to(torch.get_default_dtype())")
             operator = operator64.to(device=w.device, dtype=w.dtype)
             if not torch.compiler.is_compiling():  # a traced graph makes its own, once
                 cache[key] = operator
