@@ -343,6 +343,49 @@ def test_the_linear_part_of_those_files_still_reads(tmp_path):
     np.testing.assert_array_equal(spec.default_cost, [-1, -2])
 
 
+# -- an MPS file that HiGHS reads as another model ------------------------------------------
+
+#: Edits of MPS_HEAD that HiGHS's reader takes (kOk or kWarning, its words in the log
+#: only, and output is off) as another model, and what the refusal says.
+ALTERED = {
+    "undeclared row in COLUMNS (entry dropped)": (
+        ("    x         obj       -1             c1        1\n",
+         "    x         obj       -1             c1        1\n    x         c2        1\n"),
+        r'Row name "c2" in COLUMNS section is not defined'),
+    "duplicate entry (first kept)": (
+        ("    y         obj", "    x         c1        2\n    y         obj"),
+        r'Column "x" has duplicate nonzero'),
+    "undeclared row in RHS (ignored)": (
+        ("    rhs       c1        3\n", "    rhs       c1        3\n    rhs       c9        5\n"),
+        r'Row name "c9" in RHS section is not defined'),
+    "unknown column in BOUNDS (a variable added)": (
+        (" UP BND       y         4\n",
+         " UP BND       y         4\n UP BND       zz        4\n"),
+        r"names the column 'zz' outside its COLUMNS section"),
+    "value with trailing characters (read as its digits)": (
+        ("c1        1\n    y", "c1        1.0x\n    y"),
+        r"line 6: '1.0x' in the COLUMNS section is not a number"),
+    "fractional bound of an integer column (HiGHS: kWarning)": (
+        (" UP BND       x         4\n",
+         " LI BND       x         -1.5\n UP BND       x         4\n"),
+        r'Bound for LI/UI/SI column "x" is -1.5: not integer'),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ALTERED))
+def test_an_mps_file_highs_reads_as_another_model_is_refused(tmp_path, case):
+    (old, new), message = ALTERED[case]
+    assert MPS_HEAD.count(old) == 1
+    path = tmp_path / "altered.mps"
+    path.write_text(_mps("").replace(old, new))
+    h = new_highs()
+    assert h.readModel(str(path)) in (highspy.HighsStatus.kOk, highspy.HighsStatus.kWarning)
+    with pytest.raises(cl.SpecError, match=r"altered\.mps.*" + message):
+        cl.ILP.from_file(path)
+    path.write_text(_mps(""))
+    assert cl.ILP.from_file(path).shape == [2]  # the file as it was reads
+
+
 # -- a model file's objective beyond the solvers' infinity ---------------------------------
 
 

@@ -24,7 +24,10 @@ or general constraints, semi-continuous or semi-integer variables, lazy
 constraints or user cuts) raises `SpecError` naming what it has. HiGHS reads
 a quadratic objective without complaint (its Hessian), so that is checked on
 the model read; HiGHS refuses the other sections, and the file's text is then
-scanned to name the one it holds.
+scanned to name the one it holds. A read that HiGHS finishes with a warning in its
+log (an entry for an undeclared row, a duplicate entry: skipped) is refused, and so
+is an MPS file that names a column outside COLUMNS (HiGHS adds a variable) or holds
+a value that is not a number (HiGHS reads ``1.0x`` as 1.0), which it takes silently.
 
 Example:
     >>> spec = cl.ILP.from_file("model.mps")            # doctest: +SKIP
@@ -84,8 +87,10 @@ def read_model(path: str | os.PathLike) -> FileModel:
         the objective offset and the column names.
 
     Raises:
-        SpecError: the file is missing, HiGHS cannot read it, it has no
-            variables, or it holds something an ILP cannot represent (a
+        SpecError: the file is missing, HiGHS cannot read it or reads it with a
+            warning (an entry it skipped or changed), an MPS file names a column
+            outside its COLUMNS section or holds a value that is not a number, it
+            has no variables, or it holds something an ILP cannot represent (a
             quadratic objective or constraint, SOS, indicator, cone or general
             constraints, semi-continuous or semi-integer variables).
     """
@@ -95,6 +100,7 @@ def read_model(path: str | os.PathLike) -> FileModel:
     if not path.is_file():
         raise SpecError(f"no model file named {str(path)!r}")
     h = new_highs(threads=1)
+    warned = _log_warnings(h)
     status = h.readModel(str(path))
     if status not in (highspy.HighsStatus.kOk, highspy.HighsStatus.kWarning):
         feature = unsupported_feature(path)
@@ -105,6 +111,11 @@ def read_model(path: str | os.PathLike) -> FileModel:
             "that HiGHS can parse; open it with Highs.readModel and output_flag on to see "
             "where its parser stopped"
         )
+    if status != highspy.HighsStatus.kOk or warned:
+        said = "; ".join(warned) or f"readModel returned {status.name}"
+        raise SpecError(f"HiGHS read {str(path)!r} with a warning ({said}): its reader skips "
+                        "or changes an entry it cannot place, so the model would not be the "
+                        "file's; fix the file")
     hessian = h.getModel().hessian_
     if hessian.dim_ > 0 and np.any(np.asarray(hessian.value_, dtype=float) != 0.0):
         raise SpecError(_unsupported(path, "a quadratic objective (QUADOBJ, QMATRIX or "
@@ -119,6 +130,8 @@ def read_model(path: str | os.PathLike) -> FileModel:
     integrality = _integrality(lp, lower, upper, path)
     sense = "max" if lp.sense_ == highspy.ObjSense.kMaximize else "min"
     names = [str(name) for name in lp.col_names_] or [""] * n
+    if not path.name.lower().removesuffix(".gz").endswith(".lp"):
+        _check_mps_text(path, names)
     _check_cost(cost, names, path)
     arguments = dict(shape=[n], sense=sense, integrality=integrality, lower=lower.tolist(),
                      upper=upper.tolist(), constraints=_constraints(lp))
@@ -230,16 +243,88 @@ _LP_CONSTRAINTS = re.compile(r"(subject\s+to|such\s+that|st|s\.t\.)\b")
 _LP_OTHER = re.compile(r"(bounds?|generals?|gen|binary|binaries|bin|end)\s*$")
 
 
+def _log_warnings(h) -> list[str]:
+    """The warnings HiGHS logs on ``h`` from now on, collected in the returned list
+    (its log goes to the list, not the console). HiGHS's MPS reader returns kOk when
+    it skips an entry for an undeclared row, a duplicate entry or an RHS of an
+    undeclared row, and says so only in its log."""
+    import highspy
+
+    found: list[str] = []
+    h.setOptionValue("log_to_console", False)
+    h.setOptionValue("output_flag", True)
+
+    def collect(event) -> None:
+        if event.data_out.log_type == highspy.HighsLogType.kWarning:
+            found.append(event.message.strip())
+
+    h.cbLogging.subscribe(collect)
+    return found
+
+
+#: A field that starts as a number: HiGHS reads its leading number and drops the rest.
+_NUMBER_START = re.compile(r"[+-]?(\d|\.\d)")
+#: Where an MPS data line of a section holds its values, by its number of fields.
+_MPS_VALUES = {"COLUMNS": {3: (2,), 5: (2, 4)}, "RHS": {3: (2,), 5: (2, 4)},
+               "RANGES": {3: (2,), 5: (2, 4)}, "BOUNDS": {4: (3,)}}
+
+
+def _check_mps_text(path: Path, names: list[str]) -> None:
+    """Raise SpecError for what HiGHS's MPS reader takes without a word: a column named
+    outside COLUMNS (a BOUNDS entry for an unknown column adds a variable) and a value
+    field that is not a number (``1.0x`` is read as 1.0). Lines whose fields cannot be
+    told apart (fixed-format names with spaces) are left to HiGHS."""
+    lines = _lines(path)
+    if lines is None:
+        return
+    section, declared = "", set()
+    for number, line in enumerate(lines, 1):
+        if not line.strip() or line[0] == "*":
+            continue
+        fields = line.split()
+        if line[0] not in " \t":
+            section = fields[0].upper()
+            continue
+        if section == "COLUMNS" and len(fields) > 1 and fields[1].strip("'\"").upper() == "MARKER":
+            continue
+        if section == "COLUMNS":
+            declared.add(fields[0])
+        for k in _MPS_VALUES.get(section, {}).get(len(fields), ()):
+            value = fields[k]
+            try:
+                float(value)
+            except ValueError:
+                if _NUMBER_START.match(value):
+                    raise SpecError(f"{str(path)!r} line {number}: {value!r} in the {section} "
+                                    "section is not a number (HiGHS would read its leading "
+                                    "digits and drop the rest); fix the file") from None
+    stripped = [line.strip() for line in lines]
+    for name in names:
+        if name and name not in declared and not (
+                " " in name and any(line.startswith(name) for line in stripped)):
+            raise SpecError(f"{str(path)!r} names the column {name!r} outside its COLUMNS "
+                            "section (in BOUNDS, say): HiGHS adds it as a new variable, so "
+                            "the model would not be the file's; declare it in COLUMNS or fix "
+                            "the name")
+
+
+def _lines(path: Path) -> list[str] | None:
+    """The text lines of a model file (gzipped or not), or None when it cannot be read."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", errors="replace") as handle:
+            return list(handle)
+    except OSError:
+        return None
+
+
 def unsupported_feature(path: str | os.PathLike) -> str | None:
     """The first thing in an MPS or LP file that an ILP cannot represent, in words, or
     None: named from the file's text, for the sections HiGHS's reader refuses."""
     path = Path(path)
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
     is_lp = path.name.lower().removesuffix(".gz").endswith(".lp")
-    try:
-        with opener(path, "rt", errors="replace") as handle:
-            lines = list(handle)
-    except OSError:
+    lines = _lines(path)
+    if lines is None:
         return None
     return _lp_feature(lines) if is_lp else _mps_feature(lines)
 
