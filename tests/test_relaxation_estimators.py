@@ -217,3 +217,59 @@ def test_rows_tight_everywhere_are_found_exactly(spec, tight):
              + [("upper", j) for j in np.flatnonzero(np.isfinite(form.upper))])
     assert [name for name, is_tight in zip(names, relaxation.tight, strict=True)
             if is_tight] == tight
+
+
+# Problems whose canonical form has columns beyond the spec's variables (a ranking's and
+# a tour's auxiliaries, a path's edge flows), with one variable j made attractive:
+# (spec, j, its lower bound).
+EXTRA_COLUMNS = {
+    "ranking": (cl.problems.Ranking(4), 0, 1.0),
+    "tsp": (cl.problems.TSP(4), 1, 0.0),
+    "grid": (cl.problems.ShortestPath.grid(3, 3), 4, 0.0),
+}
+
+
+def _attractive(spec, j):
+    """Costs (2, *cost_shape), float64, under which variable j is relaxed well above its
+    lower bound (min sense: j's cost is low)."""
+    w = torch.ones(2, spec.num_outputs, dtype=torch.float64)
+    w[:, j] = 0.01
+    w[1] += torch.rand(spec.num_outputs, generator=torch.Generator().manual_seed(5),
+                       dtype=torch.float64) * 0.1
+    return w.reshape(2, *spec.cost_shape)
+
+
+@pytest.mark.parametrize("case", sorted(EXTRA_COLUMNS))
+@pytest.mark.parametrize("name", ["qptl", "intopt"])
+def test_per_call_rows_and_known_cost_reach_a_form_with_extra_columns(name, case):
+    """The call's rows and known cost are on the spec's variables, the first columns of
+    the canonical form (its extra ones take zeros): in training a row x_j <= bound holds
+    in the relaxed output (at x_j's own lower bound for QPTL: the row pushes it there),
+    a known cost on the outputs is the same call with the costs moved by it, and eval
+    mode is the exact solve with the rows or the known cost."""
+    spec, j, lower = EXTRA_COLUMNS[case]
+    slack = 0.0 if name == "qptl" else 0.25  # the log barrier needs an interior
+    w = _attractive(spec, j)
+    A = torch.zeros(1, spec.num_vars, dtype=torch.float64)
+    A[0, j] = 1.0
+    b = torch.tensor([lower + slack], dtype=torch.float64)
+    layer = cl.ComboLayer(spec, method=name, projection="none")
+    free = layer(w).reshape(2, -1)
+    assert (free[:, j] > lower + slack + 0.2).all()  # the row below is active
+    rowed = layer(w, A=A, b=b).reshape(2, -1)
+    assert (rowed[:, j] <= lower + slack + 1e-4).all()
+    if name == "qptl":
+        assert rowed[:, j].tolist() == pytest.approx([lower] * 2, abs=1e-4)
+
+    known = torch.rand(2, spec.num_vars, generator=torch.Generator().manual_seed(6),
+                       dtype=torch.float64) * 0.1
+    known[:, j] = 2.0  # j is no longer attractive
+    with_known = layer(w, known_cost=known)
+    moved = layer(w + known.reshape(w.shape))
+    assert torch.allclose(with_known, moved, atol=1e-5)
+    assert not torch.allclose(with_known, layer(w), atol=1e-3)  # the known cost counts
+
+    layer.eval()
+    solver = cl.make_solver(spec)
+    assert torch.equal(layer(w, A=A, b=b), solver.solve(w, A=A, b=b))
+    assert torch.equal(layer(w, known_cost=known), solver.solve(w, known_cost=known))

@@ -82,7 +82,7 @@ class Relaxation:
         smoothing: ``"quadratic"`` (``weight = gamma``) or ``"log_barrier"``
             (``weight = mu``).
         weight: the smoothing weight, > 0.
-        known: the sense-folded known cost on all ``num_vars`` variables, or None.
+        known: the sense-folded known cost on the spec's ``num_vars`` variables, or None.
         solver_args: keyword arguments for diffcp's solve (SCS's ``eps_abs``,
             ``eps_rel``, ``max_iters``; diffcp's ``mode``).
     """
@@ -97,9 +97,14 @@ class Relaxation:
             )
         self.smoothing = smoothing
         self.weight = float(weight)
-        self.known = None if known is None else np.asarray(known, dtype=np.float64)
         self.num_outputs = self.form.num_outputs
         self.num_vars = self.form.num_vars
+        #: The spec's own variables (the outputs, then an ILP's auxiliaries): the width of
+        #: a call's rows, of a known cost and of the auxiliaries returned. The canonical
+        #: form may add columns after them (a ranking's or a path's flow variables),
+        #: which those take as zeros, as the exact solver's rows do.
+        self.spec_vars = spec.num_vars
+        self.known = None if known is None else self.widen(np.asarray(known, dtype=np.float64))
         self.solver_args = dict(solver_args or {})
         #: The spec's inequalities as one ``G x <= h``: its rows, then the finite bounds.
         self.G, self.h = _inequalities(self.form)
@@ -109,6 +114,16 @@ class Relaxation:
                       if smoothing == "log_barrier" else np.zeros(len(self.h), dtype=bool))
         self._layers: dict[int, Any] = {}
         self._lock = threading.Lock()
+
+    def widen(self, values: Any) -> Any:
+        """``values`` on the spec's variables (last axis ``spec_vars``), numpy or torch,
+        with zeros on the form's extra columns: last axis ``num_vars``."""
+        extra = self.num_vars - self.spec_vars
+        if not extra:
+            return values
+        if isinstance(values, np.ndarray):
+            return np.pad(values, [(0, 0)] * (values.ndim - 1) + [(0, extra)])
+        return torch.nn.functional.pad(values, (0, extra))
 
     def _layer(self, m: int) -> Any:
         """The CvxpyLayer for ``m`` per-call rows, built on first use."""
@@ -152,10 +167,11 @@ class Relaxation:
 
     def __call__(self, costs: Tensor, A: Tensor | None = None, b: Tensor | None = None,
                  known: Tensor | None = None, whole: bool = False) -> Tensor:
-        """``x*[:N]`` (with ``whole``, ``x*`` itself, ``(B, V)``) for ``(B, N)``
-        minimisation costs, per-call rows ``A`` ``(B, m, V)``, ``b`` ``(B, m)`` (or None)
-        and a per-call known cost ``known`` ``(B, V)`` in minimisation form (or None; it
-        gets no gradient); float64 on the CPU inside (cvxpylayers reads its parameters
+        """``x*[:N]`` (with ``whole``, the spec's variables ``x*[:V]``, ``(B, V)``) for
+        ``(B, N)`` minimisation costs, per-call rows ``A`` ``(B, m, V)``, ``b`` ``(B, m)``
+        (or None) and a per-call known cost ``known`` ``(B, V)`` in minimisation form (or
+        None; it gets no gradient), ``V`` the spec's ``num_vars`` (`widen` adds the
+        form's extra columns); float64 on the CPU inside (cvxpylayers reads its parameters
         through numpy), returned in ``costs``'s dtype and on its device.
 
         Raises:
@@ -169,7 +185,9 @@ class Relaxation:
             linear = torch.cat([costs, costs.new_zeros(costs.shape[0],
                                                        self.num_vars - self.num_outputs)], -1)
         if known is not None:
-            linear = linear + known.detach().to(linear)
+            linear = linear + self.widen(known.detach().to(linear))
+        if m:
+            A = self.widen(A)
         args = [t.to("cpu", torch.float64) for t in (linear, A, b)[: 3 if m else 1]]
         layer = self._layer(m)
         try:
@@ -181,7 +199,7 @@ class Relaxation:
                        f"of {costs.shape[0]}: {text}") from None
         if self.smoothing == "log_barrier":
             self._check_inside(x.detach().numpy(), *[t.detach().numpy() for t in args[1:]])
-        return (x if whole else x[..., : self.num_outputs]).to(costs)
+        return x[..., : self.spec_vars if whole else self.num_outputs].to(costs)
 
     def _check_inside(self, x: np.ndarray, A: np.ndarray | None = None,
                       b: np.ndarray | None = None) -> None:
@@ -264,7 +282,7 @@ def _each_or_dummy(relaxation: Relaxation, costs: Tensor, A: Tensor, b: Tensor,
         except InfeasibleError:
             dummy = costs[i : i + 1] * 0
             if whole:  # zeros on the auxiliaries too
-                dummy = torch.cat([dummy, dummy.new_zeros(1, relaxation.num_vars
+                dummy = torch.cat([dummy, dummy.new_zeros(1, relaxation.spec_vars
                                                           - relaxation.num_outputs)], -1)
             found.append(dummy)
             bad.append(i)
@@ -352,17 +370,17 @@ class RelaxationEstimator(Estimator):
                     exact = exact.bind_rows(A.detach(), b.detach())
                 return exact.solve_min(costs.detach())
             flat, A_flat, b_flat = _batched(costs, A, b, relaxation.form.cost_shape,
-                                            relaxation.num_vars)
+                                            relaxation.spec_vars)
             known_flat = None
             if known is not None:  # (*batch, V), or one for every instance
                 batch = costs.shape[: costs.dim() - len(relaxation.form.cost_shape)]
-                known_flat = known.expand(*batch, relaxation.num_vars).reshape(
-                    -1, relaxation.num_vars)
+                known_flat = known.expand(*batch, relaxation.spec_vars).reshape(
+                    -1, relaxation.spec_vars)
             if flat.shape[0] == 0:  # a zero gradient for the costs and any rows
                 rows = () if A is None else (A.sum() * 0, b.sum() * 0)
                 return sum(rows, costs * 0)
             # the layer's return_aux: the LP solution's auxiliaries, recorded (output_aux)
-            whole = keeps_aux(solver) and relaxation.num_vars > relaxation.num_outputs
+            whole = keeps_aux(solver) and relaxation.spec_vars > relaxation.num_outputs
             try:
                 x = relaxation(flat, A_flat, b_flat, known_flat, whole)
             except InfeasibleError:
