@@ -158,3 +158,51 @@ def test_rfwo_takes_per_call_rows_on_a_multidimensional_batch():
     assert y.shape == (2, 2, 3) and torch.equal(y[..., 0], torch.zeros(2, 2, dtype=y.dtype))
     assert ((y > 1e-3) & (y < 1 - 1e-3)).any()  # a mix, not a vertex
     torch.testing.assert_close(aux[..., 0], 2 - y.sum(-1))
+
+
+HALF = [torch.float16, torch.bfloat16]
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=["float16", "bfloat16"])
+def test_rfy_in_half_precision_is_the_float32_answer(dtype):
+    """Frank-Wolfe runs in float32 for half inputs (in float16 its line search gave NaN
+    iterates, which Dijkstra reported as a missing path): the loss and its gradient are
+    float32's on the same (rounded) inputs, to the dtype's precision, in the dtype."""
+    grid = cl.problems.ShortestPath.grid(3, 3)
+    costs = torch.rand(2, 3, 3, 3, generator=torch.Generator().manual_seed(3),
+                       dtype=torch.float64) + 0.1
+    y_true = cl.make_solver(grid).solve(costs + 0.3)
+    loss = cl.losses.RegularizedFenchelYoungLoss(grid, max_iter=200)
+    low = costs.to(dtype).requires_grad_()
+    value = loss(low, y_true.to(dtype))
+    value.backward()
+    wide = low.detach().float().requires_grad_()
+    expected = loss(wide, y_true.float())
+    expected.backward()
+    eps = torch.finfo(dtype).eps
+    assert value.dtype == dtype and low.grad.dtype == dtype
+    value, expected = float(value.detach()), float(expected.detach())
+    assert value == pytest.approx(expected, abs=eps * max(1.0, expected))
+    torch.testing.assert_close(low.grad.float(), wide.grad, atol=eps, rtol=eps)
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=["float16", "bfloat16"])
+def test_rfwo_in_half_precision_is_the_float32_answer(dtype):
+    """RFWO's forward and backward (the active face's projection, a linear solve that
+    has no half kernel) run in float32 for half inputs and return the dtype."""
+    layer = cl.ComboLayer(cl.problems.TopK(5, 2), method="rfwo", projection="none").train()
+    gen = torch.Generator().manual_seed(4)
+    w = torch.rand(3, 5, generator=gen)
+    g = torch.randn(3, 5, generator=gen)
+    answers = []
+    for given in (w.to(dtype), w.to(dtype).float()):
+        given = given.requires_grad_()
+        y = layer(given)
+        (y * g.to(given.dtype)).sum().backward()
+        assert y.dtype == given.dtype and given.grad.dtype == given.dtype
+        answers.append((y.detach().float(), given.grad.float()))
+    eps = torch.finfo(dtype).eps
+    (y_low, grad_low), (y_wide, grad_wide) = answers
+    assert ((y_wide > 0.05) & (y_wide < 0.95)).any()  # a mix, not a vertex
+    torch.testing.assert_close(y_low, y_wide, atol=eps, rtol=eps)
+    torch.testing.assert_close(grad_low, grad_wide, atol=eps, rtol=eps)

@@ -14,6 +14,20 @@ from .base import Estimator, Positive, keeps_aux, last_aux
 __all__ = ["RegularizedFrankWolfe"]
 
 
+def working_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype Frank-Wolfe's arithmetic runs in for inputs of ``dtype``: float32 at
+    least (float64 stays float64). In float16 its thresholds (1e-12) round to 0 and its
+    line search divides by zero, and ``torch.linalg.solve`` has no half kernel."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def _in_dtype(weights: Tensor, dtype: torch.dtype) -> Tensor:
+    """Active-set ``weights`` in ``dtype``, a positive weight kept positive (the active
+    face is where they are > 0, and a tiny one would round to 0 in float16)."""
+    cast = weights.to(dtype)
+    return torch.where(weights > 0, cast.clamp(min=torch.finfo(dtype).tiny), cast)
+
+
 def known_oracle(solver: Any, lam: float, whole: bool = False,
                  batch: tuple[int, ...] | None = None
                  ) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
@@ -72,7 +86,12 @@ def away_step_frank_wolfe(solve_min: Callable[[Tensor], Any], theta: Tensor, max
     the outputs alone: ``mu`` is the iterate without ``carry``, bit for bit (a solution
     whose outputs are an active vertex's adds its weight there, and keeps that vertex's
     auxiliaries).
+
+    The arithmetic runs in `working_dtype` (float32 for a half-precision ``theta``), the
+    oracle sees costs in it, and the results come back in ``theta``'s dtype.
     """
+    dtype = theta.dtype
+    theta = theta.to(working_dtype(dtype))
     oracle = solve_min if linear else (lambda g: (solve_min(g), None))
     batch, num_vars = theta.shape
     width = 2 * num_vars + 2
@@ -136,9 +155,8 @@ def away_step_frank_wolfe(solve_min: Callable[[Tensor], Any], theta: Tensor, max
         weights[instances, away] -= gamma_away
         weights = weights.clamp(min=0.0)
         weights = torch.where(weights < 1e-12, torch.zeros_like(weights), weights)
-    if linear:
-        return mu, vertices, weights, mu_linear
-    return mu, vertices, weights
+    found = (mu.to(dtype), vertices.to(dtype), _in_dtype(weights, dtype))
+    return (*found, mu_linear.to(dtype)) if linear else found
 
 
 def active_mix(vertices: Tensor, weights: Tensor, num_outputs: int) -> Tensor:
@@ -151,7 +169,10 @@ def active_mix(vertices: Tensor, weights: Tensor, num_outputs: int) -> Tensor:
 def active_face_projection(grad: Tensor, vertices: Tensor, weights: Tensor) -> Tensor:
     """``grad`` ``(B, N)`` projected onto the directions of each instance's active face:
     the span of its active vertices minus their mean (a ridge of 1e-6 relative to
-    the Gram matrix's diagonal keeps it solvable, as in PyEPO)."""
+    the Gram matrix's diagonal keeps it solvable, as in PyEPO), in `working_dtype` and
+    returned in ``grad``'s."""
+    dtype = grad.dtype
+    grad, vertices = grad.to(working_dtype(dtype)), vertices.to(working_dtype(dtype))
     active = (weights > 0).to(vertices)
     mean = (vertices * active[..., None]).sum(-2) / active.sum(-1, keepdim=True).clamp(min=1.0)
     centered = (vertices - mean[:, None, :]) * active[..., None]
@@ -159,7 +180,7 @@ def active_face_projection(grad: Tensor, vertices: Tensor, weights: Tensor) -> T
     ridge = gram.diagonal(dim1=-2, dim2=-1).amax(-1, keepdim=True).clamp(min=1.0) * 1e-6
     gram = gram + torch.diag_embed(ridge.expand(-1, gram.shape[-1]))
     alpha = torch.linalg.solve(gram, centered @ grad[..., None])
-    return (centered.transpose(-1, -2) @ alpha)[..., 0]
+    return (centered.transpose(-1, -2) @ alpha)[..., 0].to(dtype)
 
 
 class RegularizedFrankWolfe(Estimator):

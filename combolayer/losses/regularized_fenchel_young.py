@@ -8,7 +8,7 @@ from torch import Tensor
 
 from ..backends.registry import as_solver
 from ..backends.solver import KnownBound, check_costs, inner
-from ..estimators.frank_wolfe import away_step_frank_wolfe, known_oracle
+from ..estimators.frank_wolfe import away_step_frank_wolfe, known_oracle, working_dtype
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
 
@@ -71,10 +71,13 @@ class RegularizedFenchelYoungLoss(SolverLoss):
                  known_cost: Tensor | None = None) -> Tensor:
         """The loss; ``known_cost``, optional, is a known cost of each instance
         (``(*batch, num_vars)`` or ``(num_vars,)``, the spec's sense), added to the spec's
-        own and counted as the spec's is (``k`` above is then per instance)."""
+        own and counted as the spec's is (``k`` above is then per instance). Half-precision
+        inputs are computed in float32 (`working_dtype`), the loss returned in their dtype."""
         check_costs(self.spec, cost_pred, "cost_pred")
         y_true = check_solution(self.solver, y_true, cost_pred, "y_true")
-        c = self.solver.sign * cost_pred
+        work = working_dtype(cost_pred.dtype)
+        y_true = y_true.to(work)
+        c = self.solver.sign * cost_pred.to(work)
         n = self.solver.num_outputs
         flat = c.detach().reshape(-1, n)
         known = self.instance_known(known_cost, c)
@@ -94,5 +97,5 @@ class RegularizedFenchelYoungLoss(SolverLoss):
             flat_true = y_true.reshape(-1, n)
             on_true = self.target_known_value(flat_true, known)
             loss = loss + (on_true - self.lam * mu_known).reshape(loss.shape)
-        return reduce(loss, self.reduction)
+        return reduce(loss, self.reduction).to(cost_pred.dtype)
 
