@@ -206,3 +206,19 @@ def test_rfwo_in_half_precision_is_the_float32_answer(dtype):
     assert ((y_wide > 0.05) & (y_wide < 0.95)).any()  # a mix, not a vertex
     torch.testing.assert_close(y_low, y_wide, atol=eps, rtol=eps)
     torch.testing.assert_close(grad_low, grad_wide, atol=eps, rtol=eps)
+
+
+@pytest.mark.parametrize("batch", [(0,), (2, 0)], ids=["empty", "empty_inner"])
+def test_rfwo_return_aux_on_an_empty_batch_has_the_solvers_shapes(batch):
+    """An empty batch with auxiliaries: the outputs and auxiliaries have the exact
+    solver's shapes for the same input (its auxiliaries (*batch, num_aux)), and the
+    backward gives an empty gradient."""
+    spec = cl.ILP(shape=[3], num_aux=1,
+                  constraints=[cl.Constraint(coefs=[1, 1, 1, -1], sense="<=", rhs=1)])
+    w = torch.zeros(*batch, 3, requires_grad=True)
+    y, aux = cl.ComboLayer(spec, method="rfwo", projection="none").train()(w, return_aux=True)
+    y_exact, aux_exact = cl.make_solver(spec).solve(w.detach(), return_aux=True)
+    assert y.shape == y_exact.shape == (*batch, 3)
+    assert aux.shape == aux_exact.shape == (*batch, 1)
+    y.sum().backward()
+    assert w.grad.shape == w.shape

@@ -55,7 +55,9 @@ def known_oracle(solver: Any, lam: float, whole: bool = False,
         value = (solver.sign * solver.known_value(v, aux).reshape(g.shape[0]) / lam if counts
                  else v.new_zeros(g.shape[:-1]))
         v = v.reshape(g.shape)
-        return (torch.cat([v, aux.reshape(g.shape[0], -1)], -1) if whole else v), value
+        if whole:  # by its width: an empty batch has no -1 to infer
+            v = torch.cat([v, aux.reshape(g.shape[0], solver.num_aux)], -1)
+        return v, value
 
     return oracle
 
