@@ -405,3 +405,16 @@ def test_compiled_known_cost_on_the_auxiliaries_under_a_rescaling_projection_is_
     compiled(w, known_cost=torch.tensor([1.0, 0.0, 0.0, 0.0]))  # the outputs' alone: fine
     with pytest.raises(ValueError, match="weighs its auxiliaries.*projection='plane'"):
         compiled(w, known_cost=torch.tensor([0.0, 0.0, 0.0, 1.0]))
+
+
+def test_a_compiled_path_layer_takes_a_per_call_known_cost_its_solver_takes():
+    """The compiled solve checks the total cost the solver sees (the known cost added),
+    as eager mode does: a positive total is no negative cost."""
+    spec = cl.problems.ShortestPath.grid(3, 3)
+    layer = cl.ComboLayer(spec)
+    compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")
+    w = torch.ones(3, 3, dtype=torch.float64)
+    w[1, 1] = 0.2
+    known = torch.full((9,), 0.5, dtype=torch.float64)
+    torch.testing.assert_close(compiled(w, known_cost=known),
+                               cl.make_solver(spec).solve(w, known_cost=known))

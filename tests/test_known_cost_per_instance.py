@@ -549,3 +549,40 @@ def test_sampled_losses_and_layers_pair_each_samples_auxiliaries_with_its_instan
     torch.testing.assert_close(y_plain, y_own)
     torch.testing.assert_close(aux_plain, aux_own)
     assert torch.equal(aux_own[:, 1], y_own[:, 0])  # aux1 = y0 wherever y0 is (cost -0.9)
+
+
+@pytest.mark.parametrize("projection", ["auto", "auto-exact", "plane", "none"])
+def test_a_path_layer_takes_a_per_call_known_cost_its_solver_takes(projection):
+    """The hull offset of a path problem counts the per-call known cost the projection
+    acts around: the layer solves what the solver solves (it raised "negative costs"
+    on a total cost that is positive)."""
+    spec = cl.problems.ShortestPath.grid(3, 3)
+    rng = np.random.default_rng(4)
+    for _ in range(5):
+        w = torch.tensor(rng.uniform(0.1, 2.0, (3, 3)))
+        known = torch.tensor(rng.uniform(0.0, 3.0, 9))
+        y = cl.ComboLayer(spec, projection=projection)(w, known_cost=known)
+        expected = cl.make_solver(spec).solve(w, known_cost=known)
+        total = w.reshape(-1) + known
+        assert float(total @ y.reshape(-1)) == pytest.approx(float(total @ expected.reshape(-1)))
+
+
+@pytest.mark.parametrize("per_call", [False, True], ids=["spec known", "per-call known"])
+def test_float32_costs_next_to_a_large_known_cost_keep_the_solution(per_call):
+    """P(w + k) - k in float32 lost w next to a known cost of 1e6 (suboptimal answers on
+    most seeds): the layer works in float64 where there is a known cost, and answers in
+    w's dtype."""
+    rng = np.random.default_rng(1)
+    n = 50
+    k = 1e6 + rng.uniform(0, 1e3, n)
+    row = [cl.Constraint(coefs=[1.0] * n, sense="==", rhs=10)]
+    spec = cl.ILP(shape=[n], constraints=row, known_cost=None if per_call else k.tolist())
+    layer = cl.ComboLayer(spec)
+    for _ in range(5):
+        w = torch.tensor(rng.normal(0, 100, n), dtype=torch.float32)
+        extra = {"known_cost": torch.tensor(k)} if per_call else {}
+        y = layer(w, **extra)
+        assert y.dtype == torch.float32
+        total = w.double().numpy() + k
+        best = np.sort(total)[:10].sum()
+        assert total @ y.double().numpy() == pytest.approx(best, rel=1e-12)

@@ -148,6 +148,12 @@ def test_layer_rejects_bad_costs(w, match):
 def test_bad_layer_arguments():
     with pytest.raises(ValueError, match="unknown projection 'center'"):
         cl.ComboLayer(choose(), projection="center")
+    # a matrix is no projection's name (it raised numpy's "truth value is ambiguous"), on a
+    # path problem too, where the layer looks at the name before building the projection
+    for spec in (choose(), cl.problems.ShortestPath.grid(3, 3)):
+        for matrix in (np.eye(spec.num_outputs), np.eye(spec.num_outputs).tolist()):
+            with pytest.raises(TypeError, match="projection must be a name.*got (ndarray|list)"):
+                cl.ComboLayer(spec, projection=matrix)
     with pytest.raises(ValueError, match="unknown method 'magic'"):
         cl.ComboLayer(choose(), method="magic")
     with pytest.raises(ValueError, match="Blackbox lam must be > 0, got 0"):
@@ -326,6 +332,23 @@ def test_auto_exact_uses_the_hull_of_the_integer_solutions():
     exact = cl.ComboLayer(spec, projection="auto-exact").projection(w)
     torch.testing.assert_close(exact[0, 2] + exact[0, 3], torch.tensor(0.0))
     assert not torch.allclose(cl.ComboLayer(spec, projection="auto").projection(w), exact)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "bool", "int"])
+def test_a_target_as_numpy_booleans_or_integers_is_the_same_target(kind):
+    """The margin's target may come as w may (a numpy array) or as a 0/1 solution of
+    booleans or integers: the answer and gradient are those of the float target (they
+    raised an AttributeError and a norm's dtype error)."""
+    layer = cl.ComboLayer(cl.problems.TopK(5, 2), method="margin")
+    target = torch.tensor([[1.0, 0.0, 0.0, 1.0, 0.0]])
+    given = {"numpy": target.numpy(), "bool": target.bool(), "int": target.long()}[kind]
+    results = []
+    for t in (target, given):
+        w = torch.tensor([[0.3, 0.1, 0.5, 0.2, 0.4]], requires_grad=True)
+        y = layer(w, target=t)
+        (y * torch.arange(5.0)).sum().backward()
+        results.append((y.detach(), w.grad))
+    torch.testing.assert_close(results[1], results[0])
 
 
 def test_a_target_for_another_batch_is_refused_by_every_method():

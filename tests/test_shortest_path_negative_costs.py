@@ -173,3 +173,41 @@ def test_the_exact_hull_probes_simple_paths_with_costs_of_both_signs(name):
     hull = cl.analyze(spec, exact=True)
     assert hull.dim == np.linalg.matrix_rank(points[1:] - points[0])
     assert np.abs(points @ hull.normals.T - hull.normals @ points[0]).max() < 1e-9
+
+
+#: A square whose two paths have two edges each: sum(y) is fixed, so "mean" and "std" keep
+#: the solution too.
+SQUARE = ShortestPath(num_nodes=4, edges=[(0, 1), (1, 3), (0, 2), (2, 3)], source=0, target=3,
+                      directed=False)
+
+
+@pytest.mark.parametrize("projection", ["auto", "auto-exact", "plane", "norm", "none",
+                                        "mean", "std"])
+@pytest.mark.parametrize("name", ["grid4", "undirected", "square"])
+def test_the_layer_clips_the_users_cost_before_its_projection(name, projection):
+    """Under negative_costs="clip" the layer's answer is brute force's on the clipped
+    costs, whatever the projection: a projection's own negative entries are not what the
+    solver clips (they gave a path costing 5.5 where the best costs 5.2), and the
+    gradient reaches every entry, as when the solver clips."""
+    spec = with_fields(SQUARE if name == "square" else SPECS[name], negative_costs="clip")
+    if projection in ("mean", "std") and name != "square":
+        return  # refused where sum(y) varies (test_projections)
+    layer = cl.ComboLayer(spec, projection=projection)
+    rng = np.random.default_rng(7)
+    every = paths(spec)
+    for _ in range(INSTANCES):
+        w = torch.tensor(rng.uniform(-0.5, 2.0, spec.cost_shape), requires_grad=True)
+        y = layer(w)
+        clipped = np.maximum(w.detach().numpy().reshape(-1), 0.0)
+        assert clipped @ y.detach().numpy().reshape(-1) == pytest.approx((every @ clipped).min())
+        y.sum().backward()
+        assert w.grad.shape == w.shape
+
+
+@pytest.mark.parametrize("projection", ["mean", "std"])
+def test_shifting_projections_take_positive_costs_where_sum_y_is_fixed(projection):
+    """With negative_costs="error", "mean" and "std" shift positive costs below 0: the
+    solver sees the user's cost (rescaled) instead, and nothing is refused."""
+    layer = cl.ComboLayer(SQUARE, projection=projection)
+    w = torch.tensor([1.0, 3.0, 2.1, 2.1], dtype=torch.float64)
+    assert layer(w).tolist() == [1.0, 1.0, 0.0, 0.0]

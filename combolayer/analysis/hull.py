@@ -567,10 +567,11 @@ def _exact_hull(spec: Spec, relaxed: AffineHull) -> AffineHull:
 
     The LP's equations are checked first, each minimised both ways: one whose minima
     differ from ``origin``'s value holds on the relaxation only to the LP's tolerance
-    (a row whose slack is a cancellation of its terms) and is left out. Then every direction ``c`` orthogonal to both is optimised both ways. If both
-    optima lie in the span of the points seen so far, ``<c, y>`` is the same for
-    every solution and ``c`` is a new equation; otherwise the new point extends
-    the span. Each round fixes one more dimension, with two solves.
+    (a row whose slack is a cancellation of its terms) and is left out. Then every
+    direction ``c`` orthogonal to both is optimised both ways. If both optima lie in
+    the span of the points seen so far, ``<c, y>`` is the same for every solution and
+    ``c`` is a new equation; otherwise the new point extends the span. Each round fixes
+    one more dimension, with two solves.
     """
     solver = make_solver(spec, "highs")
     rows = None

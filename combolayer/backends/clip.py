@@ -34,27 +34,39 @@ class ClipNegatives(SolverWrapper):
         self._once = once
         self._warned = False
 
-    def clip(self, costs: Any) -> Any:
-        """``costs`` (``(..., *cost_shape)``, numpy or torch) with the negatives in the
-        floor set to 0 (a copy), or ``costs`` itself when there are none."""
-        n = self._solver.num_outputs
+    def clip(self, costs: Any, known: Any = None) -> Any:
+        """``costs`` (``(..., *cost_shape)``, numpy or torch) with the entries in the floor
+        set where they are negative (a copy), or ``costs`` itself when there are none. With
+        ``known``, a known cost the solve adds (``(..., num_vars)``, broadcast onto the
+        costs' batch), the total is what must not be negative: such an entry is raised to
+        minus the known cost's."""
+        solver = self._solver
+        n = solver.num_outputs
         flat = costs.reshape(-1, n)
         is_torch = isinstance(flat, Tensor)
         floor = self._floor.to(flat.device) if is_torch else self._floor.numpy()
-        if not bool((flat[:, floor] < 0).any()):
+        least = 0.0
+        if known is not None:
+            batch = tuple(costs.shape[: costs.ndim - len(solver.cost_shape)])
+            shift = known[..., :n]
+            shift = (shift.expand(*batch, n) if is_torch else
+                     np.broadcast_to(shift, (*batch, n))).reshape(-1, n)
+            least = -shift[:, floor]
+        if not bool((flat[:, floor] < least).any()):
             return costs
         if not self._warned:
-            warnings.warn(f"{self._solver.spec.label}: {self._source} made some costs "
-                          f"negative, which this problem cannot take; they are set to 0 "
+            warnings.warn(f"{solver.spec.label}: {self._source} made some costs "
+                          f"negative, which this problem cannot take; they are set to 0 (with a "
+                          f"known cost: so that their total with it is 0) "
                           f"(warned once per {self._once})", RuntimeWarning, stacklevel=4)
             self._warned = True
         flat = flat.clone() if is_torch else flat.copy()
-        flat[:, floor] = (flat[:, floor].clamp_min(0) if is_torch
-                          else np.maximum(flat[:, floor], 0))
+        flat[:, floor] = (torch.maximum(flat[:, floor], torch.as_tensor(least).to(flat))
+                          if is_torch else np.maximum(flat[:, floor], least))
         return flat.reshape(costs.shape)
 
     def solve_min(self, costs: Any, *args: Any, **kwargs: Any) -> Any:
-        return self._solver.solve_min(self.clip(costs), *args, **kwargs)
+        return self._solver.solve_min(self.clip(costs, kwargs.get("known")), *args, **kwargs)
 
 
 def clip_negatives(solver: Any, source: str, once: str) -> Any:

@@ -27,9 +27,9 @@ model (``pyepo.model.mpax``) the linear program it hands to MPAX, ``A x = b``,
 auxiliary), so ``cl.analyze`` and ``projection="auto"`` see the model's affine hull
 (flow conservation for shortest path). The objective coefficients a Gurobi, COPT or
 pywraplp model holds on its other variables (a facility's opening cost), which PyEPO's
-``setObj`` leaves in place, become the ILP's ``known_cost``. An MPAX model solves a whole batch in one
-vmapped call of its PDLP solver (``batch_optimize``); every other model solves row by
-row. Other models (hand-written ones) hide their constraints behind their own
+``setObj`` leaves in place, become the ILP's ``known_cost``. An MPAX model solves a
+whole batch in one vmapped call of its PDLP solver (``batch_optimize``); every other
+model solves row by row. Other models (hand-written ones) hide their constraints behind their own
 modelling objects; for them [`spec`][combolayer.backends.PyEPOBackend.spec] raises
 [`SpecError`][combolayer.SpecError] saying so, and a spec must be passed by the caller
 (``cl.ComboLayer(spec, backend=from_pyepo(m))``): the model still solves, and the

@@ -33,7 +33,13 @@ from ..specs.paths import config_base, resolve_path
 from ..transforms.noise import SignNoise
 from ..transforms.projection import NORM_EPS, Normalized, Transform, transforms_active
 from .ops import CompiledSolve, check_floor, draw_noise, noise_handle
-from .projection import HULL_PROJECTIONS, known_rescales, make_projection, project_with_known
+from .projection import (
+    HULL_PROJECTIONS,
+    has_known_cost,
+    known_rescales,
+    make_projection,
+    project_with_known,
+)
 from .schedules import Schedule, make_schedule
 
 logger = logging.getLogger(__name__)
@@ -187,13 +193,26 @@ class ComboLayer(nn.Module):
         solver = self.__dict__.get("_solver")
         if solver is None:
             solver = self.__dict__["_solver"] = make_solver(self.spec, self.backend_config)
+        projection = make_projection(self._projection_arg, self.spec)
         # Problems that need non-negative costs (shortest paths on graphs with
-        # cycles): the solver must be able to take what the layer gives it.
+        # cycles): the solver must be able to take what the layer gives it. Under
+        # negative_costs="clip" the layer clips the user's cost itself, before the
+        # projection (whose negative entries the solver would otherwise clip).
         floor = self.spec.nonnegative_costs()
+        cost_floor = self.spec.cost_floor()
+        clip_lower = None
+        if floor is None and getattr(cost_floor, "clip", False):
+            floor, clip_lower = cost_floor.checked, torch.as_tensor(cost_floor.lower)
         floor = None if floor is None else torch.as_tensor(floor)
         hull = floor is not None and self._projection_arg in HULL_PROJECTIONS
         exact = hull and self._projection_arg.endswith("-exact")
-        projection = make_projection(self._projection_arg, self.spec)
+        normals = torch.tensor(analyze(self.spec, exact=exact).normals) if hull else None
+        if floor is not None and self._projection_arg in ("mean", "std"):
+            # their shift is along the all-ones direction, on which every solution has
+            # the same objective (make_projection refuses them where it is not): the hull
+            # offset undoes it
+            n = self.spec.num_outputs
+            normals = torch.full((1, n), n ** -0.5, dtype=torch.float64)
         # A normalized projection given by name (a callable one sees costs of shape
         # (..., *cost_shape)) on a problem that takes costs of any sign (no hull
         # offset): the estimator may fold it into one autograd node (Identity does).
@@ -216,7 +235,10 @@ class ComboLayer(nn.Module):
             solver=solver,
             projection=projection,
             floor=floor,
-            normals=torch.tensor(analyze(self.spec, exact=exact).normals) if hull else None,
+            normals=normals,
+            clip_lower=clip_lower,
+            precise=has_known_cost(self.spec),
+            known_rescales=known_rescales(projection, self._projection_arg, self.spec),
             exact=solves(solver),
             cached=None if self.solve_ratio >= 1.0 else solves(
                 CachedSolver(solver, self.solve_ratio, self.pool, self.generator)),
@@ -326,30 +348,47 @@ class ComboLayer(nn.Module):
         """The current margin noise ``alpha`` (0 when there is none)."""
         return float(getattr(self.noise, "alpha", 0.0)) if self.noise is not None else 0.0
 
-    def _hull_offset(self, w: Tensor, u: Tensor, check: bool = True) -> Tensor:
-        """A constant that gives the solver the cost before the hull step, and the check
-        that this cost is one the problem accepts (`Spec.nonnegative_costs`).
+    def _floored(self, costs: Tensor, w: Tensor, u: Tensor, xi: Tensor | None,
+                 known: Tensor | None = None, check: bool = True) -> Tensor:
+        """The solver's costs ``costs`` (``sign * (u + xi)``, ``u = P(w)``) for a problem
+        that needs non-negative costs (`Spec.nonnegative_costs`), with the check that the
+        user's cost is one it accepts.
 
         ``"plane"``, ``"auto"`` and ``"auto-exact"`` remove the components of ``w``
-        along directions on which every solution has the same objective, then
-        ``"auto"`` scales by a positive factor: ``s * w`` has the argmin of ``P(w)``
-        and the signs of ``w``. The solver sees ``s * w`` while gradients flow through ``P(w)``
-        unchanged, so a positive cost stays one that Dijkstra can take. ``check=False``
-        leaves the check to the caller (the compiled solve's operator makes it).
+        along directions on which every solution has the same objective (``"mean"`` and
+        ``"std"`` along the all-ones one), then ``"auto"`` scales by a positive factor:
+        ``s * w`` has the argmin of ``P(w)`` and the signs of ``w``. The solver sees
+        exactly ``s * w`` (plus the noise) while gradients flow through ``P(w)``
+        unchanged, so a non-negative cost stays one that Dijkstra can take (a zero
+        stays zero). With a per-call known cost ``known``, whose part on the outputs
+        ``k`` the projection acts around (``P(w + k) - k``), it sees ``s * (w + k) - k``
+        and adds ``k`` back: the total is checked. ``check=False`` leaves the check to the
+        caller (the compiled solve's operator makes it).
         """
+        sign = self.solver.sign
+        k = None if known is None else known[..., : self.spec.num_outputs].reshape(w.shape)
+        normals = self.compiled.normals
+        if check:  # the total, scaled by s > 0 where normals remove a part
+            check_floor(self.spec, self.compiled.floor,
+                        sign * (u if normals is None else w) + (0 if k is None else sign * k))
+        if normals is None:
+            return costs
         with torch.no_grad():
-            offset = torch.zeros((), dtype=u.dtype, device=u.device)
             n = self.spec.num_outputs
-            flat_w = w.reshape(-1, n)
-            if self.compiled.normals is not None:
-                basis = self.compiled.normals.to(dtype=w.dtype, device=w.device)
-                removed = (flat_w @ basis.T) @ basis
-                scale = u.reshape(-1, n).norm(dim=-1, keepdim=True) / (
-                    (flat_w - removed).norm(dim=-1, keepdim=True).clamp_min(NORM_EPS))
-                offset = (self.solver.sign * scale * removed).reshape(u.shape)
-            if check:
-                check_floor(self.spec, self.compiled.floor, self.solver.sign * u + offset)
-        return offset
+            total = w if k is None else w + k
+            flat = total.reshape(-1, n)
+            basis = normals.to(dtype=w.dtype, device=w.device)
+            kept = flat - (flat @ basis.T) @ basis
+            projected = u if k is None else u + k
+            scale = projected.reshape(-1, n).norm(dim=-1, keepdim=True) / (
+                kept.norm(dim=-1, keepdim=True).clamp_min(NORM_EPS))
+            exact = sign * (scale * flat).reshape(w.shape)
+            if k is not None:
+                exact = exact - sign * k
+            if xi is not None:
+                exact = exact + sign * xi
+        # the value exactly, the gradient through P(w)
+        return costs - costs.detach() + exact
 
     def extra_repr(self) -> str:
         config = self.solver.config
@@ -514,10 +553,20 @@ class ComboLayer(nn.Module):
             raise TypeError(f"w must be a floating-point tensor, got {w.dtype}: pass w.float()")
         check_costs(self.spec, w, "w")
         if target is not None:
+            target = torch.as_tensor(target, device=w.device)
+            if not target.is_floating_point():  # a 0/1 solution as booleans or integers
+                target = target.to(w.dtype)
             check_costs(self.spec, target, "target")
             if not _broadcasts_to(target.shape, w.shape):
                 raise ValueError(f"target of shape {tuple(target.shape)} does not broadcast "
                                  f"to w's shape {tuple(w.shape)}: pass one target per instance")
+        compiled = self.compiled if recorded is None else recorded[0]
+        dtype = w.dtype
+        upcast = (compiled.precise or known_cost is not None) and dtype != torch.float64
+        if upcast:
+            w = w.double()  # the answer comes back in w's dtype
+        if compiled.clip_lower is not None:
+            w = _clipped(w, compiled.clip_lower, compiled.solver.sign)
         rows_grad = False
         if A is not None or b is not None:
             A, b, rows_grad = self._rows(w, A, b, values=not whole)
@@ -526,7 +575,6 @@ class ComboLayer(nn.Module):
             batch = tuple(w.shape[: w.dim() - len(self.spec.cost_shape)])
             known = check_known_cost(self.spec.label, self.solver.num_vars, batch,
                                      known_cost, w.detach(), values=not whole)
-        compiled = self.compiled if recorded is None else recorded[0]
         if sampling and self.sample_noise is not None:
             # Before the projection: the paper's samplers perturb the logits.
             w = w + draw_noise(self, compiled.noise_handle, w, sample=True)
@@ -539,8 +587,11 @@ class ComboLayer(nn.Module):
                   and (self.training or sampling) else compiled.exact)
         plain = A is None and known is None
         if whole:
-            return self._solve_op(compiled, solves.op, w, xi, target, self.training or sampling,
-                                  A, b, rows_grad, known, keep_aux)
+            out = self._solve_op(compiled, solves.op, w, xi, target, self.training or sampling,
+                                 A, b, rows_grad, known, keep_aux)
+            if upcast:
+                out = tuple(t.to(dtype) for t in out) if keep_aux else out.to(dtype)
+            return out
         if solves.fused is not None and plain:
             # the node's C-level apply where no functorch transform runs: one frame less
             y = (solves.fused if transforms_active() else solves.fused_direct)(w, xi)
@@ -553,7 +604,7 @@ class ComboLayer(nn.Module):
             # The objective sense, folded in once (a min problem skips the multiply).
             costs = u if compiled.solver.sign == 1.0 else -u
             if compiled.floor is not None:
-                costs = costs + self._hull_offset(w, projected)
+                costs = self._floored(costs, w, projected, xi, known)
             solve = solves.solve
             if compiling:  # a solve that is no custom operator runs eagerly: a graph break
                 solve = functools.partial(_eagerly, solve)
@@ -574,14 +625,14 @@ class ComboLayer(nn.Module):
             logger.debug("%s: batch of %d solved on %r in %.4f s", self.spec.label,
                          y.numel() // self.spec.num_outputs, compiled.solver.backend,
                          time.perf_counter() - start)
-        return y
+        return y.to(dtype) if upcast else y
 
     def _solve_op(self, compiled: _Compiled, op: CompiledSolve, w: Tensor,
                   xi: Tensor | None, target: Tensor | None, training: bool,
                   A: Tensor | None, b: Tensor | None, rows_grad: bool,
                   known: Tensor | None, keep_aux: bool) -> Any:
-        """The forward as torch.compile traces it: the projection and the hull offset in
-        torch, then the solve as one custom operator (`combolayer.layer.ops`), which
+        """The forward as torch.compile traces it: the projection and the cost floor
+        (`_floored`) in torch, then the solve as one custom operator (`combolayer.layer.ops`), which
         checks the values that `check_costs`, `check_rows` and `check_known_cost` leave
         to it while tracing, and runs the estimator's forward as eager mode does (with
         ``target``, ``training``, the per-call rows and known cost)."""
@@ -593,15 +644,23 @@ class ComboLayer(nn.Module):
         sign = compiled.solver.sign
         costs = projected if sign == 1.0 else -projected
         if compiled.floor is not None:
-            costs = costs + self._hull_offset(w, projected, check=False)
+            costs = self._floored(costs, w, projected, None, known, check=False)
         needs_grad = torch.is_grad_enabled() and (costs.requires_grad or rows_grad)
         return op(costs, None if xi is None else sign * xi,
                   None if target is None else target.to(costs), training, needs_grad,
                   A=A, b=b, known=None if known is None else sign * known,
                   A_grad=rows_grad and A.requires_grad, b_grad=rows_grad and b.requires_grad,
                   keep_aux=keep_aux,
-                  aux_known_rescales=known is not None and known_rescales(
-                      compiled.projection, self._projection_arg, self.spec))
+                  aux_known_rescales=known is not None and compiled.known_rescales)
+
+def _clipped(w: Tensor, lower: Tensor, sign: float) -> Tensor:
+    """``w`` with its minimisation-form entries below ``lower`` (a path's
+    ``negative_costs="clip"``) raised to it, as the solver would, the gradient passed
+    straight through to ``w`` (as when the solver clips them)."""
+    flat = sign * w.reshape(-1, lower.numel())
+    clipped = (sign * flat.clamp(min=lower.to(flat))).reshape(w.shape)
+    return w + (clipped - w).detach()
+
 
 def _flag_infeasible(label: str, last: threading.local, flagged: set[int], A: Tensor) -> None:
     """Keep which instances the per-call rows ``A`` left infeasible (positions ``flagged``)
@@ -734,6 +793,15 @@ class _Compiled:
     projection: Transform
     floor: Tensor | None
     normals: Tensor | None
+    #: Under a path's ``negative_costs="clip"``: the least minimisation-form cost of each
+    #: output (0 where a cycle could pay, -inf elsewhere), applied to the user's cost.
+    clip_lower: Tensor | None
+    #: Whether the spec has a known cost: the layer then works in float64, where a
+    #: projection's ``P(w + k) - k`` keeps ``w``'s scale next to a large ``k``.
+    precise: bool
+    #: Whether the projection rescales ``w``, which a per-call known cost on the
+    #: auxiliaries forbids (`known_rescales`; read once here, not while traced).
+    known_rescales: bool
     #: The solves on ``solver``.
     exact: _Solves
     #: With ``solve_ratio < 1``, the solves on the solution cache, used in training mode

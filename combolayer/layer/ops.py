@@ -153,8 +153,9 @@ class CompiledSolve:
                 raise ValueError(f"{name} must be finite, got NaN or inf entries for "
                                  f"{spec.label}")
         check_costs(spec, costs, "w after projection")
-        if self.floor is not None:
-            check_floor(spec, self.floor, costs)
+        if self.floor is not None:  # on the total the solver sees, the known cost added
+            check_floor(spec, self.floor, costs if known is None else
+                        costs + known[..., : spec.num_outputs].reshape(costs.shape))
         if aux_known_rescales:
             check_known_on_aux(spec, known)
         if known is not None:

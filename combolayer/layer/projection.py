@@ -138,6 +138,11 @@ def make_projection(projection: str | Transform, spec: Spec) -> Transform:
     """
     if callable(projection):
         return projection
+    if not isinstance(projection, str):
+        raise TypeError(
+            f"projection must be a name, one of {[*HULL_PROJECTIONS, *PROJECTIONS]}, or a "
+            f"callable Tensor -> Tensor, got {type(projection).__name__} (for a matrix M: "
+            "projection=lambda w: w @ M.T)")
     known = has_known_cost(spec)
     if known and projection in SCALING_PROJECTIONS:
         raise ValueError(

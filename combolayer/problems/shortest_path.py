@@ -181,6 +181,8 @@ class CostFloor:
         self.spec = spec
         self.clip = spec.negative_costs == "clip"
         self.sign = 1.0 if spec.sense == "min" else -1.0
+        #: The entries the rule applies to (a boolean mask over the outputs).
+        self.checked = np.asarray(checked, dtype=bool)
         self.lower = np.where(checked, 0.0, -np.inf)
         self._tensors: dict = {}  # the bound as a tensor, per (device, dtype)
 
