@@ -536,8 +536,8 @@ class ComboLayer(nn.Module):
         # traced by torch.compile: no clock, no logging (the graph keeps neither); a solve
         # that is one custom operator takes the call's own inputs and checks their values
         compiling = torch.compiler.is_compiling()
-        whole = self._traced_whole(per_call=keep_aux or A is not None or b is not None
-                                   or known_cost is not None)
+        whole = compiling and self._traced_whole(
+            per_call=keep_aux or A is not None or b is not None or known_cost is not None)
         if recorded is None and not whole and (A is not None or b is not None):
             recorded = self._recording(keep_aux=False)
             try:
