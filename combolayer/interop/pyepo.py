@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -566,18 +567,22 @@ class _Auxiliaries:
             return cls(optmodel, "ortools")
         return None
 
-    def objective(self) -> np.ndarray:
+    def _read(self, gurobi: str, copt: str, ortools: Callable[[Any], float]) -> np.ndarray:
+        """One value per variable: Gurobi's attribute ``gurobi``, COPT's info ``copt``, or
+        ``ortools(variable)``."""
         if not self.variables:
             return np.zeros(0)
         if self.package == "gurobipy":
-            return np.array(self.model.getAttr("Obj", self.variables), dtype=float)
+            return np.array(self.model.getAttr(gurobi, self.variables), dtype=float)
         if self.package == "coptpy":
             from coptpy import COPT
 
-            return np.array(self.model.getInfo(COPT.Info.Obj, self.variables),
+            return np.array(self.model.getInfo(getattr(COPT.Info, copt), self.variables),
                             dtype=float).reshape(-1)
-        objective = self.model.Objective()
-        return np.array([objective.GetCoefficient(v) for v in self.variables], dtype=float)
+        return np.array([ortools(v) for v in self.variables], dtype=float)
+
+    def objective(self) -> np.ndarray:
+        return self._read("Obj", "Obj", lambda v: self.model.Objective().GetCoefficient(v))
 
     def set_objective(self, values: np.ndarray) -> None:
         if not self.variables:
@@ -594,16 +599,7 @@ class _Auxiliaries:
                 objective.SetCoefficient(v, value)
 
     def values(self) -> np.ndarray:
-        if not self.variables:
-            return np.zeros(0)
-        if self.package == "gurobipy":
-            return np.array(self.model.getAttr("X", self.variables), dtype=float)
-        if self.package == "coptpy":
-            from coptpy import COPT
-
-            return np.array(self.model.getInfo(COPT.Info.Value, self.variables),
-                            dtype=float).reshape(-1)
-        return np.array([v.solution_value() for v in self.variables], dtype=float)
+        return self._read("X", "Value", lambda v: v.solution_value())
 
 
 class _PyEPOKernel(KernelDefaults):
