@@ -621,3 +621,52 @@ def test_the_bruteforce_plugin_refuses_a_large_model_without_overflow():
     assert reason == "it enumerates at most 65536 points, this problem has about 1e361"
     small = cl.ILP.from_matrices(shape=[4], A_ub=np.ones((1, 4)), b_ub=[3.0])
     assert bruteforce.BruteForceBackend().accepts(small) is None
+
+
+#: Knapsacks whose large weights put a one-unit breach of the capacity inside a MIP
+#: solver's relative feasibility tolerance (1e-6 of the row): SCIP and HiGHS returned it.
+LARGE_WEIGHTS = [
+    (cl.problems.Knapsack(weights=[[1e9, 1e9, 1]], capacities=[2e9 - 1]), [10.0, 1.0, 1.0]),
+    (cl.problems.Knapsack(weights=[[1000003, 2000005, 999999]], capacities=[2000004],
+                          sense="min"), [1.13, -0.13, -0.02]),
+]
+
+
+@pytest.mark.parametrize("case", range(len(LARGE_WEIGHTS)))
+@pytest.mark.parametrize("backend", ["highs", "scip", "gurobi", "enumerate", "auto"])
+def test_an_answer_that_breaks_a_row_within_the_solvers_tolerance_is_never_returned(
+        backend, case):
+    """Every answer meets the capacity exactly, or the solve raises SolverError naming
+    the breach: never an infeasible point."""
+    if backend != "auto":
+        available(backend)
+    spec, costs = LARGE_WEIGHTS[case]
+    weights, capacity = np.asarray(spec.weights[0]), spec.capacities[0]
+    try:
+        y = cl.make_solver(spec, backend).solve(np.array(costs))
+    except cl.SolverError as error:
+        assert "breaks row 0" in str(error) and "tolerance" in str(error)
+        return
+    assert weights @ y <= capacity
+    points = np.array(list(itertools.product([0.0, 1.0], repeat=3)))
+    values = points[points @ weights <= capacity] @ np.asarray(costs)
+    best = values.min() if spec.sense == "min" else values.max()
+    assert float(np.asarray(costs) @ y) == pytest.approx(best)
+
+
+@pytest.mark.parametrize("weights, capacity", [([1e-7, 1e-7, 1.0], 0.0),
+                                               ([1.0, 1.0, 1.0], 0.99999999)])
+def test_weights_near_integers_keep_the_capacity_on_every_exact_backend(weights, capacity):
+    """The knapsack DP read weights within 1e-7 of an integer as that integer (1e-7 as
+    0, a capacity of 0.99999999 as 1), and enumeration met rows to 1e-6: both took
+    items the capacity has no room for."""
+    spec = cl.problems.Knapsack(weights=[weights], capacities=[capacity])
+    ours = [name for name in capable_backends(spec)  # not the test plugin's
+            if backends()[name].__module__.startswith("combolayer.")]
+    for backend in ["auto", *ours]:
+        try:
+            y = cl.make_solver(spec, backend).solve(np.array([1.0, 1.0, 0.5]))
+        except cl.SolverError as error:  # a MIP solver's answer, refused
+            assert "breaks row" in str(error), backend
+            continue
+        assert np.asarray(weights) @ y <= capacity, backend

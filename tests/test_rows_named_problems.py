@@ -291,3 +291,16 @@ def test_rows_do_not_change_the_solves_without_rows():
     assert y.tolist() == [0.0, 0.0, 1.0, 0.0, 1.0]  # 1-hot before: the rounded LP vertex
     assert not any(int(kind) for kind in solver.kernel.model.getLp().integrality_)
     assert solver.solve(costs).tolist() == [0.0, 1.0, 0.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize("spec, costs", [(cl.problems.TopK(1, 1), [0.5]),
+                                         (cl.problems.Matching(1, 1), [[0.5]])])
+def test_rows_on_a_one_variable_problem(spec, costs):
+    """Gurobi refused the one-entry array of variable types it was given once rows made
+    the model a MIP ("could not convert string to float: 'I'"), on every backend that
+    hands rows to it."""
+    for backend in ["auto", *cl.backends.capable_backends(spec)]:
+        solver = cl.make_solver(spec, backend)
+        np.testing.assert_array_equal(
+            solver.solve(np.array(costs), A=np.array([[1.0]]), b=np.array([2.0])),
+            np.ones_like(costs), err_msg=backend)

@@ -353,9 +353,12 @@ def _integer_knapsack(spec: Knapsack) -> tuple[np.ndarray, np.ndarray] | None:
     capacities = np.asarray(spec.capacities, dtype=float)
     for decimals in range(KNAPSACK_MAX_DECIMALS + 1):
         scaled = weights * 10.0**decimals
-        if np.allclose(scaled, np.round(scaled), rtol=0.0, atol=1e-7):
-            # the tolerance keeps 0.1 * 10 = 1.0000000000000002 from losing a unit
-            caps = np.floor(capacities * 10.0**decimals + 1e-7)
+        # a tolerance relative to each number keeps 0.1 * 10 = 1.0000000000000002 from
+        # losing a unit; an absolute one made a weight of 1e-7 the integer 0 (and a
+        # capacity of 0.99999999 the integer 1): answers that break the capacity
+        if np.allclose(scaled, np.round(scaled), rtol=1e-12, atol=0.0):
+            caps = capacities * 10.0**decimals
+            caps = np.floor(caps + 1e-12 * np.maximum(np.abs(caps), 1.0))
             return np.round(scaled).astype(np.int64), caps.astype(np.int64)
     return None
 

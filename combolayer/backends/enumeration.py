@@ -28,7 +28,7 @@ import torch
 
 from ..errors import InfeasibleError
 from ..specs.base import Spec
-from ..specs.canonical import CanonicalForm, canonical_form
+from ..specs.canonical import CanonicalForm, canonical_form, rounding
 from .base import Backend, Capability, Tier
 from .config import BackendConfig
 from .outcome import INFEASIBLE, OPTIMAL, Solved
@@ -122,11 +122,14 @@ def feasible_points(form: CanonicalForm, tol: float = FEASIBILITY_TOL) -> np.nda
     # row i is the binary expansion of i over the free variables, the first most
     # significant (each free variable's values are 0 and 1): lexicographic
     points[:, free] = (np.arange(2**k)[:, None] >> np.arange(k - 1, -1, -1)) & 1
+    # the points are integer: a row holds up to float rounding, not to a solver's
+    # tolerance (weights of 1e-7 over a capacity of 0 break it)
     ok = np.ones(len(points), dtype=bool)
-    if form.A_ub.shape[0]:
-        ok &= (np.asarray(form.A_ub @ points.T).T <= form.b_ub + tol).all(axis=1)
-    if form.A_eq.shape[0]:
-        ok &= (np.abs(np.asarray(form.A_eq @ points.T).T - form.b_eq) <= tol).all(axis=1)
+    for A, b, equal in ((form.A_ub, form.b_ub, False), (form.A_eq, form.b_eq, True)):
+        if A.shape[0]:
+            lhs = np.asarray(A @ points.T).T
+            slack = rounding(np.asarray(abs(A) @ np.abs(points).T).T, np.abs(b))
+            ok &= ((np.abs(lhs - b) if equal else lhs - b) <= slack).all(axis=1)
     points = points[ok]
     if form.row_separator is not None:  # a path's cycles: no point per-call rows may pick
         points = points[[not form.row_separator(x) for x in points]]

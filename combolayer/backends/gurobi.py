@@ -296,8 +296,9 @@ class GurobiKernel(_GurobiRun, RowKernel):
         if form is self._active and not built:
             return
         if form.is_mip != self._active.is_mip:
+            # a list: gurobipy refuses a one-entry numpy array of strings
             self.variables.VType = np.where(form.integer & form.is_mip, GRB.INTEGER,
-                                            GRB.CONTINUOUS)
+                                            GRB.CONTINUOUS).tolist()
         if form.separator is not None or not built:
             self.model.setParam("LazyConstraints", int(form.separator is not None))
         if form.separator is not None and form not in self._callbacks:

@@ -311,8 +311,26 @@ class RowKernel(ReportingKernel):
                         statuses = statuses or [OPTIMAL] * len(costs)
                         statuses[b] = x.statuses[0]
                     x = x.values
+                self._check_rows(x)
                 out[b] = x[:n]
         return Solved(self._answer(out, n), None if statuses is None else tuple(statuses))
+
+    def _check_rows(self, x: np.ndarray) -> None:
+        """`SolverError` when the solver's values ``x`` for one instance, rounded, break a
+        row of integer variables (`CanonicalForm.breach`): a MIP solver's tolerance is
+        relative, and an answer within it can break a row with large coefficients by
+        whole units. Forms whose LP has integral vertices (integral data) need no check."""
+        form = self.form
+        if form.lp_is_integral or len(x) != form.num_vars:
+            return
+        breach = form.breach(x)
+        if breach is not None:
+            row, excess = breach
+            raise SolverError(
+                f"{type(self).__name__}: the solver's answer breaks row {row} of the problem "
+                f"by {excess:.3g}: its feasibility tolerance is relative to the row's size "
+                "and too coarse for this row's coefficients; rescale them (smaller "
+                "integers, e.g. weights in coarser units) or use another backend")
 
     def _starts(self, costs: np.ndarray, start: np.ndarray | None) -> np.ndarray | None:
         """``start`` as one float64 vector per instance, or None where the kernel does not
@@ -355,6 +373,7 @@ class RowKernel(ReportingKernel):
                     if isinstance(x, Solved):
                         statuses[i] = worst(x.statuses or ())
                         x = x.values
+                    self._check_rows(x)
                     out[i] = x[:n]
             finally:
                 if current is not None:

@@ -54,6 +54,13 @@ class JoinedSeparator:
         return [*self.first(x), *self.second(x)]
 
 
+def rounding(terms: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """What float rounding may add to rows evaluated at an integer point: 1e-12 of their
+    size (``terms``, the sum of ``|a_j x_j|``, plus ``bound``, ``|b|``). A row of integer
+    variables that a point breaks by more is broken."""
+    return 1e-12 * (terms + bound + 1.0)
+
+
 @dataclass(frozen=True, eq=False)
 class CanonicalForm:
     cost_shape: tuple[int, ...]
@@ -120,6 +127,35 @@ class CanonicalForm:
         row_lower = np.concatenate([np.full(len(self.b_ub), -np.inf), self.b_eq])
         row_upper = np.concatenate([self.b_ub, self.b_eq])
         return A, row_lower, row_upper
+
+    @cached_property
+    def _integer_rows(self) -> tuple[np.ndarray, sp.csr_matrix, np.ndarray, np.ndarray]:
+        """The rows (`rows`) whose variables are all integer, and their positions there:
+        a rounded point meets those exactly, up to float rounding."""
+        A, lower, upper = self.rows()
+        continuous = (~self.integer).astype(float)
+        keep = np.flatnonzero(abs(A) @ continuous == 0)
+        return keep, A[keep], lower[keep], upper[keep]
+
+    def breach(self, x: np.ndarray) -> tuple[int, float] | None:
+        """The row (its position in `rows`) that solver values ``x`` (``(num_vars,)``),
+        rounded where integer, break the most, and by how much, among the rows of
+        integer variables alone; None when they all hold. A solver's feasibility
+        tolerance is relative (1e-6 of a row's size), so on a row with large
+        coefficients (weights of 1e9) its answer may break the row by whole units; a
+        rounded point holds such rows exactly, so anything beyond float rounding
+        (1e-12 of the row's size) is a breach."""
+        keep, A, lower, upper = self._integer_rows
+        if not len(keep):
+            return None
+        point = self.solution(x)
+        value = A @ point
+        with np.errstate(invalid="ignore"):  # inf - inf on a free side
+            excess = np.fmax(value - upper, lower - value)
+        bound = np.where(np.isfinite(upper), np.abs(upper), np.abs(lower))
+        over = excess - rounding(abs(A) @ np.abs(point), bound)
+        worst = int(np.argmax(over))
+        return (int(keep[worst]), float(excess[worst])) if over[worst] > 0 else None
 
 
 def canonical_form(spec: Spec, lazy: bool = True) -> CanonicalForm:
