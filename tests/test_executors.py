@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from typing import ClassVar
 
 import numpy as np
@@ -298,6 +299,27 @@ def test_process_workers_that_cannot_build_their_model_raise_with_the_reason(alw
                                              "RuntimeError: no licence in this worker"):
         solver.solve(batch_with_duplicates(spec))
     solver.kernel.close()
+
+
+def test_a_background_start_stopped_by_the_interpreters_exit_says_nothing(monkeypatch):
+    """A script that exits while its workers start in the background printed
+    concurrent.futures' "cannot schedule new futures after interpreter shutdown" as a
+    RuntimeWarning, for a call that will never come; any other failed start is still
+    said, and raised on the next call."""
+    solver = cl.make_solver(knapsack(), {"name": "highs", "executor": "thread", "workers": 2})
+    kernel = solver.kernel
+
+    def refused():
+        raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+    monkeypatch.setattr(kernel, "_start", refused)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kernel._start_and_warm()
+    monkeypatch.setattr(kernel, "_start", lambda: (_ for _ in ()).throw(OSError("no room")))
+    with pytest.warns(RuntimeWarning, match="no room"):
+        kernel._start_and_warm()
+    kernel.close()
 
 
 UNGUARDED_SCRIPT = unguarded_process_script() + """

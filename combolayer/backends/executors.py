@@ -29,6 +29,7 @@ import multiprocessing
 import os
 import queue
 import re
+import sys
 import threading
 import time
 import warnings
@@ -201,6 +202,8 @@ class ParallelKernel(ReportingKernel):
             self._start()
             self._warm()
         except BaseException as error:  # said now, and raised in the caller's next look
+            if _exiting(error):  # the interpreter exits: there is no next call
+                return
             warnings.warn(f"{error} (the instances are solved in the caller meanwhile; the "
                           "next call raises this)", RuntimeWarning, stacklevel=1)
             self._start_error = error
@@ -269,6 +272,13 @@ class ParallelKernel(ReportingKernel):
             self.close()
         except Exception:  # interpreter shutdown: modules may be gone
             pass
+
+
+def _exiting(error: BaseException) -> bool:
+    """Whether ``error`` stopped a background start because the interpreter is exiting
+    (concurrent.futures refuses new work from then on)."""
+    return sys.is_finalizing() or (isinstance(error, RuntimeError)
+                                   and "after interpreter shutdown" in str(error))
 
 
 class _WorkerFailure(Exception):
