@@ -254,6 +254,8 @@ class GurobiKernel(_GurobiRun, RowKernel):
     """One kept Gurobi model of a canonical form; ``__call__`` solves a batch of
     minimisation costs, each optionally started from ``start`` (``(B, N)`` outputs)."""
 
+    feasibility_option = "FeasibilityTol"
+
     #: Off: a start measured no faster on PyEPO's knapsack (mean 0.96-1.03x, also on
     #: the training loops' own solves; benchmarks/warm_start.py, docs/measurements/solvers.md).
     #: Set it on a kernel to pass ``start`` through as Gurobi's ``Start`` attribute.

@@ -142,6 +142,8 @@ class _HighsTime:
 class HighsKernel(_HighsTime, RowKernel):
     """One kept HiGHS model; ``__call__`` solves a batch of minimisation costs."""
 
+    feasibility_option = "mip_feasibility_tolerance"
+
     def __init__(self, form: CanonicalForm, config: BackendConfig) -> None:
         self.form = form
         self.model = _build_model(form, config)

@@ -277,6 +277,8 @@ class ScipKernel(RowKernel):
     the earlier solves of this kernel.
     """
 
+    feasibility_option = "numerics/feastol"
+
     def __init__(self, form: CanonicalForm, config: BackendConfig, kind: str = "ilp") -> None:
         _trim_dropped_models()
         weakref.finalize(self, _model_dropped)

@@ -221,6 +221,9 @@ class RowKernel(ReportingKernel):
     form: Any
     #: Whether ``solve_one`` takes ``start=`` (a MIP start); others ignore ``start``.
     takes_start = False
+    #: The solver option that sets its feasibility tolerance (``BackendConfig.options``),
+    #: named when an answer breaks a row within it (`_check_rows`); None if unknown.
+    feasibility_option: str | None = None
 
     def __new__(cls, *args: Any, **kwargs: Any) -> RowKernel:
         kernel = super().__new__(cls)
@@ -326,11 +329,14 @@ class RowKernel(ReportingKernel):
         breach = form.breach(x)
         if breach is not None:
             row, excess = breach
+            tighten = ("" if self.feasibility_option is None else
+                       f", tighten its tolerance (options={{'{self.feasibility_option}': "
+                       "1e-9}),")
             raise SolverError(
                 f"{type(self).__name__}: the solver's answer breaks row {row} of the problem "
                 f"by {excess:.3g}: its feasibility tolerance is relative to the row's size "
-                "and too coarse for this row's coefficients; rescale them (smaller "
-                "integers, e.g. weights in coarser units) or use another backend")
+                f"and too coarse for this row's coefficients; rescale them (smaller "
+                f"integers, e.g. weights in coarser units){tighten} or use another backend")
 
     def _starts(self, costs: np.ndarray, start: np.ndarray | None) -> np.ndarray | None:
         """``start`` as one float64 vector per instance, or None where the kernel does not
