@@ -287,9 +287,6 @@ def test_a_graph_cached_by_another_process_never_serves_another_estimator(tmp_pa
 #: the problem the per-call inputs below act on.
 PER_CALL = cl.ILP.from_matrices(shape=[3], A_ub=np.array([[1, 1, 1, 0]]), b_ub=np.array([2]),
                                 A_eq=np.array([[1, 0, 0, -1]]), b_eq=np.array([0]), num_aux=1)
-#: The methods whose compiled solve takes a call's own inputs (the relaxations' build
-#: handles them itself: such calls compile with a graph break there).
-PER_CALL_WHOLE = [name for name in WHOLE if resolve_method(name).compiles_per_call]
 
 
 class PerCallModel(torch.nn.Module):
@@ -339,11 +336,10 @@ def per_call_eager_and_compiled(method, fullgraph=True, learn_rows=False, **opti
 
 @pytest.mark.parametrize("method", WHOLE)
 def test_per_call_rows_known_cost_and_aux_compile_to_eager_answers(method):
-    """Per-call rows, a per-call known cost and return_aux go through the compiled solve:
-    fullgraph works (the relaxations, which solve them in their own build, with a graph
-    break), and the answers, auxiliaries and gradients are eager mode's."""
-    eager, compiled = per_call_eager_and_compiled(
-        method, fullgraph=method in PER_CALL_WHOLE, on_infeasible="flag")
+    """Per-call rows, a per-call known cost and return_aux go through the compiled solve
+    for every method: fullgraph works, and the answers, auxiliaries and gradients are
+    eager mode's (the relaxations' to the conic solver's tolerance)."""
+    eager, compiled = per_call_eager_and_compiled(method, on_infeasible="flag")
     for got, expected in zip(compiled[:3], eager[:3]):
         torch.testing.assert_close(got, expected)
     torch.testing.assert_close(compiled[2][:, 0], compiled[1][:, 0])  # x3 = x0
@@ -351,8 +347,7 @@ def test_per_call_rows_known_cost_and_aux_compile_to_eager_answers(method):
         torch.testing.assert_close(got, expected)
 
 
-@pytest.mark.parametrize("method", [m for m in PER_CALL_WHOLE
-                                    if resolve_method(m).row_gradients])
+@pytest.mark.parametrize("method", [m for m in WHOLE if resolve_method(m).row_gradients])
 def test_learned_rows_compile_whole_with_eager_gradients(method):
     """A method that gives per-call rows a gradient (CombOptNet's, the score function's)
     compiles with rows that learn: fullgraph works and the rows' gradients (the second

@@ -45,6 +45,7 @@ from torch import Tensor
 
 from ..analysis.hull import tight_rows
 from ..backends.solver import KnownBound, Recorder, Solver
+from ..backends.wrapper import RowBound, SolverWrapper
 from ..errors import BackendUnavailable, InfeasibleError, SolverError
 from ..specs.base import Spec
 from ..specs.canonical import canonical_form
@@ -286,8 +287,9 @@ def _each_or_dummy(relaxation: Relaxation, costs: Tensor, A: Tensor, b: Tensor,
                                                           - relaxation.num_outputs)], -1)
             found.append(dummy)
             bad.append(i)
-    if bad and isinstance(solver, Recorder):
-        solver.infeasible.update(bad)
+    recorder = _bound(solver, Recorder)
+    if bad and recorder is not None:
+        recorder.infeasible.update(bad)
     elif bad:
         warnings.warn(f"{len(bad)} of {costs.shape[0]} instances have an empty relaxation "
                       "with their per-call rows A x <= b: their outputs are zeros, without "
@@ -311,7 +313,6 @@ class RelaxationEstimator(Estimator):
     weight_field: ClassVar[str]
     row_gradients: ClassVar[bool] = True
     compiles_whole: ClassVar[bool] = True
-    compiles_per_call: ClassVar[bool] = False
 
     #: SCS's absolute and relative tolerance for the relaxation (diffcp's solve).
     tolerance: Positive = 1e-6
@@ -322,16 +323,15 @@ class RelaxationEstimator(Estimator):
                           solver_args={"eps_abs": self.tolerance, "eps_rel": self.tolerance})
 
     def forward(self, solver, costs, *, target, training, A=None, b=None):
-        # the compiled operator's forward (no per-call rows there): the relaxation's
-        # solution without a graph, which a tensor cannot hold; backward solves again
+        # the compiled operator's forward (the rows and a known cost bound to ``solver``):
+        # the relaxation's solution without a graph, which a tensor cannot hold; the
+        # backward solves again
         if not training:
             return solver.solve_min(costs.detach()), None
-        if costs.numel() == 0:  # nothing to solve, as the eager solve
-            return costs.detach() * 0, ()
-        relaxation = _kept_relaxation(self, solver)
         with torch.no_grad():
-            x = relaxation(costs.reshape(-1, relaxation.num_outputs))
-        return x.reshape(costs.shape), ()
+            x = self._relaxed(_kept_relaxation(self, _unbound(solver)), solver,
+                              costs.detach(), *_detached(A, b), _bound_known(solver))
+        return x, ()
 
     def saved_like(self, solver, costs, training, A=None, b=None):
         return () if training else None
@@ -342,24 +342,29 @@ class RelaxationEstimator(Estimator):
         return last_aux(solves, count, str(self))
 
     def backward(self, solver, grad, costs, A, b):
-        if costs.numel() == 0:
-            return grad * 0, None, None
-        relaxation = _kept_relaxation(self, solver)
+        relaxation = _kept_relaxation(self, _unbound(solver))
+        known = _bound_known(solver)
 
-        def differentiated() -> Tensor:
-            given = costs.detach().requires_grad_()
-            x = relaxation(given.reshape(-1, relaxation.num_outputs)).reshape(costs.shape)
-            return torch.autograd.grad(x, given, grad)[0]
+        def differentiated() -> tuple[Tensor | None, ...]:
+            given = [t.detach().requires_grad_() for t in (costs, A, b) if t is not None]
+            with warnings.catch_warnings():  # the forward said which instances are empty
+                warnings.simplefilter("ignore")
+                x = self._relaxed(relaxation, solver, *given, *([None, None] if A is None
+                                                                 else []), known)
+            grads = torch.autograd.grad(x, given, grad, allow_unused=True)
+            grads = [torch.zeros_like(t) if g is None else g for g, t in zip(grads, given,
+                                                                             strict=True)]
+            return (*grads, None, None) if A is None else tuple(grads)
 
         # An operator's implementation runs below autograd, which records nothing there
         # whatever the grad mode; a thread starts with autograd on (dispatch keys are
         # per thread), so the relaxation is differentiated on one of its own.
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            return pool.submit(differentiated).result(), None, None
+            return pool.submit(differentiated).result()
 
     def build(self, solver: Solver) -> DifferentiableSolve:
         _import_cvxpylayers()  # a missing extra is reported when the layer is built
-        relaxation = _kept_relaxation(self, solver)  # the compiled operator's too
+        relaxation = _kept_relaxation(self, solver)
 
         def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
                   training: bool = True, A: Tensor | None = None,
@@ -369,30 +374,67 @@ class RelaxationEstimator(Estimator):
                 if A is not None:
                     exact = exact.bind_rows(A.detach(), b.detach())
                 return exact.solve_min(costs.detach())
-            flat, A_flat, b_flat = _batched(costs, A, b, relaxation.form.cost_shape,
-                                            relaxation.spec_vars)
-            known_flat = None
-            if known is not None:  # (*batch, V), or one for every instance
-                batch = costs.shape[: costs.dim() - len(relaxation.form.cost_shape)]
-                known_flat = known.expand(*batch, relaxation.spec_vars).reshape(
-                    -1, relaxation.spec_vars)
-            if flat.shape[0] == 0:  # a zero gradient for the costs and any rows
-                rows = () if A is None else (A.sum() * 0, b.sum() * 0)
-                return sum(rows, costs * 0)
-            # the layer's return_aux: the LP solution's auxiliaries, recorded (output_aux)
-            whole = keeps_aux(solver) and relaxation.spec_vars > relaxation.num_outputs
-            try:
-                x = relaxation(flat, A_flat, b_flat, known_flat, whole)
-            except InfeasibleError:
-                if A is None or getattr(solver, "on_infeasible", "raise") != "flag":
-                    raise
-                x = _each_or_dummy(relaxation, flat, A_flat, b_flat, solver, known_flat, whole)
-            if whole:
-                solver.aux.append(x[:, relaxation.num_outputs :].detach())
-                x = x[:, : relaxation.num_outputs]
-            return x.reshape(costs.shape)
+            return self._relaxed(relaxation, solver, costs, A, b, known)
 
         return solve
+
+    def _relaxed(self, relaxation: Relaxation, solver: Any, costs: Tensor,
+                 A: Tensor | None, b: Tensor | None, known: Tensor | None) -> Tensor:
+        """The training solve: the relaxation's solution for minimisation costs
+        ``(*batch, *cost_shape)``, per-call rows ``A``, ``b`` broadcast onto the batch (or
+        None) and a per-call known cost ``known`` (minimisation form, or None),
+        differentiable in the costs and the rows. Where ``solver`` keeps the auxiliaries
+        (the layer's ``return_aux``) the LP solution's are recorded there; under
+        ``on_infeasible="flag"`` the instances the rows leave empty are zeros, flagged."""
+        flat, A_flat, b_flat = _batched(costs, A, b, relaxation.form.cost_shape,
+                                        relaxation.spec_vars)
+        known_flat = None
+        if known is not None:  # (*batch, V), or one for every instance
+            batch = costs.shape[: costs.dim() - len(relaxation.form.cost_shape)]
+            known_flat = known.expand(*batch, relaxation.spec_vars).reshape(
+                -1, relaxation.spec_vars)
+        if flat.shape[0] == 0:  # a zero gradient for the costs and any rows
+            rows = () if A is None else (A.sum() * 0, b.sum() * 0)
+            return sum(rows, costs * 0)
+        # the layer's return_aux: the LP solution's auxiliaries, recorded (output_aux)
+        whole = keeps_aux(solver) and relaxation.spec_vars > relaxation.num_outputs
+        try:
+            x = relaxation(flat, A_flat, b_flat, known_flat, whole)
+        except InfeasibleError:
+            if A is None or getattr(solver, "on_infeasible", "raise") != "flag":
+                raise
+            x = _each_or_dummy(relaxation, flat, A_flat, b_flat, solver, known_flat, whole)
+        if whole:
+            solver.aux.append(x[:, relaxation.num_outputs :].detach())
+            x = x[:, : relaxation.num_outputs]
+        return x.reshape(costs.shape)
+
+
+def _detached(A: Tensor | None, b: Tensor | None) -> tuple[Tensor | None, Tensor | None]:
+    return (None, None) if A is None else (A.detach(), b.detach())
+
+
+def _bound(solver: Any, kind: type) -> Any:
+    """The first wrapper of type ``kind`` in ``solver``'s chain of wrappers, or None."""
+    while isinstance(solver, SolverWrapper):
+        if isinstance(solver, kind):
+            return solver
+        solver = solver._solver
+    return solver if isinstance(solver, kind) else None
+
+
+def _bound_known(solver: Any) -> Tensor | None:
+    """The per-call known cost bound to ``solver`` (the compiled solve binds it), or None."""
+    bound = _bound(solver, KnownBound)
+    return None if bound is None else torch.as_tensor(bound.instance_known)
+
+
+def _unbound(solver: Any) -> Any:
+    """``solver`` without the wrappers a call binds (rows, a known cost, a recorder): the
+    solver whose relaxation is kept (`_kept_relaxation`)."""
+    while isinstance(solver, (RowBound, KnownBound, Recorder)):
+        solver = solver._solver
+    return solver
 
 
 #: The relaxations the compiled operator solves, per solver and estimator: built once

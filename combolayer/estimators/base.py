@@ -199,12 +199,6 @@ class Estimator(BaseModel):
     #: layer's solve whole, as one custom operator (`combolayer.layer.ops`); other
     #: estimators compile with a graph break at the solve.
     compiles_whole: ClassVar[bool] = False
-    #: For an estimator that `compiles_whole`: whether its ``forward`` takes a call's own
-    #: inputs as `build`'s solve does (per-call rows and known cost bound to its solver,
-    #: the auxiliaries its solves record), so that such calls and ``return_aux`` compile
-    #: whole too; False where `build` handles them itself (the relaxations), and such
-    #: calls compile with a graph break at the solve.
-    compiles_per_call: ClassVar[bool] = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs = positional_fields(type(self), args, kwargs, TypeError)

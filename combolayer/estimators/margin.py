@@ -72,11 +72,6 @@ class Margin(Estimator):
         return bool(getattr(self._inner, "compiles_whole", False))
 
     @property
-    def compiles_per_call(self) -> bool:  # type: ignore[override]
-        """Whether the wrapped estimator compiles calls with their own inputs whole."""
-        return bool(getattr(self._inner, "compiles_per_call", True))
-
-    @property
     def differentiable_backward(self) -> bool:  # type: ignore[override]
         """Whether the wrapped estimator's backward is pure torch: then so is the margin's."""
         return bool(getattr(self._inner, "differentiable_backward", False))

@@ -438,16 +438,14 @@ class ComboLayer(nn.Module):
             SolverError: the solver failed (time limit without a solution, a
                 crashed worker, ...).
         """
-        if return_aux and not self._traced_whole(per_call=True):
+        if return_aux and not self._traced_whole():
             return self._with_aux(w, target, self.training, A, b, known_cost)
         return self._forward(w, target, self.training, A, b, known_cost, keep_aux=return_aux)
 
-    def _traced_whole(self, per_call: bool) -> bool:
+    def _traced_whole(self) -> bool:
         """Whether torch.compile is tracing a layer whose solve is one custom operator
-        (`Estimator.compiles_whole`) for a call with (``per_call``) or without per-call
-        rows, a per-call known cost or ``return_aux`` (`Estimator.compiles_per_call`)."""
-        op = self.compiled.exact.op
-        return torch.compiler.is_compiling() and op is not None and (not per_call or op.per_call)
+        (`Estimator.compiles_whole`): per-call inputs and ``return_aux`` go through it too."""
+        return torch.compiler.is_compiling() and self.compiled.exact.op is not None
 
     @torch.compiler.disable  # the estimator is built for this call: not traceable
     def _with_aux(self, *args: Any) -> tuple[Tensor, Tensor]:
@@ -536,8 +534,7 @@ class ComboLayer(nn.Module):
         # traced by torch.compile: no clock, no logging (the graph keeps neither); a solve
         # that is one custom operator takes the call's own inputs and checks their values
         compiling = torch.compiler.is_compiling()
-        whole = compiling and self._traced_whole(
-            per_call=keep_aux or A is not None or b is not None or known_cost is not None)
+        whole = compiling and self._traced_whole()
         if recorded is None and not whole and (A is not None or b is not None):
             recorded = self._recording(keep_aux=False)
             try:

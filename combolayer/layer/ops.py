@@ -100,12 +100,8 @@ class CompiledSolve:
     floor: Tensor | None = None
     flag: Callable[[set[int], Tensor], None] | None = None
     handle: int = field(init=False)
-    #: Whether calls with their own inputs (per-call rows or known cost, ``return_aux``)
-    #: go through the operator too (`Estimator.compiles_per_call`), read once here.
-    per_call: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        self.per_call = bool(getattr(self.estimator, "compiles_per_call", True))
         self.handle = new_handle(self.estimator, self.solver)
         _HANDLES[self.handle] = self
 
@@ -182,20 +178,7 @@ class CompiledSolve:
                 "needs the two to agree")
         aux = [aux_of_output(self.estimator, self.solver, output, recorder.aux)] \
             if keep_aux else []
-        # an operator's outputs may alias neither its inputs nor each other
-        seen = {t.untyped_storage().data_ptr() for t in (costs, noise, target, A, b, known)
-                if t is not None and t.numel()}
-        outputs = []
-        for t in (output, *aux, *(got or ())):
-            # contiguous, as the fake implementation's empty_like: inductor checks strides
-            # (a sample axis moved to the front is not)
-            t = t.detach().contiguous()
-            pointer = t.untyped_storage().data_ptr() if t.numel() else None
-            if pointer in seen:
-                t = t.clone()
-            seen.add(pointer)
-            outputs.append(t)
-        return outputs
+        return _fresh([output, *aux, *(got or ())], (costs, noise, target, A, b, known))
 
     def backward(self, grad: Tensor, costs: Tensor, A: Tensor | None, b: Tensor | None,
                  known: Tensor | None, saved: list[Tensor]) -> tuple[Tensor, ...]:
@@ -234,6 +217,22 @@ class CompiledSolve:
         if A is None:
             return {"A": None, "b": None}
         return {"A": _as_given(A, A_grad), "b": _as_given(b, b_grad)}
+
+
+def _fresh(outputs: list[Tensor], inputs: tuple[Tensor | None, ...]) -> list[Tensor]:
+    """``outputs`` as an operator may return them: aliasing neither its ``inputs`` nor
+    each other (a clone where one would), and contiguous, as the fake implementation's
+    ``empty_like`` (inductor checks strides; a sample axis moved to the front is not)."""
+    seen = {t.untyped_storage().data_ptr() for t in inputs if t is not None and t.numel()}
+    fresh = []
+    for t in outputs:
+        t = t.detach().contiguous()
+        pointer = t.untyped_storage().data_ptr() if t.numel() else None
+        if pointer in seen:
+            t = t.clone()
+        seen.add(pointer)
+        fresh.append(t)
+    return fresh
 
 
 def _as_given(costs: Tensor, needs_grad: bool) -> Tensor:
@@ -306,10 +305,11 @@ def _solve_backward(grad: Tensor, costs: Tensor, A: Tensor | None, b: Tensor | N
     check_upstream(grad)
     with torch.no_grad():
         d_costs, d_A, d_b = _entry(handle).estimator_backward(grad, costs, A, b, known, saved)
-    if not _gives_rows(handle, A):
-        return [d_costs]
-    return [d_costs, torch.zeros_like(A) if d_A is None else d_A.contiguous(),
-            torch.zeros_like(b) if d_b is None else d_b.contiguous()]
+    grads = [d_costs]
+    if _gives_rows(handle, A):
+        grads += [torch.zeros_like(A) if d_A is None else d_A,
+                  torch.zeros_like(b) if d_b is None else d_b]
+    return _fresh(grads, (grad, costs, A, b, known, *saved))
 
 
 @_solve_backward.register_fake
