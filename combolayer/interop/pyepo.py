@@ -582,13 +582,22 @@ class _Auxiliaries:
         return np.array([ortools(v) for v in self.variables], dtype=float)
 
     def objective(self) -> np.ndarray:
+        """The coefficients as the model holds them, its pending changes included: Gurobi
+        applies attribute changes lazily and reads back the values of its last update
+        (COPT and pywraplp apply them at once)."""
+        if self.package == "gurobipy":
+            self.model.update()
         return self._read("Obj", "Obj", lambda v: self.model.Objective().GetCoefficient(v))
 
-    def set_objective(self, values: np.ndarray) -> None:
+    def set_objective(self, values: np.ndarray, *, apply: bool = False) -> None:
+        """Set the coefficients; ``apply`` makes a Gurobi model apply them now rather
+        than at its next solve (a restored objective then reads back as it was)."""
         if not self.variables:
             return
         if self.package == "gurobipy":
             self.model.setAttr("Obj", self.variables, values.tolist())
+            if apply:
+                self.model.update()
         elif self.package == "coptpy":
             from coptpy import COPT
 
@@ -662,7 +671,7 @@ class _PyEPOKernel(KernelDefaults):
                         out[b, n:] = aux.values()
             finally:
                 if aux is not None:
-                    aux.set_objective(kept)
+                    aux.set_objective(kept, apply=True)
         # Solvers return integers within their tolerance; snap those to exact values.
         rounded = np.rint(out)
         return np.where(np.abs(out - rounded) < 1e-6, rounded, out) + 0.0
