@@ -413,3 +413,23 @@ def test_a_compiled_path_layer_takes_a_per_call_known_cost_its_solver_takes():
     known = torch.full((9,), 0.5, dtype=torch.float64)
     torch.testing.assert_close(compiled(w, known_cost=known),
                                cl.make_solver(spec).solve(w, known_cost=known))
+
+
+@pytest.mark.parametrize("bad", ["w", "target"])
+def test_a_compiled_layer_checks_the_users_costs_before_its_projection(bad):
+    """A cost of 1e16 is refused in eager mode; the projection normalises it below the
+    bound, so the compiled solve checks the user's w (and target) themselves, with eager
+    mode's ValueError (it answered)."""
+    spec = cl.ILP(shape=[5], constraints=[cl.Constraint(coefs=[1] * 5, sense="==", rhs=2)])
+    layer = cl.ComboLayer(spec, method="margin")
+    compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")
+    w = torch.tensor([[1.0, 2.0, 0.0, 0.0, 0.0]])
+    target = torch.tensor([[0.0, 0.0, 0.0, 1.0, 1.0]])
+    if bad == "w":
+        w = w * 1e16
+    else:
+        target = target * float("nan")
+    with pytest.raises(ValueError, match=f"{bad} must be"):
+        layer(w, target=target)
+    with pytest.raises(ValueError, match=f"{bad} must be"):
+        compiled(w, target=target)

@@ -405,3 +405,30 @@ def test_the_file_readers_cost_bound_is_the_layers():
     from combolayer.specs import files
 
     assert files.MAX_COST == MAX_COST
+
+
+FREE_FORMAT_FROM_COLUMN_1 = """NAME TEST
+ROWS
+N obj
+L c1
+COLUMNS
+x1 obj -1.0 c1 1.0
+x2 obj -2.0 c1 1.0
+RHS
+RHS c1 1.0
+BOUNDS
+UP BND x1 1.0
+UP BND x2 1.0
+ENDATA
+"""
+
+
+def test_a_free_format_mps_file_with_data_lines_from_column_1_reads(tmp_path):
+    """Free MPS may start data lines in column 1 (and an RHS vector may be named RHS):
+    they are no section headers, so the columns are declared (such a file was refused for
+    naming 'x1' outside COLUMNS)."""
+    path = tmp_path / "free.mps"
+    path.write_text(FREE_FORMAT_FROM_COLUMN_1)
+    spec = cl.ILP.from_file(path)
+    assert spec.shape == [2]
+    np.testing.assert_array_equal(cl.make_solver(spec).solve(np.array([-1.0, -2.0])), [0, 1])

@@ -562,8 +562,6 @@ class ComboLayer(nn.Module):
         upcast = (compiled.precise or known_cost is not None) and dtype != torch.float64
         if upcast:
             w = w.double()  # the answer comes back in w's dtype
-        if compiled.clip_lower is not None:
-            w = _clipped(w, compiled.clip_lower, compiled.solver.sign)
         rows_grad = False
         if A is not None or b is not None:
             A, b, rows_grad = self._rows(w, A, b, values=not whole)
@@ -572,6 +570,8 @@ class ComboLayer(nn.Module):
             batch = tuple(w.shape[: w.dim() - len(self.spec.cost_shape)])
             known = check_known_cost(self.spec.label, self.solver.num_vars, batch,
                                      known_cost, w.detach(), values=not whole)
+        if compiled.clip_lower is not None:
+            w = _clipped(w, compiled.clip_lower, compiled.solver.sign, known)
         if sampling and self.sample_noise is not None:
             # Before the projection: the paper's samplers perturb the logits.
             w = w + draw_noise(self, compiled.noise_handle, w, sample=True)
@@ -645,18 +645,23 @@ class ComboLayer(nn.Module):
         needs_grad = torch.is_grad_enabled() and (costs.requires_grad or rows_grad)
         return op(costs, None if xi is None else sign * xi,
                   None if target is None else target.to(costs), training, needs_grad,
-                  A=A, b=b, known=None if known is None else sign * known,
+                  A=A, b=b, known=None if known is None else sign * known, w=w.detach(),
                   A_grad=rows_grad and A.requires_grad, b_grad=rows_grad and b.requires_grad,
                   keep_aux=keep_aux,
                   aux_known_rescales=known is not None and compiled.known_rescales)
 
-def _clipped(w: Tensor, lower: Tensor, sign: float) -> Tensor:
-    """``w`` with its minimisation-form entries below ``lower`` (a path's
-    ``negative_costs="clip"``) raised to it, as the solver would, the gradient passed
+def _clipped(w: Tensor, lower: Tensor, sign: float, known: Tensor | None) -> Tensor:
+    """``w`` with its minimisation-form entries raised so that the total cost (with the
+    per-call ``known`` cost's part on the outputs, if any) is at least ``lower`` (a
+    path's ``negative_costs="clip"``), as the solver clips the total; the gradient passed
     straight through to ``w`` (as when the solver clips them)."""
-    flat = sign * w.reshape(-1, lower.numel())
-    clipped = (sign * flat.clamp(min=lower.to(flat))).reshape(w.shape)
-    return w + (clipped - w).detach()
+    n = lower.numel()
+    flat = sign * w.reshape(-1, n)
+    least = lower.to(flat)
+    if known is not None:
+        least = least - sign * known[..., :n].reshape(-1, n)
+    clipped = (sign * torch.maximum(flat, least)).reshape(w.shape)
+    return clipped.detach() + (w - w.detach())  # the value exactly, the gradient w's
 
 
 def _flag_infeasible(label: str, last: threading.local, flagged: set[int], A: Tensor) -> None:
@@ -793,8 +798,9 @@ class _Compiled:
     #: Under a path's ``negative_costs="clip"``: the least minimisation-form cost of each
     #: output (0 where a cycle could pay, -inf elsewhere), applied to the user's cost.
     clip_lower: Tensor | None
-    #: Whether the spec has a known cost: the layer then works in float64, where a
-    #: projection's ``P(w + k) - k`` keeps ``w``'s scale next to a large ``k``.
+    #: Whether the spec has a known cost: the layer then works in float64 (as for a call
+    #: with a known cost of its own), where a projection's ``P(w + k) - k`` keeps
+    #: ``w``'s scale next to a large ``k``.
     precise: bool
     #: Whether the projection rescales ``w``, which a per-call known cost on the
     #: auxiliaries forbids (`known_rescales`; read once here, not while traced).

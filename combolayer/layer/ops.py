@@ -6,14 +6,15 @@ a `CompiledSolve` (estimator, solver), under an integer handle when it is
 built, and the graph carries the handle:
 
     combolayer::solve(Tensor costs, Tensor? noise, Tensor? target, Tensor? A, Tensor? b,
-                      Tensor? known, int handle, bool training, bool needs_grad,
+                      Tensor? known, Tensor? w, int handle, bool training, bool needs_grad,
                       bool A_grad, bool b_grad, bool keep_aux,
                       bool aux_known_rescales) -> Tensor[]
     combolayer::solve_backward(Tensor grad, Tensor costs, Tensor? A, Tensor? b,
                                Tensor? known, Tensor[] saved, int handle) -> Tensor[]
 
 ``solve`` checks the costs and the call's own inputs (the values the layer leaves
-unchecked while it is traced: per-call rows ``A x <= b``, a per-call known cost),
+unchecked while it is traced: the user's ``w`` and ``target``, per-call rows
+``A x <= b``, a per-call known cost),
 adds the noise and runs the estimator's forward with the rows and the known cost
 bound to its solver, as eager mode does; it returns the solution, with
 ``return_aux`` its auxiliaries (`Estimator.output_aux`), and the tensors the
@@ -48,7 +49,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..backends.solver import Recorder, check_costs
+from ..backends.solver import Recorder, check_costs, check_values
 from ..backends.wrapper import KnownBound, RowBound
 from ..estimators.base import aux_of_output, check_upstream, refuse_instance_known_cost
 from ..specs.base import Spec
@@ -107,17 +108,19 @@ class CompiledSolve:
 
     def __call__(self, costs: Tensor, noise: Tensor | None, target: Tensor | None = None,
                  training: bool = True, needs_grad: bool = True, *, A: Tensor | None = None,
-                 b: Tensor | None = None, known: Tensor | None = None, A_grad: bool = False,
-                 b_grad: bool = False, keep_aux: bool = False, aux_known_rescales: bool = False
+                 b: Tensor | None = None, known: Tensor | None = None,
+                 w: Tensor | None = None, A_grad: bool = False, b_grad: bool = False,
+                 keep_aux: bool = False, aux_known_rescales: bool = False
                  ) -> Tensor | tuple[Tensor, Tensor]:
         """The layer's solution for minimisation costs ``costs`` plus ``noise`` (or
         None), differentiable in ``costs`` (and in per-call rows ``A``, ``b`` where
         ``A_grad``, ``b_grad``): one node in a compiled graph. ``target``, ``training``,
         ``needs_grad`` and the known cost ``known`` (minimisation form) reach the
-        estimator as in eager mode; with ``keep_aux``, ``(y, aux)``. With
+        estimator as in eager mode; with ``keep_aux``, ``(y, aux)``. ``w``, the user's cost
+        before the projection, is checked as eager mode checks it. With
         ``aux_known_rescales`` the projection rescaled ``w``, which a known cost on the
         auxiliaries forbids (`project_with_known`): checked on the values here."""
-        outputs = torch.ops.combolayer.solve(costs, noise, target, A, b, known, self.handle,
+        outputs = torch.ops.combolayer.solve(costs, noise, target, A, b, known, w, self.handle,
                                              training, needs_grad, A_grad, b_grad,
                                              keep_aux, aux_known_rescales)
         return (outputs[0], outputs[1]) if keep_aux else outputs[0]
@@ -138,12 +141,15 @@ class CompiledSolve:
         return costs.new_empty((*batch, self.solver.num_aux))
 
     def forward(self, costs: Tensor, noise: Tensor | None, target: Tensor | None,
-                A: Tensor | None, b: Tensor | None, known: Tensor | None, training: bool,
-                needs_grad: bool, A_grad: bool, b_grad: bool, keep_aux: bool,
+                A: Tensor | None, b: Tensor | None, known: Tensor | None, w: Tensor | None,
+                training: bool, needs_grad: bool, A_grad: bool, b_grad: bool, keep_aux: bool,
                 aux_known_rescales: bool) -> list[Tensor]:
         spec = self.solver.spec
-        # the call's own inputs first, as eager mode checks them (a NaN known cost makes
-        # the projected costs NaN too)
+        # the call's own inputs first, as eager mode checks them (a projection normalises
+        # a cost of 1e16 back below the bound; a NaN known cost makes the costs NaN too)
+        for name, value in (("w", w), ("target", target)):
+            if value is not None:
+                check_values(spec, value, name)
         for name, value in (("A", A), ("b", b), ("known_cost", known)):
             if value is not None and not bool(torch.isfinite(value).all()):
                 raise ValueError(f"{name} must be finite, got NaN or inf entries for "
@@ -178,7 +184,7 @@ class CompiledSolve:
                 "needs the two to agree")
         aux = [aux_of_output(self.estimator, self.solver, output, recorder.aux)] \
             if keep_aux else []
-        return _fresh([output, *aux, *(got or ())], (costs, noise, target, A, b, known))
+        return _fresh([output, *aux, *(got or ())], (costs, noise, target, A, b, known, w))
 
     def backward(self, grad: Tensor, costs: Tensor, A: Tensor | None, b: Tensor | None,
                  known: Tensor | None, saved: list[Tensor]) -> tuple[Tensor, ...]:
@@ -189,7 +195,7 @@ class CompiledSolve:
             return self.estimator_backward(grad, costs, A, b, None, saved, bind=False)
         grads = torch.ops.combolayer.solve_backward(grad, costs, A, b, known, saved,
                                                     self.handle)
-        return (grads[0], *grads[1:]) if len(grads) == 3 else (grads[0], None, None)
+        return tuple(grads) if len(grads) == 3 else (grads[0], None, None)
 
     def estimator_backward(self, grad: Tensor, costs: Tensor, A: Tensor | None,
                            b: Tensor | None, known: Tensor | None,
@@ -258,17 +264,18 @@ def _entry(handle: int) -> CompiledSolve:
 
 @torch.library.custom_op("combolayer::solve", mutates_args=())
 def _solve(costs: Tensor, noise: Tensor | None, target: Tensor | None, A: Tensor | None,
-           b: Tensor | None, known: Tensor | None, handle: int, training: bool,
-           needs_grad: bool, A_grad: bool, b_grad: bool, keep_aux: bool,
+           b: Tensor | None, known: Tensor | None, w: Tensor | None, handle: int,
+           training: bool, needs_grad: bool, A_grad: bool, b_grad: bool, keep_aux: bool,
            aux_known_rescales: bool) -> list[Tensor]:
-    return _entry(handle).forward(costs, noise, target, A, b, known, training, needs_grad,
+    return _entry(handle).forward(costs, noise, target, A, b, known, w, training, needs_grad,
                                   A_grad, b_grad, keep_aux, aux_known_rescales)
 
 
 @_solve.register_fake
 def _(costs: Tensor, noise: Tensor | None, target: Tensor | None, A: Tensor | None,
-      b: Tensor | None, known: Tensor | None, handle: int, training: bool, needs_grad: bool,
-      A_grad: bool, b_grad: bool, keep_aux: bool, aux_known_rescales: bool) -> list[Tensor]:
+      b: Tensor | None, known: Tensor | None, w: Tensor | None, handle: int, training: bool,
+      needs_grad: bool, A_grad: bool, b_grad: bool, keep_aux: bool,
+      aux_known_rescales: bool) -> list[Tensor]:
     entry = _entry(handle)
     saved = entry.saved_like(costs, training, needs_grad, A, b, A_grad, b_grad)
     aux = [entry.aux_like(costs)] if keep_aux else []
@@ -276,8 +283,8 @@ def _(costs: Tensor, noise: Tensor | None, target: Tensor | None, A: Tensor | No
 
 
 def _setup_context(ctx: Any, inputs: tuple, output: list[Tensor]) -> None:
-    (costs, noise, _, A, b, known, handle, training, needs_grad, A_grad, b_grad, keep_aux,
-     _) = inputs
+    (costs, noise, _, A, b, known, _, handle, training, needs_grad, A_grad, b_grad,
+     keep_aux, _) = inputs
     ctx.handle = handle
     # None: the estimator's forward saved nothing, so no gradient reaches the costs
     ctx.gradient = _entry(handle).saved_like(costs, training, needs_grad, A, b, A_grad,
@@ -290,10 +297,10 @@ def _setup_context(ctx: Any, inputs: tuple, output: list[Tensor]) -> None:
 def _backward(ctx: Any, grads: list[Tensor]) -> tuple[Tensor | None, ...]:
     no_grad = (None,) * 7  # the handle and the booleans
     if not ctx.gradient:
-        return None, None, None, None, None, None, *no_grad
+        return None, None, None, None, None, None, None, *no_grad
     costs, A, b, known, *saved = ctx.saved_tensors
     d_costs, d_A, d_b = _entry(ctx.handle).backward(grads[0], costs, A, b, known, saved)
-    return d_costs, None, None, d_A, d_b, None, *no_grad
+    return d_costs, None, None, d_A, d_b, None, None, *no_grad
 
 
 _solve.register_autograd(_backward, setup_context=_setup_context)

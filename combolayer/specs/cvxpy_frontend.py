@@ -13,7 +13,9 @@ The objective may be any affine function of the variables in which the cost
 parameter enters linearly (``cost @ x``, ``cost @ x[2:]``,
 ``cp.sum(cp.multiply(C, X))``, sums of such terms); its other linear terms (with
 numbers or other parameters at their current values) become the ILP's
-``known_cost``, and constants are dropped (they do not change the argmin).
+``known_cost``, and constants are dropped (they do not change the argmin); a
+constant inside the expression the cost multiplies (``cost @ (x + 1)``) is part of
+the outputs, which equal that expression.
 
 cvxpy's own canonicalisation does the work (``problem.get_problem_data``):
 it flattens every variable into one vector (column-major, as cvxpy does),
@@ -31,6 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SpecError
+from ..limits import MAX_COEFFICIENT
 
 #: cvxpy solvers whose problem data is a MIP in the conic "zero + nonneg" form.
 _DATA_SOLVERS = ("HIGHS", "SCIP", "SCIPY")
@@ -132,15 +135,18 @@ def _check_linear(data: dict, param_prob: Any) -> None:
         )
 
 
-def _cost_map(param_prob: Any, cost: Any, sign: float) -> tuple[sp.csc_matrix, np.ndarray]:
-    """``(M, known)`` with ``objective = cost_F . (M^T x) + known . x + constant``, the
-    cost flattened column-major as cvxpy does; ``known`` is the objective's linear part
-    without the cost, other parameters at their current values."""
+def _cost_map(param_prob: Any, cost: Any,
+              sign: float) -> tuple[sp.csc_matrix, np.ndarray, np.ndarray]:
+    """``(M, offset, known)`` with ``objective = cost_F . (M^T x + offset) + known . x +
+    constant``, the cost flattened column-major as cvxpy does: ``M^T x + offset`` is the
+    expression the cost multiplies; ``known`` is the objective's linear part without the
+    cost, other parameters at their current values."""
     q = sp.csc_matrix(param_prob.q)
     n = q.shape[0] - 1
     start = param_prob.param_id_to_col[cost.id]
     size = max(cost.size, 1)
     M = sign * q[:n, start : start + size]
+    offset = sign * q[n, start : start + size].toarray().ravel() + 0.0  # + 0.0: no -0.0
     values = np.zeros(q.shape[1])
     for param_id, col in param_prob.param_id_to_col.items():
         if param_id == -1:  # the constant column
@@ -149,7 +155,7 @@ def _cost_map(param_prob: Any, cost: Any, sign: float) -> tuple[sp.csc_matrix, n
             param = param_prob.id_to_param[param_id]
             values[col : col + max(param.size, 1)] = np.ravel(param.value, order="F")
     known = sign * np.asarray(q[:n] @ values).ravel() + 0.0  # + 0.0: no -0.0
-    return sp.csc_matrix(M), known
+    return sp.csc_matrix(M), offset, known
 
 
 def _selected_columns(M: sp.csc_matrix) -> np.ndarray | None:
@@ -163,6 +169,34 @@ def _selected_columns(M: sp.csc_matrix) -> np.ndarray | None:
     return rows if len(np.unique(rows)) == len(rows) else None
 
 
+def _expression_kinds(M: sp.csc_matrix, offset: np.ndarray, kinds: np.ndarray,
+                      lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The integrality and bounds of the outputs ``y = M^T x + offset`` that ``x``'s imply:
+    an output with integer coefficients on integer variables and an integer offset is an
+    integer within the bounds its terms reach (binary within [0, 1]); any other output is
+    continuous and free, held by its defining equality alone."""
+    M = sp.csc_matrix(M)
+    N = M.shape[1]
+    out_kinds = np.array(["continuous"] * N, dtype=object)
+    out_lower, out_upper = np.full(N, -np.inf), np.full(N, np.inf)
+    integer = kinds != "continuous"
+    for i in range(N):
+        rows = M.indices[M.indptr[i] : M.indptr[i + 1]]
+        coefs = M.data[M.indptr[i] : M.indptr[i + 1]]
+        if not (integer[rows].all() and (coefs == np.round(coefs)).all()
+                and offset[i] == np.round(offset[i])):
+            continue
+        # integer variables take integer values: their bounds rounded inwards, so every
+        # sum below is of integers and exact
+        low, high = np.ceil(lower[rows]), np.floor(upper[rows])
+        lo = offset[i] + np.sum(np.where(coefs > 0, coefs * low, coefs * high))
+        hi = offset[i] + np.sum(np.where(coefs > 0, coefs * high, coefs * low))
+        out_lower[i] = lo if abs(lo) < MAX_COEFFICIENT else -np.inf
+        out_upper[i] = hi if abs(hi) < MAX_COEFFICIENT else np.inf
+        out_kinds[i] = "binary" if lo >= 0 and hi <= 1 else "integer"
+    return out_kinds, out_lower, out_upper
+
+
 def ilp_arguments(problem: Any, cost: Any) -> dict[str, Any]:
     """The ``ILP.from_matrices`` arguments of the ILP equivalent to ``problem``, whose
     cost vector is the parameter ``cost`` (``ILP.from_cvxpy`` builds it), plus
@@ -170,8 +204,8 @@ def ilp_arguments(problem: Any, cost: Any) -> dict[str, Any]:
     solution) and ``output_variables`` (the ids of the variables the cost multiplies).
 
     The ILP's ``shape`` is ``cost.shape`` and its solution ``y`` is the
-    expression the cost multiplies (usually a variable ``x`` of the same shape, or
-    a slice of one): ``argmin/argmax <cost, y> + <known_cost, x>`` over the
+    expression the cost multiplies, constant included (usually a variable ``x`` of the
+    same shape, or a slice of one): ``argmin/argmax <cost, y> + <known_cost, x>`` over the
     problem's feasible set. Every other variable becomes an auxiliary; the
     objective's other linear terms become ``known_cost``; parameters other than
     ``cost`` are fixed at their current values.
@@ -185,7 +219,7 @@ def ilp_arguments(problem: Any, cost: Any) -> dict[str, Any]:
     _check_linear(data, param_prob)
 
     # cvxpy minimises -objective for Maximize: undo the flip to read the costs.
-    M, known = _cost_map(param_prob, cost, -1.0 if maximize else 1.0)
+    M, offset, known = _cost_map(param_prob, cost, -1.0 if maximize else 1.0)
     n = M.shape[0]
     shape = [int(d) for d in cost.shape] or [1]
     N = math.prod(shape)
@@ -208,7 +242,8 @@ def ilp_arguments(problem: Any, cost: Any) -> dict[str, Any]:
     zero = int(data["dims"].zero)
     A_eq, b_eq, A_ub, b_ub = A[:zero], b[:zero], A[zero:], b[zero:]
 
-    selected = _selected_columns(M)
+    # an output that is a variable plus a constant is not that variable
+    selected = None if np.any(offset) else _selected_columns(M)
     # where cvxpy's column j sits in the full solution
     position = np.arange(n) + N
     if selected is not None:
@@ -221,14 +256,16 @@ def ilp_arguments(problem: Any, cost: Any) -> dict[str, Any]:
         position = np.empty(n, dtype=int)
         position[order] = np.arange(n)
     else:
-        # y = M^T x as N new free outputs ahead of all the problem's variables.
+        # y = M^T x + offset as N new outputs ahead of all the problem's variables.
         link = sp.hstack([sp.identity(N, format="csr"), -M[:, F].T.tocsr()]).tocsr()
         A_eq = sp.vstack([sp.hstack([sp.csr_matrix((zero, N)), A_eq]), link]).tocsr()
-        b_eq = np.concatenate([b_eq, np.zeros(N)])
+        b_eq = np.concatenate([b_eq, offset[F]])
         A_ub = sp.hstack([sp.csr_matrix((A_ub.shape[0], N)), A_ub]).tocsr()
-        kinds = np.concatenate([np.array(["continuous"] * N, dtype=object), kinds])
-        lower = np.concatenate([np.full(N, -np.inf), lower])
-        upper = np.concatenate([np.full(N, np.inf), upper])
+        out_kinds, out_lower, out_upper = _expression_kinds(M[:, F], offset[F], kinds, lower,
+                                                            upper)
+        kinds = np.concatenate([out_kinds, kinds])
+        lower = np.concatenate([out_lower, lower])
+        upper = np.concatenate([out_upper, upper])
         known = np.concatenate([np.zeros(N), known])
 
     variables = {}

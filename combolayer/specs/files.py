@@ -269,6 +269,24 @@ _MPS_VALUES = {"COLUMNS": {3: (2,), 5: (2, 4)}, "RHS": {3: (2,), 5: (2, 4)},
                "RANGES": {3: (2,), 5: (2, 4)}, "BOUNDS": {4: (3,)}}
 
 
+#: MPS section names (those an ILP can hold, then the others), and those whose header
+#: line may carry a value of its own.
+_MPS_HEADERS = {"NAME", "ROWS", "COLUMNS", "RHS", "RANGES", "BOUNDS", "ENDATA", "OBJSENSE",
+                "OBJSENS", "OBJNAME", *_MPS_SECTIONS}
+_MPS_NAMED_HEADERS = {"NAME", "OBJSENSE", "OBJSENS", "OBJNAME", "QCMATRIX", "CSECTION",
+                      "QSECTION"}
+
+
+def _mps_header(line: str, fields: list[str]) -> bool:
+    """Whether an MPS line opens a section: it starts in column 1 with a section's name,
+    alone or (for a few) with its value. Free-format data lines may start in column 1
+    too, and one whose first field is a vector's name ("RHS c1 1.0") is no header."""
+    if line[0] in " \t":
+        return False
+    word = fields[0].upper()
+    return word in _MPS_HEADERS and (len(fields) == 1 or word in _MPS_NAMED_HEADERS)
+
+
 def _check_mps_text(path: Path, names: list[str]) -> None:
     """Raise SpecError for what HiGHS's MPS reader takes without a word: a column named
     outside COLUMNS (a BOUNDS entry for an unknown column adds a variable) and a value
@@ -282,7 +300,7 @@ def _check_mps_text(path: Path, names: list[str]) -> None:
         if not line.strip() or line[0] == "*":
             continue
         fields = line.split()
-        if line[0] not in " \t":
+        if _mps_header(line, fields):
             section = fields[0].upper()
             continue
         if section == "COLUMNS" and len(fields) > 1 and fields[1].strip("'\"").upper() == "MARKER":
