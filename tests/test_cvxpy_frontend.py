@@ -66,7 +66,7 @@ def test_only_some_variables_carry_the_cost():
     assert spec.integrality == ["binary"] * 3 + ["integer", "integer", "continuous"]
 
 
-def test_cost_on_an_expression_adds_free_outputs():
+def test_cost_on_an_expression_adds_outputs_equal_to_it():
     """w @ (2 * x[:, 1]) is not a plain variable: y is the expression the cost multiplies."""
     X = cp.Variable((3, 2), boolean=True)
     w = cp.Parameter(3)
@@ -74,6 +74,47 @@ def test_cost_on_an_expression_adds_free_outputs():
     spec = cl.ILP.from_cvxpy(problem, cost=w)
     y = cl.make_solver(spec, "highs").solve(np.array([-1.0, 0.5, -2.0]))
     np.testing.assert_allclose(y, [2.0, 0.0, 2.0])
+    check_against_cvxpy(problem, w, 2 * X[:, 1])
+
+
+@pytest.mark.parametrize("sense", [cp.Minimize, cp.Maximize])
+def test_an_expression_with_a_constant_is_the_output_constant_included(sense):
+    """w @ (u + 1): the outputs are u + 1, not u; its constant is not dropped with the
+    objective's own constants."""
+    u = cp.Variable(3, boolean=True)
+    w = cp.Parameter(3)
+    problem = cp.Problem(sense(w @ (u + 1)), [cp.sum(u) == 1])
+    spec = check_against_cvxpy(problem, w, u + 1)
+    assert cl.ILP.from_cvxpy(cp.Problem(sense(w @ (u + 1) - 4), [cp.sum(u) == 1]),
+                             cost=w) == spec
+    assert cl.make_solver(spec).solve(np.array([3.0, -1.0, 2.0])).tolist() == (
+        [1.0, 2.0, 1.0] if sense is cp.Minimize else [2.0, 1.0, 1.0])
+    # an integer in [1, 2], and u itself still an auxiliary that split reads back
+    assert spec.integrality[:3] == ["integer"] * 3
+    assert spec.lower[:3] == [1.0] * 3 and spec.upper[:3] == [2.0] * 3
+    y, aux = cl.make_solver(spec).solve(np.array([3.0, -1.0, 2.0]), return_aux=True)
+    np.testing.assert_array_equal(spec.split(np.concatenate([y, aux]))[u.name()], y - 1)
+
+
+def test_a_scaled_expression_with_a_constant_keeps_both():
+    v = cp.Variable(3, integer=True)
+    X = cp.Variable((2, 2), boolean=True)
+    w = cp.Parameter(3)
+    W = cp.Parameter((2, 2))
+    problem = cp.Problem(cp.Minimize(w @ (2 * v + 1)), [cp.sum(v) == 2, v >= 0, v <= 2])
+    spec = check_against_cvxpy(problem, w, 2 * v + 1)
+    assert cl.make_solver(spec).solve(np.array([3.0, -1.0, 2.0])).tolist() == [1.0, 5.0, 1.0]
+    assert spec.integrality[:3] == ["integer"] * 3  # v has no bounds of its own: unbounded
+    # a matrix with a constant and a fractional coefficient: continuous, equal to it
+    problem = cp.Problem(cp.Maximize(cp.sum(cp.multiply(W, 0.5 * X - 3))),
+                         [cp.sum(X, axis=1) == 1])
+    spec = check_against_cvxpy(problem, W, 0.5 * X - 3)
+    assert spec.integrality[:4] == ["continuous"] * 4
+    # a binary variable bounded into [0, 1] stays binary
+    b = cp.Variable(3, boolean=True)
+    problem = cp.Problem(cp.Minimize(w @ (1 - b)), [cp.sum(b) == 2])
+    spec = check_against_cvxpy(problem, w, 1 - b)
+    assert spec.integrality[:3] == ["binary"] * 3
 
 
 def test_spec_round_trips_and_trains_in_a_layer():

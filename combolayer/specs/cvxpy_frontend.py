@@ -33,7 +33,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SpecError
-from ..limits import MAX_COEFFICIENT
 
 #: cvxpy solvers whose problem data is a MIP in the conic "zero + nonneg" form.
 _DATA_SOLVERS = ("HIGHS", "SCIP", "SCIPY")
@@ -175,6 +174,8 @@ def _expression_kinds(M: sp.csc_matrix, offset: np.ndarray, kinds: np.ndarray,
     an output with integer coefficients on integer variables and an integer offset is an
     integer within the bounds its terms reach (binary within [0, 1]); any other output is
     continuous and free, held by its defining equality alone."""
+    from .base import MAX_COEFFICIENT  # here: the specs module imports this one
+
     M = sp.csc_matrix(M)
     N = M.shape[1]
     out_kinds = np.array(["continuous"] * N, dtype=object)
