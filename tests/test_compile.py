@@ -433,3 +433,17 @@ def test_a_compiled_layer_checks_the_users_costs_before_its_projection(bad):
         layer(w, target=target)
     with pytest.raises(ValueError, match=f"{bad} must be"):
         compiled(w, target=target)
+
+
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+def test_a_copied_model_compiles_whole(how):
+    """A copy builds its layer when it is made, not on first use: a first use inside the
+    trace traced the build (a lock, the hull analysis) and broke the graph."""
+    import copy
+    import pickle
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 6), cl.ComboLayer(cl.problems.TopK(6, 2)))
+    twin = copy.deepcopy(model) if how == "deepcopy" else pickle.loads(pickle.dumps(model))
+    x = torch.randn(8, 4)
+    torch.testing.assert_close(torch.compile(twin, fullgraph=True, backend="aot_eager")(x),
+                               model(x))

@@ -291,3 +291,23 @@ def test_losses_deepcopy_and_pickle_with_every_backend(loss_name, backend, execu
     torch.save(state, buffer)
     buffer.seek(0)
     torch.testing.assert_close(value(torch.load(buffer, weights_only=False)["loss"]), expected)
+
+
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+def test_a_cached_layers_copy_answers_rows_on_auxiliaries_as_the_original(how):
+    """With solve_ratio < 1 and per-call rows that weigh an auxiliary, the pool answers an
+    instance only with the auxiliaries an exact solve returned: those are kept with the
+    pool, so a copy answers as the original (it solved 7 of 16 exactly instead)."""
+    ilp = cl.ILP(shape=[6], num_aux=1, integrality=["binary"] * 6 + ["continuous"],
+                 constraints=[cl.Constraint(coefs={0: 1, 1: 1, 6: -1}, sense="<=", rhs=1)])
+    layer = cl.ComboLayer(ilp, solve_ratio=0.5, projection="none",
+                          generator=torch.Generator().manual_seed(0))
+    A = torch.zeros(1, 7)
+    A[0, 2] = A[0, 6] = 1
+    b = torch.tensor([1.5])
+    g = torch.Generator().manual_seed(1)
+    layer(torch.randn(8, 6, generator=g, dtype=torch.float64), A=A, b=b)
+    twin = copy.deepcopy(layer) if how == "deepcopy" else pickle.loads(pickle.dumps(layer))
+    w = torch.randn(16, 6, generator=g, dtype=torch.float64)
+    assert torch.equal(layer(w, A=A, b=b), twin(w, A=A, b=b))
+    assert len(layer.pool) == len(twin.pool)

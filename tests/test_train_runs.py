@@ -242,3 +242,33 @@ def test_load_run_names_a_malformed_file(aux_run, tmp_path, name, text, expected
     copy = _copy_run(aux_run[3], tmp_path, **{name: text})
     with pytest.raises((cl.SpecError, ConfigError), match=expected):
         cl.training.load_run(copy)
+
+
+def test_a_run_folder_keeps_a_backend_config_files_contents(tmp_path):
+    """A run whose layer.backend names a YAML file reloads after that file has gone: the
+    folder keeps the config's contents (it kept the file's path, and load_run failed)."""
+    spec = cl.problems.TopK(n=5, k=2)
+    (tmp_path / "topk.yaml").write_text(yaml.safe_dump(spec.model_dump()))
+    _npz(tmp_path / "data.npz", spec)
+    (tmp_path / "backend.yaml").write_text(yaml.safe_dump({"name": "highs", "threads": 1}))
+    (tmp_path / "train.yaml").write_text(yaml.safe_dump(
+        {"problem": "topk.yaml", "data": {"npz": "data.npz"}, "epochs": 1,
+         "layer": {"backend": "backend.yaml"}, "out": "run"}))
+    _, folder = run(load_config(tmp_path / "train.yaml"))
+    (tmp_path / "backend.yaml").unlink()
+    _, layer = cl.training.load_run(folder)
+    assert layer.solver.backend == "highs"
+
+
+def test_fit_applies_the_layers_noise_schedule_each_epoch():
+    """fit called set_epoch never: a schedule that turns the noise off after epoch 0 kept
+    it at its first level for the whole run."""
+    train, test = load_data(load_config(SMALL))
+    layer = cl.ComboLayer(train.spec, noise=0.5, noise_schedule={"name": "step_off", "until": 1})
+    levels = []
+    original = layer.set_epoch
+    layer.set_epoch = lambda epoch: levels.append(original(epoch)) or levels[-1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit_loop(layer, train, test, epochs=3, loss="l1")
+    assert levels == [0.5, 0.0, 0.0]

@@ -90,6 +90,10 @@ class SolutionPool:
         self._label: str | None = None
         self._cost_shape: tuple[int, ...] | None = None
         self._hint = ""
+        #: The auxiliaries of whole solutions a `CachedSolver` solved for per-call rows that
+        #: weigh them, by the digest of their pooled columns (`row_key`), oldest first: a
+        #: pool that keeps the outputs alone checks such rows with them (`keep_aux`).
+        self._aux: OrderedDict[bytes, np.ndarray] = OrderedDict()
         self._reset(torch.empty(0, self.num_outputs, dtype=torch.float64), [], [])
         self._init_runtime()
         if spec is not None:
@@ -122,6 +126,7 @@ class SolutionPool:
             state = {name: value for name, value in self.__dict__.items()
                      if name in ("num_outputs", "max_size", "_signature", "_label",
                                  "_cost_shape", "_hint")}
+            state["_aux"] = OrderedDict(self._aux)
             state["rows"] = self._buffer[: self._size].clone()
             state["seeded"] = list(self._seeded)
             state["order"] = list(self._fifo)
@@ -129,9 +134,25 @@ class SolutionPool:
 
     def __setstate__(self, state: dict) -> None:
         rows, seeded, order = state.pop("rows"), state.pop("seeded"), state.pop("order")
+        state.setdefault("_aux", OrderedDict())  # a pool pickled before it kept them
         self.__dict__.update(state)
         self._reset(rows.to(torch.float64).contiguous(), seeded, order)
         self._init_runtime()
+
+    def keep_aux(self, keys: list[bytes], aux: np.ndarray) -> None:
+        """Keep ``aux[i]``, the auxiliaries of a whole solution whose pooled columns have the
+        digest ``keys[i]``, dropping the oldest beyond ``max_size``."""
+        with self._lock:
+            for key, row in zip(keys, aux, strict=True):
+                self._aux[key] = row.copy()
+                self._aux.move_to_end(key)
+            while len(self._aux) > self.max_size:
+                self._aux.popitem(last=False)
+
+    def kept_aux(self) -> tuple[list[bytes], list[np.ndarray]]:
+        """The digests and auxiliaries `keep_aux` kept, oldest first."""
+        with self._lock:
+            return list(self._aux), list(self._aux.values())
 
     def __len__(self) -> int:
         return self._size
@@ -403,8 +424,8 @@ class CachedSolver(Solver):
     With per-call rows, an instance drawn for the pool gets the cheapest pooled solution
     that meets its rows ``A x <= b``: checked on the pooled columns, and where the
     rows weigh auxiliaries the pool does not keep, on the whole solution
-    ``concat(y, aux)`` with the auxiliaries this cache's own exact solve of ``y``
-    returned (kept beside the pool, at most ``pool.max_size``); a pooled ``y``
+    ``concat(y, aux)`` with the auxiliaries an exact solve of ``y`` for such rows
+    returned (kept by the pool, `SolutionPool.keep_aux`); a pooled ``y``
     without them (seeded, or solved elsewhere) does not answer such rows.
 
     The statuses of a call (``solve(..., return_status=True)``) cover every instance: the
@@ -421,10 +442,6 @@ class CachedSolver(Solver):
         self.solve_ratio = check_solve_ratio(solve_ratio)
         self.pool = pool
         self.generator = generator
-        #: The auxiliaries of the whole solutions this cache solved for per-call rows that
-        #: weigh them, by the digest of their outputs (`row_key`), oldest first.
-        self._aux: OrderedDict[bytes, np.ndarray] = OrderedDict()
-        self._aux_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"CachedSolver({self.exact!r}, solve_ratio={self.solve_ratio}, pool={self.pool!r})"
@@ -532,8 +549,7 @@ class CachedSolver(Solver):
     def _pooled_aux(self, pooled: Tensor) -> tuple[Tensor, Tensor]:
         """For the pooled rows ``(P, N)`` (`lookup`'s, in slot order), the auxiliaries
         kept for each ``(P, num_aux)`` (zeros where none) and whether there are ``(P,)``."""
-        with self._aux_lock:
-            keys, values = list(self._aux), list(self._aux.values())
+        keys, values = self.pool.kept_aux()
         aux = pooled.new_zeros(len(pooled), self.num_aux)
         known = torch.zeros(len(pooled), dtype=torch.bool, device=pooled.device)
         hits = [(slot, i) for i, slot in enumerate(self.pool.slots(keys))
@@ -545,16 +561,11 @@ class CachedSolver(Solver):
         return aux, known
 
     def _keep_aux(self, x: Tensor) -> None:
-        """Keep the auxiliaries of whole solutions ``x`` ``(B, num_vars)`` by the digest of
-        their outputs, dropping the oldest beyond ``pool.max_size``."""
+        """Keep the auxiliaries of whole solutions ``x`` ``(B, num_vars)`` beside the pool,
+        by the digest of their outputs (`SolutionPool.keep_aux`): they copy with it."""
         whole = x.detach().to("cpu", torch.float64).numpy() + 0.0
-        with self._aux_lock:
-            for row in whole:
-                key = row_key(np.ascontiguousarray(row[: self.pool_width]))
-                self._aux[key] = row[self.pool_width :].copy()
-                self._aux.move_to_end(key)
-            while len(self._aux) > self.pool.max_size:
-                self._aux.popitem(last=False)
+        keys = [row_key(np.ascontiguousarray(row[: self.pool_width])) for row in whole]
+        self.pool.keep_aux(keys, whole[:, self.pool_width :])
 
     def _draw(self, count: int) -> Tensor:
         """Which of ``count`` instances are solved exactly: one uniform each from the

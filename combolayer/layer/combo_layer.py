@@ -278,6 +278,12 @@ class ComboLayer(nn.Module):
         state.pop("_compiled", None)
         return state
 
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        # built now, not on first use: a first use inside torch.compile's trace would trace
+        # the build (a lock, the hull analysis) and break the graph
+        self._compile()
+
     @classmethod
     def from_config(cls, source: str | os.PathLike | dict) -> ComboLayer:
         """Build from a dict or YAML/JSON with keys problem, method, projection, noise, backend,

@@ -41,7 +41,7 @@ from ..layer.combo_layer import ComboLayer
 from ..losses import CaVELoss, FenchelYoungLoss, SPOPlusLoss, binding_cones, hamming
 from ..specs.base import _fields_at, did_you_mean
 from ..specs.load import load_spec, read_mapping, spec_from_text
-from ..specs.paths import config_base, resolve_path
+from ..specs.paths import config_base, is_path, resolve_path
 
 #: The training losses ``loss`` may name.
 LOSSES = ("regret", "l1", "hamming", "spo+", "fenchel_young", "cave")
@@ -669,8 +669,9 @@ def fit(
         generator=torch.Generator().manual_seed(seed),
     )
     history = History(name)
-    for _ in range(epochs):
+    for epoch in range(epochs):
         start = time.perf_counter()
+        layer.set_epoch(epoch)  # the layer's noise schedule, if it has one
         layer.train()
         total = 0.0
         for x, c, y_true, index in loader:
@@ -808,8 +809,11 @@ def run(config: TrainConfig, out: str | os.PathLike | None = None) -> tuple[Hist
     history.write_csv(folder / "history.csv")
     save_plot([history], folder / "regret.png", title=train_data.spec.label)
     torch.save(model.state_dict(), folder / "model.pt")
-    # the config as it ran: an --out given beside it is where the run went
+    # the config as it ran: an --out given beside it is where the run went, and a backend
+    # config file's contents (the folder does not depend on files beside the run)
     saved = config.model_dump() | {"out": str(folder)}
+    if isinstance(config.layer.backend, str) and is_path(config.layer.backend):
+        saved["layer"]["backend"] = layer.backend_config.model_dump(mode="json")
     (folder / "config.json").write_text(json.dumps(saved, indent=2) + "\n")
     (folder / "spec.json").write_text(train_data.spec.model_dump_json(indent=2) + "\n")
     shapes = {"num_features": int(features_shape[-1]), "features_shape": list(features_shape),
