@@ -92,6 +92,9 @@ def test_an_expression_with_a_constant_is_the_output_constant_included(sense):
     # an integer in [1, 2], and u itself still an auxiliary that split reads back
     assert spec.integrality[:3] == ["integer"] * 3
     assert spec.lower[:3] == [1.0] * 3 and spec.upper[:3] == [2.0] * 3
+    # bounded integers all through: a brute-force backend takes it
+    assert cl.make_solver(spec, "bruteforce").solve(np.array([3.0, -1.0, 2.0])).tolist() == (
+        [1.0, 2.0, 1.0] if sense is cp.Minimize else [2.0, 1.0, 1.0])
     y, aux = cl.make_solver(spec).solve(np.array([3.0, -1.0, 2.0]), return_aux=True)
     np.testing.assert_array_equal(spec.split(np.concatenate([y, aux]))[u.name()], y - 1)
 
@@ -115,6 +118,15 @@ def test_a_scaled_expression_with_a_constant_keeps_both():
     problem = cp.Problem(cp.Minimize(w @ (1 - b)), [cp.sum(b) == 2])
     spec = check_against_cvxpy(problem, w, 1 - b)
     assert spec.integrality[:3] == ["binary"] * 3
+
+
+def test_output_bounds_a_spec_cannot_take_are_left_infinite():
+    v = cp.Variable(2, integer=True, bounds=[-4e14, 9e14])
+    w = cp.Parameter(2)
+    spec = cl.ILP.from_cvxpy(cp.Problem(cp.Minimize(w @ (2 * v + 1)), [cp.sum(v) <= 3]), cost=w)
+    assert spec.integrality[:2] == ["integer"] * 2
+    assert spec.lower[:2] == [-8e14 + 1] * 2 and spec.upper[:2] == [np.inf] * 2
+    assert cl.make_solver(spec).solve(np.array([1.0, -1.0])).tolist() == [-8e14 + 1, 8e14 + 7]
 
 
 def test_spec_round_trips_and_trains_in_a_layer():

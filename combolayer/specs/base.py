@@ -787,7 +787,8 @@ class ILP(Spec):
             cost = parameters[0]
         if cost is None:
             raise SpecError("from_cvxpy needs the cost parameter: cost=w or parameters=[w]")
-        arguments = cvxpy_frontend.ilp_arguments(problem, cost)
+        arguments = cvxpy_frontend.ilp_arguments(problem, cost,
+                                                 max_coefficient=MAX_COEFFICIENT)
         named = arguments.pop("variables")
         outputs = arguments.pop("output_variables")
         if variables is not None and {v.id for v in variables} != outputs:

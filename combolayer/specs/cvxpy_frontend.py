@@ -169,13 +169,13 @@ def _selected_columns(M: sp.csc_matrix) -> np.ndarray | None:
 
 
 def _expression_kinds(M: sp.csc_matrix, offset: np.ndarray, kinds: np.ndarray,
-                      lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, ...]:
+                      lower: np.ndarray, upper: np.ndarray,
+                      max_coefficient: float) -> tuple[np.ndarray, ...]:
     """The integrality and bounds of the outputs ``y = M^T x + offset`` that ``x``'s imply:
     an output with integer coefficients on integer variables and an integer offset is an
     integer within the bounds its terms reach (binary within [0, 1]); any other output is
-    continuous and free, held by its defining equality alone."""
-    from .base import MAX_COEFFICIENT  # here: the specs module imports this one
-
+    continuous and free, held by its defining equality alone. A bound of
+    ``max_coefficient`` or more in magnitude, which a spec refuses, is left infinite."""
     M = sp.csc_matrix(M)
     N = M.shape[1]
     out_kinds = np.array(["continuous"] * N, dtype=object)
@@ -192,13 +192,13 @@ def _expression_kinds(M: sp.csc_matrix, offset: np.ndarray, kinds: np.ndarray,
         low, high = np.ceil(lower[rows]), np.floor(upper[rows])
         lo = offset[i] + np.sum(np.where(coefs > 0, coefs * low, coefs * high))
         hi = offset[i] + np.sum(np.where(coefs > 0, coefs * high, coefs * low))
-        out_lower[i] = lo if abs(lo) < MAX_COEFFICIENT else -np.inf
-        out_upper[i] = hi if abs(hi) < MAX_COEFFICIENT else np.inf
+        out_lower[i] = lo if abs(lo) < max_coefficient else -np.inf
+        out_upper[i] = hi if abs(hi) < max_coefficient else np.inf
         out_kinds[i] = "binary" if lo >= 0 and hi <= 1 else "integer"
     return out_kinds, out_lower, out_upper
 
 
-def ilp_arguments(problem: Any, cost: Any) -> dict[str, Any]:
+def ilp_arguments(problem: Any, cost: Any, *, max_coefficient: float) -> dict[str, Any]:
     """The ``ILP.from_matrices`` arguments of the ILP equivalent to ``problem``, whose
     cost vector is the parameter ``cost`` (``ILP.from_cvxpy`` builds it), plus
     ``variables`` (each cvxpy variable's name -> its shape and positions in the full
@@ -209,7 +209,8 @@ def ilp_arguments(problem: Any, cost: Any) -> dict[str, Any]:
     same shape, or a slice of one): ``argmin/argmax <cost, y> + <known_cost, x>`` over the
     problem's feasible set. Every other variable becomes an auxiliary; the
     objective's other linear terms become ``known_cost``; parameters other than
-    ``cost`` are fixed at their current values.
+    ``cost`` are fixed at their current values. ``max_coefficient`` is the largest
+    magnitude a spec takes: an output's bound derived beyond it is left infinite.
     """
     import cvxpy as cp
 
@@ -263,7 +264,7 @@ def ilp_arguments(problem: Any, cost: Any) -> dict[str, Any]:
         b_eq = np.concatenate([b_eq, offset[F]])
         A_ub = sp.hstack([sp.csr_matrix((A_ub.shape[0], N)), A_ub]).tocsr()
         out_kinds, out_lower, out_upper = _expression_kinds(M[:, F], offset[F], kinds, lower,
-                                                            upper)
+                                                            upper, max_coefficient)
         kinds = np.concatenate([out_kinds, kinds])
         lower = np.concatenate([out_lower, lower])
         upper = np.concatenate([out_upper, upper])
