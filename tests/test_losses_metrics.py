@@ -130,6 +130,23 @@ def test_hamming_and_loglog_recall_values():
     assert cl.losses.loglog_recall(perfect, torch.tensor([[1.0, 1.0, 0.0]])).item() == 0.0
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+@pytest.mark.parametrize("loss, argument, role", [
+    ("hamming", "y", "prediction"), ("hamming", "y_true", "target"),
+    ("loglog_recall", "ranks", "prediction"), ("loglog_recall", "relevance", "target")])
+def test_hamming_and_loglog_recall_refuse_nan_or_inf_as_every_loss_does(loss, argument, role,
+                                                                        bad):
+    given = {"hamming": {"y": torch.tensor([[1.0, 0.0, 1.0]]),
+                         "y_true": torch.tensor([[0.0, 1.0, 1.0]])},
+             "loglog_recall": {"ranks": torch.tensor([[2.0, 1.0, 3.0]]),
+                               "relevance": torch.tensor([[1.0, 0.0, 0.0]])}}[loss]
+    assert torch.isfinite(getattr(cl.losses, loss)(**given))
+    given[argument][0, 1] = bad
+    with pytest.raises(ValueError, match=rf"{loss}: {argument} must be finite, got {bad} at "
+                                         rf"index \(0, 1\) \(a {role} with NaN"):
+        getattr(cl.losses, loss)(**given)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_metrics_by_hand(backend):
     backend = backend_or_skip(backend, SPEC_MIN)

@@ -53,19 +53,20 @@ TENSOR_ARGUMENTS = ("cost_pred", "cost_true", "y_true")
 TARGET_ARGUMENTS = ("cost_true", "y_true")
 
 
-def check_finite_target(value: Tensor, name: str, owner: str) -> None:
-    """``ValueError`` naming the first NaN or inf entry of the target ``value``. Off the
-    CPU the check reads nothing back: it is queued on the device, as `check_values`
-    queues the costs' (a device-side assertion with the same message)."""
+def check_finite_target(value: Tensor, name: str, owner: str, role: str = "target") -> None:
+    """``ValueError`` naming the first NaN or inf entry of the target ``value`` (of a
+    prediction where ``role`` says so). Off the CPU the check reads nothing back: it is
+    queued on the device, as `check_values` queues the costs' (a device-side assertion
+    with the same message)."""
     finite = torch.isfinite(value)
     if not value.is_cpu:
-        torch._assert_async(finite.all(), f"{owner}: {name} must be finite (a target with NaN "
+        torch._assert_async(finite.all(), f"{owner}: {name} must be finite (a {role} with NaN "
                             "or inf gives a NaN loss)")
         return
     if not bool(finite.all()):
         index = tuple(int(i) for i in (~finite).nonzero()[0])
         raise ValueError(f"{owner}: {name} must be finite, got {float(value[index])} at index "
-                         f"{index} (a target with NaN or inf gives a NaN loss)")
+                         f"{index} (a {role} with NaN or inf gives a NaN loss)")
 
 
 def as_loss_input(value: Any, name: str, owner: str, like: Tensor | None = None) -> Any:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .base import check_finite_target
+
 
 def hamming(y: Tensor, y_true: Tensor) -> Tensor:
     """Normalised Hamming distance ``mean(y (1 - y_true) + (1 - y) y_true)`` over all entries.
@@ -24,10 +26,15 @@ def hamming(y: Tensor, y_true: Tensor) -> Tensor:
     Args:
         y: the solutions, e.g. a layer's output.
         y_true: the target solutions, same shape.
+
+    Raises:
+        ValueError: shapes that differ, or a NaN or inf entry in either (named).
     """
     y_true = torch.as_tensor(y_true).to(y)
     if y.shape != y_true.shape:
         raise ValueError(f"y has shape {tuple(y.shape)} but y_true has {tuple(y_true.shape)}")
+    check_finite_target(y, "y", "hamming", role="prediction")
+    check_finite_target(y_true, "y_true", "hamming")
     return (y * (1.0 - y_true) + (1.0 - y) * y_true).mean()
 
 
@@ -51,6 +58,9 @@ def loglog_recall(ranks: Tensor, relevance: Tensor) -> Tensor:
             ``ComboLayer(cl.problems.Ranking(n), method="blackbox")(scores)``.
         relevance: the same shape, 1 marking the positives.
 
+    Raises:
+        ValueError: shapes that differ, or a NaN or inf entry in either (named).
+
     Reference: Rolinek, Musil, Paulus, Vlastelica, Michaelis, Martius,
     "Optimizing Rank-based Metrics with Blackbox Differentiation", CVPR 2020.
     """
@@ -59,6 +69,8 @@ def loglog_recall(ranks: Tensor, relevance: Tensor) -> Tensor:
         raise ValueError(
             f"ranks has shape {tuple(ranks.shape)} but relevance has {tuple(relevance.shape)}"
         )
+    check_finite_target(ranks, "ranks", "loglog_recall", role="prediction")
+    check_finite_target(relevance, "relevance", "loglog_recall")
     positive = relevance > 0.5
     held = ranks.detach()
     above = (held.unsqueeze(-2) < held.unsqueeze(-1)) & positive.unsqueeze(-2)
