@@ -287,7 +287,7 @@ def _each_or_dummy(relaxation: Relaxation, costs: Tensor, A: Tensor, b: Tensor,
                                                           - relaxation.num_outputs)], -1)
             found.append(dummy)
             bad.append(i)
-    recorder = _bound(solver, Recorder)
+    recorder = _wrapper_of(solver, Recorder)
     if bad and recorder is not None:
         recorder.infeasible.update(bad)
     elif bad:
@@ -328,9 +328,10 @@ class RelaxationEstimator(Estimator):
         # backward solves again
         if not training:
             return solver.solve_min(costs.detach()), None
+        rows = (None, None) if A is None else (A.detach(), b.detach())
         with torch.no_grad():
             x = self._relaxed(_kept_relaxation(self, _unbound(solver)), solver,
-                              costs.detach(), *_detached(A, b), _bound_known(solver))
+                              costs.detach(), *rows, _bound_known(solver))
         return x, ()
 
     def saved_like(self, solver, costs, training, A=None, b=None):
@@ -410,11 +411,7 @@ class RelaxationEstimator(Estimator):
         return x.reshape(costs.shape)
 
 
-def _detached(A: Tensor | None, b: Tensor | None) -> tuple[Tensor | None, Tensor | None]:
-    return (None, None) if A is None else (A.detach(), b.detach())
-
-
-def _bound(solver: Any, kind: type) -> Any:
+def _wrapper_of(solver: Any, kind: type) -> Any:
     """The first wrapper of type ``kind`` in ``solver``'s chain of wrappers, or None."""
     while isinstance(solver, SolverWrapper):
         if isinstance(solver, kind):
@@ -425,7 +422,7 @@ def _bound(solver: Any, kind: type) -> Any:
 
 def _bound_known(solver: Any) -> Tensor | None:
     """The per-call known cost bound to ``solver`` (the compiled solve binds it), or None."""
-    bound = _bound(solver, KnownBound)
+    bound = _wrapper_of(solver, KnownBound)
     return None if bound is None else torch.as_tensor(bound.instance_known)
 
 
