@@ -174,28 +174,29 @@ def _expression_kinds(M: sp.csc_matrix, offset: np.ndarray, kinds: np.ndarray,
     """The integrality and bounds of the outputs ``y = M^T x + offset`` that ``x``'s imply:
     an output with integer coefficients on integer variables and an integer offset is an
     integer within the bounds its terms reach (binary within [0, 1]); any other output is
-    continuous and free, held by its defining equality alone. A bound of
-    ``max_coefficient`` or more in magnitude, which a spec refuses, is left infinite."""
-    M = sp.csc_matrix(M)
+    continuous and free, held by its defining equality alone. A bound whose terms reach
+    ``max_coefficient`` in magnitude (a spec refuses that much, and float sums of
+    integers are exact below it) is left infinite."""
+    M = sp.csc_matrix(M, copy=True)
+    M.eliminate_zeros()  # no 0 * inf below
     N = M.shape[1]
-    out_kinds = np.array(["continuous"] * N, dtype=object)
-    out_lower, out_upper = np.full(N, -np.inf), np.full(N, np.inf)
-    integer = kinds != "continuous"
-    for i in range(N):
-        rows = M.indices[M.indptr[i] : M.indptr[i + 1]]
-        coefs = M.data[M.indptr[i] : M.indptr[i + 1]]
-        if not (integer[rows].all() and (coefs == np.round(coefs)).all()
-                and offset[i] == np.round(offset[i])):
-            continue
-        # integer variables take integer values: their bounds rounded inwards, so every
-        # sum below is of integers and exact
-        low, high = np.ceil(lower[rows]), np.floor(upper[rows])
-        lo = offset[i] + np.sum(np.where(coefs > 0, coefs * low, coefs * high))
-        hi = offset[i] + np.sum(np.where(coefs > 0, coefs * high, coefs * low))
-        out_lower[i] = lo if abs(lo) < max_coefficient else -np.inf
-        out_upper[i] = hi if abs(hi) < max_coefficient else np.inf
-        out_kinds[i] = "binary" if lo >= 0 and hi <= 1 else "integer"
-    return out_kinds, out_lower, out_upper
+    column = np.repeat(np.arange(N), np.diff(M.indptr))
+    rows, coefs = M.indices, M.data
+    fractional = (kinds[rows] == "continuous") | (coefs != np.round(coefs))
+    integer = (np.bincount(column, fractional, minlength=N) == 0) & (offset == np.round(offset))
+    # integer variables take integer values: their bounds rounded inwards
+    low, high = np.ceil(lower[rows]), np.floor(upper[rows])
+
+    def reach(terms: np.ndarray, infinite: float) -> np.ndarray:
+        total = offset + np.bincount(column, terms, minlength=N)
+        size = np.abs(offset) + np.bincount(column, np.abs(terms), minlength=N)
+        return np.where(integer & (size < max_coefficient), total, infinite)
+
+    out_lower = reach(np.where(coefs > 0, coefs * low, coefs * high), -np.inf)
+    out_upper = reach(np.where(coefs > 0, coefs * high, coefs * low), np.inf)
+    binary = integer & (out_lower >= 0) & (out_upper <= 1)
+    out_kinds = np.where(binary, "binary", np.where(integer, "integer", "continuous"))
+    return out_kinds.astype(object), out_lower, out_upper
 
 
 def ilp_arguments(problem: Any, cost: Any, *, max_coefficient: float) -> dict[str, Any]:
