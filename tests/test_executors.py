@@ -499,3 +499,25 @@ def test_ctrl_c_in_the_caller_stops_the_thread_executor_before_it_returns(monkey
     y = solver.solve(costs)
     expected = cl.make_solver(spec, "highs").solve(costs)
     np.testing.assert_array_equal((y * costs).sum(1), (expected * costs).sum(1))
+
+
+EXITS_WHILE_WORKERS_START = """
+import numpy as np, combolayer as cl
+if __name__ == "__main__":
+    spec = cl.problems.Knapsack([[1.0, 2, 3, 1, 2, 2]], [5.0])
+    solver = cl.make_solver(spec, {"name": "highs", "executor": "process", "workers": 2})
+    print(solver.solve(np.random.default_rng(0).random((8, 6))).shape)
+"""
+
+
+def test_a_script_that_exits_while_its_workers_start_exits_quietly(tmp_path):
+    """A short script's batch is solved in the caller while the process workers start
+    in the background; it exited mid-start, and a worker spawned then printed a
+    traceback (SemLock: no such file). The exit now waits for the start."""
+    script = tmp_path / "short.py"
+    script.write_text(EXITS_WHILE_WORKERS_START)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "(8, 6)"
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]

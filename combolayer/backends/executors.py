@@ -182,7 +182,10 @@ class ParallelKernel(ReportingKernel):
         ``wait`` seconds (None: until they are) are waited for them. A failed start is
         raised here, once."""
         if not self._ready.is_set() and self._starter is None and self._start_error is None:
-            self._starter = threading.Thread(target=self._start_and_warm, daemon=True,
+            # a process start is waited for at exit: a worker process spawned as its
+            # parent exits prints a traceback from the half-built pipe it was handed
+            self._starter = threading.Thread(target=self._start_and_warm,
+                                             daemon=self.executor != "process",
                                              name=f"combolayer-{self.executor}-start")
             logger.info("%s: starting %d %s workers on %r in the background; the caller "
                         "solves until they are ready", self.spec.label, self.workers,
