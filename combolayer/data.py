@@ -85,6 +85,18 @@ def _solved(spec, features: np.ndarray, costs: np.ndarray, backend: Any) -> Data
     return Data(as_tensor(features), as_tensor(costs), as_tensor(solutions), spec)
 
 
+def _check_generator(num_data: int, num_features: int, deg: int, noise_width: float) -> None:
+    """``ValueError`` for arguments PyEPO's generators refuse (``validate_degree``,
+    ``validate_nonnegative``): ``deg`` 0 makes every cost one constant, unrelated to the
+    features, and a negative noise width is no width."""
+    for name, value, least in (("num_data", num_data, 0), ("num_features", num_features, 1),
+                               ("deg", deg, 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    if not noise_width >= 0:
+        raise ValueError(f"noise_width must be >= 0, got {noise_width!r}")
+
+
 def shortest_path(
     num_data: int,
     num_features: int,
@@ -115,6 +127,7 @@ def shortest_path(
     ``c_ij = [((B x_i)_j / sqrt(p) + 3)^deg + 1] / 3.5^deg * eps_ij`` with
     ``eps_ij ~ U[1 - noise_width, 1 + noise_width]``.
     """
+    _check_generator(num_data, num_features, deg, noise_width)
     rnd = np.random.RandomState(seed)
     spec = shortest_path_spec(grid)
     B = rnd.binomial(1, 0.5, (len(spec.edges), num_features))
@@ -158,6 +171,7 @@ def knapsack(
     Returns:
         ``Data(features (num_data, p), costs (num_data, m), solutions, spec)``.
     """
+    _check_generator(num_data, num_features, deg, noise_width)
     rnd = np.random.RandomState(seed)
     weights = rnd.choice(range(300, 800), size=(dim, num_items)) / 100
     B = rnd.binomial(1, 0.5, (num_items, num_features))
@@ -204,6 +218,7 @@ def tsp(
             True: as PyEPO's ``E`` edge costs, the cost shape of ``TSPEdges(n)``,
             whose solutions are 0/1 edge vectors, so ``<c, y>`` is the tour length.
     """
+    _check_generator(num_data, num_features, deg, noise_width)
     rnd = np.random.RandomState(seed)
     half = num_nodes // 2
     coords = np.concatenate(

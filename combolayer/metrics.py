@@ -102,7 +102,8 @@ def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, b
 def regret(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None = None,
            backend: Any = "auto", y_true: Any = None, aux_pred: Any = None,
            known_cost: Any = None) -> Tensor:
-    """Per-instance regret: ``<c, y_pred> - <c, y*(c)>`` (min), the reverse for max; >= 0.
+    """Per-instance regret: ``<c, y_pred> - <c, y*(c)>`` (min), the reverse for max; >= 0
+    for feasible decisions (``y_pred`` is not checked against the constraints).
 
     With a known cost (`combolayer.ILP.known_cost`) both objectives count it,
     ``<c, y> + <known_cost, x>``; a known cost on the auxiliaries needs ``aux_pred``,
@@ -176,9 +177,19 @@ def cost_ratio(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None 
 
     Returns:
         A float64 tensor of shape ``batch``.
+
+    Raises:
+        ValueError: an instance's optimal objective is 0, where the ratio has no value
+            (`regret` has one).
     """
     value, best, _ = _objectives(spec, cost_true, y_pred, solver, backend, y_true,
                                  "cost_ratio", aux_pred, known_cost)
+    zero = best == 0
+    if bool(zero.any()):
+        index = tuple(int(i) for i in zero.nonzero()[0])
+        raise ValueError(f"cost_ratio: the optimal objective of instance {index} is 0, "
+                         "so <c, y_pred> / <c, y*> has no value; use regret or "
+                         "normalized_regret there")
     return value / best
 
 

@@ -371,3 +371,27 @@ def test_recall_at_k_refuses_embeddings_with_nan():
     x[1, 3] = float("nan")
     with pytest.raises(ValueError, match=r"x must be finite, got nan at index \(1, 3\)"):
         cl.metrics.recall_at_k(x, [0, 0, 1, 1], ks=(1,))
+
+
+def test_cost_ratio_refuses_an_optimal_objective_of_zero():
+    """The ratio has no value where the optimum is 0: it returned NaN (or inf) silently,
+    which a later mean spread over the batch."""
+    spec = cl.problems.TopK(n=3, k=1)
+    costs = torch.tensor([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]])
+    with pytest.raises(ValueError, match=r"optimal objective of instance \(1,\) is 0"):
+        cl.metrics.cost_ratio(spec, costs, torch.tensor([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]))
+    torch.testing.assert_close(
+        cl.metrics.cost_ratio(spec, costs[:1], torch.tensor([[0.0, 0.0, 1.0]])),
+        torch.tensor([1.0], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("generator", ["shortest_path", "knapsack", "tsp"])
+@pytest.mark.parametrize("argument, value", [("deg", 0), ("deg", -1), ("deg", 2.5),
+                                             ("noise_width", -0.5), ("num_features", 0)])
+def test_generators_refuse_what_pyepos_refuse(generator, argument, value):
+    """deg 0 gave costs that are one constant, unrelated to the features; PyEPO's
+    generators refuse these arguments, and so do ours, naming them."""
+    size = {"shortest_path": {}, "knapsack": {"num_items": 5}, "tsp": {"num_nodes": 5}}
+    arguments = {"num_data": 4, "num_features": 3, **size[generator], argument: value}
+    with pytest.raises(ValueError, match=argument):
+        getattr(cl.data, generator)(**arguments)
