@@ -311,3 +311,16 @@ def test_a_cached_layers_copy_answers_rows_on_auxiliaries_as_the_original(how):
     w = torch.randn(16, 6, generator=g, dtype=torch.float64)
     assert torch.equal(layer(w, A=A, b=b), twin(w, A=A, b=b))
     assert len(layer.pool) == len(twin.pool)
+
+
+def test_a_generator_set_after_the_first_call_drives_the_cache_too():
+    """layer.generator = g reached the noise but not the solution cache's draws, so the
+    layer and a copy of it (built with g) answered differently."""
+    spec = cl.problems.TopK(20, 5)  # more solutions than the pool holds: pooled != exact
+    layer = cl.ComboLayer(spec, solve_ratio=0.5, noise=0.3)
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(64, 20, generator=g)
+    layer(w)
+    layer.generator = torch.Generator().manual_seed(5)
+    twin = copy.deepcopy(layer)
+    assert torch.equal(layer(w), twin(w))

@@ -278,6 +278,13 @@ class ComboLayer(nn.Module):
         state.pop("_compiled", None)
         return state
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        # the solution cache draws from the generator it was built with: a new one is
+        # given to it too (it kept drawing from the old, unlike the noise)
+        if name == "generator" and "_compiled" in self.__dict__:
+            self._compile()
+
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
         # built now, not on first use: a first use inside torch.compile's trace would trace
