@@ -209,3 +209,38 @@ def test_a_layer_config_file_is_held_to_the_text_size_limits(tmp_path):
     assert time.perf_counter() - start < 5
     path.write_text("problem: {kind: topk, n: 5, k: 2}\nmethod: identity\n")
     assert cl.ComboLayer.from_config(path).spec.num_outputs == 5
+
+
+@pytest.mark.parametrize("text", ["a,b,c\n1,2,3\n", "1 2 3\n4 5\n", '{"costs": [1, 2, 3]}\n'])
+def test_costs_a_reader_cannot_parse_name_the_flag_and_the_file(text, tmp_path, capsys):
+    """numpy's and json's own words (a column 'a', "use `usecols`") named neither --costs
+    nor the file, and gave advice the command line cannot follow."""
+    spec = tmp_path / "topk.yaml"
+    spec.write_text("kind: topk\nn: 3\nk: 1\n")
+    costs = tmp_path / "costs.txt"
+    costs.write_text(text)
+    code, err = run_main(["solve", str(spec), "--costs", str(costs)], capsys)
+    check_one_line(code, err, "--costs")
+    assert "costs.txt" in err and "usecols" not in err
+
+
+def test_a_warning_is_one_line_naming_the_command(monkeypatch, capsys):
+    """A library warning printed as Python's file, line and source line, inside the
+    progress bar; the command line gives it as one line, as it gives errors."""
+    import importlib
+    import warnings
+
+    cli = importlib.import_module("combolayer.cli.main")
+
+    def command(args):
+        warnings.warn("noise=0.5 cannot act under this loss", UserWarning, stacklevel=1)
+        return 0
+
+    monkeypatch.setattr(cli.importlib, "import_module",
+                        lambda name: type("M", (), {"solve": staticmethod(command)}))
+    spec_free = ["solve", "x.yaml"]
+    monkeypatch.setattr(cli, "_read_model_files", lambda args: None)
+    code = main(spec_free)
+    err = capsys.readouterr().err
+    assert code == 0
+    assert err.strip() == "combolayer solve: UserWarning: noise=0.5 cannot act under this loss"

@@ -586,3 +586,19 @@ def test_float32_costs_next_to_a_large_known_cost_keep_the_solution(per_call):
         total = w.double().numpy() + k
         best = np.sort(total)[:10].sum()
         assert total @ y.double().numpy() == pytest.approx(best, rel=1e-12)
+
+
+@pytest.mark.parametrize("backend", installed_params(KNOWN_COST_BACKENDS))
+def test_a_known_cost_on_the_auxiliaries_does_not_stay_for_later_calls(backend):
+    """HiGHS and Gurobi keep one model: a call with a known cost on an auxiliary set its
+    cost there, and later calls, which set the outputs' costs alone, kept solving with
+    it (the answer after it was the known cost's, not the plain optimum)."""
+    spec = cl.ILP(shape=[2], num_aux=1,
+                  constraints=[cl.Constraint(coefs=[1, 1, 1], sense="==", rhs=1)])
+    c, k = np.array([-0.1, 0.2]), np.array([0.0, 0.0, -0.5])
+    solver = cl.make_solver(spec, backend)
+    plain = solver.solve(c)
+    np.testing.assert_array_equal(plain, [1.0, 0.0])
+    np.testing.assert_array_equal(solver.solve(c, known_cost=k), [0.0, 0.0])
+    np.testing.assert_array_equal(solver.solve(c), plain)
+    np.testing.assert_array_equal(solver.solve(np.stack([c, c])), [plain, plain])

@@ -327,8 +327,11 @@ class GurobiKernel(_GurobiRun, RowKernel):
             self._row_constraints = None
 
     def solve_one(self, cost: np.ndarray, start: np.ndarray | None = None) -> Solved:
-        # a full-width cost (a known cost, or the auxiliaries asked for) sets every column
-        (self._outputs if len(cost) == self.form.num_outputs else self.variables).Obj = cost
+        # every column set: a full-width call before this one (a known cost on the
+        # auxiliaries) left its costs in the kept model
+        if len(cost) < self.form.num_vars:
+            cost = np.concatenate([cost, np.zeros(self.form.num_vars - len(cost))])
+        self.variables.Obj = cost
         self._set_start(start)
         self._optimize(self._callback)
         return self._settle(self._callback)

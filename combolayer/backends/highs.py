@@ -196,8 +196,12 @@ class HighsKernel(_HighsTime, RowKernel):
     takes_start = True
 
     def solve_one(self, cost: np.ndarray, start: np.ndarray | None = None) -> Solved:
-        columns = self._columns if len(cost) == len(self._columns) else self._all_columns
-        check_status(self.model.changeColsCost(len(columns), columns, cost), "changeColsCost")
+        if len(cost) < len(self._all_columns):
+            # every column set: a full-width call before this one (a known cost on the
+            # auxiliaries) left its costs in the kept model
+            cost = np.concatenate([cost, np.zeros(len(self._all_columns) - len(cost))])
+        check_status(self.model.changeColsCost(len(self._all_columns), self._all_columns, cost),
+                     "changeColsCost")
         if start is not None and self._active.is_mip:
             return self._run_from(start)
         if self._active.separator is None:

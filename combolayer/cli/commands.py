@@ -66,8 +66,14 @@ def load_costs(path: Path) -> np.ndarray:
         word = re.search(r"\b(true|false|null)\b", text)
         if word:
             raise ValueError(f"--costs {str(path)!r} holds {word.group()}: expected numbers only")
-        return np.asarray(json.loads(text), dtype=float)
-    return np.loadtxt(io.StringIO(text), delimiter="," if "," in text else None, ndmin=1)
+    try:
+        if text.lstrip().startswith("["):
+            return np.asarray(json.loads(text), dtype=float)
+        return np.loadtxt(io.StringIO(text), delimiter="," if "," in text else None, ndmin=1)
+    except ValueError as error:  # numpy's and json's own words name neither flag nor file
+        first = str(error).split(";")[0].strip()
+        raise ValueError(f"--costs {str(path)!r} could not be read ({first}); {formats}, "
+                         "one instance per row, every row as long") from None
 
 
 def _numeric(array: np.ndarray, path: Path) -> np.ndarray:

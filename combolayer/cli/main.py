@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import logging
 import os
 import sys
+import warnings
 
 from ..errors import ComboLayerError
 
@@ -142,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("combolayer").setLevel(logging.DEBUG)
     target, _ = COMMANDS[args.command]
     module, function = target.split(":")
+    shown, warnings.showwarning = warnings.showwarning, functools.partial(_warn, args.command)
     try:
         if args.command in ("solve", "analyze"):
             _read_model_files(args)
@@ -159,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("combolayer").debug("unexpected error", exc_info=True)
         hint = "" if args.verbose else " (run with -v for the traceback)"
         return _refuse(args, error, hint)
+    finally:
+        warnings.showwarning = shown
 
 
 def _reader_left() -> int:
@@ -171,6 +176,16 @@ def _reader_left() -> int:
     except (OSError, ValueError):  # no file descriptor behind sys.stdout (a test's capture)
         pass
     return 141
+
+
+def _warn(command: str, message: Warning | str, category: type[Warning], *_: object,
+          **__: object) -> None:
+    """A warning as one line on stderr naming the command, as errors are (`_refuse`),
+    below any progress bar rather than inside it (not Python's file, line and source)."""
+    from tqdm import tqdm
+
+    text = " ".join(str(message).split())
+    tqdm.write(f"combolayer {command}: {category.__name__}: {text}", file=sys.stderr)
 
 
 def _refuse(args: argparse.Namespace, error: BaseException, hint: str = "") -> int:
