@@ -513,9 +513,10 @@ class ComboLayer(nn.Module):
 
     @property
     def last_infeasible(self) -> Tensor | None:
-        """After a call with per-call rows under ``on_infeasible="flag"``: a bool tensor
-        of the batch shape, True for the instances the rows left without a feasible
-        solution (their output is zeros). None before such a call. Per thread."""
+        """The last call with per-call rows under ``on_infeasible="flag"``: a bool tensor
+        of that call's batch shape, True for the instances the rows left without a
+        feasible solution (their output is zeros). A call without rows leaves it as it
+        was; None before the first call with rows. Per thread."""
         return getattr(self.compiled.last, "infeasible", None)
 
     def _rows(self, w: Tensor, A: Any, b: Any, values: bool = True
