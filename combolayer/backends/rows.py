@@ -147,10 +147,16 @@ def check_rows(label: str, num_vars: int, batch: tuple[int, ...], A: Any, b: Any
                          f"does not broadcast onto the costs' batch shape {tuple(batch)} "
                          f"for {label}")
     for name, value in (("A", A), ("b", b)) if values else ():
-        finite = (bool(torch.isfinite(value.detach()).all()) if isinstance(value, torch.Tensor)
-                  else bool(np.isfinite(value).all()))
-        if not finite:
-            raise ValueError(f"{name} must be finite, got NaN or inf entries for {label}")
+        check_finite(name, value, label)
+
+
+def check_finite(name: str, value: Any, label: str) -> None:
+    """``ValueError`` naming ``name`` when a call's input ``value`` (a tensor or an array:
+    per-call rows, a known cost) has NaN or inf entries, for problem ``label``."""
+    finite = (bool(torch.isfinite(value.detach()).all()) if isinstance(value, torch.Tensor)
+              else bool(np.isfinite(value).all()))
+    if not finite:
+        raise ValueError(f"{name} must be finite, got NaN or inf entries for {label}")
 
 
 def rows_for(A: Any, b: Any, batch: tuple[int, ...]) -> Rows:

@@ -27,7 +27,7 @@ from .outcome import (
     warn_not_optimal,
     worst,
 )
-from .rows import Rows, check_rows, rows_for
+from .rows import Rows, check_finite, check_rows, rows_for
 from .wrapper import KnownBound, RowBound, SolverWrapper
 
 if TYPE_CHECKING:
@@ -304,6 +304,7 @@ class RowKernel(ReportingKernel):
         n = costs.shape[1]
         out = np.empty_like(costs)
         statuses: list[str] | None = None  # None while every instance is optimal
+        solved: list[np.ndarray | None] = [None] * len(costs)  # the solver's values
         starts = self._starts(costs, start)
         with self._lock:
             for b, cost in enumerate(costs):
@@ -314,21 +315,25 @@ class RowKernel(ReportingKernel):
                         statuses = statuses or [OPTIMAL] * len(costs)
                         statuses[b] = x.statuses[0]
                     x = x.values
-                self._check_rows(x)
+                solved[b] = x
                 out[b] = x[:n]
+        self._check_rows(solved)
         return Solved(self._answer(out, n), None if statuses is None else tuple(statuses))
 
-    def _check_rows(self, x: np.ndarray) -> None:
-        """`SolverError` when the solver's values ``x`` for one instance, rounded, break a
-        row of integer variables (`CanonicalForm.breach`): a MIP solver's tolerance is
+    def _check_rows(self, solved: list[np.ndarray | None]) -> None:
+        """`SolverError` when the solver's values for an instance (``solved``, None where
+        there are none), rounded, break a row of integer variables
+        (`CanonicalForm.breach`, once for the batch): a MIP solver's tolerance is
         relative, and an answer within it can break a row with large coefficients by
-        whole units. Forms whose LP has integral vertices (integral data) need no check."""
+        whole units. Forms whose LP has integral vertices (integral data) need no check,
+        nor kernels whose values are not the form's variables (a tour's edges)."""
         form = self.form
-        if form.lp_is_integral or len(x) != form.num_vars:
+        values = [x for x in solved if x is not None]
+        if form.lp_is_integral or not values or len(values[0]) != form.num_vars:
             return
-        breach = form.breach(x)
+        breach = form.breach(np.stack(values))
         if breach is not None:
-            row, excess = breach
+            _, row, excess = breach
             tighten = ("" if self.feasibility_option is None else
                        f", tighten its tolerance (options={{'{self.feasibility_option}': "
                        "1e-9}),")
@@ -358,6 +363,7 @@ class RowKernel(ReportingKernel):
         # grouped by entry (stable): an entry's rows go in once for all its instances
         order = np.argsort(index, kind="stable").tolist()
         statuses = [OPTIMAL] * len(costs)
+        solved: list[np.ndarray | None] = [None] * len(costs)  # None: rows left it empty
         index = index.tolist()
         current = None
         with self._lock:
@@ -379,11 +385,12 @@ class RowKernel(ReportingKernel):
                     if isinstance(x, Solved):
                         statuses[i] = worst(x.statuses or ())
                         x = x.values
-                    self._check_rows(x)
+                    solved[i] = x
                     out[i] = x[:n]
             finally:
                 if current is not None:
                     self._clear_rows()
+        self._check_rows(solved)
         return Solved(self._answer(out, n), tuple(statuses))
 
 
@@ -526,8 +533,8 @@ def check_known_cost(label: str, num_vars: int, batch: tuple[int, ...], known_co
                          f"(N outputs + num_aux) and the costs' batch is {tuple(batch)}: "
                          f"expected ({', '.join(map(str, (*batch, num_vars)))}) or "
                          f"({num_vars},)")
-    if values and known.numel() and not bool(torch.isfinite(known).all()):
-        raise ValueError(f"known_cost must be finite, got NaN or inf entries for {label}")
+    if values:
+        check_finite("known_cost", known, label)
     known = known.expand(*batch, num_vars)
     if is_torch:
         return known.to(like)

@@ -49,6 +49,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..backends.rows import check_finite
 from ..backends.solver import Recorder, check_costs, check_values
 from ..backends.wrapper import KnownBound, RowBound
 from ..estimators.base import aux_of_output, check_upstream, refuse_instance_known_cost
@@ -151,9 +152,8 @@ class CompiledSolve:
             if value is not None:
                 check_values(spec, value, name)
         for name, value in (("A", A), ("b", b), ("known_cost", known)):
-            if value is not None and not bool(torch.isfinite(value).all()):
-                raise ValueError(f"{name} must be finite, got NaN or inf entries for "
-                                 f"{spec.label}")
+            if value is not None:
+                check_finite(name, value, spec.label)
         check_costs(spec, costs, "w after projection")
         if self.floor is not None:  # on the total the solver sees, the known cost added
             check_floor(spec, self.floor, costs if known is None else

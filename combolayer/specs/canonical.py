@@ -129,33 +129,37 @@ class CanonicalForm:
         return A, row_lower, row_upper
 
     @cached_property
-    def _integer_rows(self) -> tuple[np.ndarray, sp.csr_matrix, np.ndarray, np.ndarray]:
-        """The rows (`rows`) whose variables are all integer, and their positions there:
-        a rounded point meets those exactly, up to float rounding."""
+    def _integer_rows(self) -> tuple[np.ndarray, sp.csr_matrix, sp.csr_matrix, np.ndarray,
+                                     np.ndarray, np.ndarray]:
+        """The rows (`rows`) whose variables are all integer, and what `breach` reads of
+        them, built once: their positions there, the rows, their absolute values, their
+        bounds and the size of the finite bound (a rounded point meets them exactly, up
+        to float rounding)."""
         A, lower, upper = self.rows()
         continuous = (~self.integer).astype(float)
         keep = np.flatnonzero(abs(A) @ continuous == 0)
-        return keep, A[keep], lower[keep], upper[keep]
+        A, lower, upper = A[keep], lower[keep], upper[keep]
+        bound = np.where(np.isfinite(upper), np.abs(upper), np.abs(lower))
+        return keep, A, abs(A), lower, upper, bound
 
-    def breach(self, x: np.ndarray) -> tuple[int, float] | None:
-        """The row (its position in `rows`) that solver values ``x`` (``(num_vars,)``),
-        rounded where integer, break the most, and by how much, among the rows of
-        integer variables alone; None when they all hold. A solver's feasibility
-        tolerance is relative (1e-6 of a row's size), so on a row with large
+    def breach(self, x: np.ndarray) -> tuple[int, int, float] | None:
+        """The instance and the row (its position in `rows`) that solver values ``x``
+        (``(B, num_vars)``), rounded where integer, break the most, and by how much,
+        among the rows of integer variables alone; None when they all hold. A solver's
+        feasibility tolerance is relative (1e-6 of a row's size), so on a row with large
         coefficients (weights of 1e9) its answer may break the row by whole units; a
         rounded point holds such rows exactly, so anything beyond float rounding
-        (1e-12 of the row's size) is a breach."""
-        keep, A, lower, upper = self._integer_rows
-        if not len(keep):
+        (1e-12 of the row's size) is a breach. One sparse product for the batch."""
+        keep, A, size, lower, upper, bound = self._integer_rows
+        if not len(keep) or not len(x):
             return None
-        point = self.solution(x)
-        value = A @ point
+        points = self.solution(x)
+        value = np.asarray(A @ points.T).T  # (B, rows)
         with np.errstate(invalid="ignore"):  # inf - inf on a free side
             excess = np.fmax(value - upper, lower - value)
-        bound = np.where(np.isfinite(upper), np.abs(upper), np.abs(lower))
-        over = excess - rounding(abs(A) @ np.abs(point), bound)
-        worst = int(np.argmax(over))
-        return (int(keep[worst]), float(excess[worst])) if over[worst] > 0 else None
+        over = excess - rounding(np.asarray(size @ np.abs(points).T).T, bound)
+        b, row = np.unravel_index(int(np.argmax(over)), over.shape)
+        return (int(b), int(keep[row]), float(excess[b, row])) if over[b, row] > 0 else None
 
 
 def canonical_form(spec: Spec, lazy: bool = True) -> CanonicalForm:
