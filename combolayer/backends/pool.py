@@ -123,9 +123,8 @@ class SolutionPool:
 
     def __getstate__(self) -> dict:
         with self._lock:
-            state = {name: value for name, value in self.__dict__.items()
-                     if name in ("num_outputs", "max_size", "_signature", "_label",
-                                 "_cost_shape", "_hint")}
+            state = {name: getattr(self, name) for name in (
+                "num_outputs", "max_size", "_signature", "_label", "_cost_shape", "_hint")}
             state["_aux"] = OrderedDict(self._aux)
             state["rows"] = self._buffer[: self._size].clone()
             state["seeded"] = list(self._seeded)
@@ -455,14 +454,15 @@ class CachedSolver(Solver):
 
     def solve_min(self, costs: Any, return_aux: bool = False, rows: Any = None,
                   known: Any = None, statuses: list[str] | None = None) -> Any:
-        if isinstance(costs, np.ndarray):
-            flat = torch.from_numpy(np.ascontiguousarray(costs, dtype=np.float64))
+        numpy = isinstance(costs, np.ndarray)
+        if numpy:
+            costs = torch.from_numpy(np.ascontiguousarray(costs, dtype=np.float64))
             known = None if known is None else torch.as_tensor(np.asarray(known, np.float64))
-            out = super().solve_min(flat, return_aux=return_aux, rows=rows, known=known,
-                                    statuses=statuses)
-            return tuple(part.numpy() for part in out) if return_aux else out.numpy()
-        return super().solve_min(costs, return_aux=return_aux, rows=rows, known=known,
-                                 statuses=statuses)
+        out = super().solve_min(costs, return_aux=return_aux, rows=rows, known=known,
+                                statuses=statuses)
+        if not numpy:
+            return out
+        return tuple(part.numpy() for part in out) if return_aux else out.numpy()
 
     def _full_batch(self, costs: Tensor, start: np.ndarray | None = None, full: bool = False,
                     rows: Any = None, aux_known: Any = None) -> Solved:
@@ -480,11 +480,9 @@ class CachedSolver(Solver):
 
     @staticmethod
     def _mixed(y: Tensor, exact: Tensor, solved: Solved | None) -> Solved:
-        """The statuses of a call's instances: the exact solver's for the instances it
-        solved (``exact``, a ``(count,)`` mask; ``solved``, its answer for them, None where
-        none was), `POOLED` for the others. Without them a flagged infeasible instance would
-        be lost to the estimators that read the statuses (CombOptNet) under
-        ``solve_ratio < 1``."""
+        """``y`` with each instance's status: ``solved``'s (the exact answer, or None) for
+        the instances of the mask ``exact``, `POOLED` for the others. A flagged infeasible
+        instance must reach the estimators that read statuses (CombOptNet)."""
         statuses = [POOLED] * len(y)
         if solved is not None:
             for position, status in zip(exact.nonzero().flatten().tolist(),
@@ -493,9 +491,8 @@ class CachedSolver(Solver):
         return Solved(y, tuple(statuses))
 
     def _without_rows(self, costs: Tensor, wide: bool, aux_known: Any = None) -> Solved:
-        """The cache without per-call rows: every instance's pool answer in one lookup
-        (a new tensor), then the instances drawn for an exact solve overwritten with their
-        solutions; each instance's status (`_mixed`)."""
+        """Every instance's pool answer in one lookup (a new tensor), then those drawn for
+        an exact solve overwritten with their solutions."""
         exact = self._draw(len(costs))
         num_exact = int(exact.sum())
         if num_exact == len(exact) or len(self.pool) == 0:
@@ -510,12 +507,8 @@ class CachedSolver(Solver):
 
     def _with_rows(self, costs: Tensor, wide: bool, rows: Any,
                    aux_known: Any = None) -> Solved:
-        """The cache under per-call rows: an instance drawn for the pool gets the cheapest
-        pooled solution that meets *its* rows ``A x <= b``; one with none is solved
-        exactly. Rows that weigh auxiliaries the pool does not keep are checked with
-        the auxiliaries this cache kept for each pooled ``y`` (`_pooled_aux`); a
-        pooled ``y`` without them does not answer those. Each instance's status
-        (`_mixed`)."""
+        """The cache under per-call rows, as the class says; auxiliaries the pool does not
+        keep come from `_pooled_aux`."""
         rows = rows.torch(costs)
         width = self.pool_width
         # per instance: whether its rows weigh the auxiliaries the pool does not keep
@@ -577,9 +570,7 @@ class CachedSolver(Solver):
         """The costs the pool ranks its rows by: the whole objective when it keeps whole
         solutions (a known cost; with ``aux_known``, the instance's own on the
         auxiliaries), else the costs of the outputs."""
-        if self.pool_width > self.num_outputs:
-            return self.widen(costs, aux_known)
-        return costs
+        return self.widen(costs, aux_known) if self.pool_width > self.num_outputs else costs
 
     def _solve_exactly(self, costs: Tensor, wide: bool, rows: Any = None,
                        keep_aux: bool = False, aux_known: Any = None) -> Solved:
