@@ -217,15 +217,6 @@ def interleaved_loops(spec, backends: list[str], costs: np.ndarray,
     return {b: (seconds[b], b in running, solvers[b]) for b in backends}
 
 
-def stopped_rows(races: list) -> str:
-    """The rows each race's candidates began and were stopped on at the race's time limit
-    (then solved by the best: not in the rows solved), as a clause; "" if none."""
-    names = [n for n in races[0].names if any(r.stopped.get(n) for r in races)]
-    return "".join(f"; {name} stopped at its limit on "
-                   + "/".join(str(r.stopped.get(name, 0)) for r in races) + " rows"
-                   for name in names)
-
-
 def solve_rows(quick: bool, bar) -> tuple[list[str], list[float]]:
     """The solve-loop table's rows, and the ratios auto / fastest single measured."""
     rows, ratios = [], []
@@ -260,8 +251,7 @@ def solve_rows(quick: bool, bar) -> tuple[list[str], list[float]]:
                            for b in singles)
         kept = ", ".join(race.winner or f"none ({race.current_backend} best)" for race in races)
         solved = (f"kept {kept}; last race "
-                  + ", ".join(f"{name} {n}" for name, n in races[-1].solved.items())
-                  + stopped_rows(races))
+                  + ", ".join(f"{name} {n}" for name, n in races[-1].solved.items()))
         rows.append(row([label, where, str(len(costs)), shown, f"{mean['race']:.2f}", fastest,
                          f"{ratio:.2f} ({min(each):.2f}-{max(each):.2f}, {len(each)} races)",
                          solved]))
@@ -302,8 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             extra = "-" if solved is None else (
                 f"{sum(solved.values()) - race.instances_in} "
                 f"(rows asked {race.instances_in}; "
-                + ", ".join(f"{name} {n}" for name, n in solved.items())
-                + stopped_rows([race]) + ")")
+                + ", ".join(f"{name} {n}" for name, n in solved.items()) + ")")
             goals.append(row([label, f"{means['auto'] / means[fastest]:.2f}",
                               f"{means['race'] / means[fastest]:.2f}",
                               f"{later['race'] / later[fastest]:.2f}", fastest,
@@ -322,8 +311,7 @@ def main(argv: list[str] | None = None) -> int:
                     "race / fastest single (all epochs)",
                     "race / fastest single (after the first)", "fastest single",
                     "static auto chose", "race kept",
-                    "solves spent racing beyond a fixed choice (completed; "
-                    "trial rows stopped at the race's time limit named)"], goals), "",
+                    "solves spent racing beyond a fixed choice"], goals), "",
             "Why the race kept what it kept (`backend_reason`, as the layer's repr shows it):", "",
             *reasons, "",
             "Solve loops, one for every MIP row of docs/measurements/solvers.md: "
@@ -337,16 +325,12 @@ def main(argv: list[str] | None = None) -> int:
             f"at {GIVE_UP:g}x `auto`'s time at the same batch: '>'), then the fastest "
             "single and `auto` again, fresh solvers each round: two rounds, or "
             f"{RACES} for a loop that took `auto` under {REPEAT_UNDER:g} s with "
-            f"{REPEAT_MIN_ROWS} rows or more (one race is one sample). A rival's row in "
-            "the race runs under a time limit (the best's mean plus the budget's room); "
-            "a row stopped there is solved again by the best, and is named in the last "
-            "column, not counted among the rows solved. Times are the means "
+            f"{REPEAT_MIN_ROWS} rows or more (one race is one sample). Times are the means "
             "of the rounds; the ratio is the median of the rounds' ratios, with their "
             "range. Rows where `auto` does not race say why:", "",
             *table(["problem", "in the docs", "rows", "single backends (s)", "auto (s)",
                     "fastest single", "auto / fastest single (median, range)",
-                    "which backend each race kept; rows each solved in the last; rows "
-                    "stopped at the race's time limit (each race)"],
+                    "which backend each race kept; rows each solved in the last"],
                    loop_rows), "",
             (f"auto / fastest single over the {len(ratios)} measured loops (each the median "
              f"of its races): median {statistics.median(ratios):.2f}, worst "

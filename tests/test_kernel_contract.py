@@ -27,24 +27,20 @@ def test_a_minimal_kernel_gets_the_defaults_and_a_full_one_is_kept():
     adapted = as_kernel(minimal)
     assert isinstance(adapted, PluginKernel) and isinstance(adapted, Kernel)
     assert (adapted(np.array([[-1.0, 2.0]])) == [[1, 0]]).all()
-    assert (adapted.takes_rows, adapted.takes_start, adapted.stops_in_time) == (False,) * 3
+    assert (adapted.takes_rows, adapted.takes_start, adapted.checks_values) == (False,) * 3
     assert adapted.serial() is adapted and adapted.outcome() is None
     assert adapted.current_backend is None and adapted.backend_reason is None
-    with pytest.raises(NotImplementedError, match="stops_in_time is False"), \
-            adapted.time_limit(1.0):
-        pass
     highs = cl.make_solver(cl.ILP(shape=[3]), "highs").kernel
-    assert as_kernel(highs) is highs and highs.takes_rows and highs.stops_in_time
+    assert as_kernel(highs) is highs and highs.takes_rows
 
 
 class WithoutClose:
     """A kernel written before `Kernel.close` joined the contract: per-call rows and a
-    time limit of its own, a status per instance, but no ``close``."""
+    status per instance, but no ``close``."""
 
     array_api = "numpy"
     takes_rows = True
     takes_start = False
-    stops_in_time = True
     checks_values = False
     current_backend = None
     backend_reason = None
@@ -54,9 +50,6 @@ class WithoutClose:
 
     def serial(self):
         return self
-
-    def time_limit(self, seconds):
-        raise NotImplementedError
 
     def outcome(self):
         return None
@@ -77,7 +70,7 @@ def test_a_kernel_missing_a_capability_keeps_the_ones_it_has():
     kernel = WithoutClose()
     assert not isinstance(kernel, Kernel)  # no close
     adapted = as_kernel(kernel)
-    assert adapted.takes_rows and adapted.stops_in_time and adapted.limit is None
+    assert adapted.takes_rows and not adapted.takes_start and adapted.limit is None
     adapted.close()  # the default: nothing to hand back
     solver = Solver(cl.ILP(shape=[2]), kernel, "old", cl.BackendConfig())
     with pytest.warns(RuntimeWarning, match="time limit"):

@@ -185,14 +185,6 @@ class _GurobiRun:
     """What the two kernels share: optimize with a start, read the status, settle."""
 
     _started = False  # whether the outputs hold a MIP start from the last call
-    #: A caller's time limit is Gurobi's ``TimeLimit`` (`RowKernel.time_limit`).
-    stops_in_time = True
-
-    def _get_time_limit(self) -> float:
-        return float(self.model.Params.TimeLimit)
-
-    def _set_time_limit(self, seconds: float) -> None:
-        self.model.setParam("TimeLimit", float(seconds))
 
     model: object
     variables: object  # the MVar of every column

@@ -125,21 +125,7 @@ def _add_rows(h, rows: list[tuple[np.ndarray, np.ndarray, float, float]]) -> Non
                  "addRows")
 
 
-class _HighsTime:
-    """A caller's time limit on a kept HiGHS model (`RowKernel.time_limit`)."""
-
-    model: highspy.Highs
-    stops_in_time = True
-
-    def _get_time_limit(self) -> float:
-        return float(self.model.getOptionValue("time_limit")[1])
-
-    def _set_time_limit(self, seconds: float) -> None:
-        check_status(self.model.setOptionValue("time_limit", float(seconds)),
-                     "setOptionValue(time_limit)")
-
-
-class HighsKernel(_HighsTime, RowKernel):
+class HighsKernel(RowKernel):
     """One kept HiGHS model; ``__call__`` solves a batch of minimisation costs."""
 
     feasibility_option = "mip_feasibility_tolerance"
@@ -251,7 +237,7 @@ class HighsKernel(_HighsTime, RowKernel):
         return infeasible
 
 
-class HighsTspKernel(_HighsTime, RowKernel):
+class HighsTspKernel(RowKernel):
     """TSP on one kept HiGHS model of the edge formulation: a column per edge
     (cost ``w_ij + w_ji``, bounds 0..1), a degree-2 row per node. Per instance:
 

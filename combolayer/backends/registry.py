@@ -196,13 +196,9 @@ def make_solver(
     races = _wants_race(config)
     ranked = config.model_copy(update={"name": "auto"}) if races else config
     cls = select_backend(spec, ranked.name, ranked)
-    # CPU time of this process times single-threaded solves whatever the load
-    clock = time.process_time if config.threads == 1 else time.perf_counter
-    began = clock()
     kernel = _executor_kernel(cls, spec, ranked)
     if preference(cls, spec) >= Tier.GENERIC:  # no path algorithm of its own
         kernel = simple_paths(spec, kernel, functools.partial(_path_search, spec))
-    setup = clock() - began
     reason = choice_reason(cls, spec, ranked)
     rivals = race_rivals(cls, spec) if races else []
     if rivals:
@@ -210,8 +206,9 @@ def make_solver(
             (cls.name, kernel),
             [(rival.name, functools.partial(_executor_kernel, rival, spec, ranked))
              for rival in rivals],
-            spec.label, first_reason=reason, first_setup=setup,
-            sample_clock=None if config.threads == 1 else time.perf_counter)
+            # CPU time of this process times single-threaded solves whatever the load
+            spec.label, first_reason=reason,
+            clock=time.process_time if config.threads == 1 else time.perf_counter)
     solver = Solver(spec, kernel, cls.label(ranked), config)
     solver.recipe = functools.partial(make_solver, spec, config)
     solver.choice_reason = reason

@@ -316,15 +316,6 @@ class ScipKernel(RowKernel):
             _WITH_HANDLER.add(self)
         _allow_dual_reductions(self.model, separator is None)
 
-    #: A caller's time limit is SCIP's ``limits/time`` (`RowKernel.time_limit`).
-    stops_in_time = True
-
-    def _get_time_limit(self) -> float:
-        return float(self.model.getParam("limits/time"))
-
-    def _set_time_limit(self, seconds: float) -> None:
-        self.model.setParam("limits/time", min(float(seconds), 1e20))
-
     def _set_rows(self, A: np.ndarray, b: np.ndarray) -> None:
         from pyscipopt.scip import Expr
 

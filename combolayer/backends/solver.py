@@ -6,8 +6,7 @@ import dataclasses
 import math
 import threading
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -50,8 +49,6 @@ class Kernel(Protocol):
     takes_rows: bool
     #: Whether ``__call__`` takes a MIP start (``start=``, ``(B, N)`` candidate outputs).
     takes_start: bool
-    #: Whether a caller can stop its solves at a limit of its own (`time_limit`).
-    stops_in_time: bool
     #: Whether the kernel checks its costs' values itself (`check_values`: finite, below
     #: `MAX_COST`; and the spec's `Spec.cost_floor`) in a host read its solve makes
     #: anyway; the `Solver` then applies neither itself.
@@ -64,10 +61,6 @@ class Kernel(Protocol):
     def serial(self) -> Kernel:
         """The kernel that solves in the caller's thread: an executor's local model, else
         this one."""
-        ...
-
-    def time_limit(self, seconds: float) -> AbstractContextManager[None]:
-        """A block whose solves stop after ``seconds`` (kernels that `stops_in_time`)."""
         ...
 
     def outcome(self) -> dict | None:
@@ -93,24 +86,17 @@ class Kernel(Protocol):
 
 class KernelDefaults:
     """The defaults of `Kernel`'s capabilities, for a kernel class to inherit and
-    override: no per-call rows, no MIP start, no time limit of the caller's, its own
-    backend, nothing to hand to a copy or to close."""
+    override: no per-call rows, no MIP start, its own backend, nothing to hand to a copy
+    or to close."""
 
     takes_rows = False
     takes_start = False
-    stops_in_time = False
     checks_values = False
     current_backend: str | None = None
     backend_reason: str | None = None
 
     def serial(self) -> Kernel:
         return self  # type: ignore[return-value]
-
-    @contextmanager
-    def time_limit(self, seconds: float) -> Iterator[None]:
-        raise NotImplementedError(f"{type(self).__name__} cannot stop its solves at a time "
-                                  "limit of the caller's (its stops_in_time is False)")
-        yield  # pragma: no cover
 
     def outcome(self) -> dict | None:
         return None
@@ -173,11 +159,9 @@ class PluginKernel(KernelDefaults):
 
     takes_rows = _own("takes_rows")
     takes_start = _own("takes_start")
-    stops_in_time = _own("stops_in_time")
     checks_values = _own("checks_values")
     current_backend = _own("current_backend")
     backend_reason = _own("backend_reason")
-    time_limit = _own_method("time_limit")
     outcome = _own_method("outcome")
     adopt = _own_method("adopt")
     with_statuses = _own_method("with_statuses")
@@ -246,32 +230,6 @@ class RowKernel(ReportingKernel):
 
     def _clear_rows(self) -> None:
         """Take the per-call rows out of the kept model again."""
-        raise NotImplementedError
-
-    #: Whether a caller can stop the kernel's solves at a limit of its own (`time_limit`):
-    #: subclasses whose solver takes a time limit define ``_get_time_limit()`` (seconds,
-    #: ``inf`` for none) and ``_set_time_limit(seconds)``, which change the kept model.
-    stops_in_time = False
-
-    @contextmanager
-    def time_limit(self, seconds: float) -> Iterator[None]:
-        """Each solve inside the block stops after ``seconds`` (the solver's own wall
-        clock) or at ``BackendConfig.time_limit`` where that is less; the configured
-        limit holds again after the block. A solve stopped so returns the status
-        ``"time limit"`` (with its best solution), or raises `SolverError` without one
-        (its ``status`` is ``"time limit"``). `RacingKernel` limits the instances a rival
-        races."""
-        before = self._get_time_limit()
-        self._set_time_limit(min(max(float(seconds), 0.0), before))
-        try:
-            yield
-        finally:
-            self._set_time_limit(before)
-
-    def _get_time_limit(self) -> float:
-        raise NotImplementedError
-
-    def _set_time_limit(self, seconds: float) -> None:
         raise NotImplementedError
 
     def __call__(self, costs: np.ndarray, start: np.ndarray | None = None,

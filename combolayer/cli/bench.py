@@ -127,9 +127,8 @@ def check() -> int:
 
 
 def race(spec_source: Any, rows: int = 200, seed: int = 0) -> int:
-    """``combolayer bench --race SPEC``: ``backend="race"`` for a spec, run from
-    the first call without the budget (the candidates in turn) on ``rows`` random costs,
-    8 instances a call, and its table."""
+    """``combolayer bench --race SPEC``: ``backend="race"`` for a spec on ``rows`` random
+    costs, 8 instances a call, and its table."""
     from ..backends.race import RacingKernel
     from ..backends.registry import make_solver
     from ..specs.load import load_spec
@@ -140,12 +139,11 @@ def race(spec_source: Any, rows: int = 200, seed: int = 0) -> int:
     if not isinstance(kernel, RacingKernel):
         print(f"{spec.label}: no race: {solver.backend_reason}")
         return 0
-    kernel.start()
     costs = np.random.default_rng(seed).uniform(0.0, 1.0, (rows, *spec.cost_shape))
     for chunk in tqdm(np.array_split(costs, max(1, rows // 8)), desc="race"):
         solver.solve(chunk)
     print(f"{spec.label}, {rows} random instances (uniform in [0, 1)), 8 a call:")
-    print(f"{'backend':<12} {'timed solves':>12} {'solved':>11} {'ms per solve':>12}  verdict")
+    print(f"{'backend':<12} {'timed solves':>12} {'solved':>11} {'median ms':>12}  verdict")
     for name, timed, mean, verdict in kernel.table():
         shown = "-" if mean is None else f"{mean * 1e3:.3g}"
         print(f"{name:<12} {timed:>12} {kernel.solved[name]:>11} {shown:>12}  {verdict}")
