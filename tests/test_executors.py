@@ -129,7 +129,7 @@ def spy_handed_rows(monkeypatch, kernel_class) -> list[list[int]]:
     original = kernel_class._map
 
     def spy(self, chunks, deadline):
-        handed.append([len(executors._parts(chunk)[0]) for chunk in chunks])
+        handed.append([len(costs) for costs, _ in chunks])
         return original(self, chunks, deadline)
 
     monkeypatch.setattr(kernel_class, "_map", spy)

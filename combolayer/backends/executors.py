@@ -66,13 +66,9 @@ def _timed(kernel: Kernel, costs: np.ndarray, rows: Rows | None = None
             time.perf_counter() - start)
 
 
-#: What a worker is handed: a ``(B, N)`` cost array, or ``(costs, rows)`` with the
-#: chunk's per-call rows (`Rows.subset`: only the entries its instances use).
-Chunk = np.ndarray | tuple
-
-
-def _parts(chunk: Chunk) -> tuple[np.ndarray, Rows | None]:
-    return chunk if isinstance(chunk, tuple) else (chunk, None)
+#: What a worker is handed: ``(costs, rows)``, a ``(B, N)`` cost array and the chunk's
+#: per-call rows (`Rows.subset`: only the entries its instances use) or None.
+Chunk = tuple[np.ndarray, Rows | None]
 
 
 #: What a worker sends back for a chunk: its solutions with their instances' statuses
@@ -84,7 +80,7 @@ def _solve_recorded(kernel: Kernel, chunk: Chunk, catch: bool = False) -> Result
     """Solve a chunk in a worker, keeping what the caller must hear. ``catch`` also
     keeps the warnings (processes and actors only: catching warnings is not thread-safe,
     and a worker thread's own warnings already reach the caller's process)."""
-    costs, rows = _parts(chunk)
+    costs, rows = chunk
     if not catch:
         return (*_timed(kernel, costs, rows), [])
     with warnings.catch_warnings(record=True) as caught:
@@ -117,7 +113,7 @@ class ParallelKernel(ReportingKernel):
         start = time.perf_counter()
         # Compiled here too: spec errors surface at make_solver, and the caller solves
         # with it until the workers are ready.
-        self.local = as_kernel(cls().compile(spec, self.config))
+        self.local = self._build()
         self.build_seconds = time.perf_counter() - start
         self._lock = threading.Lock()
         self._ready = threading.Event()
@@ -126,6 +122,10 @@ class ParallelKernel(ReportingKernel):
 
     def _resolve_workers(self, workers: int | str) -> int:
         return usable_cores() if workers == "auto" else int(workers)
+
+    def _build(self) -> Kernel:
+        """A new model of the problem, for one worker (or the caller)."""
+        return as_kernel(self.cls().compile(self.spec, self.config))
 
     @property
     def takes_rows(self) -> bool:
@@ -171,8 +171,7 @@ class ParallelKernel(ReportingKernel):
             bounds = np.linspace(done, len(costs),
                                  min(len(costs) - done, self.workers * CHUNKS_PER_WORKER) + 1)
             bounds = bounds.round().astype(int)
-            chunks = [costs[start:stop] if rows is None
-                      else (costs[start:stop], rows_of(start, stop))
+            chunks = [(costs[start:stop], rows_of(start, stop))
                       for start, stop in zip(bounds[:-1], bounds[1:])]
             parts.extend(self._map_safely(chunks))
         return joined(parts)
@@ -219,18 +218,18 @@ class ParallelKernel(ReportingKernel):
         finally:
             self._starter = None
 
-    def _deadline(self, chunks: list[np.ndarray]) -> float | None:
+    def _deadline(self, chunks: list[Chunk]) -> float | None:
         """Seconds the whole map may take before workers count as hung."""
         limit = self.config.time_limit
         if limit is None:
             return None
         rounds = math.ceil(len(chunks) / self.workers)
-        instances = max(len(_parts(c)[0]) for c in chunks)
+        instances = max(len(costs) for costs, _ in chunks)
         # Each solve may legitimately use its full time limit; allow a model
         # build per worker and generous slack for start-up on top.
         return 2.0 + 3.0 * self.build_seconds + 1.5 * limit * instances * rounds
 
-    def _map_safely(self, chunks: list[np.ndarray]) -> list[Solved]:
+    def _map_safely(self, chunks: list[Chunk]) -> list[Solved]:
         """The chunks' solutions, with the warnings the workers raised re-emitted here."""
         try:
             results = self._map(chunks, self._deadline(chunks))
@@ -250,10 +249,10 @@ class ParallelKernel(ReportingKernel):
         self._ready.clear()
         self._reset()
 
-    # -- provided by subclasses ---------------------------------------------------
+    # -- provided by subclasses (the defaults do nothing) ------------------------------
 
     def _start(self) -> None:
-        raise NotImplementedError
+        """Make the workers."""
 
     def _warm(self) -> None:
         """Have every worker build its model before the workers count as ready."""
@@ -262,7 +261,7 @@ class ParallelKernel(ReportingKernel):
         raise NotImplementedError
 
     def _reset(self) -> None:
-        raise NotImplementedError
+        """Discard broken or hung workers."""
 
     def close(self) -> None:
         starter = self._starter
@@ -293,7 +292,8 @@ class _WorkerFailure(Exception):
 
 class ThreadKernel(ParallelKernel):
     """``workers`` threads, each with its own model; highspy's ``run()`` and
-    pyscipopt's ``optimizeNogil()`` release the GIL, so solves overlap."""
+    pyscipopt's ``optimizeNogil()`` release the GIL, so solves overlap. Nothing to
+    start or reset: a hung thread keeps its model, and `_kernel` builds new ones."""
 
     executor = "thread"
 
@@ -301,17 +301,11 @@ class ThreadKernel(ParallelKernel):
         super().__init__(cls, spec, config)
         self._idle: list[Kernel] = [self.local]
 
-    def _start(self) -> None:
-        pass
-
     def _warm(self) -> None:
-        models = [as_kernel(self.cls().compile(self.spec, self.config))
-                  for _ in range(self.workers - len(self._idle))]
-        self._idle.extend(models)
+        self._idle.extend(self._build() for _ in range(self.workers - len(self._idle)))
 
     def _kernel(self) -> Kernel:
-        return self._idle.pop() if self._idle else as_kernel(self.cls().compile(self.spec,
-                                                                                 self.config))
+        return self._idle.pop() if self._idle else self._build()
 
     def _map(self, chunks, deadline):
         """Without a deadline the caller solves chunks too, beside ``workers - 1``
@@ -372,9 +366,6 @@ class ThreadKernel(ParallelKernel):
         if errors:
             raise errors[0]
         return results
-
-    def _reset(self) -> None:
-        pass  # hung threads keep their models; _kernel() builds new ones on demand
 
     def close(self) -> None:
         self._idle.clear()
@@ -604,7 +595,7 @@ class RayKernel(ParallelKernel):
         ray = self._connect()
         total = ray.cluster_resources().get("CPU", 0.0)
         if self.config_workers == "auto":
-            self.workers = max(1, int(total // self.cpus))
+            self.workers = self._resolve_workers("auto")  # against the cluster now
         if self.workers * self.cpus > total:
             # Actors beyond the cluster's CPUs would stay pending forever.
             raise SolverError(
