@@ -126,9 +126,6 @@ class DagPlan:
                           dist[:, self.target])
 
 
-_CPU = torch.device("cpu")
-
-
 class EnumeratedPaths(KernelDefaults):
     """The kernel of a DAG whose paths `DagPlan` enumerated; it also takes torch
     tensors (``array_api = "torch"``): one float64 torch matmul with the path table,
@@ -157,7 +154,7 @@ class EnumeratedPaths(KernelDefaults):
             by_arc, paths = self._tables(costs.device)
             best = torch.mm(costs.detach().to(torch.float64), by_arc).argmin(dim=1)
             return paths[best].to(costs.dtype)
-        path_costs = torch.mm(costs.detach().to(_CPU, torch.float64), self._by_arc).numpy()
+        path_costs = torch.mm(costs.detach().to("cpu", torch.float64), self._by_arc).numpy()
         paths = self._float32_paths if costs.dtype == torch.float32 else self.plan.path_arcs
         return torch.from_numpy(paths.take(path_costs.argmin(axis=1), axis=0))
 
@@ -401,17 +398,17 @@ def knapsack_dp(weights: np.ndarray, capacities: np.ndarray, values: np.ndarray)
     return y
 
 
+def _in_chunks(solve: Callable[[np.ndarray], np.ndarray], chunk: int) -> Callable:
+    """``solve`` over a batch ``chunk`` instances at a time (its tables' memory bound)."""
+    return lambda costs: np.concatenate([solve(costs[i:i + chunk])
+                                         for i in range(0, len(costs), chunk)] or [costs[:0]])
+
+
 def _knapsack_kernel(spec: Knapsack) -> Callable:
     weights, capacities = _integer_knapsack(spec)
-    cells = max(1, int(np.prod(capacities.astype(float) + 1.0)) * spec.num_items)
-    chunk = max(1, _KNAPSACK_CHUNK_CELLS // cells)
-
-    def solve(costs: np.ndarray) -> np.ndarray:
-        values = -costs  # the kernel minimises; the DP maximises
-        return np.concatenate([knapsack_dp(weights, capacities, values[i:i + chunk])
-                               for i in range(0, len(values), chunk)])
-
-    return solve
+    chunk = max(1, _KNAPSACK_CHUNK_CELLS // max(1, int(knapsack_work(spec))))
+    # the kernel minimises; the DP maximises
+    return _in_chunks(lambda costs: knapsack_dp(weights, capacities, -costs), chunk)
 
 
 # -- TSP ----------------------------------------------------------------------------
@@ -491,13 +488,7 @@ def _held_karp_kernel(spec: TSP) -> Callable:
     n = spec.num_nodes
     cells = (n - 1) * 2 ** (n - 1) + max(
         (sources.size for sources, *_ in _held_karp_plan(n)), default=1)
-    chunk = max(1, _TSP_CHUNK_CELLS // cells)
-
-    def solve(costs: np.ndarray) -> np.ndarray:
-        return np.concatenate([held_karp(costs[i:i + chunk], n)
-                               for i in range(0, len(costs), chunk)] or [costs[:0]])
-
-    return solve
+    return _in_chunks(lambda costs: held_karp(costs, n), max(1, _TSP_CHUNK_CELLS // cells))
 
 
 def _tsp_kernel(spec: TSP) -> Callable:
@@ -581,7 +572,7 @@ class ScipyBackend(FunctionBackend):
             if _integer_knapsack(spec) is None:
                 return (f"its knapsack dynamic program needs weights with at most "
                         f"{KNAPSACK_MAX_DECIMALS} decimals")
-            if knapsack_work(spec) > KNAPSACK_MAX_WORK:
-                return (f"its knapsack dynamic program would need {knapsack_work(spec):.3g} "
+            if (work := knapsack_work(spec)) > KNAPSACK_MAX_WORK:
+                return (f"its knapsack dynamic program would need {work:.3g} "
                         f"steps (limit {KNAPSACK_MAX_WORK:.3g}); a MIP backend is faster")
         return reason
