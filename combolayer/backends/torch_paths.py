@@ -235,7 +235,7 @@ class GridPaths(_Kernel):
                           lambda: _GridState(self, work.shape[0], work.device))
             negative = None
             if spec.negative_costs == "error":
-                negative = _negative(work, state.inner)
+                negative = _below_zero(work, state.inner).any()
             else:
                 work = work.clamp(min=0.0)
             state.reset(torch.where(state.inner, work, 0.0).reshape(state.cost.shape))
@@ -322,7 +322,7 @@ class GraphPaths(_Kernel):
         negative = None
         if not self.acyclic:
             if spec.negative_costs == "error":
-                negative = _negative(work, None)
+                negative = _below_zero(work, None).any()
             else:
                 work = work.clamp(min=0.0)
         m = work.shape[1]
@@ -354,14 +354,10 @@ def _kept(states: OrderedDict, key: tuple, build: Callable[[], _State]) -> _Stat
 
 
 def _below_zero(costs: Tensor, checked: Tensor | None) -> Tensor:
+    """The negative entries of ``costs`` among the ``checked`` ones (all when None); their
+    ``.any()`` is read with the convergence check's first read (`_State.converge`), not in
+    a host read of its own."""
     return costs < 0 if checked is None else (costs < 0) & checked
-
-
-def _negative(costs: Tensor, checked: Tensor | None) -> Tensor:
-    """Whether a checked entry of ``costs`` is negative: a 0-d bool tensor on the costs'
-    device, read with the convergence check's first read (`_State.converge`), not in a
-    host read of its own."""
-    return _below_zero(costs, checked).any()
 
 
 def _either(invalid: Tensor, negative: Tensor | None) -> Tensor:
