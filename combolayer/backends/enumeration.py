@@ -43,12 +43,10 @@ MAX_VARS = 20
 BLOCK = 1 << 22
 #: ``"auto"`` puts enumeration ahead of the MIP solvers on pure binary problems of at
 #: most `AUTO_MAX_VARS` variables whose own constraints leave at most `AUTO_MAX_POINTS`
-#: feasible points: a solve costs one pass over them (set by benchmarks/enumeration.py
-#: against SCIP and Gurobi, with and without per-call rows). At 16 free variables rows
-#: per instance are slower than a MIP solver, but such a problem, with no rows of its
-#: own, is separable: calls without per-call rows take one comparison per variable, so
-#: "auto" puts enumeration first on every problem without rows of its own up to
-#: `AUTO_MAX_VARS` variables, accepting the slower per-instance rows at 16 of them.
+#: feasible points (a solve is one pass over them), and on separable ones (no rows of
+#: their own) of any number of points, accepting per-call rows slower than a MIP solver
+#: at 16 free variables (set by benchmarks/enumeration.py against SCIP and Gurobi, with
+#: and without per-call rows).
 AUTO_MAX_VARS = 16
 AUTO_MAX_POINTS = 4096
 #: Per instance, this many cheapest points are checked against the per-call rows first.
@@ -186,12 +184,6 @@ class EnumerationKernel(ReportingKernel):
         without per-call rows never list them)."""
         return torch.from_numpy(feasible_points(self.form))
 
-    def _points(self, device: torch.device) -> torch.Tensor:
-        points = self._on.get(device)
-        if points is None:
-            points = self._on[device] = self.points.to(device)
-        return points
-
     def _allowed(self, A: torch.Tensor, b: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
         """Which points meet the rows ``A x <= b`` (``A`` ``(..., m, n)``, ``b``
         ``(..., m)``; -> ``(..., K)`` bool). When every 0/1 point is kept, point
@@ -219,7 +211,9 @@ class EnumerationKernel(ReportingKernel):
         width = costs.shape[1]
         if rows is None and self._box is not None:
             return Solved(self._separable(costs))
-        points = self._points(costs.device)
+        points = self._on.get(costs.device)
+        if points is None:  # a copy per device, made once
+            points = self._on[costs.device] = self.points.to(costs.device)
         if len(points) == 0:
             if rows is None:
                 raise InfeasibleError("enumerate: the problem is infeasible, it has no "
@@ -350,9 +344,9 @@ class EnumerationBackend(Backend):
         form, reason = _binary_form(spec)
         if reason is not None or not form.is_mip or form.num_vars > AUTO_MAX_VARS:
             return Tier.LAST
-        if separable_box(form) is not None:  # one comparison per variable, any points
-            return Tier.MIP_ENUMERATION
-        if _count_points(type(spec), spec.model_dump_json()) > AUTO_MAX_POINTS:
+        # a separable problem takes one comparison per variable, whatever its points
+        if (separable_box(form) is None
+                and _count_points(type(spec), spec.model_dump_json()) > AUTO_MAX_POINTS):
             return Tier.LAST
         return Tier.MIP_ENUMERATION
 
