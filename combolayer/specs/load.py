@@ -44,13 +44,6 @@ def _adapter(classes: tuple[type[Spec], ...]) -> TypeAdapter[Spec]:
     return TypeAdapter(any_spec)
 
 
-def __getattr__(name: str) -> Any:
-    # SPEC_ADAPTER, the name of combolayer 0.1, follows the registry.
-    if name == "SPEC_ADAPTER":
-        return spec_adapter()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def read_mapping(source: str | os.PathLike | dict, what: str = "spec") -> dict:
     """A dict from a YAML/JSON file path, a YAML/JSON string, or a dict."""
     if isinstance(source, dict):
