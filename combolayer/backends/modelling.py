@@ -70,10 +70,9 @@ class CvxpyKernel(RowKernel):
                              f"{cp.installed_solvers()}")
         self.kwargs = _solver_options(self.solver, config, options)
         self.form = form
-        n = form.num_vars
         self.x = self._variable(form)
         # every column's cost (outputs first): a full-width cost sets all of them
-        self.cost = cp.Parameter(n)
+        self.cost = cp.Parameter(form.num_vars)
         self.problem = self._base = cp.Problem(cp.Minimize(self.cost @ self.x),
                                                self._constraints(self.x))
         #: The variables of the problems with per-call rows: integer where the rows can
@@ -81,7 +80,8 @@ class CvxpyKernel(RowKernel):
         self._x_rows = (self.x if form.for_rows.is_mip == form.is_mip
                         else self._variable(form.for_rows))
         self._solved = self.x  # the variables of ``problem``
-        #: Per m: the problem with m parameter rows ``A x <= b`` more, built once (DPP).
+        #: Per m: the problem with m parameter rows ``A x <= b`` more, built once (DPP):
+        #: only their values change between instances.
         self._with_rows: dict[int, tuple] = {}
         #: cvxpy has no lazy constraints: a form whose per-call rows need cuts (a path's
         #: subtour eliminations, `CanonicalForm.row_separator`) takes no rows, and calls
@@ -104,10 +104,6 @@ class CvxpyKernel(RowKernel):
         if form.A_eq.shape[0]:
             constraints.append(form.A_eq @ x == form.b_eq)
         return constraints
-
-    #: Per-call rows are Parameters of a problem kept per row count: only their values
-    #: change between instances.
-    takes_rows = True
 
     def _set_rows(self, A: np.ndarray, b: np.ndarray) -> None:
         import cvxpy as cp
