@@ -73,15 +73,12 @@ class RowBound(SolverWrapper):
         the order the estimators build; a known cost bound there already is replaced)."""
         return RowBound(self._solver.bind_known(known), self.A, self.b)
 
-    def _batch(self, costs: Any) -> tuple[int, ...]:
-        return tuple(costs.shape[: costs.ndim - len(self._solver.cost_shape)])
-
     def solve_min(self, costs: Any, **kwargs: Any) -> Any:
-        if kwargs.get("rows") is not None:
+        if kwargs.pop("rows", None) is not None:
             raise ValueError("this solver has per-call rows bound to it (bind_rows): pass "
                              "the call's rows A, b to bind_rows, not to the solve as well")
-        kwargs.pop("rows", None)
-        rows = rows_for(self.A, self.b, self._batch(costs))
+        batch = tuple(costs.shape[: costs.ndim - len(self._solver.cost_shape)])
+        rows = rows_for(self.A, self.b, batch)
         return self._solver.solve_min(costs, rows=rows, **kwargs)
 
     def solve_batch(self, costs: torch.Tensor, start: Any = None, **kwargs: Any) -> torch.Tensor:
@@ -97,11 +94,9 @@ class RowBound(SolverWrapper):
 
 
 class KnownBound(SolverWrapper):
-    """A solver (or a wrapper of one) with a call's known cost bound to it: ``solve_min``
-    solves with ``known`` (minimisation form, ``(*batch, num_vars)``) broadcast onto the
-    costs' batch (trailing axes aligned, so a leading sample axis is fine), and
-    `known_value` counts it. Everything else is the solver's (`RowBound` is the same
-    for per-call rows; the two nest)."""
+    """A solver (or a wrapper of one) with a call's known cost bound to it, as `RowBound`
+    binds rows (the two nest): ``solve_min`` solves with ``known`` (minimisation form,
+    ``(*batch, num_vars)``) broadcast onto the costs' batch, and `known_value` counts it."""
 
     #: A known cost is counted (the call's, whether or not the spec has one).
     counts_known = True
