@@ -50,7 +50,7 @@ class Outcome(enum.Enum):
     INACCURATE = "inaccurate"
     #: The solver caught a Ctrl-C and stopped: `settle` re-raises it.
     INTERRUPTED = "interrupted"
-    #: Any other stop (numerical trouble, interrupted, an unexpected status).
+    #: Any other stop (numerical trouble, an unexpected status).
     STOPPED = "stopped"
 
 
@@ -128,14 +128,12 @@ def settle(
 def warn_not_optimal(solved: Solved, solver: str, stacklevel: int = 3) -> Any:
     """``solved.values``, with a warning where an instance is not optimal: for a kernel called
     directly, whose caller keeps no statuses (`Solver` keeps them and warns itself)."""
-    if solved.statuses is not None:
-        bad = sorted({status for status in solved.statuses if status != OPTIMAL})
-        if bad:
-            kinds = ", ".join(bad)
-            warnings.warn(f"{solver} did not solve {sum(s != OPTIMAL for s in solved.statuses)}"
-                          f" of {len(solved.statuses)} instances to optimality ({kinds}); "
-                          "returning the best feasible solutions found, which may not be "
-                          "optimal", RuntimeWarning, stacklevel=stacklevel)
+    bad = [status for status in solved.statuses or () if status != OPTIMAL]
+    if bad:
+        kinds = ", ".join(sorted(set(bad)))
+        warnings.warn(f"{solver} did not solve {len(bad)} of {len(solved.statuses)} instances "
+                      f"to optimality ({kinds}); returning the best feasible solutions found, "
+                      "which may not be optimal", RuntimeWarning, stacklevel=stacklevel)
     return solved.values
 
 
@@ -185,10 +183,7 @@ POOLED = "pooled"
 
 def worst(statuses: Sequence[str]) -> str:
     """One status for instances or rounds that have several: the first that is not optimal."""
-    for status in statuses:
-        if status != OPTIMAL:
-            return status
-    return OPTIMAL
+    return next((status for status in statuses if status != OPTIMAL), OPTIMAL)
 
 
 def joined(parts: Sequence[Solved]) -> Solved:
