@@ -67,11 +67,6 @@ class Rows:
         return _host(np.arange(len(self.index)) if self.origin is None else self.origin,
                      np.int64)
 
-    @property
-    def num_rows(self) -> int:
-        """``m``, the rows per instance."""
-        return int(self.A.shape[-2])
-
     def numpy(self) -> Rows:
         """The same rows as float64 numpy arrays (``index`` as int64)."""
         return replace(self, A=_host(self.A, np.float64), b=_host(self.b, np.float64),
@@ -105,10 +100,6 @@ class Rows:
                     index.reshape(-1), self.origins()[np.asarray(selected)])
 
 
-def _shape(value: Any) -> tuple[int, ...]:
-    return tuple(value.shape)
-
-
 def check_rows(label: str, num_vars: int, batch: tuple[int, ...], A: Any, b: Any,
                values: bool = True) -> None:
     """Raise ValueError unless ``A``/``b`` are per-call rows for a costs batch ``batch``:
@@ -125,7 +116,7 @@ def check_rows(label: str, num_vars: int, batch: tuple[int, ...], A: Any, b: Any
         if value.ndim < least:
             expected = "(*batch, m, num_vars)" if name == "A" else "(*batch, m)"
             raise ValueError(f"{name} must have shape {expected} for {label}, got shape "
-                             f"{_shape(value)}")
+                             f"{tuple(value.shape)}")
         is_complex = value.is_complex() if isinstance(value, torch.Tensor) else \
             np.iscomplexobj(value)
         if is_complex:
@@ -133,17 +124,17 @@ def check_rows(label: str, num_vars: int, batch: tuple[int, ...], A: Any, b: Any
     if A.shape[-1] != num_vars:
         raise ValueError(f"A has {A.shape[-1]} columns but {label} has {num_vars} variables "
                          f"(num_vars = N outputs + num_aux): A must be (*batch, m, "
-                         f"{num_vars}), got {_shape(A)}")
+                         f"{num_vars}), got {tuple(A.shape)}")
     if b.shape[-1] != A.shape[-2]:
         raise ValueError(f"b must have one entry per row of A: A has m = {A.shape[-2]} rows, "
-                         f"b has shape {_shape(b)} (expected (*batch, {A.shape[-2]}))")
+                         f"b has shape {tuple(b.shape)} (expected (*batch, {A.shape[-2]}))")
+    A_batch, b_batch = tuple(A.shape[:-2]), tuple(b.shape[:-1])
     try:
-        rows_batch = torch.broadcast_shapes(tuple(A.shape[:-2]), tuple(b.shape[:-1]))
-        together = torch.broadcast_shapes(rows_batch, tuple(batch))
+        together = torch.broadcast_shapes(A_batch, b_batch, tuple(batch))
     except RuntimeError:
         together = None
     if together is None or tuple(together) != tuple(batch):
-        raise ValueError(f"the rows' batch shape (A: {_shape(A)[:-2]}, b: {_shape(b)[:-1]}) "
+        raise ValueError(f"the rows' batch shape (A: {A_batch}, b: {b_batch}) "
                          f"does not broadcast onto the costs' batch shape {tuple(batch)} "
                          f"for {label}")
     for name, value in (("A", A), ("b", b)) if values else ():
