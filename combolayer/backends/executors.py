@@ -432,6 +432,7 @@ class ProcessKernel(ParallelKernel):
     """A pool of ``workers`` processes; each builds the model once in its initializer."""
 
     executor = "process"
+    _pool: ProcessPoolExecutor | None = None
 
     def with_statuses(self, costs: np.ndarray, rows: Rows | None = None) -> Solved:
         if _importing_main_in_a_worker():
@@ -441,10 +442,6 @@ class ProcessKernel(ParallelKernel):
             # the script and printing a traceback per worker; the parent says why.
             raise SystemExit(1)
         return super().with_statuses(costs, rows)
-
-    def __init__(self, cls: type, spec: Spec, config: BackendConfig) -> None:
-        super().__init__(cls, spec, config)
-        self._pool = None
 
     def _start(self) -> None:
         if self._pool is None:
