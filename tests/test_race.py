@@ -12,6 +12,8 @@ import copy
 import itertools
 import logging
 import pickle
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -172,6 +174,71 @@ def test_a_copy_keeps_the_winner_and_its_times():
     twin(np.ones((5, 4)))
     assert kernels["fast"].rows == 5 and kernels["slow"].rows == 0
     assert "copied from" in twin.backend_reason
+
+def test_reading_the_backend_from_another_thread_never_knocks_a_rival_out():
+    """A progress bar reading ``solver.backend`` while the race runs: reads build no model
+    and take the race's lock, so the rival still has its turn (an unlocked read once
+    built it twice, and the second build's KeyError dropped the rival as unbuildable)."""
+    clock = [0.0]
+    leader, rival = Counting([2e-3], clock), Counting([1e-3], clock)
+    builds = []
+
+    def build():  # slow, as a real model's build: a second caller arrives meanwhile
+        builds.append(1)
+        time.sleep(0.05)
+        return rival
+
+    kernel = RacingKernel(("leader", leader), [("rival", build)], "Fake()",
+                          clock=lambda: clock[0])
+    done, seen = threading.Event(), []
+
+    def reader():
+        while not done.is_set():
+            seen.append((kernel.current_backend, kernel.backend_reason, kernel.takes_rows))
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for _ in range(2 * (race.WARM_UP + race.TIMED)):
+            kernel(np.ones((1, 4)))
+    finally:
+        done.set()
+        thread.join()
+    assert kernel.dropped == {} and builds == [1]
+    assert kernel.winner == "rival", kernel.table()
+
+
+def test_a_call_with_per_call_rows_in_the_race_goes_to_the_first_ranked_in_the_caller():
+    """Calls with rows during the race go whole, untimed, to the first-ranked backend's
+    model in the caller (never an executor's workers, never a rival not yet built)."""
+    clock = [0.0]
+
+    class WithRows(Counting):
+        takes_rows = True
+
+        def __call__(self, costs, rows=None):
+            return super().__call__(costs)
+
+    class Workers(WithRows):
+        """An executor's kernel: its own calls are the workers', ``serial()`` the caller's."""
+
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.local = WithRows(*args)
+
+        def serial(self):
+            return self.local
+
+    leader, rival = Workers([2e-3], clock), Workers([1e-3], clock)
+    kernel = RacingKernel(("leader", leader), [("rival", lambda: rival)], "Fake()",
+                          clock=lambda: clock[0])
+    kernel(np.ones((race.WARM_UP + race.TIMED + 1, 4)))  # the rival's turn has begun
+    asked = dict(kernel.turns)
+    kernel.with_statuses(np.ones((5, 4)), rows=object())
+    assert leader.local.rows == race.WARM_UP + race.TIMED + 5  # in the caller, whole
+    assert leader.rows == 0 and rival.rows == 0  # no executor's workers
+    assert kernel.turns == asked  # untimed
+
 
 
 # -- which problems race ---------------------------------------------------------------
@@ -343,7 +410,7 @@ def test_bench_race_shows_the_race_for_a_spec(eager, capsys):
     assert "no race: torch" in capsys.readouterr().out
 
 
-def test_calls_with_per_call_rows_go_whole_to_the_current_backend(eager):
+def test_calls_with_per_call_rows_are_answered_whole_and_optimally_in_the_race(eager):
     if len(GENERIC) < 2:
         pytest.skip("fewer than two generic MIP backends installed")
     spec = knapsack()

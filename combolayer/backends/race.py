@@ -7,11 +7,13 @@ Gurobi, and Gurobi SPO+'s shifted ones). So ``backend="race"``, like cuDNN's
 ``benchmark`` mode, times the first `MAX_CANDIDATES` of ``"auto"``'s ranking on the
 instances the run asks for anyway:
 
-1. **Turns.** The candidates solve the run's first instances in turn, in ``"auto"``'s
-   order, `WARM_UP` + `TIMED` instances each, one instance a call, in the calling
-   thread. The first `WARM_UP` build the model and warm the solver up, and are not
-   timed; the next `TIMED` are timed in CPU time of the process, so other processes'
-   load does not decide.
+1. **Turns.** The candidates solve the run's first instances one after the other, in
+   ``"auto"``'s order, `WARM_UP` + `TIMED` instances each, one instance a call, in
+   the calling thread. The first `WARM_UP` build the model and warm the solver up,
+   and are not timed; the next `TIMED` are timed in CPU time of the process, so other
+   processes' load does not decide (wall time where the solvers run several threads).
+   Calls with per-call rows go whole and untimed to the first-ranked backend until the
+   race is won, then to the winner.
 2. **Winner.** The candidate with the lowest median time per instance wins and solves
    every instance after that, whole batches at a time (with its executor's workers, if
    it has any). The others are closed.
@@ -103,17 +105,26 @@ class RacingKernel(ReportingKernel):
     @property
     def takes_start(self) -> bool:
         """Whether a built candidate takes a MIP start (each is given one only if it does)."""
-        return any(k.serial().takes_start for k in self.kernels.values())
+        with self._lock:
+            return any(k.serial().takes_start for k in self.kernels.values())
 
     @property
     def takes_rows(self) -> bool:
-        """Whether the current backend takes per-call rows: calls with rows go to it whole."""
-        return self.kernel(self.current_backend).takes_rows
+        """Whether `rows_backend` takes per-call rows."""
+        with self._lock:
+            return self.kernels[self.rows_backend].takes_rows
+
+    @property
+    def rows_backend(self) -> str:
+        """The backend that answers calls with per-call rows, whole and untimed: the
+        first-ranked until the race is won (its model is built), then the winner."""
+        return self.winner or self.names[0]
 
     @property
     def current_backend(self) -> str:
         """The backend whose turn it is, then the winner."""
-        return self.winner or self._turn() or self.names[0]
+        with self._lock:
+            return self.winner or self._turn() or self.names[0]
 
     @property
     def medians(self) -> dict[str, float]:
@@ -123,16 +134,18 @@ class RacingKernel(ReportingKernel):
     @property
     def backend_reason(self) -> str:
         """Why `current_backend` solves, in one sentence, with the race's times once run."""
-        if self.winner is None:
-            return (f"{self.names[0]} leads ({self.first_reason or 'first by ranking'}); "
-                    f"'race' gives {', '.join(self.names)} {WARM_UP + TIMED} instances "
-                    "each of this run, in turn, and keeps the fastest")
-        others = [n for n in self.names if n != self.winner]
-        if not self.times[self.winner]:
-            return (f"{self.winner} won the race against {', '.join(others)} on the costs of "
-                    f"the layer this one was copied from ({self._times()} median per solve)")
-        return (f"{self.winner} won the race on this run's own costs: {self._times()} median "
-                "per solve" + "".join(f"; {n} {why}" for n, why in self.dropped.items()))
+        with self._lock:
+            if self.winner is None:
+                return (f"{self.current_backend}'s turn in the race: 'race' gives "
+                        f"{', '.join(self.names)} {WARM_UP + TIMED} instances each of this run, "
+                        f"one after the other, and keeps the fastest ({self.names[0]} first: "
+                        f"{self.first_reason or 'first by ranking'})")
+            dropped = "".join(f"; {n} {why}" for n, why in self.dropped.items())
+            if not self.times[self.winner]:
+                return (f"{self.winner} won the race on the costs of the solver this one was "
+                        f"copied from: {self._times()} median per solve{dropped}")
+            return (f"{self.winner} won the race on this run's own costs: {self._times()} "
+                    f"median per solve{dropped}")
 
     def _times(self) -> str:
         medians = self._medians
@@ -182,9 +195,11 @@ class RacingKernel(ReportingKernel):
             out = np.empty_like(costs)
             statuses: list[str] = []
             b = 0
-            # calls with per-call rows (A, b) go to the current backend whole: not timed
             name = None if per_call else self._turn()
             while name is not None and b < len(costs):
+                if not self._built(name):  # it sits out
+                    name = self._turn()
+                    continue
                 y, seconds = self._solve(name, costs, start, slice(b, b + 1), serial=True)
                 out[b] = np.asarray(y.values, dtype=np.float64)[0]
                 statuses.extend(statuses_of(y))
@@ -193,9 +208,9 @@ class RacingKernel(ReportingKernel):
                     self.times[name].append(seconds)
                 b += 1
                 name = self._turn()  # the race is won as soon as the last turn ends
-            if b < len(costs):
-                y, _ = self._solve(self.current_backend, costs, start, slice(b, None),
-                                   serial=False, **per_call)
+            if b < len(costs):  # the winner's, or a call with per-call rows
+                y, _ = self._solve(self.rows_backend, costs, start, slice(b, None),
+                                   serial=self.winner is None, **per_call)
                 out[b:] = np.asarray(y.values, dtype=np.float64).reshape(out[b:].shape)
                 statuses.extend(statuses_of(y))
         if all(status == OPTIMAL for status in statuses):
@@ -215,23 +230,26 @@ class RacingKernel(ReportingKernel):
             kernel.close()
 
     def _turn(self) -> str | None:
-        """The candidate whose turn it is (building its model: one that fails sits out),
-        or None once the race is won."""
-        if self.winner is not None:
-            return None
-        for name in self.names:
-            if name in self.dropped or len(self.times[name]) >= TIMED:
-                continue
-            try:
-                self.kernel(name)
-            except Exception as error:  # a licence, memory: the others race on
-                self.dropped[name] = f"could not build its model: {type(error).__name__}"
-                logger.info("backend 'race' for %s: %s sits out: %s: %s", self.label, name,
-                            type(error).__name__, error)
-                continue
-            return name
-        self._win()
+        """The candidate whose turn it is, or None once the race is won (it is won here,
+        once the last turn has ended)."""
+        if self.winner is None:
+            for name in self.names:
+                if name not in self.dropped and len(self.times[name]) < TIMED:
+                    return name
+            self._win()
         return None
+
+    def _built(self, name: str) -> bool:
+        """Build ``name``'s model if it has none; one that fails to build (a licence,
+        memory) sits out, and the others race on."""
+        try:
+            self.kernel(name)
+        except Exception as error:
+            self.dropped[name] = f"could not build its model: {type(error).__name__}"
+            logger.info("backend 'race' for %s: %s sits out: %s: %s", self.label, name,
+                        type(error).__name__, error)
+            return False
+        return True
 
     def _solve(self, name: str, costs: np.ndarray, start: np.ndarray | None, span: slice,
                serial: bool, **per_call: Any) -> tuple[Solved, float]:

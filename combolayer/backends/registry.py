@@ -199,7 +199,7 @@ def make_solver(
     kernel = _executor_kernel(cls, spec, ranked)
     if preference(cls, spec) >= Tier.GENERIC:  # no path algorithm of its own
         kernel = simple_paths(spec, kernel, functools.partial(_path_search, spec))
-    reason = choice_reason(cls, spec, ranked)
+    reason = choice_reason(cls, spec, ranked, races)
     rivals = race_rivals(cls, spec) if races else []
     if rivals:
         kernel = RacingKernel(
@@ -341,9 +341,10 @@ _TIER_REASONS = {
 }
 
 
-def choice_reason(cls: type, spec: Spec, config: BackendConfig) -> str:
+def choice_reason(cls: type, spec: Spec, config: BackendConfig, races: bool = False) -> str:
     """Why backend ``cls`` solves ``spec`` under ``config``, in one sentence:
-    named by the caller, or where ``"auto"`` ranks it and which backends it passed over."""
+    named by the caller, or where ``"auto"`` ranks it and which backends it passed over
+    (and, unless it ``races`` already, that ``backend="race"`` would time it)."""
     if config.name != "auto":
         return f"{cls.name}: named by the caller (backend={config.name!r})"
     rank = preference(cls, spec)
@@ -365,7 +366,7 @@ def choice_reason(cls: type, spec: Spec, config: BackendConfig) -> str:
     return (f"{cls.name}: first under 'auto': {why}"
             + (f"; passed over {', '.join(passed)}" if passed else "")
             + ("; backend='race' would time the generic solvers on the run's costs"
-               if race_rivals(cls, spec) else ""))
+               if not races and race_rivals(cls, spec) else ""))
 
 
 def race_rivals(cls: type, spec: Spec) -> list[type]:

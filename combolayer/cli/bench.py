@@ -140,9 +140,9 @@ def race(spec_source: Any, rows: int = 200, seed: int = 0) -> int:
         print(f"{spec.label}: no race: {solver.backend_reason}")
         return 0
     costs = np.random.default_rng(seed).uniform(0.0, 1.0, (rows, *spec.cost_shape))
-    for chunk in tqdm(np.array_split(costs, max(1, rows // 8)), desc="race"):
+    for chunk in tqdm(np.array_split(costs, -(-rows // 8)), desc="race"):
         solver.solve(chunk)
-    print(f"{spec.label}, {rows} random instances (uniform in [0, 1)), 8 a call:")
+    print(f"{spec.label}, {rows} random instances (uniform in [0, 1)), up to 8 a call:")
     print(f"{'backend':<12} {'timed solves':>12} {'solved':>11} {'median ms':>12}  verdict")
     for name, timed, mean, verdict in kernel.table():
         shown = "-" if mean is None else f"{mean * 1e3:.3g}"
