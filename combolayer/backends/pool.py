@@ -471,10 +471,8 @@ class CachedSolver(Solver):
         wide = full or self.known is not None or aux_known is not None
         if wide and self.pool_width < self.num_vars:  # no auxiliaries in the pool
             solved = self._solve_exactly(costs, wide, rows, aux_known=aux_known)
-        elif rows is not None:
-            solved = self._with_rows(costs, wide, rows, aux_known)
         else:
-            solved = self._without_rows(costs, wide, aux_known)
+            solved = self._cached(costs, wide, rows, aux_known)
         y = solved.values
         return Solved(y if wide else y[:, : self.num_outputs], solved.statuses)
 
@@ -490,54 +488,50 @@ class CachedSolver(Solver):
                 statuses[position] = status
         return Solved(y, tuple(statuses))
 
-    def _without_rows(self, costs: Tensor, wide: bool, aux_known: Any = None) -> Solved:
-        """Every instance's pool answer in one lookup (a new tensor), then those drawn for
-        an exact solve overwritten with their solutions."""
-        exact = self._draw(len(costs))
-        num_exact = int(exact.sum())
-        if num_exact == len(exact) or len(self.pool) == 0:
-            return self._solve_exactly(costs, wide, aux_known=aux_known)
-        y = self.pool.best(self._keyed(costs, aux_known))
-        exact = exact.to(costs.device)
+    def _cached(self, costs: Tensor, wide: bool, rows: Any = None,
+                aux_known: Any = None) -> Solved:
+        """One lookup answers every instance (a new tensor) with the cheapest pooled
+        solution that meets its per-call rows, if any; the instances drawn for an exact
+        solve, and those no pooled solution answers, are overwritten with their solutions."""
+        allowed, keep_aux = None, False
+        if rows is not None:
+            rows = rows.torch(costs)
+            allowed, keep_aux = self._allowed(rows)
+        drawn = self._draw(len(costs))
+        if bool(drawn.all()) or len(self.pool) == 0:
+            return self._solve_exactly(costs, wide, rows, keep_aux, aux_known)
+        y, found = self.pool.lookup(self._keyed(costs, aux_known), allowed)
+        exact = drawn.to(costs.device) | ~found.to(costs.device)
         solved = None
-        if num_exact:
-            solved = self._solve_exactly(costs[exact], wide, aux_known=_take(aux_known, exact))
-            y[exact] = solved.values
+        if bool(exact.any()):
+            solved = self._solve_exactly(costs[exact], wide,
+                                         None if rows is None else rows.take(exact), keep_aux,
+                                         _take(aux_known, exact))
+            y[exact] = solved.values.to(y)
         return self._mixed(y, exact, solved)
 
-    def _with_rows(self, costs: Tensor, wide: bool, rows: Any,
-                   aux_known: Any = None) -> Solved:
-        """The cache under per-call rows, as the class says; auxiliaries the pool does not
-        keep come from `_pooled_aux`."""
-        rows = rows.torch(costs)
+    def _allowed(self, rows: Any) -> tuple[Allowed, bool]:
+        """`SolutionPool.lookup`'s ``allowed`` for per-call rows ``A x <= b`` (as tensors),
+        and whether some rows weigh auxiliaries the pool does not keep: those are checked
+        with the auxiliaries kept for each pooled ``y`` (`_pooled_aux`), and a pooled ``y``
+        without them does not answer such rows."""
         width = self.pool_width
         # per instance: whether its rows weigh the auxiliaries the pool does not keep
         weighs = (rows.A[..., width:] != 0).flatten(1).any(dim=1)[rows.index]
         keep_aux = bool(weighs.any())
-        exact = self._draw(len(costs)).to(costs.device)
-        if bool(exact.all()) or len(self.pool) == 0:
-            return self._solve_exactly(costs, wide, rows, keep_aux, aux_known)
-        A = rows.A[rows.index]
-        b = rows.b[rows.index]
 
         def allowed(pooled: Tensor) -> Tensor:
-            lhs = torch.einsum("bmk,pk->bmp", A[..., :width].to(pooled), pooled)
+            A, b = rows.A[rows.index].to(pooled), rows.b[rows.index].to(pooled)
+            lhs = torch.einsum("bmk,pk->bmp", A[..., :width], pooled)
             if keep_aux:
                 aux, known = self._pooled_aux(pooled)
-                lhs = lhs + torch.einsum("bmk,pk->bmp", A[..., width:].to(pooled), aux)
-            ok = (lhs <= b.to(pooled)[..., None] + FEASIBILITY_TOL).all(dim=1)
+                lhs = lhs + torch.einsum("bmk,pk->bmp", A[..., width:], aux)
+            ok = (lhs <= b[..., None] + FEASIBILITY_TOL).all(dim=1)
             if keep_aux:
                 ok = ok & (known[None, :] | ~weighs.to(ok.device)[:, None])
             return ok
 
-        y, found = self.pool.lookup(self._keyed(costs, aux_known), allowed)
-        exact = exact | ~found.to(costs.device)
-        solved = None
-        if bool(exact.any()):
-            solved = self._solve_exactly(costs[exact], wide, rows.take(exact), keep_aux,
-                                         _take(aux_known, exact))
-            y[exact] = solved.values.to(y)
-        return self._mixed(y, exact, solved)
+        return allowed, keep_aux
 
     def _pooled_aux(self, pooled: Tensor) -> tuple[Tensor, Tensor]:
         """For the pooled rows ``(P, N)`` (`lookup`'s, in slot order), the auxiliaries
