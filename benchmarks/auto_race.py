@@ -17,15 +17,14 @@ one thread each), from the same initial model and the same batches, interleaved 
 by epoch so that machine load hits all alike.
 Reported: seconds per epoch, the mean over all epochs (the race included) and the
 mean over the epochs after the first; ``auto`` / the fastest single backend; which
-backend ``auto`` kept and why (``layer.backend_reason``); and the rows the race gave
-each candidate, which add up to the rows asked (no solve spent racing that a fixed
-choice would not have made).
+backend the race kept and why (``layer.backend_reason``); and the rows each candidate
+solved, the trial's by every one (the solves spent racing beyond a fixed choice).
 
 Then solve loops, one for every MIP row of docs/measurements/solvers.md
 (`solve_loops`): PyEPO's knapsacks with their own costs (50 x 2, 200 x 2, 1000 x 2,
 200 x 5), problems.md's knapsacks (2 x 32, 2 x 100), the facility-location example
 with its known cost, TSP 20, 50, 60, 100 and 150; 4 to 320 rows each, in batches of 32
-(a quarter of the rows below 128), each backend with a fresh solver, so ``auto``'s race is
+(a quarter of the rows below 128), each backend with a fresh solver, so the race's trial is
 counted in its time (`interleaved_loops`). ``auto`` and every single backend take
 turns batch by batch (a single stops at `GIVE_UP` times ``auto``'s time at the
 same batch: it is not the fastest), then the fastest single and ``auto`` again,

@@ -1,29 +1,31 @@
-"""``backend="race"``: the capable exact solvers take turns on the run's first instances,
+"""``backend="race"``: the capable exact solvers are timed on the run's first instances,
 and the fastest solves the rest.
 
 Which exact solver is fastest depends on the costs it is given, and a benchmark of
-other costs cannot say (SCIP solves Identity's projected knapsack costs faster than
-Gurobi, and Gurobi SPO+'s shifted ones). So ``backend="race"``, like cuDNN's
-``benchmark`` mode, times the first `MAX_CANDIDATES` of ``"auto"``'s ranking on the
-instances the run asks for anyway:
+other costs cannot say (SCIP solves Identity's projected knapsack costs about 3x
+faster than Gurobi, and Gurobi SPO+'s shifted ones). So ``backend="race"``, like
+cuDNN's ``benchmark`` mode, times the first `MAX_CANDIDATES` of ``"auto"``'s ranking on
+the instances the run asks for anyway:
 
-1. **Turns.** The candidates solve the run's first instances one after the other, in
-   ``"auto"``'s order, `WARM_UP` + `TIMED` instances each, one instance a call, in
-   the calling thread. The first `WARM_UP` build the model and warm the solver up,
-   and are not timed; the next `TIMED` are timed in CPU time of the process, so other
-   processes' load does not decide (wall time where the solvers run several threads).
-   Calls with per-call rows go whole and untimed to the first-ranked backend until the
-   race is won, then to the winner.
-2. **Winner.** The candidate with the lowest median time per instance wins and solves
-   every instance after that, whole batches at a time (with its executor's workers, if
-   it has any). The others are closed.
+1. **Trial.** Every candidate solves the run's first `WARM_UP` + `TIMED` instances, the
+   same instances, in the calls they come in, in the calling thread; the first-ranked
+   backend's answers are returned. The first `WARM_UP` build the models and warm the
+   solvers up, and are not timed; the next `TIMED` are timed in CPU time of the process,
+   so other processes' load does not decide (wall time where the solvers run several
+   threads).
+2. **Winner.** The candidate with the least total time on the timed instances wins and
+   solves every instance after that, whole batches at a time (with its executor's
+   workers, if it has any). The others are closed. The same instances for every
+   candidate, and their total rather than a median: solve times are heavy-tailed (on
+   Identity's knapsack Gurobi's median solve was SCIP's, its mean 3x SCIP's).
 
-Every instance is solved once, by one candidate, to optimality: racing costs only the
-extra time of the instances a slower candidate took. Two exact solvers may return
-different optima of a cost with ties, and timing decides which one answers, which is
-why racing is opt-in (``"auto"`` is a fixed choice). Racing pays on long runs of
-cheap instances; on a few expensive ones (a TSP of 150 nodes) a slow candidate's turn
-costs more than the race can win back, and a named backend is the better choice.
+Racing costs the other candidates' solves of the trial's instances. That pays on long
+runs of cheap instances; on a short run, or a few expensive instances (the TSP of 60
+nodes in 32 instances), the trial can cost more than the race wins back, and a named
+backend is the better choice. Calls with per-call rows go whole and untimed to the
+first-ranked backend until the race is won, then to the winner. Two exact solvers may
+return different optima of a cost with ties, and timing decides which one answers
+after the trial, which is why racing is opt-in (``"auto"`` is a fixed choice).
 Backends with an algorithm of their own for the problem never race.
 benchmarks/auto_race.py measures the race against every single backend.
 """
@@ -31,7 +33,6 @@ benchmarks/auto_race.py measures the race against every single backend.
 from __future__ import annotations
 
 import logging
-import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -39,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from .outcome import OPTIMAL, Solved, statuses_of
+from .outcome import Solved, joined
 from .solver import Kernel, ReportingKernel, as_kernel
 
 logger = logging.getLogger(__name__)
@@ -48,12 +49,13 @@ logger = logging.getLogger(__name__)
 #: it. The third (HiGHS for knapsacks, SCIP for the TSP) was the slowest on every MIP
 #: loop of benchmarks/auto_race.py, 3-28x the fastest.
 MAX_CANDIDATES = 2
-#: Untimed instances each candidate solves first: its model's build and its first solve
-#: (SCIP's took 4.5x its later ones on PyEPO's 50 x 2 knapsack) say little of its pace.
+#: Untimed instances at the start of the trial: a model's build and first solve (SCIP's
+#: took 4.5x its later ones on PyEPO's 50 x 2 knapsack) say little of its pace.
 WARM_UP = 1
-#: Timed instances each candidate solves: enough for a median that one heavy instance
-#: does not move (a knapsack instance can take 30x its median), few enough that a
-#: candidate twice as slow costs a run of 1000 instances about 2% (benchmarks/auto_race.py).
+#: Timed instances in the trial: over every window of 15 of the Identity knapsack loop's
+#: solves, Gurobi's total was 1.4-4.1x SCIP's (3x over the loop), so 15 told them apart
+#: every time; few enough that a slower candidate's share is a small part of a run of
+#: hundreds of instances (benchmarks/auto_race.py).
 TIMED = 15
 
 
@@ -62,14 +64,15 @@ def _ms(seconds: float) -> str:
 
 
 class RacingKernel(ReportingKernel):
-    """A numpy kernel whose candidate kernels take turns until the fastest is known.
+    """A numpy kernel whose candidate kernels are timed on the same first instances until
+    the fastest is known.
 
     ``first`` is the first-ranked backend's ``(name, kernel)``; ``rivals`` the ``(name,
     build)`` pairs of the others in ``"auto"``'s order, each ``build()`` returning its
-    kernel when its turn comes (a run that ends before builds no other model). A
-    kernel may be an executor's: its ``serial()`` model solves the turns in the caller,
-    and its workers start only if it wins. ``first_reason`` says why the first-ranked
-    backend leads; ``clock`` times the turns (a test passes a fake one).
+    kernel, called for the trial's first instance. A kernel may be an executor's: its
+    ``serial()`` model solves the trial in the caller, and its workers start only if it
+    wins. ``first_reason`` says why the first-ranked backend leads; ``clock`` times the
+    trial (a test passes a fake one).
     """
 
     array_api = "numpy"
@@ -86,18 +89,19 @@ class RacingKernel(ReportingKernel):
         self.first_reason = first_reason
         self.clock = clock
         self._lock = threading.RLock()
-        #: Each candidate's timed seconds per instance, in the order solved.
-        self.times: dict[str, list[float]] = {name: [] for name in self.names}
-        #: Why a candidate sits out (its model failed to build).
+        #: Instances of the trial so far (warm-up included), and the timed ones among them.
+        self.tried, self.timed = 0, 0
+        #: Each candidate's seconds on the trial's timed instances (the same for all).
+        self.seconds: dict[str, float] = dict.fromkeys(self.names, 0.0)
+        #: Why a candidate sits out (its model failed to build, or it failed a trial
+        #: instance that the first-ranked backend solved).
         self.dropped: dict[str, str] = {}
         self.winner: str | None = None
-        #: Instances the race was given, and instances each candidate solved: every
-        #: instance is solved once, so the counts add up to `instances_in`.
+        #: Instances the race was given, and instances each candidate solved (the
+        #: trial's by every candidate).
         self.instances_in = 0
         self.solved: dict[str, int] = dict.fromkeys(self.names, 0)
-        #: Instances each candidate solved in its turn (its warm-up ones included).
-        self.turns: dict[str, int] = dict.fromkeys(self.names, 0)
-        #: The medians a copy took from its original (`adopt`).
+        #: The seconds per solve a copy took from its original (`adopt`).
         self._adopted: dict[str, float] = {}
 
     # -- what the solver and the layer read ---------------------------------------------
@@ -110,55 +114,48 @@ class RacingKernel(ReportingKernel):
 
     @property
     def takes_rows(self) -> bool:
-        """Whether `rows_backend` takes per-call rows."""
+        """Whether `current_backend` takes per-call rows."""
         with self._lock:
-            return self.kernels[self.rows_backend].takes_rows
-
-    @property
-    def rows_backend(self) -> str:
-        """The backend that answers calls with per-call rows, whole and untimed: the
-        first-ranked until the race is won (its model is built), then the winner."""
-        return self.winner or self.names[0]
+            return self.kernels[self.current_backend].takes_rows
 
     @property
     def current_backend(self) -> str:
-        """The backend whose turn it is, then the winner."""
-        with self._lock:
-            return self.winner or self._turn() or self.names[0]
+        """The backend whose answers are returned: the first-ranked until the race is won
+        (its model is built), then the winner."""
+        return self.winner or self.names[0]
 
     @property
-    def medians(self) -> dict[str, float]:
-        """Each candidate's median seconds per timed instance (those with any)."""
-        return {name: statistics.median(t) for name, t in self.times.items() if t}
+    def per_solve(self) -> dict[str, float]:
+        """Each candidate's mean seconds per timed instance of the trial (those still in
+        it), or those a copy took from its original."""
+        if not self.timed:
+            return dict(self._adopted)
+        return {name: self.seconds[name] / self.timed for name in self.names
+                if name not in self.dropped}
 
     @property
     def backend_reason(self) -> str:
         """Why `current_backend` solves, in one sentence, with the race's times once run."""
         with self._lock:
-            if self.winner is None:
-                return (f"{self.current_backend}'s turn in the race: 'race' gives "
-                        f"{', '.join(self.names)} {WARM_UP + TIMED} instances each of this run, "
-                        f"one after the other, and keeps the fastest ({self.names[0]} first: "
-                        f"{self.first_reason or 'first by ranking'})")
             dropped = "".join(f"; {n} {why}" for n, why in self.dropped.items())
-            if not self.times[self.winner]:
+            if self.winner is None:
+                return (f"{self.names[0]} answers while 'race' times {', '.join(self.names)} "
+                        f"on this run's first {WARM_UP + TIMED} instances ({self.tried} so far) "
+                        f"and keeps the fastest ({self.names[0]} first: "
+                        f"{self.first_reason or 'first by ranking'}){dropped}")
+            if not self.timed:
                 return (f"{self.winner} won the race on the costs of the solver this one was "
-                        f"copied from: {self._times()} median per solve{dropped}")
-            return (f"{self.winner} won the race on this run's own costs: {self._times()} "
-                    f"median per solve{dropped}")
+                        f"copied from: {self._times()} mean per solve{dropped}")
+            return (f"{self.winner} won the race on this run's first instances: "
+                    f"{self._times()} mean per solve{dropped}")
 
     def _times(self) -> str:
-        medians = self._medians
-        return ", ".join(f"{name} {_ms(medians[name])}"
-                         for name in sorted(medians, key=medians.get))
-
-    @property
-    def _medians(self) -> dict[str, float]:
-        return self.medians or self._adopted
+        times = self.per_solve
+        return ", ".join(f"{name} {_ms(times[name])}" for name in sorted(times, key=times.get))
 
     def table(self) -> list[tuple[str, int, float | None, str]]:
-        """One row per candidate: name, timed solves, median seconds per solve, verdict."""
-        medians = self._medians
+        """One row per candidate: name, timed solves, mean seconds per solve, verdict."""
+        times = self.per_solve
         rows = []
         for name in self.names:
             if name == self.winner:
@@ -167,14 +164,15 @@ class RacingKernel(ReportingKernel):
                 verdict = self.dropped[name]
             else:
                 verdict = "lost" if self.winner else "racing"
-            rows.append((name, len(self.times[name]), medians.get(name), verdict))
+            timed = 0 if name in self.dropped else self.timed
+            rows.append((name, timed, times.get(name), verdict))
         return rows
 
     def outcome(self) -> dict | None:
         """What a copy needs to keep the winner (plain data: pickles), or None before it."""
         if self.winner is None:
             return None
-        return {"winner": self.winner, "medians": dict(self._medians)}
+        return {"winner": self.winner, "per_solve": self.per_solve}
 
     def adopt(self, outcome: dict | None) -> None:
         """Take a race's `outcome` (from the layer or loss this one was copied from)."""
@@ -183,7 +181,7 @@ class RacingKernel(ReportingKernel):
         with self._lock:
             self.winner = outcome["winner"]
             self._adopted = {name: float(value) for name, value
-                             in outcome.get("medians", {}).items() if name in self.names}
+                             in outcome.get("per_solve", {}).items() if name in self.names}
 
     # -- solving ----------------------------------------------------------------------
 
@@ -192,30 +190,14 @@ class RacingKernel(ReportingKernel):
         per_call = {key: value for key, value in per_call.items() if value is not None}
         with self._lock:
             self.instances_in += len(costs)
-            out = np.empty_like(costs)
-            statuses: list[str] = []
-            b = 0
-            name = None if per_call else self._turn()
-            while name is not None and b < len(costs):
-                if not self._built(name):  # it sits out
-                    name = self._turn()
-                    continue
-                y, seconds = self._solve(name, costs, start, slice(b, b + 1), serial=True)
-                out[b] = np.asarray(y.values, dtype=np.float64)[0]
-                statuses.extend(statuses_of(y))
-                self.turns[name] += 1
-                if self.turns[name] > WARM_UP:
-                    self.times[name].append(seconds)
-                b += 1
-                name = self._turn()  # the race is won as soon as the last turn ends
-            if b < len(costs):  # the winner's, or a call with per-call rows
-                y, _ = self._solve(self.rows_backend, costs, start, slice(b, None),
-                                   serial=self.winner is None, **per_call)
-                out[b:] = np.asarray(y.values, dtype=np.float64).reshape(out[b:].shape)
-                statuses.extend(statuses_of(y))
-        if all(status == OPTIMAL for status in statuses):
-            return Solved(out)
-        return Solved(out, tuple(statuses))
+            trial = (0 if per_call or self.winner is not None
+                     else min(len(costs), WARM_UP + TIMED - self.tried))
+            parts = [self._trial(costs, start, trial)] if trial else []
+            if trial < len(costs):  # the winner's, or a call with per-call rows
+                parts.append(self._solve(self.current_backend, costs, start,
+                                         slice(trial, None), serial=self.winner is None,
+                                         **per_call)[0])
+        return joined(parts)
 
     def kernel(self, name: str) -> Kernel:
         """Candidate ``name``'s kernel, built on first use."""
@@ -229,31 +211,42 @@ class RacingKernel(ReportingKernel):
         for kernel in self.kernels.values():
             kernel.close()
 
-    def _turn(self) -> str | None:
-        """The candidate whose turn it is, or None once the race is won (it is won here,
-        once the last turn has ended)."""
-        if self.winner is None:
-            for name in self.names:
-                if name not in self.dropped and len(self.times[name]) < TIMED:
-                    return name
+    def _trial(self, costs: np.ndarray, start: np.ndarray | None, count: int) -> Solved:
+        """The first ``count`` instances of a call, solved by every candidate still in the
+        race (its warm-up instances untimed): the first-ranked backend's answers."""
+        warm = min(count, max(0, WARM_UP - self.tried))
+        answer = None
+        for name in self.names:
+            if name in self.dropped:
+                continue
+            try:
+                self.kernel(name)
+                parts = []
+                if warm:
+                    parts.append(self._solve(name, costs, start, slice(0, warm), True)[0])
+                if warm < count:
+                    y, seconds = self._solve(name, costs, start, slice(warm, count), True)
+                    parts.append(y)
+                    self.seconds[name] += seconds
+            except Exception as error:
+                if name == self.names[0]:  # its errors are the call's, as under "auto"
+                    raise
+                # a licence, memory, a limit the first-ranked backend solved within
+                self.dropped[name] = f"sat out: {type(error).__name__}"
+                logger.info("backend 'race' for %s: %s sits out: %s: %s", self.label, name,
+                            type(error).__name__, error)
+                continue
+            if answer is None:  # the first-ranked backend's
+                answer = joined(parts)
+        self.tried += count
+        self.timed += count - warm
+        if self.tried >= WARM_UP + TIMED:
             self._win()
-        return None
-
-    def _built(self, name: str) -> bool:
-        """Build ``name``'s model if it has none; one that fails to build (a licence,
-        memory) sits out, and the others race on."""
-        try:
-            self.kernel(name)
-        except Exception as error:
-            self.dropped[name] = f"could not build its model: {type(error).__name__}"
-            logger.info("backend 'race' for %s: %s sits out: %s: %s", self.label, name,
-                        type(error).__name__, error)
-            return False
-        return True
+        return answer
 
     def _solve(self, name: str, costs: np.ndarray, start: np.ndarray | None, span: slice,
                serial: bool, **per_call: Any) -> tuple[Solved, float]:
-        """Instances ``span`` on ``name`` (its ``serial()`` model for a turn), and the
+        """Instances ``span`` on ``name`` (its ``serial()`` model in the trial), and the
         seconds they took."""
         kernel = self.kernel(name)
         kernel = kernel.serial() if serial else kernel
@@ -265,13 +258,13 @@ class RacingKernel(ReportingKernel):
         return y, self.clock() - began
 
     def _win(self) -> None:
-        """The candidate with the lowest median wins (the first-ranked one when none was
-        timed); the others are closed."""
-        medians = self.medians
-        self.winner = (min(medians, key=lambda n: (medians[n], self.names.index(n)))
-                       if medians else self.names[0])
+        """The candidate with the least time on the trial wins (ties: the first ranked);
+        the others are closed."""
+        times = self.per_solve
+        self.winner = (min(times, key=lambda n: (times[n], self.names.index(n))) if times
+                       else self.names[0])
         for name, kernel in self.kernels.items():
             if name != self.winner:
                 kernel.close()
-        logger.info("backend 'race' for %s: %s won: %s median per solve (%d timed solves "
-                    "each)", self.label, self.winner, self._times(), TIMED)
+        logger.info("backend 'race' for %s: %s won: %s mean per solve over the same %d "
+                    "instances", self.label, self.winner, self._times(), self.timed)

@@ -143,10 +143,11 @@ def race(spec_source: Any, rows: int = 200, seed: int = 0) -> int:
     for chunk in tqdm(np.array_split(costs, -(-rows // 8)), desc="race"):
         solver.solve(chunk)
     print(f"{spec.label}, {rows} random instances (uniform in [0, 1)), up to 8 a call:")
-    print(f"{'backend':<12} {'timed solves':>12} {'solved':>11} {'median ms':>12}  verdict")
+    print(f"{'backend':<12} {'timed solves':>12} {'solved':>11} {'ms per solve':>12}  verdict")
     for name, timed, mean, verdict in kernel.table():
         shown = "-" if mean is None else f"{mean * 1e3:.3g}"
         print(f"{name:<12} {timed:>12} {kernel.solved[name]:>11} {shown:>12}  {verdict}")
-    print(f"instances asked {kernel.instances_in}, solved {sum(kernel.solved.values())}")
+    print(f"instances asked {kernel.instances_in}, solved {sum(kernel.solved.values())} "
+          f"(the first {kernel.tried} by every candidate)")
     print(f"backend {solver.backend!r}: {solver.backend_reason}")
     return 0

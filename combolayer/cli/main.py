@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--race", metavar="SPEC",
                        help="show backend='race''s race for SPEC (a YAML/JSON spec file or "
                             "string) on --rows random costs uniform in [0, 1): each "
-                            "candidate's timed solves, median ms per solve and verdict")
+                            "candidate's timed solves, mean ms per solve and verdict")
     bench.add_argument("--rows", type=positive_int, default=200,
                        help="instances to race on for --race (default 200)")
     bench.add_argument("--check", action="store_true",
