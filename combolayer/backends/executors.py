@@ -152,11 +152,10 @@ class ParallelKernel(ReportingKernel):
         inverse = inverse.reshape(-1)
         with self._lock:  # one batch at a time per kernel
             solved = self._solve_unique(unique, rows)
-        if solved.statuses is None:
-            return Solved(solved.values[inverse])
         # each unique instance's status, once for every instance that repeats it
-        return Solved(solved.values[inverse],
-                      tuple(solved.statuses[i] for i in inverse.tolist()))
+        statuses = (None if solved.statuses is None
+                    else tuple(solved.statuses[i] for i in inverse.tolist()))
+        return Solved(solved.values[inverse], statuses)
 
     def _solve_unique(self, costs: np.ndarray, rows: Rows | None = None) -> Solved:
         def rows_of(start: int, stop: int) -> Rows | None:
