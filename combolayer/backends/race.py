@@ -17,7 +17,9 @@ the instances the run asks for anyway:
    solves every instance after that, whole batches at a time (with its executor's
    workers, if it has any). The others are closed. The same instances for every
    candidate, and their total rather than a median: solve times are heavy-tailed (on
-   Identity's knapsack Gurobi's median solve was SCIP's, its mean 3x SCIP's).
+   Identity's knapsack Gurobi's median solve was SCIP's, its mean 3x SCIP's). A rival
+   whose trial has taken `DROP_RATIO` times the first-ranked backend's time so far
+   cannot win, and is dropped after that call.
 
 Racing costs the other candidates' solves of the trial's instances. That pays on long
 runs of cheap instances; on a short run, or a few expensive instances (the TSP of 60
@@ -57,6 +59,11 @@ WARM_UP = 1
 #: every time; few enough that a slower candidate's share is a small part of a run of
 #: hundreds of instances (benchmarks/auto_race.py).
 TIMED = 15
+#: A rival whose trial so far (its model's build included) took this many times the
+#: first-ranked backend's on the same instances is dropped after that call: it cannot
+#: win, and its further trial instances would cost the run up to its ratio each
+#: (benchmarks/auto_race.py's TSP loops, a few instances of seconds each).
+DROP_RATIO = 2.0
 
 
 def _ms(seconds: float) -> str:
@@ -91,8 +98,10 @@ class RacingKernel(ReportingKernel):
         self._lock = threading.RLock()
         #: Instances of the trial so far (warm-up included), and the timed ones among them.
         self.tried, self.timed = 0, 0
-        #: Each candidate's seconds on the trial's timed instances (the same for all).
+        #: Each candidate's seconds on the trial's timed instances (the same for all), and
+        #: on all of its trial (warm-up and its model's build included).
         self.seconds: dict[str, float] = dict.fromkeys(self.names, 0.0)
+        self.spent: dict[str, float] = dict.fromkeys(self.names, 0.0)
         #: Why a candidate sits out (its model failed to build, or it failed a trial
         #: instance that the first-ranked backend solved).
         self.dropped: dict[str, str] = {}
@@ -215,10 +224,11 @@ class RacingKernel(ReportingKernel):
         """The first ``count`` instances of a call, solved by every candidate still in the
         race (its warm-up instances untimed): the first-ranked backend's answers."""
         warm = min(count, max(0, WARM_UP - self.tried))
-        answer = None
+        first, answer = self.names[0], None
         for name in self.names:
             if name in self.dropped:
                 continue
+            began = self.clock()
             try:
                 self.kernel(name)
                 parts = []
@@ -229,20 +239,28 @@ class RacingKernel(ReportingKernel):
                     parts.append(y)
                     self.seconds[name] += seconds
             except Exception as error:
-                if name == self.names[0]:  # its errors are the call's, as under "auto"
+                if name == first:  # its errors are the call's, as under "auto"
                     raise
                 # a licence, memory, a limit the first-ranked backend solved within
-                self.dropped[name] = f"sat out: {type(error).__name__}"
-                logger.info("backend 'race' for %s: %s sits out: %s: %s", self.label, name,
-                            type(error).__name__, error)
+                self._drop(name, f"sat out: {type(error).__name__}", error)
                 continue
+            finally:
+                self.spent[name] += self.clock() - began
             if answer is None:  # the first-ranked backend's
                 answer = joined(parts)
+            elif self.spent[name] > DROP_RATIO * self.spent[first]:
+                self._drop(name, f"dropped: {self.spent[name] / self.spent[first]:.2g}x "
+                           f"{first}'s time on the same {self.tried + count} instances")
         self.tried += count
         self.timed += count - warm
-        if self.tried >= WARM_UP + TIMED:
+        if self.tried >= WARM_UP + TIMED or len(self.dropped) == len(self.names) - 1:
             self._win()
         return answer
+
+    def _drop(self, name: str, why: str, error: Exception | None = None) -> None:
+        self.dropped[name] = why
+        logger.info("backend 'race' for %s: %s %s%s", self.label, name, why,
+                    f": {error}" if error is not None else "")
 
     def _solve(self, name: str, costs: np.ndarray, start: np.ndarray | None, span: slice,
                serial: bool, **per_call: Any) -> tuple[Solved, float]:
