@@ -15,7 +15,7 @@ LATEST := .venv-latest
 # never resolves "torch" to a CUDA build of several GB.
 TORCH := torch==2.13.0
 
-.PHONY: install demo test test-fast coverage test-latest lock bench lint docs docs-check docs-serve clean
+.PHONY: install demo test test-fast coverage test-latest lock bench device-wheels lint docs docs-check docs-serve clean
 
 install: $(STAMP)
 
@@ -86,6 +86,16 @@ docs-check: docs
 
 docs-serve: install
 	$(VENV)/bin/mkdocs serve
+
+# The wheels a lent CUDA machine lacks (Python 3.12; docs/measurements/gpu.md), at
+# the lock's versions, into .device/wheels for tools/device_check.sh to install there.
+DEVICE_WHEELS := highspy pydantic pydantic_core annotated-types typing-inspection PySCIPOpt
+
+device-wheels: install
+	$(PY) -m pip download -q --only-binary=:all: --python-version 3.12 --no-deps \
+		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+		--platform manylinux2014_x86_64 -d .device/wheels \
+		$$(for name in $(DEVICE_WHEELS); do grep -i "^$$name==" $(LOCK) | tr _ -; done)
 
 lint: install
 	$(VENV)/bin/ruff check combolayer tests benchmarks examples

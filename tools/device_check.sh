@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The device checks in one call, on a lent CUDA machine (docs/measurements/gpu.md).
+#
+# That machine has torch (CUDA), numpy, scipy, networkx, PyYAML, tqdm and pytest but not
+# highspy, pydantic or pyscipopt: `make device-wheels` downloads those here into
+# .device/wheels (git-ignored), which travels with the checkout (carry: [".device"]).
+# This script installs them into .device/site, then runs the CUDA tests and
+# benchmarks/gpu.py, whose tables land in docs/measurements/gpu.md; with OUT set (the
+# device tool's folder that comes back) it copies that page and the test log there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python -m pip install -q --no-deps --target .device/site .device/wheels/*.whl
+export PYTHONPATH="$PWD/.device/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
+status=0
+python -m pytest -q -p no:cacheprovider tests/test_cuda.py 2>&1 | tee .device/cuda_tests.log \
+    || status=$?
+python benchmarks/gpu.py "$@"
+if [ -n "${OUT:-}" ]; then
+    cp docs/measurements/gpu.md .device/cuda_tests.log "$OUT"/
+fi
+exit $status
