@@ -471,3 +471,72 @@ def test_rows_given_once_for_a_batch_are_set_once_and_flag_every_instance(backen
     with pytest.warns(RuntimeWarning, match="8 of 8 instances"):
         y = layer(w, A=torch.ones(1, 5), b=torch.tensor([-1.0]))
     assert layer.last_infeasible.all() and (y == 0).all()
+
+
+# -- per-call rows keep their own precision, and answers meet them -------------------
+
+#: Rows that float32 cannot hold: 16777217 rounds to 16777216, so ``y = [1, 1]`` looks
+#: feasible in float32 and breaks the row by 1 in float64.
+BIG_A = torch.tensor([[16777217.0, 0.0]], dtype=torch.float64)
+BIG_b = torch.tensor([16777216.0], dtype=torch.float64)
+
+
+#: SCIP meets a row of 16777217 only to its relative tolerance unless told otherwise.
+TIGHT = {"highs": "highs", "enumerate": "enumerate",
+         "scip": cl.BackendConfig(name="scip", options={"numerics/feastol": 1e-10})}
+
+
+@pytest.mark.parametrize("backend", list(TIGHT))
+def test_float32_costs_do_not_round_float64_rows(backend):
+    backend = TIGHT[backend]
+    spec = cl.ILP(shape=[2], sense="max",
+                  constraints=[cl.Constraint(coefs=[1, 1], sense="<=", rhs=2)])
+    layer = cl.ComboLayer(spec, backend=backend, projection="none")
+    for dtype in (torch.float32, torch.float64):
+        y = layer(torch.tensor([[1.0, 1.0]], dtype=dtype), A=BIG_A, b=BIG_b)
+        assert y.tolist() == [[0.0, 1.0]], (backend, dtype)
+    solver = cl.make_solver(spec, backend)
+    y = solver.solve(torch.tensor([[1.0, 1.0]]), A=BIG_A, b=BIG_b)
+    assert y.tolist() == [[0.0, 1.0]]
+
+
+def test_the_solution_cache_checks_float64_rows_in_float64():
+    spec = cl.ILP(shape=[2], integrality="binary")
+    layer = cl.ComboLayer(spec, projection="none", solve_ratio=0.0,
+                          generator=torch.Generator().manual_seed(0))
+    layer.pool.seed(torch.tensor([[1.0, 0.0], [0.0, 0.0]]))
+    y = layer(torch.tensor([[-1.0, 0.0]]), A=BIG_A, b=BIG_b)  # [1, 0] breaks it
+    assert y.tolist() == [[0.0, 0.0]]
+
+
+@pytest.mark.parametrize("backend", ["highs", "enumerate"])
+def test_an_integer_A_keeps_a_fractional_b(backend):
+    spec = cl.ILP(shape=[2], constraints=[cl.Constraint(coefs=[1, 1], sense="<=", rhs=2)])
+    solver = cl.make_solver(spec, backend)
+    expected = solver.solve(np.array([[1.0, 2.0]]), A=np.array([[-1, -1]]), b=np.array([-0.5]))
+    assert expected.tolist() == [[1.0, 0.0]]  # x1 + x2 >= 0.5: one of them
+    y = solver.solve(torch.tensor([[1.0, 2.0]]), A=torch.tensor([[-1, -1]]),
+                     b=torch.tensor([-0.5]))
+    assert y.tolist() == [[1.0, 0.0]]
+
+
+@pytest.mark.parametrize("backend", ["highs", "scip",
+                                     pytest.param("gurobi", marks=pytest.mark.skipif(
+                                         not HAS_GUROBI, reason="gurobipy missing"))])
+def test_an_answer_that_breaks_a_per_call_row_of_integers_is_never_returned(backend):
+    """A MIP solver's tolerance is relative: on a per-call row with coefficients of 1e9
+    an answer within it may break the row by whole units (SCIP returned [1, 1, 1]). Such
+    an answer is an error naming the option that tightens the tolerance, as for the
+    spec's own rows; with it tightened the optimum comes back."""
+    A, b = np.array([[1e9, 1e9, 1.0]]), np.array([2e9 - 1])
+    costs = np.array([10.0, 1.0, 1.0])
+    spec = cl.ILP(shape=[3], sense="max", integrality="binary")
+    try:
+        y = cl.make_solver(spec, backend).solve(costs, A=A, b=b)
+    except cl.SolverError as error:
+        option = {"highs": "mip_feasibility_tolerance", "scip": "numerics/feastol",
+                  "gurobi": "FeasibilityTol"}[backend]
+        assert option in str(error) and "per-call row 0 of instance 0" in str(error)
+        tight = cl.BackendConfig(name=backend, options={option: 1e-10})
+        y = cl.make_solver(spec, tight).solve(costs, A=A, b=b)
+    assert y.tolist() == [1.0, 0.0, 1.0]

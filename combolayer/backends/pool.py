@@ -521,11 +521,12 @@ class CachedSolver(Solver):
         keep_aux = bool(weighs.any())
 
         def allowed(pooled: Tensor) -> Tensor:
-            A, b = rows.A[rows.index].to(pooled), rows.b[rows.index].to(pooled)
-            lhs = torch.einsum("bmk,pk->bmp", A[..., :width], pooled)
+            # in float64, as the rows are (`Rows.torch`): float32 rounds large coefficients
+            A, b = rows.A[rows.index], rows.b[rows.index]
+            lhs = torch.einsum("bmk,pk->bmp", A[..., :width], pooled.to(A))
             if keep_aux:
                 aux, known = self._pooled_aux(pooled)
-                lhs = lhs + torch.einsum("bmk,pk->bmp", A[..., width:], aux)
+                lhs = lhs + torch.einsum("bmk,pk->bmp", A[..., width:], aux.to(A))
             ok = (lhs <= b[..., None] + FEASIBILITY_TOL).all(dim=1)
             if keep_aux:
                 ok = ok & (known[None, :] | ~weighs.to(ok.device)[:, None])

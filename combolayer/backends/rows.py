@@ -73,13 +73,15 @@ class Rows:
                        index=_host(self.index, np.int64))
 
     def torch(self, like: torch.Tensor) -> Rows:
-        """The same rows as tensors with the dtype and device of ``like``."""
+        """The same rows as float64 tensors on the device of ``like`` (float64 whatever
+        the costs' dtype: float32 would round coefficients above 2**24 and make rows that
+        an answer breaks look met)."""
         def tensor(value: Any, dtype: torch.dtype) -> torch.Tensor:
             if isinstance(value, np.ndarray):  # broadcast views are read-only: copy once
                 value = torch.from_numpy(np.array(value))
             return value.to(device=like.device, dtype=dtype)
 
-        return replace(self, A=tensor(self.A, like.dtype), b=tensor(self.b, like.dtype),
+        return replace(self, A=tensor(self.A, torch.float64), b=tensor(self.b, torch.float64),
                        index=tensor(self.index, torch.long))
 
     def take(self, selected: Any) -> Rows:
@@ -160,10 +162,12 @@ def rows_for(A: Any, b: Any, batch: tuple[int, ...]) -> Rows:
     origin = np.arange(math.prod(batch))
     if isinstance(A, torch.Tensor) or isinstance(b, torch.Tensor):
         A = torch.as_tensor(A).detach().expand(*rows_batch, m, n)
-        b = torch.as_tensor(b).detach().to(A).expand(*rows_batch, m)
+        b = torch.as_tensor(b).detach().to(A.device).expand(*rows_batch, m)
         for axis, size in enumerate(rows_batch):
             if size > 1 and A.stride(axis) == 0 and b.stride(axis) == 0:
                 A, b = A.narrow(axis, 0, 1), b.narrow(axis, 0, 1)
+        # float64 whatever either's dtype (an integer A would truncate a fractional b)
+        A, b = A.to(torch.float64), b.to(torch.float64)
         distinct = tuple(A.shape[:-2])
         count = math.prod(distinct)
         index = torch.arange(count, device=A.device).reshape(distinct)

@@ -15,6 +15,7 @@ import torch
 
 from ..errors import BackendUnavailable, InfeasibleError, SolverError
 from ..specs.base import Spec
+from ..specs.canonical import rounding
 from .outcome import (
     INFEASIBLE,
     OPTIMAL,
@@ -292,14 +293,17 @@ class RowKernel(ReportingKernel):
         breach = form.breach(np.stack(values))
         if breach is not None:
             _, row, excess = breach
-            tighten = ("" if self.feasibility_option is None else
-                       f", tighten its tolerance (options={{'{self.feasibility_option}': "
-                       "1e-9}),")
-            raise SolverError(
-                f"{type(self).__name__}: the solver's answer breaks row {row} of the problem "
-                f"by {excess:.3g}: its feasibility tolerance is relative to the row's size "
-                f"and too coarse for this row's coefficients; rescale them (smaller "
-                f"integers, e.g. weights in coarser units){tighten} or use another backend")
+            self._breach(f"row {row} of the problem", excess)
+
+    def _breach(self, where: str, excess: float) -> None:
+        tighten = ("" if self.feasibility_option is None else
+                   f", tighten its tolerance (options={{'{self.feasibility_option}': "
+                   "1e-9}),")
+        raise SolverError(
+            f"{type(self).__name__}: the solver's answer breaks {where} by {excess:.3g}: "
+            "its feasibility tolerance is relative to the row's size and too coarse for "
+            "this row's coefficients; rescale them (smaller integers, e.g. weights in "
+            f"coarser units){tighten} or use another backend")
 
     def _starts(self, costs: np.ndarray, start: np.ndarray | None) -> np.ndarray | None:
         """``start`` as one float64 vector per instance, or None where the kernel does not
@@ -324,6 +328,7 @@ class RowKernel(ReportingKernel):
         solved: list[np.ndarray | None] = [None] * len(costs)  # None: rows left it empty
         index = index.tolist()
         current = None
+        entries: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # the rows set, by entry
         with self._lock:
             try:
                 for i in order:
@@ -333,7 +338,8 @@ class RowKernel(ReportingKernel):
                         A = np.asarray(rows.A[current], dtype=np.float64)
                         if A.shape[1] < self.form.num_vars:  # the form's own auxiliaries
                             A = np.pad(A, ((0, 0), (0, self.form.num_vars - A.shape[1])))
-                        self._set_rows(A, np.asarray(rows.b[current], dtype=np.float64))
+                        entries[current] = A, np.asarray(rows.b[current], dtype=np.float64)
+                        self._set_rows(*entries[current])
                     try:
                         x = (self.solve_one(cost) if starts is None
                              else self.solve_one(cost, start=starts[i]))
@@ -349,7 +355,30 @@ class RowKernel(ReportingKernel):
                 if current is not None:
                     self._clear_rows()
         self._check_rows(solved)
+        self._check_call_rows(solved, [entries[entry] for entry in index])
         return Solved(self._answer(out, n), tuple(statuses))
+
+    def _check_call_rows(self, solved: list[np.ndarray | None],
+                         rows: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        """`_check_rows` for each instance's per-call rows ``A x <= b`` (``rows``, one pair
+        per instance): those of integer variables alone must hold for the rounded answer
+        up to float rounding (`rounding`), whatever the solver's relative tolerance."""
+        form = self.form
+        continuous = ~form.integer
+        for i, x in enumerate(solved):
+            if x is None or len(x) != form.num_vars:
+                continue
+            A, b = rows[i]
+            integer = ~(A[:, continuous] != 0).any(axis=1)
+            if not integer.any():
+                continue
+            A, b = A[integer], b[integer]
+            point = form.solution(x[None])[0]
+            excess = A @ point - b
+            over = excess - rounding(np.abs(A) @ np.abs(point), np.abs(b))
+            if over.max() > 0:
+                row = int(np.flatnonzero(integer)[int(np.argmax(over))])
+                self._breach(f"per-call row {row} of instance {i}", float(excess.max()))
 
 
 @dataclass(frozen=True)

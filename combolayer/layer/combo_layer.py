@@ -522,12 +522,19 @@ class ComboLayer(nn.Module):
     def _rows(self, w: Tensor, A: Any, b: Any, values: bool = True
               ) -> tuple[Tensor, Tensor, bool]:
         """Per-call rows checked once (their values too, unless the compiled solve checks
-        them: ``values``), as tensors on ``w``'s device and dtype broadcast to its batch
-        (autograd kept), and whether they need a gradient."""
+        them: ``values``), as tensors on ``w``'s device broadcast to its batch (autograd
+        kept), and whether they need a gradient. Their dtype is ``w``'s unless theirs is
+        more precise (float64 rows with float32 costs; integer rows are made float64):
+        the solver must meet the rows as given."""
         batch = tuple(w.shape[: w.dim() - len(self.spec.cost_shape)])
         check_rows(self.spec.label, self.compiled.solver.num_vars, batch, A, b, values=values)
-        A = torch.as_tensor(A).to(w)
-        b = torch.as_tensor(b).to(w)
+        A, b = torch.as_tensor(A), torch.as_tensor(b)
+        dtype = w.dtype
+        for value in (A, b):
+            dtype = torch.promote_types(dtype, value.dtype if value.is_floating_point()
+                                        else torch.float64)
+        A = A.to(device=w.device, dtype=dtype)
+        b = b.to(device=w.device, dtype=dtype)
         rows_grad = torch.is_grad_enabled() and (A.requires_grad or b.requires_grad)
         if rows_grad and not getattr(self.method, "row_gradients", False):
             raise ValueError(
