@@ -22,6 +22,7 @@ import combolayer as cl
 from combolayer.backends import registry
 from combolayer.backends.base import Capability
 from combolayer.backends.registry import backends, capable_backends
+from combolayer.backends.solver import unit_scaled
 from combolayer.problems import TSP
 
 HAS_GUROBI = importlib.util.find_spec("gurobipy") is not None
@@ -339,9 +340,11 @@ def test_cvxpy_keeps_one_problem_and_changes_only_the_parameter():
     for _ in range(3):
         cost = rng.normal(size=spec.cost_shape)
         y = solver.solve(cost)
-        # one cost per variable: the outputs' costs, 0 on the auxiliaries (no known cost)
-        np.testing.assert_allclose(solver.kernel.cost.value,
-                                   np.r_[solver.sign * np.ravel(cost), np.zeros(spec.num_aux)])
+        # one cost per variable: the outputs' costs, 0 on the auxiliaries (no known cost),
+        # brought to a unit size by a power of two (`unit_scaled`)
+        full = np.r_[solver.sign * np.ravel(cost), np.zeros(spec.num_aux)]
+        np.testing.assert_allclose(solver.kernel.cost.value, unit_scaled(full))
+        assert 0.5 <= np.abs(solver.kernel.cost.value).max() < 1.0
         np.testing.assert_array_equal(y, enumerate_optimum(spec, cost)[1])
     assert solver.kernel.problem is problem
 
@@ -676,3 +679,37 @@ def test_weights_near_integers_keep_the_capacity_on_every_exact_backend(weights,
             assert "breaks row" in str(error), backend
             continue
         assert np.asarray(weights) @ y <= capacity, backend
+
+
+@pytest.mark.parametrize("backend", ["highs", "scip", "gurobi", "cvxpy"])
+@pytest.mark.parametrize("scale", [1e-8, 1e-6, 1e6])
+def test_scaling_the_costs_never_changes_the_optimum(backend, scale):
+    """A positive scale leaves the argmin alone, but a MIP solver's tolerances are
+    absolute: on costs of 1e-6, HiGHS and Gurobi returned tours 2.7% and 15% longer and
+    SCIP a knapsack 24% worse. Each instance's costs are brought to a unit size (by a
+    power of two: ties stay ties) before the solver sees them."""
+    available(backend)
+    rng = np.random.default_rng(0)
+    points = rng.uniform(size=(3, 9, 2))
+    tours = np.linalg.norm(points[:, :, None] - points[:, None], axis=-1)
+    knapsack = cl.problems.Knapsack(weights=rng.uniform(1, 5, (1, 24)).round(2).tolist(),
+                                    capacities=[20.0]).to_ilp()
+    for spec, costs in ((cl.problems.TSP(9), tours),
+                        (knapsack, rng.uniform(size=(3, 24)))):
+        if backend not in capable_backends(spec):
+            continue
+        solver = cl.make_solver(spec, backend)
+        value = (costs * solver.solve(costs)).reshape(len(costs), -1).sum(1)
+        scaled = (costs * solver.solve(costs * scale)).reshape(len(costs), -1).sum(1)
+        np.testing.assert_allclose(scaled, value, rtol=1e-9, err_msg=f"{spec.label} x {scale}")
+
+
+@pytest.mark.parametrize("backend", ["highs", "scip"])
+def test_an_instances_optimum_under_ties_does_not_depend_on_the_solves_before_it(backend):
+    """SCIP kept the solutions of earlier solves as incumbents: on tied matchings 14 of
+    64 optima changed with the batch's order and 6 between a batch and one by one."""
+    costs = np.random.default_rng(0).integers(0, 3, (64, 5, 5)).astype(float)
+    solver = cl.make_solver(cl.problems.Matching(5, 5).to_ilp(), backend)
+    batch = solver.solve(costs)
+    np.testing.assert_array_equal(solver.solve(costs[::-1])[::-1], batch)
+    np.testing.assert_array_equal(np.stack([solver.solve(c) for c in costs]), batch)

@@ -157,6 +157,12 @@ def _build_model(form: CanonicalForm, config: BackendConfig, kind: str, separato
         for key, value in _CHEAP_HEURISTICS.items():
             model.setParam(key, value)
     model.setParam("limits/gap", float(config.mip_gap))
+    # No solution of an earlier solve kept as an incumbent for the next: under ties an
+    # instance's optimum then does not depend on what the model solved before it (its
+    # place in a batch, an executor's chunks: 14 of 64 tied matchings changed with the
+    # batch's order), and the training loops' recorded knapsack solves ran 0.88-0.96x
+    # as long (a probe on PyEPO's 50 x 2 knapsack, Identity's and SPO+'s costs).
+    model.setParam("limits/maxorigsol", 0)
     if config.time_limit is not None:
         model.setParam("limits/time", float(config.time_limit))
     if config.threads > 1:
@@ -271,10 +277,9 @@ def _free_handler_models() -> None:
 class ScipKernel(RowKernel):
     """One kept SCIP model; ``__call__`` solves a batch of minimisation costs.
 
-    SCIP keeps the solutions of earlier solves across ``freeTransform`` and tries them
-    as incumbents in the next (a warm start of its own; docs/measurements/solvers.md). The
-    answer is optimal either way; under ties, which optimum comes back may depend on
-    the earlier solves of this kernel.
+    Solutions of earlier solves are not kept as incumbents (``limits/maxorigsol`` 0):
+    under ties, an instance's optimum does not depend on the earlier solves of this
+    kernel.
     """
 
     feasibility_option = "numerics/feastol"
@@ -340,8 +345,8 @@ class ScipKernel(RowKernel):
 
     #: Off: a start measured no faster on PyEPO's knapsack (mean 0.99-1.02x, and
     #: 0.98-1.00x on the training loops' own solves with the pool's starts;
-    #: benchmarks/warm_start.py, docs/measurements/solvers.md): SCIP already tries the
-    #: solutions it kept from earlier solves. Set it on a kernel to pass ``start``.
+    #: benchmarks/warm_start.py, docs/measurements/solvers.md): its cheap heuristics find
+    #: an incumbent early. Set it on a kernel to pass ``start``.
     takes_start = False
 
     def solve_one(self, cost: np.ndarray, start: np.ndarray | None = None) -> Solved:

@@ -267,6 +267,7 @@ class RowKernel(ReportingKernel):
         starts = self._starts(costs, start)
         with self._lock:
             for b, cost in enumerate(costs):
+                cost = unit_scaled(cost)
                 x = (self.solve_one(cost) if starts is None
                      else self.solve_one(cost, start=starts[b]))
                 if isinstance(x, Solved):
@@ -332,7 +333,7 @@ class RowKernel(ReportingKernel):
         with self._lock:
             try:
                 for i in order:
-                    cost = costs[i]
+                    cost = unit_scaled(costs[i])
                     if index[i] != current:
                         current = index[i]
                         A = np.asarray(rows.A[current], dtype=np.float64)
@@ -379,6 +380,19 @@ class RowKernel(ReportingKernel):
             if over.max() > 0:
                 row = int(np.flatnonzero(integer)[int(np.argmax(over))])
                 self._breach(f"per-call row {row} of instance {i}", float(excess.max()))
+
+
+def unit_scaled(cost: np.ndarray) -> np.ndarray:
+    """``cost`` times the power of two that brings its largest magnitude into [0.5, 1):
+    the same argmin, exactly (a power of two changes no mantissa: ties stay ties). A
+    MIP solver's tolerances are absolute (on the objective and the reduced costs), so
+    they then act relative to the costs' size: on costs of 1e-6, HiGHS and Gurobi took
+    tours 2.7% and 15% longer, and SCIP a knapsack 24% worse. Costs that differ by less
+    than about 1e-7 of their size (a large offset) stay below the solvers' resolution."""
+    largest = float(np.abs(cost).max(initial=0.0))
+    if largest == 0.0 or not math.isfinite(largest):
+        return cost
+    return np.ldexp(cost, -math.frexp(largest)[1])
 
 
 @dataclass(frozen=True)
