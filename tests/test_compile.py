@@ -393,13 +393,23 @@ def test_compiled_per_call_inputs_refuse_nan(bad):
         compiled(-torch.ones(2, 3), **inputs)
 
 
-def test_compiled_known_cost_on_the_auxiliaries_under_a_rescaling_projection_is_refused():
-    layer = cl.ComboLayer(PER_CALL)  # projection "auto" rescales w
+def test_compiled_known_cost_on_the_auxiliaries_takes_the_hull_alone_or_is_refused():
+    """Under "auto" a call's known cost on the auxiliaries makes the projection the hull
+    projection alone, in the traced graph as in eager mode; a projection that always
+    rescales w refuses it."""
+    layer = cl.ComboLayer(PER_CALL)
     compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")
-    w = torch.randn(2, 3)
-    compiled(w, known_cost=torch.tensor([1.0, 0.0, 0.0, 0.0]))  # the outputs' alone: fine
+    w = torch.randn(2, 3, generator=torch.Generator().manual_seed(0)) * 1e3
+    for known in ([1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]):
+        known = torch.tensor(known)
+        torch.testing.assert_close(compiled(w, known_cost=known), layer(w, known_cost=known))
+        torch.testing.assert_close(layer(w, known_cost=known),
+                                   layer.solver.solve(w, known_cost=known))
+    norm = torch.compile(cl.ComboLayer(PER_CALL, projection="norm"), fullgraph=True,
+                         backend="aot_eager")
+    norm(w, known_cost=torch.tensor([1.0, 0.0, 0.0, 0.0]))  # the outputs' alone: fine
     with pytest.raises(ValueError, match="weighs its auxiliaries.*projection='plane'"):
-        compiled(w, known_cost=torch.tensor([0.0, 0.0, 0.0, 1.0]))
+        norm(w, known_cost=torch.tensor([0.0, 0.0, 0.0, 1.0]))
 
 
 def test_a_compiled_path_layer_takes_a_per_call_known_cost_its_solver_takes():

@@ -156,11 +156,19 @@ def test_auto_normalises_the_total_cost_with_a_per_instance_known_cost_on_the_ou
         exact = cl.make_solver(spec, "highs").solve(costs, known_cost=known)
         assert _count_wrong(spec, costs, known, y.numpy(), aux) == 0
         assert _count_wrong(spec, costs, known, exact, aux) == 0
+    # a call's known cost on the auxiliaries: "auto" is the hull projection alone (as for
+    # a spec with one there; it raised), and a projection that rescales w refuses it
     spec, costs, known = next(_cases(14, 1, 3))
     spec = cl.ILP(**{**spec.model_dump(), "known_cost": None})
     known[:, -1] = 1.0
+    for scale in (0.01, 100.0):
+        y = cl.ComboLayer(spec, backend="highs")(torch.tensor(costs) * scale,
+                                                 known_cost=torch.tensor(known))
+        exact = cl.make_solver(spec, "highs").solve(costs * scale, known_cost=known)
+        np.testing.assert_allclose((costs * y.numpy()).sum(1), (costs * exact).sum(1))
     with pytest.raises(ValueError, match="weighs its auxiliaries.*projection='plane'"):
-        cl.ComboLayer(spec, backend="highs")(torch.tensor(costs), known_cost=known)
+        cl.ComboLayer(spec, backend="highs", projection="norm")(torch.tensor(costs),
+                                                                known_cost=known)
 
 
 @pytest.mark.parametrize("own_known", [True, False])

@@ -157,6 +157,9 @@ def make_projection(projection: str | Transform, spec: Spec) -> Transform:
         # plane then normalise, as one autograd node (docs/measurements/overhead.md)
         plane = project_plane(torch.tensor(hull.normals, dtype=torch.float64))
         auto = on_cost_shape(normalized(plane), spec.cost_shape)
+        # what "auto" is for a call whose known cost weighs the auxiliaries
+        # (`project_with_known`): the hull projection alone, as for such a spec
+        auto.hull_alone = hull.transform()  # type: ignore[attr-defined]
         if not known:
             return auto
         on_outputs = known_on_outputs(spec)
@@ -169,7 +172,9 @@ def make_projection(projection: str | Transform, spec: Spec) -> Transform:
                 "which takes larger learning rates than SPO+ (docs/core.md, 'What Identity "
                 "learns'); to learn the decisions directly, train on the optimal ones (a "
                 "Hamming loss) or with cl.losses.SPOPlusLoss", UserWarning, stacklevel=4)
-            return AroundKnown(auto, on_outputs)
+            around = AroundKnown(auto, on_outputs)
+            around.hull_alone = auto.hull_alone  # type: ignore[attr-defined]
+            return around
         warnings.warn(
             f"projection {projection!r} on {spec.label}, which has a known cost on its "
             "auxiliaries: the layer applies the hull projection alone (rescaling w would "
@@ -215,24 +220,29 @@ def project_with_known(projection: Transform, name: Any, spec: Spec, w: Tensor,
     the total cost on the outputs, ``P(w + k) - k`` (`AroundKnown`), so the solution is
     that of ``w`` and ``"auto"`` normalises the whole cost, as with a spec-level known
     cost. A per-call known cost on the auxiliaries keeps the scale of ``w`` meaningful:
-    a projection that rescales or shifts (``"auto"``, ``"norm"``, ``"std"``, ``"mean"``)
-    then raises ``ValueError`` (`check_known_on_aux`; ``check=False`` leaves that to the
-    caller, which knows from `known_rescales` whether it must), unless the spec's own
-    known cost already made ``"auto"`` the hull projection alone."""
-    on_outputs = known[..., : math.prod(spec.cost_shape)].reshape(w.shape)
+    ``"auto"`` is then the hull projection alone, as for a spec with a known cost there
+    (chosen on the values, in torch: a traced graph keeps it), and ``"norm"``, ``"std"``
+    and ``"mean"`` raise ``ValueError`` (`check_known_on_aux`; ``check=False`` leaves that
+    to the caller, which knows from `known_rescales` whether it must)."""
+    n = math.prod(spec.cost_shape)
+    on_outputs = known[..., :n].reshape(w.shape)
     if check and known_rescales(projection, name, spec):
         check_known_on_aux(spec, known)
     if isinstance(projection, AroundKnown):
-        return projection(w, on_outputs)
-    return projection(w + on_outputs) - on_outputs
+        total = projection(w, on_outputs)
+    else:
+        total = projection(w + on_outputs) - on_outputs
+    hull = getattr(projection, "hull_alone", None)
+    if hull is None:
+        return total
+    return torch.where((known[..., n:] != 0).any(), hull(w), total)
 
 
 def known_rescales(projection: Transform, name: Any, spec: Spec) -> bool:
     """Whether the projection ``projection`` (built for ``spec`` from ``name``) rescales or
-    shifts ``w``, which a per-call known cost on the auxiliaries forbids."""
-    return name in SCALING_PROJECTIONS or (
-        name in ("auto", "auto-exact") and (isinstance(projection, AroundKnown)
-                                            or not has_known_cost(spec)))
+    shifts ``w`` whatever the known cost, which a per-call known cost on the auxiliaries
+    forbids (``"auto"`` turns to the hull projection alone instead: `project_with_known`)."""
+    return name in SCALING_PROJECTIONS
 
 
 def check_known_on_aux(spec: Spec, known: Tensor) -> None:
