@@ -95,7 +95,8 @@ def test_auto_race_quick_writes_the_race_against_every_single_backend(tmp_path):
     assert len(counts) == 2, block
     for count in counts:
         extra, asked = int(count.split(" ")[0]), int(count.split("rows asked ")[1].split(";")[0])
-        assert extra == min(asked, race.WARM_UP + race.TIMED), count
+        # the rival solved the trial's rows, or those before it was dropped
+        assert 1 <= extra <= min(asked, race.WARM_UP + race.TIMED), count
 
 
 def test_learned_constraints_quick_writes_its_table(tmp_path):
