@@ -383,16 +383,17 @@ class RowKernel(ReportingKernel):
 
 
 def unit_scaled(cost: np.ndarray) -> np.ndarray:
-    """``cost`` times the power of two that brings its largest magnitude into [0.5, 1):
-    the same argmin, exactly (a power of two changes no mantissa: ties stay ties). A
-    MIP solver's tolerances are absolute (on the objective and the reduced costs), so
-    they then act relative to the costs' size: on costs of 1e-6, HiGHS and Gurobi took
-    tours 2.7% and 15% longer, and SCIP a knapsack 24% worse. Costs that differ by less
-    than about 1e-7 of their size (a large offset) stay below the solvers' resolution."""
+    """``cost`` as it is when its largest magnitude is 1 or more, else times the power of
+    two that brings it into [1, 2): the same argmin, exactly (a power of two changes no
+    mantissa: ties stay ties). A MIP solver's tolerances are absolute (on the objective
+    and the reduced costs): on costs of 1e-6, HiGHS and Gurobi took tours 2.7% and 15%
+    longer, and SCIP a knapsack 24% worse. Larger costs are left alone: brought down to
+    a unit size, the differences of costs near 1e6 (an offset, or a known cost next to
+    a small predicted one) sank below those tolerances instead."""
     largest = float(np.abs(cost).max(initial=0.0))
-    if largest == 0.0 or not math.isfinite(largest):
+    if not 0.0 < largest < 1.0:
         return cost
-    return np.ldexp(cost, -math.frexp(largest)[1])
+    return np.ldexp(cost, 1 - math.frexp(largest)[1])
 
 
 @dataclass(frozen=True)
