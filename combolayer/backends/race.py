@@ -59,10 +59,10 @@ WARM_UP = 1
 #: every time; few enough that a slower candidate's share is a small part of a run of
 #: hundreds of instances (benchmarks/auto_race.py).
 TIMED = 15
-#: A rival whose trial so far (its model's build included) took this many times the
-#: first-ranked backend's on the same instances is dropped after that call: it cannot
-#: win, and its further trial instances would cost the run up to its ratio each
-#: (benchmarks/auto_race.py's TSP loops, a few instances of seconds each).
+#: A rival whose trial so far (its warm-up included) took this many times the first-ranked
+#: backend's on the same instances is dropped after that call: it cannot win, and its
+#: further trial instances would cost the run up to its ratio each (benchmarks/
+#: auto_race.py's TSP loops, a few instances of seconds each).
 DROP_RATIO = 2.0
 
 
@@ -99,7 +99,7 @@ class RacingKernel(ReportingKernel):
         #: Instances of the trial so far (warm-up included), and the timed ones among them.
         self.tried, self.timed = 0, 0
         #: Each candidate's seconds on the trial's timed instances (the same for all), and
-        #: on all of its trial (warm-up and its model's build included).
+        #: on all of its trial (the warm-up included, its model's build not).
         self.seconds: dict[str, float] = dict.fromkeys(self.names, 0.0)
         self.spent: dict[str, float] = dict.fromkeys(self.names, 0.0)
         #: Why a candidate sits out (its model failed to build, or it failed a trial
@@ -152,9 +152,11 @@ class RacingKernel(ReportingKernel):
                         f"on this run's first {WARM_UP + TIMED} instances ({self.tried} so far) "
                         f"and keeps the fastest ({self.names[0]} first: "
                         f"{self.first_reason or 'first by ranking'}){dropped}")
-            if not self.timed:
+            if self._adopted or not self.timed and not self.tried:
                 return (f"{self.winner} won the race on the costs of the solver this one was "
                         f"copied from: {self._times()} mean per solve{dropped}")
+            if not self.timed:  # every rival out before a timed solve
+                return f"{self.winner} won the race, alone at its end{dropped}"
             return (f"{self.winner} won the race on this run's first instances: "
                     f"{self._times()} mean per solve{dropped}")
 
@@ -228,9 +230,13 @@ class RacingKernel(ReportingKernel):
         for name in self.names:
             if name in self.dropped:
                 continue
+            try:
+                self.kernel(name)  # a rival's build: not part of its pace, as the first's is not
+            except Exception as error:  # a licence, memory
+                self._drop(name, f"sat out: {type(error).__name__}", error)
+                continue
             began = self.clock()
             try:
-                self.kernel(name)
                 parts = []
                 if warm:
                     parts.append(self._solve(name, costs, start, slice(0, warm), True)[0])
@@ -241,7 +247,7 @@ class RacingKernel(ReportingKernel):
             except Exception as error:
                 if name == first:  # its errors are the call's, as under "auto"
                     raise
-                # a licence, memory, a limit the first-ranked backend solved within
+                # a limit the first-ranked backend solved within, a numerical failure
                 self._drop(name, f"sat out: {type(error).__name__}", error)
                 continue
             finally:
