@@ -610,3 +610,25 @@ def test_a_known_cost_on_the_auxiliaries_does_not_stay_for_later_calls(backend):
     np.testing.assert_array_equal(solver.solve(c, known_cost=k), [0.0, 0.0])
     np.testing.assert_array_equal(solver.solve(c), plain)
     np.testing.assert_array_equal(solver.solve(np.stack([c, c])), [plain, plain])
+
+
+def test_auto_with_a_known_cost_on_the_auxiliaries_decides_per_instance():
+    """An instance whose known cost weighs no auxiliary is normalised as it is alone,
+    whatever its batch-mates' known costs (the whole batch took the hull projection alone
+    when one instance's weighed an auxiliary)."""
+    spec = cl.ILP(shape=[4], num_aux=1, integrality="binary",
+                  constraints=[cl.Constraint(coefs=[1] * 5, sense="==", rhs=2)])
+    layer = cl.ComboLayer(spec, backend="highs")
+    known = torch.zeros(2, 5, dtype=torch.float64)
+    known[0, 4] = 0.3
+    weights = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
+
+    def gradient(w, k):
+        w = w.clone().requires_grad_()
+        (layer(w, known_cost=k) * weights).sum().backward()
+        return w.grad
+
+    w = torch.tensor([[0.1, 0.5, -0.2, 0.3], [0.4, -0.1, 0.2, 0.6]], dtype=torch.float64)
+    together = gradient(w, known)
+    torch.testing.assert_close(together[1], gradient(w[1:], known[1:])[0])
+    torch.testing.assert_close(together[0], gradient(w[:1], known[:1])[0])

@@ -220,8 +220,9 @@ def project_with_known(projection: Transform, name: Any, spec: Spec, w: Tensor,
     the total cost on the outputs, ``P(w + k) - k`` (`AroundKnown`), so the solution is
     that of ``w`` and ``"auto"`` normalises the whole cost, as with a spec-level known
     cost. A per-call known cost on the auxiliaries keeps the scale of ``w`` meaningful:
-    ``"auto"`` is then the hull projection alone, as for a spec with a known cost there
-    (chosen on the values, in torch: a traced graph keeps it), and ``"norm"``, ``"std"``
+    ``"auto"`` is then the hull projection alone for the instances whose known cost
+    weighs an auxiliary, as for a spec with a known cost there (chosen on the values, in
+    torch: a traced graph keeps it), and ``"norm"``, ``"std"``
     and ``"mean"`` raise ``ValueError`` (`check_known_on_aux`; ``check=False`` leaves that
     to the caller, which knows from `known_rescales` whether it must)."""
     n = math.prod(spec.cost_shape)
@@ -235,7 +236,10 @@ def project_with_known(projection: Transform, name: Any, spec: Spec, w: Tensor,
     hull = getattr(projection, "hull_alone", None)
     if hull is None:
         return total
-    return torch.where((known[..., n:] != 0).any(), hull(w), total)
+    # per instance: one whose known cost weighs no auxiliary is normalised as without
+    weighs = (known[..., n:] != 0).any(-1)
+    return torch.where(weighs.reshape(*weighs.shape, *(1,) * len(spec.cost_shape)),
+                       hull(w), total)
 
 
 def known_rescales(projection: Transform, name: Any, spec: Spec) -> bool:
