@@ -6,7 +6,8 @@
 # .device/wheels (git-ignored), which travels with the checkout (carry: [".device"]).
 # This script installs them into .device/site, then runs the CUDA tests and
 # benchmarks/gpu.py, whose tables land in docs/measurements/gpu.md; with OUT set (the
-# device tool's folder that comes back) it copies that page and the test log there.
+# device tool's folder that comes back) it copies that page and both logs there, also
+# when a step failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q --no-deps --target .device/site .device/wheels/*.whl
@@ -15,8 +16,8 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 status=0
 python -m pytest -q -p no:cacheprovider tests/test_cuda.py 2>&1 | tee .device/cuda_tests.log \
     || status=$?
-python benchmarks/gpu.py "$@"
+python benchmarks/gpu.py "$@" 2>&1 | tee .device/gpu.log || status=$?
 if [ -n "${OUT:-}" ]; then
-    cp docs/measurements/gpu.md .device/cuda_tests.log "$OUT"/
+    cp docs/measurements/gpu.md .device/cuda_tests.log .device/gpu.log "$OUT"/
 fi
 exit $status

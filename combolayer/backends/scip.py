@@ -369,7 +369,10 @@ class ScipKernel(RowKernel):
         solution = model.createSol()
         for variable, value in zip(self.variables, np.asarray(start).tolist(), strict=True):
             model.setSolVal(solution, variable, value)
+        # room for this one start alone: no earlier solve's solution is kept (`_build_model`)
+        model.setParam("limits/maxorigsol", 1)
         model.addSol(solution, free=True)
+        model.setParam("limits/maxorigsol", 0)
 
     def _run(self, objective, start: np.ndarray | None = None) -> str:
         model = self.model
