@@ -18,8 +18,8 @@ the instances the run asks for anyway:
    workers, if it has any). The others are closed. The same instances for every
    candidate, and their total rather than a median: solve times are heavy-tailed (on
    Identity's knapsack Gurobi's median solve was SCIP's, its mean 3x SCIP's). A rival
-   whose trial has taken `DROP_RATIO` times the first-ranked backend's time so far
-   cannot win, and is dropped after that call.
+   whose trial has taken `DROP_RATIO` times the first-ranked backend's time so far (its
+   model's build left out) is dropped after that call.
 
 Racing costs the other candidates' solves of the trial's instances. That pays on long
 runs of cheap instances; on a short run, or a few expensive instances (the TSP of 60
@@ -60,8 +60,8 @@ WARM_UP = 1
 #: hundreds of instances (benchmarks/auto_race.py).
 TIMED = 15
 #: A rival whose trial so far (its warm-up included) took this many times the first-ranked
-#: backend's on the same instances is dropped after that call: it cannot win, and its
-#: further trial instances would cost the run up to its ratio each (benchmarks/
+#: backend's on the same instances is dropped after that call: it is unlikely to win, and
+#: its further trial instances would cost the run up to its ratio each (benchmarks/
 #: auto_race.py's TSP loops, a few instances of seconds each).
 DROP_RATIO = 2.0
 
