@@ -303,8 +303,8 @@ class RowKernel(ReportingKernel):
         raise SolverError(
             f"{type(self).__name__}: the solver's answer breaks {where} by {excess:.3g}: "
             "its feasibility tolerance is relative to the row's size and too coarse for "
-            "this row's coefficients; rescale them (smaller integers, e.g. weights in "
-            f"coarser units){tighten} or use another backend")
+            "this row's coefficients; rescale the row towards coefficients near 1 (e.g. "
+            f"weights in other units){tighten} or use another backend")
 
     def _starts(self, costs: np.ndarray, start: np.ndarray | None) -> np.ndarray | None:
         """``start`` as one float64 vector per instance, or None where the kernel does not
