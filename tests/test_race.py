@@ -514,3 +514,14 @@ def test_calls_with_per_call_rows_are_answered_whole_and_optimally_in_the_race(e
     # the trial's instances by every candidate; the calls with rows by one
     trial = race.WARM_UP + race.TIMED
     assert sum(solver.kernel.solved.values()) == solver.kernel.instances_in + trial
+
+
+def test_at_the_trials_end_the_timed_totals_decide_not_the_drop_rule():
+    """A trial run in one call (a training batch of 32): a rival faster on the timed
+    instances but with a slow warm-up wins; the drop rule, which counts the warm-up,
+    only stops a rival before the trial's end (it dropped this one)."""
+    first = [1e-3]
+    rival = [25e-3, 0.5e-3]  # a slow first solve, then twice as fast
+    kernel, _ = fake_race({"leader": first, "rival": rival})
+    kernel(np.ones((32, 4)))
+    assert kernel.winner == "rival" and not kernel.dropped, kernel.table()

@@ -9,17 +9,17 @@ the instances the run asks for anyway:
 
 1. **Trial.** Every candidate solves the run's first `WARM_UP` + `TIMED` instances, the
    same instances, in the calls they come in, in the calling thread; the first-ranked
-   backend's answers are returned. The first `WARM_UP` build the models and warm the
-   solvers up, and are not timed; the next `TIMED` are timed in CPU time of the process,
-   so other processes' load does not decide (wall time where the solvers run several
-   threads).
+   backend's answers are returned. The first `WARM_UP` warm the solvers up (a first
+   solve is slow) and are not timed; the next `TIMED` are timed in CPU time of the
+   process, so other processes' load does not decide (wall time where the solvers may
+   run several threads).
 2. **Winner.** The candidate with the least total time on the timed instances wins and
    solves every instance after that, whole batches at a time (with its executor's
    workers, if it has any). The others are closed. The same instances for every
    candidate, and their total rather than a median: solve times are heavy-tailed (on
    Identity's knapsack Gurobi's median solve was SCIP's, its mean 3x SCIP's). A rival
    whose trial has taken `DROP_RATIO` times the first-ranked backend's time so far (its
-   model's build left out) is dropped after that call.
+   model's build left out) is dropped after that call, unless the call ends the trial.
 
 Racing costs the other candidates' solves of the trial's instances. That pays on long
 runs of cheap instances; on a short run, or a few expensive instances (the TSP of 60
@@ -254,7 +254,8 @@ class RacingKernel(ReportingKernel):
                 self.spent[name] += self.clock() - began
             if answer is None:  # the first-ranked backend's
                 answer = joined(parts)
-            elif self.spent[name] > DROP_RATIO * self.spent[first]:
+            elif (self.tried + count < WARM_UP + TIMED  # at the end, the timed totals decide
+                  and self.spent[name] > DROP_RATIO * self.spent[first]):
                 self._drop(name, f"dropped: {self.spent[name] / self.spent[first]:.2g}x "
                            f"{first}'s time on the same {self.tried + count} instances")
         self.tried += count

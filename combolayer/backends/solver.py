@@ -302,9 +302,9 @@ class RowKernel(ReportingKernel):
                    "1e-9}),")
         raise SolverError(
             f"{type(self).__name__}: the solver's answer breaks {where} by {excess:.3g}: "
-            "its feasibility tolerance is relative to the row's size and too coarse for "
-            "this row's coefficients; rescale the row towards coefficients near 1 (e.g. "
-            f"weights in other units){tighten} or use another backend")
+            "its feasibility tolerance is too coarse for this row's coefficients; rescale "
+            f"the row towards coefficients near 1 (e.g. weights in other units){tighten} "
+            "or use another backend")
 
     def _starts(self, costs: np.ndarray, start: np.ndarray | None) -> np.ndarray | None:
         """``start`` as one float64 vector per instance, or None where the kernel does not
@@ -378,8 +378,9 @@ class RowKernel(ReportingKernel):
             excess = A @ point - b
             over = excess - rounding(np.abs(A) @ np.abs(point), np.abs(b))
             if over.max() > 0:
-                row = int(np.flatnonzero(integer)[int(np.argmax(over))])
-                self._breach(f"per-call row {row} of instance {i}", float(excess.max()))
+                worst_row = int(np.argmax(over))
+                row = int(np.flatnonzero(integer)[worst_row])
+                self._breach(f"per-call row {row} of instance {i}", float(excess[worst_row]))
 
 
 def unit_scaled(cost: np.ndarray) -> np.ndarray:

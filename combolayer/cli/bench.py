@@ -148,6 +148,6 @@ def race(spec_source: Any, rows: int = 200, seed: int = 0) -> int:
         shown = "-" if mean is None else f"{mean * 1e3:.3g}"
         print(f"{name:<12} {timed:>12} {kernel.solved[name]:>11} {shown:>12}  {verdict}")
     print(f"instances asked {kernel.instances_in}, solved {sum(kernel.solved.values())} "
-          f"(the first {kernel.tried} by every candidate)")
+          f"(the first {kernel.tried} by every candidate still in the race)")
     print(f"backend {solver.backend!r}: {solver.backend_reason}")
     return 0
