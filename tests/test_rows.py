@@ -540,3 +540,20 @@ def test_an_answer_that_breaks_a_per_call_row_of_integers_is_never_returned(back
         tight = cl.BackendConfig(name=backend, options={option: 1e-10})
         y = cl.make_solver(spec, tight).solve(costs, A=A, b=b)
     assert y.tolist() == [1.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize("backend", ["highs", "scip",
+                                     pytest.param("gurobi", marks=pytest.mark.skipif(
+                                         not HAS_GUROBI, reason="gurobipy missing"))])
+def test_a_per_call_row_of_tiny_coefficients_keeps_its_optimum(backend):
+    """Rows scaled by 1e-9 (the same feasible set) lost coefficients below the solvers'
+    resolution: HiGHS and SCIP returned [0, 3, 1] (2.91) where [0, 3, 3] (3.69) is
+    optimal. Each row whose coefficients are all below 1 is brought up to a unit size
+    by a power of two, as small costs are."""
+    costs = np.array([-0.75, 0.84, 0.39])
+    a, r = np.array([0.01, -0.98, 1.07]), 1.12
+    spec = cl.ILP(shape=[3], sense="max", integrality="integer", upper=3)
+    solver = cl.make_solver(spec, backend)
+    for scale in (1.0, 1e-9):
+        y = solver.solve(costs, A=a[None] * scale, b=np.array([r * scale]))
+        assert y.tolist() == [0.0, 3.0, 3.0], scale

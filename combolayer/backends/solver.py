@@ -340,7 +340,7 @@ class RowKernel(ReportingKernel):
                         if A.shape[1] < self.form.num_vars:  # the form's own auxiliaries
                             A = np.pad(A, ((0, 0), (0, self.form.num_vars - A.shape[1])))
                         entries[current] = A, np.asarray(rows.b[current], dtype=np.float64)
-                        self._set_rows(*entries[current])
+                        self._set_rows(*unit_rows(*entries[current]))
                     try:
                         x = (self.solve_one(cost) if starts is None
                              else self.solve_one(cost, start=starts[i]))
@@ -395,6 +395,20 @@ def unit_scaled(cost: np.ndarray) -> np.ndarray:
     if not 0.0 < largest < 1.0:
         return cost
     return np.ldexp(cost, 1 - math.frexp(largest)[1])
+
+
+def unit_rows(A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``A x <= b`` with each row whose coefficients are all below 1 in magnitude
+    brought up to a unit size by a power of two (`unit_scaled`'s rule): the same feasible
+    set, exactly. HiGHS and SCIP drop coefficients below about 1e-9, so a row scaled by
+    1e-9 lost one and its answers were no longer optimal; rows with a coefficient of 1
+    or more are left as they are."""
+    largest = np.abs(A).max(axis=1, initial=0.0)
+    small = (largest > 0) & (largest < 1)
+    if not small.any():
+        return A, b
+    exponent = np.where(small, 1 - np.frexp(np.where(small, largest, 1.0))[1], 0)
+    return np.ldexp(A, exponent[:, None]), np.ldexp(b, exponent)
 
 
 @dataclass(frozen=True)
