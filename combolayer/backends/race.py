@@ -96,8 +96,8 @@ class RacingKernel(ReportingKernel):
         self.first_reason = first_reason
         self.clock = clock
         self._lock = threading.RLock()
-        #: Instances of the trial so far (warm-up included), and the timed ones among them.
-        self.tried, self.timed = 0, 0
+        #: Instances of the trial so far, its warm-up included (`timed`: those after it).
+        self.tried = 0
         #: Each candidate's seconds on the trial's timed instances (the same for all), and
         #: on all of its trial (the warm-up included, its model's build not).
         self.seconds: dict[str, float] = dict.fromkeys(self.names, 0.0)
@@ -132,6 +132,11 @@ class RacingKernel(ReportingKernel):
         """The backend whose answers are returned: the first-ranked until the race is won
         (its model is built), then the winner."""
         return self.winner or self.names[0]
+
+    @property
+    def timed(self) -> int:
+        """The trial's timed instances so far: those after its warm-up."""
+        return max(0, self.tried - WARM_UP)
 
     @property
     def per_solve(self) -> dict[str, float]:
@@ -259,7 +264,6 @@ class RacingKernel(ReportingKernel):
                 self._drop(name, f"dropped: {self.spent[name] / self.spent[first]:.2g}x "
                            f"{first}'s time on the same {self.tried + count} instances")
         self.tried += count
-        self.timed += count - warm
         if self.tried >= WARM_UP + TIMED or len(self.dropped) == len(self.names) - 1:
             self._win()
         return answer

@@ -15,7 +15,7 @@ import torch
 
 from ..errors import BackendUnavailable, InfeasibleError, SolverError
 from ..specs.base import Spec
-from ..specs.canonical import rounding
+from ..specs.canonical import IntegerRows
 from .outcome import (
     INFEASIBLE,
     OPTIMAL,
@@ -356,31 +356,26 @@ class RowKernel(ReportingKernel):
                 if current is not None:
                     self._clear_rows()
         self._check_rows(solved)
-        self._check_call_rows(solved, [entries[entry] for entry in index])
+        self._check_call_rows(solved, index, entries)
         return Solved(self._answer(out, n), tuple(statuses))
 
-    def _check_call_rows(self, solved: list[np.ndarray | None],
-                         rows: list[tuple[np.ndarray, np.ndarray]]) -> None:
-        """`_check_rows` for each instance's per-call rows ``A x <= b`` (``rows``, one pair
-        per instance): those of integer variables alone must hold for the rounded answer
-        up to float rounding (`rounding`), whatever the solver's relative tolerance."""
+    def _check_call_rows(self, solved: list[np.ndarray | None], index: list[int],
+                         entries: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
+        """`_check_rows` for the call's own rows ``A x <= b`` (``entries``, the rows of each
+        entry; ``index``, each instance's entry): those of integer variables alone must
+        hold for the rounded answers (`IntegerRows.breach`, once per entry)."""
         form = self.form
-        continuous = ~form.integer
+        instances: dict[int, list[int]] = {}
         for i, x in enumerate(solved):
-            if x is None or len(x) != form.num_vars:
-                continue
-            A, b = rows[i]
-            integer = ~(A[:, continuous] != 0).any(axis=1)
-            if not integer.any():
-                continue
-            A, b = A[integer], b[integer]
-            point = form.solution(x[None])[0]
-            excess = A @ point - b
-            over = excess - rounding(np.abs(A) @ np.abs(point), np.abs(b))
-            if over.max() > 0:
-                worst_row = int(np.argmax(over))
-                row = int(np.flatnonzero(integer)[worst_row])
-                self._breach(f"per-call row {row} of instance {i}", float(excess[worst_row]))
+            if x is not None and len(x) == form.num_vars:
+                instances.setdefault(index[i], []).append(i)
+        for entry, mine in instances.items():
+            A, b = entries[entry]
+            rows = IntegerRows.of(A, np.full(len(b), -np.inf), b, form.integer)
+            breach = rows.breach(form.solution(np.stack([solved[i] for i in mine])))
+            if breach is not None:
+                instance, row, excess = breach
+                self._breach(f"per-call row {row} of instance {mine[instance]}", excess)
 
 
 def unit_scaled(cost: np.ndarray) -> np.ndarray:
@@ -391,10 +386,8 @@ def unit_scaled(cost: np.ndarray) -> np.ndarray:
     longer, and SCIP a knapsack 24% worse. Larger costs are left alone: brought down to
     a unit size, the differences of costs near 1e6 (an offset, or a known cost next to
     a small predicted one) sank below those tolerances instead."""
-    largest = float(np.abs(cost).max(initial=0.0))
-    if not 0.0 < largest < 1.0:
-        return cost
-    return np.ldexp(cost, 1 - math.frexp(largest)[1])
+    exponent = unit_exponent(np.abs(cost).max(initial=0.0))
+    return np.ldexp(cost, exponent) if exponent else cost
 
 
 def unit_rows(A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -403,12 +396,17 @@ def unit_rows(A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     set, exactly. HiGHS and SCIP drop coefficients below about 1e-9, so a row scaled by
     1e-9 lost one and its answers were no longer optimal; rows with a coefficient of 1
     or more are left as they are."""
-    largest = np.abs(A).max(axis=1, initial=0.0)
-    small = (largest > 0) & (largest < 1)
-    if not small.any():
+    exponent = unit_exponent(np.abs(A).max(axis=1, initial=0.0))
+    if not exponent.any():
         return A, b
-    exponent = np.where(small, 1 - np.frexp(np.where(small, largest, 1.0))[1], 0)
     return np.ldexp(A, exponent[:, None]), np.ldexp(b, exponent)
+
+
+def unit_exponent(largest: Any) -> Any:
+    """The power of two (its exponent) that brings each largest magnitude ``largest``
+    below 1 into [1, 2); 0 where it is 0, 1 or more, or not finite."""
+    small = (largest > 0) & (largest < 1)
+    return np.where(small, 1 - np.frexp(np.where(small, largest, 1.0))[1], 0)
 
 
 @dataclass(frozen=True)

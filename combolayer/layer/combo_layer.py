@@ -238,7 +238,7 @@ class ComboLayer(nn.Module):
             normals=normals,
             clip_lower=clip_lower,
             precise=has_known_cost(self.spec),
-            known_rescales=known_rescales(projection, self._projection_arg, self.spec),
+            known_rescales=known_rescales(self._projection_arg),
             exact=solves(solver),
             cached=None if self.solve_ratio >= 1.0 else solves(
                 CachedSolver(solver, self.solve_ratio, self.pool, self.generator)),

@@ -227,14 +227,14 @@ def project_with_known(projection: Transform, name: Any, spec: Spec, w: Tensor,
     to the caller, which knows from `known_rescales` whether it must)."""
     n = math.prod(spec.cost_shape)
     on_outputs = known[..., :n].reshape(w.shape)
-    if check and known_rescales(projection, name, spec):
+    if check and known_rescales(name):
         check_known_on_aux(spec, known)
     if isinstance(projection, AroundKnown):
         total = projection(w, on_outputs)
     else:
         total = projection(w + on_outputs) - on_outputs
     hull = getattr(projection, "hull_alone", None)
-    if hull is None:
+    if hull is None or known.shape[-1] == n:  # no auxiliaries: nothing to weigh there
         return total
     # per instance: one whose known cost weighs no auxiliary is normalised as without
     weighs = (known[..., n:] != 0).any(-1)
@@ -242,10 +242,10 @@ def project_with_known(projection: Transform, name: Any, spec: Spec, w: Tensor,
                        hull(w), total)
 
 
-def known_rescales(projection: Transform, name: Any, spec: Spec) -> bool:
-    """Whether the projection ``projection`` (built for ``spec`` from ``name``) rescales or
-    shifts ``w`` whatever the known cost, which a per-call known cost on the auxiliaries
-    forbids (``"auto"`` turns to the hull projection alone instead: `project_with_known`)."""
+def known_rescales(name: Any) -> bool:
+    """Whether the projection named ``name`` rescales or shifts ``w`` whatever the known
+    cost, which a per-call known cost on the auxiliaries forbids (``"auto"`` turns to the
+    hull projection alone instead: `project_with_known`)."""
     return name in SCALING_PROJECTIONS
 
 

@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -129,37 +129,57 @@ class CanonicalForm:
         return A, row_lower, row_upper
 
     @cached_property
-    def _integer_rows(self) -> tuple[np.ndarray, sp.csr_matrix, sp.csr_matrix, np.ndarray,
-                                     np.ndarray, np.ndarray]:
-        """The rows (`rows`) whose variables are all integer, and what `breach` reads of
-        them, built once: their positions there, the rows, their absolute values, their
-        bounds and the size of the finite bound (a rounded point meets them exactly, up
-        to float rounding)."""
-        A, lower, upper = self.rows()
-        continuous = (~self.integer).astype(float)
-        keep = np.flatnonzero(abs(A) @ continuous == 0)
-        A, lower, upper = A[keep], lower[keep], upper[keep]
-        bound = np.where(np.isfinite(upper), np.abs(upper), np.abs(lower))
-        return keep, A, abs(A), lower, upper, bound
+    def integer_rows(self) -> IntegerRows:
+        """The rows (`rows`) whose variables are all integer, built once for `breach`."""
+        return IntegerRows.of(*self.rows(), self.integer)
 
     def breach(self, x: np.ndarray) -> tuple[int, int, float] | None:
-        """The instance and the row (its position in `rows`) that solver values ``x``
-        (``(B, num_vars)``), rounded where integer, break the most, and by how much,
-        among the rows of integer variables alone; None when they all hold. A solver's
-        feasibility tolerance is relative (1e-6 of a row's size), so on a row with large
-        coefficients (weights of 1e9) its answer may break the row by whole units; a
-        rounded point holds such rows exactly, so anything beyond float rounding
-        (1e-12 of the row's size) is a breach. One sparse product for the batch."""
-        keep, A, size, lower, upper, bound = self._integer_rows
-        if not len(keep) or not len(x):
+        """`IntegerRows.breach` of the form's own rows for solver values ``x``
+        (``(B, num_vars)``), rounded where integer: the instance, the row (its position
+        in `rows`) and the excess, or None."""
+        return self.integer_rows.breach(self.solution(x)) if len(x) else None
+
+
+@dataclass(frozen=True, eq=False)
+class IntegerRows:
+    """The rows ``lower <= A x <= upper`` of integer variables alone, among those of a
+    problem (the form's, or a call's own): ``keep`` their positions there, ``size`` the
+    absolute values of ``A``, ``bound`` the size of each row's finite bound."""
+
+    keep: np.ndarray
+    A: Any
+    size: Any
+    lower: np.ndarray
+    upper: np.ndarray
+    bound: np.ndarray
+
+    @classmethod
+    def of(cls, A: Any, lower: np.ndarray, upper: np.ndarray,
+           integer: np.ndarray) -> IntegerRows:
+        """Those of the rows ``A`` (dense or sparse) that weigh no continuous variable."""
+        keep = np.flatnonzero(np.asarray(abs(A) @ (~integer).astype(float)).ravel() == 0)
+        A, lower, upper = A[keep], lower[keep], upper[keep]
+        bound = np.where(np.isfinite(upper), np.abs(upper), np.abs(lower))
+        return cls(keep, A, abs(A), lower, upper, bound)
+
+    def breach(self, points: np.ndarray) -> tuple[int, int, float] | None:
+        """The instance and the row (its position among the rows given to `of`) that
+        ``points`` (``(B, num_vars)``, integer where the rows' variables are) break the
+        most, and by how much; None when they all hold. A solver's feasibility tolerance
+        is coarse next to a row with large coefficients (weights of 1e9): its answer may
+        break the row by whole units; a rounded point holds such rows exactly, so
+        anything beyond float rounding (1e-12 of the row's size) is a breach. One
+        product for the batch."""
+        if not len(self.keep) or not len(points):
             return None
-        points = self.solution(x)
-        value = np.asarray(A @ points.T).T  # (B, rows)
+        value = np.asarray(self.A @ points.T).T  # (B, rows)
         with np.errstate(invalid="ignore"):  # inf - inf on a free side
-            excess = np.fmax(value - upper, lower - value)
-        over = excess - rounding(np.asarray(size @ np.abs(points).T).T, bound)
+            excess = np.fmax(value - self.upper, self.lower - value)
+        over = excess - rounding(np.asarray(self.size @ np.abs(points).T).T, self.bound)
         b, row = np.unravel_index(int(np.argmax(over)), over.shape)
-        return (int(b), int(keep[row]), float(excess[b, row])) if over[b, row] > 0 else None
+        if over[b, row] <= 0:
+            return None
+        return int(b), int(self.keep[row]), float(excess[b, row])
 
 
 def canonical_form(spec: Spec, lazy: bool = True) -> CanonicalForm:
