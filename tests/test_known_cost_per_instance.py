@@ -116,13 +116,13 @@ def test_layer_with_per_instance_known_costs_equals_brute_force(method):
     assert wrong == 0 and total >= 100
 
 
-@pytest.mark.parametrize("method", ["identity", cl.Blackbox(lam=5.0, reduction="sum")],
-                         ids=["identity", "blackbox"])
+@pytest.mark.parametrize("method", ["identity", cl.Blackbox(lam=5.0, reduction="sum"),
+                                    "comboptnet"], ids=["identity", "blackbox", "comboptnet"])
 def test_gradients_with_a_per_instance_known_cost_are_those_of_its_own_spec(method):
     """Instance by instance, the layer with ``known_cost=k`` gives the outputs and the
     gradient of a layer on the spec whose known cost is the spec's plus ``k[i]`` (for
     Blackbox both of its solves count the instance's known cost; its step is per
-    instance with reduction="sum")."""
+    instance with reduction="sum"; CombOptNet's cost mismatch is on the whole cost)."""
     for spec, costs, known in _cases(21, 6, 4):
         layer = cl.ComboLayer(spec, method=method, projection="plane", backend="highs")
         g = torch.tensor(np.random.default_rng(0).normal(size=costs.shape))

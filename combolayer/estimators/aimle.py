@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 import torch
 from pydantic import Field, PrivateAttr
 
-from .base import Estimator, Positive, SampleCount
+from .base import Estimator, Positive, SampleCount, whole_costs
 from .blackbox import interpolation
 from .imle import IMLE
 
@@ -18,28 +18,12 @@ ZERO = 1e-8
 
 
 def whole_cost_norm(solver, costs: torch.Tensor) -> float:
-    """``||.||`` over the batch of the costs the solver minimises, on all its variables:
-    ``costs`` ``(*batch, *cost_shape)`` (min space) plus the known cost, ``k_y`` on the
-    outputs and ``k_aux`` on the auxiliaries of every instance; ``||costs||`` without
-    one. The known cost is the spec's plus, where the solver has one bound
-    (`combolayer.backends.wrapper.KnownBound`, a call's ``known_cost=``), each
-    instance's own: ``k`` then differs per instance."""
-    known = solver.known_like(costs)
-    # a KnownBound (or rows bound around one) forwards it; a bare solver has none
-    instance = getattr(solver, "instance_known", None)
-    if known is None and instance is None:
+    """``||.||`` over the batch of the costs the solver minimises, on all its variables
+    (`whole_costs`: the costs plus the spec's known cost and each instance's own);
+    ``||costs||`` without one."""
+    if solver.known is None and getattr(solver, "instance_known", None) is None:
         return float(torch.linalg.vector_norm(costs))
-    n = solver.num_outputs
-    flat = costs.reshape(-1, n)
-    whole = flat.new_zeros((flat.shape[0], solver.num_vars))
-    if known is not None:
-        whole += known
-    if instance is not None:
-        batch = costs.shape[: costs.dim() - len(solver.cost_shape)]
-        whole += torch.as_tensor(instance).to(flat).expand(*batch, solver.num_vars).reshape(
-            -1, solver.num_vars)
-    whole[:, :n] += flat
-    return float(torch.linalg.vector_norm(whole))
+    return float(torch.linalg.vector_norm(whole_costs(solver, costs)))
 
 
 class AIMLE(Estimator):

@@ -86,6 +86,27 @@ def solve_samples(solver: Solver, costs: Tensor) -> Tensor:
         batch_dims, 0)
 
 
+def whole_costs(solver: Any, costs: Tensor) -> Tensor:
+    """What ``solver`` minimises for ``costs`` ``(*batch, *cost_shape)`` (min space), on
+    all its variables, ``(count, num_vars)``: the costs on the outputs (zeros on the
+    auxiliaries) plus the spec's known cost and, where the solver has one bound
+    (`combolayer.backends.wrapper.KnownBound`, a call's ``known_cost=``), each
+    instance's own."""
+    n, num_vars = solver.num_outputs, solver.num_vars
+    flat = costs.reshape(-1, n)
+    whole = torch.cat([flat, flat.new_zeros(len(flat), num_vars - n)], dim=1)
+    known = solver.known_like(costs)
+    if known is not None:
+        whole = whole + known
+    # a KnownBound (or rows bound around one) forwards it; a bare solver has none
+    instance = getattr(solver, "instance_known", None)
+    if instance is not None:
+        batch = costs.shape[: costs.dim() - len(solver.cost_shape)]
+        whole = whole + torch.as_tensor(instance).to(flat).expand(*batch, num_vars).reshape(
+            -1, num_vars)
+    return whole
+
+
 def differentiable_rows(backward: Callable[..., tuple], once: bool = True
                         ) -> Callable[..., Tensor]:
     """The autograd shell with per-call rows: ``apply(costs, A, b, output, *saved) ->

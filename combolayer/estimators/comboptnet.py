@@ -44,7 +44,7 @@ from ..backends.outcome import INFEASIBLE
 from ..backends.rows import FEASIBILITY_TOL
 from ..backends.solver import Solver
 from ..specs.canonical import canonical_form
-from .base import Estimator
+from .base import Estimator, whole_costs
 
 __all__ = ["CombOptNet"]
 
@@ -262,10 +262,7 @@ class CombOptNet(Estimator):
         form = canonical_form(solver.spec, lazy=True)
         lower = torch.as_tensor(form.lower[:n]).to(costs)
         upper = torch.as_tensor(form.upper[:n]).to(costs)
-        known = getattr(solver, "known", None)
-        c = torch.cat([costs.reshape(count, n_out), costs.new_zeros(count, n - n_out)], dim=1)
-        if known is not None:
-            c = c + torch.as_tensor(known[:n]).to(c)
+        c = whole_costs(solver, costs)  # the mismatch is on the whole cost, known ones too
         if A is None:  # no per-call rows: the costs' gradient only
             A_in, b_in = costs.new_zeros(count, 0, n), costs.new_zeros(count, 0)
         else:
