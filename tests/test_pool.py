@@ -269,6 +269,25 @@ def test_ratio_zero_with_a_seeded_pool_never_solves_and_returns_the_pools_argmin
     assert all(any(torch.equal(row, s) for s in pool.solutions) for row in y)
 
 
+@pytest.mark.parametrize("sense", ["min", "max"])
+def test_a_pool_of_every_solution_answers_with_the_optimum_of_a_known_cost(sense):
+    """A spec with a known cost and no auxiliaries: the pool ranks its rows by the whole
+    objective, so a pool that holds every feasible solution answers as the exact solver
+    (it ranked them by <w, y> alone, and SPO+ came out negative)."""
+    sign = 1.0 if sense == "min" else -1.0
+    spec = cl.ILP(shape=[2], known_cost=[-3.0 * sign, 0.0], sense=sense,
+                  constraints=[cl.Constraint(coefs=[1, 1], sense="==", rhs=1)])
+    w = sign * torch.tensor([[-1.0, -2.0], [2.0, 1.0]])
+    both = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    layer = cl.ComboLayer(spec, projection="none", solve_ratio=0.0)
+    layer.pool.seed(both)
+    torch.testing.assert_close(layer.train()(w), layer.eval()(w))
+    loss = cl.losses.SPOPlusLoss(spec, solve_ratio=0.0)
+    loss.pool.seed(both)
+    exact = cl.losses.SPOPlusLoss(spec)
+    torch.testing.assert_close(loss(w, w), exact(w, w))
+
+
 def test_ratio_one_always_solves_and_is_exact():
     cache, counter = cached(1.0)
     costs = torch.randn(40, N, dtype=torch.float64)

@@ -562,10 +562,10 @@ class CachedSolver(Solver):
                           device=generator_device(self.generator)) < self.solve_ratio
 
     def _keyed(self, costs: Tensor, aux_known: Any = None) -> Tensor:
-        """The costs the pool ranks its rows by: the whole objective when it keeps whole
-        solutions (a known cost; with ``aux_known``, the instance's own on the
-        auxiliaries), else the costs of the outputs."""
-        return self.widen(costs, aux_known) if self.pool_width > self.num_outputs else costs
+        """The costs the pool ranks its rows by: the whole objective where the spec has a
+        known cost (its rows are then whole solutions, `pool_width`; with ``aux_known``,
+        the instance's own on the auxiliaries), else the costs of the outputs."""
+        return costs if self.known is None else self.widen(costs, aux_known)
 
     def _solve_exactly(self, costs: Tensor, wide: bool, rows: Any = None,
                        keep_aux: bool = False, aux_known: Any = None) -> Solved:
