@@ -159,6 +159,26 @@ def test_layer_flags_infeasible_rows_with_one_warning_and_last_infeasible():
     assert y.sum(1).tolist() == [1, 0, 0, 2]
 
 
+@pytest.mark.parametrize("method", [
+    "identity", cl.Perturbed(sigma=0.5, num_samples=2), cl.Perturbed(sigma=0.5, num_samples=3),
+    cl.IMLE(lam=5.0, num_samples=2), cl.AIMLE(num_samples=2),
+    cl.ScoreFunction(num_samples=3)], ids=lambda m: getattr(m, "name", m))
+@pytest.mark.parametrize("batch", [(4,), (2, 2)])
+def test_last_infeasible_names_the_instances_whatever_samples_the_method_solves(method, batch):
+    """Methods that solve several samples per instance in training flag the instance
+    whose rows are infeasible, not the sample's position (they named other instances)."""
+    spec = cl.problems.TopK(3, 1)
+    layer = cl.ComboLayer(spec, method=method, on_infeasible="flag")
+    b = torch.tensor([[1.0], [1.0], [-1.0], [1.0]]).reshape(*batch, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        y = layer(torch.randn(*batch, 3, generator=torch.Generator().manual_seed(0)),
+                  A=torch.ones(1, 3), b=b)
+    expected = (b[..., 0] < 0)
+    assert layer.last_infeasible.tolist() == expected.tolist()
+    assert (y.flatten(0, -2).sum(-1) == 0).tolist() == expected.flatten().tolist()
+
+
 def test_rows_that_need_a_gradient_need_a_method_that_gives_one():
     spec = cl.ILP(shape=[3], integrality="binary")
     w = torch.randn(2, 3, requires_grad=True)

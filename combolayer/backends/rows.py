@@ -46,8 +46,10 @@ class Rows:
     ``A`` is ``(R, m, num_vars)``, ``b`` is ``(R, m)`` (numpy arrays or torch
     tensors) and ``index`` is ``(B,)``: instance ``i`` is solved with
     ``A[index[i]] x <= b[index[i]]``. ``origin`` ``(B,)``, where known, is each
-    instance's position in the batch the rows were made for (`rows_for`), kept through
-    `take` and `subset`: what a flagged infeasible instance is reported as.
+    instance's position in the rows' own batch as they were given (`rows_for`; the
+    layer gives them broadcast to its batch, so that is the layer's instance whatever
+    sample axes the solves add), kept through `take` and `subset`: what a flagged
+    infeasible instance is reported as.
 
     ``flagged``, optional, is the caller's set that a `Solver` under
     ``on_infeasible="flag"`` adds the ``origin`` of each instance these rows leave
@@ -156,10 +158,12 @@ def rows_for(A: Any, b: Any, batch: tuple[int, ...]) -> Rows:
     """`Rows` for a costs batch of shape ``batch`` from checked ``A`` and ``b``: the
     distinct entries once, and the entry of every instance (trailing axes aligned).
     An axis along which both are expanded views (stride 0: the layer broadcasts rows
-    given once for the batch) counts once, so such rows are one entry, set once."""
+    given once for the batch) counts once, so such rows are one entry, set once. Each
+    instance's ``origin`` is its position in the rows' batch as given, before that."""
     rows_batch = tuple(torch.broadcast_shapes(tuple(A.shape[:-2]), tuple(b.shape[:-1])))
     m, n = A.shape[-2], A.shape[-1]
-    origin = np.arange(math.prod(batch))
+    origin = np.broadcast_to(np.arange(math.prod(rows_batch)).reshape(rows_batch),
+                             batch).reshape(-1)
     if isinstance(A, torch.Tensor) or isinstance(b, torch.Tensor):
         A = torch.as_tensor(A).detach().expand(*rows_batch, m, n)
         b = torch.as_tensor(b).detach().to(A.device).expand(*rows_batch, m)
@@ -176,5 +180,4 @@ def rows_for(A: Any, b: Any, batch: tuple[int, ...]) -> Rows:
     count = math.prod(rows_batch)
     A_flat = np.broadcast_to(A, (*rows_batch, m, n)).reshape(count, m, n)
     b_flat = np.broadcast_to(b, (*rows_batch, m)).reshape(count, m)
-    index = np.broadcast_to(np.arange(count).reshape(rows_batch), batch).reshape(-1)
-    return Rows(A_flat, b_flat, index, origin)
+    return Rows(A_flat, b_flat, origin, origin)

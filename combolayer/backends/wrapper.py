@@ -82,15 +82,17 @@ class RowBound(SolverWrapper):
         return self._solver.solve_min(costs, rows=rows, **kwargs)
 
     def solve_batch(self, costs: torch.Tensor, start: Any = None, **kwargs: Any) -> torch.Tensor:
-        """`solve_min` of a ``(B, N)`` batch: ``B`` is a multiple of the rows' batch size."""
+        """`solve_min` of a ``(B, N)`` batch: ``B`` is a multiple of the rows' batch size
+        (instance ``i`` takes entry ``i % count``, and is reported as that entry)."""
         rows = rows_for(self.A, self.b, tuple(self.A.shape[:-2]))
-        count = len(rows.A)
+        count = len(rows.origin)
         if costs.shape[0] % count:
             raise ValueError(f"{costs.shape[0]} instances are not a multiple of the {count} "
                              "entries of the per-call rows")
         index = torch.arange(costs.shape[0], device=rows.A.device) % count
         return self._solver.solve_batch(costs, start=start, rows=Rows(
-            rows.A, rows.b, index, np.arange(costs.shape[0])), **kwargs)
+            rows.A, rows.b, rows.index[index], np.tile(rows.origin, costs.shape[0] // count)),
+            **kwargs)
 
 
 class KnownBound(SolverWrapper):

@@ -692,8 +692,9 @@ def _flag_infeasible(label: str, last: threading.local, flagged: set[int], A: Te
     batch = tuple(A.shape[:-2])
     mask = torch.zeros(math.prod(batch), dtype=torch.bool)
     if flagged:
-        # a position in rows bound with leading sample axes (score_function) maps back
-        # to its instance: trailing axes align
+        # positions in the bound rows' batch (`Rows.origin`): A's, or A's under leading
+        # sample axes where a method binds each sample its own rows (score_function),
+        # which map back to their instance with trailing axes aligned
         mask[sorted({entry % mask.numel() for entry in flagged})] = True
         flagged = mask.nonzero()
         warnings.warn(
