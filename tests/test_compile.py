@@ -127,6 +127,25 @@ def test_default_backend_matches_eager(method):
     torch.testing.assert_close(compiled_grad, grad)
 
 
+def test_two_noisy_calls_in_one_graph_draw_in_eager_order_under_aot_eager():
+    """``layer(x)`` and ``layer.sample(x)`` in one graph, both drawing from one seeded
+    generator: aot_eager keeps eager mode's order (inductor may reorder the two calls'
+    independent draws: docs/core.md)."""
+    spec = cl.problems.TopK(6, 2)
+    w = torch.randn(3, 6, generator=torch.Generator().manual_seed(1))
+    runs = []
+    for compiled in (False, True):
+        layer = cl.ComboLayer(spec, noise=0.3, sample_noise=cl.SumOfGamma(k=2, tau=1.0),
+                              generator=torch.Generator().manual_seed(0))
+
+        def both(x, layer=layer):
+            return torch.cat([layer(x), layer.sample(x)])
+
+        run = torch.compile(both, fullgraph=True, backend="aot_eager") if compiled else both
+        runs.append(torch.stack([run(w) for _ in range(3)]))
+    assert torch.equal(*runs)
+
+
 @pytest.mark.parametrize("method", ["qptl", "intopt"])
 def test_a_relaxation_compiled_whole_takes_an_empty_batch(method):
     layer = cl.ComboLayer(SPECS["topk"], method=method, projection="none")
