@@ -410,9 +410,8 @@ class CachedSolver(Solver):
     """A `Solver` that solves each instance exactly with probability ``solve_ratio``
     and answers the others from ``pool`` (PyEPO's ``solve_ratio``, Mulamba et al. 2021).
 
-    It is the wrapped solver with only `_full_batch` (and the numpy path of
-    `solve_min`) changed, so every estimator and loss that calls
-    ``solve_min`` / ``solve_batch`` uses the cache without knowing it. Exact
+    It is the wrapped solver with only `_full_batch` changed, so every estimator and
+    loss that calls ``solve_min`` / ``solve_batch`` uses the cache without knowing it. Exact
     solutions go into the pool (distinct, up to ``pool.max_size``); an instance
     drawn for the pool while the pool is empty is solved exactly. Draws come from
     ``generator`` (the global RNG when None), one uniform per instance.
@@ -451,18 +450,6 @@ class CachedSolver(Solver):
 
     def close(self) -> None:
         self.exact.close()  # its kernel, and the solver it made for per-call rows
-
-    def solve_min(self, costs: Any, return_aux: bool = False, rows: Any = None,
-                  known: Any = None, statuses: list[str] | None = None) -> Any:
-        numpy = isinstance(costs, np.ndarray)
-        if numpy:
-            costs = torch.from_numpy(np.ascontiguousarray(costs, dtype=np.float64))
-            known = None if known is None else torch.as_tensor(np.asarray(known, np.float64))
-        out = super().solve_min(costs, return_aux=return_aux, rows=rows, known=known,
-                                statuses=statuses)
-        if not numpy:
-            return out
-        return tuple(part.numpy() for part in out) if return_aux else out.numpy()
 
     def _full_batch(self, costs: Tensor, start: np.ndarray | None = None, full: bool = False,
                     rows: Any = None, aux_known: Any = None) -> Solved:

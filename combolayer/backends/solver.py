@@ -889,36 +889,26 @@ class Solver:
         ``statuses``, optional, is the caller's list that each instance's status is
         added to (`Solver.solve`'s ``return_status``).
         """
+        if isinstance(costs, np.ndarray):  # solved as a float64 tensor sharing its memory
+            costs = torch.from_numpy(np.ascontiguousarray(costs, dtype=np.float64))
+            known = None if known is None else torch.as_tensor(np.asarray(known, np.float64))
+            out = self.solve_min(costs, return_aux, rows, known, statuses)
+            return tuple(part.numpy() for part in out) if return_aux else out.numpy()
         shape = costs.shape
         batch = tuple(shape[: len(shape) - len(self.cost_shape)])
         costs, aux_known = self.fold_known(costs, known)
-        if costs.size == 0 if isinstance(costs, np.ndarray) else costs.numel() == 0:
+        if costs.numel() == 0:
             y = costs * 0  # nothing to solve: no kernel sees an empty batch
-            if not return_aux:
-                return y
-            aux = (np.zeros((*batch, self.num_aux)) if isinstance(costs, np.ndarray)
-                   else costs.new_zeros((*batch, self.num_aux)))
-            return y, aux
-        if isinstance(costs, torch.Tensor):
-            # only the options asked for: a subclass's solve_batch may take fewer
-            options = {key: value for key, value in (("return_aux", return_aux),
-                                                     ("rows", rows), ("aux_known", aux_known),
-                                                     ("statuses", statuses))
-                       if value is not None and value is not False}
-            out = self.solve_batch(costs.detach().reshape(-1, self.num_outputs), **options)
-            if not return_aux:
-                return out.reshape(shape)
-            return out[0].reshape(shape), out[1].reshape(*batch, self.num_aux)
-        flat = np.ascontiguousarray(costs, dtype=np.float64).reshape(-1, self.num_outputs)
-        full = return_aux or self.known is not None or aux_known is not None
-        x = np.asarray(self._settle(self._full_numpy(flat, full, rows, aux_known), rows,
-                                    statuses), dtype=np.float64)
-        if not full:
-            return x.reshape(shape)
-        y, aux = self._split(x)
+            return (y, costs.new_zeros((*batch, self.num_aux))) if return_aux else y
+        # only the options asked for: a subclass's solve_batch may take fewer
+        options = {key: value for key, value in (("return_aux", return_aux), ("rows", rows),
+                                                 ("aux_known", aux_known),
+                                                 ("statuses", statuses))
+                   if value is not None and value is not False}
+        out = self.solve_batch(costs.detach().reshape(-1, self.num_outputs), **options)
         if not return_aux:
-            return y.reshape(shape)
-        return y.reshape(shape), aux.reshape(*batch, self.num_aux)
+            return out.reshape(shape)
+        return out[0].reshape(shape), out[1].reshape(*batch, self.num_aux)
 
     def solve_batch(self, costs: torch.Tensor, start: np.ndarray | None = None,
                     return_aux: bool = False, rows: Rows | None = None,
@@ -979,13 +969,12 @@ class Solver:
             y = solved.values
         else:
             # one copy at most: none for float64 CPU costs, which numpy shares
-            flat = costs.to("cpu", torch.float64).numpy()
+            flat = costs.to("cpu", torch.float64)
+            flat = (self.widen(flat, aux_known) if wide else flat).numpy()
             if on_device:
                 check_values(self.spec, flat)
-            if aux_known is not None:
-                aux_known = torch.as_tensor(aux_known).to("cpu", torch.float64).numpy()
-            solved = self._run(self._kernel, self.widen(flat, aux_known) if wide else flat,
-                               start, None if rows is None else rows.numpy())
+            solved = self._run(self._kernel, flat, start,
+                               None if rows is None else rows.numpy())
             y = torch.from_numpy(solved.values)
         if wide:
             self._check_width(y)
@@ -993,22 +982,6 @@ class Solver:
         if y.dtype is not costs.dtype or y.get_device() != costs.get_device():
             y = y.to(costs)
         return Solved(y, solved.statuses)
-
-    def _full_numpy(self, flat: np.ndarray, full: bool, rows: Rows | None = None,
-                    aux_known: np.ndarray | None = None) -> Solved:
-        if rows is not None and not self._kernel.takes_rows:
-            return self.row_solver()._full_numpy(flat, full, rows, aux_known)
-        wide = full or self.known is not None or aux_known is not None
-        costs = self.widen(flat, aux_known) if wide else flat
-        if self._torch_kernel:
-            costs = torch.from_numpy(costs)
-            solved = self._run(self.kernel, costs, rows=None if rows is None else rows.torch(costs))
-            solved = Solved(solved.values.numpy(), solved.statuses)
-        else:
-            solved = self._run(self.kernel, costs, rows=None if rows is None else rows.numpy())
-        if wide:
-            self._check_width(solved.values)
-        return solved
 
     def row_solver(self) -> Solver:
         """The solver for calls with per-call rows: this one when its kernel takes them,
@@ -1028,27 +1001,19 @@ class Solver:
         """This solver with the rows ``A x <= b`` bound to every solve (`RowBound`)."""
         return RowBound(self, A, b)
 
-    def widen(self, costs: Any, aux_known: Any = None) -> Any:
+    def widen(self, costs: torch.Tensor, aux_known: Any = None) -> torch.Tensor:
         """``(B, num_vars)`` minimisation costs for ``(B, N)`` ones: the given costs on
         the outputs, zero on the auxiliaries, plus the sense-folded known cost, and
         ``aux_known`` ``(B, num_aux)`` (a per-call known cost there) when given."""
-        if isinstance(costs, torch.Tensor):
-            out = costs.new_zeros((costs.shape[0], self.num_vars))
-            out[:, : self.num_outputs] = costs
-            if aux_known is not None:
-                out[:, self.num_outputs :] = torch.as_tensor(aux_known).to(out)
-            if self.known is not None:
-                out += self.known_like(out)
-            return out
-        out = np.zeros((costs.shape[0], self.num_vars))
+        out = costs.new_zeros((costs.shape[0], self.num_vars))
         out[:, : self.num_outputs] = costs
         if aux_known is not None:
-            out[:, self.num_outputs :] = aux_known
+            out[:, self.num_outputs :] = torch.as_tensor(aux_known).to(out)
         if self.known is not None:
-            out += self.known
+            out += self.known_like(out)
         return out
 
-    def fold_known(self, costs: Any, known: Any) -> tuple[Any, Any]:
+    def fold_known(self, costs: torch.Tensor, known: Any) -> tuple[torch.Tensor, Any]:
         """Where a per-call known cost goes, the one place: ``known`` (minimisation form,
         broadcastable to ``(*batch, num_vars)``) on the outputs is a shift of the costs
         the solver sees, added here; on the auxiliaries it must reach the kernel, and is
@@ -1059,19 +1024,12 @@ class Solver:
         k = len(self.cost_shape)
         batch = tuple(costs.shape[: costs.ndim - k])
         n = self.num_outputs
-        if isinstance(costs, torch.Tensor):
-            known = torch.as_tensor(known).to(costs).expand(*batch, self.num_vars)
-            on_aux = known[..., n:]
-            costs = costs + known[..., :n].reshape(costs.shape)
-            if not bool(on_aux.any()):
-                return costs, None
-            return costs, on_aux.reshape(-1, self.num_aux)
-        known = np.broadcast_to(np.asarray(known, dtype=np.float64), (*batch, self.num_vars))
-        costs = costs + known[..., :n].reshape(costs.shape)
+        known = torch.as_tensor(known).to(costs).expand(*batch, self.num_vars)
         on_aux = known[..., n:]
-        if not on_aux.any():
+        costs = costs + known[..., :n].reshape(costs.shape)
+        if not bool(on_aux.any()):
             return costs, None
-        return costs, np.ascontiguousarray(on_aux.reshape(-1, self.num_aux))
+        return costs, on_aux.reshape(-1, self.num_aux)
 
     def bind_known(self, known: Any) -> KnownBound:
         """This solver with a per-call known cost (minimisation form, ``(*batch,
