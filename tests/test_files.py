@@ -365,6 +365,12 @@ ALTERED = {
     "value with trailing characters (read as its digits)": (
         ("c1        1\n    y", "c1        1.0x\n    y"),
         r"line 6: '1.0x' in the COLUMNS section is not a number"),
+    "a word as a value (read as 0)": (
+        ("c1        1\n    y", "c1        one\n    y"),
+        r"line 6: 'one' in the COLUMNS section is not a number \(HiGHS would read it as 0"),
+    "a word as an objective coefficient (read as 0)": (
+        ("obj       -2", "obj       minus"),
+        r"line 7: 'minus' in the COLUMNS section is not a number"),
     "fractional bound of an integer column (HiGHS: kWarning)": (
         (" UP BND       x         4\n",
          " LI BND       x         -1.5\n UP BND       x         4\n"),

@@ -262,7 +262,8 @@ def _log_warnings(h) -> list[str]:
     return found
 
 
-#: A field that starts as a number: HiGHS reads its leading number and drops the rest.
+#: A field that starts as a number: HiGHS reads its leading number and drops the rest
+#: (any other word it reads as 0).
 _NUMBER_START = re.compile(r"[+-]?(\d|\.\d)")
 #: Where an MPS data line of a section holds its values, by its number of fields.
 _MPS_VALUES = {"COLUMNS": {3: (2,), 5: (2, 4)}, "RHS": {3: (2,), 5: (2, 4)},
@@ -290,8 +291,8 @@ def _mps_header(line: str, fields: list[str]) -> bool:
 def _check_mps_text(path: Path, names: list[str]) -> None:
     """Raise SpecError for what HiGHS's MPS reader takes without a word: a column named
     outside COLUMNS (a BOUNDS entry for an unknown column adds a variable) and a value
-    field that is not a number (``1.0x`` is read as 1.0). Lines whose fields cannot be
-    told apart (fixed-format names with spaces) are left to HiGHS."""
+    field that is not a number (``1.0x`` is read as 1.0, ``one`` as 0). Names that hold
+    spaces, which would shift the fields, never reach here: HiGHS warns of them."""
     lines = _lines(path)
     if lines is None:
         return
@@ -312,10 +313,11 @@ def _check_mps_text(path: Path, names: list[str]) -> None:
             try:
                 float(value)
             except ValueError:
-                if _NUMBER_START.match(value):
-                    raise SpecError(f"{str(path)!r} line {number}: {value!r} in the {section} "
-                                    "section is not a number (HiGHS would read its leading "
-                                    "digits and drop the rest); fix the file") from None
+                read = ("its leading digits and drop the rest" if _NUMBER_START.match(value)
+                        else "it as 0")
+                raise SpecError(f"{str(path)!r} line {number}: {value!r} in the {section} "
+                                f"section is not a number (HiGHS would read {read}); fix the "
+                                "file") from None
     stripped = [line.strip() for line in lines]
     for name in names:
         if name and name not in declared and not (
