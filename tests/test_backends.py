@@ -720,6 +720,30 @@ def test_costs_near_a_large_offset_keep_their_optimum(backend):
     assert worse == 0
 
 
+@pytest.mark.parametrize("backend", ["highs", "scip", "gurobi", "cvxpy"])
+def test_a_big_m_cost_keeps_the_optimum_through_the_default_layer(backend):
+    """A cost of 1e7 beside costs near 1 (a big-M that forbids an item), or a known cost of
+    1e8: the default layer normalises the total to unit norm, which took the small costs
+    to about 1e-7, below HiGHS's and cvxpy's absolute tolerances, and the layer answered
+    zeros where the solver answered the optimum. Costs reach the solver scaled up to
+    about 2^20 (by a power of two)."""
+    available(backend)
+    spec = cl.ILP(shape=[4], integrality="binary",
+                  constraints=[cl.Constraint(coefs=[1] * 4, sense="<=", rhs=2)])
+    w = np.random.default_rng(0).integers(-5, 6, (16, 4)).astype(float)
+    big_m = w.copy()
+    big_m[:, 2] = 1e7
+    known = np.array([0.0, 1e8, 0.0, 0.0])
+    exact = cl.make_solver(spec, "enumerate")
+    layer = cl.ComboLayer(spec, backend=backend).eval()
+    for costs, known_cost in ((big_m, None), (w, known)):
+        total = costs if known_cost is None else costs + known_cost
+        y = layer(torch.tensor(costs), known_cost=None if known_cost is None
+                  else torch.tensor(known_cost)).numpy()
+        best = (total * exact.solve(total)).sum(1)
+        np.testing.assert_allclose((total * y).sum(1), best, err_msg=backend)
+
+
 @pytest.mark.parametrize("backend", ["highs", "scip"])
 def test_an_instances_optimum_under_ties_does_not_depend_on_the_solves_before_it(backend):
     """SCIP kept the solutions of earlier solves as incumbents: on tied matchings 14 of

@@ -378,35 +378,45 @@ class RowKernel(ReportingKernel):
                 self._breach(f"per-call row {row} of instance {mine[instance]}", excess)
 
 
+#: Costs reach a MIP solver with their largest magnitude scaled up to at least 2**20
+#: (`unit_scaled`): its tolerances are absolute, so that costs near 1 beside one of 1e7 or
+#: 1e8 (a big-M, a known cost) stay well above them after the layer's normalisation;
+#: 2**20 keeps the objective's rounding (about 1e-10) far below the 1e-7 tolerances
+#: (tests/test_backends.py, the big-M and the scaling tests).
+COST_BITS = 20
+
+
 def unit_scaled(cost: np.ndarray) -> np.ndarray:
-    """``cost`` as it is when its largest magnitude is 1 or more, else times the power of
-    two that brings it into [1, 2): the same argmin, exactly (a power of two changes no
-    mantissa: ties stay ties). A MIP solver's tolerances are absolute (on the objective
-    and the reduced costs): on costs of 1e-6, HiGHS and Gurobi took tours 2.7% and 15%
-    longer, and SCIP a knapsack 24% worse. Larger costs are left alone: brought down to
-    a unit size, the differences of costs near 1e6 (an offset, or a known cost next to
-    a small predicted one) sank below those tolerances instead."""
-    exponent = unit_exponent(np.abs(cost).max(initial=0.0))
+    """``cost`` as it is when its largest magnitude is ``2**COST_BITS`` or more, else times
+    the power of two that brings it into [2**20, 2**21): the same argmin, exactly (a power
+    of two changes no mantissa: ties stay ties). A MIP solver's tolerances are absolute
+    (on the objective and the reduced costs): on costs of 1e-6, HiGHS and Gurobi took tours
+    2.7% and 15% longer, and SCIP a knapsack 24% worse; normalised to unit norm, costs of
+    1 beside a big-M of 1e7 sank to 1e-7 and HiGHS, Gurobi and cvxpy answered zeros.
+    Larger costs are never brought down: the differences of costs near 1e6 (an offset,
+    or a known cost next to a small predicted one) sank below those tolerances so."""
+    exponent = unit_exponent(np.abs(cost).max(initial=0.0), COST_BITS)
     return np.ldexp(cost, exponent) if exponent else cost
 
 
 def unit_rows(A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows ``A x <= b`` with each row whose coefficients are all below 1 in magnitude
-    brought up to a unit size by a power of two (`unit_scaled`'s rule): the same feasible
-    set, exactly. HiGHS and SCIP drop coefficients below about 1e-9, so a row scaled by
-    1e-9 lost one and its answers were no longer optimal; rows with a coefficient of 1
-    or more are left as they are."""
+    brought up into [1, 2) by a power of two (`unit_exponent`): the same feasible set,
+    exactly. HiGHS and SCIP drop coefficients below about 1e-9, so a row scaled by 1e-9
+    lost one and its answers were no longer optimal; rows with a coefficient of 1 or
+    more are left as they are."""
     exponent = unit_exponent(np.abs(A).max(axis=1, initial=0.0))
     if not exponent.any():
         return A, b
     return np.ldexp(A, exponent[:, None]), np.ldexp(b, exponent)
 
 
-def unit_exponent(largest: Any) -> Any:
+def unit_exponent(largest: Any, bits: int = 0) -> Any:
     """The power of two (its exponent) that brings each largest magnitude ``largest``
-    below 1 into [1, 2); 0 where it is 0, 1 or more, or not finite."""
-    small = (largest > 0) & (largest < 1)
-    return np.where(small, 1 - np.frexp(np.where(small, largest, 1.0))[1], 0)
+    below ``2**bits`` into [2**bits, 2**(bits + 1)); 0 where it is 0, ``2**bits`` or
+    more, or not finite."""
+    small = (largest > 0) & (largest < 2.0 ** bits)
+    return np.where(small, bits + 1 - np.frexp(np.where(small, largest, 1.0))[1], 0)
 
 
 @dataclass(frozen=True)
