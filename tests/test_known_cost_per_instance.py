@@ -235,6 +235,41 @@ def test_a_known_cost_of_the_wrong_shape_names_expected_and_got():
                                                                  known_cost=bad)
 
 
+@pytest.mark.parametrize("backend", installed_params(KNOWN_COST_BACKENDS))
+def test_per_call_data_beyond_the_spec_range_is_a_value_error(backend):
+    """A per-call known cost or rows of magnitude 1e15 or more are refused as the spec's
+    own data are: SCIP raised a bare Exception, cvxpy and HiGHS their own errors, and
+    the enumeration cast a float64 known cost of 1e39 to float32 inf and answered zeros."""
+    spec = cl.ILP(shape=[4], integrality="binary",
+                  constraints=[cl.Constraint(coefs=[1] * 4, sense="<=", rhs=2)])
+    solver = cl.make_solver(spec, backend)
+    layer = cl.ComboLayer(spec, backend=backend)
+    w = np.array([-1.0, -2, -3, 1])
+    for known in ([0, 0, 1e20, 0], [0, 0, 1e39, 0]):
+        with pytest.raises(ValueError, match="known_cost must be below 1e\\+15"):
+            solver.solve(torch.tensor(w, dtype=torch.float32),
+                         known_cost=torch.tensor(known, dtype=torch.float64))
+        with pytest.raises(ValueError, match="known_cost must be below 1e\\+15"):
+            layer(torch.tensor(w), known_cost=torch.tensor(known, dtype=torch.float64))
+    for name, A, b in (("A", [[1e20, 1, 1, 1]], [1.0]), ("b", [[1.0, 1, 1, 1]], [1e16])):
+        with pytest.raises(ValueError, match=f"{name} must be below 1e\\+15"):
+            solver.solve(w, A=np.array(A), b=np.array(b))
+        with pytest.raises(ValueError, match=f"{name} must be below 1e\\+15"):
+            layer(torch.tensor(w), A=torch.tensor(A), b=torch.tensor(b))
+
+
+def test_float32_costs_meet_a_float64_known_cost_in_float64():
+    """The solver adds a float64 known cost to float32 costs in float64 (as the layer
+    does): cast to float32, 1e8 + 1 and 1e8 tied and the first came back."""
+    spec = cl.ILP(shape=[2], integrality="binary",
+                  constraints=[cl.Constraint(coefs=[1, 1], sense="==", rhs=1)])
+    for backend in ("enumerate", "highs"):
+        for known, best in (([1e8 + 1, 1e8], [0.0, 1.0]), ([1e8, 1e8 + 1], [1.0, 0.0])):
+            y = cl.make_solver(spec, backend).solve(
+                torch.zeros(2), known_cost=torch.tensor(known, dtype=torch.float64))
+            assert y.dtype == torch.float32 and y.tolist() == best, backend
+
+
 @pytest.mark.parametrize("own_known", [True, False], ids=["spec known", "no spec known"])
 def test_rfwo_counts_the_instance_known_cost(own_known):
     """Regularised Frank-Wolfe with ``known_cost=k`` is the method on the spec whose

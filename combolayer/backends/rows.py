@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..specs.base import MAX_COEFFICIENT
+
 #: Slack on ``A x <= b`` when a solution is checked against per-call rows (the
 #: solution cache, the tests): the solvers' own feasibility tolerance is 1e-6.
 FEASIBILITY_TOL = 1e-6
@@ -107,9 +109,10 @@ class Rows:
 def check_rows(label: str, num_vars: int, batch: tuple[int, ...], A: Any, b: Any,
                values: bool = True) -> None:
     """Raise ValueError unless ``A``/``b`` are per-call rows for a costs batch ``batch``:
-    ``A (*rows_batch, m, num_vars)``, ``b (*rows_batch, m)``, real and finite (unless
-    ``values`` is False: the layer's compiled solve checks them), with a batch that
-    broadcasts onto ``batch``. The message names expected and got."""
+    ``A (*rows_batch, m, num_vars)``, ``b (*rows_batch, m)``, real, finite and below
+    `MAX_COEFFICIENT` in magnitude (unless ``values`` is False: the layer's compiled solve
+    checks them), with a batch that broadcasts onto ``batch``. The message names expected
+    and got."""
     if (A is None) != (b is None):
         raise ValueError(f"per-call rows need both A and b (A x <= b) for {label}, got only "
                          f"{'A' if b is None else 'b'}")
@@ -142,16 +145,24 @@ def check_rows(label: str, num_vars: int, batch: tuple[int, ...], A: Any, b: Any
                          f"does not broadcast onto the costs' batch shape {tuple(batch)} "
                          f"for {label}")
     for name, value in (("A", A), ("b", b)) if values else ():
-        check_finite(name, value, label)
+        check_in_range(name, value, label)
 
 
-def check_finite(name: str, value: Any, label: str) -> None:
+def check_in_range(name: str, value: Any, label: str) -> None:
     """``ValueError`` naming ``name`` when a call's input ``value`` (a tensor or an array:
-    per-call rows, a known cost) has NaN or inf entries, for problem ``label``."""
-    finite = (bool(torch.isfinite(value.detach()).all()) if isinstance(value, torch.Tensor)
-              else bool(np.isfinite(value).all()))
-    if not finite:
+    per-call rows, a known cost) has NaN or inf entries, or entries of magnitude
+    `MAX_COEFFICIENT` or more, which the spec's own data may not have either, for
+    problem ``label`` (solvers read 1e20 as infinite; SCIP raised a bare Exception)."""
+    if isinstance(value, torch.Tensor):
+        largest = float(value.detach().abs().amax()) if value.numel() else 0.0
+    else:
+        largest = float(np.abs(value).max(initial=0.0))
+    if largest < MAX_COEFFICIENT:
+        return
+    if not math.isfinite(largest):  # amax keeps NaN, which fails the comparison too
         raise ValueError(f"{name} must be finite, got NaN or inf entries for {label}")
+    raise ValueError(f"{name} must be below {MAX_COEFFICIENT:g} in magnitude for {label}, "
+                     f"got {largest:.3g}: rescale it")
 
 
 def rows_for(A: Any, b: Any, batch: tuple[int, ...]) -> Rows:

@@ -27,7 +27,7 @@ from .outcome import (
     warn_not_optimal,
     worst,
 )
-from .rows import Rows, check_finite, check_rows, rows_for
+from .rows import Rows, check_in_range, check_rows, rows_for
 from .wrapper import KnownBound, RowBound, SolverWrapper
 
 if TYPE_CHECKING:
@@ -536,8 +536,9 @@ def all_finite(costs: Any) -> bool:
 def check_known_cost(label: str, num_vars: int, batch: tuple[int, ...], known_cost: Any,
                      like: Any, values: bool = True) -> Any:
     """A per-call known cost checked once, at the edge: ``(*batch, num_vars)`` or any shape
-    that broadcasts to it (``(num_vars,)``: the same for every instance), real and finite
-    (unless ``values`` is False: the layer's compiled solve checks them).
+    that broadcasts to it (``(num_vars,)``: the same for every instance), real, finite and
+    below `MAX_COEFFICIENT` in magnitude (unless ``values`` is False: the layer's compiled
+    solve checks them).
     Returned as the kind of ``like`` (a tensor on its device and dtype, or a float64
     array), broadcast to ``(*batch, num_vars)``. ValueError names expected and got."""
     is_torch = isinstance(like, torch.Tensor)
@@ -559,7 +560,7 @@ def check_known_cost(label: str, num_vars: int, batch: tuple[int, ...], known_co
                          f"expected ({', '.join(map(str, (*batch, num_vars)))}) or "
                          f"({num_vars},)")
     if values:
-        check_finite("known_cost", known, label)
+        check_in_range("known_cost", known, label)
     known = known.expand(*batch, num_vars)
     if is_torch:
         return known.to(like)
@@ -629,6 +630,11 @@ class Recorder(SolverWrapper):
                                        return_aux=return_aux or self.keep_aux,
                                        **self._options(kwargs))
         return self._keep(out, return_aux)
+
+
+def _cast(x: Any, dtype: Any) -> Any:
+    """A numpy array or a tensor in ``dtype`` (of its own kind)."""
+    return x.astype(dtype) if isinstance(x, np.ndarray) else x.to(dtype)
 
 
 def rebuild_solver(recipe: Callable[[], Solver], outcome: dict | None = None) -> Solver:
@@ -849,7 +855,7 @@ class Solver:
                 optimality.
         """
         is_torch = isinstance(costs, torch.Tensor)
-        dtype = None  # numpy costs other than float64: the dtype the solutions go back to
+        dtype = None  # costs solved in float64 that are not: the dtype the solutions go back to
         if not is_torch:
             costs = np.asarray(costs)
             check_costs(self.spec, costs)  # before the cast, which would drop imaginary parts
@@ -860,6 +866,10 @@ class Solver:
             if not (costs.is_floating_point() or costs.is_complex()):
                 costs = costs.to(torch.float64)  # integer or bool costs: float64 solutions
             check_costs(self.spec, costs)
+            if known_cost is not None and costs.dtype != torch.float64:
+                # a known cost is added in float64 (as the layer does): float32 would tie
+                # 1e8 and 1e8 + 1
+                dtype, costs = costs.dtype, costs.double()
         rows = None
         if A is not None or b is not None:
             batch = tuple(costs.shape[: costs.ndim - len(self.cost_shape)])
@@ -879,7 +889,7 @@ class Solver:
         out = self.solve_min(self.sign * costs, return_aux=return_aux, statuses=statuses,
                              **options)
         if dtype is not None:
-            out = tuple(x.astype(dtype) for x in out) if return_aux else out.astype(dtype)
+            out = tuple(_cast(x, dtype) for x in out) if return_aux else _cast(out, dtype)
         if not return_status:
             return out
         return (*out, tuple(statuses)) if return_aux else (out, tuple(statuses))

@@ -49,7 +49,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..backends.rows import check_finite
+from ..backends.rows import check_in_range
 from ..backends.solver import Recorder, check_costs, check_values
 from ..backends.wrapper import KnownBound, RowBound
 from ..estimators.base import aux_of_output, check_upstream, refuse_instance_known_cost
@@ -153,7 +153,7 @@ class CompiledSolve:
                 check_values(spec, value, name)
         for name, value in (("A", A), ("b", b), ("known_cost", known)):
             if value is not None:
-                check_finite(name, value, spec.label)
+                check_in_range(name, value, spec.label)
         check_costs(spec, costs, "w after projection")
         if self.floor is not None:  # on the total the solver sees, the known cost added
             check_floor(spec, self.floor, costs if known is None else
