@@ -324,3 +324,60 @@ def test_a_generator_set_after_the_first_call_drives_the_cache_too():
     layer.generator = torch.Generator().manual_seed(5)
     twin = copy.deepcopy(layer)
     assert torch.equal(layer(w), twin(w))
+
+
+def _caching_losses(spec):
+    return [cl.losses.SPOPlusLoss(spec, solve_ratio=0.5, reduction="none"),
+            cl.losses.FenchelYoungLoss(spec, solve_ratio=0.5, reduction="none")]
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["spo_plus", "fenchel_young"])
+def test_a_losses_generator_set_after_the_first_call_drives_its_draws(which):
+    """SPO+ and Fenchel-Young kept the cache (and Fenchel-Young the noise) they built
+    with the generator of their first call: the loss and its copy answered differently,
+    and a Fenchel-Young loss given a generator later drew from the global RNG."""
+    spec = cl.problems.TopK(20, 5)
+    g = torch.Generator().manual_seed(0)
+    pred, true = torch.randn(64, 20, generator=g), torch.randn(64, 20, generator=g)
+    y_true = cl.make_solver(spec).solve(true)
+    loss = _caching_losses(spec)[which]
+    loss(pred, y_true if which else true)
+    loss.generator = torch.Generator().manual_seed(5)
+    twin = copy.deepcopy(loss)
+    target = y_true if which else true
+    assert torch.equal(loss(pred, target), twin(pred, target))
+    late = _caching_losses(spec)[which]
+    late.generator = torch.Generator().manual_seed(1)
+    early = type(late)(spec, solve_ratio=0.5, reduction="none",
+                       generator=torch.Generator().manual_seed(1))
+    assert torch.equal(late(pred, target), early(pred, target))
+
+
+@pytest.mark.parametrize("which", [0, 1, 2], ids=["layer", "spo_plus", "fenchel_young"])
+def test_a_solve_ratio_or_pool_set_after_the_first_call_takes_effect(which):
+    """A solve_ratio of 0 set later still solved about half the instances exactly (the
+    pool grew by them), and a pool set later was written but not read: set later, both
+    answer as when given to the constructor."""
+    spec = cl.problems.TopK(20, 5)
+    g = torch.Generator().manual_seed(0)
+    pred, true = torch.randn(64, 20, generator=g), torch.randn(64, 20, generator=g)
+    y_true = cl.make_solver(spec).solve(true)
+
+    def made(**options):
+        if which == 0:
+            return cl.ComboLayer(spec, **options)
+        return (cl.losses.SPOPlusLoss, cl.losses.FenchelYoungLoss)[which - 1](
+            spec, reduction="none", **options)
+
+    def call(user):
+        return user(pred) if which == 0 else user(pred, y_true if which == 2 else true)
+
+    user = made(solve_ratio=0.5)
+    call(user)
+    seeded = SolutionPool(spec)
+    seeded.seed(y_true[:3])
+    user.generator = torch.Generator().manual_seed(3)
+    user.solve_ratio, user.pool = 0.0, copy.deepcopy(seeded)
+    expected = call(made(solve_ratio=0.0, pool=copy.deepcopy(seeded),
+                         generator=torch.Generator().manual_seed(3)))
+    assert torch.equal(call(user), expected)

@@ -280,9 +280,9 @@ class ComboLayer(nn.Module):
 
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, value)
-        # the solution cache draws from the generator it was built with: a new one is
-        # given to it too (it kept drawing from the old, unlike the noise)
-        if name == "generator" and "_compiled" in self.__dict__:
+        # the solution cache is built with its generator, ratio and pool: a new one is
+        # given to it too (it kept drawing from the old generator, unlike the noise)
+        if name in ("generator", "solve_ratio", "pool") and "_compiled" in self.__dict__:
             self._compile()
 
     def __setstate__(self, state: dict) -> None:

@@ -192,11 +192,15 @@ class SolverLoss(LossInputs):
     @property
     def cached_solver(self) -> Solver:
         """``self.solver``, or the solution cache around it when ``self.solve_ratio < 1``
-        (built on first use, so a copied loss wraps its own rebuilt solver)."""
+        (built on first use, so a copied loss wraps its own rebuilt solver, and again
+        when the solver, ``solve_ratio``, ``pool`` or ``generator`` was set since)."""
         if getattr(self, "solve_ratio", 1.0) >= 1.0:
             return self.solver
         cached = self.__dict__.get("_cached")
-        if cached is None or cached.exact is not self.solver:
+        if cached is None or cached.solve_ratio != self.solve_ratio or any(
+                have is not given for have, given in (
+                    (cached.exact, self.solver), (cached.pool, self.pool),
+                    (cached.generator, self.generator))):
             from ..backends.pool import CachedSolver
 
             cached = self.__dict__["_cached"] = CachedSolver(

@@ -64,11 +64,20 @@ class FenchelYoungLoss(SolverLoss):
         self.spec = self.solver.spec
         self.solve_ratio = check_solve_ratio(solve_ratio)
         self.pool = as_pool(pool, self.spec)
-        self.generator = generator
         self.perturbed = Perturbed(sigma=sigma, num_samples=num_samples, noise=noise,
                                    generator=generator,
                                    perturbation=perturbation)
         self.reduction = check_reduction(reduction)
+
+    @property
+    def generator(self) -> torch.Generator | None:
+        """The generator of the noise (`Perturbed`'s) and of the ``solve_ratio`` draws;
+        setting it sets both."""
+        return self.perturbed.generator
+
+    @generator.setter
+    def generator(self, generator: torch.Generator | None) -> None:
+        self.perturbed = self.perturbed.model_copy(update={"generator": generator})
 
     def __repr__(self) -> str:
         p = self.perturbed
