@@ -75,6 +75,19 @@ def test_cave_hybrid_heuristic_branch():
     torch.testing.assert_close(loss.detach(), 1 - (s @ p) / (s.norm() * p.norm()))
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_cave_takes_half_precision_predictions(dtype):
+    """bfloat16 predictions raised (numpy has no bfloat16): they are projected in float64."""
+    spec = cl.problems.TopK(5, 2)
+    y_true = cl.make_solver(spec).solve(torch.rand(3, 5, generator=torch.Generator().manual_seed(0)))
+    pred = torch.rand(3, 5, generator=torch.Generator().manual_seed(1))
+    loss = cl.losses.CaVELoss(spec)
+    expected = loss(pred.to(dtype).double(), y_true.double())
+    got = loss(pred.to(dtype), y_true.to(dtype))
+    assert got.dtype == dtype
+    torch.testing.assert_close(got.double(), expected, atol=2e-2, rtol=2e-2)
+
+
 def test_cave_errors():
     with pytest.raises(ValueError, match=r"binary problems: y_true must be 0/1 for "
                        r"ILP\(shape=\[4\]\), got values such as \[0.5 0.5\]"):

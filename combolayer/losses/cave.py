@@ -54,7 +54,7 @@ class ConeRows:
 
     def __call__(self, y_true: Any) -> list[np.ndarray]:
         n, tol = self.n, self.tol
-        y = np.asarray(torch.as_tensor(y_true).detach().cpu(), dtype=np.float64).reshape(-1, n)
+        y = torch.as_tensor(y_true).detach().to("cpu", torch.float64).numpy().reshape(-1, n)
         binary = np.isclose(y, 0.0, atol=tol) | np.isclose(y, 1.0, atol=tol)
         if not binary.all():
             raise ValueError(f"CaVE is defined for binary problems: y_true must be 0/1 for "
@@ -403,7 +403,7 @@ class CaVELoss(SolverLoss):
             s = torch.cat([s, s.new_zeros(s.shape[0], cones.width - n)], dim=1)
         with torch.no_grad():
             if draw_exact(self.solve_ratio, self.generator):
-                points = s.detach().cpu().numpy().astype(np.float64)
+                points = s.detach().to("cpu", torch.float64).numpy()
                 target = torch.as_tensor(cones.project(points, self.max_iter)).to(s)
             else:
                 mean = torch.as_tensor(cones.mean_unit_normals()).to(s)
