@@ -910,7 +910,7 @@ class Solver:
         added to (`Solver.solve`'s ``return_status``).
         """
         if isinstance(costs, np.ndarray):  # solved as a float64 tensor sharing its memory
-            costs = torch.from_numpy(np.ascontiguousarray(costs, dtype=np.float64))
+            costs = torch.from_numpy(np.require(costs, np.float64, ["C", "W"]))
             known = None if known is None else torch.as_tensor(np.asarray(known, np.float64))
             out = self.solve_min(costs, return_aux, rows, known, statuses)
             return tuple(part.numpy() for part in out) if return_aux else out.numpy()
