@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import combolayer as cl
 from combolayer.cli.main import main as cli_main
 from combolayer.data import grid_edges, shortest_path_spec
+from combolayer.specs.canonical import canonical_form
 
 P = cl.problems
 analyze = cl.analyze
@@ -83,6 +84,48 @@ def test_topk_and_ranking_normal_is_all_ones(spec):
     assert hull.dim == spec.num_outputs - 1
     assert_same_span(hull.normals, np.ones((1, spec.num_outputs)))
     assert hull.fixed.size == 0
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 6])
+@pytest.mark.parametrize("exact", [False, True])
+def test_a_rankings_closed_form_hull_is_that_of_its_assignment_model(n, exact):
+    """Ranking(n) states its hull (`Spec.affine_hull`): the same as the hull computed from
+    its n**2 assignment model (`to_ilp`), in both modes, a single point for n = 1."""
+    stated, computed = analyze(P.Ranking(n), exact=exact), analyze(P.Ranking(n).to_ilp(),
+                                                                   exact=exact)
+    assert stated.dim == computed.dim == n - 1
+    assert_same_span(stated.normals, computed.normals)
+    np.testing.assert_allclose(np.abs(stated.offsets), np.abs(computed.offsets))
+    assert stated.fixed.tolist() == computed.fixed.tolist()
+
+
+def test_a_large_ranking_builds_no_assignment_model(monkeypatch):
+    """Ranking(n) has n**2 assignment variables: ranking the backends and the layer's
+    projection "auto" built that model (minutes and gigabytes from n = 300), where the
+    sort and the closed-form hull need none."""
+    def refused(self):
+        raise AssertionError("the assignment model was built")
+
+    monkeypatch.setattr(P.Ranking, "to_ilp", refused)
+    spec = P.Ranking(3000)
+    assert cl.make_solver(spec).backend == "torch"
+    y = cl.ComboLayer(spec)(torch.randn(2, 3000))
+    assert sorted(y[0].tolist()) == list(range(1, 3001))
+
+
+@pytest.mark.filterwarnings("ignore::combolayer.NoIntegerWarning")
+def test_is_mip_and_has_integers_are_the_canonical_forms():
+    """`Spec.is_mip` and `Spec.has_integers`, told without building the canonical form,
+    agree with it on every named problem and on ILPs of each integrality."""
+    specs = [P.TopK(5, 2), P.Ranking(4), P.Matching(3, 4), P.Knapsack([[1, 2, 3]], [3]),
+             P.TSP(5), P.ShortestPath.grid(3, 3), shortest_path_spec((3, 3)),
+             cl.ILP(shape=[3], integrality="continuous"),
+             cl.ILP(shape=[3], integrality=["continuous", "integer", "continuous"]),
+             cl.ILP(shape=[3])]
+    for spec in specs:
+        form = canonical_form(spec)
+        assert spec.is_mip == form.is_mip and spec.has_integers == bool(form.integer.any()), \
+            spec.label
 
 
 def test_ranking_built_with_auxiliary_assignment_is_all_ones():

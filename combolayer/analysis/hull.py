@@ -199,6 +199,9 @@ def _feasible_set(spec: Spec) -> Spec:
 @lru_cache(maxsize=128)
 def _analyze(cls: type, spec_json: str, exact: bool) -> AffineHull:
     spec = cls.model_validate_json(spec_json)
+    known = spec.affine_hull()
+    if known is not None:
+        return _hull(*known, spec.cost_shape, exact=True)
     if exact:
         return _exact_hull(spec, _analyze(cls, spec_json, False))
     form = canonical_form(spec, lazy=False)

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from ..specs.base import Spec
-from ..specs.canonical import canonical_form
 from .config import BackendConfig
 from .solver import FunctionKernel, Kernel
 
@@ -131,8 +130,7 @@ class Backend:
             return None
         if not self.capabilities & Capability.LP:
             return f"it solves only {sorted(self.kinds)}, not {spec.kind!r}"
-        form = canonical_form(spec, lazy=bool(self.capabilities & Capability.LAZY_CUTS))
-        if form.is_mip and not self.capabilities & Capability.MIP:
+        if spec.is_mip and not self.capabilities & Capability.MIP:
             return "it cannot handle integer variables"
         return None
 

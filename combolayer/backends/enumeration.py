@@ -341,6 +341,8 @@ class EnumerationBackend(Backend):
         """Ahead of the MIP solvers (behind any algorithm for the problem kind) on pure
         binary MIPs of at most `AUTO_MAX_VARS` variables and `AUTO_MAX_POINTS` feasible
         points; last otherwise."""
+        if not spec.is_mip or spec.num_vars > AUTO_MAX_VARS:  # told before any form is built
+            return Tier.LAST
         form, reason = _binary_form(spec)
         if reason is not None or not form.is_mip or form.num_vars > AUTO_MAX_VARS:
             return Tier.LAST

@@ -425,7 +425,7 @@ class GurobiBackend(Backend):
             return Tier.LAST
         if isinstance(spec, TSP):
             return Tier.TSP_LICENSED
-        return (Tier.MIP_SOLVER_LICENSED if canonical_form(spec).is_mip
+        return (Tier.MIP_SOLVER_LICENSED if spec.is_mip
                 else Tier.LP_SOLVER_LICENSED)
 
     def accepts(self, spec: Spec) -> str | None:

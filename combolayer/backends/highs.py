@@ -496,14 +496,14 @@ class HighsBackend(Backend):
         branch and cut (docs/problems.md, TSP table)."""
         if spec.kind == "tsp" and spec.num_nodes <= TSP_MAX_NODES_FIRST:
             return Tier.TSP_CUT_LOOP
-        return Tier.MIP_SOLVER_SLOW if canonical_form(spec).is_mip else Tier.LP_SOLVER
+        return Tier.MIP_SOLVER_SLOW if spec.is_mip else Tier.LP_SOLVER
 
     @classmethod
     def row_rank(cls, spec: Spec) -> int:
         """Behind SCIP whenever the problem has integer variables: per-call rows make
         it a MIP, and HiGHS, without lazy cuts inside branch and bound, re-solves the
         MIP per round of a path's cycle cuts (tests/test_rows_named_problems.py)."""
-        return (Tier.MIP_SOLVER_SLOW if canonical_form(spec).integer.any()
+        return (Tier.MIP_SOLVER_SLOW if spec.has_integers
                 else Tier.LP_SOLVER)
 
     def compile(self, spec: Spec, config: BackendConfig) -> HighsKernel | HighsTspKernel:

@@ -346,6 +346,25 @@ class Spec(_Validated):
         return self.num_outputs
 
     @property
+    def has_integers(self) -> bool:
+        """Whether some variable is integer (`CanonicalForm.integer`), told without
+        building the canonical form: every named problem decides in integers."""
+        return True
+
+    @property
+    def is_mip(self) -> bool:
+        """Whether a solver must branch (`CanonicalForm.is_mip`), told without building the
+        canonical form (a ranking's has n**2 variables): integer variables, and an LP
+        relaxation that is not known to be integral."""
+        return self.has_integers and not self.lp_is_integral
+
+    def affine_hull(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The affine hull of the solutions in closed form, ``(normals (r, N), a solution
+        (N,))``, for a problem whose hull is known and costly to compute (`cl.analyze`
+        returns it as is), else None."""
+        return None
+
+    @property
     def label(self) -> str:
         """A short name for messages, e.g. ``TSP(num_nodes=5)``."""
         args = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._label_fields)
@@ -537,6 +556,11 @@ class ILP(Spec):
     @property
     def num_vars(self) -> int:
         return self.num_outputs + self.num_aux
+
+    @property
+    def has_integers(self) -> bool:
+        kinds = [self.integrality] if isinstance(self.integrality, str) else self.integrality
+        return any(kind != "continuous" for kind in kinds)
 
     def model_size(self) -> tuple[int, int]:
         return self.num_vars, sum(len(row.coefs) + 1 for row in self.constraints)
