@@ -744,6 +744,22 @@ def test_a_big_m_cost_keeps_the_optimum_through_the_default_layer(backend):
         np.testing.assert_allclose((total * y).sum(1), best, err_msg=backend)
 
 
+@pytest.mark.parametrize("backend, option", [("highs", "objective_bound"),
+                                             ("gurobi", "Cutoff")])
+def test_an_objective_bound_in_the_options_meets_the_costs_as_given(backend, option):
+    """A bound in the objective's units is not scaled with the costs: scaled by 2**18, a
+    bound of 4 cut off the optimum 3 (InfeasibleError), and a bound of -6 that no
+    solution reaches was met. Such a kernel solves the costs as they come."""
+    available(backend)
+    spec = cl.ILP(shape=[4], integrality="binary",
+                  constraints=[cl.Constraint(coefs=[1] * 4, sense=">=", rhs=2)])
+    solver = cl.make_solver(spec, cl.BackendConfig(name=backend, options={option: 4.0}))
+    assert solver.solve(np.array([1.0, 2, 3, 4])).tolist() == [1, 1, 0, 0]
+    unreachable = cl.make_solver(spec, cl.BackendConfig(name=backend, options={option: -6.0}))
+    with pytest.raises((cl.InfeasibleError, cl.SolverError)):
+        unreachable.solve(np.array([1.0, 2, 3, 4]))
+
+
 @pytest.mark.parametrize("backend", ["highs", "scip"])
 def test_an_instances_optimum_under_ties_does_not_depend_on_the_solves_before_it(backend):
     """SCIP kept the solutions of earlier solves as incumbents: on tied matchings 14 of

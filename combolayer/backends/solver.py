@@ -209,10 +209,16 @@ class RowKernel(ReportingKernel):
     #: The solver option that sets its feasibility tolerance (``BackendConfig.options``),
     #: named when an answer breaks a row within it (`_check_rows`); None if unknown.
     feasibility_option: str | None = None
+    #: Whether ``solve_one`` gets each instance's costs scaled up by a power of two
+    #: (`unit_scaled`): set at construction from the config's options (`scales_costs`).
+    scale_costs = True
 
     def __new__(cls, *args: Any, **kwargs: Any) -> RowKernel:
         kernel = super().__new__(cls)
         kernel._lock = threading.Lock()
+        # every row kernel is built as (form or spec, config, ...)
+        config = args[1] if len(args) > 1 else kwargs.get("config")
+        kernel.scale_costs = scales_costs(getattr(config, "options", {}))
         return kernel
 
     #: Whether the kernel takes per-call rows (``rows=``): subclasses that define
@@ -267,7 +273,7 @@ class RowKernel(ReportingKernel):
         starts = self._starts(costs, start)
         with self._lock:
             for b, cost in enumerate(costs):
-                cost = unit_scaled(cost)
+                cost = unit_scaled(cost) if self.scale_costs else cost
                 x = (self.solve_one(cost) if starts is None
                      else self.solve_one(cost, start=starts[b]))
                 if isinstance(x, Solved):
@@ -333,7 +339,7 @@ class RowKernel(ReportingKernel):
         with self._lock:
             try:
                 for i in order:
-                    cost = unit_scaled(costs[i])
+                    cost = unit_scaled(costs[i]) if self.scale_costs else costs[i]
                     if index[i] != current:
                         current = index[i]
                         A = np.asarray(rows.A[current], dtype=np.float64)
@@ -384,6 +390,22 @@ class RowKernel(ReportingKernel):
 #: 2**20 keeps the objective's rounding (about 1e-10) far below the 1e-7 tolerances
 #: (tests/test_backends.py, the big-M and the scaling tests).
 COST_BITS = 20
+
+
+#: Solver options in the objective's units, which scaling the costs would change (HiGHS's,
+#: SCIP's and Gurobi's, whose names are case-insensitive, and so the solvers' under
+#: cvxpy): a row kernel given one solves the costs as they come (`scales_costs`).
+OBJECTIVE_OPTIONS = frozenset({
+    "objective_bound", "objective_target", "mip_abs_gap",  # HiGHS
+    "limits/objectivestop", "limits/absgap",  # SCIP
+    "cutoff", "bestobjstop", "bestbdstop", "mipgapabs"})  # Gurobi
+
+
+def scales_costs(options: dict) -> bool:
+    """Whether a row kernel with these solver ``options`` scales its costs (`unit_scaled`):
+    not when one of them is in the objective's units (`OBJECTIVE_OPTIONS`: a cutoff of 4
+    on costs scaled by 2**18 cut every solution off)."""
+    return not any(str(key).lower() in OBJECTIVE_OPTIONS for key in options)
 
 
 def unit_scaled(cost: np.ndarray) -> np.ndarray:
