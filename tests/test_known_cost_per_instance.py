@@ -258,16 +258,36 @@ def test_per_call_data_beyond_the_spec_range_is_a_value_error(backend):
             layer(torch.tensor(w), A=torch.tensor(A), b=torch.tensor(b))
 
 
-def test_float32_costs_meet_a_float64_known_cost_in_float64():
-    """The solver adds a float64 known cost to float32 costs in float64 (as the layer
-    does): cast to float32, 1e8 + 1 and 1e8 tied and the first came back."""
-    spec = cl.ILP(shape=[2], integrality="binary",
-                  constraints=[cl.Constraint(coefs=[1, 1], sense="==", rhs=1)])
-    for backend in ("enumerate", "highs"):
-        for known, best in (([1e8 + 1, 1e8], [0.0, 1.0]), ([1e8, 1e8 + 1], [1.0, 0.0])):
+def test_bool_and_integer_per_call_data_are_numbers():
+    """A bool or integer torch A, b or known cost is read as numbers (the range check
+    raised a bare torch error on bool)."""
+    spec = cl.ILP(shape=[3], constraints=[cl.Constraint(coefs=[1, 1, 1], sense="<=", rhs=2)])
+    solver = cl.make_solver(spec, "highs")
+    w = torch.tensor([-1.0, -2, -3])
+    for A in (torch.tensor([[True, True, True]]), torch.tensor([[1, 1, 1]])):
+        assert solver.solve(w, A=A, b=torch.tensor([1.0])).tolist() == [0, 0, 1]
+    known = torch.tensor([False, False, True])
+    assert solver.solve(w, known_cost=known).tolist() == [0, 1, 1]
+    layer = cl.ComboLayer(spec, backend="highs", projection="plane")
+    assert layer(w, known_cost=known).tolist() == [0, 1, 1]
+
+
+@pytest.mark.parametrize("backend", ["enumerate", "highs"])
+@pytest.mark.parametrize("own", [False, True], ids=["per-call known", "spec known"])
+def test_float32_costs_meet_a_float64_known_cost_in_float64(backend, own):
+    """The solver adds a known cost to float32 costs in float64 (as the layer does): cast
+    to float32, 1e8 + 1 and 1e8 tied and the first came back (a per-call known cost on
+    every backend, the spec's own on the torch kernels)."""
+    row = [cl.Constraint(coefs=[1, 1], sense="==", rhs=1)]
+    for known, best in (([1e8 + 1, 1e8], [0.0, 1.0]), ([1e8, 1e8 + 1], [1.0, 0.0])):
+        if own:
+            spec = cl.ILP(shape=[2], integrality="binary", constraints=row, known_cost=known)
+            y = cl.make_solver(spec, backend).solve(torch.zeros(2))
+        else:
+            spec = cl.ILP(shape=[2], integrality="binary", constraints=row)
             y = cl.make_solver(spec, backend).solve(
                 torch.zeros(2), known_cost=torch.tensor(known, dtype=torch.float64))
-            assert y.dtype == torch.float32 and y.tolist() == best, backend
+        assert y.dtype == torch.float32 and y.tolist() == best
 
 
 @pytest.mark.parametrize("own_known", [True, False], ids=["spec known", "no spec known"])

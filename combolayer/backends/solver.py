@@ -1006,15 +1006,17 @@ class Solver:
         if self._torch_kernel:
             if on_device and not self._kernel.checks_values:
                 check_values(self.spec, costs)
-            solved = self._run(self._kernel, self.widen(costs, aux_known) if wide else costs,
+            # a known cost is added in float64, as for a host kernel: float32 ties 1e8, 1e8 + 1
+            solved = self._run(self._kernel,
+                               self.widen(costs.double(), aux_known) if wide else costs,
                                rows=None if rows is None else rows.torch(costs))
             y = solved.values
         else:
             # one copy at most: none for float64 CPU costs, which numpy shares
             flat = costs.to("cpu", torch.float64)
-            flat = (self.widen(flat, aux_known) if wide else flat).numpy()
-            if on_device:
+            if on_device:  # the costs alone, as check_costs checks them on the CPU
                 check_values(self.spec, flat)
+            flat = (self.widen(flat, aux_known) if wide else flat).numpy()
             solved = self._run(self._kernel, flat, start,
                                None if rows is None else rows.numpy())
             y = torch.from_numpy(solved.values)
