@@ -368,6 +368,9 @@ ALTERED = {
     "a word as a value (read as 0)": (
         ("c1        1\n    y", "c1        one\n    y"),
         r"line 6: 'one' in the COLUMNS section is not a number \(HiGHS would read it as 0"),
+    "a number with an underscore (read as its leading digits)": (
+        ("c1        1\n    y", "c1        1_000\n    y"),
+        r"line 6: '1_000' in the COLUMNS section is not a number"),
     "a word as an objective coefficient (read as 0)": (
         ("obj       -2", "obj       minus"),
         r"line 7: 'minus' in the COLUMNS section is not a number"),

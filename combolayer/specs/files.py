@@ -262,6 +262,8 @@ def _log_warnings(h) -> list[str]:
     return found
 
 
+#: A number as HiGHS reads it whole (Python's float() also takes 1_000 and nan).
+_NUMBER = re.compile(r"[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|inf(inity)?)", re.IGNORECASE)
 #: A field that starts as a number: HiGHS reads its leading number and drops the rest
 #: (any other word it reads as 0).
 _NUMBER_START = re.compile(r"[+-]?(\d|\.\d)")
@@ -310,14 +312,12 @@ def _check_mps_text(path: Path, names: list[str]) -> None:
             declared.add(fields[0])
         for k in _MPS_VALUES.get(section, {}).get(len(fields), ()):
             value = fields[k]
-            try:
-                float(value)
-            except ValueError:
+            if not _NUMBER.fullmatch(value):
                 read = ("its leading digits and drop the rest" if _NUMBER_START.match(value)
                         else "it as 0")
                 raise SpecError(f"{str(path)!r} line {number}: {value!r} in the {section} "
                                 f"section is not a number (HiGHS would read {read}); fix the "
-                                "file") from None
+                                "file")
     stripped = [line.strip() for line in lines]
     for name in names:
         if name and name not in declared and not (
