@@ -381,3 +381,22 @@ def test_a_solve_ratio_or_pool_set_after_the_first_call_takes_effect(which):
     expected = call(made(solve_ratio=0.0, pool=copy.deepcopy(seeded),
                          generator=torch.Generator().manual_seed(3)))
     assert torch.equal(call(user), expected)
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["layer", "spo_plus"])
+def test_a_pool_or_solve_ratio_set_later_is_checked_as_the_constructor_checks_it(which):
+    """layer.pool = solutions (or None) seeds a new pool, as the constructor does, and a
+    solve_ratio outside [0, 1] is refused before it is stored (both raised a bare
+    AttributeError after the attribute was stored, leaving the layer half set)."""
+    spec = cl.problems.TopK(5, 2)
+    user = (cl.ComboLayer(spec, solve_ratio=0.5),
+            cl.losses.SPOPlusLoss(spec, solve_ratio=0.5))[which]
+    y = cl.make_solver(spec).solve(torch.randn(4, 5, generator=torch.Generator().manual_seed(0)))
+    user.pool = y
+    assert isinstance(user.pool, SolutionPool) and len(user.pool) == len(torch.unique(y, dim=0))
+    user.pool = None
+    assert isinstance(user.pool, SolutionPool) and len(user.pool) == 0
+    with pytest.raises(ValueError, match="solve_ratio must be in"):
+        user.solve_ratio = 1.5
+    assert user.solve_ratio == 0.5
+    copy.deepcopy(user)

@@ -390,6 +390,17 @@ def as_pool(pool: Any, spec: Any) -> SolutionPool:
     return fresh
 
 
+def cache_setting(name: str, value: Any, spec: Any) -> Any:
+    """``value`` checked as a layer's or loss's ``solve_ratio`` (`check_solve_ratio`) or
+    ``pool`` (`as_pool`, for ``spec``; None while there is none yet) where ``name`` is
+    one, else as it is: what setting either attribute stores, whenever it is set."""
+    if name == "solve_ratio":
+        return check_solve_ratio(value)
+    if name == "pool" and spec is not None:
+        return as_pool(value, spec)
+    return value
+
+
 def check_solve_ratio(solve_ratio: float) -> float:
     """``solve_ratio`` as a float in [0, 1], or ``ValueError`` naming what it got."""
     ratio = float(solve_ratio)

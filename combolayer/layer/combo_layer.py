@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from ..analysis.hull import analyze
 from ..backends.clip import ClipNegatives
 from ..backends.config import BackendConfig
-from ..backends.pool import CachedSolver, SolutionPool, as_pool, check_solve_ratio
+from ..backends.pool import CachedSolver, SolutionPool, cache_setting
 from ..backends.registry import in_place_of_spec, make_solver
 from ..backends.rows import check_rows
 from ..backends.solver import Recorder, Solver, check_costs, check_known_cost
@@ -132,7 +132,7 @@ class ComboLayer(nn.Module):
     ) -> None:
         super().__init__()
         spec, backend = in_place_of_spec(spec, backend)  # a solver or wrapped model
-        self.solve_ratio = check_solve_ratio(solve_ratio)
+        self.solve_ratio = solve_ratio  # checked on every setting (`cache_setting`)
         self.spec = load_spec(spec)
         if isinstance(backend, Solver):
             # A compiled solver, as the losses take: used as is, and copied as its
@@ -179,7 +179,7 @@ class ComboLayer(nn.Module):
         self.sample_noise = sample_noise
         #: The solution cache's pool, bound to this spec (pickled and deep-copied with the
         #: layer; a pool of another problem is refused).
-        self.pool = as_pool(pool, self.spec)
+        self.pool = pool  # a SolutionPool for the spec (`cache_setting`)
         self._compile()
         logger.debug("ComboLayer(%s): backend %r chosen", self.spec.label, self.solver.backend)
         logger.info("ComboLayer(%s): backend %r: %s", self.spec.label, self.solver.backend,
@@ -279,7 +279,7 @@ class ComboLayer(nn.Module):
         return state
 
     def __setattr__(self, name: str, value: Any) -> None:
-        super().__setattr__(name, value)
+        super().__setattr__(name, cache_setting(name, value, self.__dict__.get("spec")))
         # the solution cache is built with its generator, ratio and pool: a new one is
         # given to it too (it kept drawing from the old generator, unlike the noise)
         if name in ("generator", "solve_ratio", "pool") and "_compiled" in self.__dict__:

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..backends.pool import CachedSolver, cache_setting
 from ..backends.solver import Solver, check_known_cost, inner, rebuild_solver
 from ..estimators.base import KNOWN_COST_REGISTRIES, refuse_known_cost
 
@@ -180,6 +181,9 @@ class SolverLoss(LossInputs):
         if not cls.__dict__.get("_abstract_loss", False):
             LOSSES[cls.__name__] = cls
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, cache_setting(name, value, self.__dict__.get("spec")))
+
     @property
     def solver(self) -> Solver:
         return self.__dict__["_solver"]
@@ -201,8 +205,6 @@ class SolverLoss(LossInputs):
                 have is not given for have, given in (
                     (cached.exact, self.solver), (cached.pool, self.pool),
                     (cached.generator, self.generator))):
-            from ..backends.pool import CachedSolver
-
             cached = self.__dict__["_cached"] = CachedSolver(
                 self.solver, self.solve_ratio, self.pool, self.generator)
         return cached

@@ -376,7 +376,7 @@ class CaVELoss(SolverLoss):
         self.spec = self.solver.spec
         self.cone_rows = ConeRows(self.spec)
         self.max_iter = max_iter
-        self.solve_ratio = float(solve_ratio)
+        self.solve_ratio = solve_ratio  # checked on setting (`cache_setting`)
         self.inner_ratio = float(inner_ratio)
         self.reduction = check_reduction(reduction)
         self.generator = generator

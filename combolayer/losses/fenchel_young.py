@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..backends.pool import SolutionPool, as_pool, check_solve_ratio
+from ..backends.pool import SolutionPool
 from ..backends.registry import as_solver
 from ..backends.solver import KnownBound, Recorder, check_costs, inner
 from ..estimators import Perturbed
@@ -62,8 +62,8 @@ class FenchelYoungLoss(SolverLoss):
                  pool: SolutionPool | None = None, perturbation: str = "additive") -> None:
         self.solver = as_solver(spec, backend)
         self.spec = self.solver.spec
-        self.solve_ratio = check_solve_ratio(solve_ratio)
-        self.pool = as_pool(pool, self.spec)
+        self.solve_ratio = solve_ratio  # checked on setting (`cache_setting`)
+        self.pool = pool  # a SolutionPool for the spec (`cache_setting`)
         self.perturbed = Perturbed(sigma=sigma, num_samples=num_samples, noise=noise,
                                    generator=generator,
                                    perturbation=perturbation)

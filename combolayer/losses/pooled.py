@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..backends.pool import as_pool, check_solve_ratio, draw_exact
+from ..backends.pool import draw_exact
 from ..backends.registry import as_solver
 from ..backends.solver import KnownBound, check_costs
 from .base import SolverLoss, check_reduction, check_solution, reduce
@@ -50,8 +50,8 @@ class PooledLoss(SolverLoss):
                  generator: torch.Generator | None = None) -> None:
         self.solver = as_solver(spec, backend)
         self.spec = self.solver.spec
-        self.solve_ratio = check_solve_ratio(solve_ratio)
-        self.pool = as_pool(pool, self.spec)
+        self.solve_ratio = solve_ratio  # checked on setting (`cache_setting`)
+        self.pool = pool  # a SolutionPool for the spec (`cache_setting`)
         self.reduction = check_reduction(reduction)
         self.generator = generator
 

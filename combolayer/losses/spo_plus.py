@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..backends.pool import SolutionPool, as_pool, check_solve_ratio
+from ..backends.pool import SolutionPool
 from ..backends.registry import as_solver
 from ..backends.solver import KnownBound, Solver, check_costs, inner
 from .base import SolverLoss, check_reduction, check_solution, reduce
@@ -55,8 +55,8 @@ class SPOPlusLoss(SolverLoss):
         self.solver = as_solver(spec, backend)
         self.spec = self.solver.spec
         self.reduction = check_reduction(reduction)
-        self.solve_ratio = check_solve_ratio(solve_ratio)
-        self.pool = as_pool(pool, self.spec)
+        self.solve_ratio = solve_ratio  # checked on setting (`cache_setting`)
+        self.pool = pool  # a SolutionPool for the spec (`cache_setting`)
         self.generator = generator
 
     @property
