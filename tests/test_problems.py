@@ -529,6 +529,22 @@ def test_named_problems_take_positional_arguments_as_api_md_writes_them():
     assert cl.problems.GridShortestPath(3, 4, 4).neighborhood == 4
 
 
+def test_a_shifting_projection_is_refused_without_the_exact_hull_where_two_sums_differ(
+        monkeypatch):
+    """Paths of different lengths: two optima with different sums refuse "mean" at once;
+    the exact hull's 2 N MIP solves (seconds for a 5 x 5 grid, minutes from 7 x 7) run
+    only where no such pair shows up."""
+    from combolayer.layer import projection as module
+
+    exact_calls = []
+    analyze = module.analyze
+    monkeypatch.setattr(module, "analyze", lambda spec, exact=False: (
+        exact_calls.append(exact), analyze(spec, exact=exact))[1])
+    with pytest.raises(ValueError, match="changes the solution"):
+        cl.ComboLayer(cl.problems.ShortestPath.grid(12, 12), projection="mean")
+    assert True not in exact_calls
+
+
 @pytest.mark.parametrize("projection", ["mean", "std"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_shifting_projection_is_refused_exactly_where_it_would_change_the_solution(
