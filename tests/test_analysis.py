@@ -86,14 +86,16 @@ def test_topk_and_ranking_normal_is_all_ones(spec):
     assert hull.fixed.size == 0
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 6])
+@pytest.mark.parametrize("spec", [P.Ranking(1), P.Ranking(2), P.Ranking(3), P.Ranking(6),
+                                  P.TopK(1, 1), P.TopK(5, 1), P.TopK(5, 3), P.TopK(5, 5)],
+                         ids=lambda spec: spec.label)
 @pytest.mark.parametrize("exact", [False, True])
-def test_a_rankings_closed_form_hull_is_that_of_its_assignment_model(n, exact):
-    """Ranking(n) states its hull (`Spec.affine_hull`): the same as the hull computed from
-    its n**2 assignment model (`to_ilp`), in both modes, a single point for n = 1."""
-    stated, computed = analyze(P.Ranking(n), exact=exact), analyze(P.Ranking(n).to_ilp(),
-                                                                   exact=exact)
-    assert stated.dim == computed.dim == n - 1
+def test_a_closed_form_hull_is_that_of_the_problems_model(spec, exact):
+    """Ranking and TopK state their hulls (`Spec.affine_hull`): the same as the hull
+    computed from their models (`to_ilp`: Ranking's n**2 assignment), in both modes, a
+    single point for Ranking(1) and TopK(n, n)."""
+    stated, computed = analyze(spec, exact=exact), analyze(spec.to_ilp(), exact=exact)
+    assert stated.dim == computed.dim
     assert_same_span(stated.normals, computed.normals)
     np.testing.assert_allclose(np.abs(stated.offsets), np.abs(computed.offsets))
     assert stated.fixed.tolist() == computed.fixed.tolist()

@@ -52,6 +52,15 @@ class TopK(Spec):
         return ILP.from_matrices(shape=[self.n], A_eq=np.ones((1, self.n)), b_eq=[self.k],
                                  sense=self.sense)
 
+    def affine_hull(self) -> tuple[np.ndarray, np.ndarray]:
+        """The picks sum to ``k`` and nothing else holds for every k-hot vector (a single
+        point for ``k = n``): known in closed form, where the exact hull's 2 n MIP solves
+        took 160 s at n = 1000."""
+        first = (np.arange(self.n) < self.k).astype(np.float64)
+        if self.k == self.n:
+            return np.eye(self.n), first
+        return np.ones((1, self.n)) / np.sqrt(self.n), first
+
 
 @register_spec
 class Ranking(Spec):
