@@ -79,8 +79,9 @@ def test_cave_hybrid_heuristic_branch():
 def test_cave_takes_half_precision_predictions(dtype):
     """bfloat16 predictions raised (numpy has no bfloat16): they are projected in float64."""
     spec = cl.problems.TopK(5, 2)
-    y_true = cl.make_solver(spec).solve(torch.rand(3, 5, generator=torch.Generator().manual_seed(0)))
-    pred = torch.rand(3, 5, generator=torch.Generator().manual_seed(1))
+    g = torch.Generator().manual_seed(0)
+    y_true = cl.make_solver(spec).solve(torch.rand(3, 5, generator=g))
+    pred = torch.rand(3, 5, generator=g)
     loss = cl.losses.CaVELoss(spec)
     expected = loss(pred.to(dtype).double(), y_true.double())
     got = loss(pred.to(dtype), y_true.to(dtype))
