@@ -410,11 +410,12 @@ def scales_costs(options: dict) -> bool:
 
 def unit_scaled(cost: np.ndarray) -> np.ndarray:
     """``cost`` as it is when its largest magnitude is ``2**COST_BITS`` or more, else times
-    the power of two that brings it into [2**20, 2**21): the same argmin, exactly (a power
-    of two changes no mantissa: ties stay ties). A MIP solver's tolerances are absolute
-    (on the objective and the reduced costs): on costs of 1e-6, HiGHS and Gurobi took tours
-    2.7% and 15% longer, and SCIP a knapsack 24% worse; normalised to unit norm, costs of
-    1 beside a big-M of 1e7 sank to 1e-7 and HiGHS, Gurobi and cvxpy answered zeros.
+    the power of two that brings it into [2**COST_BITS, 2**(COST_BITS + 1)): the same
+    argmin, exactly (a power of two changes no mantissa: ties stay ties). A MIP solver's
+    tolerances are absolute (on the objective and the reduced costs): on costs of 1e-6,
+    HiGHS and Gurobi took tours 2.7% and 15% longer, and SCIP a knapsack 24% worse;
+    normalised to unit norm, costs of 1 beside a big-M of 1e7 sank to 1e-7 and HiGHS,
+    Gurobi and cvxpy answered zeros.
     Larger costs are never brought down: the differences of costs near 1e6 (an offset,
     or a known cost next to a small predicted one) sank below those tolerances so."""
     exponent = unit_exponent(np.abs(cost).max(initial=0.0), COST_BITS)
