@@ -200,8 +200,8 @@ def _feasible_set(spec: Spec) -> Spec:
 def _analyze(cls: type, spec_json: str, exact: bool) -> AffineHull:
     spec = cls.model_validate_json(spec_json)
     known = spec.affine_hull()
-    if known is not None:
-        return _hull(*known, spec.cost_shape, exact=True)
+    if known is not None:  # the hull of the relaxation and of the integer solutions alike
+        return _hull(*known, spec.cost_shape, exact=exact)
     if exact:
         return _exact_hull(spec, _analyze(cls, spec_json, False))
     form = canonical_form(spec, lazy=False)
