@@ -276,6 +276,10 @@ def test_infeasible_relaxation_raises():
     spec = cl.ILP.from_matrices(2, A_ub=[[1, 1]], b_ub=[-1])
     with pytest.raises(cl.InfeasibleError, match="infeasible"):
         analyze(spec)
+    # presolve leaves this one to the interior-point method, which stops at 'Unknown'
+    hidden = cl.ILP.from_matrices(2, A_ub=[[-1, 1], [1, -1], [-3, -3]], b_ub=[-1, 1, -5])
+    with pytest.raises(cl.InfeasibleError, match="infeasible"):
+        analyze(hidden)
 
 
 # -- the result object ----------------------------------------------------------

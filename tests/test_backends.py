@@ -745,7 +745,7 @@ def test_a_big_m_cost_keeps_the_optimum_through_the_default_layer(backend):
 
 
 @pytest.mark.parametrize("backend, option", [("highs", "objective_bound"),
-                                             ("gurobi", "Cutoff")])
+                                             ("gurobi", "Cutoff"), ("gurobi", "cut_off")])
 def test_an_objective_bound_in_the_options_meets_the_costs_as_given(backend, option):
     """A bound in the objective's units is not scaled with the costs: scaled by 2**18, a
     bound of 4 cut off the optimum 3 (InfeasibleError), and a bound of -6 that no
@@ -758,6 +758,16 @@ def test_an_objective_bound_in_the_options_meets_the_costs_as_given(backend, opt
     unreachable = cl.make_solver(spec, cl.BackendConfig(name=backend, options={option: -6.0}))
     with pytest.raises((cl.InfeasibleError, cl.SolverError)):
         unreachable.solve(np.array([1.0, 2, 3, 4]))
+
+
+def test_options_in_the_objectives_units_are_found_however_spelled_and_nested():
+    """Gurobi ignores case and underscores in parameter names, and cvxpy nests SCIP's."""
+    from combolayer.backends.solver import scales_costs
+
+    for options in ({"best_obj_stop": 1.0}, {"MIP_Gap_Abs": 0.1}, {"limits/dual": 1.0},
+                    {"solver": "SCIP", "scip_params": {"limits/primal": 1.0}}):
+        assert not scales_costs(options), options
+    assert scales_costs({"solver": "SCIP", "scip_params": {"limits/time": 5.0}})
 
 
 @pytest.mark.parametrize("backend", ["highs", "scip"])

@@ -326,7 +326,13 @@ def tight_rows(form: CanonicalForm, G: sp.csr_matrix,
     model.setOptionValue("solver", "ipm")
     model.setOptionValue("run_crossover", "off")
     check_status(model.passModel(lp), "passModel")
-    x = _run_lp(model)
+    run_highs(model)
+    if model.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        # it stops at 'Unknown' on some infeasible relaxations: the default solver says
+        model.setOptionValue("solver", "choose")
+        model.setOptionValue("run_crossover", "on")
+        run_highs(model)
+    x = _run_lp(model, run=False)
     tight = np.flatnonzero((x[n:n + c] < 0.5) & _resolved(G, h))
     return tight[~_slack_at_an_integer_point(form, G, h, tight)], x[:n] / x[-1]
 
@@ -399,8 +405,11 @@ def _meets(form: CanonicalForm, x: np.ndarray) -> bool:
                 and np.all(x - form.upper <= within(eye, form.upper)))
 
 
-def _run_lp(model) -> np.ndarray:
-    run_highs(model)
+def _run_lp(model, run: bool = True) -> np.ndarray:
+    """The LP's solution (running it first unless ``run`` is False), or the error or
+    warning its status calls for."""
+    if run:
+        run_highs(model)
     status = model.getModelStatus()
     optimal = status == highspy.HighsModelStatus.kOptimal
     solver = "HiGHS (the LP relaxation, looking for implicit equalities)"

@@ -392,20 +392,27 @@ class RowKernel(ReportingKernel):
 COST_BITS = 20
 
 
-#: Solver options in the objective's units, which scaling the costs would change (HiGHS's,
-#: SCIP's and Gurobi's, whose names are case-insensitive, and so the solvers' under
-#: cvxpy): a row kernel given one solves the costs as they come (`scales_costs`).
+#: Solver options in the objective's units, which scaling the costs would change, as
+#: `scales_costs` compares names (lower case, no underscores: Gurobi ignores both):
+#: HiGHS's, SCIP's (``limits/objectivestop`` before SCIP 10) and Gurobi's, and so the
+#: solvers' under cvxpy. A row kernel given one solves the costs as they come.
 OBJECTIVE_OPTIONS = frozenset({
-    "objective_bound", "objective_target", "mip_abs_gap",  # HiGHS
-    "limits/objectivestop", "limits/absgap",  # SCIP
+    "objectivebound", "objectivetarget", "mipabsgap",  # HiGHS
+    "limits/primal", "limits/dual", "limits/objectivestop", "limits/absgap",  # SCIP
     "cutoff", "bestobjstop", "bestbdstop", "mipgapabs"})  # Gurobi
 
 
 def scales_costs(options: dict) -> bool:
     """Whether a row kernel with these solver ``options`` scales its costs (`unit_scaled`):
-    not when one of them is in the objective's units (`OBJECTIVE_OPTIONS`: a cutoff of 4
-    on costs scaled by 2**18 cut every solution off)."""
-    return not any(str(key).lower() in OBJECTIVE_OPTIONS for key in options)
+    not when one of them, or of the options nested in them (cvxpy's ``scip_params``), is
+    in the objective's units (`OBJECTIVE_OPTIONS`: a cutoff of 4 on costs scaled by 2**18
+    cut every solution off)."""
+    for key, value in options.items():
+        if str(key).lower().replace("_", "") in OBJECTIVE_OPTIONS:
+            return False
+        if isinstance(value, dict) and not scales_costs(value):
+            return False
+    return True
 
 
 def unit_scaled(cost: np.ndarray) -> np.ndarray:
