@@ -536,6 +536,7 @@ def test_a_shifting_projection_is_refused_without_the_exact_hull_where_two_sums_
     only where no such pair shows up."""
     from combolayer.layer import projection as module
 
+    module._sum_fixed.cache_clear()  # decided once per spec: decide it here
     exact_calls = []
     analyze = module.analyze
     monkeypatch.setattr(module, "analyze", lambda spec, exact=False: (

@@ -153,8 +153,11 @@ def check_in_range(name: str, value: Any, label: str) -> None:
     per-call rows, a known cost) has NaN or inf entries, or entries of magnitude
     `MAX_COEFFICIENT` or more, which the spec's own data may not have either, for
     problem ``label`` (solvers read 1e20 as infinite; SCIP raised a bare Exception)."""
-    if isinstance(value, torch.Tensor):  # bool and integer entries read as numbers
-        largest = float(value.detach().double().abs().amax()) if value.numel() else 0.0
+    if isinstance(value, torch.Tensor):
+        value = value.detach()
+        if not value.is_floating_point():  # bool and integer entries read as numbers
+            value = value.double()
+        largest = float(value.abs().amax()) if value.numel() else 0.0
     else:
         largest = float(np.abs(np.asarray(value, dtype=np.float64)).max(initial=0.0))
     if largest < MAX_COEFFICIENT:

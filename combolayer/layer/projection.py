@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -199,22 +200,31 @@ def make_projection(projection: str | Transform, spec: Spec) -> Transform:
 
 def _sum_is_fixed(spec: Spec) -> bool:
     """Whether ``sum(y)`` is the same for every solution of ``spec``, so that shifting
-    ``w`` by a constant keeps its argmin: the all-ones direction lies in the normal space
-    of the LP relaxation's affine hull; it is not where two solutions have different sums
-    (`_sums_differ`); failing both (a sum that only integrality fixes), it lies in the
-    normal space of the integer solutions' hull (`analyze`, exact)."""
+    ``w`` by a constant keeps its argmin (decided once per spec, `_sum_fixed`)."""
+    return _sum_fixed(type(spec), spec.model_dump_json())
+
+
+@lru_cache(maxsize=128)
+def _sum_fixed(cls: type, spec_json: str) -> bool:
+    """`_sum_is_fixed`, cached as `analyze` is (a layer is built again after a copy, or a
+    new generator): the all-ones direction lies in the normal space of the LP
+    relaxation's affine hull; it does not where two solutions have different sums
+    (`_sums_differ`); failing both (a sum that only integrality fixes), the integer
+    solutions' hull decides (`analyze`, exact)."""
+    spec = cls.model_validate_json(spec_json)
     ones = np.ones(math.prod(spec.cost_shape))
-    for exact in (False, True):
-        if exact and _sums_differ(spec):
-            return False
-        try:
-            normals = analyze(spec, exact=exact).normals
-        except (ValueError, ComboLayerError):  # the exact probe's solves: not shown fixed
-            return False
-        residual = ones - normals.T @ (normals @ ones)
-        if np.abs(residual).max() < 1e-6 * math.sqrt(len(ones)):
+
+    def in_normal_space(exact: bool) -> bool:
+        normals = analyze(spec, exact=exact).normals
+        return bool(np.abs(ones - normals.T @ (normals @ ones)).max()
+                    < 1e-6 * math.sqrt(len(ones)))
+
+    try:
+        if in_normal_space(exact=False):
             return True
-    return False
+        return not _sums_differ(spec) and in_normal_space(exact=True)
+    except (ValueError, ComboLayerError):  # the exact probe's solves: not shown fixed
+        return False
 
 
 def _sums_differ(spec: Spec) -> bool:
