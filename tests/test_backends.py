@@ -274,17 +274,17 @@ def test_gurobi_solves_an_integral_lp_as_an_lp_and_a_knapsack_as_a_mip():
 def test_gurobi_rejects_unknown_option_and_status_map():
     from gurobipy import GRB
 
-    from combolayer.backends.gurobi import gurobi_outcome
+    from combolayer.backends.gurobi import gurobi_status
     from combolayer.backends.outcome import Outcome
 
     with pytest.raises(ValueError, match="Gurobi rejected option NotAParam"):
         cl.make_solver(random_ilp(0), {"name": "gurobi", "options": {"NotAParam": 1}})
-    assert gurobi_outcome(GRB.OPTIMAL) is Outcome.OPTIMAL
-    assert gurobi_outcome(GRB.INF_OR_UNBD) is Outcome.INFEASIBLE_OR_UNBOUNDED
-    assert gurobi_outcome(GRB.SOLUTION_LIMIT) is Outcome.LIMIT  # named, not "time limit"
-    assert gurobi_outcome(GRB.TIME_LIMIT) is Outcome.TIME_LIMIT
-    assert gurobi_outcome(GRB.NUMERIC) is Outcome.STOPPED
-    assert gurobi_outcome(GRB.INTERRUPTED) is Outcome.INTERRUPTED
+    assert gurobi_status(GRB.OPTIMAL)[0] is Outcome.OPTIMAL
+    assert gurobi_status(GRB.INF_OR_UNBD)[0] is Outcome.INFEASIBLE_OR_UNBOUNDED
+    assert gurobi_status(GRB.SOLUTION_LIMIT)[0] is Outcome.LIMIT  # named, not "time limit"
+    assert gurobi_status(GRB.TIME_LIMIT)[0] is Outcome.TIME_LIMIT
+    assert gurobi_status(GRB.NUMERIC)[0] is Outcome.STOPPED
+    assert gurobi_status(GRB.INTERRUPTED)[0] is Outcome.INTERRUPTED
 
 
 def test_bad_config_raises_spec_error():

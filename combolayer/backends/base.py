@@ -28,8 +28,6 @@ class Capability(enum.Flag):
     LP = enum.auto()
     #: Integer variables that need branching (a mixed-integer program).
     MIP = enum.auto()
-    #: Quadratic objectives (no built-in problem needs it yet).
-    QUADRATIC = enum.auto()
     #: Lazily separated constraints (``CanonicalForm.separator``).
     LAZY_CUTS = enum.auto()
     #: A whole batch in one vectorised call rather than a loop over instances.

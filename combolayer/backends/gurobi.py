@@ -176,11 +176,6 @@ def gurobi_status(status: int) -> tuple[Outcome, str]:
     return _status_table().get(status) or (Outcome.STOPPED, str(status))
 
 
-def gurobi_outcome(status: int) -> Outcome:
-    """`gurobi_status` without the name."""
-    return gurobi_status(status)[0]
-
-
 class _GurobiRun:
     """What the two kernels share: optimize with a start, read the status, settle."""
 
