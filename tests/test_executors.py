@@ -13,6 +13,7 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
+import torch
 from testkit import knapsack_ilp, run_on_threads, unguarded_process_script
 from testkit import skip_unless_installed as available
 
@@ -96,9 +97,9 @@ def spy_unique_rows(monkeypatch) -> list[int]:
     seen: list[int] = []
     original = executors.ParallelKernel._solve_unique
 
-    def spy(self, costs, rows=None):
+    def spy(self, costs, start=None, rows=None):
         seen.append(len(costs))
-        return original(self, costs, rows)
+        return original(self, costs, start, rows)
 
     monkeypatch.setattr(executors.ParallelKernel, "_solve_unique", spy)
     return seen
@@ -123,13 +124,33 @@ def test_results_in_order_and_duplicates_solved_once(backend, executor, always_p
     solver.kernel.close()
 
 
+def test_a_solution_pools_mip_starts_reach_the_workers_so_ties_break_as_in_serial(
+        always_parallel):
+    """The cache hands each exact solve the pool's best solution as a MIP start; under an
+    executor the start went nowhere, and on tied costs HiGHS then chose other optima than
+    a serial solve (and the pool, the later answers, diverged)."""
+    data = cl.data.knapsack(10, 3, 25, dim=2, seed=3)
+    spec = data.spec.to_ilp()
+    costs = torch.randint(0, 3, (16, 25), generator=torch.Generator().manual_seed(0)).double()
+    out = {}
+    for executor, workers in (("serial", 1), ("thread", 2)):
+        layer = cl.ComboLayer(spec, backend={"name": "highs", "executor": executor,
+                                             "workers": workers},
+                              solve_ratio=0.5, generator=torch.Generator().manual_seed(1))
+        assert layer.solver.kernel.takes_start
+        layer.pool.seed(data.solutions)
+        out[executor] = torch.cat([layer(costs), layer(costs.flip(0))])
+        layer.solver.close()
+    assert torch.equal(out["thread"], out["serial"])
+
+
 def spy_handed_rows(monkeypatch, kernel_class) -> list[list[int]]:
     """The chunk sizes of every batch handed to ``kernel_class``'s workers."""
     handed: list[list[int]] = []
     original = kernel_class._map
 
     def spy(self, chunks, deadline):
-        handed.append([len(costs) for costs, _ in chunks])
+        handed.append([len(costs) for costs, *_ in chunks])
         return original(self, chunks, deadline)
 
     monkeypatch.setattr(kernel_class, "_map", spy)

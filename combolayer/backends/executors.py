@@ -58,17 +58,20 @@ SLICE_INSTANCES = 4
 logger = logging.getLogger(__name__)
 
 
-def _timed(kernel: Kernel, costs: np.ndarray, rows: Rows | None = None
-           ) -> tuple[Solved, float]:
-    start = time.perf_counter()
-    out = kernel.with_statuses(costs) if rows is None else kernel.with_statuses(costs, rows=rows)
+#: What a worker is handed: ``(costs, start, rows)``, a ``(B, N)`` cost array, the
+#: instances' MIP starts (``(B, N)``, for a kernel that `takes_start`) or None, and the
+#: chunk's per-call rows (`Rows.subset`: only the entries its instances use) or None.
+Chunk = tuple[np.ndarray, np.ndarray | None, Rows | None]
+
+
+def _timed(kernel: Kernel, chunk: Chunk) -> tuple[Solved, float]:
+    costs, start, rows = chunk
+    given = {key: value for key, value in (("start", start), ("rows", rows))
+             if value is not None}
+    began = time.perf_counter()
+    out = kernel.with_statuses(costs, **given)
     return (Solved(np.asarray(out.values, dtype=np.float64), out.statuses),
-            time.perf_counter() - start)
-
-
-#: What a worker is handed: ``(costs, rows)``, a ``(B, N)`` cost array and the chunk's
-#: per-call rows (`Rows.subset`: only the entries its instances use) or None.
-Chunk = tuple[np.ndarray, Rows | None]
+            time.perf_counter() - began)
 
 
 #: What a worker sends back for a chunk: its solutions with their instances' statuses
@@ -80,12 +83,11 @@ def _solve_recorded(kernel: Kernel, chunk: Chunk, catch: bool = False) -> Result
     """Solve a chunk in a worker, keeping what the caller must hear. ``catch`` also
     keeps the warnings (processes and actors only: catching warnings is not thread-safe,
     and a worker thread's own warnings already reach the caller's process)."""
-    costs, rows = chunk
     if not catch:
-        return (*_timed(kernel, costs, rows), [])
+        return (*_timed(kernel, chunk), [])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out, seconds = _timed(kernel, costs, rows)
+        out, seconds = _timed(kernel, chunk)
     return out, seconds, [(w.category, str(w.message)) for w in caught]
 
 
@@ -132,47 +134,57 @@ class ParallelKernel(ReportingKernel):
         """Whether the workers' kernels take per-call rows (chunks carry theirs)."""
         return self.local.takes_rows
 
+    @property
+    def takes_start(self) -> bool:
+        """Whether the workers' kernels take MIP starts (chunks carry theirs): the same
+        starts as a serial solve, so the same optimum among ties."""
+        return self.local.takes_start
+
     def serial(self) -> Kernel:
         """The caller's own model, ``local``: it solves a race's instances, never the
         workers."""
         return self.local
 
-    def with_statuses(self, costs: np.ndarray, rows: Rows | None = None) -> Solved:
+    def with_statuses(self, costs: np.ndarray, start: np.ndarray | None = None,
+                      rows: Rows | None = None) -> Solved:
         costs = np.ascontiguousarray(costs, dtype=np.float64)
         if len(costs) == 0:
             return Solved(np.empty_like(costs))
-        if rows is None:
-            unique, inverse = np.unique(costs, axis=0, return_inverse=True)
-        else:  # an instance repeats only with the same costs and the same per-call rows
-            keyed = np.hstack([costs, np.asarray(rows.index, dtype=np.float64)[:, None]])
-            _, first, inverse = np.unique(keyed, axis=0, return_index=True,
-                                          return_inverse=True)
-            unique = costs[first]
-            rows = rows.subset(first)
+        # an instance repeats only with the same costs and the same per-call rows (equal
+        # costs get equal starts: a solution pool's best under them)
+        keyed = costs if rows is None else np.hstack(
+            [costs, np.asarray(rows.index, dtype=np.float64)[:, None]])
+        _, first, inverse = np.unique(keyed, axis=0, return_index=True, return_inverse=True)
+        if start is not None and self.takes_start:
+            start = np.asarray(start, dtype=np.float64).reshape(len(costs), -1)[first]
+        else:
+            start = None
+        rows = None if rows is None else rows.subset(first)
         inverse = inverse.reshape(-1)
         with self._lock:  # one batch at a time per kernel
-            solved = self._solve_unique(unique, rows)
+            solved = self._solve_unique(costs[first], start, rows)
         # each unique instance's status, once for every instance that repeats it
         statuses = (None if solved.statuses is None
                     else tuple(solved.statuses[i] for i in inverse.tolist()))
         return Solved(solved.values[inverse], statuses)
 
-    def _solve_unique(self, costs: np.ndarray, rows: Rows | None = None) -> Solved:
-        def rows_of(start: int, stop: int) -> Rows | None:
-            return None if rows is None else rows.subset(np.arange(start, min(stop, len(costs))))
+    def _solve_unique(self, costs: np.ndarray, start: np.ndarray | None = None,
+                      rows: Rows | None = None) -> Solved:
+        def chunk(begin: int, stop: int) -> Chunk:
+            stop = min(stop, len(costs))
+            return (costs[begin:stop], None if start is None else start[begin:stop],
+                    None if rows is None else rows.subset(np.arange(begin, stop)))
 
         parts, done = [], 0
         while done < len(costs) and not self.ready():
-            stop = done + SLICE_INSTANCES
-            parts.append(_timed(self.local, costs[done:stop], rows_of(done, stop))[0])
-            done = stop
+            parts.append(_timed(self.local, chunk(done, done + SLICE_INSTANCES))[0])
+            done += SLICE_INSTANCES
         if done < len(costs):
             bounds = np.linspace(done, len(costs),
                                  min(len(costs) - done, self.workers * CHUNKS_PER_WORKER) + 1)
             bounds = bounds.round().astype(int)
-            chunks = [(costs[start:stop], rows_of(start, stop))
-                      for start, stop in zip(bounds[:-1], bounds[1:])]
-            parts.extend(self._map_safely(chunks))
+            parts.extend(self._map_safely([chunk(begin, stop) for begin, stop
+                                           in zip(bounds[:-1], bounds[1:])]))
         return joined(parts)
 
     def ready(self, wait: float | None = 0.0) -> bool:
@@ -223,7 +235,7 @@ class ParallelKernel(ReportingKernel):
         if limit is None:
             return None
         rounds = math.ceil(len(chunks) / self.workers)
-        instances = max(len(costs) for costs, _ in chunks)
+        instances = max(len(costs) for costs, _, _ in chunks)
         # Each solve may legitimately use its full time limit; allow a model
         # build per worker and generous slack for start-up on top.
         return 2.0 + 3.0 * self.build_seconds + 1.5 * limit * instances * rounds
@@ -433,14 +445,15 @@ class ProcessKernel(ParallelKernel):
     executor = "process"
     _pool: ProcessPoolExecutor | None = None
 
-    def with_statuses(self, costs: np.ndarray, rows: Rows | None = None) -> Solved:
+    def with_statuses(self, costs: np.ndarray, start: np.ndarray | None = None,
+                      rows: Rows | None = None) -> Solved:
         if _importing_main_in_a_worker():
             # A script that solves at its top level, without `if __name__ ==
             # "__main__":`, solving again inside a worker being started: the worker
             # stops here, quietly (SystemExit prints no traceback), instead of running
             # the script and printing a traceback per worker; the parent says why.
             raise SystemExit(1)
-        return super().with_statuses(costs, rows)
+        return super().with_statuses(costs, start, rows)
 
     def _start(self) -> None:
         if self._pool is None:
