@@ -54,6 +54,17 @@ def test_from_matrices_round_trips_through_to_matrices(rng):
     assert spec.cost_shape == (2, 2) and spec.num_vars == 6 and spec.sense == "max"
 
 
+def test_from_matrices_adds_a_csr_matrixs_duplicate_entries_as_scipy_does():
+    """scipy reads duplicate entries of a row as their sum; the spec kept the last one,
+    so the row [[2, 1]] became [[1, 1]] and the answer broke the real row."""
+    A = sp.csr_matrix((np.ones(3), np.array([0, 0, 1]), np.array([0, 3])), shape=(1, 2))
+    spec = cl.ILP.from_matrices(shape=2, A_ub=A, b_ub=[2], sense="max")
+    assert spec.constraints[0].coefs == {0: 2.0, 1: 1.0}
+    assert A.nnz == 3  # the caller's matrix is left as it was
+    y = cl.make_solver(spec, "highs").solve(np.ones(2))
+    assert y @ A.toarray()[0] <= 2 and y.sum() == 1
+
+
 def test_from_matrices_checks_columns():
     with pytest.raises(cl.SpecError, match="A_ub has 3 columns, expected 4"):
         cl.ILP.from_matrices(shape=4, A_ub=np.ones((1, 3)), b_ub=[1])

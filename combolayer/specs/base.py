@@ -745,7 +745,8 @@ class ILP(Spec):
         for name, A, b, row_sense in (("A_ub", A_ub, b_ub, "<="), ("A_eq", A_eq, b_eq, "==")):
             if A is None:
                 continue
-            A = sp.csr_matrix(A, dtype=float)
+            A = sp.csr_matrix(A, dtype=float, copy=True)
+            A.sum_duplicates()  # scipy's rule: duplicate entries of a row add up
             b = np.atleast_1d(np.asarray(b, dtype=float))
             if A.shape[1] != n:
                 raise SpecError(f"{name} has {A.shape[1]} columns, expected {n} (the variables)")
