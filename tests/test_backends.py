@@ -680,6 +680,24 @@ def test_weights_near_integers_keep_the_capacity_on_every_exact_backend(weights,
         assert np.asarray(weights) @ y <= capacity, backend
 
 
+@pytest.mark.parametrize("backend", ["highs", "scip", "gurobi", "cvxpy", "auto"])
+@pytest.mark.parametrize("scale", [1e-6, 1e-7, 1e-9, 1e-12])
+def test_a_spec_row_of_small_coefficients_with_a_continuous_variable_holds(backend, scale):
+    """``s * (y0 + y1 + z) <= s``: met within an absolute tolerance of 1e-6, Gurobi and
+    cvxpy answered [1, 1] (a breach of the row by a whole unit) with no error, as the
+    answer check covers rows of integer variables alone; at 1e-9 every backend did. The
+    spec's rows reach the solvers brought up to a unit size, as per-call rows do."""
+    if backend != "auto":
+        available(backend)
+    spec = cl.ILP(shape=[2], num_aux=1, sense="max",
+                  integrality=["binary", "binary", "continuous"],
+                  constraints=[cl.Constraint(coefs=[scale] * 3, sense="<=", rhs=scale)])
+    y = cl.make_solver(spec, backend).solve(np.ones(2))
+    assert y.sum() == 1
+    layer = cl.ComboLayer(spec, backend=backend).eval()
+    assert float(layer(torch.ones(1, 2, dtype=torch.float64)).sum()) == 1
+
+
 @pytest.mark.parametrize("backend", ["highs", "scip", "gurobi", "cvxpy"])
 @pytest.mark.parametrize("scale", [1e-8, 1e-6, 1e6])
 def test_scaling_the_costs_never_changes_the_optimum(backend, scale):

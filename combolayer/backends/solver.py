@@ -15,7 +15,7 @@ import torch
 
 from ..errors import BackendUnavailable, InfeasibleError, SolverError
 from ..specs.base import Spec
-from ..specs.canonical import IntegerRows
+from ..specs.canonical import IntegerRows, unit_exponent, unit_rows
 from .outcome import (
     INFEASIBLE,
     OPTIMAL,
@@ -427,26 +427,6 @@ def unit_scaled(cost: np.ndarray) -> np.ndarray:
     or a known cost next to a small predicted one) sank below those tolerances so."""
     exponent = unit_exponent(np.abs(cost).max(initial=0.0), COST_BITS)
     return np.ldexp(cost, exponent) if exponent else cost
-
-
-def unit_rows(A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows ``A x <= b`` with each row whose coefficients are all below 1 in magnitude
-    brought up into [1, 2) by a power of two (`unit_exponent`): the same feasible set,
-    exactly. HiGHS and SCIP drop coefficients below about 1e-9, so a row scaled by 1e-9
-    lost one and its answers were no longer optimal; rows with a coefficient of 1 or
-    more are left as they are."""
-    exponent = unit_exponent(np.abs(A).max(axis=1, initial=0.0))
-    if not exponent.any():
-        return A, b
-    return np.ldexp(A, exponent[:, None]), np.ldexp(b, exponent)
-
-
-def unit_exponent(largest: Any, bits: int = 0) -> Any:
-    """The power of two (its exponent) that brings each largest magnitude ``largest``
-    below ``2**bits`` into [2**bits, 2**(bits + 1)); 0 where it is 0, ``2**bits`` or
-    more, or not finite."""
-    small = (largest > 0) & (largest < 2.0 ** bits)
-    return np.where(small, bits + 1 - np.frexp(np.where(small, largest, 1.0))[1], 0)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from pydantic import (
 
 from ..errors import SpecError
 from . import cvxpy_frontend
-from .canonical import CanonicalForm
+from .canonical import CanonicalForm, unit_rows
 
 Sense = Literal["min", "max"]
 Integrality = Literal["binary", "integer", "continuous"]
@@ -933,7 +933,10 @@ class ILP(Spec):
         return A_ub, b_ub, A_eq, b_eq
 
     def to_canonical(self, lazy: bool = True) -> CanonicalForm:
+        # rows of small coefficients brought up to a unit size, as per-call rows are
         A_ub, b_ub, A_eq, b_eq = self.to_matrices()
+        A_ub, b_ub = unit_rows(A_ub, b_ub)
+        A_eq, b_eq = unit_rows(A_eq, b_eq)
         kinds = _broadcast(self.integrality, self.num_vars, "integrality")
         lower = np.asarray(_broadcast(self.lower, self.num_vars, "lower"), dtype=float)
         upper = self._upper_array()

@@ -61,6 +61,33 @@ def rounding(terms: np.ndarray, bound: np.ndarray) -> np.ndarray:
     return 1e-12 * (terms + bound + 1.0)
 
 
+def unit_rows(A: Any, b: np.ndarray) -> tuple[Any, np.ndarray]:
+    """Rows ``A x <= b`` (or ``== b``; ``A`` dense or sparse) with each row whose
+    coefficients are all below 1 in magnitude brought up into [1, 2) by a power of two
+    (`unit_exponent`): the same feasible set, exactly. A solver's feasibility tolerance is
+    absolute: a row scaled by 1e-7 was met within it by answers that break it by whole
+    units (Gurobi, cvxpy), and HiGHS and SCIP drop coefficients below about 1e-9. Rows
+    with a coefficient of 1 or more are left as they are."""
+    if sp.issparse(A):
+        largest = abs(A).max(axis=1).toarray().ravel() if A.shape[1] else np.zeros(len(b))
+    else:
+        largest = np.abs(A).max(axis=1, initial=0.0)
+    exponent = unit_exponent(largest)
+    if not exponent.any():
+        return A, b
+    if sp.issparse(A):
+        return sp.csr_matrix(sp.diags(np.ldexp(1.0, exponent)) @ A), np.ldexp(b, exponent)
+    return np.ldexp(A, exponent[:, None]), np.ldexp(b, exponent)
+
+
+def unit_exponent(largest: Any, bits: int = 0) -> Any:
+    """The power of two (its exponent) that brings each largest magnitude ``largest``
+    below ``2**bits`` into [2**bits, 2**(bits + 1)); 0 where it is 0, ``2**bits`` or
+    more, or not finite."""
+    small = (largest > 0) & (largest < 2.0 ** bits)
+    return np.where(small, bits + 1 - np.frexp(np.where(small, largest, 1.0))[1], 0)
+
+
 @dataclass(frozen=True, eq=False)
 class CanonicalForm:
     cost_shape: tuple[int, ...]
