@@ -272,6 +272,43 @@ def test_badly_scaled_rows_are_handled():
     assert_same_span(hull.normals, [[1, 1, 1, 0]])
 
 
+def test_rows_of_a_million_build_the_layer():
+    """HiGHS stopped at 'Unknown' on the LP that looks for a slack integer point of a
+    row of 1e6 (3-9% of such feasible specs): a SolverError, and no layer could be built."""
+    spec = cl.ILP(shape=[2], constraints=[
+        cl.Constraint(coefs=[1, 1], sense="==", rhs=1),
+        cl.Constraint(coefs=[1_000_001, 1_000_000], sense="<=", rhs=1_000_000)])
+    hull = analyze(spec)
+    assert hull.dim == 0 and np.allclose(hull.point, [0, 1])
+    assert cl.ComboLayer(spec).eval()(torch.tensor([[1.0, 0.0]])).tolist() == [[0.0, 1.0]]
+
+
+def test_offsets_and_fixed_values_are_those_of_the_solutions_beside_a_big_m_row(
+        tmp_path, capsys):
+    """sum(y) == 2 and 2e6 + 2 <= 1000002 (y0 + y2) + 1000000 y1 <= 2e6 + 3: every
+    solution has y1 = 1 and y0 + y2 = 1, but the relaxation lets y0 + y2 reach 1.5 and
+    its point read y1 = 0.66; the <= row, met 1 below its bound, was said to hold with
+    equality."""
+    rows = [[1000002, 1000000, 1000002]] * 2
+    spec = cl.ILP(shape=[3], constraints=[
+        cl.Constraint(coefs=[1, 1, 1], sense="==", rhs=2),
+        cl.Constraint(coefs=rows[0], sense="<=", rhs=2000003),
+        cl.Constraint(coefs=rows[1], sense=">=", rhs=2000002)])
+    solutions = np.array([[1.0, 1, 0], [0, 1, 1]])
+    for exact in (False, True):
+        hull = analyze(spec, exact=exact)
+        assert hull.dim == 1 and hull.fixed.tolist() == [1]
+        np.testing.assert_allclose(solutions @ hull.normals.T, [hull.offsets] * 2, atol=1e-9)
+        assert hull.point[1] == pytest.approx(1.0)
+    path = tmp_path / "big_m.json"
+    path.write_text(spec.model_dump_json())
+    assert cli_main(["analyze", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "fixed outputs: y[1] = 1\n" in out and "y[0] + y[2] = 1\n" in out
+    assert "constraints[2] (>= 2000002) holds with equality" in out
+    assert "constraints[1]" not in out
+
+
 def test_infeasible_relaxation_raises():
     spec = cl.ILP.from_matrices(2, A_ub=[[1, 1]], b_ub=[-1])
     with pytest.raises(cl.InfeasibleError, match="infeasible"):

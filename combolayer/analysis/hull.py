@@ -32,6 +32,7 @@ import highspy
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
+import scipy.sparse.linalg
 import torch
 from torch import Tensor
 
@@ -77,7 +78,7 @@ class AffineHull:
         offsets: ``(r,)``, the value ``normals[i] @ y`` every solution shares.
         fixed: the flat indices of the outputs equal in every solution (their value
             is ``point[j]``).
-        point: one solution (LP mode: of the relaxation), flat.
+        point: one solution (LP mode: a point of the relaxation, on its equations), flat.
         cost_shape: the problem's cost shape.
         exact: True if the hull is the integer solutions' (``analyze(exact=True)``),
             False if the LP relaxation's.
@@ -262,7 +263,19 @@ def _equalities(form: CanonicalForm) -> tuple[sp.csr_matrix, np.ndarray]:
         G[tight],
         sp.identity(n, format="csr")[np.flatnonzero(fixed)],
     ], format="csr")
-    return equations, point
+    rhs = np.concatenate([form.b_eq, h[tight], form.lower[fixed]])
+    return equations, _onto(equations, rhs, point)
+
+
+def _onto(E: sp.csr_matrix, e: np.ndarray, point: np.ndarray) -> np.ndarray:
+    """``point`` moved the least onto ``E x = e`` (least squares where the equations
+    disagree). The LP's point lies on them to its tolerance only: a row tight at every
+    integer point but slack by 1 in 2e6 on the relaxation (a big-M row) left it 0.34
+    off, and the offsets read from it were wrong."""
+    residual = e - E @ point
+    if not len(e) or np.abs(residual).max() <= DROP_TOL * (1.0 + np.abs(e).max()):
+        return point
+    return point + scipy.sparse.linalg.lsqr(E, residual, atol=1e-15, btol=1e-15)[0]
 
 
 def _row_norms(A: sp.spmatrix) -> np.ndarray:
@@ -386,7 +399,12 @@ def _slack_at_an_integer_point(form: CanonicalForm, G: sp.csr_matrix, h: np.ndar
         g = G[i].toarray().ravel()
         scale = 1.0 / (SLACK_TOL * np.abs(g).max())
         check_status(model.changeColsCost(n, np.arange(n), g * scale), "changeColsCost")
-        point = _run_lp(model)
+        run_highs(model)
+        if model.getInfo().primal_solution_status != 2:  # no feasible point: stays tight
+            continue
+        # any feasible point will do, optimal or not (HiGHS stops at 'Unknown' on some
+        # rows of 1e6): the check below is exact
+        point = np.asarray(model.getSolution().col_value)
         point = np.where(form.integer, np.round(point), point)
         terms = abs(h[i]) + np.abs(g) @ np.abs(point)
         slack[k] = h[i] - g @ point > DROP_TOL * terms and _meets(form, point)

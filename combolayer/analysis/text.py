@@ -88,7 +88,10 @@ def tight_constraints(spec: Spec, hull: AffineHull) -> list[str]:
         residual = coefs - basis.T @ (basis @ coefs) if len(basis) else coefs
         if np.abs(residual).max() > 1e-7 * max(1.0, np.abs(coefs).max()):
             continue
-        if abs(float(coefs @ hull.point) - row.rhs) > 1e-6 * max(1.0, abs(row.rhs)):
+        # to rounding of the row's terms: a row of 2e6 that every solution meets at 1
+        # below its bound does not hold with equality
+        terms = float(np.abs(coefs) @ np.abs(hull.point)) + abs(row.rhs) + 1.0
+        if abs(float(coefs @ hull.point) - row.rhs) > 1e-9 * terms:
             continue
         name = f'row "{row.name}"' if row.name else f"constraints[{i}]"
         how = "is an equation" if row.sense == "==" else "holds with equality"
