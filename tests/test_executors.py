@@ -253,6 +253,18 @@ def test_thread_caller_solves_chunks_unless_a_deadline_needs_it_to_wait(always_p
         assert (threading.get_ident() in solvers) is caller_solves, time_limit
 
 
+def test_workers_without_an_executor_are_threads_and_with_serial_an_error():
+    """BackendConfig(workers=2) ran serially, in one worker, without a word."""
+    assert cl.BackendConfig(workers=2).executor == "thread"
+    assert cl.BackendConfig(workers="auto").executor == "thread"
+    assert cl.BackendConfig().executor == "serial"
+    solver = cl.make_solver(knapsack(), {"name": "highs", "workers": 2})
+    assert isinstance(solver.kernel, executors.ThreadKernel) and solver.kernel.workers == 2
+    solver.close()
+    with pytest.raises(cl.SpecError, match=r"workers=2 with executor='serial'.*'thread'"):
+        cl.BackendConfig.load({"name": "highs", "workers": 2, "executor": "serial"})
+
+
 def test_workers_auto_is_the_usable_cores_and_bad_values_name_expected_and_got():
     spec = knapsack()
     solver = cl.make_solver(spec, {"name": "highs", "executor": "process", "workers": "auto"})

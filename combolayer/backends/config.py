@@ -65,7 +65,8 @@ class BackendConfig(BaseModel):
         workers: how many solve at once; ``"auto"`` is the usable cores
             (``os.sched_getaffinity``) for thread and process executors, and the Ray
             cluster's CPUs divided by ``options["ray_num_cpus"]`` (default 1) for Ray.
-        executor: ``"serial"``, ``"thread"``, ``"process"`` or ``"ray"``.
+        executor: ``"serial"``, ``"thread"``, ``"process"`` or ``"ray"``; ``"thread"``
+            where ``workers`` is given and the executor is not.
         options: passed to the solver verbatim (HiGHS: ``setOptionValue``; SCIP and
             Gurobi: ``setParam``; cvxpy: ``solve(**options)``).
         deterministic: deprecated: ``"auto"`` is always a fixed choice, and racing the
@@ -94,6 +95,16 @@ class BackendConfig(BaseModel):
     deterministic: bool = True
     on_limit: OnLimit = "warn"
     on_infeasible: OnInfeasible = "raise"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _executor_for_workers(cls, data: Any) -> Any:
+        # workers=n means n workers: with no executor named, threads (highspy, pyscipopt
+        # and gurobipy release the GIL); it ran serially, with one
+        if (isinstance(data, dict) and "executor" not in data
+                and data.get("workers", 1) not in (1, None)):
+            return {**data, "executor": "thread"}
+        return data
 
     @field_validator("workers", mode="before")
     @classmethod
@@ -130,6 +141,10 @@ class BackendConfig(BaseModel):
 
     @model_validator(mode="after")
     def _bounded_workers(self) -> BackendConfig:
+        if self.executor == "serial" and self.workers != 1:
+            raise ValueError(f"workers={self.workers!r} with executor='serial', which solves in "
+                             "the caller alone: expected workers=1, or executor 'thread', "
+                             "'process' or 'ray'")
         # Ray counts its cluster's CPUs when it starts its actors; threads and processes
         # run here, one model each
         if (self.executor in ("thread", "process") and isinstance(self.workers, int)
@@ -156,7 +171,7 @@ class BackendConfig(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as error:
-            fields = "; ".join(
-                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()
-            )
+            fields = "; ".join(  # a field's name, where the error is one field's
+                ": ".join(filter(None, (".".join(map(str, e["loc"])), e["msg"])))
+                for e in error.errors())
             raise SpecError(f"invalid backend config: {fields}") from None
