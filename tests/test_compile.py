@@ -23,8 +23,9 @@ CASES = [(spec, method) for spec in sorted(SPECS) for method in WHOLE]
 
 @pytest.fixture(autouse=True)
 def fresh_dynamo():
-    """Each test compiles from scratch: the layers of earlier tests would otherwise fill
-    Dynamo's recompile limit (8 per code object) for ComboLayer.forward."""
+    """Each test compiles from scratch: the layers of earlier tests (other estimators,
+    problems and options, each a graph of its own) would otherwise fill Dynamo's
+    recompile limit (8 per code object) for ComboLayer.forward."""
     torch._dynamo.reset()
 
 
@@ -75,6 +76,31 @@ def eager_and_compiled(spec_name, method, fullgraph=True, backend="aot_eager", *
         loss.backward()
         results.append((loss.detach(), y.detach(), model.linear.weight.grad.clone()))
     return results
+
+
+@pytest.mark.parametrize("method", ["identity", "perturbed"])
+def test_new_models_of_the_same_layers_meet_the_graph_already_compiled(method):
+    """A layer's solve and its noise were named by ints, constants of the graph, and its
+    projection by a node class of its own: each new model compiled again, and with
+    fullgraph=True the ninth failed (seeds, folds, sweeps in one process)."""
+    spec = cl.problems.TopK(n=6, k=2)
+    before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    for seed in range(10):
+        torch.manual_seed(seed)
+        model = torch.nn.Sequential(torch.nn.Linear(2, 6),
+                                    cl.ComboLayer(spec, method=method, noise=0.5))
+        x = torch.randn(3, 2)
+        compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+        torch.manual_seed(seed)
+        y = compiled(x)
+        y.sum().backward()
+        grad = model[0].weight.grad.clone()
+        model.zero_grad()
+        torch.manual_seed(seed)
+        eager = model(x)
+        eager.sum().backward()
+        assert torch.equal(y, eager) and torch.equal(grad, model[0].weight.grad)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - before == 1
 
 
 def test_every_method_compiles_whole():

@@ -32,7 +32,7 @@ from ..specs.load import load_spec, read_mapping, spec_from_text
 from ..specs.paths import config_base, resolve_path
 from ..transforms.noise import SignNoise
 from ..transforms.projection import NORM_EPS, Normalized, Transform, transforms_active
-from .ops import CompiledSolve, check_floor, draw_noise, noise_handle
+from .ops import CompiledSolve, check_floor, draw_noise, noise_slot
 from .projection import (
     HULL_PROJECTIONS,
     has_known_cost,
@@ -242,7 +242,7 @@ class ComboLayer(nn.Module):
             exact=solves(solver),
             cached=None if self.solve_ratio >= 1.0 else solves(
                 CachedSolver(solver, self.solve_ratio, self.pool, self.generator)),
-            noise_handle=noise_handle(self), last=last, flag=flag)
+            noise_slot=noise_slot(self), last=last, flag=flag)
         self.__dict__["_compiled"] = compiled
         return compiled
 
@@ -595,11 +595,11 @@ class ComboLayer(nn.Module):
             w = _clipped(w, compiled.clip_lower, compiled.solver.sign, known)
         if sampling and self.sample_noise is not None:
             # Before the projection: the paper's samplers perturb the logits.
-            w = w + draw_noise(self, compiled.noise_handle, w, sample=True)
+            w = w + draw_noise(self, compiled.noise_slot, w, sample=True)
         noise = self.noise if self.training else None
         debug = not compiling and logger.isEnabledFor(logging.DEBUG)
         start = time.perf_counter() if debug else 0.0
-        xi = None if noise is None else draw_noise(self, compiled.noise_handle, w, sample=False)
+        xi = None if noise is None else draw_noise(self, compiled.noise_slot, w, sample=False)
         # the solution cache's solves in training mode and for ``sample``
         solves = (compiled.cached if compiled.cached is not None
                   and (self.training or sampling) else compiled.exact)
@@ -832,8 +832,8 @@ class _Compiled:
     #: With ``solve_ratio < 1``, the solves on the solution cache, used in training mode
     #: and by ``sample``; None otherwise.
     cached: _Solves | None = None
-    #: The handle under which a compiled graph draws the layer's noise (`draw_noise`).
-    noise_handle: int = -1
+    #: The slot under which a compiled graph draws the layer's noise (`draw_noise`).
+    noise_slot: Tensor | None = None
     #: Per-thread results of the last call (``last_infeasible``).
     last: threading.local = dataclasses.field(default_factory=threading.local)
     #: Keeps in ``last`` which instances a call's per-call rows left infeasible, and warns

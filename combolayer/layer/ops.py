@@ -2,15 +2,20 @@
 
 A compiled graph cannot trace a solver (numpy, HiGHS, a worker pool), and a custom
 operator cannot take Python objects, so a layer registers what its solve needs,
-a `CompiledSolve` (estimator, solver), under an integer handle when it is
-built, and the graph carries the handle:
+a `CompiledSolve` (estimator, solver), when it is built, and the graph carries two
+names for it: ``kind``, an int naming what the graph depends on (the estimator, the
+problem, the backend: the same for every layer alike, a constant of the graph), and
+``slot``, a 0-d int64 tensor naming this layer's own (an input of the graph, so a
+new model of the same layers meets the graph already compiled, as a model of torch's
+own layers does):
 
     combolayer::solve(Tensor costs, Tensor? noise, Tensor? target, Tensor? A, Tensor? b,
-                      Tensor? known, Tensor? w, int handle, bool training, bool needs_grad,
-                      bool A_grad, bool b_grad, bool keep_aux,
+                      Tensor? known, Tensor? w, Tensor slot, int kind, bool training,
+                      bool needs_grad, bool A_grad, bool b_grad, bool keep_aux,
                       bool aux_known_rescales) -> Tensor[]
     combolayer::solve_backward(Tensor grad, Tensor costs, Tensor? A, Tensor? b,
-                               Tensor? known, Tensor[] saved, int handle) -> Tensor[]
+                               Tensor? known, Tensor[] saved, Tensor slot,
+                               int kind) -> Tensor[]
 
 ``solve`` checks the costs and the call's own inputs (the values the layer leaves
 unchecked while it is traced: the user's ``w`` and ``target``, per-call rows
@@ -56,23 +61,29 @@ from ..estimators.base import aux_of_output, check_upstream, refuse_instance_kno
 from ..specs.base import Spec
 from .projection import check_known_on_aux
 
-_HANDLES: weakref.WeakValueDictionary[int, CompiledSolve] = weakref.WeakValueDictionary()
-#: The layers whose noise a compiled graph draws (`draw_noise`), by handle.
+#: Each layer's `CompiledSolve` by its slot, and the latest of each kind by its kind.
+_SLOTS: weakref.WeakValueDictionary[int, CompiledSolve] = weakref.WeakValueDictionary()
+_KINDS: weakref.WeakValueDictionary[int, CompiledSolve] = weakref.WeakValueDictionary()
+#: The layers whose noise a compiled graph draws (`draw_noise`), by slot.
 _NOISY: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
-_NOISE_HANDLES = itertools.count()
+_NEXT_SLOT = itertools.count()
 
 
-def new_handle(estimator: Any, solver: Any) -> int:
-    """A free handle that names what a compiled graph of the solve depends on: the
-    estimator (its class and fields), the problem and the backend, in 48 bits of their
-    digest, then a count of the layers alike in this process. torch.compile's caches
-    outlive the process and key a graph by its constants, the handle among them, so a
-    cached graph only ever meets a handle that means the same solve (a counter alone
+def new_slot() -> Tensor:
+    """A slot no other layer of this process has: a 0-d int64 tensor on the CPU, an input
+    of a compiled graph (an int would be a constant of it, and each new layer would
+    compile the graph again: torch.compile fails on the ninth with ``fullgraph=True``)."""
+    return torch.tensor(next(_NEXT_SLOT))
+
+
+def kind_of(estimator: Any, solver: Any) -> int:
+    """What a compiled graph of the solve depends on: the estimator (its class and
+    fields), the problem and the backend, in 48 bits of their digest. torch.compile's
+    caches outlive the process and key a graph by its constants, the kind among them,
+    so a cached graph only ever meets a kind that means the same solve (a counter alone
     let a graph traced for Identity's backward serve Blackbox's in a later process)."""
     named = f"{estimator!r}|{solver.spec.model_dump_json()}|{solver.backend}"
-    digest = hashlib.blake2b(named.encode(), digest_size=6).digest()
-    base = int.from_bytes(digest, "big") << 14
-    return next(handle for handle in itertools.count(base) if handle not in _HANDLES)
+    return int.from_bytes(hashlib.blake2b(named.encode(), digest_size=6).digest(), "big")
 
 
 def check_floor(spec: Spec, floor: Tensor, costs: Tensor) -> None:
@@ -89,7 +100,7 @@ def check_floor(spec: Spec, floor: Tensor, costs: Tensor) -> None:
 
 @dataclass(eq=False)
 class CompiledSolve:
-    """What ``combolayer::solve`` runs for one layer, found by `handle`.
+    """What ``combolayer::solve`` runs for one layer, found by its `slot`.
 
     ``solver`` is the one the estimator was built on (with the layer's clipping of
     negative perturbations, or the solution cache, where the layer has them);
@@ -101,11 +112,13 @@ class CompiledSolve:
     solver: Any
     floor: Tensor | None = None
     flag: Callable[[set[int], Tensor], None] | None = None
-    handle: int = field(init=False)
+    kind: int = field(init=False)
+    slot: Tensor = field(init=False)
 
     def __post_init__(self) -> None:
-        self.handle = new_handle(self.estimator, self.solver)
-        _HANDLES[self.handle] = self
+        self.kind = kind_of(self.estimator, self.solver)
+        self.slot = new_slot()
+        _SLOTS[int(self.slot)] = _KINDS[self.kind] = self
 
     def __call__(self, costs: Tensor, noise: Tensor | None, target: Tensor | None = None,
                  training: bool = True, needs_grad: bool = True, *, A: Tensor | None = None,
@@ -121,8 +134,8 @@ class CompiledSolve:
         before the projection, is checked as eager mode checks it. With
         ``aux_known_rescales`` the projection rescaled ``w``, which a known cost on the
         auxiliaries forbids (`project_with_known`): checked on the values here."""
-        outputs = torch.ops.combolayer.solve(costs, noise, target, A, b, known, w, self.handle,
-                                             training, needs_grad, A_grad, b_grad,
+        outputs = torch.ops.combolayer.solve(costs, noise, target, A, b, known, w, self.slot,
+                                             self.kind, training, needs_grad, A_grad, b_grad,
                                              keep_aux, aux_known_rescales)
         return (outputs[0], outputs[1]) if keep_aux else outputs[0]
 
@@ -187,14 +200,16 @@ class CompiledSolve:
         return _fresh([output, *aux, *(got or ())], (costs, noise, target, A, b, known, w))
 
     def backward(self, grad: Tensor, costs: Tensor, A: Tensor | None, b: Tensor | None,
-                 known: Tensor | None, saved: list[Tensor]) -> tuple[Tensor, ...]:
-        """``(dL/dcosts, dL/dA, dL/db)``, the rows' None where they have no gradient."""
+                 known: Tensor | None, saved: list[Tensor], slot: Tensor
+                 ) -> tuple[Tensor, ...]:
+        """``(dL/dcosts, dL/dA, dL/db)``, the rows' None where they have no gradient, for
+        the layer in ``slot`` (this one, or one alike: a traced backward is the same)."""
         if self.estimator.differentiable_backward:
             # traced: a backward of torch ops calls no solver, so none is bound (binding
             # a known cost reads its values)
             return self.estimator_backward(grad, costs, A, b, None, saved, bind=False)
-        grads = torch.ops.combolayer.solve_backward(grad, costs, A, b, known, saved,
-                                                    self.handle)
+        grads = torch.ops.combolayer.solve_backward(grad, costs, A, b, known, saved, slot,
+                                                    self.kind)
         return tuple(grads) if len(grads) == 3 else (grads[0], None, None)
 
     def estimator_backward(self, grad: Tensor, costs: Tensor, A: Tensor | None,
@@ -254,52 +269,64 @@ def _shapes(tensors: tuple[Tensor, ...] | None) -> list[tuple] | None:
     return [(tuple(t.shape), t.dtype) for t in tensors]
 
 
-def _entry(handle: int) -> CompiledSolve:
-    entry = _HANDLES.get(handle)
+def _entry(slot: Tensor) -> CompiledSolve:
+    """The layer's own solve, in ``slot`` (a real tensor: the operators' bodies)."""
+    entry = _SLOTS.get(int(slot))
     if entry is None:
-        raise RuntimeError(f"combolayer::solve: no layer holds handle {handle} any more "
+        raise RuntimeError(f"combolayer::solve: no layer holds slot {int(slot)} any more "
                            "(the layer was deleted); compile the model that holds it again")
+    return entry
+
+
+def _alike(kind: int) -> CompiledSolve:
+    """A layer's solve of ``kind``, any alike (what tracing needs: shapes, and a backward
+    of torch ops, the same for all of them)."""
+    entry = _KINDS.get(kind) or next(
+        (entry for entry in list(_SLOTS.values()) if entry.kind == kind), None)
+    if entry is None:
+        raise RuntimeError(f"combolayer::solve: no layer of kind {kind} is left (the "
+                           "layers were deleted); compile the model that holds one again")
     return entry
 
 
 @torch.library.custom_op("combolayer::solve", mutates_args=())
 def _solve(costs: Tensor, noise: Tensor | None, target: Tensor | None, A: Tensor | None,
-           b: Tensor | None, known: Tensor | None, w: Tensor | None, handle: int,
-           training: bool, needs_grad: bool, A_grad: bool, b_grad: bool, keep_aux: bool,
-           aux_known_rescales: bool) -> list[Tensor]:
-    return _entry(handle).forward(costs, noise, target, A, b, known, w, training, needs_grad,
-                                  A_grad, b_grad, keep_aux, aux_known_rescales)
+           b: Tensor | None, known: Tensor | None, w: Tensor | None, slot: Tensor,
+           kind: int, training: bool, needs_grad: bool, A_grad: bool, b_grad: bool,
+           keep_aux: bool, aux_known_rescales: bool) -> list[Tensor]:
+    return _entry(slot).forward(costs, noise, target, A, b, known, w, training, needs_grad,
+                                A_grad, b_grad, keep_aux, aux_known_rescales)
 
 
 @_solve.register_fake
 def _(costs: Tensor, noise: Tensor | None, target: Tensor | None, A: Tensor | None,
-      b: Tensor | None, known: Tensor | None, w: Tensor | None, handle: int, training: bool,
-      needs_grad: bool, A_grad: bool, b_grad: bool, keep_aux: bool,
+      b: Tensor | None, known: Tensor | None, w: Tensor | None, slot: Tensor, kind: int,
+      training: bool, needs_grad: bool, A_grad: bool, b_grad: bool, keep_aux: bool,
       aux_known_rescales: bool) -> list[Tensor]:
-    entry = _entry(handle)
+    entry = _alike(kind)
     saved = entry.saved_like(costs, training, needs_grad, A, b, A_grad, b_grad)
     aux = [entry.aux_like(costs)] if keep_aux else []
     return [torch.empty_like(costs), *aux, *(torch.empty_like(t) for t in saved or ())]
 
 
 def _setup_context(ctx: Any, inputs: tuple, output: list[Tensor]) -> None:
-    (costs, noise, _, A, b, known, _, handle, training, needs_grad, A_grad, b_grad,
+    (costs, noise, _, A, b, known, _, slot, kind, training, needs_grad, A_grad, b_grad,
      keep_aux, _) = inputs
-    ctx.handle = handle
+    ctx.kind = kind
     # None: the estimator's forward saved nothing, so no gradient reaches the costs
-    ctx.gradient = _entry(handle).saved_like(costs, training, needs_grad, A, b, A_grad,
-                                             b_grad) is not None
+    ctx.gradient = _alike(kind).saved_like(costs, training, needs_grad, A, b, A_grad,
+                                           b_grad) is not None
     # the backward sees the solver's input, as the estimators' shells save it
-    ctx.save_for_backward(costs if noise is None else costs + noise, A, b, known,
+    ctx.save_for_backward(costs if noise is None else costs + noise, A, b, known, slot,
                           *output[1 + keep_aux:])
 
 
 def _backward(ctx: Any, grads: list[Tensor]) -> tuple[Tensor | None, ...]:
-    no_grad = (None,) * 7  # the handle and the booleans
+    no_grad = (None,) * 8  # the slot, the kind and the booleans
     if not ctx.gradient:
         return None, None, None, None, None, None, None, *no_grad
-    costs, A, b, known, *saved = ctx.saved_tensors
-    d_costs, d_A, d_b = _entry(ctx.handle).backward(grads[0], costs, A, b, known, saved)
+    costs, A, b, known, slot, *saved = ctx.saved_tensors
+    d_costs, d_A, d_b = _alike(ctx.kind).backward(grads[0], costs, A, b, known, saved, slot)
     return d_costs, None, None, d_A, d_b, None, None, *no_grad
 
 
@@ -308,12 +335,13 @@ _solve.register_autograd(_backward, setup_context=_setup_context)
 
 @torch.library.custom_op("combolayer::solve_backward", mutates_args=())
 def _solve_backward(grad: Tensor, costs: Tensor, A: Tensor | None, b: Tensor | None,
-                    known: Tensor | None, saved: list[Tensor], handle: int) -> list[Tensor]:
+                    known: Tensor | None, saved: list[Tensor], slot: Tensor,
+                    kind: int) -> list[Tensor]:
     check_upstream(grad)
     with torch.no_grad():
-        d_costs, d_A, d_b = _entry(handle).estimator_backward(grad, costs, A, b, known, saved)
+        d_costs, d_A, d_b = _entry(slot).estimator_backward(grad, costs, A, b, known, saved)
     grads = [d_costs]
-    if _gives_rows(handle, A):
+    if _gives_rows(kind, A):
         grads += [torch.zeros_like(A) if d_A is None else d_A,
                   torch.zeros_like(b) if d_b is None else d_b]
     return _fresh(grads, (grad, costs, A, b, known, *saved))
@@ -321,46 +349,47 @@ def _solve_backward(grad: Tensor, costs: Tensor, A: Tensor | None, b: Tensor | N
 
 @_solve_backward.register_fake
 def _(grad: Tensor, costs: Tensor, A: Tensor | None, b: Tensor | None, known: Tensor | None,
-      saved: list[Tensor], handle: int) -> list[Tensor]:
-    if not _gives_rows(handle, A):
+      saved: list[Tensor], slot: Tensor, kind: int) -> list[Tensor]:
+    if not _gives_rows(kind, A):
         return [torch.empty_like(costs)]
     return [torch.empty_like(costs), torch.empty_like(A), torch.empty_like(b)]
 
 
-def _gives_rows(handle: int, A: Tensor | None) -> bool:
+def _gives_rows(kind: int, A: Tensor | None) -> bool:
     """Whether ``solve_backward`` returns the rows' gradients too: a row-gradient
     estimator's, on a call with rows."""
-    return A is not None and _entry(handle).estimator.row_gradients
+    return A is not None and _alike(kind).estimator.row_gradients
 
 
-def noise_handle(layer: Any) -> int:
-    """A handle under which a compiled graph finds ``layer``'s noise (`draw_noise`)."""
-    handle = next(_NOISE_HANDLES)
-    _NOISY[handle] = layer
-    return handle
+def noise_slot(layer: Any) -> Tensor:
+    """A slot (`new_slot`) under which a compiled graph finds ``layer``'s noise
+    (`draw_noise`)."""
+    slot = new_slot()
+    _NOISY[int(slot)] = layer
+    return slot
 
 
-def draw_noise(layer: Any, handle: int, w: Tensor, sample: bool) -> Tensor:
+def draw_noise(layer: Any, slot: Tensor, w: Tensor, sample: bool) -> Tensor:
     """``layer``'s ``sample_noise`` (``sample``) or margin ``noise``, drawn for costs ``w``
     from its generator (or torch's global one) and cast to ``w``: in eager mode directly,
     and inside a compiled graph as the opaque ``combolayer::draw_noise``, which draws the
     same values at the same point (a graph can trace neither a ``torch.Generator`` nor
     SumOfGamma's rejection loop)."""
     if torch.compiler.is_compiling():
-        return torch.ops.combolayer.draw_noise(w.detach(), handle, sample)
+        return torch.ops.combolayer.draw_noise(w.detach(), slot, sample)
     noise = layer.sample_noise if sample else layer.noise
     return noise.sample(w.shape, generator=layer.generator).to(w)
 
 
 @torch.library.custom_op("combolayer::draw_noise", mutates_args=())
-def _draw_noise(like: Tensor, handle: int, sample: bool) -> Tensor:
-    layer = _NOISY.get(handle)
+def _draw_noise(like: Tensor, slot: Tensor, sample: bool) -> Tensor:
+    layer = _NOISY.get(int(slot))
     if layer is None:
-        raise RuntimeError(f"combolayer::draw_noise: no layer holds handle {handle} any "
+        raise RuntimeError(f"combolayer::draw_noise: no layer holds slot {int(slot)} any "
                            "more (the layer was deleted); compile the model that holds it again")
-    return draw_noise(layer, handle, like, sample)
+    return draw_noise(layer, slot, like, sample)
 
 
 @_draw_noise.register_fake
-def _(like: Tensor, handle: int, sample: bool) -> Tensor:
+def _(like: Tensor, slot: Tensor, sample: bool) -> Tensor:
     return torch.empty_like(like)

@@ -159,28 +159,9 @@ class Normalized:
 
     def __init__(self, project: Transform) -> None:
         self.project = project
-        values, vjp = self.values, self.vjp
-
-        class _Normalized(torch.autograd.Function):
-            @staticmethod
-            def forward(w: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-                return values(w)
-
-            @staticmethod
-            def setup_context(ctx, inputs, output) -> None:
-                u, norm, clamped = output
-                ctx.mark_non_differentiable(norm, clamped)
-                ctx.set_materialize_grads(False)  # no zero gradients made for norm, clamped
-                ctx.save_for_backward(u, norm, clamped)
-
-            @staticmethod
-            def backward(ctx, grad: Tensor | None, _norm_grad=None, _clamped_grad=None):
-                return None if grad is None else vjp(grad, *ctx.saved_tensors)
-
-        self._apply = fast_apply(_Normalized)
 
     def __call__(self, w: Tensor) -> Tensor:
-        return self._apply(w)[0]
+        return _normalized_node(w, self)[0]
 
     def values(self, w: Tensor, negate: bool = False) -> tuple[Tensor, Tensor, Tensor]:
         """The forward, without autograd: ``(u, n, clamped)``, with ``clamped`` where
@@ -197,6 +178,30 @@ class Normalized:
         ``-u`` alike: it enters as ``u <grad, u>``, bit for bit the same)."""
         along = (grad * u).sum(-1, keepdim=True).masked_fill_(clamped, 0.0)
         return self.project(torch.addcmul(grad, u, along, value=-1.0).div_(norm))
+
+
+class _NormalizedNode(torch.autograd.Function):
+    """`Normalized`'s node: one class for every instance, which it is handed (a class per
+    instance was a new constant for torch.compile: each layer compiled its graph again)."""
+
+    @staticmethod
+    def forward(w: Tensor, owner: Normalized) -> tuple[Tensor, Tensor, Tensor]:
+        return owner.values(w)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        u, norm, clamped = output
+        ctx.owner = inputs[1]
+        ctx.mark_non_differentiable(norm, clamped)
+        ctx.set_materialize_grads(False)  # no zero gradients made for norm, clamped
+        ctx.save_for_backward(u, norm, clamped)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor | None, _norm_grad=None, _clamped_grad=None):
+        return None if grad is None else ctx.owner.vjp(grad, *ctx.saved_tensors), None
+
+
+_normalized_node = fast_apply(_NormalizedNode)
 
 
 def normalized(project: Transform) -> Normalized:
