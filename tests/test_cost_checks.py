@@ -85,3 +85,21 @@ def test_float32_numpy_costs_get_float32_solutions_and_auxiliaries(backend):
     assert (y.dtype, aux.dtype) == (np.float32, np.float32)
     assert y.tolist() == [[0.0, 1.0, 0.0]] and aux.tolist() == [[1.0]] and status == ("optimal",)
     assert solver.solve(costs[0]).dtype == np.float32
+
+
+@pytest.mark.parametrize("dtype, n", [(torch.bfloat16, 300), (torch.float16, 3000),
+                                      (np.float16, 3000)])
+def test_a_half_precision_that_cannot_hold_the_ranks_is_refused(dtype, n):
+    """Solutions come back in the costs' dtype: a Ranking(300)'s ranks in bfloat16 (exact
+    integers up to 256) were 278 distinct values, not a permutation, with no error."""
+    spec = cl.problems.Ranking(n=n)
+    costs = torch.randn(2, n) if isinstance(dtype, torch.dtype) else np.random.randn(2, n)
+    costs = costs.to(dtype) if isinstance(costs, torch.Tensor) else costs.astype(dtype)
+    with pytest.raises(ValueError, match=r"holds integers exactly only up to .*w\.float\(\)"):
+        cl.make_solver(spec).solve(costs)
+    if isinstance(costs, torch.Tensor):
+        with pytest.raises(ValueError, match="cannot hold the solutions"):
+            cl.ComboLayer(spec)(costs)
+    fits = cl.problems.Ranking(n=256)  # the largest bfloat16 holds exactly
+    y = cl.make_solver(fits).solve(torch.randn(2, 256).to(torch.bfloat16))
+    assert sorted(y[0].tolist()) == list(range(1, 257))

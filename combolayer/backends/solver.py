@@ -461,9 +461,16 @@ def inner(a: Any, b: Any, num_cost_dims: int, keepdim: bool = False) -> Any:
 MAX_COST = 1e15
 
 
+#: The largest integer up to which every integer is exact in each half-precision dtype:
+#: solutions, returned in the costs' dtype, must fit (a Ranking(300)'s ranks in bfloat16
+#: were not a permutation).
+_EXACT_INTEGERS = {torch.float16: 2048, torch.bfloat16: 256, np.dtype(np.float16): 2048}
+
+
 def check_costs(spec: Spec, costs: Any, name: str = "costs") -> None:
-    """Raise ValueError on a wrong trailing shape, non-real dtype, NaN/inf, or entries of
-    magnitude MAX_COST or more (one reduction when all is well).
+    """Raise ValueError on a wrong trailing shape, non-real dtype, a half-precision dtype
+    that cannot hold the solutions (`_EXACT_INTEGERS`), NaN/inf, or entries of magnitude
+    MAX_COST or more (one reduction when all is well).
 
     The values (`check_values`) of a tensor off the CPU, or of one torch.compile is
     tracing, are checked where they are read instead, with no host synchronisation of
@@ -480,6 +487,12 @@ def check_costs(spec: Spec, costs: Any, name: str = "costs") -> None:
     is_torch = isinstance(costs, torch.Tensor)
     if costs.is_complex() if is_torch else np.iscomplexobj(costs):
         raise ValueError(f"{name} must be real, got complex dtype {costs.dtype} for {spec.label}")
+    exact = _EXACT_INTEGERS.get(costs.dtype)
+    if exact is not None and spec.largest_output() > exact:
+        raise ValueError(
+            f"{name} in {costs.dtype} cannot hold the solutions of {spec.label} exactly: its "
+            f"outputs reach {spec.largest_output():g}, and {costs.dtype} holds integers "
+            f"exactly only up to {exact}; pass float32 costs (w.float())")
     if is_torch and (not costs.is_cpu or torch.compiler.is_compiling()):
         return
     check_values(spec, costs, name)

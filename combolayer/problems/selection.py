@@ -98,6 +98,9 @@ class Ranking(Spec):
     def model_size(self) -> tuple[int, int]:
         return self.n + self.n**2, 3 * self.n**2 + 4 * self.n  # the n*n assignment P
 
+    def largest_output(self) -> float:
+        return float(self.n)  # the last rank, without the n*n assignment's form
+
     def affine_hull(self) -> tuple[np.ndarray, np.ndarray]:
         """The ranks sum to ``n (n + 1) / 2`` and nothing else holds for every ranking
         (a single point for ``n = 1``): known in closed form, where the LP of the n**2

@@ -358,6 +358,15 @@ class Spec(_Validated):
         relaxation that is not known to be integral."""
         return self.has_integers and not self.lp_is_integral
 
+    def largest_output(self) -> float:
+        """An upper bound on the magnitude of an output in any solution (inf where one is
+        unbounded): the outputs' bounds in the canonical form, built once per spec."""
+        from .canonical import canonical_form
+
+        form = canonical_form(self)
+        n = self.num_outputs
+        return float(np.maximum(np.abs(form.lower[:n]), np.abs(form.upper[:n])).max(initial=0.0))
+
     def affine_hull(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The affine hull of the solutions in closed form, ``(normals (r, N), a solution
         (N,))``, for a problem whose hull is known and costly to compute (`cl.analyze`
