@@ -275,7 +275,8 @@ def warcraft_step(grid: int, method: str, backend: str, device: torch.device,
     model = WarcraftResNet(grid).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=5e-4)
     if method != "two-stage":
-        options = {"method": cl.Blackbox(lam=20.0)} if method == "blackbox" else {}
+        blackbox = cl.Blackbox(lam=20.0, reduction="mean")
+        options = {"method": blackbox} if method == "blackbox" else {}
         layer = cl.ComboLayer(spec, projection="none", backend=backend, **options)
 
     def step() -> None:

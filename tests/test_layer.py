@@ -71,6 +71,23 @@ def test_blackbox_gradient_matches_formula(sense, projection, lam, reduction):
     assert (shifted != u).any()
 
 
+@pytest.mark.parametrize("batch", [1, 4])
+def test_the_default_blackbox_is_the_contracts_formula_at_any_batch_size(batch):
+    """API.md: u' = u + lam * dL/dy, dL/du = (y(u') - y(u)) / lam. The default stepped by
+    lam * B * dL/dy and divided by lam * B (per instance for a mean loss): at B = 4 the
+    gradient of a summed loss was a quarter of the formula's."""
+    spec = cl.problems.TopK(n=2, k=1)  # sense="max"
+    layer = cl.ComboLayer(spec, method="blackbox", projection="none")
+    w = torch.tensor([[0.0, 0.5]] * batch, dtype=torch.float64, requires_grad=True)
+    g = torch.tensor([0.0, 1.0], dtype=torch.float64)
+    (layer(w) * g).sum().backward()
+    lam, solver = layer.method.lam, cl.make_solver(spec)
+    shifted = w.detach() - lam * g  # max: u - lam * dL/dy
+    expected = -(solver.solve(shifted) - solver.solve(w.detach())) / lam
+    torch.testing.assert_close(w.grad, expected, rtol=0, atol=0)
+    assert w.grad[0].tolist() == [-1 / lam, 1 / lam]
+
+
 @pytest.mark.parametrize("projection", [project_mean, normalize, project_std])
 def test_projections_are_idempotent_and_keep_the_solution(projection):
     spec = choose(k=3, n=6)

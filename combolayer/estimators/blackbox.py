@@ -34,18 +34,18 @@ def interpolation(solver: Solver, lam: float, grad: Tensor, costs: Tensor, eps: 
 class Blackbox(Estimator):
     """Blackbox backpropagation: the gradient of a piecewise-linear interpolation.
 
-    With ``c`` the solver input of one instance, ``L_i`` its own loss,
-    ``c' = c + lam * dL_i/dy`` and ``dL_i/dc = (y(c') - y(c)) / lam``; one
-    extra batched solver call per backward.
+    With ``c`` the solver input and ``L`` the loss, ``c' = c + lam * dL/dy`` and
+    ``dL/dc = (y(c') - y(c)) / lam``, each instance on its own; one extra batched
+    solver call per backward.
 
     Args:
-        lam: the interpolation step, per instance, so it means the same at every
-            batch size. To convert a paper's lambda (original code, mean loss at
-            batch size ``B``): ``lam_per_instance = lam_paper / B``.
-        reduction: how the batch loss reduces, so the step can undo it: ``"mean"``
-            (default; the backward's gradient is divided by the batch size ``B``, so
-            the step is ``lam * B * dL/dy``) or ``"sum"`` (the gradient taken as it
-            comes, as the original code did at any reduction).
+        lam: the interpolation step on ``dL/dy`` as it comes (the paper's code, PyEPO's
+            ``lambd``): ``c' = c + lam * dL/dy``, ``dL/dc = (y(c') - y(c)) / lam``.
+        reduction: ``"sum"`` (default: the formula above, for any loss) or ``"mean"``:
+            ``lam`` per instance for a loss averaged over the batch, whose gradient is
+            divided by the batch size ``B``, undone by a step of ``lam * B * dL/dy``,
+            so ``lam`` means the same at every batch size. A paper's lambda for a mean
+            loss at batch size ``B`` is ``lam = lambda / B`` there.
 
     Examples:
         >>> import torch, combolayer as cl
@@ -62,7 +62,7 @@ class Blackbox(Estimator):
     compiles_whole: ClassVar[bool] = True
 
     lam: Positive = 20.0
-    reduction: str = "mean"
+    reduction: str = "sum"
 
     @field_validator("reduction")
     @classmethod

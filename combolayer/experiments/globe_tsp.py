@@ -292,7 +292,7 @@ def identity_or_blackbox(config: Config, name: str, k: int, sigma: float = 0.0,
     if name == "identity":
         projection, method = "std", "identity"
     else:
-        projection, method = "none", {"name": "blackbox",
+        projection, method = "none", {"name": "blackbox", "reduction": "mean",
                                       "lam": bb_lam / config.paper_batch_size}
     return Variant(name, projection, config.noise if noise is None else noise, setting=setting,
                    options={"method": method, "k": k, "sigma": sigma, "rho": rho})

@@ -249,7 +249,8 @@ def variants(config: Config, blackbox_lam: float | None = None) -> list[Variant]
     if blackbox_lam is None:
         blackbox_lam = config.blackbox_lambdas[len(config.blackbox_lambdas) // 2]
     out = []
-    methods = {"identity": "identity", "blackbox": cl.Blackbox(lam=blackbox_lam)}
+    methods = {"identity": "identity",
+               "blackbox": cl.Blackbox(lam=blackbox_lam, reduction="mean")}
     margins = [(None, 0.0)] + [(kind, a) for kind in ("noise", "informed") for a in config.alphas]
     for projection in config.projections:
         for kind, alpha in margins:
@@ -514,7 +515,8 @@ def run(config: Config) -> core.Result:
         return train_one(config, variant, seed, data)
 
     def blackbox(lam: float) -> Variant:
-        return Variant("blackbox", options={"method": cl.Blackbox(lam=lam), "loss": "hamming"})
+        return Variant("blackbox", options={"method": cl.Blackbox(lam=lam, reduction="mean"),
+                                            "loss": "hamming"})
 
     tuning = core.tune("blackbox", "lam", config.blackbox_lambdas, blackbox, train,
                        config, METRIC, bounds=LAMBDA_BOUNDS)

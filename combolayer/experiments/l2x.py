@@ -221,8 +221,8 @@ def selector_for(variant: core.Variant, config: Config, k: int,
         method = cl.IMLE(lam=variant.options["lam"], tau=tau,
                          noise=cl.SumOfGamma(k=k, s=config.sog_s), generator=generator)
         return cl.ComboLayer(spec, method=method, projection="none")
-    method = (cl.Blackbox(lam=variant.options["lam"]) if variant.method.startswith("blackbox")
-              else "identity")
+    method = (cl.Blackbox(lam=variant.options["lam"], reduction="mean")
+              if variant.method.startswith("blackbox") else "identity")
     return cl.ComboLayer(spec, method=method, projection=variant.projection, sample_noise=sog,
                          generator=generator)
 

@@ -229,7 +229,7 @@ def variants(config: Config, blackbox_lam: float | None = None) -> list[Variant]
                                options={"method": "identity"}))
     if blackbox_lam is None:
         blackbox_lam = config.blackbox_lambdas[len(config.blackbox_lambdas) // 2]
-    blackbox = {"method": cl.Blackbox(lam=blackbox_lam)}
+    blackbox = {"method": cl.Blackbox(lam=blackbox_lam, reduction="mean")}
     for alpha in (0.0, config.noise):
         out.append(Variant("blackbox", "none", alpha, "noise" if alpha else None,
                            options=blackbox))
@@ -398,7 +398,7 @@ def run(config: Config) -> core.Result:
 
     tuning = core.tune(
         "blackbox", "lam", config.blackbox_lambdas,
-        lambda lam: Variant("blackbox", options={"method": cl.Blackbox(lam=lam)}),
+        lambda lam: Variant("blackbox", options={"method": cl.Blackbox(lam=lam, reduction="mean")}),
         train, config, METRIC, bounds=LAMBDA_BOUNDS)
     runs = core.run_variants(variants(config, tuning["chosen"]), config.seeds, train,
                              desc=NAME, progress=config.progress)

@@ -255,7 +255,8 @@ def blackbox(config: Config, bb_lam: float, projection: str = "none",
     this library's per-instance lambda."""
     lam = bb_lam / config.paper_batch_size
     return Variant("blackbox", projection, noise, options={"method": {"name": "blackbox",
-                                                                      "lam": lam}})
+                                                                      "lam": lam,
+                                                                      "reduction": "mean"}})
 
 
 def train_one(config: Config, data: dict[str, Tensor], variant: Variant, seed: int,
