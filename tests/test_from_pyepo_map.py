@@ -82,7 +82,7 @@ def test_dbb_is_blackbox_with_reduction_sum_and_no_projection(problem, lam):
 
 
 def test_dbb_with_combolayers_defaults_is_another_algorithm():
-    # The naive port: lam 20 with reduction "mean" and projection "auto".
+    # The naive port: lam 20 with the layer's default projection "auto".
     model, spec = pyepo_shortest_path()
     from pyepo.func import DBB
 

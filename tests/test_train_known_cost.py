@@ -180,3 +180,17 @@ def test_train_with_solve_ratio_below_one_reads_npz_data_with_a_known_cost(tmp_p
                           "out": str(tmp_path / "run")})
     history, _ = run(config)
     assert len(history.regret) == 2 and all(np.isfinite(history.regret))
+
+
+def test_train_with_the_default_spo_plus_says_nothing_of_identity(tmp_path):
+    """A known cost on the auxiliaries and no loss named: `combolayer train` trains with
+    SPO+, yet the layer it builds warned that the regret does not train Identity."""
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(20, 3))
+    np.savez(tmp_path / "data.npz", features=features,
+             costs=features @ rng.normal(size=(3, 2)))
+    config = load_config({"problem": AUX_KNOWN, "data": {"npz": str(tmp_path / "data.npz")},
+                          "epochs": 1, "out": str(tmp_path / "run")})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        run(config)

@@ -82,6 +82,25 @@ def test_npz_data_with_an_mps_problem_writes_history_plot_and_checkpoint(tmp_pat
     assert json.loads((elsewhere / "config.json").read_text())["out"] == str(elsewhere)
 
 
+def test_a_relative_out_is_written_absolute_so_the_saved_config_runs_again_anywhere(
+        tmp_path, monkeypatch):
+    """config.json kept --out as given ("runs/a"): run again from another directory, it
+    wrote next to the config file, in a nested folder. The loss it used is written too."""
+    spec = cl.problems.TopK(n=6, k=2)
+    write_npz(tmp_path / "d.npz", spec)
+    (tmp_path / "topk.yaml").write_text(yaml.safe_dump(spec.model_dump()))
+    monkeypatch.chdir(tmp_path)
+    config = load_config({"problem": "topk.yaml", "data": {"npz": "d.npz"}, "epochs": 1})
+    _, folder = run(config, out="runs/a")
+    saved = json.loads((folder / "config.json").read_text())
+    assert saved["out"] == str(tmp_path / "runs" / "a") and saved["loss"] == "regret"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    _, again = run(load_config(folder / "config.json"))
+    assert again == folder
+
+
 @pytest.mark.parametrize("loss", ["spo+", "fenchel_young", "cave"])
 def test_npz_with_a_yaml_spec_and_other_losses(tmp_path, loss):
     spec = cl.problems.TopK(n=6, k=2)

@@ -792,11 +792,15 @@ def run(config: TrainConfig, out: str | os.PathLike | None = None) -> tuple[Hist
     (the cost model's ``state_dict``), ``config.json`` (the config with every path
     resolved), ``spec.json`` (the problem) and ``model.json`` (the model's shapes)
     to the run directory, which `load_run` reads back."""
-    folder = Path(out if out is not None else config.out)
+    folder = Path(out if out is not None else config.out).resolve()
     train_data, test_data = load_data(config)
-    layer = ComboLayer(train_data.spec, **config.layer.model_dump())
     known = getattr(train_data, "known_cost", None)
     loss = config.loss or default_loss(train_data.spec, known)
+    with warnings.catch_warnings():
+        if loss == "spo+":  # its gradient is SPO+'s: the layer's advice on Identity is moot
+            warnings.filterwarnings("ignore", message=r"projection .* known cost",
+                                    category=UserWarning)
+        layer = ComboLayer(train_data.spec, **config.layer.model_dump())
     check_loss(loss, layer, known)
     torch.manual_seed(config.seed)
     features_shape = tuple(train_data.features.shape[1:])
@@ -811,7 +815,7 @@ def run(config: TrainConfig, out: str | os.PathLike | None = None) -> tuple[Hist
     torch.save(model.state_dict(), folder / "model.pt")
     # the config as it ran: an --out given beside it is where the run went, and a backend
     # config file's contents (the folder does not depend on files beside the run)
-    saved = config.model_dump() | {"out": str(folder)}
+    saved = config.model_dump() | {"out": str(folder), "loss": loss}
     if isinstance(config.layer.backend, str) and is_path(config.layer.backend):
         saved["layer"]["backend"] = layer.backend_config.model_dump(mode="json")
     (folder / "config.json").write_text(json.dumps(saved, indent=2) + "\n")
