@@ -502,3 +502,15 @@ def test_a_copied_model_compiles_whole(how):
     x = torch.randn(8, 4)
     torch.testing.assert_close(torch.compile(twin, fullgraph=True, backend="aot_eager")(x),
                                model(x))
+
+
+def test_half_precision_compiles_whole_and_a_dtype_too_small_for_the_ranks_is_refused():
+    """The check that a half-precision dtype holds the solutions read the spec's bounds
+    while traced: fullgraph=True failed on every bfloat16 layer."""
+    layer = cl.ComboLayer(cl.problems.TopK(n=6, k=2))
+    w = torch.rand(3, 6).to(torch.bfloat16)
+    assert torch.equal(torch.compile(layer, fullgraph=True, backend="aot_eager")(w), layer(w))
+    ranks = torch.compile(cl.ComboLayer(cl.problems.Ranking(n=300)), fullgraph=True,
+                          backend="aot_eager")
+    with pytest.raises(ValueError, match="cannot hold the solutions of Ranking"):
+        ranks(torch.randn(2, 300).to(torch.bfloat16))

@@ -488,7 +488,10 @@ def check_costs(spec: Spec, costs: Any, name: str = "costs") -> None:
     if costs.is_complex() if is_torch else np.iscomplexobj(costs):
         raise ValueError(f"{name} must be real, got complex dtype {costs.dtype} for {spec.label}")
     exact = _EXACT_INTEGERS.get(costs.dtype)
-    if exact is not None and spec.largest_output() > exact:
+    # not while traced (the spec's bounds are no tensor work): the layer's compiled solve
+    # checks the costs it is given again, in their dtype
+    if exact is not None and not torch.compiler.is_compiling() and (
+            spec.largest_output() > exact):
         raise ValueError(
             f"{name} in {costs.dtype} cannot hold the solutions of {spec.label} exactly: its "
             f"outputs reach {spec.largest_output():g}, and {costs.dtype} holds integers "
