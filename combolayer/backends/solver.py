@@ -467,6 +467,12 @@ MAX_COST = 1e15
 _EXACT_INTEGERS = {torch.float16: 2048, torch.bfloat16: 256, np.dtype(np.float16): 2048}
 
 
+@torch.compiler.assume_constant_result
+def _largest_output(spec: Spec) -> float:
+    """`Spec.largest_output`, a constant of a traced graph (it is no tensor work)."""
+    return spec.largest_output()
+
+
 def check_costs(spec: Spec, costs: Any, name: str = "costs") -> None:
     """Raise ValueError on a wrong trailing shape, non-real dtype, a half-precision dtype
     that cannot hold the solutions (`_EXACT_INTEGERS`), NaN/inf, or entries of magnitude
@@ -488,13 +494,11 @@ def check_costs(spec: Spec, costs: Any, name: str = "costs") -> None:
     if costs.is_complex() if is_torch else np.iscomplexobj(costs):
         raise ValueError(f"{name} must be real, got complex dtype {costs.dtype} for {spec.label}")
     exact = _EXACT_INTEGERS.get(costs.dtype)
-    # not while traced (the spec's bounds are no tensor work): the layer's compiled solve
-    # checks the costs it is given again, in their dtype
-    if exact is not None and not torch.compiler.is_compiling() and (
-            spec.largest_output() > exact):
+    # an unbounded output (bounded by rows alone, or continuous) is not refused
+    if exact is not None and exact < _largest_output(spec) < math.inf:
         raise ValueError(
             f"{name} in {costs.dtype} cannot hold the solutions of {spec.label} exactly: its "
-            f"outputs reach {spec.largest_output():g}, and {costs.dtype} holds integers "
+            f"outputs reach {_largest_output(spec):g}, and {costs.dtype} holds integers "
             f"exactly only up to {exact}; pass float32 costs (w.float())")
     if is_torch and (not costs.is_cpu or torch.compiler.is_compiling()):
         return

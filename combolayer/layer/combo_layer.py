@@ -580,9 +580,15 @@ class ComboLayer(nn.Module):
                                  f"to w's shape {tuple(w.shape)}: pass one target per instance")
         compiled = self.compiled if recorded is None else recorded[0]
         dtype = w.dtype
-        upcast = (compiled.precise or known_cost is not None) and dtype != torch.float64
-        if upcast:
-            w = w.double()  # the answer comes back in w's dtype
+        # the answer comes back in w's dtype: a known cost is counted in float64, and
+        # half-precision costs are projected in float32 (in their own, costs 1 apart
+        # near 1500 tied after the projection and the solver broke the tie wrongly)
+        upcast = torch.float64 if compiled.precise or known_cost is not None else (
+            torch.float32 if dtype in _HALF else None)
+        if upcast is not None and dtype != upcast:
+            w = w.to(upcast)
+        else:
+            upcast = None
         rows_grad = False
         if A is not None or b is not None:
             A, b, rows_grad = self._rows(w, A, b, values=not whole)
@@ -607,7 +613,7 @@ class ComboLayer(nn.Module):
         if whole:
             out = self._solve_op(compiled, solves.op, w, xi, target, self.training or sampling,
                                  A, b, rows_grad, known, keep_aux)
-            if upcast:
+            if upcast is not None:
                 out = tuple(t.to(dtype) for t in out) if keep_aux else out.to(dtype)
             return out
         if solves.fused is not None and plain:
@@ -643,7 +649,7 @@ class ComboLayer(nn.Module):
             logger.debug("%s: batch of %d solved on %r in %.4f s", self.spec.label,
                          y.numel() // self.spec.num_outputs, compiled.solver.backend,
                          time.perf_counter() - start)
-        return y.to(dtype) if upcast else y
+        return y.to(dtype) if upcast is not None else y
 
     def _solve_op(self, compiled: _Compiled, op: CompiledSolve, w: Tensor,
                   xi: Tensor | None, target: Tensor | None, training: bool,
@@ -670,6 +676,10 @@ class ComboLayer(nn.Module):
                   A_grad=rows_grad and A.requires_grad, b_grad=rows_grad and b.requires_grad,
                   keep_aux=keep_aux,
                   aux_known_rescales=known is not None and compiled.known_rescales)
+
+#: Dtypes the layer projects and solves in float32 (`ComboLayer._forward`).
+_HALF = (torch.float16, torch.bfloat16)
+
 
 def _clipped(w: Tensor, lower: Tensor, sign: float, known: Tensor | None) -> Tensor:
     """``w`` with its minimisation-form entries raised so that the total cost (with the

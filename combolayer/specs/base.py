@@ -359,8 +359,9 @@ class Spec(_Validated):
         return self.has_integers and not self.lp_is_integral
 
     def largest_output(self) -> float:
-        """An upper bound on the magnitude of an output in any solution (inf where one is
-        unbounded): the outputs' bounds in the canonical form, built once per spec."""
+        """An upper bound on the magnitude of an output in any solution: the outputs'
+        bounds in the canonical form, built once per spec (inf where one has none, even
+        if rows bound it)."""
         from .canonical import canonical_form
 
         form = canonical_form(self)
