@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import re
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -83,7 +84,13 @@ def kind_of(estimator: Any, solver: Any) -> int:
     so a cached graph only ever meets a kind that means the same solve (a counter alone
     let a graph traced for Identity's backward serve Blackbox's in a later process)."""
     named = f"{estimator!r}|{solver.spec.model_dump_json()}|{solver.backend}"
+    # less the addresses of objects that repr by them (a generator: each model its own),
+    # which change nothing a graph traces
+    named = _ADDRESS.sub("", named)
     return int.from_bytes(hashlib.blake2b(named.encode(), digest_size=6).digest(), "big")
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def check_floor(spec: Spec, floor: Tensor, costs: Tensor) -> None:
