@@ -89,14 +89,25 @@ def test_losses_clip_their_own_negative_costs_with_one_warning(case):
         loss(-cost_pred - 0.01, target)
 
 
-def test_spo_plus_solves_its_clipped_step():
+def test_spo_plus_solves_its_clipped_step_and_takes_the_loss_on_it():
+    """Taken on 2 c_hat - c as it was, the loss went below 0 (-1 on a 3 x 3 grid, where
+    the regret is 0): y~ minimises the clipped costs, not those. Its gradient stays
+    2 (y* - y~)."""
     cost_pred, cost_true = _grid_costs(1)
     solver = cl.make_solver(GRID)
+    cost_pred.requires_grad_()
     with pytest.warns(RuntimeWarning):
         value = cl.losses.SPOPlusLoss(GRID, reduction="none")(cost_pred, cost_true)
-    shifted = 2 * cost_pred - cost_true
-    expected = inner(shifted, solver.solve(cost_true) - solver.solve(shifted.clamp_min(0)), 2)
-    torch.testing.assert_close(value, expected)
+    shifted = (2 * cost_pred - cost_true).detach()
+    y_star, y_tilde = solver.solve(cost_true), solver.solve(shifted.clamp_min(0))
+    torch.testing.assert_close(value, inner(shifted.clamp_min(0), y_star - y_tilde, 2))
+    value.sum().backward()
+    torch.testing.assert_close(cost_pred.grad, 2 * (y_star - y_tilde))
+    grid = cl.problems.ShortestPath.grid(3, 3, neighborhood=4)
+    c = torch.tensor([[0.0, 3, 0], [0, 3, 0], [3, 3, 0]], dtype=torch.float64)[None]
+    c_hat = torch.tensor([[0.0, 3, 1], [1, 0, 0], [1, 1, 0]], dtype=torch.float64)[None]
+    with pytest.warns(RuntimeWarning):
+        assert float(cl.losses.SPOPlusLoss(grid)(c_hat, c)) >= 0.0
 
 
 # -- numpy into every loss -----------------------------------------------------------------

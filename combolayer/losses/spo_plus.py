@@ -7,6 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..backends.clip import ClipNegatives
 from ..backends.pool import SolutionPool
 from ..backends.registry import as_solver
 from ..backends.solver import KnownBound, Solver, check_costs, inner
@@ -96,8 +97,20 @@ class SPOPlusLoss(SolverLoss):
             if self.cached_solver is not self.solver:
                 self.pool.add(y_star.reshape(-1, self.solver.num_outputs))
             y_tilde = self.shifted_solver.solve_min(shifted.detach())
-        loss = inner(shifted, y_star - y_tilde, len(self.spec.cost_shape))
+        loss = inner(self._as_solved(shifted), y_star - y_tilde, len(self.spec.cost_shape))
         return reduce(loss, self.reduction)
+
+    def _as_solved(self, shifted: Tensor, known: Tensor | None = None) -> Tensor:
+        """``2 c_hat - c`` with the values ``y~`` was solved for, and its own gradient:
+        where the problem needs non-negative costs, its negatives are set to 0 before the
+        solve (`own_step`), and the loss on the costs as they were went below 0 (-1 on a
+        3 x 3 grid, under a regret of 0); on the costs solved, ``y~`` is their minimiser,
+        so the loss is at least 0. ``known``: the instances' known cost, as the solve
+        clipped with it."""
+        step = self.shifted_solver
+        if not isinstance(step, ClipNegatives):
+            return shifted
+        return shifted + (step.clip(shifted.detach(), known) - shifted.detach())
 
     def _with_known_cost(self, c_hat: Tensor, c: Tensor, shifted: Tensor,
                          y_true: Tensor | None, cost_pred: Tensor,
@@ -110,6 +123,7 @@ class SPOPlusLoss(SolverLoss):
         auxiliaries are needed and ``y*`` is solved. ``known``: the instances' own known
         cost (min form, ``(*batch, num_vars)``), bound to every solve and counted."""
         solver, shifted_solver = self.solver, self.shifted_solver
+        known_min = known
         cached = shifted_solver is not solver
         on_aux = solver.weighs_aux(known)
         if known is not None:
@@ -132,4 +146,5 @@ class SPOPlusLoss(SolverLoss):
         # known_value is in the spec's sense: times sign, the min-sense <k, x>
         known = solver.sign * (solver.known_value(y_star, aux_star)
                                - solver.known_value(y_tilde, aux_tilde))
-        return inner(shifted, y_star - y_tilde, k) + known.to(shifted)
+        return inner(self._as_solved(shifted, known_min), y_star - y_tilde, k) + known.to(
+            shifted)
