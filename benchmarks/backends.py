@@ -127,7 +127,7 @@ def throughput(args: argparse.Namespace, rng: np.random.Generator) -> None:
             for executor in tqdm(("serial", "thread", "process"), desc=f"{label} {name}",
                                  leave=False):
                 solver = cl.make_solver(spec, {"name": name, "executor": executor,
-                                               "workers": 2})
+                                               "workers": 1 if executor == "serial" else 2})
                 solver.solve(warm)  # starts the workers and builds their models
                 start = time.perf_counter()
                 outputs[executor] = solver.solve(costs)

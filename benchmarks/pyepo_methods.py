@@ -127,8 +127,9 @@ METHODS: list[tuple[str, Callable | None, Callable | None]] = [
     ("SPO+", ours_loss(lambda s: cl.losses.SPOPlusLoss(s.spec, backend=s.solver)),
      theirs("SPOPlus", "spo")),
     # PyEPO's lambd shifts by the gradient of the batch loss as it comes, which is
-    # combolayer's reduction="sum" (its default lam is per instance: lam 20 would be
-    # a 32 times larger step, and much harder shifted knapsacks, at batch 32).
+    # combolayer's reduction="sum", its default (a per-instance lam 20,
+    # reduction="mean", would be a 32 times larger step, and much harder shifted
+    # knapsacks, at batch 32).
     ("DBB / Blackbox (lam 20, reduction sum)",
      ours_layer(cl.Blackbox(lam=20.0, reduction="sum")),
      theirs("blackboxOpt", "regret", lambd=20)),

@@ -55,8 +55,9 @@ def add_gradient_noise(x: Tensor, sigma: float, *, generator: torch.Generator | 
                        reduction: str = "mean", instance_dims: int = 1) -> Tensor:
     """``x`` on the forward pass; on the backward, ``dL/dx + xi`` with ``xi ~ N(0, sigma^2)``.
 
-    ``sigma`` is meant per instance, like [`Blackbox`][combolayer.Blackbox]'s ``lam``:
-    with ``reduction="mean"`` (a loss averaged over the batch) the incoming
+    ``sigma`` is meant per instance, like [`Blackbox`][combolayer.Blackbox]'s ``lam``
+    under its ``reduction="mean"``: with ``reduction="mean"`` (the default here; a loss
+    averaged over the batch) the incoming
     gradient is ``dL_i/dx / B``, so the noise is divided by the batch size ``B``
     too and ``sigma`` is the noise on each instance's own ``dL_i/dx``; the
     batch is every axis but the trailing ``instance_dims`` (use
