@@ -77,7 +77,8 @@ def test_cave_hybrid_heuristic_branch():
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_cave_takes_half_precision_predictions(dtype):
-    """bfloat16 predictions raised (numpy has no bfloat16): they are projected in float64."""
+    """bfloat16 predictions raised (numpy has no bfloat16): they are projected in float64,
+    and the loss, as every loss on half-precision inputs, is float32."""
     spec = cl.problems.TopK(5, 2)
     g = torch.Generator().manual_seed(0)
     y_true = cl.make_solver(spec).solve(torch.rand(3, 5, generator=g))
@@ -85,7 +86,7 @@ def test_cave_takes_half_precision_predictions(dtype):
     loss = cl.losses.CaVELoss(spec)
     expected = loss(pred.to(dtype).double(), y_true.double())
     got = loss(pred.to(dtype), y_true.to(dtype))
-    assert got.dtype == dtype
+    assert got.dtype == torch.float32
     torch.testing.assert_close(got.double(), expected, atol=2e-2, rtol=2e-2)
 
 

@@ -269,7 +269,8 @@ def test_losses_deepcopy_and_pickle_with_every_backend(loss_name, backend, execu
     if backend == "cvxpy":
         pytest.importorskip("cvxpy")
     spec = BACKEND_SPECS[backend]()
-    config = {"name": backend, "executor": executor, "workers": 2}
+    config = {"name": backend, "executor": executor,
+              "workers": 1 if executor == "serial" else 2}
     loss = getattr(cl.losses, loss_name)(spec, backend=config)
     rng = np.random.default_rng(0)
     cost_pred = torch.tensor(rng.normal(size=(4, *spec.cost_shape)))

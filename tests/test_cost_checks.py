@@ -131,3 +131,57 @@ def test_half_precision_costs_of_outputs_bounded_by_rows_alone_are_solved():
     for dtype in (torch.float16, torch.bfloat16):
         y = cl.ComboLayer(spec, projection="none")(torch.tensor([1.0, 2.0, 0.5], dtype=dtype))
         assert y.tolist() == [2.0, 2.0, 0.0] and y.dtype == dtype
+
+
+def test_under_autocast_the_layer_works_in_the_costs_own_dtype():
+    """autocast ran the projection's matmul in bfloat16: float32 costs of a matching got
+    answers worse than optimal (62 of 2000) and came back in bfloat16."""
+    spec = cl.problems.Matching(3, 3)
+    w = 60 + 10 * torch.rand(2000, 3, 3, generator=torch.Generator().manual_seed(0))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = cl.ComboLayer(spec).eval()(w)
+    assert y.dtype == torch.float32
+    best = cl.make_solver(spec).solve(w.double())
+    torch.testing.assert_close((w.double() * y).sum((1, 2)), (w.double() * best).sum((1, 2)))
+
+
+def test_half_precision_solutions_that_the_dtype_cannot_hold_are_refused_after_the_solve():
+    """An integer output (or auxiliary) that only rows bound reached 301, which bfloat16
+    rounds to 300: the answer broke its row sum(y) >= 301, with no error."""
+    rows = cl.ILP.from_matrices(shape=3, A_ub=-np.ones((1, 3)), b_ub=[-301],
+                                integrality="integer", upper=np.inf)
+    w = torch.tensor([1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="cannot hold exactly"):
+        cl.ComboLayer(rows, projection="none")(w.to(torch.bfloat16))
+    with pytest.raises(ValueError, match="cannot hold exactly"):
+        cl.make_solver(rows).solve(w.to(torch.bfloat16))
+    assert cl.make_solver(rows).solve(w.to(torch.float16)).tolist() == [301, 0, 0]
+    beyond_float16 = cl.ILP.from_matrices(shape=1, A_ub=[[-1.0]], b_ub=[-3001],
+                                          integrality="integer", upper=np.inf)
+    with pytest.raises(ValueError, match="cannot hold exactly"):
+        cl.make_solver(beyond_float16).solve(np.ones(1, dtype=np.float16))
+    aux = cl.ILP(shape=[2], num_aux=1, integrality=["binary", "binary", "integer"],
+                 upper=[1, 1, 1000], known_cost=[0, 0, 1.0],
+                 constraints=[cl.Constraint(coefs=[0, 0, 1], sense=">=", rhs=301)])
+    with pytest.raises(ValueError, match="cannot hold exactly"):
+        cl.ComboLayer(aux)(torch.tensor([[1.0, -1.0]], dtype=torch.bfloat16), return_aux=True)
+
+
+def test_losses_take_half_precision_inputs_in_float32():
+    """2 c_hat - c overflowed float16 (SPO+ was NaN), bfloat16 tied 2047 and 2048 (a zero
+    gradient), and Fenchel-Young's noise was quantised (-0.85 for -0.76)."""
+    spo = cl.losses.SPOPlusLoss(cl.problems.TopK(3, 1, sense="min"))
+    c_hat = torch.tensor([[40000.0, 35000, 36000]], dtype=torch.float16, requires_grad=True)
+    value = spo(c_hat, torch.tensor([[3.0, 1, 2]], dtype=torch.float16))
+    value.backward()
+    assert float(value) == 0.0 and value.dtype == torch.float32
+    assert c_hat.grad.dtype == torch.float16 and not c_hat.grad.any()
+    spo = cl.losses.SPOPlusLoss(cl.problems.TopK(2, 1, sense="min"))
+    c_hat = torch.tensor([[1024.0, 1024]], dtype=torch.bfloat16, requires_grad=True)
+    spo(c_hat, torch.tensor([[0.0, 1]], dtype=torch.bfloat16)).backward()
+    assert c_hat.grad.tolist() == [[2.0, -2.0]]
+    fy = cl.losses.FenchelYoungLoss(cl.problems.TopK(2, 1, sense="min"), num_samples=20000,
+                                    generator=torch.Generator().manual_seed(0))
+    c = torch.tensor([[150.0, 151]], dtype=torch.bfloat16, requires_grad=True)
+    fy(c, torch.tensor([[0.0, 1]], dtype=torch.bfloat16)).backward()
+    assert abs(float(c.grad[0, 0]) + 0.760) < 0.02  # -Phi(1 / sqrt(2))

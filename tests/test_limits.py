@@ -107,7 +107,8 @@ def test_a_time_limit_that_expires_warns_flags_and_can_raise_on_every_executor(
     # Before: cvxpy with SCIP mapped SCIP's time limit (optimal_inaccurate) to optimal
     # with no word, and process workers' warnings mostly never reached the caller.
     pytest.importorskip("cvxpy") if backend.startswith("cvxpy") else None
-    assert_limit_is_visible({**LIMITED[backend], "executor": executor, "workers": 2})
+    assert_limit_is_visible({**LIMITED[backend], "executor": executor,
+                             "workers": 1 if executor == "serial" else 2})
 
 
 @pytest.fixture
@@ -137,7 +138,8 @@ def test_backends_without_a_time_limit_report_every_instance_optimal(backend, ex
                                                                 always_parallel):
     spec = UNLIMITED[backend]()
     costs = np.random.default_rng(0).normal(size=(5, *spec.cost_shape))
-    solver = cl.make_solver(spec, {"name": backend, "executor": executor, "workers": 2,
+    solver = cl.make_solver(spec, {"name": backend, "executor": executor,
+                                   "workers": 1 if executor == "serial" else 2,
                                    "time_limit": 0.2})
     assert solver.solve(costs, return_status=True)[1] == ("optimal",) * 5
 

@@ -473,6 +473,12 @@ def _largest_output(spec: Spec) -> float:
     return spec.largest_output()
 
 
+@torch.compiler.assume_constant_result
+def _largest_value(spec: Spec, aux: bool = False) -> float:
+    """`Spec.largest_output` with ``aux``, a constant of a traced graph."""
+    return spec.largest_output(aux)
+
+
 def check_costs(spec: Spec, costs: Any, name: str = "costs") -> None:
     """Raise ValueError on a wrong trailing shape, non-real dtype, a half-precision dtype
     that cannot hold the solutions (`_EXACT_INTEGERS`), NaN/inf, or entries of magnitude
@@ -662,9 +668,28 @@ class Recorder(SolverWrapper):
         return self._keep(out, return_aux)
 
 
-def _cast(x: Any, dtype: Any) -> Any:
-    """A numpy array or a tensor in ``dtype`` (of its own kind)."""
-    return x.astype(dtype) if isinstance(x, np.ndarray) else x.to(dtype)
+def cast_solutions(spec: Spec, x: Any, dtype: Any, aux: bool = False) -> Any:
+    """Solutions ``x`` (a numpy array or a tensor; with ``aux``, auxiliaries) in the costs'
+    ``dtype``, refused where a half-precision dtype cannot hold them exactly: an integer
+    output that only rows bound (`Spec.largest_output` is inf) can reach 301, which
+    bfloat16 rounds to 300 and breaks its row. Read only where the bounds do not settle
+    it; while traced, the check is queued (``torch._assert_async``)."""
+    out = x.astype(dtype) if isinstance(x, np.ndarray) else x.to(dtype)
+    exact = _EXACT_INTEGERS.get(out.dtype)
+    if exact is None or _largest_value(spec, aux) <= exact:
+        return out
+    message = (f"the solutions of {spec.label} reach values that {dtype} cannot hold "
+               f"exactly (integers up to {exact}); pass float32 costs")
+    if isinstance(x, np.ndarray):
+        held = bool((out.astype(x.dtype) == x).all())
+    else:
+        held = (out.to(x.dtype) == x).all()
+        if torch.compiler.is_compiling():
+            torch._assert_async(held, message)
+            return out
+    if not held:
+        raise ValueError(message)
+    return out
 
 
 def rebuild_solver(recipe: Callable[[], Solver], outcome: dict | None = None) -> Solver:
@@ -896,9 +921,10 @@ class Solver:
             if not (costs.is_floating_point() or costs.is_complex()):
                 costs = costs.to(torch.float64)  # integer or bool costs: float64 solutions
             check_costs(self.spec, costs)
-            if known_cost is not None and costs.dtype != torch.float64:
+            if costs.dtype in _EXACT_INTEGERS or (
+                    known_cost is not None and costs.dtype != torch.float64):
                 # a known cost is added in float64 (as the layer does): float32 would tie
-                # 1e8 and 1e8 + 1
+                # 1e8 and 1e8 + 1; half-precision solutions are checked as they go back
                 dtype, costs = costs.dtype, costs.double()
         rows = None
         if A is not None or b is not None:
@@ -919,7 +945,9 @@ class Solver:
         out = self.solve_min(self.sign * costs, return_aux=return_aux, statuses=statuses,
                              **options)
         if dtype is not None:
-            out = tuple(_cast(x, dtype) for x in out) if return_aux else _cast(out, dtype)
+            out = ((cast_solutions(self.spec, out[0], dtype),
+                    cast_solutions(self.spec, out[1], dtype, aux=True)) if return_aux
+                   else cast_solutions(self.spec, out, dtype))
         if not return_status:
             return out
         return (*out, tuple(statuses)) if return_aux else (out, tuple(statuses))

@@ -51,7 +51,7 @@ from pydantic import (
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from ..backends.solver import KnownBound, Solver
+from ..backends.solver import KnownBound, Solver, cast_solutions
 from ..backends.wrapper import RowBound, with_sample_axis
 from ..specs.base import positional_fields
 from ..transforms.projection import Normalized, fast_apply
@@ -330,11 +330,12 @@ def aux_of_output(estimator: Any, solver: Any, y: Tensor, solves: list[Tensor]) 
     num_aux = solver.num_aux
     if not solves or count == 0 or num_aux == 0:
         return y.new_zeros((*batch, num_aux))
-    solves = [aux.detach().to(y) for aux in solves]
+    # in their own dtype until the end, where a half-precision y's dtype must hold them
+    solves = [aux.detach().to(y.device) for aux in solves]
     output_aux = getattr(estimator, "output_aux", None)
     aux = (first_solve_aux(solves, count, str(estimator)) if output_aux is None
            else output_aux(solves, count))
-    return aux.reshape(*batch, num_aux)
+    return cast_solutions(solver.spec, aux, y.dtype, aux=True).reshape(*batch, num_aux)
 
 
 def first_solve_aux(solves: list[Tensor], count: int, method: str) -> Tensor:

@@ -24,7 +24,8 @@ from ..backends.config import BackendConfig
 from ..backends.pool import CachedSolver, SolutionPool, cache_setting
 from ..backends.registry import in_place_of_spec, make_solver
 from ..backends.rows import check_rows
-from ..backends.solver import Recorder, Solver, check_costs, check_known_cost
+from ..backends.solver import (Recorder, Solver, cast_solutions, check_costs,
+                               check_known_cost)
 from ..estimators import Estimator, resolve_method
 from ..estimators.base import ProjectedSolve, aux_of_output, row_gradient_methods
 from ..specs.base import Spec
@@ -552,6 +553,13 @@ class ComboLayer(nn.Module):
         call (`_recording`), is used in their place. A call with per-call rows records its
         own solves too, to hear which instances they left infeasible. ``keep_aux`` (while
         traced whole only: `_traced_whole`) returns ``(y, aux)``."""
+        if (_any_autocast() and isinstance(w, Tensor)
+                and torch.is_autocast_enabled(w.device.type)):
+            # the layer works in w's dtype (half in float32): autocast's bfloat16
+            # matmuls in the projection tied costs, and the solver broke the ties wrongly
+            with torch.autocast(w.device.type, enabled=False):
+                return self._forward(w, target, sampling, A, b, known_cost, recorded,
+                                     keep_aux)
         # traced by torch.compile: no clock, no logging (the graph keeps neither); a solve
         # that is one custom operator takes the call's own inputs and checks their values
         compiling = torch.compiler.is_compiling()
@@ -614,7 +622,9 @@ class ComboLayer(nn.Module):
             out = self._solve_op(compiled, solves.op, w, xi, target, self.training or sampling,
                                  A, b, rows_grad, known, keep_aux)
             if upcast is not None:
-                out = tuple(t.to(dtype) for t in out) if keep_aux else out.to(dtype)
+                out = ((cast_solutions(self.spec, out[0], dtype),
+                        cast_solutions(self.spec, out[1], dtype, aux=True)) if keep_aux
+                       else cast_solutions(self.spec, out, dtype))
             return out
         if solves.fused is not None and plain:
             # the node's C-level apply where no functorch transform runs: one frame less
@@ -649,7 +659,7 @@ class ComboLayer(nn.Module):
             logger.debug("%s: batch of %d solved on %r in %.4f s", self.spec.label,
                          y.numel() // self.spec.num_outputs, compiled.solver.backend,
                          time.perf_counter() - start)
-        return y.to(dtype) if upcast is not None else y
+        return cast_solutions(self.spec, y, dtype) if upcast is not None else y
 
     def _solve_op(self, compiled: _Compiled, op: CompiledSolve, w: Tensor,
                   xi: Tensor | None, target: Tensor | None, training: bool,
@@ -676,6 +686,10 @@ class ComboLayer(nn.Module):
                   A_grad=rows_grad and A.requires_grad, b_grad=rows_grad and b.requires_grad,
                   keep_aux=keep_aux,
                   aux_known_rescales=known is not None and compiled.known_rescales)
+
+#: Whether autocast is on for some device: one C call, before the layer asks for w's
+#: device (building a torch.device costs more, on the hot path).
+_any_autocast = torch._C._is_any_autocast_enabled
 
 #: Dtypes the layer projects and solves in float32 (`ComboLayer._forward`).
 _HALF = (torch.float16, torch.bfloat16)

@@ -1,13 +1,10 @@
 """The layer's solve as one custom operator, so that ``torch.compile`` sees one node.
 
-A compiled graph cannot trace a solver (numpy, HiGHS, a worker pool), and a custom
-operator cannot take Python objects, so a layer registers what its solve needs,
-a `CompiledSolve` (estimator, solver), when it is built, and the graph carries two
-names for it: ``kind``, an int naming what the graph depends on (the estimator, the
-problem, the backend: the same for every layer alike, a constant of the graph), and
-``slot``, a 0-d int64 tensor naming this layer's own (an input of the graph, so a
-new model of the same layers meets the graph already compiled, as a model of torch's
-own layers does):
+A graph cannot trace a solver, and a custom operator takes no Python objects, so a
+layer registers its `CompiledSolve` (estimator, solver) under two names the graph
+carries: ``kind`` (`kind_of`: estimator, problem, backend; a constant, the same for
+layers alike) and ``slot`` (`new_slot`: this layer's own, a graph input, so a new
+model of the same layers meets the graph already compiled):
 
     combolayer::solve(Tensor costs, Tensor? noise, Tensor? target, Tensor? A, Tensor? b,
                       Tensor? known, Tensor? w, Tensor slot, int kind, bool training,
@@ -17,11 +14,9 @@ own layers does):
                                Tensor? known, Tensor[] saved, Tensor slot,
                                int kind) -> Tensor[]
 
-``solve`` checks the costs and the call's own inputs (the values the layer leaves
-unchecked while it is traced: the user's ``w`` and ``target``, per-call rows
-``A x <= b``, a per-call known cost),
-adds the noise and runs the estimator's forward with the rows and the known cost
-bound to its solver, as eager mode does; it returns the solution, with
+``solve`` checks the values the layer leaves unchecked while traced (``w``,
+``target``, per-call rows ``A x <= b``, a per-call known cost), adds the noise
+and runs the estimator's forward as eager mode does; it returns the solution, with
 ``return_aux`` its auxiliaries (`Estimator.output_aux`), and the tensors the
 estimator saves for its backward (its noise draws, its samples), and its fake
 implementation takes their shapes from `Estimator.saved_like`. Instances the rows

@@ -88,13 +88,18 @@ def as_loss_input(value: Any, name: str, owner: str, like: Tensor | None = None)
                     f"{type(value).__name__}")
 
 
+#: Dtypes a loss works on in float32 (its value is then float32).
+HALF = (torch.float16, torch.bfloat16)
+
+
 class LossInputs:
     """What every loss does with its inputs, done once: the arguments named in
     `TENSOR_ARGUMENTS` may be numpy arrays, which become tensors (the first of them,
     the prediction, a float tensor; the others like it); anything else is a
     TypeError that names what is expected. A ``known_cost=`` given to a loss whose
     ``__call__`` has no such argument is refused with a ValueError that says why
-    (`refuse_instance_known_cost`). Each subclass's ``__call__`` is wrapped when the
+    (`refuse_instance_known_cost`). Half-precision tensors are taken in float32
+    (`HALF`). Each subclass's ``__call__`` is wrapped when the
     class is defined, so a loss added later cannot miss it."""
 
     #: Whether ``__call__`` takes a known cost per instance (``known_cost=``); set from
@@ -122,6 +127,10 @@ class LossInputs:
             for name in names:
                 if name in bound.arguments:
                     value = as_loss_input(bound.arguments[name], name, owner, like)
+                    if isinstance(value, Tensor) and value.dtype in HALF:
+                        # in float32, as the layer works: 2 c_hat - c overflowed float16
+                        # (a NaN loss), and bfloat16 tied its costs and its noise
+                        value = value.float()
                     bound.arguments[name] = value
                     if name in TARGET_ARGUMENTS and isinstance(value, Tensor):
                         check_finite_target(value, name, owner)

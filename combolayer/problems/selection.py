@@ -98,7 +98,7 @@ class Ranking(Spec):
     def model_size(self) -> tuple[int, int]:
         return self.n + self.n**2, 3 * self.n**2 + 4 * self.n  # the n*n assignment P
 
-    def largest_output(self) -> float:
+    def largest_output(self, aux: bool = False) -> float:
         return float(self.n)  # the last rank, without the n*n assignment's form
 
     def affine_hull(self) -> tuple[np.ndarray, np.ndarray]:

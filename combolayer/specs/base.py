@@ -358,14 +358,14 @@ class Spec(_Validated):
         relaxation that is not known to be integral."""
         return self.has_integers and not self.lp_is_integral
 
-    def largest_output(self) -> float:
-        """An upper bound on the magnitude of an output in any solution: the outputs'
-        bounds in the canonical form, built once per spec (inf where one has none, even
-        if rows bound it)."""
+    def largest_output(self, aux: bool = False) -> float:
+        """An upper bound on the magnitude of an output (with ``aux``, of any variable) in
+        any solution: their bounds in the canonical form, built once per spec (inf where
+        one has none, even if rows bound it)."""
         from .canonical import canonical_form
 
         form = canonical_form(self)
-        n = self.num_outputs
+        n = self.num_vars if aux else self.num_outputs
         return float(np.maximum(np.abs(form.lower[:n]), np.abs(form.upper[:n])).max(initial=0.0))
 
     def affine_hull(self) -> tuple[np.ndarray, np.ndarray] | None:
