@@ -24,8 +24,7 @@ from ..backends.config import BackendConfig
 from ..backends.pool import CachedSolver, SolutionPool, cache_setting
 from ..backends.registry import in_place_of_spec, make_solver
 from ..backends.rows import check_rows
-from ..backends.solver import (Recorder, Solver, cast_solutions, check_costs,
-                               check_known_cost)
+from ..backends.solver import Recorder, Solver, cast_solutions, check_costs, check_known_cost
 from ..estimators import Estimator, resolve_method
 from ..estimators.base import ProjectedSolve, aux_of_output, row_gradient_methods
 from ..specs.base import Spec
