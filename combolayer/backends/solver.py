@@ -461,6 +461,9 @@ def inner(a: Any, b: Any, num_cost_dims: int, keepdim: bool = False) -> Any:
 MAX_COST = 1e15
 
 
+#: The half-precision dtypes, which the layer and the losses work on in float32.
+HALF_PRECISION = (torch.float16, torch.bfloat16)
+
 #: The largest integer up to which every integer is exact in each half-precision dtype:
 #: solutions, returned in the costs' dtype, must fit (a Ranking(300)'s ranks in bfloat16
 #: were not a permutation).
@@ -655,13 +658,16 @@ class Recorder(SolverWrapper):
 
 
 def cast_solutions(spec: Spec, x: Any, dtype: Any, aux: bool = False) -> Any:
-    """Solutions ``x`` (a numpy array or a tensor; with ``aux``, auxiliaries) in the costs'
-    ``dtype``, refused where a half-precision dtype cannot hold one of their integer values
-    exactly (`_EXACT_INTEGERS`): a Ranking(300)'s ranks in bfloat16 were no permutation,
+    """Solutions ``x`` (a numpy array or a tensor; with ``aux``, auxiliaries; or a pair
+    ``(y, aux)`` of both) in the costs' ``dtype``, refused where a half-precision dtype
+    cannot hold one of their integer values exactly (`_EXACT_INTEGERS`): a
+    Ranking(300)'s ranks in bfloat16 were no permutation,
     and an integer output that only rows bound reached 301, which bfloat16 rounds to 300,
     breaking its row. Other values (an estimator's average, 1/3) round as the dtype
     rounds. Read only where the spec's bounds do not settle it; while traced, the check is
     queued (``torch._assert_async``: a RuntimeError)."""
+    if isinstance(x, tuple):
+        return cast_solutions(spec, x[0], dtype), cast_solutions(spec, x[1], dtype, aux=True)
     is_numpy = isinstance(x, np.ndarray)
     out = x.astype(dtype) if is_numpy else x.to(dtype)
     exact = _EXACT_INTEGERS.get(out.dtype)
@@ -934,9 +940,7 @@ class Solver:
         out = self.solve_min(self.sign * costs, return_aux=return_aux, statuses=statuses,
                              **options)
         if dtype is not None:
-            out = ((cast_solutions(self.spec, out[0], dtype),
-                    cast_solutions(self.spec, out[1], dtype, aux=True)) if return_aux
-                   else cast_solutions(self.spec, out, dtype))
+            out = cast_solutions(self.spec, out, dtype)
         if not return_status:
             return out
         return (*out, tuple(statuses)) if return_aux else (out, tuple(statuses))

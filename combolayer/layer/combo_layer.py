@@ -24,7 +24,14 @@ from ..backends.config import BackendConfig
 from ..backends.pool import CachedSolver, SolutionPool, cache_setting
 from ..backends.registry import in_place_of_spec, make_solver
 from ..backends.rows import check_rows
-from ..backends.solver import Recorder, Solver, cast_solutions, check_costs, check_known_cost
+from ..backends.solver import (
+    HALF_PRECISION,
+    Recorder,
+    Solver,
+    cast_solutions,
+    check_costs,
+    check_known_cost,
+)
 from ..estimators import Estimator, resolve_method
 from ..estimators.base import ProjectedSolve, aux_of_output, row_gradient_methods
 from ..specs.base import Spec
@@ -591,7 +598,7 @@ class ComboLayer(nn.Module):
         # half-precision costs are projected in float32 (in their own, costs 1 apart
         # near 1500 tied after the projection and the solver broke the tie wrongly)
         upcast = torch.float64 if compiled.precise or known_cost is not None else (
-            torch.float32 if dtype in _HALF else None)
+            torch.float32 if dtype in HALF_PRECISION else None)
         if upcast is not None and dtype != upcast:
             w = w.to(upcast)
         else:
@@ -620,11 +627,7 @@ class ComboLayer(nn.Module):
         if whole:
             out = self._solve_op(compiled, solves.op, w, xi, target, self.training or sampling,
                                  A, b, rows_grad, known, keep_aux)
-            if upcast is not None:
-                out = ((cast_solutions(self.spec, out[0], dtype),
-                        cast_solutions(self.spec, out[1], dtype, aux=True)) if keep_aux
-                       else cast_solutions(self.spec, out, dtype))
-            return out
+            return cast_solutions(self.spec, out, dtype) if upcast is not None else out
         if solves.fused is not None and plain:
             # the node's C-level apply where no functorch transform runs: one frame less
             y = (solves.fused if transforms_active() else solves.fused_direct)(w, xi)
@@ -689,9 +692,6 @@ class ComboLayer(nn.Module):
 #: Whether autocast is on for some device: one C call, before the layer asks for w's
 #: device (building a torch.device costs more, on the hot path).
 _any_autocast = torch._C._is_any_autocast_enabled
-
-#: Dtypes the layer projects and solves in float32 (`ComboLayer._forward`).
-_HALF = (torch.float16, torch.bfloat16)
 
 
 def _clipped(w: Tensor, lower: Tensor, sign: float, known: Tensor | None) -> Tensor:

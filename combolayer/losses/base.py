@@ -17,7 +17,13 @@ import torch
 from torch import Tensor
 
 from ..backends.pool import CachedSolver, cache_setting
-from ..backends.solver import Solver, check_known_cost, inner, rebuild_solver
+from ..backends.solver import (
+    HALF_PRECISION,
+    Solver,
+    check_known_cost,
+    inner,
+    rebuild_solver,
+)
 from ..estimators.base import KNOWN_COST_REGISTRIES, refuse_known_cost
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -88,10 +94,6 @@ def as_loss_input(value: Any, name: str, owner: str, like: Tensor | None = None)
                     f"{type(value).__name__}")
 
 
-#: Dtypes a loss works on in float32 (its value is then float32).
-HALF = (torch.float16, torch.bfloat16)
-
-
 class LossInputs:
     """What every loss does with its inputs, done once: the arguments named in
     `TENSOR_ARGUMENTS` may be numpy arrays, which become tensors (the first of them,
@@ -99,7 +101,7 @@ class LossInputs:
     TypeError that names what is expected. A ``known_cost=`` given to a loss whose
     ``__call__`` has no such argument is refused with a ValueError that says why
     (`refuse_instance_known_cost`). Half-precision tensors are taken in float32
-    (`HALF`). Each subclass's ``__call__`` is wrapped when the
+    (`HALF_PRECISION`). Each subclass's ``__call__`` is wrapped when the
     class is defined, so a loss added later cannot miss it."""
 
     #: Whether ``__call__`` takes a known cost per instance (``known_cost=``); set from
@@ -127,7 +129,7 @@ class LossInputs:
             for name in names:
                 if name in bound.arguments:
                     value = as_loss_input(bound.arguments[name], name, owner, like)
-                    if isinstance(value, Tensor) and value.dtype in HALF:
+                    if isinstance(value, Tensor) and value.dtype in HALF_PRECISION:
                         # in float32, as the layer works: 2 c_hat - c overflowed float16
                         # (a NaN loss), and bfloat16 tied its costs and its noise
                         value = value.float()
