@@ -459,3 +459,11 @@ def test_a_pool_that_grows_between_forward_and_backward_keeps_the_gradient():
         loss(5 * torch.randn(4, N, dtype=torch.float64), y)
     first.backward()
     assert torch.isfinite(cost.grad).all()
+
+
+@pytest.mark.parametrize("bad", [None, "half", "0.5", True])
+def test_a_solve_ratio_that_is_no_number_is_named(bad):
+    """None raised a bare TypeError from float(), a word a bare 'could not convert', and
+    the string '0.5' and True were taken as numbers."""
+    with pytest.raises(ValueError, match=r"solve_ratio must be a number in \[0, 1\]"):
+        cl.ComboLayer(cl.problems.TopK(n=5, k=2), solve_ratio=bad)

@@ -195,3 +195,22 @@ def test_a_train_config_npz_that_is_not_an_npz_of_arrays_says_so(tmp_path, conte
     with pytest.raises(ConfigError, match=message) as caught:
         run(config, out=tmp_path / "run")
     assert "pickled" not in str(caught.value)
+
+
+def test_a_margin_layer_trains_from_a_config_and_layer_typos_are_named_when_read():
+    """Margin needs the true solution in training: `combolayer train` never passed it,
+    and every step failed; a typo in layer.method, .projection or .backend was read only
+    after the data were made and solved, without naming the key."""
+    data = {"name": "shortest_path", "num_features": 5, "grid": [3, 3]}
+    margin = {"method": {"name": "margin", "method": "blackbox"}}
+    for loss in ("l1", "regret", "hamming"):
+        history, _ = run(load_config({"data": data, "num_train": 20, "num_test": 10,
+                                      "epochs": 1, "loss": loss, "layer": margin}))
+        assert np.isfinite(history.regret).all()
+    for layer, key in [({"method": "blackbx"}, "layer.method"),
+                       ({"method": {"name": "blackbox", "lamb": 1}}, "layer.method"),
+                       ({"projection": "plain"}, "layer.projection"),
+                       ({"backend": "higs"}, "layer.backend"),
+                       ({"backend": {"name": "highs", "timelimit": 3}}, "layer.backend")]:
+        with pytest.raises(ConfigError, match=rf"{key}: "):
+            load_config({"data": data, "layer": layer})

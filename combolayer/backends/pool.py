@@ -403,6 +403,9 @@ def cache_setting(name: str, value: Any, spec: Any) -> Any:
 
 def check_solve_ratio(solve_ratio: float) -> float:
     """``solve_ratio`` as a float in [0, 1], or ``ValueError`` naming what it got."""
+    if isinstance(solve_ratio, bool) or not isinstance(solve_ratio, (int, float, np.number)):
+        raise ValueError(f"solve_ratio must be a number in [0, 1] (the probability of an "
+                         f"exact solve), got {solve_ratio!r}")
     ratio = float(solve_ratio)
     if not 0.0 <= ratio <= 1.0:
         raise ValueError(f"solve_ratio must be in [0, 1], got {solve_ratio} (it is the "

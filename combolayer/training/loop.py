@@ -28,6 +28,7 @@ from pydantic import (
     Field,
     TypeAdapter,
     ValidationError,
+    field_validator,
     model_validator,
 )
 from torch import nn
@@ -35,9 +36,12 @@ from tqdm.auto import tqdm
 
 from .. import data as datasets
 from .. import metrics
-from ..backends.registry import make_solver
+from ..backends.config import BackendConfig
+from ..backends.registry import backends, make_solver
 from ..backends.solver import check_known_cost, inner
+from ..estimators import resolve_method
 from ..layer.combo_layer import ComboLayer
+from ..layer.projection import HULL_PROJECTIONS, PROJECTIONS
 from ..losses import CaVELoss, FenchelYoungLoss, SPOPlusLoss, binding_cones, hamming
 from ..specs.base import _fields_at, did_you_mean
 from ..specs.load import load_spec, read_mapping, spec_from_text
@@ -140,6 +144,34 @@ class LayerConfig(_Strict):
     noise: float = Field(0.0, ge=0.0, allow_inf_nan=False)
     backend: str | dict[str, Any] = "auto"
     solve_ratio: float = Field(1.0, ge=0.0, le=1.0, allow_inf_nan=False)
+
+    # checked when the config is read, not after the data are made and solved
+    @field_validator("method")
+    @classmethod
+    def _method(cls, value: str | dict[str, Any]) -> str | dict[str, Any]:
+        resolve_method(value)
+        return value
+
+    @field_validator("projection")
+    @classmethod
+    def _projection(cls, value: str) -> str:
+        names = [*HULL_PROJECTIONS, *PROJECTIONS]
+        if value not in names:
+            raise ValueError(f"unknown projection {value!r}: expected one of {names}"
+                             f"{did_you_mean(value, names)}")
+        return value
+
+    @field_validator("backend")
+    @classmethod
+    def _backend(cls, value: str | dict[str, Any]) -> str | dict[str, Any]:
+        if isinstance(value, str) and is_path(value):  # a file: read beside the config
+            return value
+        name = BackendConfig.load(value).name
+        names = ["auto", "race", *sorted(backends())]
+        if name not in names:
+            raise ValueError(f"unknown backend {name!r}: expected one of {names}"
+                             f"{did_you_mean(name, names)}")
+        return value
 
 
 class ModelConfig(_Strict):
@@ -730,10 +762,12 @@ def inactive_settings(layer: ComboLayer, loss: str) -> list[str]:
 
 def _criterion(loss: str, layer: ComboLayer):
     """``criterion(w, c, y_true, known=None)``; ``known``: the batch's own known costs."""
+    # the true solution goes to the layer too, for an estimator that reads it (Margin)
     if loss == "hamming":
-        return lambda w, c, y_true, known=None: hamming(layer(w, known_cost=known), y_true)
+        return lambda w, c, y_true, known=None: hamming(
+            layer(w, target=y_true, known_cost=known), y_true)
     if loss == "l1":
-        return lambda w, c, y_true, known=None: (layer(w, known_cost=known)
+        return lambda w, c, y_true, known=None: (layer(w, target=y_true, known_cost=known)
                                                  - y_true).abs().mean()
     if loss == "regret":
         k, sign = len(layer.spec.cost_shape), layer.solver.sign
@@ -747,7 +781,8 @@ def _criterion(loss: str, layer: ComboLayer):
             total = c if spec_known is None else c + spec_known[:n].reshape(shape).to(c)
             if known is not None:
                 total = total + known[:, :n].reshape(len(c), *shape).to(c)
-            return (sign * inner(total, layer(w, known_cost=known) - y_true, k)).mean()
+            y = layer(w, target=y_true, known_cost=known)
+            return (sign * inner(total, y - y_true, k)).mean()
 
         return regret
     if loss == "spo+":
