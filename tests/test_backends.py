@@ -809,3 +809,17 @@ def test_scip_takes_a_mip_start_when_asked():
     starts = np.array([[0, 1, 1, 0], [1, 0, 1, 0], [1, 1, 0, 0]], dtype=float)
     y = kernel.with_statuses(-np.ones((3, 4)), start=starts).values  # every pair ties
     np.testing.assert_array_equal(y, starts)
+
+
+def test_settings_a_backend_does_nothing_with_are_warned_of():
+    """Options on a backend with no solver settings (auto picks scipy for a knapsack over
+    the MIP solver they were meant for), or an executor for a batched torch kernel, did
+    nothing without a word; a MIP solver takes them without a warning."""
+    knapsack = cl.problems.Knapsack(weights=[[3.0, 4, 2, 5]], capacities=[7.0])
+    with pytest.warns(UserWarning, match=r"backend 'scipy' .* options \['mip_rel_gap'\]"):
+        cl.make_solver(knapsack, {"options": {"mip_rel_gap": 0.5}})
+    with pytest.warns(UserWarning, match=r"backend 'torch' .* executor='thread', workers=2"):
+        cl.make_solver(cl.problems.TopK(n=5, k=2), {"name": "torch", "workers": 2})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cl.make_solver(knapsack, {"name": "highs", "options": {"mip_rel_gap": 0.5}})

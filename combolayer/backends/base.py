@@ -101,6 +101,9 @@ class Backend:
     #: solver (``"pyepo"``'s ``"model"``): without them it solves nothing, so ``"auto"``
     #: never picks it, and they are not handed on to another backend.
     config_options: ClassVar[tuple[str, ...]] = ()
+    #: Whether its solver takes ``BackendConfig.options`` (HiGHS, SCIP, Gurobi, cvxpy):
+    #: others are warned of as doing nothing (`combolayer.backends.registry`).
+    takes_options: ClassVar[bool] = False
 
     @classmethod
     def label(cls, config: BackendConfig) -> str:

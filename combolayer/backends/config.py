@@ -68,7 +68,8 @@ class BackendConfig(BaseModel):
         executor: ``"serial"``, ``"thread"``, ``"process"`` or ``"ray"``; ``"thread"``
             where ``workers`` is given and the executor is not.
         options: passed to the solver verbatim (HiGHS: ``setOptionValue``; SCIP and
-            Gurobi: ``setParam``; cvxpy: ``solve(**options)``).
+            Gurobi: ``setParam``; cvxpy: ``solve(**options)``); a backend with no solver
+            settings (scipy, torch, ...) warns that it does nothing with them.
         deterministic: deprecated: ``"auto"`` is always a fixed choice, and racing the
             solvers is the opt-in ``name="race"``; ``False`` under ``"auto"`` still
             races, with a DeprecationWarning naming ``"race"``.

@@ -404,6 +404,7 @@ class GurobiBackend(Backend):
     for MIPs under ``"auto"`` when its licence covers the model."""
 
     name: ClassVar[str] = "gurobi"
+    takes_options: ClassVar[bool] = True
     requires: ClassVar[tuple[str, ...]] = ("gurobipy",)
     capabilities: ClassVar[Capability] = (Capability.LP | Capability.MIP | Capability.LAZY_CUTS
                                           | Capability.ROWS)

@@ -484,6 +484,7 @@ class HighsBackend(Backend):
     """HiGHS (highspy): any linear or mixed-integer program, with lazy cuts."""
 
     name: ClassVar[str] = "highs"
+    takes_options: ClassVar[bool] = True
     requires: ClassVar[tuple[str, ...]] = ("highspy",)
     capabilities: ClassVar[Capability] = (Capability.LP | Capability.MIP | Capability.LAZY_CUTS
                                           | Capability.ROWS)

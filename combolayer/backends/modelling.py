@@ -198,6 +198,7 @@ class CvxpyBackend(Backend):
     """cvxpy with a MIP solver from ``options["solver"]`` (HIGHS by default, or SCIP)."""
 
     name: ClassVar[str] = "cvxpy"
+    takes_options: ClassVar[bool] = True
     requires: ClassVar[tuple[str, ...]] = ("cvxpy",)
     capabilities: ClassVar[Capability] = Capability.LP | Capability.MIP | Capability.ROWS
     generic_tier: ClassVar[int] = Tier.MODELLING

@@ -196,6 +196,7 @@ def make_solver(
     races = _wants_race(config)
     ranked = config.model_copy(update={"name": "auto"}) if races else config
     cls = select_backend(spec, ranked.name, ranked)
+    _warn_unused(cls, spec, ranked)
     kernel = _executor_kernel(cls, spec, ranked)
     if preference(cls, spec) >= Tier.GENERIC:  # no path algorithm of its own
         kernel = simple_paths(spec, kernel, functools.partial(_path_search, spec))
@@ -386,6 +387,28 @@ def _races(cls: type, spec: Spec) -> bool:
     from ``Tier.GENERIC`` to below ``Tier.MODELLING``)."""
     return (Tier.GENERIC <= preference(cls, spec) < Tier.MODELLING
             and cls.array_api == "numpy")
+
+
+#: Options the executors read themselves (`combolayer.backends.executors.RayKernel`).
+EXECUTOR_OPTIONS = ("ray_address", "ray_num_cpus")
+
+
+def _warn_unused(cls: type, spec: Spec, config: BackendConfig) -> None:
+    """Warn of the settings in ``config`` that backend ``cls`` has no use for: solver
+    options where it has no solver to pass them to (scipy, torch, ...: ``"auto"`` may pick
+    one over the MIP solver they were meant for), and an executor for a kernel that
+    solves a whole batch in one vectorised call. They did nothing without a word."""
+    unused = []
+    options = [key for key in config.options
+               if key not in (*cls.config_options, *EXECUTOR_OPTIONS)]
+    if options and not cls.takes_options:
+        unused.append(f"options {options} (it has no solver settings)")
+    if config.executor != "serial" and cls.array_api == "torch":
+        unused.append(f"executor={config.executor!r}, workers={config.workers!r} (it solves "
+                      "a whole batch in one vectorised call)")
+    if unused:
+        warnings.warn(f"backend {cls.name!r} for {spec.label} does nothing with "
+                      f"{' and '.join(unused)}", UserWarning, stacklevel=3)
 
 
 def _executor_kernel(cls: type, spec: Spec, config: BackendConfig) -> Kernel:

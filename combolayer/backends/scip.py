@@ -423,6 +423,7 @@ class ScipBackend(Backend):
     """SCIP (pyscipopt): any linear or mixed-integer program, with lazy cuts."""
 
     name: ClassVar[str] = "scip"
+    takes_options: ClassVar[bool] = True
     requires: ClassVar[tuple[str, ...]] = ("pyscipopt",)
     capabilities: ClassVar[Capability] = (Capability.LP | Capability.MIP | Capability.LAZY_CUTS
                                           | Capability.ROWS)
