@@ -228,6 +228,10 @@ def test_a_known_cost_of_the_wrong_shape_names_expected_and_got():
     with pytest.raises(ValueError, match=rf"known_cost has shape \(3, {spec.num_vars + 1}\)"
                                          rf".*expected \(3, {spec.num_vars}\)"):
         solver.solve(costs, known_cost=np.zeros((3, spec.num_vars + 1)))
+    # one value per variable: (1,) and (3, 1) broadcast to every variable, and were taken
+    for shape in [(1,), (3, 1)]:
+        with pytest.raises(ValueError, match=rf"known_cost has shape \({shape[0]},"):
+            solver.solve(costs, known_cost=np.ones(shape))
     bad = known.copy()
     bad[0, 0] = np.nan
     with pytest.raises(ValueError, match="known_cost must be finite"):

@@ -577,3 +577,33 @@ def test_a_per_call_row_of_tiny_coefficients_keeps_its_optimum(backend):
     for scale in (1.0, 1e-9):
         y = solver.solve(costs, A=a[None] * scale, b=np.array([r * scale]))
         assert y.tolist() == [0.0, 3.0, 3.0], scale
+
+
+def test_rows_of_small_coefficients_hold_in_enumeration_and_the_solution_pool():
+    """Enumeration and the pool met rows to an absolute 1e-6: a row of 1e-7 took what it
+    forbids, an infeasible one (y0 <= -0.5, scaled by 1e-8) was neither raised nor
+    flagged, and y0 + y1 <= 1 - 1e-7 took both."""
+    spec = cl.problems.Knapsack(weights=[[1.0, 1.0, 1.0, 1.0]], capacities=[4.0])
+    values = np.array([1.0, 2.0, 3.0, 4.0])
+    solver = cl.make_solver(spec, "enumerate")
+    def rows(a, b):
+        return np.array([a]), np.array([b])
+
+    A, b = rows([1e-7, 1e-7, 0, 0], 1e-7)
+    assert solver.solve(values, A=A, b=b).tolist() == [0, 1, 1, 1]
+    A, b = rows([1.0, 1, 0, 0], 1 - 1e-7)
+    assert solver.solve(values, A=A, b=b).tolist() == [0, 0, 1, 1]
+    A, b = rows([1e-8, 0, 0, 0], -5e-9)
+    with pytest.raises(cl.InfeasibleError):
+        solver.solve(values, A=A, b=b)
+    layer = cl.ComboLayer(cl.problems.TopK(4, 2), solve_ratio=0.01,
+                          backend=cl.BackendConfig(name="highs", on_infeasible="flag"))
+    torch.manual_seed(0)
+    for _ in range(5):
+        layer(torch.randn(64, 4))  # the pool fills up
+    w = torch.tensor([[4.0, 3.0, 2.0, 1.0]] * 4)
+    y = layer(w, A=torch.tensor([[1e-7, 1e-7, 0.0, 0.0]]), b=torch.tensor([1e-7]))
+    assert y.tolist() == [[1.0, 0.0, 1.0, 0.0]] * 4
+    with pytest.warns(RuntimeWarning, match="infeasible"):
+        layer(w, A=torch.tensor([[1e-8, 0.0, 0.0, 0.0]]), b=torch.tensor([-5e-9]))
+    assert layer.last_infeasible.all()

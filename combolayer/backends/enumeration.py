@@ -193,13 +193,13 @@ class EnumerationKernel(ReportingKernel):
         products (faster at 16 variables: benchmarks/enumeration.py)."""
         h = self._split
         if not h:
-            return ((A @ points.T) <= b[..., None] + FEASIBILITY_TOL).all(dim=-2)
+            return ((A @ points.T) <= b[..., None]).all(dim=-2)
         halves = self._halves_on.get(points.device)
         if halves is None:
             halves = self._halves_on[points.device] = (
                 _all_points(h, points.device), _all_points(points.shape[1] - h, points.device))
         high, low = halves
-        room = (b + FEASIBILITY_TOL)[..., None] - A[..., :h] @ high.T  # (..., m, 2^h)
+        room = b[..., None] - A[..., :h] @ high.T  # (..., m, 2^h)
         low_values = A[..., h:] @ low.T  # (..., m, 2^(n-h))
         mask = torch.ones(room.shape[:-2] + (len(high), len(low)), dtype=torch.bool,
                           device=points.device)
@@ -224,7 +224,7 @@ class EnumerationKernel(ReportingKernel):
         feasible = torch.ones(len(costs), dtype=torch.bool, device=costs.device)
         if rows is not None:
             # the rows fitted to the form's columns once for the batch, not once per block
-            A, b = self._fitted(rows, points.shape[1])
+            A, b = self._fitted(rows, points)
             entries, inverse = torch.unique(rows.index, return_inverse=True)
             if len(entries) * SHARED <= len(costs):
                 self._shared(values, A, b, entries, inverse, points, chosen, feasible)
@@ -286,11 +286,17 @@ class EnumerationKernel(ReportingKernel):
                 chosen[part] = kept[(values[part] @ subset.T).argmin(dim=1)]
 
     @staticmethod
-    def _fitted(rows: Rows, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``A`` with the form's ``n`` columns (the form's own auxiliaries as zeros), ``b``."""
+    def _fitted(rows: Rows, points: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``A`` with the points' columns (the form's own auxiliaries as zeros), and ``b``
+        raised by what float rounding may add to a row at an integer point, no more
+        (`rounding`): with a tolerance of 1e-6, a row of 1e-7 (``y0 + y1 <= 1`` scaled)
+        took both, and ``y0 + y1 <= 1 - 1e-7`` took both too."""
+        n = points.shape[1]
         A = rows.A.to(torch.float64)
         A = A[..., :n] if A.shape[-1] >= n else torch.nn.functional.pad(A, (0, n - A.shape[-1]))
-        return A, rows.b.to(torch.float64)
+        b = rows.b.to(torch.float64)
+        largest = float(points.abs().max()) if points.numel() else 0.0
+        return A, b + rounding(A.abs().sum(-1) * largest, b.abs())
 
     def _best_allowed(self, objective: torch.Tensor, A: torch.Tensor, b: torch.Tensor,
                       index: torch.Tensor, points: torch.Tensor
@@ -308,7 +314,7 @@ class EnumerationKernel(ReportingKernel):
         values, by_cost = values.gather(1, by_index).sort(dim=1, stable=True)
         cheapest = cheapest.gather(1, by_cost)
         lhs = torch.einsum("rmn,rkn->rmk", A[index], points[cheapest])
-        ok = (lhs <= b[index][..., None] + FEASIBILITY_TOL).all(dim=1)  # (B, k)
+        ok = (lhs <= b[index][..., None]).all(dim=1)  # (B, k)
         first = ok.to(torch.int8).argmax(dim=1, keepdim=True)
         chosen = cheapest.gather(1, first).squeeze(1)  # first feasible candidate in cost order
         found = ok.any(dim=1)

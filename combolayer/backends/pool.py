@@ -30,12 +30,15 @@ from torch import Tensor
 
 from ..transforms.noise import generator_device
 from .outcome import INFEASIBLE, POOLED, Solved, statuses_of
-from .rows import FEASIBILITY_TOL
 from .solver import Solver, pool_width
 
 #: How many solutions a pool keeps unless told otherwise: a (32, N) x (N, 10^4)
 #: lookup stays well under a millisecond for the problem sizes of the examples.
 DEFAULT_MAX_SIZE = 10_000
+
+#: A pooled solution meets a per-call row up to this share of the row's size (its terms
+#: and its bound): the rounding a solver's answer carries, not its absolute tolerance.
+POOL_ROW_TOL = 1e-9
 
 #: ``allowed(pooled) -> (B, P) bool``: which pooled rows ``(P, N)`` (on the costs' device
 #: and dtype) may answer each instance, e.g. those feasible for its per-call constraint rows.
@@ -524,11 +527,17 @@ class CachedSolver(Solver):
         def allowed(pooled: Tensor) -> Tensor:
             # in float64, as the rows are (`Rows.torch`): float32 rounds large coefficients
             A, b = rows.A[rows.index], rows.b[rows.index]
-            lhs = torch.einsum("bmk,pk->bmp", A[..., :width], pooled.to(A))
+            whole = pooled.to(A)
             if keep_aux:
                 aux, known = self._pooled_aux(pooled)
-                lhs = lhs + torch.einsum("bmk,pk->bmp", A[..., width:], aux.to(A))
-            ok = (lhs <= b[..., None] + FEASIBILITY_TOL).all(dim=1)
+                whole = torch.cat([whole, aux.to(A)], dim=1)
+            lhs = torch.einsum("bmk,pk->bmp", A[..., : whole.shape[1]], whole)
+            # to the row's own size (an absolute 1e-6 let a row of 1e-7 take what it
+            # forbids, and flagged no infeasible instance): a pooled solution a row
+            # refuses within the solver's tolerance is solved again, never answered wrong
+            size = torch.einsum("bmk,pk->bmp", A[..., : whole.shape[1]].abs(), whole.abs())
+            ok = (lhs <= b[..., None] + POOL_ROW_TOL * (size + b.abs()[..., None] + 1.0)
+                  ).all(dim=1)
             if keep_aux:
                 ok = ok & (known[None, :] | ~weighs.to(ok.device)[:, None])
             return ok

@@ -575,8 +575,9 @@ def check_known_cost(label: str, num_vars: int, batch: tuple[int, ...], known_co
         raise ValueError(f"known_cost must be real, got dtype {known.dtype} for {label}")
     shape = tuple(known.shape)
     try:
-        fits = known.ndim >= 1 and torch.broadcast_shapes(shape, (*batch, num_vars)) == (
-            *batch, num_vars)
+        # one value per variable, always: a (1,) or (B, 1) cost would broadcast to all
+        fits = known.ndim >= 1 and shape[-1] == num_vars and torch.broadcast_shapes(
+            shape, (*batch, num_vars)) == (*batch, num_vars)
     except RuntimeError:
         fits = False
     if not fits:
