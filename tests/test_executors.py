@@ -41,6 +41,17 @@ class MisbehavingKernel:
         self.inner = inner
 
     def __call__(self, costs):
+        self._misbehave(costs)
+        return self.inner(costs)
+
+    def with_statuses(self, costs):
+        """HiGHS's answers with their statuses (an instance its time limit stopped says
+        so), after the misbehaviour."""
+        self._misbehave(costs)
+        return self.inner.with_statuses(costs)
+
+    @staticmethod
+    def _misbehave(costs):
         marks = np.abs(costs[:, 0])  # costs arrive sense-folded
         if in_worker() and (marks == CRASH).any():
             os._exit(1)
@@ -50,7 +61,6 @@ class MisbehavingKernel:
             raise RuntimeError("injected fault in a worker")
         if (marks == HANG).any():
             time.sleep(5)
-        return self.inner(costs)
 
 
 class MisbehavingBackend(HighsBackend):
