@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..specs.canonical import rounding
 from ..transforms.noise import generator_device
 from .outcome import INFEASIBLE, POOLED, Solved, statuses_of
 from .solver import Solver, pool_width
@@ -36,8 +37,9 @@ from .solver import Solver, pool_width
 #: lookup stays well under a millisecond for the problem sizes of the examples.
 DEFAULT_MAX_SIZE = 10_000
 
-#: A pooled solution meets a per-call row up to this share of the row's size (its terms
-#: and its bound): the rounding a solver's answer carries, not its absolute tolerance.
+#: A pooled solution meets a per-call row up to this share of the row's size (`rounding`:
+#: its terms and its bound), the rounding a solver's answer carries, not its absolute
+#: tolerance.
 POOL_ROW_TOL = 1e-9
 
 #: ``allowed(pooled) -> (B, P) bool``: which pooled rows ``(P, N)`` (on the costs' device
@@ -536,7 +538,7 @@ class CachedSolver(Solver):
             # forbids, and flagged no infeasible instance): a pooled solution a row
             # refuses within the solver's tolerance is solved again, never answered wrong
             size = torch.einsum("bmk,pk->bmp", A[..., : whole.shape[1]].abs(), whole.abs())
-            ok = (lhs <= b[..., None] + POOL_ROW_TOL * (size + b.abs()[..., None] + 1.0)
+            ok = (lhs <= b[..., None] + rounding(size, b.abs()[..., None], POOL_ROW_TOL)
                   ).all(dim=1)
             if keep_aux:
                 ok = ok & (known[None, :] | ~weighs.to(ok.device)[:, None])

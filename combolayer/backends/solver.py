@@ -471,9 +471,9 @@ _EXACT_INTEGERS = {torch.float16: 2048, torch.bfloat16: 256, np.dtype(np.float16
 
 
 @torch.compiler.assume_constant_result
-def _largest_value(spec: Spec, aux: bool = False) -> float:
-    """`Spec.largest_output` (with ``aux``), a constant of a traced graph."""
-    return spec.largest_output(aux)
+def _largest_value(solver: Any, aux: bool = False) -> float:
+    """`Solver.largest_value`, a constant of a traced graph."""
+    return solver.largest_value(aux)
 
 
 def check_costs(spec: Spec, costs: Any, name: str = "costs") -> None:
@@ -658,24 +658,25 @@ class Recorder(SolverWrapper):
         return self._keep(out, return_aux)
 
 
-def cast_solutions(spec: Spec, x: Any, dtype: Any, aux: bool = False) -> Any:
-    """Solutions ``x`` (a numpy array or a tensor; with ``aux``, auxiliaries; or a pair
-    ``(y, aux)`` of both) in the costs' ``dtype``, refused where a half-precision dtype
-    cannot hold one of their integer values exactly (`_EXACT_INTEGERS`): a
-    Ranking(300)'s ranks in bfloat16 were no permutation,
-    and an integer output that only rows bound reached 301, which bfloat16 rounds to 300,
+def cast_solutions(solver: Any, x: Any, dtype: Any, aux: bool = False) -> Any:
+    """Solutions of ``solver`` ``x`` (a numpy array or a tensor; with ``aux``,
+    auxiliaries; or a pair ``(y, aux)`` of both) in the costs' ``dtype``, refused where a
+    half-precision dtype cannot hold one of their integer values exactly
+    (`_EXACT_INTEGERS`): a Ranking(300)'s ranks in bfloat16 were no permutation, and an
+    integer output that only rows bound reached 301, which bfloat16 rounds to 300,
     breaking its row. Other values (an estimator's average, 1/3) round as the dtype
-    rounds. Read only where the spec's bounds do not settle it; while traced, the check is
-    queued (``torch._assert_async``: a RuntimeError)."""
+    rounds. Read only where the spec's bounds (`Solver.largest_value`) do not settle it;
+    while traced, the check is queued (``torch._assert_async``: a RuntimeError)."""
     if isinstance(x, tuple):
-        return cast_solutions(spec, x[0], dtype), cast_solutions(spec, x[1], dtype, aux=True)
+        return (cast_solutions(solver, x[0], dtype),
+                cast_solutions(solver, x[1], dtype, aux=True))
     is_numpy = isinstance(x, np.ndarray)
     out = x.astype(dtype) if is_numpy else x.to(dtype)
     exact = _EXACT_INTEGERS.get(out.dtype)
-    if exact is None or _largest_value(spec, aux) <= exact:
+    if exact is None or _largest_value(solver, aux) <= exact:
         return out
-    message = (f"the solutions of {spec.label} reach integers that {dtype} cannot hold "
-               f"exactly (it holds those up to {exact}); pass float32 costs")
+    message = (f"the solutions of {solver.spec.label} reach integers that {dtype} cannot "
+               f"hold exactly (it holds those up to {exact}); pass float32 costs")
     if is_numpy:
         held = bool(((out.astype(x.dtype) == x) | (x != np.round(x))).all())
     else:
@@ -729,6 +730,7 @@ class Solver:
         #: the one rule, also read by pools built from a spec alone).
         self.pool_width = pool_width(spec)
         self._known_on: dict[tuple[Any, Any, bool], torch.Tensor] = {}
+        self._largest: dict[bool, float] = {}  # `largest_value`, by ``aux``
         self.on_limit = getattr(config, "on_limit", "warn")
         self.on_infeasible = getattr(config, "on_infeasible", "raise")
         #: Builds the solver that takes per-call rows when this one's kernel does not
@@ -917,7 +919,7 @@ class Solver:
             if not (costs.is_floating_point() or costs.is_complex()):
                 costs = costs.to(torch.float64)  # integer or bool costs: float64 solutions
             check_costs(self.spec, costs)
-            if costs.dtype in _EXACT_INTEGERS or (
+            if costs.dtype in HALF_PRECISION or (
                     known_cost is not None and costs.dtype != torch.float64):
                 # a known cost is added in float64 (as the layer does): float32 would tie
                 # 1e8 and 1e8 + 1; half-precision solutions are checked as they go back
@@ -941,7 +943,7 @@ class Solver:
         out = self.solve_min(self.sign * costs, return_aux=return_aux, statuses=statuses,
                              **options)
         if dtype is not None:
-            out = cast_solutions(self.spec, out, dtype)
+            out = cast_solutions(self, out, dtype)
         if not return_status:
             return out
         return (*out, tuple(statuses)) if return_aux else (out, tuple(statuses))
@@ -1139,6 +1141,15 @@ class Solver:
             values = self.known if folded else self.sign * self.known
             known = self._known_on[key] = torch.from_numpy(values).to(like)
         return known
+
+    def largest_value(self, aux: bool = False) -> float:
+        """`Spec.largest_output` (with ``aux``, of every variable), read from the spec once:
+        a half-precision call asks on every call (`cast_solutions`), and the spec's
+        canonical form is found by its JSON."""
+        largest = self._largest.get(aux)
+        if largest is None:
+            largest = self._largest[aux] = self.spec.largest_output(aux)
+        return largest
 
     def _split(self, x: Any) -> tuple[Any, Any]:
         return x[:, : self.num_outputs], x[:, self.num_outputs :]

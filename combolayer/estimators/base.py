@@ -335,7 +335,7 @@ def aux_of_output(estimator: Any, solver: Any, y: Tensor, solves: list[Tensor]) 
     output_aux = getattr(estimator, "output_aux", None)
     aux = (first_solve_aux(solves, count, str(estimator)) if output_aux is None
            else output_aux(solves, count))
-    return cast_solutions(solver.spec, aux, y.dtype, aux=True).reshape(*batch, num_aux)
+    return cast_solutions(solver, aux, y.dtype, aux=True).reshape(*batch, num_aux)
 
 
 def first_solve_aux(solves: list[Tensor], count: int, method: str) -> Tensor:

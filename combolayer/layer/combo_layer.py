@@ -627,7 +627,7 @@ class ComboLayer(nn.Module):
         if whole:
             out = self._solve_op(compiled, solves.op, w, xi, target, self.training or sampling,
                                  A, b, rows_grad, known, keep_aux)
-            return cast_solutions(self.spec, out, dtype) if upcast is not None else out
+            return cast_solutions(compiled.solver, out, dtype) if upcast is not None else out
         if solves.fused is not None and plain:
             # the node's C-level apply where no functorch transform runs: one frame less
             y = (solves.fused if transforms_active() else solves.fused_direct)(w, xi)
@@ -661,7 +661,7 @@ class ComboLayer(nn.Module):
             logger.debug("%s: batch of %d solved on %r in %.4f s", self.spec.label,
                          y.numel() // self.spec.num_outputs, compiled.solver.backend,
                          time.perf_counter() - start)
-        return cast_solutions(self.spec, y, dtype) if upcast is not None else y
+        return cast_solutions(compiled.solver, y, dtype) if upcast is not None else y
 
     def _solve_op(self, compiled: _Compiled, op: CompiledSolve, w: Tensor,
                   xi: Tensor | None, target: Tensor | None, training: bool,

@@ -123,7 +123,6 @@ class SPOPlusLoss(SolverLoss):
         auxiliaries are needed and ``y*`` is solved. ``known``: the instances' own known
         cost (min form, ``(*batch, num_vars)``), bound to every solve and counted."""
         solver, shifted_solver = self.solver, self.shifted_solver
-        known_min = known
         cached = shifted_solver is not solver
         on_aux = solver.weighs_aux(known)
         if known is not None:
@@ -144,7 +143,7 @@ class SPOPlusLoss(SolverLoss):
                 self.pool.add(whole[:, : solver.pool_width])
             y_tilde, aux_tilde = shifted_solver.solve_min(shifted.detach(), return_aux=True)
         # known_value is in the spec's sense: times sign, the min-sense <k, x>
-        known = solver.sign * (solver.known_value(y_star, aux_star)
-                               - solver.known_value(y_tilde, aux_tilde))
-        return inner(self._as_solved(shifted, known_min), y_star - y_tilde, k) + known.to(
-            shifted)
+        known_part = solver.sign * (solver.known_value(y_star, aux_star)
+                                    - solver.known_value(y_tilde, aux_tilde))
+        return (inner(self._as_solved(shifted, known), y_star - y_tilde, k)
+                + known_part.to(shifted))
