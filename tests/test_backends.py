@@ -579,36 +579,37 @@ def rss_mb():  # resident set size, from /proc/self/statm (pages)
 spec = cl.problems.Knapsack(weights=[[3, 1, 4, 1, 5, 2, 6, 2]], capacities=[9])
 w = torch.randn(16, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
 
-def once():
-    layer = cl.ComboLayer(spec, backend={{"name": "scip", "executor": "thread", "workers": 2}})
-    layer(w)
+def build(n):  # the process's size after n more layers: its lowest over the last 20
+    sizes = []
+    for i in range(n):
+        layer = cl.ComboLayer(spec, backend={{"name": "scip", "executor": "thread", "workers": 2}})
+        layer(w)
+        del layer
+        if i >= n - 20:
+            gc.collect()
+            sizes.append(rss_mb())
+    return min(sizes)
 
-for _ in range(100):  # warm-up: imports, caches, the allocator's arenas (one per thread)
-    once()
-grown = []
-for _ in range(2):  # two rounds: arenas that fill up plateau, a leak grows in each
-    gc.collect()
-    before = rss_mb()
-    for _ in range({n}):
-        once()
-    gc.collect()
-    grown.append(rss_mb() - before)
-print(*grown)
+start = build(25)  # imports and caches
+print(*[build({n}) - start for _ in range(2)])
 """
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
 def test_building_and_dropping_scip_layers_with_threads_keeps_memory_bounded():
-    # Before the fix 200 layers grew the process by 110 MB, all of it memory SCIP had
-    # freed and glibc's per-thread arenas kept: a leak grows in every round, while the
-    # arenas of the worker threads fill up once and plateau.
+    # Without the malloc_trim after a dropped model, 100 layers grew the process by 66 MB
+    # and 100 more by 91 MB, all of it memory SCIP had freed and glibc's per-thread
+    # arenas kept; layers kept alive grew it by 320 MB per 100. The size read after each
+    # round is its lowest over the round's last 20 layers: the size read after one layer
+    # swung by 30 MB either way under the full suite's load (worker threads' transient
+    # memory), and made the test fail on no leak.
     pytest.importorskip("pyscipopt")
     result = subprocess.run([sys.executable, "-c", LEAK_SCRIPT.format(n=100)],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     first, second = map(float, result.stdout.split()[-2:])
-    assert second < 5.0, (f"100 more SCIP layers grew the process by {second:.1f} MB "
-                          f"(the round before: {first:.1f} MB)")
+    assert first < 10.0 and second < 10.0, (
+        f"100 SCIP layers grew the process by {first:.1f} MB, 200 by {second:.1f} MB")
 
 
 # -- the bruteforce plugin ranks large models without an overflow --------------------------
