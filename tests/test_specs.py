@@ -314,3 +314,15 @@ def test_a_boolean_is_refused_in_python_too():
         TopK(True, 1)
     with pytest.raises(cl.SpecError, match="rhs must hold numbers"):
         cl.Constraint(coefs=[1, 1], sense="<=", rhs=np.bool_(True))
+
+
+def test_specs_compare_by_their_fields_after_to_matrices():
+    # to_matrices caches scipy matrices on the spec, and pydantic's == compared them: it
+    # raised "the truth value of an array ... is ambiguous", so a layer given a solver
+    # built for an equal spec could not be made
+    a = cl.ILP(shape=[3], constraints=[cl.Constraint(coefs=[1, 1, 1], sense="<=", rhs=2)])
+    b = cl.load_spec(a.model_dump_json())
+    a.to_matrices(), b.to_matrices()
+    assert a == b and not a != b and a != cl.problems.TopK(n=3, k=1)
+    layer = cl.ComboLayer(b, backend=cl.make_solver(a, backend="highs"))
+    assert layer(torch.tensor([-1.0, -2.0, 3.0])).tolist() == [1.0, 1.0, 0.0]

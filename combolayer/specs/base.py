@@ -306,6 +306,14 @@ class Spec(_Validated):
     #: data (flows, assignments, cardinality): the LP relaxation is exact.
     lp_is_integral: ClassVar[bool] = False
 
+    def __eq__(self, other: object) -> bool:
+        # The fields only: pydantic compares the whole __dict__ first, where cached
+        # properties (to_matrices' sparse matrices) raise on ==.
+        if not isinstance(other, BaseModel):
+            return NotImplemented
+        return type(self) is type(other) and all(
+            getattr(self, name) == getattr(other, name) for name in type(self).model_fields)
+
     @model_validator(mode="after")
     def _bounded(self) -> Spec:
         # A base class's after-validator runs before its subclasses' own checks, which
@@ -556,6 +564,10 @@ class ILP(Spec):
     constraints: list[Constraint] = []
     #: Named model variables (``from_cvxpy``): name -> where it sits in the full solution.
     variables: dict[str, Variable] | None = None
+    #: The objective of the MPS/LP file read (``from_file``), one number per output, and
+    #: its constant: what ``combolayer solve`` solves when given no costs.
+    default_cost: tuple[float, ...] | None = None
+    default_offset: float = 0.0
 
     _label_fields: ClassVar[tuple[str, ...]] = ("shape",)
 
@@ -672,6 +684,13 @@ class ILP(Spec):
                 if not abs(v) < MAX_COEFFICIENT:
                     raise ValueError(f"constraints[{i}].coefs[{j}] must be finite and below "
                                      f"{MAX_COEFFICIENT:g} in magnitude, got {v}")
+        if self.default_cost is not None and len(self.default_cost) != self.num_outputs:
+            raise ValueError(f"default_cost has {len(self.default_cost)} entries but the ILP "
+                             f"has {self.num_outputs} outputs (prod(shape))")
+        if not all(abs(v) < MAX_COEFFICIENT for v in (*(self.default_cost or ()),
+                                                       self.default_offset)):
+            raise ValueError(f"default_cost and default_offset must be finite and below "
+                             f"{MAX_COEFFICIENT:g} in magnitude")
         for name, variable in (self.variables or {}).items():
             bad = [j for j in variable.index if not 0 <= j < n]
             if bad:
@@ -857,13 +876,8 @@ class ILP(Spec):
         model = read_model(path)
         if outputs is not None:
             return cls._with_outputs(model, list(outputs))
-        spec = cls(**model.arguments)
-        # Not a pydantic field (the spec's fields are the problem, not one cost):
-        # a plain attribute that model_dump leaves out. A tuple keeps the frozen
-        # spec's equality and hashing well defined.
-        object.__setattr__(spec, "default_cost", tuple(model.cost.tolist()))
-        object.__setattr__(spec, "default_offset", model.offset)  # the objective's constant
-        return spec
+        return cls(**model.arguments, default_cost=model.cost.tolist(),
+                   default_offset=model.offset)
 
     @classmethod
     def _with_outputs(cls, model: Any, outputs: list[str | int]) -> ILP:
@@ -907,11 +921,9 @@ class ILP(Spec):
             known_cost=known.tolist() if known.any() else None,
             variables=({name: {"shape": [], "index": [int(position[j])]}
                         for j, name in enumerate(names)}
-                       if all(names) and len(set(names)) == len(names) else None))
-        result = cls(**data)
-        object.__setattr__(result, "default_cost", tuple(cost[chosen].tolist()))
-        object.__setattr__(result, "default_offset", model.offset)
-        return result
+                       if all(names) and len(set(names)) == len(names) else None),
+            default_cost=cost[chosen].tolist(), default_offset=model.offset)
+        return cls(**data)
 
     def to_matrices(self) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix, np.ndarray]:
         """``(A_ub, b_ub, A_eq, b_eq)``; ``>=`` rows are negated into ``A_ub``."""

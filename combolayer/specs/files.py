@@ -15,8 +15,9 @@ accepts works here; the model is then read back column-wise with
   spec's default cost (``spec.default_cost``, also
   `FileModel.cost`), which ``combolayer solve`` uses without
   ``--costs``. A constant objective offset does not change the argmin: it is
-  kept beside the spec (``spec.default_offset``), and ``combolayer solve`` adds it
-  to the objective it prints with the file's own costs.
+  kept as ``spec.default_offset``, and ``combolayer solve`` adds it to the
+  objective it prints with the file's own costs. Both are fields of the spec:
+  saved to JSON and read back with it.
 
 Nothing in a file is dropped silently: a model that an ILP layer cannot
 represent (a quadratic objective, quadratic constraints, SOS, indicator, cone
