@@ -351,10 +351,17 @@ def test_cvxpy_keeps_one_problem_and_changes_only_the_parameter():
 # -- error paths -----------------------------------------------------------------------
 
 
+INFEASIBLE = {
+    "row": cl.ILP(shape=[2], constraints=[cl.Constraint(coefs=[1, 1], sense=">=", rhs=3)]),
+    # no integer in [0.3, 0.7]: cvxpy raised its own "invalid bounds" ValueError
+    "bounds": cl.ILP(shape=[2], integrality="integer", lower=[0.3, 0.0], upper=[0.7, 1.0]),
+}
+
+
+@pytest.mark.parametrize("case", list(INFEASIBLE))
 @pytest.mark.parametrize("backend", params(BACKENDS))
-def test_infeasible_raises_infeasible_error(backend):
-    spec = cl.ILP(shape=[2], constraints=[cl.Constraint(coefs=[1, 1], sense=">=", rhs=3)])
-    solver = cl.make_solver(spec, BACKENDS[backend])
+def test_infeasible_raises_infeasible_error(backend, case):
+    solver = cl.make_solver(INFEASIBLE[case], BACKENDS[backend])
     with pytest.raises(cl.InfeasibleError, match="no feasible solution"):
         solver.solve(np.ones(2))
 

@@ -70,6 +70,9 @@ class CvxpyKernel(RowKernel):
                              f"{cp.installed_solvers()}")
         self.kwargs = _solver_options(self.solver, config, options)
         self.form = form
+        #: Bounds that cross (an integer variable's, rounded inward: [0.3, 0.7]): no
+        #: point is feasible, and cvxpy refuses to build such a variable.
+        self.empty = bool((form.lower > form.upper).any())
         self.x = self._variable(form)
         # every column's cost (outputs first): a full-width cost sets all of them
         self.cost = cp.Parameter(form.num_vars)
@@ -94,7 +97,8 @@ class CvxpyKernel(RowKernel):
 
         # cvxpy takes integer positions as a tuple of index arrays, one per axis.
         integer = (np.flatnonzero(form.integer),) if form.is_mip else False
-        return cp.Variable(form.num_vars, integer=integer, bounds=[form.lower, form.upper])
+        return cp.Variable(form.num_vars, integer=integer,
+                           bounds=[form.lower, np.maximum(form.upper, form.lower)])
 
     def _constraints(self, x) -> list:
         form = self.form
@@ -127,6 +131,9 @@ class CvxpyKernel(RowKernel):
     def solve_one(self, cost: np.ndarray) -> Solved:
         import cvxpy as cp
 
+        if self.empty:
+            return settle(Outcome.INFEASIBLE, f"cvxpy ({self.solver})", None,
+                          has_solution=False, status="crossing bounds")
         full = np.zeros(self.form.num_vars)
         full[: len(cost)] = cost
         self.cost.value = full

@@ -69,7 +69,7 @@ class BruteForceBackend(Backend):
         if not np.isfinite(form.upper).all() or not np.isfinite(form.lower).all():
             return "it needs finite lower and upper bounds on every variable"
         # in logarithms: the product overflows float64 from about 1000 binaries on
-        log_count = float(np.log10(form.upper - form.lower + 1).sum())
+        log_count = float(np.log10(np.maximum(form.upper - form.lower + 1, 1)).sum())
         if log_count > np.log10(MAX_POINTS):
             return (f"it enumerates at most {MAX_POINTS} points, this problem has about "
                     f"1e{log_count:.0f}")
