@@ -152,6 +152,22 @@ def test_every_loss_takes_numpy_like_torch(cls):
     assert torch.allclose(from_numpy, from_torch)
 
 
+@pytest.mark.parametrize("cls", _loss_classes(), ids=lambda cls: cls.__name__)
+def test_every_loss_takes_integer_tensors_as_numbers(cls):
+    # integer and boolean tensors stopped in torch's "linalg.vector_norm: Expected a
+    # floating point or complex tensor as input. Got Long" (numpy's were converted)
+    rng = np.random.default_rng(0)
+    cost_pred, cost_true = rng.integers(-3, 4, size=(4, 5)), rng.integers(-3, 4, size=(4, 5))
+    y_true = cl.make_solver(SPEC).solve(cost_true)
+    torch.manual_seed(0)
+    as_float = _call(cls, torch.from_numpy(cost_pred).double(),
+                     torch.from_numpy(cost_true).double(), torch.from_numpy(y_true))
+    torch.manual_seed(0)
+    as_integer = _call(cls, torch.from_numpy(cost_pred), torch.from_numpy(cost_true),
+                       torch.from_numpy(y_true).bool())
+    torch.testing.assert_close(as_integer, as_float.to(as_integer.dtype))
+
+
 def test_a_loss_names_what_it_expects():
     with pytest.raises(TypeError, match="SPOPlusLoss: cost_pred must be a torch.Tensor or a "
                                         "numpy array, got list"):

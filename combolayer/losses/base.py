@@ -100,7 +100,8 @@ class LossInputs:
     the prediction, a float tensor; the others like it); anything else is a
     TypeError that names what is expected. A ``known_cost=`` given to a loss whose
     ``__call__`` has no such argument is refused with a ValueError that says why
-    (`refuse_instance_known_cost`). Half-precision tensors are taken in float32
+    (`refuse_instance_known_cost`). Integer and boolean tensors are taken as numbers
+    (the prediction's dtype, or torch's default), half-precision ones in float32
     (`HALF_PRECISION`). Each subclass's ``__call__`` is wrapped when the
     class is defined, so a loss added later cannot miss it."""
 
@@ -129,6 +130,11 @@ class LossInputs:
             for name in names:
                 if name in bound.arguments:
                     value = as_loss_input(bound.arguments[name], name, owner, like)
+                    if isinstance(value, Tensor) and not (value.is_floating_point()
+                                                          or value.is_complex()):
+                        # integer or boolean costs and solutions, taken as numbers
+                        value = value.to(torch.get_default_dtype() if like is None
+                                         else like.dtype)
                     if isinstance(value, Tensor) and value.dtype in HALF_PRECISION:
                         # in float32, as the layer works: 2 c_hat - c overflowed float16
                         # (a NaN loss), and bfloat16 tied its costs and its noise
