@@ -239,6 +239,22 @@ def test_a_known_cost_of_the_wrong_shape_names_expected_and_got():
                                                                  known_cost=bad)
 
 
+def test_a_complex_or_differentiated_known_cost_is_a_value_error():
+    spec, costs, known = next(_cases(31, 1, 3))
+    with pytest.raises(ValueError, match="known_cost must be real"):  # imaginary part dropped
+        cl.make_solver(spec, "highs").solve(costs, known_cost=known + 1j)
+    # no method differentiates a known cost: its gradient was silently None
+    layer = cl.ComboLayer(spec, projection="plane", backend="highs")
+    w, k = torch.tensor(costs, requires_grad=True), torch.tensor(known, requires_grad=True)
+    with pytest.raises(ValueError, match=r"known_cost requires a gradient.*known_cost.detach"):
+        layer(w, known_cost=k)
+    with pytest.raises(ValueError, match=r"known_cost requires a gradient"):
+        cl.losses.SPOPlusLoss(spec)(w, w.detach(), known_cost=k)
+    with torch.no_grad():
+        layer(w, known_cost=k)
+    layer(w, known_cost=k.detach()).sum().backward()
+
+
 @pytest.mark.parametrize("backend", installed_params(KNOWN_COST_BACKENDS))
 def test_per_call_data_beyond_the_spec_range_is_a_value_error(backend):
     """A per-call known cost or rows of magnitude 1e15 or more are refused as the spec's

@@ -70,6 +70,21 @@ def test_from_matrices_checks_columns():
         cl.ILP.from_matrices(shape=4, A_ub=np.ones((1, 3)), b_ub=[1])
 
 
+@pytest.mark.parametrize("kwargs, match", [
+    # was "b for A_ub has shape (1,), expected (2,)" for a b_ub never passed
+    (dict(A_ub=np.ones((2, 3))), "A_ub was given without b_ub"),
+    (dict(b_ub=np.ones(2)), "b_ub was given without A_ub"),  # was dropped silently
+    (dict(A_eq=np.ones((2, 3)), b_eq=[1]), r"b_eq has shape \(1,\), expected \(2,\)"),
+    (dict(A_ub=np.ones((1, 1, 3)), b_ub=[1]), r"A_ub must be 2-D .* got shape \(1, 1, 3\)"),
+    # the imaginary parts were dropped with numpy's ComplexWarning only
+    (dict(A_ub=[[1, 1j, 1]], b_ub=[1]), "A_ub and b_ub must be real"),
+    (dict(known_cost=[0, 1j, 0]), "known_cost must be real"),
+])
+def test_from_matrices_names_a_malformed_argument(kwargs, match):
+    with pytest.raises(cl.SpecError, match=match):
+        cl.ILP.from_matrices(shape=3, **kwargs)
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [

@@ -568,9 +568,14 @@ def check_known_cost(label: str, num_vars: int, batch: tuple[int, ...], known_co
     array), broadcast to ``(*batch, num_vars)``. ValueError names expected and got."""
     is_torch = isinstance(like, torch.Tensor)
     if isinstance(known_cost, torch.Tensor):
+        if known_cost.requires_grad and torch.is_grad_enabled():
+            raise ValueError(f"known_cost requires a gradient, but no method gives one to a "
+                             f"known cost (it is data) for {label}: pass known_cost.detach()")
         known = known_cost.detach()
     else:
-        known = torch.as_tensor(np.asarray(known_cost, dtype=np.float64))
+        known = np.asarray(known_cost)
+        known = torch.as_tensor(known if np.iscomplexobj(known)
+                                else np.asarray(known, dtype=np.float64))
     if known.is_complex():
         raise ValueError(f"known_cost must be real, got dtype {known.dtype} for {label}")
     shape = tuple(known.shape)

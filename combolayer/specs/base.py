@@ -772,21 +772,34 @@ class ILP(Spec):
         n = math.prod(shape) + num_aux
         constraints: list[Constraint] = []
         for name, A, b, row_sense in (("A_ub", A_ub, b_ub, "<="), ("A_eq", A_eq, b_eq, "==")):
+            rhs = f"b_{name[2:]}"
             if A is None:
+                if b is not None:
+                    raise SpecError(f"{rhs} was given without {name}: pass both, or neither")
                 continue
+            if b is None:
+                raise SpecError(f"{name} was given without {rhs}: pass its right-hand sides")
+            if np.iscomplexobj(A.data if sp.issparse(A) else np.asarray(A)) or np.iscomplexobj(b):
+                raise SpecError(f"{name} and {rhs} must be real, got complex values")
+            if not sp.issparse(A) and np.ndim(A) != 2:
+                raise SpecError(f"{name} must be 2-D (rows, num_vars), got shape "
+                                f"{np.shape(A)}")
             A = sp.csr_matrix(A, dtype=float, copy=True)
             A.sum_duplicates()  # scipy's rule: duplicate entries of a row add up
             b = np.atleast_1d(np.asarray(b, dtype=float))
             if A.shape[1] != n:
                 raise SpecError(f"{name} has {A.shape[1]} columns, expected {n} (the variables)")
             if b.shape != (A.shape[0],):
-                raise SpecError(f"b for {name} has shape {b.shape}, expected ({A.shape[0]},)")
+                raise SpecError(f"{rhs} has shape {b.shape}, expected ({A.shape[0]},): one "
+                                f"right-hand side per row of {name}")
             for i in range(A.shape[0]):
                 start, end = A.indptr[i], A.indptr[i + 1]
                 coefs = dict(zip(A.indices[start:end].tolist(), A.data[start:end].tolist()))
                 constraints.append(Constraint(coefs=coefs, sense=row_sense, rhs=float(b[i])))
 
         def as_field(v: Any) -> Any:
+            if np.iscomplexobj(v):
+                raise SpecError(f"bounds and known_cost must be real, got {v!r}")
             if v is None or np.isscalar(v):
                 return v if v is None else float(v)
             return np.asarray(v, dtype=float).tolist()
