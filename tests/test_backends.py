@@ -290,6 +290,9 @@ def test_gurobi_rejects_unknown_option_and_status_map():
 def test_bad_config_raises_spec_error():
     with pytest.raises(cl.SpecError, match="executor"):
         cl.BackendConfig.load({"name": "highs", "executor": "gpu"})
+    # built directly, pydantic's own ValidationError came out, which is no ComboLayerError
+    with pytest.raises(cl.SpecError, match="invalid backend config: workers: .* got -1"):
+        cl.BackendConfig(workers=-1)
     with pytest.raises(cl.BackendUnavailable, match="unknown backend 'cplex'"):
         cl.make_solver(random_ilp(0), "cplex")
 

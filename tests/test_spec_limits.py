@@ -283,3 +283,19 @@ def test_known_cost_takes_the_sparse_form_of_a_constraint(form):
 def test_a_sparse_known_cost_is_checked_like_a_dense_one(known, expected):
     with pytest.raises(cl.SpecError, match=expected):
         cl.ILP(**DEPOT, known_cost=known)
+
+
+def test_an_ilp_too_large_to_allocate_says_so():
+    # a MemoryError with no message came out of broadcasting a bound to 1e12 variables
+    with pytest.raises(cl.SpecError, match="1,000,000,000,000 variables .* too many to "
+                                           "allocate"):
+        cl.ILP(shape=[10**6, 10**6])
+
+
+def test_a_source_that_is_no_spec_names_what_was_read(tmp_path):
+    with pytest.raises(cl.SpecError, match="backend config: expected a path, a YAML/JSON "
+                                           "string or a dict, got int"):
+        cl.make_solver(cl.problems.TopK(n=3, k=1), backend=3)
+    # a directory was read as a YAML string: "spec from a string must be a mapping"
+    with pytest.raises(cl.SpecError, match="is a directory; expected a YAML/JSON file"):
+        cl.load_spec(str(tmp_path))

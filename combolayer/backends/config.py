@@ -43,6 +43,13 @@ def _above_limit(unit: str = "") -> str:
             f"{usable_cores()} usable here)")
 
 
+def _invalid(error: ValidationError) -> SpecError:
+    fields = "; ".join(  # a field's name, where the error is one field's
+        ": ".join(filter(None, (".".join(map(str, e["loc"])), e["msg"])))
+        for e in error.errors())
+    return SpecError(f"invalid backend config: {fields}")
+
+
 class BackendConfig(BaseModel):
     """Which backend solves a problem, and how.
 
@@ -96,6 +103,12 @@ class BackendConfig(BaseModel):
     deterministic: bool = True
     on_limit: OnLimit = "warn"
     on_infeasible: OnInfeasible = "raise"
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as error:
+            raise _invalid(error) from None
 
     @model_validator(mode="before")
     @classmethod
@@ -172,7 +185,4 @@ class BackendConfig(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as error:
-            fields = "; ".join(  # a field's name, where the error is one field's
-                ": ".join(filter(None, (".".join(map(str, e["loc"])), e["msg"])))
-                for e in error.errors())
-            raise SpecError(f"invalid backend config: {fields}") from None
+            raise _invalid(error) from None

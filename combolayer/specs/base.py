@@ -622,6 +622,13 @@ class ILP(Spec):
             raise ValueError(f"shape must be a non-empty list of positive sizes, got {self.shape}")
         if self.num_aux < 0:
             raise ValueError(f"num_aux must be >= 0, got {self.num_aux}")
+        try:
+            return self._check_variables()
+        except MemoryError:
+            raise ValueError(f"{self.num_vars:,} variables (prod(shape) + num_aux) are too many "
+                             "to allocate a bound for each") from None
+
+    def _check_variables(self) -> ILP:
         n = self.num_vars
         if isinstance(self.known_cost, dict):
             bad = [j for j in self.known_cost if not 0 <= j < n]

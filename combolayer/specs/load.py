@@ -48,7 +48,7 @@ def read_mapping(source: str | os.PathLike | dict, what: str = "spec") -> dict:
     """A dict from a YAML/JSON file path, a YAML/JSON string, or a dict."""
     if isinstance(source, dict):
         return source
-    text, origin = _read_text(source)
+    text, origin = _read_text(source, what)
     try:
         data = (json.loads(text, object_pairs_hook=_unique_pairs) if origin.endswith(".json")
                 else yaml.load(text, Loader=_UniqueKeyLoader))  # noqa: S506 (a SafeLoader)
@@ -98,19 +98,20 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _read_text(source: str | os.PathLike) -> tuple[str, str]:
+def _read_text(source: str | os.PathLike, what: str) -> tuple[str, str]:
     if isinstance(source, os.PathLike):
         path = Path(source)
         if not path.is_file():
-            raise SpecError(f"no file named {str(path)!r}")
+            raise SpecError(f"{what}: no file named {str(path)!r}")
         return _text_of(path), str(path)
     if not isinstance(source, str):
-        raise SpecError(
-            f"expected a path, a YAML/JSON string or a dict, got {type(source).__name__}"
-        )
+        raise SpecError(f"{what}: expected a path, a YAML/JSON string or a dict, got "
+                        f"{type(source).__name__}")
     looks_like_path = (
         "\n" not in source and len(source) < 4096 and not source.lstrip().startswith("{")
     )
+    if looks_like_path and Path(source).is_dir():
+        raise SpecError(f"{what}: {source!r} is a directory; expected a YAML/JSON file")
     if looks_like_path and Path(source).is_file():
         return _text_of(Path(source)), source
     return source, "a string"
