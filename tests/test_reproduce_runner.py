@@ -342,6 +342,16 @@ def test_values_chosen_by_hand_on_validation_are_counted_and_listed(tmp_path, mo
         core.HandChoice("identity: Adam 1e-3", " ")
 
 
+def test_a_report_without_runs_leaves_the_page_as_it_was(tmp_path):
+    # run outside the repository's root, --report replaced docs/results.md with an empty
+    # page and exited 0
+    page = tmp_path / "results.md"
+    page.write_text("kept")
+    with pytest.raises(FileNotFoundError, match="no committed run in .* left as it was"):
+        report.render(tmp_path / "results", page)
+    assert page.read_text() == "kept"
+
+
 def test_a_collapse_is_a_validation_metric_that_ends_below_its_untrained_value():
     metric = core.Metric(name="R@1", higher_is_better=True)
     row = core.Variant("identity")

@@ -37,8 +37,8 @@ METHODS = {
 
 #: PyEPO's normalized test regret for the same setting (shortest path 5x5, deg 4,
 #: noise 0.5, 1000 training instances, linear model), as cited in
-#: docs/estimators.md from PyEPO's paper and documentation. Not re-measured here;
-#: the side-by-side run in docs/estimators.md measured NID 0.088 and DBB (lam 20)
+#: docs/measurements/pyepo.md from PyEPO's paper and documentation. Not re-measured here;
+#: the side-by-side run in docs/measurements/pyepo.md measured NID 0.088 and DBB (lam 20)
 #: 0.099 with PyEPO 2.2.7 on this very data.
 PYEPO = {
     "identity, no projection": ("NID", 0.089),
@@ -46,7 +46,7 @@ PYEPO = {
     "identity, auto projection": ("NID", 0.089),
     "blackbox, lam=20": ("DBB", 0.151),
 }
-PYEPO_SOURCE = "PyEPO's published regret, as cited in docs/estimators.md (not re-measured)"
+PYEPO_SOURCE = "PyEPO's published regret, as cited in docs/measurements/pyepo.md (not re-measured)"
 
 
 def run(epochs: int = 20, seed: int = 135, out: str | Path = "runs/demo") -> list[History]:

@@ -24,9 +24,19 @@ ICONS = {"agrees": "agrees", "disagrees": "**disagrees**", "inconclusive": "inco
 
 
 def render(results_dir: Path = Path("docs/results"), out: Path = Path("docs/results.md")) -> Path:
-    """Write ``out`` from every ``results_dir/NAME/results.json``; return its path."""
+    """Write ``out`` from every ``results_dir/NAME/results.json``; return its path.
+
+    Raises:
+        FileNotFoundError: ``results_dir`` holds no run (the defaults are relative to
+            the repository's root, where the committed runs are); ``out`` is not
+            written.
+    """
     modules = experiments()
     found = sorted(p.parent.name for p in results_dir.glob("*/results.json"))
+    if not found:
+        raise FileNotFoundError(f"no committed run in {str(results_dir)!r} "
+                                f"(NAME/results.json): run this from the repository's root; "
+                                f"{str(out)!r} is left as it was")
     lines = [
         "# Reproducing the paper",
         "",

@@ -24,8 +24,9 @@ class PairwiseLTRLoss(CostPooledLoss):
         d loss / d c_hat = 1/max(|S| - 1, 1) sum_{y: theta + <c_hat, y_b> > <c_hat, y>} (y_b - y)
 
     Mandi et al.'s pairwise ranking loss, with their margin ``theta``; at
-    ``margin=0`` (the default) it is PyEPO's ``pairwiseLTR`` exactly (PyEPO has no
-    margin). A margin asks the best solution to win by ``theta`` in objective
+    ``margin=0`` (the default) it is PyEPO's ``pairwiseLTR`` (PyEPO has no margin),
+    exactly where the pool's best is unique: on tied true objectives each takes the
+    first best it holds, and PyEPO's pool is in ``np.unique``'s order. A margin asks the best solution to win by ``theta`` in objective
     units of the predicted cost, so it interacts with the cost's scale.
 
     With a known cost ``k`` every objective is whole, ``<c, y> + <k, x>`` (the pool
