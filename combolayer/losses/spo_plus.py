@@ -21,7 +21,10 @@ class SPOPlusLoss(SolverLoss):
     optimum for ``c`` and ``y~ = y(2 c_hat - c)``:
     ``loss = -min_y <2 c_hat - c, y> + 2 <c_hat, y*> - <c, y*> = <2 c_hat - c, y* - y~>``
     (>= 0) and ``d loss / d c_hat = 2 (y* - y~)``. ``y*`` and ``y~`` are solved in
-    one batch call; pass ``y_true`` (the optimal solutions) to skip solving ``y*``.
+    one batch call; pass ``y_true`` (the optimal solutions) to skip solving ``y*``. It
+    is taken as given, as in PyEPO and as `combolayer.metrics.regret` takes ``y_pred``:
+    not checked against the constraints, and a point that breaks them can make the
+    loss negative.
 
     With a known cost ``k`` (`combolayer.ILP.known_cost`, min form) the objective is
     affine, ``<c, y> + <k, x>``, and the loss is
