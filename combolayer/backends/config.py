@@ -50,7 +50,19 @@ def _invalid(error: ValidationError) -> SpecError:
     return SpecError(f"invalid backend config: {fields}")
 
 
-class BackendConfig(BaseModel):
+class _Checked(BaseModel):
+    """Built directly, an invalid config raises SpecError, as `BackendConfig.load` does
+    (a base of its own: the API reference reads a model's fields as its signature only
+    where it defines no ``__init__``, tools/griffe_pydantic.py)."""
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as error:
+            raise _invalid(error) from None
+
+
+class BackendConfig(_Checked):
     """Which backend solves a problem, and how.
 
     On a shared or busy machine, solver threads, executor workers and torch's
@@ -103,12 +115,6 @@ class BackendConfig(BaseModel):
     deterministic: bool = True
     on_limit: OnLimit = "warn"
     on_infeasible: OnInfeasible = "raise"
-
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as error:
-            raise _invalid(error) from None
 
     @model_validator(mode="before")
     @classmethod

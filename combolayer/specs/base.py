@@ -536,6 +536,10 @@ class ILP(Spec):
         constraints: the rows, [`Constraint`][combolayer.Constraint] objects.
         variables: named model variables (set by ``from_cvxpy`` and ``from_file``):
             name -> where it sits in the full solution, read back by `split`; or None.
+        default_cost: the objective of the MPS/LP file read (set by ``from_file``), one
+            number per output: what ``combolayer solve`` solves without costs; or None.
+        default_offset: that objective's constant (``from_file``), added to the
+            objective ``combolayer solve`` prints.
 
     Other constructors: `from_matrices`, `from_cvxpy`,
     `from_file` (MPS/LP), and [`combolayer.load_spec`][combolayer.load_spec] (YAML/JSON).
