@@ -376,3 +376,31 @@ def test_a_target_for_another_batch_is_refused_by_every_method():
         with pytest.raises(ValueError, match=r"target of shape \(4, 5\) does not broadcast"):
             layer(torch.randn(5, 5), target=torch.zeros(4, 5))
         assert layer(torch.randn(3, 5), target=torch.zeros(5)).shape == (3, 5)
+
+
+@pytest.mark.parametrize("spec", [cl.problems.TopK(n=5, k=2), cl.problems.Matching(rows=3, cols=3)],
+                         ids=lambda spec: spec.label)
+def test_auto_reads_the_plane_residue_of_a_tied_cost_as_zero(spec):
+    # Costs constant on the feasible set (every solution ties) leave the plane as
+    # rounding residue, which the normalisation scaled up: gradients of 2e12 on a
+    # TopK's all-equal scores, and 1.3e5 in float32 against 3e-3 in float64 on a matching.
+    grads = []
+    for dtype in (torch.float64, torch.float32):
+        layer = cl.ComboLayer(spec)
+        w = torch.full((1, *spec.cost_shape), 0.7, dtype=dtype, requires_grad=True)
+        g = torch.linspace(-1, 1, spec.num_outputs, dtype=dtype).reshape(w.shape)
+        (layer(w) * g).sum().backward()
+        plane = layer.compiled.projection
+        assert float(plane(w.detach()).abs().max()) == 0.0
+        grads.append(w.grad.double())
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-6, rtol=1e-5)
+    assert float(grads[0].abs().max()) <= 2.0
+
+
+def test_a_problem_of_one_solution_has_a_zero_projection_and_gradient():
+    spec = cl.ILP(shape=[2], constraints=[cl.Constraint(coefs=[-3, 2], sense="==", rhs=0)])
+    layer = cl.ComboLayer(spec, projection="auto-exact")
+    w = torch.tensor([[0.3, -1.2]], requires_grad=True)
+    layer(w).sum().backward()
+    assert float(layer.compiled.projection(w.detach()).abs().max()) == 0.0  # was 2e-4
+    assert float(w.grad.abs().max()) < 1e-6
