@@ -7,7 +7,6 @@ import copy
 import itertools
 import pickle
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -135,10 +134,12 @@ def test_a_full_pool_takes_new_rows_in_place_and_keeps_one_copy():
     # the memory benchmarks/pool_eviction.py reports: every tensor and array it holds
     assert load_benchmark("pool_eviction").held_bytes(pool) <= 1.01 * size * n * 8
     new = (torch.rand(32, n, generator=gen) < 0.5).double()
-    start = time.perf_counter()
+    buffer, others = pool._buffer, pool._buffer.clone()
     assert pool.add(new) == 32
-    seconds = time.perf_counter() - start
-    assert seconds < 0.1, f"32 new rows into a full pool took {seconds:.3f} s"  # goal 5 ms
+    # in place: the same buffer, 32 of its rows replaced and the rest where they were
+    # (its time is benchmarks/pool_eviction.py's to measure, not a test's)
+    assert pool._buffer.data_ptr() == buffer.data_ptr()
+    assert int((pool._buffer != others).any(dim=1).sum()) <= 32
     assert len(pool) == size
     # the 32 oldest rows left, the new ones are found
     assert torch.equal(pool.best(-new), new)
