@@ -24,17 +24,28 @@ Examples:
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from .backends.registry import as_solver, renamed_solver_keyword
+from .backends.registry import as_solver
 from .backends.solver import Solver, check_costs, check_known_cost, inner
 from .training.retrieval import cosine_similarities
 
 #: PyEPO's guard against an all-zero optimal objective in normalized regret.
 REGRET_EPS = 1e-7
+
+
+def renamed_solver_keyword(solver: Any, backend: Any, where: str) -> Any:
+    """``backend`` after the deprecated ``solver=`` keyword of ``where``, which it replaces."""
+    if solver is None:
+        return backend
+    warnings.warn(f"{where}(solver=...) is deprecated: pass backend=... (a name, a config or "
+                  "a compiled solver), or the solver itself in place of the spec",
+                  DeprecationWarning, stacklevel=4)
+    return solver
 
 
 def _as64(x: Any) -> Tensor:

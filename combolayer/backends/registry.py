@@ -126,7 +126,7 @@ def select_backend(spec: Spec, name: str = "auto",
                 for skipped, why in passed_over:
                     _log_fallback(skipped, why, cls.name, spec)
                 return cls
-            if getattr(cls, "announce_fallback", False) and not missing_packages(cls):
+            if cls.announce_fallback and not missing_packages(cls):
                 passed_over.append((cls.name, reason))
         raise BackendUnavailable(f"no installed backend can solve {spec.label}")
     registry = backends()
@@ -323,16 +323,6 @@ def in_place_of_spec(problem: Any, backend: Any) -> tuple[Any, Any]:
     return problem, backend
 
 
-def renamed_solver_keyword(solver: Any, backend: Any, where: str) -> Any:
-    """``backend`` after the deprecated ``solver=`` keyword of ``where``, which it replaces."""
-    if solver is None:
-        return backend
-    warnings.warn(f"{where}(solver=...) is deprecated: pass backend=... (a name, a config or "
-                  "a compiled solver), or the solver itself in place of the spec",
-                  DeprecationWarning, stacklevel=4)
-    return solver
-
-
 #: What each tier of ``"auto"``'s ranking stands for, for `choice_reason`.
 _TIER_REASONS = {
     Tier.CLOSED_FORM: "a closed form on the tensor itself",
@@ -363,7 +353,7 @@ def choice_reason(cls: type, spec: Spec, config: BackendConfig, races: bool = Fa
                + "; docs/backends.md gives the measurements behind it)")
     passed = [f"{other.name} ({why_not(other, spec)})" for other in _ranked(spec)
               if preference(other, spec) < rank and not missing_packages(other)
-              and getattr(other, "announce_fallback", False)]
+              and other.announce_fallback]
     return (f"{cls.name}: first under 'auto': {why}"
             + (f"; passed over {', '.join(passed)}" if passed else "")
             + ("; backend='race' would time the generic solvers on the run's costs"

@@ -204,8 +204,6 @@ class RowKernel(ReportingKernel):
 
     array_api = "numpy"
     form: Any
-    #: Whether ``solve_one`` takes ``start=`` (a MIP start); others ignore ``start``.
-    takes_start = False
     #: The solver option that sets its feasibility tolerance (``BackendConfig.options``),
     #: named when an answer breaks a row within it (`_check_rows`); None if unknown.
     feasibility_option: str | None = None
@@ -221,9 +219,9 @@ class RowKernel(ReportingKernel):
         kernel.scale_costs = scales_costs(getattr(config, "options", {}))
         return kernel
 
-    #: Whether the kernel takes per-call rows (``rows=``): subclasses that define
-    #: ``_set_rows(A, b)`` (add ``A x <= b`` to the kept model) and ``_clear_rows()``.
-    takes_rows = False
+    # A subclass that takes a MIP start (``solve_one(cost, start=)``) sets takes_start;
+    # one that takes per-call rows sets takes_rows and defines ``_set_rows(A, b)`` (add
+    # ``A x <= b`` to the kept model) and ``_clear_rows()``.
 
     def solve_one(self, cost: np.ndarray) -> np.ndarray | Solved:
         """The solver's values for one instance's cost: a bare array (optimal), or
@@ -238,12 +236,6 @@ class RowKernel(ReportingKernel):
     def _clear_rows(self) -> None:
         """Take the per-call rows out of the kept model again."""
         raise NotImplementedError
-
-    def __call__(self, costs: np.ndarray, start: np.ndarray | None = None,
-                 rows: Rows | None = None) -> np.ndarray:
-        """`with_statuses`'s solutions, with a warning for instances not solved to
-        optimality."""
-        return warn_not_optimal(self.with_statuses(costs, start, rows), type(self).__name__)
 
     def with_statuses(self, costs: np.ndarray, start: np.ndarray | None = None,
                       rows: Rows | None = None) -> Solved:

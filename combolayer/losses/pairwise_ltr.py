@@ -26,8 +26,9 @@ class PairwiseLTRLoss(CostPooledLoss):
     Mandi et al.'s pairwise ranking loss, with their margin ``theta``; at
     ``margin=0`` (the default) it is PyEPO's ``pairwiseLTR`` (PyEPO has no margin),
     exactly where the pool's best is unique: on tied true objectives each takes the
-    first best it holds, and PyEPO's pool is in ``np.unique``'s order. A margin asks the best solution to win by ``theta`` in objective
-    units of the predicted cost, so it interacts with the cost's scale.
+    first best it holds, and PyEPO's pool is in ``np.unique``'s order. A margin asks
+    the best solution to win by ``theta`` in objective units of the predicted cost, so
+    it interacts with the cost's scale.
 
     With a known cost ``k`` every objective is whole, ``<c, y> + <k, x>`` (the pool
     keeps whole solutions ``x``): ``y_b`` is the pool's best under it, and each
