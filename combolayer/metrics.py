@@ -38,7 +38,7 @@ from .training.retrieval import cosine_similarities
 REGRET_EPS = 1e-7
 
 
-def renamed_solver_keyword(solver: Any, backend: Any, where: str) -> Any:
+def _renamed_solver_keyword(solver: Any, backend: Any, where: str) -> Any:
     """``backend`` after the deprecated ``solver=`` keyword of ``where``, which it replaces."""
     if solver is None:
         return backend
@@ -71,7 +71,7 @@ def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, b
     cost (`combolayer.ILP.known_cost`) each objective counts it: ``+ <k, x>`` over the
     full solution, whose auxiliaries ``aux_pred`` gives for ``y_pred``; ``known_cost``
     (per instance, added to the spec's own) is counted the same way."""
-    solver = as_solver(spec, renamed_solver_keyword(solver, backend, where))
+    solver = as_solver(spec, _renamed_solver_keyword(solver, backend, where))
     cost, pred = _as64(cost_true), _finite64(y_pred, "y_pred")
     truth = None if y_true is None else _finite64(y_true, "y_true")
     check_costs(solver.spec, cost, "cost_true")
