@@ -22,7 +22,7 @@ solved, the trial's by every one (the solves spent racing beyond a fixed choice)
 
 Then solve loops, one for every MIP row of docs/measurements/solvers.md
 (`solve_loops`): PyEPO's knapsacks with their own costs (50 x 2, 200 x 2, 1000 x 2,
-200 x 5), problems.md's knapsacks (2 x 32, 2 x 100), the facility-location example
+200 x 5), solvers.md's knapsacks (2 x 32, 2 x 100), the facility-location example
 with its known cost, TSP 20, 50, 60, 100 and 150; 4 to 320 rows each, in batches of 32
 (a quarter of the rows below 128), each backend with a fresh solver, so the race's trial is
 counted in its time (`interleaved_loops`). ``auto`` and every single backend take
@@ -132,49 +132,51 @@ def solve_loops(quick: bool) -> list[tuple[str, str, object, np.ndarray]]:
         return cl.problems.TSP(num_nodes=n), tsp_costs(rng, rows, n)
 
     if quick:
-        return [("knapsack 2 x 32", "problems.md", *problems_md(2, 32, 16)),
-                ("knapsack 2 x 32, integer weights", "problems.md", *problems_md(2, 32, 16, 0)),
-                ("TSP 13", "problems.md", *tsp(13, 16))]
+        return [("knapsack 2 x 32", "solvers.md", *problems_md(2, 32, 16)),
+                ("knapsack 2 x 32, integer weights", "solvers.md", *problems_md(2, 32, 16, 0)),
+                ("TSP 13", "solvers.md", *tsp(13, 16))]
     sys.path.insert(0, str(ROOT / "examples"))
     import facility_location
 
     facility = facility_location.model_spec()
     _, facility_costs = facility_location.data(256, torch.Generator().manual_seed(0))
     return [
-        ("knapsack 50 x 2 (PyEPO)", "performance.md: MIP scale, warm starts, CUDA",
+        ("knapsack 50 x 2 (PyEPO)", "training.md: MIP scale; solvers.md: warm starts; gpu.md",
          *pyepo(50, 2, 320)),
-        ("knapsack 200 x 2 (PyEPO)", "performance.md: per-solve, warm starts, scale-out",
+        ("knapsack 200 x 2 (PyEPO)",
+         "solvers.md: named problems, warm starts; training.md: scale-out",
          *pyepo(200, 2, 320)),
-        ("knapsack 1000 x 2 (PyEPO)", "performance.md: per-solve", *pyepo(1000, 2, 320)),
-        ("knapsack 200 x 5 (PyEPO)", "performance.md: per-solve", *pyepo(200, 5, 320)),
-        ("knapsack 2 x 32", "problems.md: speed", *problems_md(2, 32, 320)),
-        ("knapsack 2 x 100", "problems.md: speed", *problems_md(2, 100, 160)),
-        ("knapsack 2 x 32, integer weights", "problems.md: speed", *problems_md(2, 32, 320, 0)),
-        ("knapsack 2 x 100, integer weights", "problems.md: speed",
+        ("knapsack 1000 x 2 (PyEPO)", "solvers.md: named problems", *pyepo(1000, 2, 320)),
+        ("knapsack 200 x 5 (PyEPO)", "solvers.md: named problems", *pyepo(200, 5, 320)),
+        ("knapsack 2 x 32", "solvers.md: named problems", *problems_md(2, 32, 320)),
+        ("knapsack 2 x 100", "solvers.md: named problems", *problems_md(2, 100, 160)),
+        ("knapsack 2 x 32, integer weights", "solvers.md: named problems",
+         *problems_md(2, 32, 320, 0)),
+        ("knapsack 2 x 100, integer weights", "solvers.md: named problems",
          *problems_md(2, 100, 160, 0)),
         ("facility location, known cost (18 outputs, 3 auxiliaries)",
-         "performance.md: known cost", facility, facility_costs.numpy()),
-        ("TSP 10", "problems.md: TSP backends", *tsp(10, 320)),
-        ("TSP 20", "problems.md: speed, TSP backends; performance.md: ratios", *tsp(20, 320)),
-        ("TSP 50", "problems.md: speed, TSP backends; performance.md: ratios, scale-out",
+         "training.md: known cost", facility, facility_costs.numpy()),
+        ("TSP 10", "solvers.md: TSP backends", *tsp(10, 320)),
+        ("TSP 20", "solvers.md: named problems, TSP backends", *tsp(20, 320)),
+        ("TSP 50", "solvers.md: named problems, TSP backends; training.md: scale-out",
          *tsp(50, 160)),
-        ("TSP 60", "problems.md: TSP backends, kicks", *tsp(60, 32)),
-        ("TSP 100", "problems.md: TSP backends", *tsp(100, 16)),
+        ("TSP 60", "solvers.md: TSP backends", *tsp(60, 32)),
+        ("TSP 100", "solvers.md: TSP backends", *tsp(100, 16)),
         # 4 rows: a HiGHS row took 0.08-9 s, SCIP's 1.7 and 28 s (its model 0.8 s);
         # 8 rows could cost minutes of SCIP, past this benchmark's 10 minutes
-        ("TSP 150", "problems.md: TSP backends", *tsp(150, 4)),
-        ("binary ILP, 16 variables, 65536 points", "performance.md: enumeration",
+        ("TSP 150", "solvers.md: TSP backends", *tsp(150, 4)),
+        ("binary ILP, 16 variables, 65536 points", "solvers.md: enumeration",
          enumeration.problem(16, rng, free=True), rng.normal(size=(320, 16))),
-        ("binary ILP, 16 variables, two knapsack rows", "performance.md: enumeration",
+        ("binary ILP, 16 variables, two knapsack rows", "solvers.md: enumeration",
          enumeration.problem(16, rng), rng.normal(size=(320, 16))),
     ]
 
 
 #: MIP rows of the docs that no solve loop here measures, and why.
 NOT_MEASURED = [
-    ("VRP 8, 12 (MTZ)", "problems.md: PyEPO's other problems",
+    ("VRP 8, 12 (MTZ)", "solvers.md: named problems",
      "not a spec (benchmarks/vrp_mtz.py's own ILP, 0.6-120 s a solve)"),
-    ("learned constraints (comboptnet)", "performance.md: learned constraints",
+    ("learned constraints (comboptnet)", "training.md: learned constraints",
      "not raced: calls with per-call rows go whole to the first-ranked backend"),
 ]
 
@@ -314,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
             "Why the race kept what it kept (`backend_reason`, as the layer's repr shows it):", "",
             *reasons, "",
             "Solve loops, one for every MIP row of docs/measurements/solvers.md: "
-            "the row's problem and costs (PyEPO's knapsack: its own costs; problems.md's "
+            "the row's problem and costs (PyEPO's knapsack: its own costs; solvers.md's "
             "knapsacks: uniform values; TSP: random points; facility location: its "
             "example's costs) solved in batches of 32 (a quarter of the rows below 128) by "
             "a fresh solver each (its build and `auto`'s race included), timed in CPU "
