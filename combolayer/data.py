@@ -25,6 +25,7 @@ import torch
 from scipy.spatial.distance import pdist
 
 from .backends.registry import make_solver
+from .errors import InputError
 from .problems import TSP, Knapsack, ShortestPath, TSPEdges
 
 
@@ -92,9 +93,9 @@ def _check_generator(num_data: int, num_features: int, deg: int, noise_width: fl
     for name, value, least in (("num_data", num_data, 0), ("num_features", num_features, 1),
                                ("deg", deg, 1)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+            raise InputError(f"{name} must be an integer >= {least}, got {value!r}")
     if not noise_width >= 0:
-        raise ValueError(f"noise_width must be >= 0, got {noise_width!r}")
+        raise InputError(f"noise_width must be >= 0, got {noise_width!r}")
 
 
 def shortest_path(
@@ -269,7 +270,7 @@ def from_pyepo(dataset: Any, spec: Any = None) -> Data:
     costs = as_tensor(dataset.costs)
     n = int(np.prod(spec.cost_shape))
     if costs.ndim != 2 or costs.shape[1] != n:
-        raise ValueError(f"dataset costs have shape {tuple(costs.shape)} but {spec.label} "
+        raise InputError(f"dataset costs have shape {tuple(costs.shape)} but {spec.label} "
                          f"expects (num_data, {n})")
     shape = (len(costs), *spec.cost_shape)
     # a DSL model's sols are whole solutions in its own order: the outputs are picked out

@@ -11,6 +11,16 @@ class SpecError(ComboLayerError, ValueError):
     """An invalid problem spec: index out of range, wrong lengths, NaN data, unknown kind."""
 
 
+class InputError(ComboLayerError, ValueError):
+    """Invalid input other than a spec: costs with NaN or inf, a wrong shape, per-call
+    rows or known costs that do not fit, a setting out of range. Also a ValueError."""
+
+
+class InputTypeError(ComboLayerError, TypeError):
+    """An input of the wrong type: costs that are not a floating-point tensor or array, a
+    setting of the wrong kind. Also a TypeError."""
+
+
 class SolverError(ComboLayerError, RuntimeError):
     """The solver could not return an optimal solution (unbounded, time limit, crashed worker)."""
 

@@ -32,6 +32,7 @@ from torch import Tensor
 
 from .backends.registry import as_solver
 from .backends.solver import Solver, check_costs, check_known_cost, inner
+from .errors import InputError
 from .training.retrieval import cosine_similarities
 
 #: PyEPO's guard against an all-zero optimal objective in normalized regret.
@@ -59,7 +60,7 @@ def _finite64(x: Any, name: str) -> Tensor:
     finite = torch.isfinite(value)
     if not bool(finite.all()):
         index = tuple(int(i) for i in (~finite).nonzero()[0])
-        raise ValueError(f"{name} must be finite, got {float(value[index])} at index {index} "
+        raise InputError(f"{name} must be finite, got {float(value[index])} at index {index} "
                          "(NaN or inf makes the metric NaN)")
     return value
 
@@ -76,7 +77,7 @@ def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, b
     truth = None if y_true is None else _finite64(y_true, "y_true")
     check_costs(solver.spec, cost, "cost_true")
     if pred.shape != cost.shape:
-        raise ValueError(
+        raise InputError(
             f"y_pred has shape {tuple(pred.shape)} but cost_true has {tuple(cost.shape)}"
         )
     k = len(solver.cost_shape)
@@ -86,7 +87,7 @@ def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, b
         known = check_known_cost(solver.spec.label, solver.num_vars, batch, known_cost, cost)
     on_aux = solver.weighs_aux(known)
     if on_aux and aux_pred is None:
-        raise ValueError(f"{solver.spec.label} has a known cost on its auxiliaries: pass "
+        raise InputError(f"{solver.spec.label} has a known cost on its auxiliaries: pass "
                          "aux_pred, the auxiliaries of the decisions (layer(w, return_aux=True) "
                          "or solver.solve(costs, return_aux=True)), to count it")
     aux = None if aux_pred is None else _finite64(aux_pred, "aux_pred")
@@ -102,7 +103,7 @@ def _objectives(spec: Any, cost_true: Any, y_pred: Any, solver: Solver | None, b
     else:
         best = truth
         if best.shape != cost.shape:
-            raise ValueError(
+            raise InputError(
                 f"y_true has shape {tuple(best.shape)} but cost_true has {tuple(cost.shape)}"
             )
     best = _as64(best)
@@ -198,7 +199,7 @@ def cost_ratio(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None 
     zero = best == 0
     if bool(zero.any()):
         index = tuple(int(i) for i in zero.nonzero()[0])
-        raise ValueError(f"cost_ratio: the optimal objective of instance {index} is 0, "
+        raise InputError(f"cost_ratio: the optimal objective of instance {index} is 0, "
                          "so <c, y_pred> / <c, y*> has no value; use regret or "
                          "normalized_regret there")
     return value / best
@@ -234,18 +235,18 @@ def recall_at_k(x: Any, labels: Any, ks: tuple[int, ...] = (1, 2, 4, 8), *,
     _finite64(labels, "labels")
     n = labels.shape[0] if labels.ndim == 1 else -1
     if labels.ndim != 1 or x.ndim != 2 or x.shape[0] != n:
-        raise ValueError(f"recall_at_k needs labels (N,) and x (N, D) or (N, N); got labels "
+        raise InputError(f"recall_at_k needs labels (N,) and x (N, D) or (N, N); got labels "
                          f"{tuple(labels.shape)} and x {tuple(x.shape)}")
     if input not in ("auto", "embeddings", "similarities"):
-        raise ValueError(f"input must be 'auto', 'embeddings' or 'similarities', got {input!r}")
+        raise InputError(f"input must be 'auto', 'embeddings' or 'similarities', got {input!r}")
     if input == "similarities" and x.shape[1] != n:
-        raise ValueError(f"similarities must be (N, N) = ({n}, {n}), got {tuple(x.shape)}")
+        raise InputError(f"similarities must be (N, N) = ({n}, {n}), got {tuple(x.shape)}")
     is_similarity = input == "similarities" or (input == "auto" and x.shape[1] == n)
     similarity = x if is_similarity else cosine_similarities(x)
     similarity = similarity.clone()
     similarity.fill_diagonal_(-torch.inf)
     if any(int(k) < 1 for k in ks):
-        raise ValueError(f"ks must be >= 1, got {tuple(ks)}")
+        raise InputError(f"ks must be >= 1, got {tuple(ks)}")
     # The rank of the first same-class item, without sorting (O(N^2), no log factor):
     # 1 + the items strictly more similar than the best positive + those as similar
     # with a lower index than the first positive at that similarity (a stable sort's order).

@@ -204,3 +204,28 @@ def test_half_precision_refuses_only_integers_it_cannot_hold():
     loose = simplex.model_copy(update={"upper": 5000.0})
     y = cl.ComboLayer(loose)(torch.tensor([[0.3, 0.1, 0.2]], dtype=torch.float16))
     assert y.tolist() == [[0.0, 1.0, 0.0]]
+
+
+def test_every_input_error_is_a_combolayer_error_and_the_builtin_error():
+    # API.md: every error subclasses cl.ComboLayerError; these were plain ValueError and
+    # TypeError, which `except cl.ComboLayerError` missed
+    spec = cl.problems.TopK(n=4, k=2)
+    solver = cl.make_solver(spec)
+    cases = [(lambda: solver.solve(np.array([1.0, np.nan, 3.0, 2.0])), ValueError),
+             (lambda: solver.solve(np.ones(3)), ValueError),
+             (lambda: solver.solve(np.ones(4), known_cost=np.ones(3)), ValueError),
+             (lambda: cl.ComboLayer(spec, method="nope"), ValueError),
+             (lambda: cl.ComboLayer(spec)(torch.ones(4, dtype=torch.long)), TypeError)]
+    for call, builtin in cases:
+        with pytest.raises(cl.ComboLayerError) as info:
+            call()
+        assert isinstance(info.value, builtin), info.value
+
+
+def test_combolayer_takes_its_arguments_in_the_contracts_order():
+    # API.md: ComboLayer(spec, method, projection, noise, backend, solve_ratio); a sixth
+    # positional argument went to generator, and solve_ratio stayed 1.0
+    layer = cl.ComboLayer(cl.problems.TopK(n=4, k=2), "identity", "auto", 0.0, "auto", 0.5)
+    assert layer.solve_ratio == 0.5 and layer.generator is None
+    with pytest.raises(TypeError):
+        cl.ComboLayer(cl.problems.TopK(n=4, k=2), "identity", "auto", 0.0, "auto", 0.5, None)

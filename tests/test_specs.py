@@ -149,6 +149,11 @@ def test_upper_none_means_unbounded_and_round_trips():
     )
     assert np.isinf(spec.to_canonical().upper).all()
     assert cl.load_spec(spec.model_dump_json()) == spec
+    # per variable too (a list holding None was refused, though the bounds read it)
+    mixed = cl.ILP(shape=[2], integrality="integer", upper=[None, 5],
+                   constraints=[cl.Constraint(coefs=[1, 1], sense="<=", rhs=7)])
+    np.testing.assert_array_equal(mixed.to_canonical().upper, [np.inf, 5])
+    assert cl.load_spec(mixed.model_dump_json()) == mixed
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,7 @@ from ..backends.highs import check_status, highs_lp, highs_outcome, new_highs, r
 from ..backends.outcome import settle, warn_not_optimal
 from ..backends.registry import make_solver
 from ..backends.solver import known_minimisation_cost
-from ..errors import InfeasibleError
+from ..errors import InfeasibleError, InputError
 from ..specs.base import Spec
 from ..specs.canonical import CanonicalForm, canonical_form
 from ..specs.load import load_spec
@@ -129,7 +129,7 @@ class AffineHull:
             return self.transform()(w)
         if w.ndim >= 1 and w.shape[-1] == self.num_outputs:
             return project_plane(self._basis)(w)
-        raise ValueError(
+        raise InputError(
             f"w has shape {tuple(w.shape)} but the hull expects trailing shape "
             f"{self.cost_shape} or ({self.num_outputs},)"
         )

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..errors import SpecError
+from ..errors import InputError, SpecError
 from ..specs.load import read_mapping
 
 Executor = Literal["serial", "thread", "process", "ray"]
@@ -132,7 +132,7 @@ class BackendConfig(_Checked):
         if value == "auto":
             return "auto"
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"expected a positive integer or 'auto', got {value!r}")
+            raise InputError(f"expected a positive integer or 'auto', got {value!r}")
         return value
 
     @field_validator("options")
@@ -142,12 +142,12 @@ class BackendConfig(_Checked):
         # stop wherever the comparison with NaN happens to fall
         for key, option in value.items():
             if isinstance(option, float) and math.isnan(option):
-                raise ValueError(f"options[{key!r}] is NaN: expected a number")
+                raise InputError(f"options[{key!r}] is NaN: expected a number")
             # HiGHS's "threads", Gurobi's "Threads", SCIP's "parallel/maxnthreads": the
             # same bound as the threads field
             if ("thread" in str(key).lower() and isinstance(option, int | float)
                     and option > max_parallel()):
-                raise ValueError(f"options[{key!r}]={option} {_above_limit(' threads')}")
+                raise InputError(f"options[{key!r}]={option} {_above_limit(' threads')}")
         return value
 
     @field_validator("threads")
@@ -155,21 +155,21 @@ class BackendConfig(_Checked):
     def _threads(cls, value: int) -> int:
         # HiGHS aborts the interpreter (std::terminate) when it cannot start them all
         if value > max_parallel():
-            raise ValueError(f"threads={value} {_above_limit()}: expected 0 (the solver's "
+            raise InputError(f"threads={value} {_above_limit()}: expected 0 (the solver's "
                              "default), 1, or up to the usable cores")
         return value
 
     @model_validator(mode="after")
     def _bounded_workers(self) -> BackendConfig:
         if self.executor == "serial" and self.workers != 1:
-            raise ValueError(f"workers={self.workers!r} with executor='serial', which solves in "
+            raise InputError(f"workers={self.workers!r} with executor='serial', which solves in "
                              "the caller alone: expected workers=1, or executor 'thread', "
                              "'process' or 'ray'")
         # Ray counts its cluster's CPUs when it starts its actors; threads and processes
         # run here, one model each
         if (self.executor in ("thread", "process") and isinstance(self.workers, int)
                 and self.workers > max_parallel()):
-            raise ValueError(
+            raise InputError(
                 f"workers={self.workers} for executor={self.executor!r} {_above_limit()}: "
                 "expected up to the usable cores, or workers='auto'")
         return self

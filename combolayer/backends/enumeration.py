@@ -26,7 +26,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from ..errors import InfeasibleError
+from ..errors import InfeasibleError, InputError
 from ..specs.base import Spec
 from ..specs.canonical import CanonicalForm, canonical_form, rounding
 from .base import Backend, Capability, Tier
@@ -364,5 +364,5 @@ class EnumerationBackend(Backend):
     def compile(self, spec: Spec, config: BackendConfig) -> EnumerationKernel:
         form, reason = _binary_form(spec)
         if reason is not None:
-            raise ValueError(f"backend 'enumerate' cannot solve {spec.label}: {reason}")
+            raise InputError(f"backend 'enumerate' cannot solve {spec.label}: {reason}")
         return EnumerationKernel(form)

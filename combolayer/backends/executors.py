@@ -41,7 +41,7 @@ from concurrent.futures.process import BrokenProcessPool
 import numpy as np
 import torch
 
-from ..errors import BackendUnavailable, SolverError, SpecError
+from ..errors import BackendUnavailable, InputError, SolverError, SpecError
 from ..specs.base import Spec
 from .config import BackendConfig, usable_cores
 from .outcome import Solved, joined
@@ -716,7 +716,7 @@ def parallel_kernel(cls: type, spec: Spec, config: BackendConfig) -> Kernel:
     """A kernel of backend ``cls`` that spreads batches over ``config.workers`` workers
     of ``config.executor``."""
     if config.executor not in _EXECUTORS:
-        raise ValueError(
+        raise InputError(
             f"executor must be one of {['serial', *_EXECUTORS]}, got {config.executor!r}"
         )
     return _EXECUTORS[config.executor](cls, spec, config)

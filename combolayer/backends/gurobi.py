@@ -41,7 +41,7 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import BackendUnavailable
+from ..errors import BackendUnavailable, InputError
 from ..problems.tsp import TSP, subtours
 from ..problems.tsp_edges import EdgeSubtourSeparator, TSPEdges, edge_pairs, edges_to_matrix
 from ..specs.base import Spec
@@ -142,7 +142,7 @@ def _new_model(config: BackendConfig):
         try:
             model.setParam(key, value)
         except (gp.GurobiError, TypeError, ValueError) as error:
-            raise ValueError(f"Gurobi rejected option {key}={value!r}: {error}") from None
+            raise InputError(f"Gurobi rejected option {key}={value!r}: {error}") from None
     return model
 
 

@@ -19,6 +19,7 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import InputError
 from ..problems.tsp import (
     TSP,
     guided_tour,
@@ -81,7 +82,7 @@ def _build_model(form: CanonicalForm, config: BackendConfig):
         check_status(h.setOptionValue(key, value), f"setOptionValue({key})")
     for key, value in config.options.items():
         if h.setOptionValue(key, value) != highspy.HighsStatus.kOk:
-            raise ValueError(f"HiGHS rejected option {key}={value!r}")
+            raise InputError(f"HiGHS rejected option {key}={value!r}")
 
     A, row_lower, row_upper = form.rows()
     integer = form.integer if form.is_mip else None

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..errors import SolverError
+from ..errors import InputError, SolverError
 from ..specs.base import Spec
 from ..specs.canonical import CanonicalForm, canonical_form
 from .base import Backend, Capability, Tier
@@ -66,7 +66,7 @@ class CvxpyKernel(RowKernel):
         if self.solver == "HIGHS" and not config.verbose:
             absorb_banner()
         if self.solver not in cp.installed_solvers():
-            raise ValueError(f"cvxpy solver {self.solver!r} is not installed: expected one of "
+            raise InputError(f"cvxpy solver {self.solver!r} is not installed: expected one of "
                              f"{cp.installed_solvers()}")
         self.kwargs = _solver_options(self.solver, config, options)
         self.form = form

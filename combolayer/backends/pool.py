@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..errors import InputError
 from ..specs.canonical import rounding
 from ..transforms.noise import generator_device
 from .outcome import INFEASIBLE, POOLED, Solved, statuses_of
@@ -85,10 +86,10 @@ class SolutionPool:
             spec, num_outputs = num_outputs, pool_width(num_outputs)
         if isinstance(num_outputs, bool) or not isinstance(num_outputs, (int, np.integer)) \
                 or num_outputs < 1:
-            raise ValueError(f"num_outputs must be an int >= 1 (or a spec), got {num_outputs!r}")
+            raise InputError(f"num_outputs must be an int >= 1 (or a spec), got {num_outputs!r}")
         if isinstance(max_size, bool) or not isinstance(max_size, (int, np.integer)) \
                 or max_size < 1:
-            raise ValueError(f"max_size must be an int >= 1, got {max_size!r}")
+            raise InputError(f"max_size must be an int >= 1, got {max_size!r}")
         self.num_outputs = int(num_outputs)
         self.max_size = int(max_size)
         self._signature: str | None = None
@@ -184,7 +185,7 @@ class SolutionPool:
                 hint = (_WHOLE.format(n=spec.num_outputs, width=width)
                         if width != spec.num_outputs else "")
                 if width != self.num_outputs:
-                    raise ValueError(f"pool holds solutions of {self.num_outputs} outputs but "
+                    raise InputError(f"pool holds solutions of {self.num_outputs} outputs but "
                                      f"{spec.label} has {width}" if not hint else
                                      f"pool holds rows of {self.num_outputs} values but "
                                      f"{spec.label} keeps {width}{hint}")
@@ -193,7 +194,7 @@ class SolutionPool:
                 self._cost_shape = (tuple(spec.cost_shape) if width == spec.num_outputs
                                     else (width,))
             elif signature != self._signature:
-                raise ValueError(
+                raise InputError(
                     f"this pool holds solutions of {self._label}, not of {spec.label}: a pool "
                     f"is shared only between layers and losses on the same problem (the same "
                     f"spec, the sense aside), as another problem's rows may be infeasible for "
@@ -253,7 +254,7 @@ class SolutionPool:
             if allowed is not None:
                 mask = allowed(pool if pool.dtype == costs.dtype else pool.to(costs.dtype))
                 if tuple(mask.shape) != tuple(scores.shape):
-                    raise ValueError(f"allowed returned a mask of shape {tuple(mask.shape)}, "
+                    raise InputError(f"allowed returned a mask of shape {tuple(mask.shape)}, "
                                      f"expected {tuple(scores.shape)} (instances, pooled rows)")
                 mask = mask.to(device=scores.device, dtype=torch.bool)
                 scores = scores.masked_fill(~mask, torch.inf)
@@ -288,12 +289,12 @@ class SolutionPool:
             expected = f"trailing dimensions that multiply to N = {n}"
         if not ok:
             of = f" of {self._label}" if self._label else ""
-            raise ValueError(f"pool solutions{of} must have shape {expected}, got {shape}")
+            raise InputError(f"pool solutions{of} must have shape {expected}, got {shape}")
         # + 0.0 turns -0.0 (which solvers return) into 0.0, so equal rows match
         rows = tensor.to("cpu", torch.float64).reshape(-1, n).numpy() + 0.0
         if not np.isfinite(rows).all():
             bad = int(np.flatnonzero(~np.isfinite(rows).all(axis=1))[0])
-            raise ValueError(f"pool solutions must be finite, got {rows[bad][:8]} in row {bad}")
+            raise InputError(f"pool solutions must be finite, got {rows[bad][:8]} in row {bad}")
         return rows
 
     def _add(self, solutions: Any, seeded: bool) -> int:
@@ -409,11 +410,11 @@ def cache_setting(name: str, value: Any, spec: Any) -> Any:
 def check_solve_ratio(solve_ratio: float) -> float:
     """``solve_ratio`` as a float in [0, 1], or ``ValueError`` naming what it got."""
     if isinstance(solve_ratio, bool) or not isinstance(solve_ratio, (int, float, np.number)):
-        raise ValueError(f"solve_ratio must be a number in [0, 1] (the probability of an "
+        raise InputError(f"solve_ratio must be a number in [0, 1] (the probability of an "
                          f"exact solve), got {solve_ratio!r}")
     ratio = float(solve_ratio)
     if not 0.0 <= ratio <= 1.0:
-        raise ValueError(f"solve_ratio must be in [0, 1], got {solve_ratio} (it is the "
+        raise InputError(f"solve_ratio must be in [0, 1], got {solve_ratio} (it is the "
                          "probability of an exact solve)")
     return ratio
 

@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InputError
 from .outcome import Solved, joined
 from .solver import Kernel, ReportingKernel, as_kernel
 
@@ -88,7 +89,7 @@ class RacingKernel(ReportingKernel):
                  label: str, first_reason: str = "",
                  clock: Callable[[], float] = time.process_time) -> None:
         if not rivals:
-            raise ValueError("a race needs at least one rival to the first-ranked backend")
+            raise InputError("a race needs at least one rival to the first-ranked backend")
         self.names = [first[0], *(name for name, _ in rivals)]
         self.kernels: dict[str, Kernel] = {first[0]: as_kernel(first[1])}
         self._builders = dict(rivals)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..discovery import import_submodules
-from ..errors import BackendUnavailable
+from ..errors import BackendUnavailable, InputError, InputTypeError
 from ..specs.base import Spec
 from ..specs.load import load_spec
 from .base import Backend, Capability, Tier
@@ -43,7 +43,7 @@ _loaded = False
 def register_backend(cls: type) -> type:
     """Register a backend class under ``cls.name`` (usable as a decorator)."""
     if not (isinstance(cls, type) and issubclass(cls, Backend)):
-        raise TypeError(f"a backend must be a subclass of combolayer.backends.Backend, got "
+        raise InputTypeError(f"a backend must be a subclass of combolayer.backends.Backend, got "
                         f"{cls!r}")
     _REGISTRY[cls.name] = cls
     return cls
@@ -301,7 +301,7 @@ def as_solver(problem: Any, backend: Any = "auto") -> Solver:
     compiled = problem if isinstance(problem, Solver) else getattr(problem, "solver", None)
     if isinstance(compiled, Solver):
         if isinstance(backend, Solver) and backend is not compiled:
-            raise ValueError("got a compiled solver twice (as the problem and as backend=); "
+            raise InputError("got a compiled solver twice (as the problem and as backend=); "
                              "pass one")
         return compiled
     if isinstance(backend, Solver):

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..errors import InputError, InputTypeError
 from ..specs.base import MAX_COEFFICIENT
 
 #: Slack on ``A x <= b`` when a solution is checked against per-call rows (the
@@ -114,26 +115,26 @@ def check_rows(label: str, num_vars: int, batch: tuple[int, ...], A: Any, b: Any
     checks them), with a batch that broadcasts onto ``batch``. The message names expected
     and got."""
     if (A is None) != (b is None):
-        raise ValueError(f"per-call rows need both A and b (A x <= b) for {label}, got only "
+        raise InputError(f"per-call rows need both A and b (A x <= b) for {label}, got only "
                          f"{'A' if b is None else 'b'}")
     for name, value, least in (("A", A, 2), ("b", b, 1)):
         if not isinstance(value, (torch.Tensor, np.ndarray)):
-            raise TypeError(f"{name} must be a torch.Tensor or a numpy array, got "
+            raise InputTypeError(f"{name} must be a torch.Tensor or a numpy array, got "
                             f"{type(value).__name__}")
         if value.ndim < least:
             expected = "(*batch, m, num_vars)" if name == "A" else "(*batch, m)"
-            raise ValueError(f"{name} must have shape {expected} for {label}, got shape "
+            raise InputError(f"{name} must have shape {expected} for {label}, got shape "
                              f"{tuple(value.shape)}")
         is_complex = value.is_complex() if isinstance(value, torch.Tensor) else \
             np.iscomplexobj(value)
         if is_complex:
-            raise ValueError(f"{name} must be real, got dtype {value.dtype}")
+            raise InputError(f"{name} must be real, got dtype {value.dtype}")
     if A.shape[-1] != num_vars:
-        raise ValueError(f"A has {A.shape[-1]} columns but {label} has {num_vars} variables "
+        raise InputError(f"A has {A.shape[-1]} columns but {label} has {num_vars} variables "
                          f"(num_vars = N outputs + num_aux): A must be (*batch, m, "
                          f"{num_vars}), got {tuple(A.shape)}")
     if b.shape[-1] != A.shape[-2]:
-        raise ValueError(f"b must have one entry per row of A: A has m = {A.shape[-2]} rows, "
+        raise InputError(f"b must have one entry per row of A: A has m = {A.shape[-2]} rows, "
                          f"b has shape {tuple(b.shape)} (expected (*batch, {A.shape[-2]}))")
     A_batch, b_batch = tuple(A.shape[:-2]), tuple(b.shape[:-1])
     try:
@@ -141,7 +142,7 @@ def check_rows(label: str, num_vars: int, batch: tuple[int, ...], A: Any, b: Any
     except RuntimeError:
         together = None
     if together is None or tuple(together) != tuple(batch):
-        raise ValueError(f"the rows' batch shape (A: {A_batch}, b: {b_batch}) "
+        raise InputError(f"the rows' batch shape (A: {A_batch}, b: {b_batch}) "
                          f"does not broadcast onto the costs' batch shape {tuple(batch)} "
                          f"for {label}")
     for name, value in (("A", A), ("b", b)) if values else ():
@@ -163,8 +164,8 @@ def check_in_range(name: str, value: Any, label: str) -> None:
     if largest < MAX_COEFFICIENT:
         return
     if not math.isfinite(largest):  # amax keeps NaN, which fails the comparison too
-        raise ValueError(f"{name} must be finite, got NaN or inf entries for {label}")
-    raise ValueError(f"{name} must be below {MAX_COEFFICIENT:g} in magnitude for {label}, "
+        raise InputError(f"{name} must be finite, got NaN or inf entries for {label}")
+    raise InputError(f"{name} must be below {MAX_COEFFICIENT:g} in magnitude for {label}, "
                      f"got {largest:.3g}: rescale it")
 
 

@@ -25,6 +25,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..errors import InputError
 from ..specs.base import Spec
 from ..specs.canonical import CanonicalForm, canonical_form
 from .base import Backend, Capability, Tier
@@ -171,7 +172,7 @@ def _build_model(form: CanonicalForm, config: BackendConfig, kind: str, separato
         try:
             model.setParam(key, value)
         except (KeyError, LookupError, TypeError, ValueError) as error:
-            raise ValueError(f"SCIP rejected option {key}={value!r}: {error}") from None
+            raise InputError(f"SCIP rejected option {key}={value!r}: {error}") from None
 
     variables = []
     for j in range(form.num_vars):

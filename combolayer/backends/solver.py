@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from ..errors import BackendUnavailable, InfeasibleError, SolverError
+from ..errors import BackendUnavailable, InfeasibleError, InputError, InputTypeError, SolverError
 from ..specs.base import Spec
 from ..specs.canonical import IntegerRows, unit_exponent, unit_rows
 from .outcome import (
@@ -480,13 +480,13 @@ def check_costs(spec: Spec, costs: Any, name: str = "costs") -> None:
     cost_shape = spec.cost_shape
     k = len(cost_shape)
     if shape[len(shape) - k :] != cost_shape or len(shape) < k:
-        raise ValueError(
+        raise InputError(
             f"{name} has trailing shape {shape[len(shape) - k :] if len(shape) >= k else shape} "
             f"but {spec.label} expects {cost_shape} (got full shape {shape})"
         )
     is_torch = isinstance(costs, torch.Tensor)
     if costs.is_complex() if is_torch else np.iscomplexobj(costs):
-        raise ValueError(f"{name} must be real, got complex dtype {costs.dtype} for {spec.label}")
+        raise InputError(f"{name} must be real, got complex dtype {costs.dtype} for {spec.label}")
     if is_torch and (not costs.is_cpu or torch.compiler.is_compiling()):
         return
     check_values(spec, costs, name)
@@ -518,8 +518,8 @@ def check_values(spec: Spec, costs: Any, name: str = "costs") -> None:
     if largest < MAX_COST:
         return
     if not all_finite(costs):
-        raise ValueError(f"{name} must be finite, got NaN or inf entries for {spec.label}")
-    raise ValueError(f"{name} must be below {MAX_COST:g} in magnitude for {spec.label}, "
+        raise InputError(f"{name} must be finite, got NaN or inf entries for {spec.label}")
+    raise InputError(f"{name} must be below {MAX_COST:g} in magnitude for {spec.label}, "
                      f"got {largest:.3g}: rescale the costs")
 
 
@@ -530,9 +530,9 @@ def invalid_values(costs: torch.Tensor) -> torch.Tensor:
     return ~(costs.detach().abs().amax() < MAX_COST)
 
 
-def values_error(spec: Spec, name: str = "costs") -> ValueError:
+def values_error(spec: Spec, name: str = "costs") -> InputError:
     """The error for costs that `invalid_values` marks."""
-    return ValueError(f"{name} must be finite and below {MAX_COST:g} in magnitude for "
+    return InputError(f"{name} must be finite and below {MAX_COST:g} in magnitude for "
                       f"{spec.label}")
 
 
@@ -561,7 +561,7 @@ def check_known_cost(label: str, num_vars: int, batch: tuple[int, ...], known_co
     is_torch = isinstance(like, torch.Tensor)
     if isinstance(known_cost, torch.Tensor):
         if known_cost.requires_grad and torch.is_grad_enabled():
-            raise ValueError(f"known_cost requires a gradient, but no method gives one to a "
+            raise InputError(f"known_cost requires a gradient, but no method gives one to a "
                              f"known cost (it is data) for {label}: pass known_cost.detach()")
         known = known_cost.detach()
     else:
@@ -569,7 +569,7 @@ def check_known_cost(label: str, num_vars: int, batch: tuple[int, ...], known_co
         known = torch.as_tensor(known if np.iscomplexobj(known)
                                 else np.asarray(known, dtype=np.float64))
     if known.is_complex():
-        raise ValueError(f"known_cost must be real, got dtype {known.dtype} for {label}")
+        raise InputError(f"known_cost must be real, got dtype {known.dtype} for {label}")
     shape = tuple(known.shape)
     try:
         # one value per variable, always: a (1,) or (B, 1) cost would broadcast to all
@@ -578,7 +578,7 @@ def check_known_cost(label: str, num_vars: int, batch: tuple[int, ...], known_co
     except RuntimeError:
         fits = False
     if not fits:
-        raise ValueError(f"known_cost has shape {shape} but {label} has {num_vars} variables "
+        raise InputError(f"known_cost has shape {shape} but {label} has {num_vars} variables "
                          f"(N outputs + num_aux) and the costs' batch is {tuple(batch)}: "
                          f"expected ({', '.join(map(str, (*batch, num_vars)))}) or "
                          f"({num_vars},)")
@@ -682,7 +682,7 @@ def cast_solutions(solver: Any, x: Any, dtype: Any, aux: bool = False) -> Any:
             torch._assert_async(held, message)
             return out
     if not held:
-        raise ValueError(message)
+        raise InputError(message)
     return out
 
 
@@ -859,7 +859,7 @@ class Solver:
         the backend races (`Kernel.outcome`). The layer and the losses copy their solvers
         so."""
         if self.recipe is None:
-            raise TypeError(f"{self!r} was built by hand, not by make_solver, so it has no "
+            raise InputTypeError(f"{self!r} was built by hand, not by make_solver, so it has no "
                             "recipe to copy or pickle it with; set its recipe, or build it "
                             "with cl.make_solver(spec, backend)")
         return rebuild_solver, (self.recipe, self._kernel.outcome())
@@ -1178,7 +1178,7 @@ class Solver:
         if not self.weighs_aux():
             return value
         if aux is None:
-            raise ValueError(f"{self.spec.label} has a known cost on its auxiliaries: pass their "
+            raise InputError(f"{self.spec.label} has a known cost on its auxiliaries: pass their "
                              "values too (aux, from solve(..., return_aux=True)) to count it")
         on_aux = (self.known_like(aux, folded=False) if is_torch
                   else self.sign * self.known)[n:]

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..errors import InputError
 from .rows import Rows, rows_for
 
 
@@ -75,7 +76,7 @@ class RowBound(SolverWrapper):
 
     def solve_min(self, costs: Any, **kwargs: Any) -> Any:
         if kwargs.pop("rows", None) is not None:
-            raise ValueError("this solver has per-call rows bound to it (bind_rows): pass "
+            raise InputError("this solver has per-call rows bound to it (bind_rows): pass "
                              "the call's rows A, b to bind_rows, not to the solve as well")
         batch = tuple(costs.shape[: costs.ndim - len(self._solver.cost_shape)])
         rows = rows_for(self.A, self.b, batch)
@@ -87,7 +88,7 @@ class RowBound(SolverWrapper):
         rows = rows_for(self.A, self.b, tuple(self.A.shape[:-2]))
         count = len(rows.origin)
         if costs.shape[0] % count:
-            raise ValueError(f"{costs.shape[0]} instances are not a multiple of the {count} "
+            raise InputError(f"{costs.shape[0]} instances are not a multiple of the {count} "
                              "entries of the per-call rows")
         index = torch.arange(costs.shape[0], device=rows.A.device) % count
         return self._solver.solve_batch(costs, start=start, rows=Rows(
@@ -132,7 +133,7 @@ class KnownBound(SolverWrapper):
         known = torch.as_tensor(self.instance_known).to(costs)
         known = known.reshape(-1, known.shape[-1])
         if costs.shape[0] % known.shape[0]:
-            raise ValueError(f"{costs.shape[0]} instances are not a multiple of the "
+            raise InputError(f"{costs.shape[0]} instances are not a multiple of the "
                              f"{known.shape[0]} entries of the per-call known cost")
         known = known.repeat(costs.shape[0] // known.shape[0], 1)
         costs, aux_known = self.fold_known(costs, known)
@@ -155,7 +156,7 @@ class KnownBound(SolverWrapper):
         if not self._weighs_aux:
             return value
         if aux is None:
-            raise ValueError(f"the per-call known cost of {solver.spec.label} weighs its "
+            raise InputError(f"the per-call known cost of {solver.spec.label} weighs its "
                              "auxiliaries: pass their values too (aux, from "
                              "solve(..., return_aux=True)) to count it")
         return value + solver.sign * (aux * known[..., n:]).sum(-1)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import InputError
+
 
 def analyze(args: argparse.Namespace) -> int:
     """``combolayer analyze SPEC [--exact] [--full]``: the hull dimension, its equations,
@@ -43,9 +45,9 @@ def load_costs(path: Path) -> np.ndarray:
     formats = "expected a .npy or .npz array, a JSON array or comma/space-separated text"
     if not path.is_file():
         what = "no file" if not path.exists() else "not a regular file"
-        raise ValueError(f"--costs {str(path)!r}: {what}; {formats}")
+        raise InputError(f"--costs {str(path)!r}: {what}; {formats}")
     if path.stat().st_size > MAX_COSTS_BYTES:
-        raise ValueError(f"--costs {str(path)!r} has {path.stat().st_size:,} bytes, above the "
+        raise InputError(f"--costs {str(path)!r} has {path.stat().st_size:,} bytes, above the "
                          f"limit of {MAX_COSTS_BYTES:,}")
     if path.suffix == ".npy":
         return _numeric(np.load(path, allow_pickle=False), path)
@@ -53,33 +55,33 @@ def load_costs(path: Path) -> np.ndarray:
         with np.load(path, allow_pickle=False) as arrays:
             names = list(arrays.files)
             if len(names) != 1 and "costs" not in names:
-                raise ValueError(f"--costs {str(path)!r} holds the arrays {names}: expected one "
+                raise InputError(f"--costs {str(path)!r} holds the arrays {names}: expected one "
                                  "array, or one named 'costs'")
             return _numeric(arrays["costs" if "costs" in names else names[0]], path)
     try:
         text = path.read_text()
     except UnicodeDecodeError:
-        raise ValueError(f"--costs {str(path)!r} is neither text nor a .npy/.npz file "
+        raise InputError(f"--costs {str(path)!r} is neither text nor a .npy/.npz file "
                          f"(by its suffix); {formats}") from None
     if text.lstrip().startswith("["):
         # JSON reads true/false as 1/0 and null as NaN: a cost is a number
         word = re.search(r"\b(true|false|null)\b", text)
         if word:
-            raise ValueError(f"--costs {str(path)!r} holds {word.group()}: expected numbers only")
+            raise InputError(f"--costs {str(path)!r} holds {word.group()}: expected numbers only")
     try:
         if text.lstrip().startswith("["):
             return np.asarray(json.loads(text), dtype=float)
         return np.loadtxt(io.StringIO(text), delimiter="," if "," in text else None, ndmin=1)
     except ValueError as error:  # numpy's and json's own words name neither flag nor file
         first = str(error).split(";")[0].strip()
-        raise ValueError(f"--costs {str(path)!r} could not be read ({first}); {formats}, "
+        raise InputError(f"--costs {str(path)!r} could not be read ({first}); {formats}, "
                          "one instance per row, every row as long") from None
 
 
 def _numeric(array: np.ndarray, path: Path) -> np.ndarray:
     """``array`` when it holds real numbers; a boolean mask is not a cost."""
     if array.dtype.kind not in "iuf":
-        raise ValueError(f"--costs {str(path)!r} holds an array of dtype {array.dtype}: expected "
+        raise InputError(f"--costs {str(path)!r} holds an array of dtype {array.dtype}: expected "
                          "real numbers (integer or float)")
     return array
 
@@ -107,18 +109,18 @@ def solve(args: argparse.Namespace) -> int:
         costs = np.asarray(solver.spec.default_cost, dtype=float)
         offset = getattr(solver.spec, "default_offset", 0.0)
     else:
-        raise ValueError(
+        raise InputError(
             f"--costs is required for {solver.spec.label}: only MPS/LP files carry a "
             "default cost (their objective)"
         )
     shape = solver.cost_shape
     if costs.size == 0:
-        raise ValueError(f"--costs holds no numbers (shape {costs.shape}): expected one or more "
+        raise InputError(f"--costs holds no numbers (shape {costs.shape}): expected one or more "
                          f"instances' costs of shape {shape} for {solver.spec.label}")
     trailing = costs.shape[max(costs.ndim - len(shape), 0) :]
     if trailing != shape:
         if costs.shape[-1] != solver.num_outputs:
-            raise ValueError(
+            raise InputError(
                 f"--costs has shape {costs.shape}, but {solver.spec.label} takes costs of "
                 f"shape {shape} per instance (or one flat row of {solver.num_outputs} per "
                 "instance)")
@@ -195,7 +197,7 @@ def reproduce(args: argparse.Namespace) -> int:
     for item in args.set:
         key, sep, value = item.partition("=")
         if not sep:
-            raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
+            raise InputError(f"--set expects KEY=VALUE, got {item!r}")
         overrides[key.strip()] = yaml.safe_load(value)
     if args.quick:
         overrides["quick"] = True
@@ -238,16 +240,16 @@ def _experiment_config(module, overrides: dict, name: str):
             else:
                 message = item["msg"].removeprefix("Value error, ")
                 problems.append(f"{where}: {message}, got {item.get('input')!r}")
-        raise ValueError(f"invalid {name} config: " + "; ".join(problems)) from None
+        raise InputError(f"invalid {name} config: " + "; ".join(problems)) from None
     if getattr(config, "device", None) == "cuda":
         import torch
 
         if not torch.cuda.is_available():
-            raise ValueError("--device cuda: torch sees no CUDA device here "
+            raise InputError("--device cuda: torch sees no CUDA device here "
                              "(torch.cuda.is_available() is False); expected --device cpu")
     out = getattr(config, "out", None) or Path("runs") / name
     if Path(out).exists() and not Path(out).is_dir():
-        raise ValueError(f"--out {str(out)!r} is a file: expected a folder (new or existing) for "
+        raise InputError(f"--out {str(out)!r} is a file: expected a folder (new or existing) for "
                          "results.json")
     return config
 

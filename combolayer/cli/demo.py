@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 from .. import data as datasets
 from ..analysis.hull import analyze
 from ..analysis.text import describe_auto, readable_equations
+from ..errors import InputError
 from ..layer.combo_layer import ComboLayer
 from ..training.loop import History, fit, save_plot
 
@@ -52,7 +53,7 @@ PYEPO_SOURCE = "PyEPO's published regret, as cited in docs/measurements/pyepo.md
 def run(epochs: int = 20, seed: int = 135, out: str | Path = "runs/demo") -> list[History]:
     """Train every row of `METHODS`, print the analysis and the table, save the plot."""
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
-        raise ValueError(f"epochs must be a whole number >= 1, got {epochs!r}")
+        raise InputError(f"epochs must be a whole number >= 1, got {epochs!r}")
     data_args = dict(num_features=5, grid=(5, 5), deg=4, noise_width=0.5)
     train, test = datasets.shortest_path(2000, seed=seed, **data_args).split(1000)
     print(analysis_summary(train.spec))

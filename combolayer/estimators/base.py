@@ -53,6 +53,7 @@ from torch.autograd.function import once_differentiable
 
 from ..backends.solver import KnownBound, Solver, cast_solutions
 from ..backends.wrapper import RowBound, with_sample_axis
+from ..errors import InputError
 from ..specs.base import positional_fields
 from ..transforms.projection import Normalized, fast_apply
 
@@ -143,7 +144,7 @@ def check_upstream(grad: Tensor) -> None:
     if not bool(finite.all()):
         bad = ~finite
         index = tuple(int(i) for i in bad.nonzero()[0])
-        raise ValueError(
+        raise InputError(
             f"the upstream gradient dL/dy is not finite: {int(bad.sum())} of {grad.numel()} "
             f"entries are NaN or inf (the first, {float(grad[index])}, at index {index}); the "
             "loss after the layer made it, not the estimator's settings (such as lam): "
@@ -226,7 +227,7 @@ class Estimator(BaseModel):
         try:
             super().__init__(**kwargs)
         except ValidationError as error:
-            raise ValueError(_error_message(error, type(self).__name__)) from None
+            raise InputError(_error_message(error, type(self).__name__)) from None
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
@@ -384,7 +385,7 @@ def refuse_known_cost(owner: Any, solver: Any) -> None:
     objective ``<w, y>`` alone, and the answer would be silently off."""
     if getattr(solver, "known", None) is not None and not getattr(owner, "counts_known_cost",
                                                                      True):
-        raise ValueError(
+        raise InputError(
             f"{type(owner).__name__} does not support a known cost: {solver.spec.label} has "
             "known_cost, and its derivation assumes the objective <w, y> alone; use "
             f"{' or '.join(known_cost_counters())}, or fold the known cost into the "
@@ -405,13 +406,13 @@ def known_cost_counters() -> list[str]:
 
 def _positive(value: float, info: ValidationInfo) -> float:
     if not value > 0:
-        raise ValueError(f"{info.config['title']} {info.field_name} must be > 0, got {value}")
+        raise InputError(f"{info.config['title']} {info.field_name} must be > 0, got {value}")
     return value
 
 
 def _sample_count(value: Any, info: ValidationInfo) -> int:
     if not (isinstance(value, int) and value >= 1):
-        raise ValueError(f"{info.config['title']} num_samples must be an int >= 1, got {value}")
+        raise InputError(f"{info.config['title']} num_samples must be an int >= 1, got {value}")
     return value
 
 
@@ -450,13 +451,13 @@ def resolve_method(method: str | dict | Estimator) -> Estimator:
         params = dict(method)
         name = params.pop("name", None)
         if name not in METHODS:
-            raise ValueError(f"unknown method {name!r}: expected one of {sorted(METHODS)}")
+            raise InputError(f"unknown method {name!r}: expected one of {sorted(METHODS)}")
         try:
             return METHODS[name](**params)
         except TypeError as error:
-            raise ValueError(f"bad parameters for method {name!r}: {error}") from None
+            raise InputError(f"bad parameters for method {name!r}: {error}") from None
     if not callable(getattr(method, "build", None)):
-        raise ValueError(
+        raise InputError(
             f"method must be a name, a dict or an estimator with build(solver), got {method!r}"
         )
     return method

@@ -8,6 +8,7 @@ from pydantic import field_validator
 from torch import Tensor
 
 from ..backends.solver import Solver, check_costs
+from ..errors import InputError
 from .base import Estimator, Positive, solve_samples
 
 __all__ = ["Blackbox"]
@@ -26,7 +27,7 @@ def interpolation(solver: Solver, lam: float, grad: Tensor, costs: Tensor, eps: 
         # "error in input data!")
         check_costs(solver.spec, moved, "the shifted costs c + lam * dL/dy")
     except ValueError as error:
-        raise ValueError(f"{error}; lower lam (got lam={lam:g})") from None
+        raise InputError(f"{error}; lower lam (got lam={lam:g})") from None
     shifted = solve_samples(solver, moved)
     return (shifted - samples).mean(0) / step
 
@@ -68,7 +69,7 @@ class Blackbox(Estimator):
     @classmethod
     def _check_reduction(cls, value: str) -> str:
         if value not in ("mean", "sum"):
-            raise ValueError(f"Blackbox reduction must be 'mean' or 'sum' (how the loss "
+            raise InputError(f"Blackbox reduction must be 'mean' or 'sum' (how the loss "
                              f"reduces over the batch), got {value!r}")
         return value
 

@@ -10,6 +10,7 @@ from pydantic import PrivateAttr, field_validator, model_validator
 from torch import Tensor
 
 from ..backends.solver import Solver
+from ..errors import InputError
 from ..specs.canonical import canonical_form
 from .base import DifferentiableSolve, Estimator, costs_backward, resolve_method
 
@@ -23,7 +24,7 @@ def _check_binary(spec: Any, who: str) -> None:
         form.integer[:n].all() and (form.lower[:n] >= 0).all() and (form.upper[:n] <= 1).all()
     )
     if not binary:
-        raise ValueError(f"{who} needs a binary problem (0/1 outputs), got {spec.label}")
+        raise InputError(f"{who} needs a binary problem (0/1 outputs), got {spec.label}")
 
 
 class Margin(Estimator):
@@ -56,7 +57,7 @@ class Margin(Estimator):
     @classmethod
     def _check_alpha(cls, value: float) -> float:
         if not value >= 0:
-            raise ValueError(f"Margin alpha must be >= 0, got {value}")
+            raise InputError(f"Margin alpha must be >= 0, got {value}")
         return value
 
     @model_validator(mode="after")
@@ -81,7 +82,7 @@ class Margin(Estimator):
         if not training:
             return costs
         if target is None:
-            raise ValueError(
+            raise InputError(
                 "Margin needs the true solution in training: call layer(w, target=y_true)")
         return costs + self.alpha / 2.0 * (2.0 * target - 1.0)
 

@@ -21,7 +21,7 @@ from pydantic import field_validator
 from torch import Tensor
 
 from ..backends.solver import inner
-from ..errors import InfeasibleError
+from ..errors import InfeasibleError, InputError
 from .base import Estimator, Positive, SampleCount
 
 __all__ = ["ScoreFunction"]
@@ -89,7 +89,7 @@ class ScoreFunction(Estimator):
     def _check_perturb(cls, value: object) -> tuple:
         parts = (value,) if isinstance(value, str) else tuple(value)
         if not parts or len(set(parts)) != len(parts):
-            raise ValueError("perturb must name distinct inputs among 'w', 'A', 'b', got "
+            raise InputError("perturb must name distinct inputs among 'w', 'A', 'b', got "
                              f"{value!r}")
         return parts
 

@@ -32,6 +32,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from tqdm.auto import tqdm
 
+from ..errors import InputError
 from . import verdicts
 
 Margin = Literal["noise", "informed"] | None
@@ -276,7 +277,7 @@ def run_variants(variants: Sequence[Variant], seeds: Sequence[int],
     """
     labels = [v.label for v in variants]
     if len(set(labels)) != len(labels):
-        raise ValueError(f"variants must have distinct labels, got {labels}")
+        raise InputError(f"variants must have distinct labels, got {labels}")
     outcomes: dict[str, list[Outcome]] = {label: [] for label in labels}
     with tqdm(total=len(seeds) * len(variants), desc=desc, disable=not progress,
               unit="run") as bar:
@@ -315,9 +316,9 @@ class Bounds:
 
     def __post_init__(self) -> None:
         if not 0 < self.low < self.high:
-            raise ValueError(f"bounds need 0 < low < high, got low={self.low}, high={self.high}")
+            raise InputError(f"bounds need 0 < low < high, got low={self.low}, high={self.high}")
         if self.factor <= 1:
-            raise ValueError(f"the grid grows by a factor > 1, got {self.factor}")
+            raise InputError(f"the grid grows by a factor > 1, got {self.factor}")
 
 
 @dataclass(frozen=True)
@@ -332,7 +333,7 @@ class HandChoice:
 
     def __post_init__(self) -> None:
         if not self.value.strip() or not self.evidence.strip():
-            raise ValueError(f"a hand choice needs a value and its evidence, got "
+            raise InputError(f"a hand choice needs a value and its evidence, got "
                              f"value={self.value!r}, evidence={self.evidence!r}")
 
 
@@ -356,10 +357,10 @@ def tune(method: str, parameter: str, grid: Sequence[float],
     Returns the record ``details.json`` keeps under ``"tuning"``.
     """
     if not grid:
-        raise ValueError(f"tuning {method}'s {parameter} needs a grid, got {list(grid)}")
+        raise InputError(f"tuning {method}'s {parameter} needs a grid, got {list(grid)}")
     outside = [v for v in grid if not bounds.low <= v <= bounds.high]
     if outside:
-        raise ValueError(f"tuning {method}'s {parameter}: grid values {outside} lie outside "
+        raise InputError(f"tuning {method}'s {parameter}: grid values {outside} lie outside "
                          f"the bounds [{bounds.low:g}, {bounds.high:g}]")
     seeds = tune_seeds(config)
     per_seed: dict[float, list[float]] = {}
@@ -373,7 +374,7 @@ def tune(method: str, parameter: str, grid: Sequence[float],
             found.append(train_one(variant_for(value), seed, None).final_val)
             bar.update()
         if any(v is None for v in found):
-            raise ValueError(f"tuning {method}'s {parameter} needs validation values, "
+            raise InputError(f"tuning {method}'s {parameter} needs validation values, "
                              f"got {found} at {value:g}")
         per_seed[float(value)] = [float(v) for v in found]
 
@@ -477,7 +478,7 @@ def claim_collapses(text: str, runs: Runs, variant: Variant, metric: Metric) -> 
     before = [o.untrained_val for o in outcomes]
     after = [o.final_val for o in outcomes]
     if None in before or None in after:
-        raise ValueError(f"{variant.label} recorded no validation values")
+        raise InputError(f"{variant.label} recorded no validation values")
     verdict, evidence = verdicts.better(before, after, metric.higher_is_better)
     made = Claim(claim=text, verdict=verdict,
                  evidence=f"{variant.label}: validation {np.mean(before):.4g} untrained -> "
@@ -530,7 +531,7 @@ def finish(name: str, config: ExperimentConfig, metric: Metric, runs: Runs,
     claim keeps its text but says `SMOKE` (`smoke`)."""
     for v in runs.variants:
         if len(runs.outcomes[v.label]) != len(config.seeds):
-            raise ValueError(f"every row runs on the config's {len(config.seeds)} seeds; "
+            raise InputError(f"every row runs on the config's {len(config.seeds)} seeds; "
                              f"{v.label} has {len(runs.outcomes[v.label])}")
     if config.quick:
         claims = smoke(claims)

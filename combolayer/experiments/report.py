@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
+from ..errors import InputTypeError
 from . import describe, experiments
 from .core import SMOKE, HandChoice, Result
 from .verdicts import VERDICTS, Z
@@ -150,7 +151,7 @@ def hand_choices(module: ModuleType | None) -> tuple[HandChoice, ...]:
     choices = tuple(getattr(module, "CHOSEN_BY_HAND", ()))
     for choice in choices:
         if not isinstance(choice, HandChoice):
-            raise TypeError(f"{module.__name__}.CHOSEN_BY_HAND: expected core.HandChoice "
+            raise InputTypeError(f"{module.__name__}.CHOSEN_BY_HAND: expected core.HandChoice "
                             f"entries, got {type(choice).__name__}")
     return choices
 

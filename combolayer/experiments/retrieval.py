@@ -49,6 +49,7 @@ from torch import Tensor, nn
 
 import combolayer as cl
 
+from ..errors import InputError
 from . import core
 from .core import ExperimentConfig, Outcome, Variant
 
@@ -165,7 +166,7 @@ def split_by_class(config: Config, x: Tensor,
     ``test_classes`` test; the three share no class. Returns (train, val, test)."""
     found = int(labels.max()) + 1
     if found != config.classes:
-        raise ValueError(f"data={config.data!r} has {found} classes but train_classes + "
+        raise InputError(f"data={config.data!r} has {found} classes but train_classes + "
                          f"val_classes + test_classes = {config.classes}; set them to add up "
                          f"to {found}")
     edges = (0, config.train_classes, config.train_classes + config.val_classes, found)
@@ -187,7 +188,7 @@ def class_balanced_batches(labels: Tensor, classes_per_batch: int, items_per_cla
         ready = [c for c, pool in pools.items() if len(pool) >= items_per_class]
         if len(ready) < classes_per_batch:
             if not batches:
-                raise ValueError(f"a batch needs {classes_per_batch} classes with "
+                raise InputError(f"a batch needs {classes_per_batch} classes with "
                                  f"{items_per_class} items each; the split has "
                                  f"{len(pools)} classes")
             return batches

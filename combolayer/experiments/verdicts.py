@@ -45,6 +45,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..errors import InputError
+
 Verdict = str  # "agrees" | "disagrees" | "inconclusive" | "invalid"
 #: Every verdict, in the order reports count them.
 VERDICTS = ("agrees", "disagrees", "inconclusive", "invalid")
@@ -137,10 +139,10 @@ def trained(untrained: Sequence[float], final: Sequence[float], higher_is_better
     ``margin=0.05`` asks for 5% of the way from untrained to perfect.
     """
     if len(untrained) != len(final) or not len(final):
-        raise ValueError(f"untrained and final need one value per seed each, got "
+        raise InputError(f"untrained and final need one value per seed each, got "
                          f"{len(untrained)} and {len(final)}")
     if margin < 0:
-        raise ValueError(f"margin must be >= 0, got {margin}")
+        raise InputError(f"margin must be >= 0, got {margin}")
     start = float(np.mean(untrained))
     end = float(np.mean(final))
     gain = end - start if higher_is_better else start - end
@@ -195,7 +197,7 @@ def scaled_threshold(untrained: float, best: float, fraction: float) -> tuple[fl
     ``fraction`` of the spread between the untrained value and the best row's
     mean, with the text a claim states it by."""
     if not 0 < fraction <= 1:
-        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+        raise InputError(f"fraction must be in (0, 1], got {fraction}")
     spread = abs(untrained - best)
     return fraction * spread, (f"{fraction:g} x spread untrained {untrained:.4g} -> "
                                f"best {best:.4g} = {fraction * spread:.4g}")

@@ -52,6 +52,7 @@ from torch.nn import functional as F
 import combolayer as cl
 
 from ..backends.timing import solver_clock
+from ..errors import InputError
 from .core import (
     GATE_MARGIN,
     Bounds,
@@ -188,7 +189,7 @@ def make_maps(config: Config, count: int, rng: np.random.Generator) -> tuple[Ten
     """``(images (count, 3, H, W), true vertex costs (count, grid, grid))``."""
     num_types = len(config.terrain_costs)
     if num_types > len(COLOURS):
-        raise ValueError(f"at most {len(COLOURS)} terrain types, got {num_types}")
+        raise InputError(f"at most {len(COLOURS)} terrain types, got {num_types}")
     g, p = config.grid, config.tile_pixels
     fields = _blur(rng.normal(size=(count, num_types, g, g)), config.terrain_smoothing)
     types = fields.argmax(axis=1)  # (count, g, g): spatially correlated regions

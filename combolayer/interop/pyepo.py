@@ -51,7 +51,7 @@ from ..backends.config import BackendConfig
 from ..backends.outcome import Outcome, Solved, settle, warn_not_optimal
 from ..backends.registry import register_backend
 from ..backends.solver import Kernel, KernelDefaults
-from ..errors import SolverError, SpecError
+from ..errors import InputError, InputTypeError, SolverError, SpecError
 from ..specs.base import ILP, Spec
 
 __all__ = ["PyEPOBackend", "PyEPOModelBackend", "dataset_solutions", "from_pyepo",
@@ -856,12 +856,12 @@ def dataset_solutions(dataset: Any, width: int) -> np.ndarray:
     if problem is not None:
         order = dsl_order(problem, dataset.model)
         if sols.shape[1] != len(order):
-            raise ValueError(f"PyEPO dataset sols hold {sols.shape[1]} values per instance "
+            raise InputError(f"PyEPO dataset sols hold {sols.shape[1]} values per instance "
                              f"but its DSL model {dataset.model!r} has {len(order)} variables: "
                              "expected whole solutions in the model's order")
         sols = sols[:, order]
     if sols.shape[1] < width:
-        raise ValueError(f"PyEPO dataset sols hold {sols.shape[1]} values per instance, "
+        raise InputError(f"PyEPO dataset sols hold {sols.shape[1]} values per instance, "
                          f"expected {width} (the predicted costs' variables"
                          f"{'' if width == dataset.model.num_cost else ' and the others'}); "
                          "a PyEPO model that is not a pyepo.dsl one returns the costs' "
@@ -966,7 +966,7 @@ class _ModelRecipe:
             else:
                 missing.append(name)
         if missing:
-            raise TypeError(
+            raise InputTypeError(
                 f"a layer or solver on the PyEPO model {label} cannot be copied, pickled or "
                 f"saved: the model holds its solver's native model, which cannot be pickled, "
                 f"and its constructor's argument(s) {missing} are not attributes of the model "
@@ -981,7 +981,7 @@ class _ModelRecipe:
         if backend._spec is not None and PyEPOBackend(optmodel).readable:
             rebuilt = PyEPOBackend(optmodel).spec
             if rebuilt != backend._spec:
-                raise TypeError(
+                raise InputTypeError(
                     f"the PyEPO model {self.label} built again from {sorted(self.kwargs)} "
                     f"reads as another problem than the original (its variables, bounds or "
                     f"constraints differ): the original was changed after it was built, so "
@@ -1001,7 +1001,7 @@ class PyEPOBackend:
     def __init__(self, optmodel: Any) -> None:
         for attribute in ("setObj", "solve", "num_cost"):
             if not hasattr(optmodel, attribute):
-                raise TypeError(f"from_pyepo expects a PyEPO optModel (with setObj, solve and "
+                raise InputTypeError(f"from_pyepo expects a PyEPO optModel (with setObj, solve and "
                                 f"num_cost), got {type(optmodel).__name__}")
         self.optmodel = optmodel
         self.name = f"pyepo:{type(optmodel).__name__}"
@@ -1119,7 +1119,7 @@ class PyEPOModelBackend(Backend):
 
     def compile(self, spec: Spec, config: BackendConfig) -> Kernel:
         if config.time_limit is not None or config.mip_gap:
-            raise ValueError(
+            raise InputError(
                 "backend 'pyepo' cannot apply BackendConfig's time_limit or mip_gap: the "
                 "PyEPO model solves with its own solver's settings; set them on the model "
                 "(a Gurobi model's optmodel._model.Params.TimeLimit, MIPGap) and leave them "
@@ -1143,7 +1143,7 @@ def _wrapper(config: BackendConfig) -> PyEPOBackend:
     """The wrapped model a ``"pyepo"`` config carries."""
     model = config.options.get("model")
     if not isinstance(model, PyEPOBackend):
-        raise TypeError(f'backend "pyepo" expects options["model"] = '
+        raise InputTypeError(f'backend "pyepo" expects options["model"] = '
                         f"cl.backends.from_pyepo(optmodel), got {type(model).__name__}")
     return model
 

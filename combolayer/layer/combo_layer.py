@@ -32,6 +32,7 @@ from ..backends.solver import (
     check_costs,
     check_known_cost,
 )
+from ..errors import InputError, InputTypeError
 from ..estimators import Estimator, resolve_method
 from ..estimators.base import ProjectedSolve, aux_of_output, row_gradient_methods
 from ..specs.base import Spec
@@ -130,10 +131,11 @@ class ComboLayer(nn.Module):
         projection: str | Transform = "auto",
         noise: float | Any = 0.0,
         backend: str | BackendConfig | dict = "auto",
+        solve_ratio: float = 1.0,
+        *,
         generator: torch.Generator | None = None,
         noise_schedule: str | dict | Schedule | None = None,
         sample_noise: Any = None,
-        solve_ratio: float = 1.0,
         pool: SolutionPool | None = None,
         on_infeasible: str | None = None,
     ) -> None:
@@ -145,7 +147,7 @@ class ComboLayer(nn.Module):
             # A compiled solver, as the losses take: used as is, and copied as its
             # recipe (Solver.__reduce__) when the layer is pickled or copied.
             if backend.spec != self.spec:
-                raise ValueError(f"backend is a Solver compiled for {backend.spec.label}, but "
+                raise InputError(f"backend is a Solver compiled for {backend.spec.label}, but "
                                  f"the layer's spec is {self.spec.label}: pass a solver of "
                                  "this spec, or the solver alone in place of the spec")
             self.__dict__["_solver"] = backend
@@ -157,9 +159,9 @@ class ComboLayer(nn.Module):
             self.backend_config = BackendConfig.load(backend)
         if on_infeasible is not None:
             if on_infeasible not in ("raise", "flag"):
-                raise ValueError(f"on_infeasible must be 'raise' or 'flag', got {on_infeasible!r}")
+                raise InputError(f"on_infeasible must be 'raise' or 'flag', got {on_infeasible!r}")
             if not isinstance(self.backend_config, BackendConfig):
-                raise ValueError("on_infeasible needs a backend given by name or BackendConfig, "
+                raise InputError("on_infeasible needs a backend given by name or BackendConfig, "
                                  f"got {type(backend).__name__}: set it on that solver's config")
             self.__dict__.pop("_solver", None)
             self.backend_config = self.backend_config.model_copy(
@@ -171,7 +173,7 @@ class ComboLayer(nn.Module):
         )
         self.set_noise(noise)
         if noise_schedule is not None and not isinstance(self.noise, (SignNoise, type(None))):
-            raise ValueError(
+            raise InputError(
                 f"noise_schedule sets a noise level alpha per epoch, but noise={noise!r} has "
                 "none (it would be dropped at the first set_epoch): pass noise as a number "
                 "alpha, or leave out the schedule")
@@ -179,7 +181,7 @@ class ComboLayer(nn.Module):
                                make_schedule(noise_schedule, self.noise_level))
         self.generator = generator
         if sample_noise is not None and not callable(getattr(sample_noise, "sample", None)):
-            raise ValueError(
+            raise InputError(
                 f"sample_noise must be None or an object with sample(shape, generator=...), "
                 f"e.g. cl.SumOfGamma(k=10, tau=10); got {sample_noise!r}"
             )
@@ -322,7 +324,7 @@ class ComboLayer(nn.Module):
                  "solve_ratio", "on_infeasible"}
         unknown = set(config) - known
         if unknown or "problem" not in config:
-            raise ValueError(
+            raise InputError(
                 f"layer config needs 'problem' and may have {sorted(known - {'problem'})}; "
                 f"got keys {sorted(config)}"
             )
@@ -348,10 +350,10 @@ class ComboLayer(nn.Module):
         if noise is None or isinstance(noise, (int, float, np.number)):
             alpha = float(noise or 0.0)
             if not alpha >= 0 or alpha == float("inf"):
-                raise ValueError(f"noise must be a finite alpha >= 0, got {noise}")
+                raise InputError(f"noise must be a finite alpha >= 0, got {noise}")
             noise = SignNoise(alpha) if alpha > 0 else None
         elif not callable(getattr(noise, "sample", None)):
-            raise ValueError(f"noise must be a number alpha >= 0, None, or an object with "
+            raise InputError(f"noise must be a number alpha >= 0, None, or an object with "
                              f"sample(shape, generator=...) (e.g. cl.SumOfGamma(k=10, tau=10)); "
                              f"got {noise!r}")
         self.noise = noise
@@ -544,7 +546,7 @@ class ComboLayer(nn.Module):
         b = b.to(device=w.device, dtype=dtype)
         rows_grad = torch.is_grad_enabled() and (A.requires_grad or b.requires_grad)
         if rows_grad and not getattr(self.method, "row_gradients", False):
-            raise ValueError(
+            raise InputError(
                 f"A or b requires a gradient, but method {self.method} gives none to "
                 f"per-call rows: use one of {row_gradient_methods()}, or pass A.detach() "
                 "and b.detach() to use them as data")
@@ -578,11 +580,12 @@ class ComboLayer(nn.Module):
                 _end_call(recorded)
         if not isinstance(w, Tensor):
             if not isinstance(w, np.ndarray):
-                raise TypeError(f"w must be a torch.Tensor (or a numpy array), got "
+                raise InputTypeError(f"w must be a torch.Tensor (or a numpy array), got "
                                 f"{type(w).__name__}")
             w = torch.from_numpy(w)
         if not w.is_floating_point():
-            raise TypeError(f"w must be a floating-point tensor, got {w.dtype}: pass w.float()")
+            raise InputTypeError(f"w must be a floating-point tensor, got {w.dtype}: "
+                                 "pass w.float()")
         check_costs(self.spec, w, "w")
         if target is not None:
             target = torch.as_tensor(target, device=w.device)
@@ -590,7 +593,7 @@ class ComboLayer(nn.Module):
                 target = target.to(w.dtype)
             check_costs(self.spec, target, "target")
             if not _broadcasts_to(target.shape, w.shape):
-                raise ValueError(f"target of shape {tuple(target.shape)} does not broadcast "
+                raise InputError(f"target of shape {tuple(target.shape)} does not broadcast "
                                  f"to w's shape {tuple(w.shape)}: pass one target per instance")
         compiled = self.compiled if recorded is None else recorded[0]
         dtype = w.dtype

@@ -20,7 +20,7 @@ from torch import Tensor
 from ..analysis.hull import analyze
 from ..backends.registry import make_solver
 from ..backends.solver import known_minimisation_cost
-from ..errors import ComboLayerError
+from ..errors import ComboLayerError, InputError, InputTypeError
 from ..specs.base import Spec
 from ..transforms.projection import (
     Transform,
@@ -141,13 +141,13 @@ def make_projection(projection: str | Transform, spec: Spec) -> Transform:
     if callable(projection):
         return projection
     if not isinstance(projection, str):
-        raise TypeError(
+        raise InputTypeError(
             f"projection must be a name, one of {[*HULL_PROJECTIONS, *PROJECTIONS]}, or a "
             f"callable Tensor -> Tensor, got {type(projection).__name__} (for a matrix M: "
             "projection=lambda w: w @ M.T)")
     known = has_known_cost(spec)
     if known and projection in SCALING_PROJECTIONS:
-        raise ValueError(
+        raise InputError(
             f"projection {projection!r} changes the solution of {spec.label}: it has a known "
             f"cost, so the objective <w, y> + <known_cost, x> is not invariant to "
             f"{SCALING_PROJECTIONS[projection]} w; use 'auto' or 'plane' (the hull "
@@ -185,12 +185,12 @@ def make_projection(projection: str | Transform, spec: Spec) -> Transform:
             "cl.losses.SPOPlusLoss instead", UserWarning, stacklevel=4)
         return hull.transform()
     if projection not in PROJECTIONS:
-        raise ValueError(
+        raise InputError(
             f"unknown projection {projection!r}: expected one of "
             f"{[*HULL_PROJECTIONS, *PROJECTIONS]} or a callable Tensor -> Tensor"
         )
     if projection in ("mean", "std") and not _sum_is_fixed(spec):
-        raise ValueError(
+        raise InputError(
             f"projection {projection!r} changes the solution of {spec.label}: subtracting "
             "the mean of w changes <w, y> by the mean times sum(y), and sum(y) is not the "
             "same for all its solutions (or could not be shown to be); use 'auto' or 'plane' "
@@ -281,7 +281,7 @@ def check_known_on_aux(spec: Spec, known: Tensor) -> None:
     """``ValueError`` when the per-call known cost ``known`` weighs an auxiliary of
     ``spec``, under a projection that `known_rescales`."""
     if bool((known[..., math.prod(spec.cost_shape):] != 0).any()):
-        raise ValueError(
+        raise InputError(
             f"the projection rescales w, but the per-call known_cost of {spec.label} weighs "
             "its auxiliaries, so the scale of w changes the solution: use "
             "projection='plane' (the hull projection alone) or 'none'")

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from numbers import Integral
 
+from ..errors import InputError
+
 Schedule = Callable[[int], float]
 
 
@@ -35,7 +37,7 @@ class StepOff:
 
     def __post_init__(self) -> None:
         if isinstance(self.until, bool) or not isinstance(self.until, Integral) or self.until < 1:
-            raise ValueError(f"until must be a whole number of epochs >= 1, got {self.until!r}")
+            raise InputError(f"until must be a whole number of epochs >= 1, got {self.until!r}")
 
     def __call__(self, epoch: int) -> float:
         return self.alpha if epoch < self.until else 0.0
@@ -61,10 +63,10 @@ def make_schedule(schedule: str | dict | Schedule, alpha: float) -> Schedule:
     spec = {"name": schedule} if isinstance(schedule, str) else dict(schedule)
     name = spec.pop("name", None)
     if name not in SCHEDULES:
-        raise ValueError(f"unknown noise schedule {name!r}: expected one of {sorted(SCHEDULES)} "
+        raise InputError(f"unknown noise schedule {name!r}: expected one of {sorted(SCHEDULES)} "
                          "or a callable epoch -> alpha")
     spec.setdefault("alpha", alpha)
     try:
         return SCHEDULES[name](**spec)
     except TypeError as error:
-        raise ValueError(f"noise schedule {name!r}: {error}") from None
+        raise InputError(f"noise schedule {name!r}: {error}") from None

@@ -24,6 +24,7 @@ from ..backends.solver import (
     inner,
     rebuild_solver,
 )
+from ..errors import InputError, InputTypeError
 from ..estimators.base import KNOWN_COST_REGISTRIES, refuse_known_cost
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -31,7 +32,7 @@ REDUCTIONS = ("mean", "sum", "none")
 
 def check_reduction(reduction: str) -> str:
     if reduction not in REDUCTIONS:
-        raise ValueError(f"reduction must be one of {list(REDUCTIONS)}, got {reduction!r}")
+        raise InputError(f"reduction must be one of {list(REDUCTIONS)}, got {reduction!r}")
     return reduction
 
 
@@ -45,7 +46,7 @@ def reduce(per_instance: Tensor, reduction: str) -> Tensor:
 
 def check_solution(solver: Solver, y: Tensor, like: Tensor, name: str) -> Tensor:
     if tuple(y.shape) != tuple(like.shape):
-        raise ValueError(
+        raise InputError(
             f"{name} has shape {tuple(y.shape)} but the costs have {tuple(like.shape)} "
             f"for {solver.spec.label}"
         )
@@ -72,7 +73,7 @@ def check_finite_target(value: Tensor, name: str, owner: str, role: str = "targe
         return
     if not bool(finite.all()):
         index = tuple(int(i) for i in (~finite).nonzero()[0])
-        raise ValueError(f"{owner}: {name} must be finite, got {float(value[index])} at index "
+        raise InputError(f"{owner}: {name} must be finite, got {float(value[index])} at index "
                          f"{index} (a {role} with NaN or inf gives a NaN loss)")
 
 
@@ -84,13 +85,13 @@ def as_loss_input(value: Any, name: str, owner: str, like: Tensor | None = None)
         return value
     if isinstance(value, np.ndarray):
         if not (np.issubdtype(value.dtype, np.number) or value.dtype == np.bool_):
-            raise TypeError(f"{owner}: {name} must be numeric, got a numpy array of dtype "
+            raise InputTypeError(f"{owner}: {name} must be numeric, got a numpy array of dtype "
                             f"{value.dtype}")
         tensor = torch.from_numpy(np.ascontiguousarray(value))
         if like is not None:
             return tensor.to(dtype=like.dtype, device=like.device)
         return tensor if tensor.is_floating_point() else tensor.to(torch.get_default_dtype())
-    raise TypeError(f"{owner}: {name} must be a torch.Tensor or a numpy array, got "
+    raise InputTypeError(f"{owner}: {name} must be a torch.Tensor or a numpy array, got "
                     f"{type(value).__name__}")
 
 
@@ -161,7 +162,7 @@ def refuse_instance_known_cost(loss: Any) -> None:
         why = ("its derivation assumes the objective <w, y> alone, and the answer would be "
                "silently off")
     takers = sorted(name for name, cls in LOSSES.items() if cls.takes_instance_known_cost)
-    raise ValueError(f"{owner} does not take a per-call known cost (known_cost=): {why}; use "
+    raise InputError(f"{owner} does not take a per-call known cost (known_cost=): {why}; use "
                      f"a loss that takes one ({', '.join(takers)}), or fold the known cost "
                      "into the prediction")
 

@@ -14,7 +14,7 @@ from torch import Tensor
 from ..backends.pool import draw_exact
 from ..backends.registry import as_solver
 from ..backends.solver import check_costs
-from ..errors import BackendUnavailable
+from ..errors import BackendUnavailable, InputError
 from ..specs.canonical import canonical_form
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
@@ -57,7 +57,7 @@ class ConeRows:
         y = torch.as_tensor(y_true).detach().to("cpu", torch.float64).numpy().reshape(-1, n)
         binary = np.isclose(y, 0.0, atol=tol) | np.isclose(y, 1.0, atol=tol)
         if not binary.all():
-            raise ValueError(f"CaVE is defined for binary problems: y_true must be 0/1 for "
+            raise InputError(f"CaVE is defined for binary problems: y_true must be 0/1 for "
                              f"{self.label}, got values such as {y[~binary][:3]}")
         x = self._with_auxiliaries(y) if self.num_vars > n else y
         slack = np.abs(self.b_ub[None, :] - (self.A_ub @ x.T).T)
@@ -87,7 +87,7 @@ class ConeRows:
             result = milp(np.zeros(self.num_vars), constraints=constraints,
                           integrality=self.integer.astype(int), bounds=Bounds(lower, upper))
             if result.x is None:
-                raise ValueError(f"y_true[{b}] is not a feasible solution of {self.label} "
+                raise InputError(f"y_true[{b}] is not a feasible solution of {self.label} "
                                  f"(its auxiliary variables have no feasible values: "
                                  f"{result.message})")
             full.append(result.x)
@@ -229,7 +229,7 @@ class BindingCones:
         self._cones = [c if isinstance(c, _Cone) else _Cone(c) for c in normals]
         widths = {c.normals.shape[1] for c in self._cones}
         if len(widths) > 1:
-            raise ValueError(f"every cone needs the same number of columns, got {sorted(widths)}")
+            raise InputError(f"every cone needs the same number of columns, got {sorted(widths)}")
         self.width = widths.pop() if widths else 0
 
     @classmethod
@@ -243,7 +243,7 @@ class BindingCones:
                         for g in binding])
         array = np.asarray(torch.as_tensor(binding).detach().cpu(), dtype=np.float64)
         if array.ndim != 3:
-            raise ValueError(f"binding has shape {array.shape} but (batch, rows, columns) "
+            raise InputError(f"binding has shape {array.shape} but (batch, rows, columns) "
                              "was expected")
         return cls(list(array))
 
@@ -363,10 +363,10 @@ class CaVELoss(SolverLoss):
                  inner_ratio: float = 0.2, reduction: str = "mean", backend: Any = "auto",
                  generator: torch.Generator | None = None) -> None:
         if not (isinstance(max_iter, int) and max_iter >= 1):
-            raise ValueError(f"CaVELoss max_iter must be an int >= 1, got {max_iter!r}")
+            raise InputError(f"CaVELoss max_iter must be an int >= 1, got {max_iter!r}")
         for name, value in (("solve_ratio", solve_ratio), ("inner_ratio", inner_ratio)):
             if not 0.0 <= value <= 1.0:
-                raise ValueError(f"CaVELoss {name} must be in [0, 1], got {value}")
+                raise InputError(f"CaVELoss {name} must be in [0, 1], got {value}")
         try:
             import clarabel  # noqa: F401
         except ImportError:
@@ -396,7 +396,7 @@ class CaVELoss(SolverLoss):
             cones = BindingCones.of(binding)
             widths = sorted({n, self.cone_rows.num_vars})
             if len(cones) != s.shape[0] or cones.width not in widths:
-                raise ValueError(f"binding has {len(cones)} cones of {cones.width} columns but "
+                raise InputError(f"binding has {len(cones)} cones of {cones.width} columns but "
                                  f"{s.shape[0]} (the batch) of {' or '.join(map(str, widths))} "
                                  f"were expected for {self.spec.label}")
         if cones.width > n:  # normals on the auxiliaries too: their cost is 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..errors import InputError
 from .base import check_finite_target
 
 
@@ -32,7 +33,7 @@ def hamming(y: Tensor, y_true: Tensor) -> Tensor:
     """
     y_true = torch.as_tensor(y_true).to(y)
     if y.shape != y_true.shape:
-        raise ValueError(f"y has shape {tuple(y.shape)} but y_true has {tuple(y_true.shape)}")
+        raise InputError(f"y has shape {tuple(y.shape)} but y_true has {tuple(y_true.shape)}")
     check_finite_target(y, "y", "hamming", role="prediction")
     check_finite_target(y_true, "y_true", "hamming")
     return (y * (1.0 - y_true) + (1.0 - y) * y_true).mean()
@@ -66,7 +67,7 @@ def loglog_recall(ranks: Tensor, relevance: Tensor) -> Tensor:
     """
     relevance = torch.as_tensor(relevance).to(ranks)
     if ranks.shape != relevance.shape:
-        raise ValueError(
+        raise InputError(
             f"ranks has shape {tuple(ranks.shape)} but relevance has {tuple(relevance.shape)}"
         )
     check_finite_target(ranks, "ranks", "loglog_recall", role="prediction")

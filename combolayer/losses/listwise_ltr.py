@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..errors import InputError
 from .pooled import CostPooledLoss
 
 
@@ -54,7 +55,7 @@ class ListwiseLTRLoss(CostPooledLoss):
                  generator: torch.Generator | None = None, temperature: float = 1.0) -> None:
         if not (isinstance(temperature, (int, float)) and math.isfinite(temperature)
                 and temperature > 0):
-            raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+            raise InputError(f"temperature must be a finite number > 0, got {temperature!r}")
         super().__init__(spec, solve_ratio=solve_ratio, pool=pool, reduction=reduction,
                          backend=backend, generator=generator)
         self.temperature = float(temperature)

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..errors import InputError
 from .pooled import CostPooledLoss
 
 
@@ -55,7 +56,7 @@ class PairwiseLTRLoss(CostPooledLoss):
                  reduction: str = "mean", backend: Any = "auto",
                  generator: torch.Generator | None = None, margin: float = 0.0) -> None:
         if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin >= 0):
-            raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")
+            raise InputError(f"margin must be a finite number >= 0, got {margin!r}")
         super().__init__(spec, solve_ratio=solve_ratio, pool=pool, reduction=reduction,
                          backend=backend, generator=generator)
         self.margin = float(margin)

@@ -10,6 +10,7 @@ from torch import Tensor
 from ..backends.pool import draw_exact
 from ..backends.registry import as_solver
 from ..backends.solver import KnownBound, check_costs
+from ..errors import InputError
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
 
@@ -112,7 +113,7 @@ class PooledLoss(SolverLoss):
         known = known.reshape(-1, self.solver.num_vars)
         n = self.solver.num_outputs
         if self.solver.pool_width == n and self.solver.weighs_aux(known):
-            raise ValueError(
+            raise InputError(
                 f"{type(self).__name__}'s pool keeps the outputs only ({self.spec.label} has "
                 "no known cost of its own), so a per-call known cost on the auxiliaries "
                 f"cannot be counted in its pooled objectives: known_cost[..., {n}:] must be "

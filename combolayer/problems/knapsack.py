@@ -7,6 +7,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import model_validator
 
+from ..errors import InputError
 from ..specs.base import ILP, MAX_COEFFICIENT, MAX_ENTRIES, Sense, Spec, register_spec
 
 __all__ = ["Knapsack"]
@@ -38,22 +39,22 @@ class Knapsack(Spec):
     @model_validator(mode="after")
     def _check(self) -> Knapsack:
         if not self.weights or not self.weights[0]:
-            raise ValueError("weights must be a non-empty (m, n) matrix")
+            raise InputError("weights must be a non-empty (m, n) matrix")
         n = len(self.weights[0])
         for i, row in enumerate(self.weights):
             if len(row) != n:
-                raise ValueError(f"weights[{i}] has {len(row)} entries, expected {n} "
+                raise InputError(f"weights[{i}] has {len(row)} entries, expected {n} "
                                  "(one per item, like weights[0])")
             for j, v in enumerate(row):
                 if not 0 <= v < MAX_COEFFICIENT:
-                    raise ValueError(f"weights[{i}][{j}] must be >= 0 and below "
+                    raise InputError(f"weights[{i}][{j}] must be >= 0 and below "
                                      f"{MAX_COEFFICIENT:g}, got {v}")
         if len(self.capacities) != len(self.weights):
-            raise ValueError(f"capacities has {len(self.capacities)} entries, expected "
+            raise InputError(f"capacities has {len(self.capacities)} entries, expected "
                              f"{len(self.weights)} (one per row of weights)")
         for i, v in enumerate(self.capacities):
             if not 0 <= v < MAX_COEFFICIENT:
-                raise ValueError(f"capacities[{i}] must be >= 0 and below "
+                raise InputError(f"capacities[{i}] must be >= 0 and below "
                                  f"{MAX_COEFFICIENT:g}, got {v}")
         return self
 

@@ -16,6 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import model_validator
 
+from ..errors import InputError
 from ..specs.base import ILP, Sense, Spec, register_spec
 
 __all__ = ["Matching"]
@@ -70,29 +71,29 @@ class Matching(Spec):
     @model_validator(mode="after")
     def _check(self) -> Matching:
         if self.rows < 1 or self.cols < 1:
-            raise ValueError(f"rows and cols must be >= 1, got rows={self.rows}, "
+            raise InputError(f"rows and cols must be >= 1, got rows={self.rows}, "
                              f"cols={self.cols}")
         if self.cover == "rows" and self.cols < self.rows:
-            raise ValueError(f"cols={self.cols} < rows={self.rows}: every row needs its own "
+            raise InputError(f"cols={self.cols} < rows={self.rows}: every row needs its own "
                              "column; transpose the cost so that rows <= cols, or choose "
                              "cover='cols' or 'none'")
         if self.cover == "cols" and self.rows < self.cols:
-            raise ValueError(f"rows={self.rows} < cols={self.cols}: every column needs its own "
+            raise InputError(f"rows={self.rows} < cols={self.cols}: every column needs its own "
                              "row; transpose the cost so that cols <= rows, or choose "
                              "cover='rows' or 'none'")
         if self.cover == "both" and self.rows != self.cols:
-            raise ValueError(f"cover='both' (a perfect matching) needs rows == cols, got "
+            raise InputError(f"cover='both' (a perfect matching) needs rows == cols, got "
                              f"rows={self.rows}, cols={self.cols}")
         most = min(self.rows, self.cols)
         if not 0 <= self.min_pairs <= most:
-            raise ValueError(f"min_pairs={self.min_pairs} is outside 0..min(rows, cols) = "
+            raise InputError(f"min_pairs={self.min_pairs} is outside 0..min(rows, cols) = "
                              f"0..{most}")
         if self.max_pairs is not None and not self.min_pairs <= self.max_pairs <= most:
-            raise ValueError(f"max_pairs={self.max_pairs} is outside min_pairs..min(rows, "
+            raise InputError(f"max_pairs={self.max_pairs} is outside min_pairs..min(rows, "
                              f"cols) = {self.min_pairs}..{most}")
         low, high = self.pair_range
         if low > high:
-            raise ValueError(f"cover={self.cover!r} matches {low} pairs, but max_pairs="
+            raise InputError(f"cover={self.cover!r} matches {low} pairs, but max_pairs="
                              f"{self.max_pairs} allows at most {high}; use cover='none' to "
                              "bound the number of pairs")
         return self

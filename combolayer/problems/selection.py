@@ -8,6 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import model_validator
 
+from ..errors import InputError
 from ..specs.base import ILP, Sense, Spec, register_spec
 
 __all__ = ["Ranking", "TopK"]
@@ -39,9 +40,9 @@ class TopK(Spec):
     @model_validator(mode="after")
     def _check(self) -> TopK:
         if self.n < 1:
-            raise ValueError(f"n must be >= 1, got {self.n}")
+            raise InputError(f"n must be >= 1, got {self.n}")
         if not 1 <= self.k <= self.n:
-            raise ValueError(f"k={self.k} is outside 1..n={self.n}")
+            raise InputError(f"k={self.k} is outside 1..n={self.n}")
         return self
 
     @property
@@ -88,7 +89,7 @@ class Ranking(Spec):
     @model_validator(mode="after")
     def _check(self) -> Ranking:
         if self.n < 1:
-            raise ValueError(f"n must be >= 1, got {self.n}")
+            raise InputError(f"n must be >= 1, got {self.n}")
         return self
 
     @property

@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import model_validator
 
-from ..errors import SpecError
+from ..errors import InputError, SpecError
 from ..specs.base import ILP, Sense, Spec, register_spec
 from ..specs.canonical import CanonicalForm, Cut
 
@@ -155,14 +155,14 @@ class _NonnegativeOnCycles:
                 "Expected negative_costs='error' (costs <= 0), or sense='min' on your "
                 "costs negated, or an acyclic directed graph")
 
-    def negative_cost_error(self, where: str) -> ValueError:
+    def negative_cost_error(self, where: str) -> InputError:
         if self.sense == "max":
-            return ValueError(
+            return InputError(
                 f"{self.label} got positive costs ({where}) on a graph with cycles and "
                 "sense='max', where a cycle of positive total would pay (the longest simple "
                 "path is NP-hard). Fix: make the costs non-positive (e.g. -softplus in your "
                 "model), or use an acyclic directed graph")
-        return ValueError(
+        return InputError(
             f"{self.label} got negative costs ({where}) on a graph with cycles, where the "
             "cheapest path is not computable by Dijkstra (and NP-hard in general). Fix: make "
             "the costs non-negative (e.g. softplus or a shift in your model), or build the "
@@ -287,27 +287,27 @@ class ShortestPath(_NonnegativeOnCycles, Spec):
     @model_validator(mode="after")
     def _check(self) -> ShortestPath:
         if self.num_nodes < 2:
-            raise ValueError(f"num_nodes must be >= 2, got {self.num_nodes}")
+            raise InputError(f"num_nodes must be >= 2, got {self.num_nodes}")
         if not self.edges:
-            raise ValueError("edges must not be empty")
+            raise InputError("edges must not be empty")
         for name in ("source", "target"):
             node = getattr(self, name)
             if not 0 <= node < self.num_nodes:
-                raise ValueError(f"{name}={node} is not a node: expected 0 <= {name} < "
+                raise InputError(f"{name}={node} is not a node: expected 0 <= {name} < "
                                  f"num_nodes={self.num_nodes}")
         if self.source == self.target:
-            raise ValueError(f"source and target must differ, both are {self.source}")
+            raise InputError(f"source and target must differ, both are {self.source}")
         seen: dict[tuple[int, int], int] = {}
         for i, (u, v) in enumerate(self.edges):
             for end in (u, v):
                 if not 0 <= end < self.num_nodes:
-                    raise ValueError(f"edges[{i}] = ({u}, {v}) has a missing node {end}: "
+                    raise InputError(f"edges[{i}] = ({u}, {v}) has a missing node {end}: "
                                      f"expected 0 <= node < num_nodes={self.num_nodes}")
             if u == v:
-                raise ValueError(f"edges[{i}] = ({u}, {v}) is a self-loop")
+                raise InputError(f"edges[{i}] = ({u}, {v}) is a self-loop")
             key = (u, v) if self.directed else (min(u, v), max(u, v))
             if key in seen:
-                raise ValueError(f"edges[{i}] = ({u}, {v}) duplicates edges[{seen[key]}]; "
+                raise InputError(f"edges[{i}] = ({u}, {v}) duplicates edges[{seen[key]}]; "
                                  "keep only the cheaper of parallel edges")
             seen[key] = i
         self._refuse_clipped_max()
@@ -420,14 +420,14 @@ class GridShortestPath(_NonnegativeOnCycles, Spec):
     @model_validator(mode="after")
     def _check(self) -> GridShortestPath:
         if self.rows < 1 or self.cols < 1 or self.rows * self.cols < 2:
-            raise ValueError(f"the grid needs at least 2 cells, got rows={self.rows}, "
+            raise InputError(f"the grid needs at least 2 cells, got rows={self.rows}, "
                              f"cols={self.cols}")
         for name in ("source", "target"):
             r, c = getattr(self, name)
             if not (0 <= r < self.rows and 0 <= c < self.cols):
-                raise ValueError(f"{name}={(r, c)} is outside the {self.rows}x{self.cols} grid")
+                raise InputError(f"{name}={(r, c)} is outside the {self.rows}x{self.cols} grid")
         if tuple(self.source) == tuple(self.target):
-            raise ValueError(f"source and target must differ, both are {tuple(self.source)}")
+            raise InputError(f"source and target must differ, both are {tuple(self.source)}")
         self._refuse_clipped_max()
         return self
 

@@ -28,6 +28,7 @@ import scipy.sparse as sp
 from pydantic import model_validator
 from scipy.sparse.csgraph import connected_components
 
+from ..errors import InputError
 from ..specs.base import ILP, Sense, Spec, register_spec
 from ..specs.canonical import Cut
 
@@ -387,7 +388,7 @@ class TSP(Spec):
     @model_validator(mode="after")
     def _check(self) -> TSP:
         if self.num_nodes < 3:
-            raise ValueError(f"num_nodes must be >= 3 for a tour, got {self.num_nodes}")
+            raise InputError(f"num_nodes must be >= 3 for a tour, got {self.num_nodes}")
         return self
 
     @property

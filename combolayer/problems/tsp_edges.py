@@ -26,6 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import model_validator
 
+from ..errors import InputError
 from ..specs.base import ILP, Sense, Spec, register_spec
 from ..specs.canonical import Cut
 from .tsp import TSP, subtours, tour_segments, violated_subtours
@@ -115,7 +116,7 @@ class TSPEdges(Spec):
     @model_validator(mode="after")
     def _check(self) -> TSPEdges:
         if self.num_nodes < 3:
-            raise ValueError(f"num_nodes must be >= 3 for a tour, got {self.num_nodes}")
+            raise InputError(f"num_nodes must be >= 3 for a tour, got {self.num_nodes}")
         return self
 
     @property

@@ -34,7 +34,7 @@ from pydantic import (
     model_validator,
 )
 
-from ..errors import SpecError
+from ..errors import InputError, InputTypeError, SpecError
 from . import cvxpy_frontend
 from .canonical import CanonicalForm, unit_rows
 
@@ -170,7 +170,7 @@ def _unique_index_keys(value: Any) -> Any:
         except ValidationError:
             continue  # pydantic names a key that is not an index
         if index in seen:
-            raise ValueError(f"the keys {seen[index]!r} and {key!r} both name index {index}; "
+            raise InputError(f"the keys {seen[index]!r} and {key!r} both name index {index}; "
                              "expected each index once")
         seen[index] = key
     return value
@@ -194,7 +194,7 @@ class _Validated(BaseModel):
             found = _boolean_in(data[name])
             if found is not None:
                 shown = "" if found is data[name] else f" in {_Short(data[name])!r}"
-                raise ValueError(f"{name} must hold numbers, got the boolean {found!r}{shown}; "
+                raise InputError(f"{name} must hold numbers, got the boolean {found!r}{shown}; "
                                  "write 1 or 0 for a number")
         return data
 
@@ -327,7 +327,7 @@ class Spec(_Validated):
         except (ArithmeticError, LookupError, TypeError, ValueError):
             return self  # malformed fields: the kind's own checks name them
         if variables > limit or entries > MAX_ENTRIES:
-            raise ValueError(_too_large(label, variables, entries, limit))
+            raise InputError(_too_large(label, variables, entries, limit))
         return self
 
     @classmethod
@@ -410,9 +410,9 @@ class Spec(_Validated):
         """
         return None
 
-    def negative_cost_error(self, where: str) -> ValueError:
+    def negative_cost_error(self, where: str) -> InputError:
         """The error for a cost that breaks `nonnegative_costs` at ``where``."""
-        return ValueError(f"{self.label} needs non-negative costs, got a negative one ({where})")
+        return InputError(f"{self.label} needs non-negative costs, got a negative one ({where})")
 
     def cost_floor(self) -> Any:
         """What every solver applies to its minimisation-form costs before any kernel
@@ -443,7 +443,7 @@ def register_spec(cls: SpecClass) -> SpecClass:
     """
     kind = cls.model_fields["kind"].default if "kind" in cls.model_fields else None
     if not isinstance(kind, str):
-        raise TypeError(f"{cls.__name__} needs a tag field such as "
+        raise InputTypeError(f"{cls.__name__} needs a tag field such as "
                         "kind: Literal['my_problem'] = 'my_problem' to be registered")
     SPEC_KINDS[kind] = cls
     return cls
@@ -473,7 +473,7 @@ class Constraint(_Validated):
     @classmethod
     def _finite_rhs(cls, rhs: float) -> float:
         if not abs(rhs) < MAX_COEFFICIENT:
-            raise ValueError(f"rhs must be finite and below {MAX_COEFFICIENT:g} in magnitude, "
+            raise InputError(f"rhs must be finite and below {MAX_COEFFICIENT:g} in magnitude, "
                              f"got {rhs}")
         return rhs
 
@@ -496,9 +496,9 @@ class Variable(_Validated):
     @model_validator(mode="after")
     def _check(self) -> Variable:
         if any(isinstance(d, bool) or d < 1 for d in self.shape):
-            raise ValueError(f"shape must list sizes >= 1 ([] for a scalar), got {self.shape}")
+            raise InputError(f"shape must list sizes >= 1 ([] for a scalar), got {self.shape}")
         if len(self.index) != max(math.prod(self.shape), 1):
-            raise ValueError(f"index has {len(self.index)} entries but shape {self.shape} "
+            raise InputError(f"index has {len(self.index)} entries but shape {self.shape} "
                              f"holds {math.prod(self.shape)}")
         return self
 
@@ -506,7 +506,7 @@ class Variable(_Validated):
 def _broadcast(value: Any, n: int, field: str) -> list:
     if isinstance(value, list):
         if len(value) != n:
-            raise ValueError(f"{field} has {len(value)} entries but the ILP has {n} variables")
+            raise InputError(f"{field} has {len(value)} entries but the ILP has {n} variables")
         return value
     return [value] * n
 
@@ -564,7 +564,7 @@ class ILP(Spec):
     sense: Sense = "min"
     integrality: Integrality | list[Integrality] = "binary"
     lower: float | list[float] = 0.0
-    upper: float | list[float] | None = 1.0
+    upper: float | list[float | None] | None = 1.0
     constraints: list[Constraint] = []
     #: Named model variables (``from_cvxpy``): name -> where it sits in the full solution.
     variables: dict[str, Variable] | None = None
@@ -623,13 +623,13 @@ class ILP(Spec):
     @model_validator(mode="after")
     def _check(self) -> ILP:
         if not self.shape or any(d < 1 for d in self.shape):
-            raise ValueError(f"shape must be a non-empty list of positive sizes, got {self.shape}")
+            raise InputError(f"shape must be a non-empty list of positive sizes, got {self.shape}")
         if self.num_aux < 0:
-            raise ValueError(f"num_aux must be >= 0, got {self.num_aux}")
+            raise InputError(f"num_aux must be >= 0, got {self.num_aux}")
         try:
             return self._check_variables()
         except MemoryError:
-            raise ValueError(f"{self.num_vars:,} variables (prod(shape) + num_aux) are too many "
+            raise InputError(f"{self.num_vars:,} variables (prod(shape) + num_aux) are too many "
                              "to allocate a bound for each") from None
 
     def _check_variables(self) -> ILP:
@@ -637,7 +637,7 @@ class ILP(Spec):
         if isinstance(self.known_cost, dict):
             bad = [j for j in self.known_cost if not 0 <= j < n]
             if bad:
-                raise ValueError(f"known_cost index {bad[0]} is out of range: expected "
+                raise InputError(f"known_cost index {bad[0]} is out of range: expected "
                                  f"0 <= index < {n} (num_vars = prod(shape) + num_aux)")
             dense = [0.0] * n
             for j, v in self.known_cost.items():
@@ -646,66 +646,66 @@ class ILP(Spec):
             object.__setattr__(self, "known_cost", dense)
         if self.known_cost is not None:
             if len(self.known_cost) != n:
-                raise ValueError(f"known_cost has {len(self.known_cost)} entries but the ILP has "
+                raise InputError(f"known_cost has {len(self.known_cost)} entries but the ILP has "
                                  f"{n} variables (num_vars = prod(shape) + num_aux)")
             bad = [j for j, v in enumerate(self.known_cost) if not abs(v) < MAX_COEFFICIENT]
             if bad:
-                raise ValueError(f"known_cost[{bad[0]}] must be finite and below "
+                raise InputError(f"known_cost[{bad[0]}] must be finite and below "
                                  f"{MAX_COEFFICIENT:g} in magnitude, got {self.known_cost[bad[0]]}")
         _broadcast(self.integrality, n, "integrality")
         lower = np.asarray(_broadcast(self.lower, n, "lower"), dtype=float)
         upper = self._upper_array()
         if np.isnan(lower).any() or np.isposinf(lower).any():
             j = int(np.flatnonzero(np.isnan(lower) | np.isposinf(lower))[0])
-            raise ValueError(f"lower[{j}] must be a number below +inf, got {lower[j]}")
+            raise InputError(f"lower[{j}] must be a number below +inf, got {lower[j]}")
         if np.isnan(upper).any() or np.isneginf(upper).any():
             j = int(np.flatnonzero(np.isnan(upper) | np.isneginf(upper))[0])
-            raise ValueError(f"upper[{j}] must be a number above -inf, got {upper[j]}")
+            raise InputError(f"upper[{j}] must be a number above -inf, got {upper[j]}")
         for name, values in (("lower", lower), ("upper", upper)):
             # Solvers read 1e20 as infinite: a large finite bound is refused, not guessed at.
             bad = np.flatnonzero(np.isfinite(values) & ~(np.abs(values) < MAX_COEFFICIENT))
             if bad.size:
                 j = int(bad[0])
-                raise ValueError(f"{name}[{j}] must be infinite or below {MAX_COEFFICIENT:g} in "
+                raise InputError(f"{name}[{j}] must be infinite or below {MAX_COEFFICIENT:g} in "
                                  f"magnitude, got {values[j]}")
         bad = np.flatnonzero(lower > upper)
         if bad.size:
             j = int(bad[0])
-            raise ValueError(f"lower[{j}] = {lower[j]} exceeds upper[{j}] = {upper[j]}")
+            raise InputError(f"lower[{j}] = {lower[j]} exceeds upper[{j}] = {upper[j]}")
         binary = np.array([k == "binary" for k in _broadcast(self.integrality, n, "integrality")])
         bad = np.flatnonzero(binary & ((lower > 1) | (upper < 0)))
         if bad.size:
             j = int(bad[0])
-            raise ValueError(
+            raise InputError(
                 f"variable {j} is binary but its bounds [{lower[j]:g}, {upper[j]:g}] exclude "
                 "both 0 and 1: make it 'integer', or give bounds that meet [0, 1]"
             )
         for i, row in enumerate(self.constraints):
             if isinstance(row.coefs, list) and len(row.coefs) != n:
-                raise ValueError(
+                raise InputError(
                     f"constraints[{i}].coefs has {len(row.coefs)} entries "
                     f"but the ILP has {n} variables"
                 )
             for j, v in row.items():
                 if not 0 <= j < n:
-                    raise ValueError(
+                    raise InputError(
                         f"constraints[{i}].coefs index {j} is out of range: "
                         f"expected 0 <= index < {n}"
                     )
                 if not abs(v) < MAX_COEFFICIENT:
-                    raise ValueError(f"constraints[{i}].coefs[{j}] must be finite and below "
+                    raise InputError(f"constraints[{i}].coefs[{j}] must be finite and below "
                                      f"{MAX_COEFFICIENT:g} in magnitude, got {v}")
         if self.default_cost is not None and len(self.default_cost) != self.num_outputs:
-            raise ValueError(f"default_cost has {len(self.default_cost)} entries but the ILP "
+            raise InputError(f"default_cost has {len(self.default_cost)} entries but the ILP "
                              f"has {self.num_outputs} outputs (prod(shape))")
         if not all(abs(v) < MAX_COEFFICIENT for v in (*(self.default_cost or ()),
                                                        self.default_offset)):
-            raise ValueError(f"default_cost and default_offset must be finite and below "
+            raise InputError(f"default_cost and default_offset must be finite and below "
                              f"{MAX_COEFFICIENT:g} in magnitude")
         for name, variable in (self.variables or {}).items():
             bad = [j for j in variable.index if not 0 <= j < n]
             if bad:
-                raise ValueError(f"variables[{name!r}].index {bad[0]} is out of range: "
+                raise InputError(f"variables[{name!r}].index {bad[0]} is out of range: "
                                  f"expected 0 <= index < {n}")
         return self
 
@@ -725,7 +725,7 @@ class ILP(Spec):
             raise SpecError(f"{self.label} has no named variables to split into (specs built "
                             "by ILP.from_cvxpy have them); slice x[..., :N] and x[..., N:]")
         if x.shape[-1] != self.num_vars:
-            raise ValueError(f"x has {x.shape[-1]} entries in its last axis but {self.label} "
+            raise InputError(f"x has {x.shape[-1]} entries in its last axis but {self.label} "
                              f"has {self.num_vars} variables: pass concat(y.flatten, aux), the "
                              "full solution")
         batch = tuple(x.shape[:-1])

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..errors import InputError
 from ..transforms.noise import generator_device
 
 
@@ -45,9 +46,9 @@ class _GradientNoise(torch.autograd.Function):
 
 def _check(sigma: float, reduction: str) -> None:
     if not sigma >= 0 or sigma == float("inf"):
-        raise ValueError(f"gradient noise sigma must be a finite value >= 0, got {sigma}")
+        raise InputError(f"gradient noise sigma must be a finite value >= 0, got {sigma}")
     if reduction not in ("mean", "sum"):
-        raise ValueError(f"reduction must be 'mean' or 'sum' (how the loss reduces over the "
+        raise InputError(f"reduction must be 'mean' or 'sum' (how the loss reduces over the "
                          f"batch), got {reduction!r}")
 
 
@@ -67,7 +68,7 @@ def add_gradient_noise(x: Tensor, sigma: float, *, generator: torch.Generator | 
     """
     _check(sigma, reduction)
     if not 0 <= instance_dims <= x.ndim:
-        raise ValueError(f"instance_dims must be between 0 and x.ndim={x.ndim}, "
+        raise InputError(f"instance_dims must be between 0 and x.ndim={x.ndim}, "
                          f"got {instance_dims}")
     if sigma == 0 or not x.requires_grad:
         return x

@@ -39,6 +39,7 @@ from .. import metrics
 from ..backends.config import BackendConfig
 from ..backends.registry import backends, make_solver
 from ..backends.solver import check_known_cost, inner
+from ..errors import InputError
 from ..estimators import resolve_method
 from ..layer.combo_layer import ComboLayer
 from ..layer.projection import HULL_PROJECTIONS, PROJECTIONS
@@ -100,7 +101,7 @@ class DataConfig(BaseModel):
         extra = sorted(self.model_extra or {})
         given = [key for key in ("name", "npz", "csv") if getattr(self, key) is not None]
         if len(given) != 1:
-            raise ValueError(
+            raise InputError(
                 "needs exactly one of 'name' (a built-in generator: "
                 f"{', '.join(GENERATORS)}), 'npz' (a file with features, costs and "
                 "optional solutions and known_cost) or 'csv' (one row per instance and cost "
@@ -108,7 +109,7 @@ class DataConfig(BaseModel):
             )
         if self.name is None:
             if extra:
-                raise ValueError(f"unknown key {extra[0]!r} next to {given[0]!r}: expected "
+                raise InputError(f"unknown key {extra[0]!r} next to {given[0]!r}: expected "
                                  f"only {given[0]!r}")
             return self
         parameters = inspect.signature(getattr(datasets, self.name)).parameters
@@ -116,18 +117,18 @@ class DataConfig(BaseModel):
         hints = typing.get_type_hints(getattr(datasets, self.name))
         for key in extra:
             if key not in allowed:
-                raise ValueError(f"unknown key {key!r} for {self.name}{did_you_mean(key, allowed)}"
+                raise InputError(f"unknown key {key!r} for {self.name}{did_you_mean(key, allowed)}"
                                  f"; expected some of {allowed}")
             try:  # the generator's own annotations: grid: tuple[int, int], deg: int, ...
                 self.model_extra[key] = TypeAdapter(hints[key]).validate_python(
                     self.model_extra[key])
             except ValidationError as error:
                 message = error.errors()[0]["msg"]
-                raise ValueError(f"{key}: {message} (got {self.model_extra[key]!r})") from None
+                raise InputError(f"{key}: {message} (got {self.model_extra[key]!r})") from None
         missing = [p for p in allowed if parameters[p].default is inspect.Parameter.empty
                    and p not in extra]
         if missing:
-            raise ValueError(f"{self.name} needs {missing}")
+            raise InputError(f"{self.name} needs {missing}")
         return self
 
     @property
@@ -157,7 +158,7 @@ class LayerConfig(_Strict):
     def _projection(cls, value: str) -> str:
         names = [*HULL_PROJECTIONS, *PROJECTIONS]
         if value not in names:
-            raise ValueError(f"unknown projection {value!r}: expected one of {names}"
+            raise InputError(f"unknown projection {value!r}: expected one of {names}"
                              f"{did_you_mean(value, names)}")
         return value
 
@@ -169,7 +170,7 @@ class LayerConfig(_Strict):
         name = BackendConfig.load(value).name
         names = ["auto", "race", *sorted(backends())]
         if name not in names:
-            raise ValueError(f"unknown backend {name!r}: expected one of {names}"
+            raise InputError(f"unknown backend {name!r}: expected one of {names}"
                              f"{did_you_mean(name, names)}")
         return value
 
@@ -232,10 +233,10 @@ class TrainConfig(_Strict):
     @model_validator(mode="after")
     def _check(self) -> TrainConfig:
         if self.data.name is None and self.problem is None:
-            raise ValueError("'problem' is required with npz data and with csv data: the spec the "
+            raise InputError("'problem' is required with npz data and with csv data: the spec the "
                              "costs are for (a YAML/JSON spec, an MPS/LP file or a mapping)")
         if self.data.name is not None and self.problem is not None:
-            raise ValueError(f"'problem' is set by the {self.data.name} generator; "
+            raise InputError(f"'problem' is set by the {self.data.name} generator; "
                              "remove it, or use npz data for your own problem")
         return self
 

@@ -26,11 +26,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..errors import InputError
+
 
 def cosine_similarities(embeddings: Tensor) -> Tensor:
     """``(B, D)`` embeddings to the ``(B, B)`` cosine similarities (differentiable)."""
     if embeddings.ndim != 2:
-        raise ValueError(f"embeddings must have shape (B, D), got {tuple(embeddings.shape)}")
+        raise InputError(f"embeddings must have shape (B, D), got {tuple(embeddings.shape)}")
     unit = torch.nn.functional.normalize(embeddings, dim=-1)
     return unit @ unit.T
 
@@ -48,7 +50,7 @@ def query_rows(matrix: Tensor) -> Tensor:
     for ``j >= i``; gradients flow back to the off-diagonal entries only.
     """
     if matrix.ndim < 2 or matrix.shape[-1] != matrix.shape[-2] or matrix.shape[-1] < 2:
-        raise ValueError(f"matrix must have shape (..., B, B) with B >= 2, got "
+        raise InputError(f"matrix must have shape (..., B, B) with B >= 2, got "
                          f"{tuple(matrix.shape)}")
     n = matrix.shape[-1]
     index = _off_diagonal_index(n, matrix.device).expand(*matrix.shape[:-2], n, n - 1)
@@ -60,7 +62,7 @@ def query_relevance(labels: Tensor) -> Tensor:
     1 where the other item has the query's label."""
     labels = torch.as_tensor(labels)
     if labels.ndim != 1:
-        raise ValueError(f"labels must have shape (B,), got {tuple(labels.shape)}")
+        raise InputError(f"labels must have shape (B,), got {tuple(labels.shape)}")
     same = (labels[:, None] == labels[None, :]).float()
     return query_rows(same)
 

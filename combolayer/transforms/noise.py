@@ -15,6 +15,8 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
+from ..errors import InputError
+
 
 def generator_device(generator: torch.Generator | None) -> torch.device:
     """Where draws from ``generator`` are made: its own device (torch refuses a
@@ -90,7 +92,7 @@ class SumOfGamma:
 
     def __post_init__(self) -> None:
         if not self.k > 0 or self.s < 1 or not self.tau > 0:
-            raise ValueError(f"SumOfGamma needs k > 0, s >= 1 and tau > 0, got k={self.k}, "
+            raise InputError(f"SumOfGamma needs k > 0, s >= 1 and tau > 0, got k={self.k}, "
                              f"s={self.s}, tau={self.tau}")
 
     def sample(self, shape: tuple[int, ...], generator: torch.Generator | None = None,
@@ -155,11 +157,11 @@ def make_noise(noise: Any, allowed: dict[str, Any], who: str, need: tuple[str, .
     """``allowed[noise]()`` for a name, else the object itself once it has the methods ``need``."""
     if isinstance(noise, str):
         if noise not in allowed:
-            raise ValueError(
+            raise InputError(
                 f"{who} noise must be one of {sorted(allowed)} or an object, got {noise!r}"
             )
         return allowed[noise]()
     missing = [name for name in need if not callable(getattr(noise, name, None))]
     if missing:
-        raise ValueError(f"{who} noise object {noise!r} lacks method(s) {missing}")
+        raise InputError(f"{who} noise object {noise!r} lacks method(s) {missing}")
     return noise

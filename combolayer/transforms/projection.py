@@ -17,6 +17,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from ..errors import InputTypeError
+
 Transform = Callable[[Tensor], Tensor]
 
 #: A cost of norm below this is taken as 0 by ``normalize`` and `Normalized`: it stays
@@ -105,7 +107,7 @@ def project_plane(normals: Tensor) -> Transform:
         if operator is None:
             if not (w.is_floating_point() or w.is_complex()):
                 # cast to an integer dtype, the projector would round to 0 and 1
-                raise TypeError(f"project_plane expects floating-point costs, got {w.dtype}; "
+                raise InputTypeError(f"project_plane expects floating-point costs, got {w.dtype}; "
                                 "convert them first, e.g. w.to(torch.get_default_dtype())")
             operator = operator64.to(device=w.device, dtype=w.dtype)
             if not torch.compiler.is_compiling():  # a traced graph makes its own, once
