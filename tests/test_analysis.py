@@ -309,6 +309,16 @@ def test_offsets_and_fixed_values_are_those_of_the_solutions_beside_a_big_m_row(
     assert "constraints[1]" not in out
 
 
+def test_exact_mode_on_an_unbounded_set_says_so():
+    # it said "HiGHS: the problem is unbounded for these costs", costs the user never gave
+    spec = cl.ILP(shape=[3], integrality="integer", upper=None,
+                  constraints=[cl.Constraint(coefs=[1, -1, 0], sense="==", rhs=0)])
+    assert analyze(spec).dim == 2
+    with pytest.raises(cl.SolverError, match="exact mode probes .* unbounded: give its "
+                                             "integer variables finite bounds, or use LP mode"):
+        analyze(spec, exact=True)
+
+
 def test_infeasible_relaxation_raises():
     spec = cl.ILP.from_matrices(2, A_ub=[[1, 1]], b_ub=[-1])
     with pytest.raises(cl.InfeasibleError, match="infeasible"):

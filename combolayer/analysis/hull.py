@@ -40,7 +40,7 @@ from ..backends.highs import check_status, highs_lp, highs_outcome, new_highs, r
 from ..backends.outcome import settle, warn_not_optimal
 from ..backends.registry import make_solver
 from ..backends.solver import known_minimisation_cost
-from ..errors import InfeasibleError, InputError
+from ..errors import InfeasibleError, InputError, SolverError
 from ..specs.base import Spec
 from ..specs.canonical import CanonicalForm, canonical_form
 from ..specs.load import load_spec
@@ -177,6 +177,7 @@ def analyze(spec: Spec, exact: bool = False) -> AffineHull:
     Raises:
         SpecError: ``spec`` is invalid.
         InfeasibleError: the problem has no feasible solution.
+        SolverError: ``exact=True`` on an unbounded feasible set (LP mode takes it).
 
     Examples:
         >>> import combolayer as cl
@@ -204,7 +205,17 @@ def _analyze(cls: type, spec_json: str, exact: bool) -> AffineHull:
     if known is not None:  # the hull of the relaxation and of the integer solutions alike
         return _hull(*known, spec.cost_shape, exact=exact)
     if exact:
-        return _exact_hull(spec, _analyze(cls, spec_json, False))
+        relaxed = _analyze(cls, spec_json, False)
+        try:
+            return _exact_hull(spec, relaxed)
+        except SolverError as error:
+            if isinstance(error, InfeasibleError) or "unbounded" not in str(error):
+                raise
+            # the probes' costs, not the user's, met a ray of the feasible set
+            raise SolverError(f"exact mode probes the solutions of {spec.label} with linear "
+                              "costs, and its feasible set is unbounded: give its integer "
+                              "variables finite bounds, or use LP mode (analyze(spec), "
+                              "projection='auto')") from None
     form = canonical_form(spec, lazy=False)
     equations, point = _equalities(form)
     normals = _row_basis(_output_rows(equations, form.num_outputs))
