@@ -33,6 +33,11 @@ SPECS = {
         shape=[3], num_aux=1, known_cost=[0, 0, 0, 1.5],
         constraints=[cl.Constraint(coefs=[1, 1, 0, 0], sense="==", rhs=1),
                      cl.Constraint(coefs=[0, 1, 1, 1], sense="<=", rhs=2)]),
+    # a hull of dimension 1 and a small known cost: the text said "subtract the mean,
+    # then rescale to norm 0.979", on w
+    "one dimension, small known on outputs": cl.ILP(
+        shape=[2], known_cost=[0.1, 0],
+        constraints=[cl.Constraint(coefs=[1, 1], sense="==", rhs=1)]),
     "no equation, known on an auxiliary": cl.ILP(
         shape=[2], num_aux=1, known_cost=[0, 0, -3.0],
         constraints=[cl.Constraint(coefs=[1, 1, 1], sense="==", rhs=1)]),

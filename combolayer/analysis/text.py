@@ -184,8 +184,10 @@ class _Probe:
                 and _close(self.around(0.0 * self.w, shift), 0.0 * self.w))
 
     def scale_free(self, shift: Tensor) -> bool:
+        # scaled down too: on a hull of dimension 1, normalize(plane(w + k)) - k is the
+        # same for w and 3 w (a sign) when k is small, and looked scale-free around 0
         u = self.around(self.w, shift)
-        return (_close(self.around(3.0 * self.w, shift), u)
+        return (all(_close(self.around(scale * self.w, shift), u) for scale in (3.0, 0.01))
                 and not _close(u, torch.zeros_like(u)))
 
     def size(self, shift: Tensor) -> float:
