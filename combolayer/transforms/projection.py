@@ -24,9 +24,11 @@ Transform = Callable[[Tensor], Tensor]
 #: A cost of norm below this is taken as 0 by ``normalize`` and `Normalized`: it stays
 #: zero (its solution is arbitrary anyway) and gradients stay finite, never NaN.
 NORM_EPS = 1e-12
-#: Per float dtype, 16 eps: `Normalized` reads a projected cost within
-#: ``16 sqrt(N) eps ||w||`` of 0 as rounding residue.
-_RESIDUE = {dtype: 16 * torch.finfo(dtype).eps
+#: Per float dtype, twice its eps: `Normalized` reads a projected cost within
+#: ``2 sqrt(N) eps ||w||`` of 0 as rounding residue for its gradient. Computing ``P w``
+#: for a ``w`` that ``P`` takes exactly to 0 left at most ``0.25 sqrt(N) eps ||w||``
+#: (TopK, Ranking, Matching, float32 and float64).
+_RESIDUE = {dtype: 2 * torch.finfo(dtype).eps
             for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
 
 
@@ -168,24 +170,23 @@ class Normalized:
 
     def values(self, w: Tensor, negate: bool = False) -> tuple[Tensor, Tensor, Tensor]:
         """The forward, without autograd: ``(u, n, clamped)``; the last axis reduced to
-        size 1 in ``n`` and ``clamped``. ``negate`` returns ``-u`` in place of ``u``
-        (divided by ``-n``: no extra pass).
+        size 1 in ``n`` and ``clamped``, which only the backward (`vjp`) reads.
+        ``negate`` returns ``-u`` in place of ``u``.
 
-        ``clamped`` marks the costs whose ``P w`` is rounding residue: below `NORM_EPS`,
-        or within ``16 sqrt(N) eps`` of ``||w||`` (``eps`` the dtype's), the error of
-        computing ``P w`` for a ``w`` that ``P`` takes to 0 (a cost constant on the
-        feasible set: every solution ties; a hull of dimension 0). Normalising that
-        residue gave gradients of 1e5-1e12, different in float32 and float64. Such a
-        ``u`` is 0 and ``n`` is 1, as ``normalize`` takes a zero cost: the backward is
-        ``P g``."""
+        ``u = P w / max(||P w||, NORM_EPS)`` always: the solver's input, never changed.
+        ``clamped`` marks the costs whose ``P w`` is within rounding of 0 (`_RESIDUE`):
+        costs constant on the feasible set, where every solution ties (all-equal
+        scores, a zero-initialised head, a problem of one solution). Their ``P w`` is
+        rounding residue, whose normalisation has a gradient of 1e5-1e12, different in
+        float32 and float64; for them ``n`` is 1 and the backward is ``P g``, as
+        ``normalize``'s at a zero cost."""
         c = self.project(w)
         norm = torch.linalg.vector_norm(c, dim=-1, keepdim=True)
         residue = torch.linalg.vector_norm(w, dim=-1, keepdim=True).mul_(
             _RESIDUE[w.dtype] * math.sqrt(w.shape[-1])).clamp_min_(NORM_EPS)
         clamped = norm <= residue
-        norm = norm.masked_fill_(clamped, 1.0)
-        u = (c / (norm.neg() if negate else norm)).masked_fill_(clamped, 0.0)
-        return u, norm, clamped
+        u = c / (norm.clamp_min(NORM_EPS).neg_() if negate else norm.clamp_min(NORM_EPS))
+        return u, norm.masked_fill_(clamped, 1.0), clamped
 
     def vjp(self, grad: Tensor, u: Tensor, norm: Tensor, clamped: Tensor) -> Tensor:
         """``dL/dw`` for ``grad = dL/du``, from what `values` returned (``u`` or
