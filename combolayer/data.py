@@ -38,9 +38,17 @@ class Data(NamedTuple):
     def split(self, num_train: int) -> tuple[Data, Data]:
         """The first ``num_train`` instances and the rest. One draw shares PyEPO's
         hidden cost map ``B``; two draws with different seeds would not."""
+        _check_split(num_train, len(self.features))
         head = Data(*(t[:num_train] for t in self[:3]), self.spec)
         tail = Data(*(t[num_train:] for t in self[:3]), self.spec)
         return head, tail
+
+
+def _check_split(num_train: int, size: int) -> None:
+    if isinstance(num_train, bool) or not 0 <= num_train <= size:
+        # a larger one was cut to the data's size, leaving an empty rest unannounced
+        raise InputError(f"num_train must be between 0 and the {size} instances, got "
+                         f"{num_train!r}")
 
 
 def grid_edges(rows: int, cols: int) -> list[tuple[int, int]]:

@@ -214,3 +214,49 @@ def test_a_margin_layer_trains_from_a_config_and_layer_typos_are_named_when_read
                        ({"backend": {"name": "highs", "timelimit": 3}}, "layer.backend")]:
         with pytest.raises(ConfigError, match=rf"{key}: "):
             load_config({"data": data, "layer": layer})
+
+
+def test_fit_measures_the_test_regret_with_the_model_in_eval_mode():
+    # the model stayed in training mode: dropout on, and batch norm's statistics updated
+    # by the test data (2 batches tracked after one training batch)
+    from combolayer.training.loop import fit, normalized_regret
+
+    data = cl.data.shortest_path(60, 5, grid=(3, 3), seed=1)
+    train, test = data.split(40)
+    layer = cl.ComboLayer(data.spec)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 32), torch.nn.Dropout(0.5),
+                                torch.nn.BatchNorm1d(32), torch.nn.Linear(32, 12))
+    history = fit(layer, train, test, epochs=1, batch_size=40, model=model)
+    assert model.training and int(model[2].num_batches_tracked) == 1
+    model.eval()
+    assert history.regret[0] == normalized_regret(layer, model, test)
+    assert not model.training
+
+
+def test_a_split_past_the_data_and_an_empty_split_are_refused():
+    from combolayer.training.loop import fit
+
+    data = cl.data.shortest_path(10, 3, grid=(3, 3))
+    with pytest.raises(cl.InputError, match="num_train must be between 0 and the 10 "):
+        data.split(20)  # was 10 and 0 instances, and a perfect regret of 0.0 on no data
+    train, test = data.split(10)
+    with pytest.raises(cl.InputError, match="the test split is empty"):
+        fit(cl.ComboLayer(data.spec), train, test, epochs=1)
+
+
+@pytest.mark.parametrize("key, value, match", [
+    ("epochs", True, "epochs: Input should be a valid integer"),  # was 1 epoch
+    ("batch_size", True, "batch_size: Input should be a valid integer"),
+    ("seed", -1, "seed: Input should be greater than or equal to 0"),  # numpy's, in run()
+    ("seed", 2**64, "seed: Input should be less than 4294967296"),
+    ("out", "", "out: String should have at least 1 character"),  # wrote into ./
+])
+def test_a_config_value_out_of_range_is_refused_when_read(key, value, match):
+    from combolayer.training.loop import ConfigError, load_config
+
+    config = {"data": {"name": "shortest_path", "num_features": 3, "grid": [3, 3]},
+              "epochs": 1, key: value}
+    with pytest.raises(ConfigError, match=match) as info:
+        load_config(config)
+    assert isinstance(info.value, cl.ComboLayerError)

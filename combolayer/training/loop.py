@@ -62,7 +62,7 @@ GENERATORS = ("shortest_path", "knapsack", "tsp")
 _NOT_CONFIGURABLE = {"num_data", "backend"}
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """An invalid training config; the message names the key and what is expected."""
 
 
@@ -222,13 +222,14 @@ class TrainConfig(_Strict):
     layer: LayerConfig = LayerConfig()
     model: ModelConfig = ModelConfig()
     loss: Literal["regret", "l1", "hamming", "spo+", "fenchel_young", "cave"] | None = None
-    epochs: int = Field(20, ge=1)
+    # strict: a boolean is no count (pydantic reads true as 1)
+    epochs: int = Field(20, ge=1, strict=True)
     lr: float = Field(1e-2, gt=0.0, allow_inf_nan=False)
-    batch_size: int = Field(32, ge=1)
-    num_train: int | None = Field(None, ge=1)
-    num_test: int | None = Field(None, ge=1)
-    seed: int = 0
-    out: str = "runs/train"
+    batch_size: int = Field(32, ge=1, strict=True)
+    num_train: int | None = Field(None, ge=1, strict=True)
+    num_test: int | None = Field(None, ge=1, strict=True)
+    seed: int = Field(0, ge=0, lt=2**32, strict=True)  # numpy's and torch's seed range
+    out: str = Field("runs/train", min_length=1)
 
     @model_validator(mode="after")
     def _check(self) -> TrainConfig:
@@ -309,6 +310,8 @@ class TrainData(typing.NamedTuple):
 
     def split(self, num_train: int) -> tuple[TrainData, TrainData]:
         """The first ``num_train`` instances and the rest."""
+        datasets._check_split(num_train, len(self.features))
+
         def part(index: slice) -> TrainData:
             known = None if self.known_cost is None else self.known_cost[index]
             return TrainData(*(t[index] for t in self[:3]), self.spec, known)
@@ -612,18 +615,25 @@ def check_loss(loss: str, layer: ComboLayer, known_cost: torch.Tensor | None) ->
 
 
 def normalized_regret(layer: ComboLayer, model: nn.Module, test: datasets.Data) -> float:
-    """PyEPO's normalized regret of the model's decisions on ``test``."""
+    """PyEPO's normalized regret of the model's decisions on ``test``, the model in eval
+    mode (its dropout off, its batch norm's statistics read, not updated, by the test
+    data), then back in the mode it was in."""
     layer.eval()
     solver = layer.solver
     known = getattr(test, "known_cost", None)  # each instance's own, from the data
     # A known cost on the auxiliaries counts in the objective: their values are needed.
     on_aux = solver.weighs_aux(known)
-    with torch.no_grad():
-        if on_aux:
-            y_pred, aux_pred = solver.solve(model(test.features), return_aux=True,
-                                            known_cost=known)
-        else:
-            y_pred, aux_pred = solver.solve(model(test.features), known_cost=known), None
+    training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            costs = model(test.features)
+    finally:
+        model.train(training)
+    if on_aux:
+        y_pred, aux_pred = solver.solve(costs, return_aux=True, known_cost=known)
+    else:
+        y_pred, aux_pred = solver.solve(costs, known_cost=known), None
     # The data carries the true optima: nothing to re-solve per epoch.
     return float(metrics.normalized_regret(layer.spec, test.costs, y_pred, y_true=test.solutions,
                                            aux_pred=aux_pred, known_cost=known))
@@ -681,6 +691,10 @@ def fit(
     and is needed (docs/training.md, "Which loss"). A layer setting that cannot
     act under ``loss`` warns once (`inactive_settings`).
     """
+    for split_name, part in (("train", train), ("test", test)):
+        if not len(part.features):
+            # an empty test split measured a regret of 0: a perfect score for no data
+            raise InputError(f"fit: the {split_name} split is empty; give it instances")
     for message in inactive_settings(layer, loss):
         warnings.warn(message, UserWarning, stacklevel=2)
     torch.manual_seed(seed)
@@ -706,6 +720,7 @@ def fit(
         start = time.perf_counter()
         layer.set_epoch(epoch)  # the layer's noise schedule, if it has one
         layer.train()
+        model.train()
         total = 0.0
         for x, c, y_true, index in loader:
             if known is not None:
