@@ -293,6 +293,10 @@ def test_bad_config_raises_spec_error():
     # built directly, pydantic's own ValidationError came out, which is no ComboLayerError
     with pytest.raises(cl.SpecError, match="invalid backend config: workers: .* got -1"):
         cl.BackendConfig(workers=-1)
+    # from a dict, once: the message was nested in itself ("invalid backend config: Value
+    # error, invalid backend config: workers: ...")
+    with pytest.raises(cl.SpecError, match="^invalid backend config: workers: Value error"):
+        cl.BackendConfig.load({"name": "highs", "workers": -1})
     with pytest.raises(cl.BackendUnavailable, match="unknown backend 'cplex'"):
         cl.make_solver(random_ilp(0), "cplex")
 

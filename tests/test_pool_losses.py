@@ -94,7 +94,7 @@ def test_solve_ratio_and_seeding():
     loss(w, y)
     assert {tuple(r) for r in loss.pool.solutions.tolist()} == {tuple(r) for r in y.tolist()}
     # solve_ratio=0 never calls the solver: an unseeded pool is an error
-    with pytest.raises(RuntimeError, match=r"pool is empty: pass pool="):
+    with pytest.raises(cl.SolverError, match=r"pool is empty: pass pool="):
         cl.losses.CMAPLoss(SPEC_MIN, solve_ratio=0.0)(w, y)
     # seeding from solutions, from a data set, or sharing one pool
     data = cl.data.shortest_path(20, 3, grid=(3, 3), seed=1)

@@ -188,7 +188,5 @@ class BackendConfig(_Checked):
         if isinstance(source, str) and source.isidentifier():
             return cls(name=source)
         data = read_mapping(source, what="backend config")
-        try:
-            return cls.model_validate(data)
-        except ValidationError as error:
-            raise _invalid(error) from None
+        # built by __init__, whose SpecError model_validate would wrap once more
+        return cls(**{str(key): value for key, value in data.items()})

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..errors import InputError
+from ..errors import InputError, SolverError
 from ..specs.canonical import rounding
 from ..transforms.noise import generator_device
 from .outcome import INFEASIBLE, POOLED, Solved, statuses_of
@@ -227,12 +227,12 @@ class SolutionPool:
     def best(self, costs: Tensor, allowed: Allowed | None = None) -> Tensor:
         """The cheapest pooled solution for each instance of ``(B, N)`` minimisation
         costs, on the costs' device and dtype. ``allowed`` restricts each instance to
-        some pooled solutions (see `lookup`). Raises ``RuntimeError`` on an empty pool,
-        or when ``allowed`` leaves an instance without a solution."""
+        some pooled solutions (see `lookup`). Raises `SolverError` (a RuntimeError) on
+        an empty pool, or when ``allowed`` leaves an instance without a solution."""
         y, found = self.lookup(costs, allowed)
         if not bool(found.all()):
             instance = int((~found).nonzero()[0, 0])
-            raise RuntimeError(f"no pooled solution is allowed for instance {instance} "
+            raise SolverError(f"no pooled solution is allowed for instance {instance} "
                                f"({len(self)} in the pool): solve it exactly")
         return y
 
@@ -243,11 +243,11 @@ class SolutionPool:
 
         ``allowed(pooled)`` takes the pooled rows ``(P, N)`` on the costs' device and
         dtype and returns a ``(B, P)`` bool mask, e.g. the rows feasible for per-call
-        constraints; it runs under the pool's lock. Raises ``RuntimeError`` on an
+        constraints; it runs under the pool's lock. Raises `SolverError` on an
         empty pool."""
         with self._lock, torch.no_grad():
             if not self._size:
-                raise RuntimeError("the solution pool is empty: seed it or solve exactly first")
+                raise SolverError("the solution pool is empty: seed it or solve exactly first")
             pool = self._on(costs.device, costs.dtype)
             scores = costs.to(pool.dtype) @ pool.T
             found = torch.ones(len(costs), dtype=torch.bool, device=costs.device)

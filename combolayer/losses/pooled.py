@@ -10,7 +10,7 @@ from torch import Tensor
 from ..backends.pool import draw_exact
 from ..backends.registry import as_solver
 from ..backends.solver import KnownBound, check_costs
-from ..errors import InputError
+from ..errors import InputError, SolverError
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
 
@@ -26,7 +26,7 @@ class PooledLoss(SolverLoss):
     ``optDataset``, or a `combolayer.backends.pool.SolutionPool` to share
     one pool between losses; ``loss.pool.seed(y)`` adds more later. With
     ``solve_ratio < 1`` seed the pool, or the first call that does not solve
-    finds it empty and raises ``RuntimeError``.
+    finds it empty and raises `SolverError` (a RuntimeError).
 
     The sense is folded once: ``c = solver.sign * cost``, so subclasses write
     `per_instance` for minimisation on flattened ``(B, N)`` costs and a
@@ -74,7 +74,7 @@ class PooledLoss(SolverLoss):
             whole = y if aux is None else torch.cat([y, aux], dim=-1)
             self.pool.add(whole[:, : self.solver.pool_width])
         if not len(self.pool):
-            raise RuntimeError(
+            raise SolverError(
                 f"{type(self).__name__}'s solution pool is empty: pass pool=<the training "
                 f"solutions> (or call loss.pool.seed(y_train)) when solve_ratio < 1"
             )
