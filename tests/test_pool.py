@@ -468,3 +468,28 @@ def test_a_solve_ratio_that_is_no_number_is_named(bad):
     the string '0.5' and True were taken as numbers."""
     with pytest.raises(ValueError, match=r"solve_ratio must be a number in \[0, 1\]"):
         cl.ComboLayer(cl.problems.TopK(n=5, k=2), solve_ratio=bad)
+
+
+def test_a_seeded_solution_must_be_feasible():
+    # an infeasible or fractional seed was answered by the layer in training mode
+    spec = cl.problems.Knapsack(weights=[[3, 4, 5]], capacities=[5], sense="max")
+    layer = cl.ComboLayer(spec, solve_ratio=0.0)
+    for bad in ([[1.0, 1.0, 1.0]], [[0.5, 0.5, 0.0]], [[2.0, 0.0, 0.0]]):  # row, integer, bound
+        with pytest.raises(cl.InputError, match=r"seeded solution 0 is not feasible for Knap"):
+            layer.pool.seed(torch.tensor(bad))
+    assert layer.pool.seed(torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])) == 2
+    unbound = SolutionPool(3)
+    unbound.seed(torch.tensor([[1.0, 1.0, 1.0]]))  # checked when a layer binds it
+    with pytest.raises(cl.InputError, match="not feasible"):
+        cl.ComboLayer(spec, solve_ratio=0.0, pool=unbound)
+    # a solver's answer, within its feasibility tolerance, is taken
+    assert layer.pool.seed(torch.tensor([[1e-9, 0.0, 1.0 - 1e-9]], dtype=torch.float64)) == 1
+
+
+def test_seeds_past_max_size_warn():
+    # they were dropped silently, and the seed-full pool took no solve any more
+    pool = SolutionPool(4, max_size=3)
+    rows = torch.tensor(list(itertools.product([0.0, 1.0], repeat=4)))[:5]
+    with pytest.warns(RuntimeWarning, match="full of 3 seeded solutions .* larger max_size"):
+        assert pool.seed(rows) == 3
+    assert pool.add(torch.ones(1, 4)) == 0

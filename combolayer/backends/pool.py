@@ -20,16 +20,18 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 from torch import Tensor
 
 from ..errors import InputError, SolverError
-from ..specs.canonical import rounding
+from ..specs.canonical import canonical_form, rounding
 from ..transforms.noise import generator_device
 from .outcome import INFEASIBLE, POOLED, Solved, statuses_of
 from .solver import Solver, pool_width
@@ -42,6 +44,10 @@ DEFAULT_MAX_SIZE = 10_000
 #: its terms and its bound), the rounding a solver's answer carries, not its absolute
 #: tolerance.
 POOL_ROW_TOL = 1e-9
+
+#: A seeded row meets its problem up to this share of each value and row size: the
+#: feasibility tolerance of the solvers that made it (PyEPO's Gurobi models: 1e-6).
+SEED_TOL = 1e-6
 
 #: ``allowed(pooled) -> (B, P) bool``: which pooled rows ``(P, N)`` (on the costs' device
 #: and dtype) may answer each instance, e.g. those feasible for its per-call constraint rows.
@@ -58,6 +64,44 @@ def spec_signature(spec: Any) -> str:
     data = spec.model_dump(mode="json", exclude={"sense"})
     text = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+class SeedCheck:
+    """What a seeded row must meet, read off the spec's form once: the bounds and
+    integrality of the pooled columns, and every row of the form that only they enter
+    (a row with an auxiliary the pool does not keep, or a lazy cut, is left out: a
+    necessary condition, checked to `SEED_TOL`)."""
+
+    def __init__(self, spec: Any, width: int) -> None:
+        form = canonical_form(spec)
+        self.label = spec.label
+        self.lower, self.upper = form.lower[:width], form.upper[:width]
+        self.integer = np.asarray(form.integer[:width], dtype=bool)
+        self.rows = []
+        for A, b, equal in ((form.A_ub, form.b_ub, False), (form.A_eq, form.b_eq, True)):
+            A = sp.csr_matrix(A)
+            outside = np.asarray(abs(A[:, width:]).sum(axis=1)).ravel() if A.shape[1] > width \
+                else np.zeros(A.shape[0])
+            own = outside == 0
+            if own.any():
+                self.rows.append((A[own][:, :width], np.asarray(b, dtype=float)[own], equal))
+
+    def __call__(self, rows: np.ndarray) -> None:
+        """``InputError`` naming the first row (``(M, width)``) that breaks the problem."""
+        slack = SEED_TOL * (1.0 + np.abs(rows))
+        broken = (rows < self.lower - slack) | (rows > self.upper + slack) | (
+            self.integer & (np.abs(rows - np.rint(rows)) > slack))
+        bad = broken.any(axis=1)
+        for A, b, equal in self.rows:
+            lhs, size = (A @ rows.T).T, (abs(A) @ np.abs(rows).T).T
+            excess = np.abs(lhs - b) if equal else lhs - b
+            bad |= (excess > rounding(size, np.abs(b), SEED_TOL)).any(axis=1)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(f"seeded solution {i} is not feasible for {self.label} (its "
+                             f"bounds, integrality or rows): {rows[i][:8].tolist()}"
+                             f"{' ...' if rows.shape[1] > 8 else ''}; seed the training "
+                             "set's true solutions")
 
 
 def row_key(row: np.ndarray) -> bytes:
@@ -94,6 +138,7 @@ class SolutionPool:
         self.max_size = int(max_size)
         self._signature: str | None = None
         self._label: str | None = None
+        self._check: SeedCheck | None = None  # set by bind
         self._cost_shape: tuple[int, ...] | None = None
         self._hint = ""
         #: The auxiliaries of whole solutions a `CachedSolver` solved for per-call rows that
@@ -130,7 +175,8 @@ class SolutionPool:
     def __getstate__(self) -> dict:
         with self._lock:
             state = {name: getattr(self, name) for name in (
-                "num_outputs", "max_size", "_signature", "_label", "_cost_shape", "_hint")}
+                "num_outputs", "max_size", "_signature", "_label", "_cost_shape", "_hint",
+                "_check")}
             state["_aux"] = OrderedDict(self._aux)
             state["rows"] = self._buffer[: self._size].clone()
             state["seeded"] = list(self._seeded)
@@ -140,6 +186,7 @@ class SolutionPool:
     def __setstate__(self, state: dict) -> None:
         rows, seeded, order = state.pop("rows"), state.pop("seeded"), state.pop("order")
         state.setdefault("_aux", OrderedDict())  # a pool pickled before it kept them
+        state.setdefault("_check", None)
         self.__dict__.update(state)
         self._reset(rows.to(torch.float64).contiguous(), seeded, order)
         self._init_runtime()
@@ -189,7 +236,13 @@ class SolutionPool:
                                      f"{spec.label} has {width}" if not hint else
                                      f"pool holds rows of {self.num_outputs} values but "
                                      f"{spec.label} keeps {width}{hint}")
+                # seeds given before, while unbound, meet it too
+                check = SeedCheck(spec, width)
+                seeded = [slot for slot in range(self._size) if self._seeded[slot]]
+                if seeded:
+                    check(self._rows[seeded])
                 self._signature, self._label, self._hint = signature, spec.label, hint
+                self._check = check
                 # rows may be given in the cost shape when the pool keeps the outputs only
                 self._cost_shape = (tuple(spec.cost_shape) if width == spec.num_outputs
                                     else (width,))
@@ -300,6 +353,9 @@ class SolutionPool:
     def _add(self, solutions: Any, seeded: bool) -> int:
         rows = self._flat_rows(solutions)
         with self._lock:
+            if seeded and self._check is not None:
+                # a user's rows: an infeasible or fractional one was answered in training
+                self._check(rows)
             added, written = 0, []
             for row in rows:
                 key = row_key(row)
@@ -310,8 +366,14 @@ class SolutionPool:
                         del self._fifo[slot]
                     continue
                 slot = self._free_slot()
-                if slot is None:
-                    break  # full of seeded solutions
+                if slot is None:  # full of seeded solutions
+                    if seeded:
+                        warnings.warn(
+                            f"the solution pool is full of {self.max_size} seeded solutions "
+                            f"(its max_size): the rest of the seeds are left out, and no "
+                            f"solve joins the pool any more; give it a larger max_size",
+                            RuntimeWarning, stacklevel=3)
+                    break
                 self._rows[slot] = row
                 self._seeded[slot] = seeded
                 if not seeded:
