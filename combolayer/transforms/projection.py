@@ -24,12 +24,10 @@ Transform = Callable[[Tensor], Tensor]
 #: A cost of norm below this is taken as 0 by ``normalize`` and `Normalized`: it stays
 #: zero (its solution is arbitrary anyway) and gradients stay finite, never NaN.
 NORM_EPS = 1e-12
-#: Per float dtype, twice its eps: `Normalized` reads a projected cost within
-#: ``2 sqrt(N) eps ||w||`` of 0 as rounding residue for its gradient. Computing ``P w``
-#: for a ``w`` that ``P`` takes exactly to 0 left at most ``0.25 sqrt(N) eps ||w||``
-#: (TopK, Ranking, Matching, float32 and float64).
-_RESIDUE = {dtype: 2 * torch.finfo(dtype).eps
-            for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
+#: NORM_EPS as a 0-dim tensor per float dtype: a comparison with the norm's own
+#: dtype wraps no Python float and converts nothing per call.
+_NORM_EPS_TENSORS = {dtype: torch.tensor(NORM_EPS, dtype=dtype)
+                     for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
 
 
 def identity(w: Tensor) -> Tensor:
@@ -173,18 +171,19 @@ class Normalized:
         size 1 in ``n`` and ``clamped``, which only the backward (`vjp`) reads.
         ``negate`` returns ``-u`` in place of ``u``.
 
-        ``u = P w / max(||P w||, NORM_EPS)`` always: the solver's input, never changed.
-        ``clamped`` marks the costs whose ``P w`` is within rounding of 0 (`_RESIDUE`):
-        costs constant on the feasible set, where every solution ties (all-equal
-        scores, a zero-initialised head, a problem of one solution). Their ``P w`` is
-        rounding residue, whose normalisation has a gradient of 1e5-1e12, different in
-        float32 and float64; for them ``n`` is 1 and the backward is ``P g``, as
-        ``normalize``'s at a zero cost."""
+        ``u = P w / max(||P w||, NORM_EPS)`` always: the solver's input. ``clamped``
+        marks the costs whose ``P w`` is no projected cost: below `NORM_EPS`, or, for
+        the mean's projection, off its plane (``|sum(P w)| > sqrt(N) ||P w|| / 2``):
+        the rounding left by subtracting the mean of all-equal costs, a constant
+        vector. The normalisation's gradient there was 1e5-1e12, different in float32
+        and float64; for such costs ``n`` is 1 and the backward is ``P g``, as
+        ``normalize``'s at a zero cost. (A threshold on ``||P w||`` against ``||w||``
+        also read real costs around a large offset as ties.)"""
         c = self.project(w)
         norm = torch.linalg.vector_norm(c, dim=-1, keepdim=True)
-        residue = torch.linalg.vector_norm(w, dim=-1, keepdim=True).mul_(
-            _RESIDUE[w.dtype] * math.sqrt(w.shape[-1])).clamp_min_(NORM_EPS)
-        clamped = norm <= residue
+        clamped = norm < _NORM_EPS_TENSORS[norm.dtype]
+        if self.project is project_mean:
+            clamped |= c.sum(-1, keepdim=True).abs_() > norm * (0.5 * math.sqrt(w.shape[-1]))
         u = c / (norm.clamp_min(NORM_EPS).neg_() if negate else norm.clamp_min(NORM_EPS))
         return u, norm.masked_fill_(clamped, 1.0), clamped
 
