@@ -246,8 +246,8 @@ def test_a_split_past_the_data_and_an_empty_split_are_refused():
 
 
 @pytest.mark.parametrize("key, value, match", [
-    ("epochs", True, "epochs: Input should be a valid integer"),  # was 1 epoch
-    ("batch_size", True, "batch_size: Input should be a valid integer"),
+    ("epochs", True, "epochs: .*got the boolean True"),  # was 1 epoch
+    ("batch_size", True, "batch_size: .*got the boolean True"),
     ("seed", -1, "seed: Input should be greater than or equal to 0"),  # numpy's, in run()
     ("seed", 2**64, "seed: Input should be less than 4294967296"),
     ("out", "", "out: String should have at least 1 character"),  # wrote into ./
@@ -260,3 +260,12 @@ def test_a_config_value_out_of_range_is_refused_when_read(key, value, match):
     with pytest.raises(ConfigError, match=match) as info:
         load_config(config)
     assert isinstance(info.value, cl.ComboLayerError)
+    assert load_config({k: v for k, v in config.items() if k != key}).seed == 0
+
+
+def test_a_config_takes_numpy_integers():
+    from combolayer.training.loop import load_config
+
+    config = load_config({"data": {"name": "knapsack", "num_features": 3, "num_items": 5},
+                          "epochs": np.int64(5), "batch_size": np.int32(8)})
+    assert (config.epochs, config.batch_size) == (5, 8)

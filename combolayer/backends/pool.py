@@ -246,6 +246,8 @@ class SolutionPool:
                 # rows may be given in the cost shape when the pool keeps the outputs only
                 self._cost_shape = (tuple(spec.cost_shape) if width == spec.num_outputs
                                     else (width,))
+            elif self._check is None and signature == self._signature:
+                self._check = SeedCheck(spec, pool_width(spec))  # a pool pickled without
             elif signature != self._signature:
                 raise InputError(
                     f"this pool holds solutions of {self._label}, not of {spec.label}: a pool "

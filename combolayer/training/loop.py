@@ -222,14 +222,21 @@ class TrainConfig(_Strict):
     layer: LayerConfig = LayerConfig()
     model: ModelConfig = ModelConfig()
     loss: Literal["regret", "l1", "hamming", "spo+", "fenchel_young", "cave"] | None = None
-    # strict: a boolean is no count (pydantic reads true as 1)
-    epochs: int = Field(20, ge=1, strict=True)
+    epochs: int = Field(20, ge=1)
     lr: float = Field(1e-2, gt=0.0, allow_inf_nan=False)
-    batch_size: int = Field(32, ge=1, strict=True)
-    num_train: int | None = Field(None, ge=1, strict=True)
-    num_test: int | None = Field(None, ge=1, strict=True)
-    seed: int = Field(0, ge=0, lt=2**32, strict=True)  # numpy's and torch's seed range
+    batch_size: int = Field(32, ge=1)
+    num_train: int | None = Field(None, ge=1)
+    num_test: int | None = Field(None, ge=1)
+    seed: int = Field(0, ge=0, lt=2**32)  # numpy's and torch's seed range
     out: str = Field("runs/train", min_length=1)
+
+    @field_validator("epochs", "batch_size", "num_train", "num_test", "seed", mode="before")
+    @classmethod
+    def _no_boolean(cls, value: Any) -> Any:
+        # pydantic reads true as 1; a numpy integer is taken, as any int
+        if isinstance(value, bool | np.bool_):
+            raise ValueError(f"expected a whole number, got the boolean {value!r}")
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> TrainConfig:
