@@ -67,14 +67,18 @@ def spec_signature(spec: Any) -> str:
 
 
 class SeedCheck:
-    """What a seeded row must meet, read off the spec's form once: the bounds and
+    """What a seeded row must meet, read off the spec's form at the first seed (not when
+    a layer binds its pool: a Ranking(3000)'s form has 9e6 variables): the bounds and
     integrality of the pooled columns, and every row of the form that only they enter
     (a row with an auxiliary the pool does not keep, or a lazy cut, is left out: a
     necessary condition, checked to `SEED_TOL`)."""
 
     def __init__(self, spec: Any, width: int) -> None:
-        form = canonical_form(spec)
-        self.label = spec.label
+        self.spec, self.width, self.label = spec, width, spec.label
+        self._read = False
+
+    def _read_form(self) -> None:
+        form, width = canonical_form(self.spec), self.width
         self.lower, self.upper = form.lower[:width], form.upper[:width]
         self.integer = np.asarray(form.integer[:width], dtype=bool)
         self.rows = []
@@ -85,9 +89,12 @@ class SeedCheck:
             own = outside == 0
             if own.any():
                 self.rows.append((A[own][:, :width], np.asarray(b, dtype=float)[own], equal))
+        self._read = True
 
     def __call__(self, rows: np.ndarray) -> None:
         """``InputError`` naming the first row (``(M, width)``) that breaks the problem."""
+        if not self._read:
+            self._read_form()
         slack = SEED_TOL * (1.0 + np.abs(rows))
         broken = (rows < self.lower - slack) | (rows > self.upper + slack) | (
             self.integer & (np.abs(rows - np.rint(rows)) > slack))
