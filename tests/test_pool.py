@@ -493,3 +493,19 @@ def test_seeds_past_max_size_warn():
     with pytest.warns(RuntimeWarning, match="full of 3 seeded solutions .* larger max_size"):
         assert pool.seed(rows) == 3
     assert pool.add(torch.ones(1, 4)) == 0
+
+
+def test_a_seeded_tour_must_have_no_subtour():
+    # two triangles meet every degree row; the subtour cuts are lazy, not rows
+    spec = cl.problems.TSPEdges(6)
+    edges = list(itertools.combinations(range(6), 2))
+    def tour(*cycles):
+        y = torch.zeros(len(edges))
+        for cycle in cycles:
+            for a, b in zip(cycle, cycle[1:] + cycle[:1]):
+                y[edges.index((min(a, b), max(a, b)))] = 1.0
+        return y
+    pool = SolutionPool(spec)
+    with pytest.raises(cl.InputError, match="not feasible"):
+        pool.seed(tour((0, 1, 2), (3, 4, 5))[None])
+    assert pool.seed(tour((0, 1, 2, 3, 4, 5))[None]) == 1

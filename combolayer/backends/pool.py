@@ -69,9 +69,10 @@ def spec_signature(spec: Any) -> str:
 class SeedCheck:
     """What a seeded row must meet, read off the spec's form at the first seed (not when
     a layer binds its pool: a Ranking(3000)'s form has 9e6 variables): the bounds and
-    integrality of the pooled columns, and every row of the form that only they enter
-    (a row with an auxiliary the pool does not keep, or a lazy cut, is left out: a
-    necessary condition, checked to `SEED_TOL`)."""
+    integrality of the pooled columns, every row of the form that only they enter (a row
+    with an auxiliary the pool does not keep is left out: a necessary condition, checked
+    to `SEED_TOL`), and, where the pool keeps every variable, the form's lazy cuts (a
+    tour's subtours)."""
 
     def __init__(self, spec: Any, width: int) -> None:
         self.spec, self.width, self.label = spec, width, spec.label
@@ -89,6 +90,7 @@ class SeedCheck:
             own = outside == 0
             if own.any():
                 self.rows.append((A[own][:, :width], np.asarray(b, dtype=float)[own], equal))
+        self.separator = form.separator if form.num_vars == width else None
         self._read = True
 
     def __call__(self, rows: np.ndarray) -> None:
@@ -103,6 +105,9 @@ class SeedCheck:
             lhs, size = (A @ rows.T).T, (abs(A) @ np.abs(rows).T).T
             excess = np.abs(lhs - b) if equal else lhs - b
             bad |= (excess > rounding(size, np.abs(b), SEED_TOL)).any(axis=1)
+        if self.separator is not None:  # on integral points: the separators' own input
+            for i in np.flatnonzero(~bad):
+                bad[i] = bool(self.separator(np.rint(rows[i])))
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise InputError(f"seeded solution {i} is not feasible for {self.label} (its "
