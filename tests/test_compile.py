@@ -108,6 +108,28 @@ def test_new_models_of_the_same_layers_meet_the_graph_already_compiled(method):
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - before == 1
 
 
+def test_eager_calls_between_compiled_models_on_a_plane_compile_once():
+    # A general plane's projection (a matching's) read its operator cache in the traced
+    # graph: Dynamo guarded on the cache's keys, and a model called eagerly first made
+    # the next model recompile (and an eager call after compiling, the compiled one).
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    spec = cl.problems.Matching(rows=4, cols=4)
+    x = torch.randn(4, 5)
+    counter = CompileCounterWithBackend("aot_eager")
+    for seed in range(3):
+        torch.manual_seed(seed)
+        model = torch.nn.Sequential(torch.nn.Linear(5, 16), torch.nn.Unflatten(1, (4, 4)),
+                                    cl.ComboLayer(spec))
+        if seed == 0:
+            model(x)  # a sanity check before compiling the first model only
+        compiled = torch.compile(model, fullgraph=True, backend=counter)
+        compiled(x).sum().backward()
+        model(x)
+        compiled(x)
+    assert counter.frame_count == 1
+
+
 def test_every_method_compiles_whole():
     assert WHOLE == OURS
     assert cl.Margin(method="blackbox").compiles_whole

@@ -102,15 +102,19 @@ def project_plane(normals: Tensor) -> Transform:
     def project(w: Tensor) -> Tensor:
         # keyed by the dtype alone on the CPU: building a torch.device per call to
         # hash it is not free, on a path that runs twice per training step
+        # A traced graph makes its own, once, and never reads the cache: reading it made
+        # Dynamo guard on its keys, and a second model recompiled after an eager call.
+        compiling = torch.compiler.is_compiling()
         key = w.dtype if w.is_cpu else (w.device, w.dtype)
-        operator = cache.get(key)
+        operator = None if compiling else cache.get(key)
         if operator is None:
             if not (w.is_floating_point() or w.is_complex()):
                 # cast to an integer dtype, the projector would round to 0 and 1
-                raise InputTypeError(f"project_plane expects floating-point costs, got {w.dtype}; "
-                                "convert them first, e.g. w.to(torch.get_default_dtype())")
+                raise InputTypeError(f"project_plane expects floating-point costs, got "
+                                     f"{w.dtype}; convert them first, e.g. "
+                                     "w.to(torch.get_default_dtype())")
             operator = operator64.to(device=w.device, dtype=w.dtype)
-            if not torch.compiler.is_compiling():  # a traced graph makes its own, once
+            if not compiling:
                 cache[key] = operator
         if dense:
             return w @ operator  # symmetric: the backward is the same matmul
