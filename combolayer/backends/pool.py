@@ -23,15 +23,15 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
+from functools import cached_property
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 from torch import Tensor
 
 from ..errors import InputError, SolverError
-from ..specs.canonical import canonical_form, rounding
+from ..specs.canonical import CanonicalForm, IntegerRows, canonical_form, rounding
 from ..transforms.noise import generator_device
 from .outcome import INFEASIBLE, POOLED, Solved, statuses_of
 from .solver import Solver, pool_width
@@ -69,49 +69,42 @@ def spec_signature(spec: Any) -> str:
 class SeedCheck:
     """What a seeded row must meet, read off the spec's form at the first seed (not when
     a layer binds its pool: a Ranking(3000)'s form has 9e6 variables): the bounds and
-    integrality of the pooled columns, every row of the form that only they enter (a row
-    with an auxiliary the pool does not keep is left out: a necessary condition, checked
-    to `SEED_TOL`), and, where the pool keeps every variable, the form's lazy cuts (a
-    tour's subtours)."""
+    integrality of the pooled columns, the form's rows that only they weigh (a row with
+    an auxiliary the pool does not keep is left out: a necessary condition), both to
+    `SEED_TOL`, and, where the pool keeps every variable, the form's lazy cuts (a tour's
+    subtours)."""
 
     def __init__(self, spec: Any, width: int) -> None:
         self.spec, self.width, self.label = spec, width, spec.label
-        self._read = False
+        self.form: CanonicalForm | None = None
 
-    def _read_form(self) -> None:
-        form, width = canonical_form(self.spec), self.width
-        self.lower, self.upper = form.lower[:width], form.upper[:width]
-        self.integer = np.asarray(form.integer[:width], dtype=bool)
-        self.rows = []
-        for A, b, equal in ((form.A_ub, form.b_ub, False), (form.A_eq, form.b_eq, True)):
-            A = sp.csr_matrix(A)
-            outside = np.asarray(abs(A[:, width:]).sum(axis=1)).ravel() if A.shape[1] > width \
-                else np.zeros(A.shape[0])
-            own = outside == 0
-            if own.any():
-                self.rows.append((A[own][:, :width], np.asarray(b, dtype=float)[own], equal))
-        self.separator = form.separator if form.num_vars == width else None
-        self._read = True
+    @cached_property
+    def rows(self) -> IntegerRows:
+        """The form's rows that weigh the pooled columns alone."""
+        return IntegerRows.of(*self.form.rows(), np.arange(self.form.num_vars) < self.width)
 
     def __call__(self, rows: np.ndarray) -> None:
         """``InputError`` naming the first row (``(M, width)``) that breaks the problem."""
-        if not self._read:
-            self._read_form()
+        if self.form is None:
+            self.form = canonical_form(self.spec)
+        form, width = self.form, self.width
         slack = SEED_TOL * (1.0 + np.abs(rows))
-        broken = (rows < self.lower - slack) | (rows > self.upper + slack) | (
-            self.integer & (np.abs(rows - np.rint(rows)) > slack))
-        bad = broken.any(axis=1)
-        for A, b, equal in self.rows:
-            lhs, size = (A @ rows.T).T, (abs(A) @ np.abs(rows).T).T
-            excess = np.abs(lhs - b) if equal else lhs - b
-            bad |= (excess > rounding(size, np.abs(b), SEED_TOL)).any(axis=1)
-        if self.separator is not None:  # on integral points: the separators' own input
-            for i in np.flatnonzero(~bad):
-                bad[i] = bool(self.separator(np.rint(rows[i])))
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise InputError(f"seeded solution {i} is not feasible for {self.label} (its "
-                             f"bounds, integrality or rows): {rows[i][:8].tolist()}"
+        broken = ((rows < form.lower[:width] - slack) | (rows > form.upper[:width] + slack)
+                  | (form.integer[:width] & (np.abs(rows - np.rint(rows)) > slack)))
+        bad = np.flatnonzero(broken.any(axis=1))
+        first = int(bad[0]) if bad.size else None
+        if first is None:
+            points = np.zeros((len(rows), form.num_vars))
+            points[:, :width] = rows  # the kept rows weigh no other column
+            breach = self.rows.breach(points, SEED_TOL)
+            first = None if breach is None else breach[0]
+        if first is None and form.separator is not None and form.num_vars == width:
+            # on integral points, the separators' own input
+            first = next((i for i, row in enumerate(rows) if form.separator(np.rint(row))),
+                         None)
+        if first is not None:
+            raise InputError(f"seeded solution {first} is not feasible for {self.label} "
+                             f"(its bounds, integrality or rows): {rows[first][:8].tolist()}"
                              f"{' ...' if rows.shape[1] > 8 else ''}; seed the training "
                              "set's true solutions")
 

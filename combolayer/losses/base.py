@@ -78,11 +78,16 @@ def check_finite_target(value: Tensor, name: str, owner: str, role: str = "targe
 
 
 def as_loss_input(value: Any, name: str, owner: str, like: Tensor | None = None) -> Any:
-    """``value`` as a tensor: a tensor as is, a numpy array converted (to ``like``'s
-    dtype and device when given, else a float tensor), None kept; anything else raises
-    TypeError naming what is expected."""
-    if value is None or isinstance(value, Tensor):
+    """``value`` as a tensor: a floating-point tensor as is, an integer or boolean one
+    as numbers (``like``'s dtype when given, else torch's default), a numpy array
+    converted (to ``like``'s dtype and device when given, else a float tensor), None
+    kept; anything else raises TypeError naming what is expected."""
+    if value is None:
         return value
+    if isinstance(value, Tensor):
+        if value.is_floating_point() or value.is_complex():
+            return value
+        return value.to(torch.get_default_dtype() if like is None else like.dtype)
     if isinstance(value, np.ndarray):
         if not (np.issubdtype(value.dtype, np.number) or value.dtype == np.bool_):
             raise InputTypeError(f"{owner}: {name} must be numeric, got a numpy array of dtype "
@@ -131,11 +136,6 @@ class LossInputs:
             for name in names:
                 if name in bound.arguments:
                     value = as_loss_input(bound.arguments[name], name, owner, like)
-                    if isinstance(value, Tensor) and not (value.is_floating_point()
-                                                          or value.is_complex()):
-                        # integer or boolean costs and solutions, taken as numbers
-                        value = value.to(torch.get_default_dtype() if like is None
-                                         else like.dtype)
                     if isinstance(value, Tensor) and value.dtype in HALF_PRECISION:
                         # in float32, as the layer works: 2 c_hat - c overflowed float16
                         # (a NaN loss), and bfloat16 tied its costs and its noise

@@ -184,26 +184,27 @@ class IntegerRows:
     @classmethod
     def of(cls, A: Any, lower: np.ndarray, upper: np.ndarray,
            integer: np.ndarray) -> IntegerRows:
-        """Those of the rows ``A`` (dense or sparse) that weigh no continuous variable."""
+        """Those of the rows ``A`` (dense or sparse) that weigh only the columns marked in
+        ``integer`` (the integer variables; a solution pool's own columns)."""
         keep = np.flatnonzero(np.asarray(abs(A) @ (~integer).astype(float)).ravel() == 0)
         A, lower, upper = A[keep], lower[keep], upper[keep]
         bound = np.where(np.isfinite(upper), np.abs(upper), np.abs(lower))
         return cls(keep, A, abs(A), lower, upper, bound)
 
-    def breach(self, points: np.ndarray) -> tuple[int, int, float] | None:
+    def breach(self, points: np.ndarray, share: float = 1e-12) -> tuple[int, int, float] | None:
         """The instance and the row (its position among the rows given to `of`) that
         ``points`` (``(B, num_vars)``, integer where the rows' variables are) break the
         most, and by how much; None when they all hold. A solver's feasibility tolerance
         is coarse next to a row with large coefficients (weights of 1e9): its answer may
         break the row by whole units; a rounded point holds such rows exactly, so
-        anything beyond float rounding (1e-12 of the row's size) is a breach. One
-        product for the batch."""
+        anything beyond float rounding (``share``, 1e-12, of the row's size) is a breach.
+        One product for the batch."""
         if not len(self.keep) or not len(points):
             return None
         value = np.asarray(self.A @ points.T).T  # (B, rows)
         with np.errstate(invalid="ignore"):  # inf - inf on a free side
             excess = np.fmax(value - self.upper, self.lower - value)
-        over = excess - rounding(np.asarray(self.size @ np.abs(points).T).T, self.bound)
+        over = excess - rounding(np.asarray(self.size @ np.abs(points).T).T, self.bound, share)
         b, row = np.unravel_index(int(np.argmax(over)), over.shape)
         if over[b, row] <= 0:
             return None

@@ -100,10 +100,10 @@ def project_plane(normals: Tensor) -> Transform:
     cache: dict[object, Tensor] = {}
 
     def project(w: Tensor) -> Tensor:
-        # keyed by the dtype alone on the CPU: building a torch.device per call to
-        # hash it is not free, on a path that runs twice per training step
-        # A traced graph makes its own, once, and never reads the cache: reading it made
-        # Dynamo guard on its keys, and a second model recompiled after an eager call.
+        # A traced graph makes its own operator, once, and never reads the cache: reading
+        # it made Dynamo guard on its keys, and a second model recompiled after an eager
+        # call. Keyed by the dtype alone on the CPU: building a torch.device per call to
+        # hash it is not free, on a path that runs twice per training step.
         compiling = torch.compiler.is_compiling()
         key = w.dtype if w.is_cpu else (w.device, w.dtype)
         operator = None if compiling else cache.get(key)
