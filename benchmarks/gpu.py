@@ -21,13 +21,17 @@ the device synchronised before each clock read):
   Adam; the two-stage MSE step without a solver, Identity, Blackbox at lam 20;
   median of 15 steps) with each backend, and the Bellman-Ford kernels
   (`combolayer.backends.torch_paths`) against scipy's Dijkstra at batches 70 and
-  1024; on the CPU also at batches 32 and 256 from grid 5 up, the measurement
-  behind ``"auto"``'s choice for CPU costs.
+  1024, each on the one device measured; on the CPU also at batches 32 and 256
+  from grid 5 up, the measurement behind ``"auto"``'s choice for CPU costs; on
+  CUDA, last, the Warcraft step compiled whole (``--compile-grids``).
 
 Without a CUDA device it measures the CPU rows of the shortest-path tables only
-and says that the device rows need one. The tables go into docs/measurements/gpu.md
-(block ``gpu``), or without a device into benchmarks/results/gpu.md (block
-``gpu-cpu``), unless ``--no-doc``.
+and says that the device rows need one. With one it measures the shortest paths
+first (the CPU's Warcraft steps take seconds each, and are the run without a
+device). Each table is written as it ends, into docs/measurements/gpu.md (block
+``gpu``), or without a device into benchmarks/results/gpu.md (block
+``gpu-cpu``), unless ``--no-doc``; a run stopped early says what it did not
+measure.
 
 Run: python benchmarks/gpu.py [--quick] [--no-doc]
 """
@@ -262,10 +266,11 @@ class WarcraftResNet(nn.Module):
 
 
 def warcraft_step(grid: int, method: str, backend: str, device: torch.device,
-                  batch: int = 70) -> Callable[[], object]:
+                  batch: int = 70, compiled: bool = False) -> Callable[[], object]:
     """One Adam step of the Warcraft model on a batch of ``8 grid`` pixel square images:
     ``method`` "two-stage" (MSE to the true costs, no solver), "identity" or "blackbox"
-    (lam 20; both with the Hamming loss to the true paths)."""
+    (lam 20; both with the Hamming loss to the true paths). ``compiled``: the model, the
+    layer and the loss as one ``torch.compile`` graph (inductor, fullgraph=True)."""
     gen = torch.Generator().manual_seed(grid)
     images = torch.rand(batch, 3, 8 * grid, 8 * grid, generator=gen).to(device)
     spec = cl.problems.ShortestPath.grid(grid, grid, neighborhood=8)
@@ -279,14 +284,17 @@ def warcraft_step(grid: int, method: str, backend: str, device: torch.device,
         options = {"method": blackbox} if method == "blackbox" else {}
         layer = cl.ComboLayer(spec, projection="none", backend=backend, **options)
 
-    def step() -> None:
-        optimizer.zero_grad()
+    def loss() -> torch.Tensor:
         costs = model(images)
         if method == "two-stage":
-            loss = F.mse_loss(costs, true_costs)
-        else:
-            loss = cl.losses.hamming(layer(costs), true_paths)
-        loss.backward()
+            return F.mse_loss(costs, true_costs)
+        return cl.losses.hamming(layer(costs), true_paths)
+
+    loss_of = torch.compile(loss, fullgraph=True) if compiled else loss
+
+    def step() -> None:
+        optimizer.zero_grad()
+        loss_of().backward()
         optimizer.step()
 
     return step
@@ -351,23 +359,65 @@ def path_kernel_rows(grids: list[int], batches: list[int], devices: list[torch.d
     return rows
 
 
-def shortest_path_blocks(args: argparse.Namespace, devices: list[torch.device]) -> list[str]:
-    """The grid shortest-path tables: the Warcraft step, the kernels at the paper's
-    batch and at 1024, and on the CPU from grid 5 up at batches 32 and 256."""
+def compiled_warcraft_rows(grids: list[int], steps: int) -> list[str]:
+    """The Warcraft step on CUDA with the model, the layer and the loss compiled as one
+    graph: the first call (the compile, an empty cache aside) and the median step, for
+    the two-stage step and Identity."""
+    rows = ["| grid | step | first call, s | ms per step | / compiled two-stage step |",
+            "|---|---|---|---|---|"]
+    for grid in tqdm(grids, desc="compiled", leave=False):
+        base = None
+        for method, label in (("two-stage", "two-stage (MSE)"), ("identity", "Identity")):
+            step = warcraft_step(grid, method, "auto", CUDA, compiled=True)
+            start = time.perf_counter()
+            step()
+            torch.cuda.synchronize()
+            first = time.perf_counter() - start
+            ms = median_of_steps(step, CUDA, steps)
+            base = base or ms
+            rows.append(f"| {grid} x {grid} | {label} | {first:.1f} | {ms:.1f} | "
+                        f"{ms / base:.2f} |")
+    return rows
+
+
+Section = tuple[str, Callable[[], list[str]]]
+
+
+def shortest_path_sections(args: argparse.Namespace, device: torch.device) -> list[Section]:
+    """The grid shortest-path tables on ``device``: the Warcraft step and the kernels at
+    the paper's batch and at 1024 against scipy's Dijkstra on the host; on the CPU also
+    from grid 5 up at batches 32 and 256."""
     seconds = 0.05 if args.quick else 0.5
     grids = [12] if args.quick else [12, 18, 24, 30]
     steps = 3 if args.quick else args.steps
     warcraft = [12] if args.quick else args.warcraft_grids
-    body = ["Grid shortest paths (8 neighbours), the Warcraft training step: batch 70, "
-            f"median of {steps} steps, projection none:", "",
-            *warcraft_rows(warcraft, devices, steps), "",
-            "The kernels alone, ms per batch:", "",
-            *path_kernel_rows(grids, [70] if args.quick else [70, 1024], devices, seconds)]
-    if not args.quick:
-        body += ["", "On CPU tensors, from grid 5 up (the measurement behind `auto`'s choice "
-                 "for CPU costs), ms per batch:", "",
-                 *path_kernel_rows([5, 10, 15, 20, 25, 30], [32, 256], [CPU], seconds)]
-    return body
+    sections = [
+        ("Grid shortest paths (8 neighbours), the Warcraft training step: batch 70, "
+         f"median of {steps} steps, projection none:",
+         partial(warcraft_rows, warcraft, [device], steps)),
+        ("The kernels alone, ms per batch:",
+         partial(path_kernel_rows, grids, [70] if args.quick else [70, 1024], [device],
+                 seconds))]
+    if device == CPU and not args.quick:
+        sections.append(("On CPU tensors, from grid 5 up (the measurement behind `auto`'s "
+                         "choice for CPU costs), ms per batch:",
+                         partial(path_kernel_rows, [5, 10, 15, 20, 25, 30], [32, 256], [CPU],
+                                 seconds)))
+    return sections
+
+
+def measure(head: list[str], sections: list[Section], write: Callable[[list[str]], None]
+            ) -> None:
+    """Each section's table in turn, printed and written as it ends (so a run stopped at
+    a time limit keeps what it measured, and says what it did not)."""
+    body = list(head)
+    for position, (title, rows) in enumerate(sections):
+        part = ["", title, "", *rows()] if title else ["", *rows()]
+        print("\n".join(part), flush=True)
+        body += part
+        left = [title or "PyEPO's MPAX" for title, _ in sections[position + 1:]]
+        write(body + (["", "(Written while the run went on; not measured yet: "
+                       + "; ".join(t.rstrip(":") for t in left) + ".)"] if left else []))
 
 
 def main() -> None:
@@ -380,29 +430,36 @@ def main() -> None:
     parser.add_argument("--warcraft-grids", type=int, nargs="+", default=[12, 18, 24, 30],
                         help="grid sizes of the Warcraft step (a CPU step at 30 x 30 takes "
                              "seconds)")
+    parser.add_argument("--compile-grids", type=int, nargs="*", default=[30],
+                        help="grid sizes of the compiled Warcraft step on CUDA (none: skip; "
+                             "each compiles the model twice)")
     args = parser.parse_args()
     torch.set_num_threads(1)  # the layer's solves and the CPU kernels on one thread, as ours
+    began = time.perf_counter()
     if not torch.cuda.is_available():
         print("no CUDA device on this machine: nothing to measure on a device (the GPU tables "
               "in docs/measurements/gpu.md come from a machine that has one; the device rows of "
               "the shortest-path tables need one). The CPU rows of those tables:")
-        began = time.perf_counter()
-        body = shortest_path_blocks(args, [CPU])
-        body = [f"{generated_by('benchmarks/gpu.py', time.perf_counter() - began)}, on "
-                f"{time.strftime('%Y-%m-%d')} with torch {torch.__version__} on one CPU thread "
-                f"({os.cpu_count()} CPU cores; no CUDA device: the device rows need one).", "",
-                "How to read it: each Warcraft row is one training step (model, layer, loss, "
+        head = ["How to read it: each Warcraft row is one training step (model, layer, loss, "
                 "Adam) over the step without a solver on the same device; on one CPU thread "
                 "the model's convolutions take most of a step, so the backends differ by "
                 "less than the rows' noise there. The kernel rows time the solver alone; "
-                "`fastest` is the quicker per row.", "", *body]
-        print("\n".join(body))
-        if not args.no_doc:
+                "`fastest` is the quicker per row."]
+
+        def write(body: list[str]) -> None:
+            if args.no_doc:
+                return
             CPU_RESULTS.parent.mkdir(exist_ok=True)
             if not CPU_RESULTS.exists():
                 CPU_RESULTS.write_text("# benchmarks/gpu.py without a CUDA device\n")
-            write_block(CPU_RESULTS, "gpu-cpu", "benchmarks/gpu.py", body,
+            stamp = (f"{generated_by('benchmarks/gpu.py', time.perf_counter() - began)}, on "
+                     f"{time.strftime('%Y-%m-%d')} with torch {torch.__version__} on one CPU "
+                     f"thread ({os.cpu_count()} CPU cores; no CUDA device: the device rows "
+                     "need one).")
+            write_block(CPU_RESULTS, "gpu-cpu", "benchmarks/gpu.py", [stamp, "", *body],
                         "## The CPU rows")
+
+        measure(head, shortest_path_sections(args, CPU), write)
         return
     seconds = 0.05 if args.quick else 0.5
     batches = [32] if args.quick else [32, 256]
@@ -411,18 +468,28 @@ def main() -> None:
                [(32, 50, 1000), (32, 50, 10_000), (256, 1000, 10_000), (4096, 100, 10_000)])
     header = (f"Measured on {torch.cuda.get_device_name()} with torch {torch.__version__} "
               f"(torch on one CPU thread; {os.cpu_count()} CPU cores), "
-              f"by `{command_line('benchmarks/gpu.py', None)}`.")
-    body = [header, "", "The layer, forward and Identity backward (projection \"auto\"):", "",
-            *layer_rows(batches, seconds), "", "The kernels alone:", "",
-            *kernel_rows(shapes, seconds), "", "The solution cache's lookup:", "",
-            *lookup_rows(lookups, seconds), "",
-            "Enumeration (16 binary variables or fewer) and learned rows:", "",
-            *enumeration_rows(batches if args.quick else [256, 4096], seconds), "",
-            *mpax_rows(batches, seconds), "", *shortest_path_blocks(args, [CPU, CUDA])]
-    print("\n".join(body))
-    if not args.no_doc:
-        write_block(DOC, "gpu", "benchmarks/gpu.py", body, "## On a CUDA device")
+              f"by `{command_line('benchmarks/gpu.py', None)}`, on {time.strftime('%Y-%m-%d')}.")
+    # the shortest paths first: the rows a device is lent for (issue 51), then the rest
+    sections = [*shortest_path_sections(args, CUDA),
+                ("The layer, forward and Identity backward (projection \"auto\"):",
+                 partial(layer_rows, batches, seconds)),
+                ("The kernels alone:", partial(kernel_rows, shapes, seconds)),
+                ("The solution cache's lookup:", partial(lookup_rows, lookups, seconds)),
+                ("Enumeration (16 binary variables or fewer) and learned rows:",
+                 partial(enumeration_rows, batches if args.quick else [256, 4096], seconds)),
+                ("", partial(mpax_rows, batches, seconds))]
+    if args.compile_grids:  # last: each grid compiles the model twice (a minute or more)
+        steps = 3 if args.quick else args.steps
+        sections.append(("The Warcraft step compiled (the model, the layer and the loss as "
+                         "one `torch.compile` graph, inductor, fullgraph=True), on CUDA:",
+                         partial(compiled_warcraft_rows,
+                                 [12] if args.quick else args.compile_grids, steps)))
 
+    def write(body: list[str]) -> None:
+        if not args.no_doc:
+            write_block(DOC, "gpu", "benchmarks/gpu.py", body, "## On a CUDA device")
+
+    measure([header], sections, write)
 
 if __name__ == "__main__":
     main()

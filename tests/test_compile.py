@@ -542,3 +542,21 @@ def test_half_precision_compiles_whole_and_a_dtype_too_small_for_the_ranks_is_re
     # the compiled check is queued in the graph: a RuntimeError, with the same words
     with pytest.raises((ValueError, RuntimeError), match="solutions of Ranking.*cannot hold"):
         ranks(torch.randn(2, 300).to(torch.bfloat16))
+
+
+def test_a_loss_compiles_in_one_graph_with_the_layer():
+    # the loss's finiteness check read its answer back (`bool(finite.all())`), which
+    # stopped fullgraph=True on a model, its layer and its loss compiled as one function
+    spec = cl.problems.ShortestPath.grid(5, 5, neighborhood=8)
+    layer = cl.ComboLayer(spec, projection="none")
+    w = torch.rand(6, 5, 5) + 0.1
+    y_true = cl.make_solver(spec).solve(torch.rand(6, 5, 5) + 0.1)
+
+    def loss(w, y_true):
+        return cl.losses.hamming(layer(w), y_true)
+
+    compiled = torch.compile(loss, fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(w, y_true), loss(w, y_true), rtol=0, atol=0)
+    y_true[2, 1, 1] = float("nan")
+    with pytest.raises(RuntimeError, match="y_true must be finite"):
+        compiled(w, y_true)

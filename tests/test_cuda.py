@@ -405,3 +405,25 @@ def test_nan_costs_on_the_device_still_raise_before_a_host_solve():
         layer(w)
     with pytest.raises(ValueError, match="must be finite"):
         solver.solve(w)
+
+
+@pytest.mark.parametrize("method", ["identity", "blackbox"])
+def test_a_model_on_the_device_compiles_whole_and_matches_eager(method):
+    # one graph (fullgraph=True) with the Bellman-Ford kernel's CUDA graph inside the
+    # layer's operator; answers and gradients equal eager mode's
+    torch._dynamo.reset()
+    spec = cl.problems.ShortestPath.grid(8, 8, neighborhood=8)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 64), torch.nn.Softplus(),
+                                torch.nn.Unflatten(1, (8, 8)),
+                                cl.ComboLayer(spec, method=method)).to(CUDA)
+    x, weights = torch.randn(16, 4, device=CUDA), torch.randn(8, 8, device=CUDA)
+    results = []
+    for run in (model, torch.compile(model, fullgraph=True, backend="aot_eager")):
+        model.zero_grad()
+        y = run(x)
+        (y * weights).sum().backward()
+        results.append((y.detach(), model[0].weight.grad.clone()))
+    assert results[1][0].is_cuda and results[1][1].is_cuda
+    torch.testing.assert_close(results[1], results[0], rtol=0, atol=0)
+

@@ -7,16 +7,19 @@
 # This script installs them into .device/site, then runs the CUDA tests and
 # benchmarks/gpu.py, whose tables land in docs/measurements/gpu.md; with OUT set (the
 # device tool's folder that comes back) it copies that page and both logs there, also
-# when a step failed.
+# when a step failed or ran out of its time (TEST_SECONDS, BENCH_SECONDS: each step's
+# limit, inside the device call's own; the benchmark writes its page table by table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q --no-deps --target .device/site .device/wheels/*.whl
 export PYTHONPATH="$PWD/.device/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 status=0
-python -m pytest -q -p no:cacheprovider tests/test_cuda.py 2>&1 | tee .device/cuda_tests.log \
+export PYTHONUNBUFFERED=1
+timeout "${TEST_SECONDS:-240}" python -m pytest -q -p no:cacheprovider --durations=8 \
+    tests/test_cuda.py 2>&1 | tee .device/cuda_tests.log || status=$?
+timeout "${BENCH_SECONDS:-420}" python benchmarks/gpu.py "$@" 2>&1 | tee .device/gpu.log \
     || status=$?
-python benchmarks/gpu.py "$@" 2>&1 | tee .device/gpu.log || status=$?
 if [ -n "${OUT:-}" ]; then
     cp docs/measurements/gpu.md .device/cuda_tests.log .device/gpu.log "$OUT"/
 fi

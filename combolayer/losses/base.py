@@ -63,11 +63,11 @@ TARGET_ARGUMENTS = ("cost_true", "y_true")
 
 def check_finite_target(value: Tensor, name: str, owner: str, role: str = "target") -> None:
     """``ValueError`` naming the first NaN or inf entry of the target ``value`` (of a
-    prediction where ``role`` says so). Off the CPU the check reads nothing back: it is
-    queued on the device, as `check_values` queues the costs' (a device-side assertion
-    with the same message)."""
+    prediction where ``role`` says so). Off the CPU, and in a graph that torch.compile
+    traces, the check reads nothing back: it is queued on the device, as `check_values`
+    queues the costs' (an assertion in the graph with the same message)."""
     finite = torch.isfinite(value)
-    if not value.is_cpu:
+    if not value.is_cpu or torch.compiler.is_compiling():
         torch._assert_async(finite.all(), f"{owner}: {name} must be finite (a {role} with NaN "
                             "or inf gives a NaN loss)")
         return
