@@ -221,6 +221,7 @@ def test_score_function_draws_its_samples_on_a_cuda_generator():
 def test_relaxation_methods_take_cuda_rows_and_return_on_the_device(method):
     """The smoothed relaxation (cvxpylayers on the CPU) in training, the exact ILP in
     eval mode: both from CUDA tensors equal the CPU's, gradients included."""
+    pytest.importorskip("cvxpylayers", reason="the [cvxpylayers] extra is not installed")
     spec = cl.ILP(shape=[6])
     costs, (A, b) = binary_rows(n=6, m=2, batch=4, seed=6)
     results = []

@@ -459,13 +459,8 @@ HALF_PRECISION = (torch.float16, torch.bfloat16)
 #: The largest integer up to which every integer is exact in each half-precision dtype:
 #: solutions, returned in the costs' dtype, must fit (a Ranking(300)'s ranks in bfloat16
 #: were not a permutation).
-_EXACT_INTEGERS = {torch.float16: 2048, torch.bfloat16: 256, np.dtype(np.float16): 2048}
-
-
-@torch.compiler.assume_constant_result
-def _largest_value(solver: Any, aux: bool = False) -> float:
-    """`Solver.largest_value`, a constant of a traced graph."""
-    return solver.largest_value(aux)
+_EXACT_INTEGERS = {torch.float16: 2048, torch.bfloat16: 256}
+_EXACT_NUMPY_INTEGERS = {np.dtype(np.float16): 2048}
 
 
 def check_costs(spec: Spec, costs: Any, name: str = "costs") -> None:
@@ -663,14 +658,20 @@ def cast_solutions(solver: Any, x: Any, dtype: Any, aux: bool = False) -> Any:
     integer output that only rows bound reached 301, which bfloat16 rounds to 300,
     breaking its row. Other values (an estimator's average, 1/3) round as the dtype
     rounds. Read only where the spec's bounds (`Solver.largest_value`) do not settle it;
-    while traced, the check is queued (``torch._assert_async``: a RuntimeError)."""
+    while traced, the check is queued (``torch._assert_async``: a RuntimeError) without
+    reading the bounds (Dynamo before torch 2.13 could not take them as a constant)."""
     if isinstance(x, tuple):
         return (cast_solutions(solver, x[0], dtype),
                 cast_solutions(solver, x[1], dtype, aux=True))
     is_numpy = isinstance(x, np.ndarray)
     out = x.astype(dtype) if is_numpy else x.to(dtype)
-    exact = _EXACT_INTEGERS.get(out.dtype)
-    if exact is None or _largest_value(solver, aux) <= exact:
+    # numpy's dtypes in a dict of their own: Dynamo before torch 2.13 could not hash one
+    # while tracing a lookup by a torch dtype (a graph break)
+    exact = (_EXACT_NUMPY_INTEGERS if is_numpy else _EXACT_INTEGERS).get(out.dtype)
+    if exact is None:
+        return out
+    compiling = not is_numpy and torch.compiler.is_compiling()
+    if not compiling and solver.largest_value(aux) <= exact:
         return out
     message = (f"the solutions of {solver.spec.label} reach integers that {dtype} cannot "
                f"hold exactly (it holds those up to {exact}); pass float32 costs")
@@ -678,7 +679,7 @@ def cast_solutions(solver: Any, x: Any, dtype: Any, aux: bool = False) -> Any:
         held = bool(((out.astype(x.dtype) == x) | (x != np.round(x))).all())
     else:
         held = ((out.to(x.dtype) == x) | (x != x.round())).all()
-        if torch.compiler.is_compiling():
+        if compiling:
             torch._assert_async(held, message)
             return out
     if not held:

@@ -53,7 +53,9 @@ def fast_apply(function: type[torch.autograd.Function],
     measures), for functions whose ``forward`` has none; under functorch
     transforms (vmap, grad) the full ``apply`` runs as before, or ``under_transforms``
     when given (for a ``function`` in the old style, ``forward(ctx, ...)``, which they
-    refuse).
+    refuse). In a graph that torch.compile traces the full ``apply`` runs too: Dynamo
+    traces ``Function.apply``, and before torch 2.13 it stopped at the C-level one
+    (a graph break, and ``fullgraph=True`` failed).
 
     The returned ``apply`` keeps the C-level apply as ``apply.direct``: a caller on a
     hot path that tests `transforms_active` itself calls it with one Python frame
@@ -62,6 +64,8 @@ def fast_apply(function: type[torch.autograd.Function],
     transformed = function.apply if under_transforms is None else under_transforms
 
     def apply(*args):
+        if torch.compiler.is_compiling():
+            return function.apply(*args)
         return transformed(*args) if transforms_active() else direct(*args)
 
     apply.direct = direct  # type: ignore[attr-defined]
