@@ -428,3 +428,21 @@ def test_a_model_on_the_device_compiles_whole_and_matches_eager(method):
     assert results[1][0].is_cuda and results[1][1].is_cuda
     torch.testing.assert_close(results[1], results[0], rtol=0, atol=0)
 
+
+@pytest.mark.parametrize("spec", [cl.problems.ShortestPath.grid(12, 12, neighborhood=8),
+                                  cl.problems.ShortestPath.grid(9, 7, neighborhood=4),
+                                  cl.data.shortest_path_spec((8, 8))],
+                         ids=["grid8", "grid4", "graph"])
+def test_the_path_kernels_run_as_captured_cuda_graphs(spec):
+    # a capture that failed would fall back to launching every op from the host: right
+    # answers, several times slower, and nothing else would tell
+    kernel = cl.make_solver(spec, backend="bellman_ford").kernel
+    costs = torch.rand(70, *spec.cost_shape, dtype=torch.float64) + 0.01
+    host = cl.make_solver(spec, backend="scipy").solve(costs)
+    flat = costs.reshape(70, -1).to(CUDA)
+    answers = [kernel(flat) for _ in range(2)]  # captured at the first call, replayed after
+    state = next(iter(kernel._states.values()))
+    assert all(isinstance(step.__self__, torch.cuda.CUDAGraph) for step in state.steps)
+    assert torch.equal(answers[0], answers[1]) and answers[0].is_cuda
+    torch.testing.assert_close((flat.cpu() * answers[0].cpu()).sum(1),
+                               (costs * host).reshape(70, -1).sum(1), rtol=1e-12, atol=1e-12)

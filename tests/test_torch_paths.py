@@ -138,15 +138,45 @@ def test_grid_kernel_takes_the_same_path_as_dijkstra_without_ties():
                                cl.make_solver(spec, "scipy").solve(costs), rtol=0, atol=0)
 
 
-def test_grid_kernel_converges_on_a_path_longer_than_one_chunk():
-    # a serpentine of cheap cells: the only cheap path visits 55 of the 100 cells
+@pytest.mark.parametrize("reads_free", [True, False], ids=["cpu", "as-a-device"])
+def test_grid_kernel_converges_on_a_path_longer_than_one_chunk(reads_free, monkeypatch):
+    from combolayer.backends import torch_paths
+
+    monkeypatch.setattr(torch_paths, "READS_FREE", frozenset({"cpu"} if reads_free else ()))
+    # a serpentine of cheap cells: the only cheap path visits 55 of the 100 cells, more
+    # than a device's first step of 40 relaxations (2.5 times the side, and a chunk of 8)
     spec = ShortestPath.grid(10, 10, neighborhood=4)
     costs = torch.full((1, 10, 10), 100.0, dtype=torch.float64)
     costs[0, ::2, :] = 1.0
     costs[0, 1::4, 9] = 1.0
     costs[0, 3::4, 0] = 1.0
     y = agrees_with_scipy(spec, costs)
-    assert int(y.sum()) == 55 > 4 * CHECK_EVERY
+    assert int(y.sum()) == 55 > 5 * CHECK_EVERY
+
+
+@pytest.mark.parametrize("side", [5, 12, 30])
+def test_a_grid_call_reads_the_host_once_for_typical_costs(side, monkeypatch):
+    # the first step relaxes about 2.5 times the side before its first read: uniform costs
+    # and the Warcraft-like spread (a few costly cells) settle within it; the old kernel
+    # read once per 8 relaxations (4-9 reads per call on these grids), as the CPU still
+    # does, where a read is free and relaxations are not
+    from combolayer.backends import torch_paths
+
+    monkeypatch.setattr(torch_paths, "READS_FREE", frozenset())  # the CPU as a device
+    chunks = []
+    chunk = torch_paths._State.chunk
+    monkeypatch.setattr(torch_paths._State, "chunk",
+                        lambda state: chunks.append(1) or chunk(state))
+    spec = ShortestPath.grid(side, side, neighborhood=8)
+    kernel = GridPaths(spec)
+    generator = torch.Generator().manual_seed(side)
+    for costs in (torch.rand(70, side * side, generator=generator) + 0.1,
+                  torch.rand(70, side * side, generator=generator).pow(4) * 10 + 0.05):
+        chunks.clear()
+        y = kernel(costs.double())
+        assert len(chunks) == 1  # the start's chunk: one read of the flags
+        agrees_with_scipy(spec, costs.double().reshape(70, side, side))
+        assert y.shape == costs.shape
 
 
 # -- graphs with edge costs ----------------------------------------------------------

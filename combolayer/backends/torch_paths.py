@@ -12,8 +12,10 @@ batch on a GPU is solved there, with no host round trip per instance:
 Relaxations are simultaneous (each reads the previous distances) and stop when a
 chunk of `CHECK_EVERY` of them changed nothing: one read on the host per chunk, not
 per relaxation, and never more relaxations than the graph has vertices (more are
-never needed without negative cycles). On CUDA the chunk is captured once per batch
-shape as a CUDA graph and replayed (a plain loop where capture fails).
+never needed without negative cycles). On 8 neighbours a relaxation's minimum is one
+3x3 max pooling of the negated distances. On CUDA each step of a call (read the
+costs and reset, a chunk, read the path back) is captured once per batch shape as a
+CUDA graph and replayed (the steps themselves where capture fails).
 
 Exact: a vertex takes a new predecessor only when its distance strictly drops, so
 with non-negative costs (or on an acyclic graph) the predecessors form a tree rooted
@@ -46,6 +48,7 @@ from typing import ClassVar
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from ..errors import InfeasibleError
@@ -58,6 +61,9 @@ from .solver import KernelDefaults, invalid_values, values_error
 
 #: Relaxations between two reads of "did anything change" on the host.
 CHECK_EVERY = 8
+#: Devices whose host reads cost nothing beyond the work before them: there a call's
+#: first step is one chunk, as every later one (relaxations past convergence are work).
+READS_FREE = frozenset({"cpu"})
 #: Batch shapes whose buffers (and, on CUDA, captured graph) a kernel keeps.
 KEPT_SHAPES = 4
 
@@ -67,67 +73,111 @@ def _work_dtype(device: torch.device) -> torch.dtype:
     return torch.float32 if device.type == "mps" else torch.float64
 
 
-def _capture(relax: Callable[[], None], count: int) -> torch.cuda.CUDAGraph | None:
-    """``count`` calls of ``relax`` captured as one CUDA graph, or None where capture
-    fails (the caller then loops). One warm-up call runs first, on a side stream, as
-    capture requires; it is a valid relaxation, so it changes no answer."""
+def _capture(step: Callable[[], None]) -> torch.cuda.CUDAGraph | None:
+    """``step`` captured as a CUDA graph, or None where capture fails (the caller then
+    runs it as is). One warm-up call runs first, on a side stream, as capture requires;
+    a `_State`'s steps read and write only its buffers, so the extra call changes no
+    later answer."""
     try:
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
-            relax()
+            step()
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            for _ in range(count):
-                relax()
+            step()
         return graph
     except RuntimeError:
         return None
 
 
 class _State:
-    """The buffers of one batch shape on one device: distances, predecessors, costs.
+    """The buffers of one batch shape, device and dtype, and a solve in three steps that
+    read and write only them, so that on CUDA each is captured once as a graph and
+    replayed on the next batch's costs (copied into `costs`):
 
-    Subclasses define `reset` (load a batch of costs) and `relax` (one simultaneous
-    relaxation, in place, so that a captured CUDA graph replays it on new costs).
+    - `start`: the costs read from `costs` (checked, clipped) and the distances reset
+      (`load`), then ``first`` relaxations, the last `CHECK_EVERY` of them a `chunk`
+      (off the CPU, on a grid, enough for most costs to settle: one host read, which
+      stalls the device's queue, for most calls);
+    - `chunk`: `CHECK_EVERY` simultaneous relaxations (`relax`), then `flags`:
+      settled (no distance changed), refused (set by `load`: invalid or negative
+      costs), unreachable (the target, where a graph may have no path);
+    - `finish`: the path read back (`trace`) into `out`.
+
+    A call then costs one copy, a replay per step and one host read per chunk.
+    Subclasses define `load`, `relax` and `trace`, and the buffers `dist` (compared
+    across a chunk), `before` (its copy) and `out`.
     """
 
     dist: Tensor
-    graph: torch.cuda.CUDAGraph | None = None
-    captured = False
+    before: Tensor
+    out: Tensor
 
-    def reset(self, costs: Tensor) -> None:
+    def __init__(self, costs: Tensor, rounds: int, first: int = CHECK_EVERY) -> None:
+        self.costs = torch.empty_like(costs)
+        self.rounds = rounds
+        free = costs.device.type in READS_FREE
+        self.first = CHECK_EVERY if free else max(CHECK_EVERY, min(first, rounds))
+        self.flags = torch.zeros(3, dtype=torch.bool, device=costs.device)
+        self.steps: tuple[Callable[[], None], ...] | None = None
+
+    def load(self) -> None:
         raise NotImplementedError
 
     def relax(self) -> None:
         raise NotImplementedError
 
-    def converge(self, max_rounds: int, invalid: Tensor) -> bool:
-        """Relax until a chunk of `CHECK_EVERY` relaxations changes nothing (one host
-        read per chunk), or ``max_rounds`` have run. ``invalid`` (`invalid_values` of
-        the costs, 0-d) is read with the first chunk's check: False, and no more
-        relaxations, where it is set."""
-        if self.dist.is_cuda and not self.captured:
-            self.captured = True
-            self.graph = _capture(self.relax, CHECK_EVERY)
-        before = torch.empty_like(self.dist)
-        rounds = 0
-        while rounds < max_rounds:
-            before.copy_(self.dist)
-            if self.graph is not None:
-                self.graph.replay()
-            else:
-                for _ in range(CHECK_EVERY):
-                    self.relax()
+    def trace(self) -> Tensor:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        self.load()
+        for _ in range(self.first - CHECK_EVERY):
+            self.relax()
+        self.chunk()
+
+    def chunk(self) -> None:
+        self.before.copy_(self.dist)
+        for _ in range(CHECK_EVERY):
+            self.relax()
+        # distances only fall, so equal ends mean no relaxation in between changed one
+        self.flags[0] = torch.eq(self.before, self.dist).all()
+
+    def finish(self) -> None:
+        self.out.copy_(self.trace())
+
+    def solve(self, costs: Tensor) -> tuple[Tensor, bool, bool]:
+        """``(paths, refused, unreachable)``: each instance's 0/1 path in a new tensor
+        (meaningless where a flag is set), whether the costs must be refused, and
+        whether an instance has no path. Relaxes until a chunk changes nothing, or
+        ``rounds`` relaxations have run; refused costs stop after the first chunk."""
+        self.costs.copy_(costs)
+        start, chunk, finish = self._steps()
+        start()
+        rounds = self.first
+        settled, refused, unreachable = self.flags.tolist()
+        while not (settled or refused) and rounds < self.rounds:
+            chunk()
             rounds += CHECK_EVERY
-            # distances only fall, so equal ends mean no relaxation in between changed one
-            settled, bad = torch.stack([torch.eq(before, self.dist).all(), invalid]).tolist()
-            if bad:
-                return False
-            if settled:
-                break
-        return True
+            settled, refused, unreachable = self.flags.tolist()
+        if refused or unreachable:
+            return self.out, refused, unreachable
+        finish()
+        return self.out.clone(), False, False
+
+    def _steps(self) -> tuple[Callable[[], None], ...]:
+        """`start`, `chunk` and `finish`, as replays of CUDA graphs on CUDA (captured
+        at the first call; the steps themselves where a capture fails)."""
+        if self.steps is None:
+            steps = (self.start, self.chunk, self.finish)
+            if self.costs.is_cuda:
+                graphs = [_capture(step) for step in steps]
+                if all(graph is not None for graph in graphs):
+                    steps = tuple(graph.replay for graph in graphs)
+            self.steps = steps
+        return self.steps
 
 
 def _on_path(pointer: Tensor, target: int | Tensor) -> Tensor:
@@ -145,53 +195,81 @@ def _on_path(pointer: Tensor, target: int | Tensor) -> Tensor:
 
 
 class _GridState(_State):
-    def __init__(self, paths: GridPaths, batch: int, device: torch.device) -> None:
-        spec, dtype = paths.spec, _work_dtype(device)
-        rows, cols = spec.rows, spec.cols
+    """A grid's buffers. `dist` holds minus each vertex's distance (-inf: not reached,
+    and the padding around the grid), so that the least neighbour distance is a
+    maximum: on 8 neighbours one 3x3 max pooling, whose index is the first maximum in
+    reading order, which is the spec's move order there; on 4, the maximum over the
+    four shifted views in the spec's move order. `step` is the cost of entering each
+    vertex, inf for the source and the target (never relaxed)."""
+
+    def __init__(self, paths: GridPaths, costs: Tensor) -> None:
+        spec = paths.spec
+        # paths settle within about 2.5 times the side (measured on uniform costs and on
+        # a few costly cells, grids 5-30); then one chunk to see that nothing changed
+        side = max(spec.rows, spec.cols)
+        super().__init__(costs, spec.rows * spec.cols,
+                         first=CHECK_EVERY * (math.ceil(2.5 * side / CHECK_EVERY) + 1))
+        device, dtype = costs.device, _work_dtype(costs.device)
+        batch, rows, cols = costs.shape[0], spec.rows, spec.cols
         self.paths = paths
-        self.padded = torch.full((batch, rows + 2, cols + 2), math.inf, dtype=dtype,
+        self.padded = torch.full((batch, rows + 2, cols + 2), -math.inf, dtype=dtype,
                                  device=device)
         self.dist = self.padded[:, 1:-1, 1:-1]
+        self.before = torch.empty_like(self.dist)
         self.pred = torch.full((batch, rows, cols), -1, dtype=torch.int64, device=device)
-        self.cost = torch.zeros((batch, rows, cols), dtype=dtype, device=device)
-        self.movable = paths.movable.to(device)
+        self.step = torch.zeros((batch, rows, cols), dtype=dtype, device=device)
+        self.out = torch.empty_like(costs)
         self.inner = paths.inner.to(device)
         self.offsets = paths.offsets.to(device)
         self.vertex = torch.arange(rows * cols, device=device)
+        self.pooled = spec.neighborhood == 8
         self.moves = [(1 + dr, 1 + dc) for dr, dc in _MOVES[spec.neighborhood]]
 
-    def reset(self, costs: Tensor) -> None:
+    def load(self) -> None:
         spec = self.paths.spec
-        self.cost.copy_(costs)
-        self.padded.fill_(math.inf)
+        work = self.costs.to(self.step.dtype)
+        refused = invalid_values(work)
+        if spec.negative_costs == "error":
+            refused = refused | _below_zero(work, self.inner).any()
+        else:
+            work = work.clamp(min=0.0)
+        self.flags[1] = refused
+        self.step.copy_(torch.where(self.inner, work, math.inf).reshape(self.step.shape))
+        self.padded.fill_(-math.inf)
         self.dist[:, spec.source[0], spec.source[1]] = 0.0
         self.pred.fill_(-1)
 
     def neighbours(self) -> tuple[Tensor, Tensor]:
-        """The least neighbour distance of every vertex and the move it comes from
-        (the first in move order on ties)."""
-        rows, cols = self.cost.shape[1:]
+        """Minus the least neighbour distance of every vertex, and where it comes from:
+        its index in the padded grid (8 neighbours; the vertex's own, which never
+        improves it, is in the window) or the move (4)."""
+        if self.pooled:
+            return F.max_pool2d(self.padded, 3, stride=1, return_indices=True)
+        rows, cols = self.dist.shape[1:]
         views = [self.padded[:, r:r + rows, c:c + cols] for r, c in self.moves]
-        return torch.stack(views, dim=1).min(dim=1)
+        return torch.stack(views, dim=1).max(dim=1)
 
     def relax(self) -> None:
-        best, move = self.neighbours()
-        candidate = best + self.cost
-        better = (candidate < self.dist) & self.movable
-        self.dist.copy_(torch.where(better, candidate, self.dist))
-        self.pred.copy_(torch.where(better, move, self.pred))
+        best, source = self.neighbours()
+        candidate = best - self.step
+        better = candidate > self.dist
+        torch.maximum(self.dist, candidate, out=self.dist)
+        torch.where(better, source, self.pred, out=self.pred)
 
-    def path(self) -> Tensor:
-        """``(B, n)`` 0/1 vertices of the path, after `converge`: the target takes the
-        least of its neighbours as its predecessor."""
+    def trace(self) -> Tensor:
+        """``(B, n)`` 0/1 vertices of the path: the target takes the least of its
+        neighbours as its predecessor."""
         spec = self.paths.spec
-        n, t = spec.rows * spec.cols, spec.target_index
-        _, move = self.neighbours()
+        n, t, cols = spec.rows * spec.cols, spec.target_index, spec.cols
+        _, source = self.neighbours()
         pred = self.pred.reshape(-1, n).clone()
-        pred[:, t] = move.reshape(-1, n)[:, t]
-        pointer = torch.where(pred >= 0, self.vertex + self.offsets[pred.clamp(min=0)],
-                              self.vertex)
-        return _on_path(pointer, t)
+        pred[:, t] = source.reshape(-1, n)[:, t]
+        known = pred.clamp(min=0)
+        if self.pooled:  # an index in the padded grid, one row and column more each side
+            vertex = (known // (cols + 2) - 1) * cols + known % (cols + 2) - 1
+        else:
+            vertex = self.vertex + self.offsets[known]
+        return _on_path(torch.where(pred >= 0, vertex, self.vertex), t)
 
 
 class _Kernel(KernelDefaults):
@@ -200,7 +278,7 @@ class _Kernel(KernelDefaults):
 
     array_api = "torch"
     #: NaN, inf and too large costs raise `ValueError` with the convergence check's
-    #: first host read (`_State.converge`), not a read or device assertion of their own.
+    #: first host read (`_State.solve`), not a read or device assertion of their own.
     checks_values = True
     spec: GridShortestPath | ShortestPath
 
@@ -220,48 +298,59 @@ class GridPaths(_Kernel):
         # the source and target lie on every path: their costs never count; the target
         # is never relaxed (no move leaves it) and gets its predecessor at the end
         self.inner = torch.from_numpy(spec._checked())
-        self.movable = self.inner.reshape(spec.rows, spec.cols)
         dr, dc = torch.tensor(_MOVES[spec.neighborhood]).T
         self.offsets = dr * spec.cols + dc
         self._states: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
 
     def __call__(self, costs: Tensor) -> Tensor:
-        spec = self.spec
-        work = costs.detach().to(_work_dtype(costs.device))
-        invalid = invalid_values(work)
+        costs = costs.detach()
         with self._lock:
-            state = _kept(self._states, (work.shape[0], work.device),
-                          lambda: _GridState(self, work.shape[0], work.device))
-            negative = None
-            if spec.negative_costs == "error":
-                negative = _below_zero(work, state.inner).any()
-            else:
-                work = work.clamp(min=0.0)
-            state.reset(torch.where(state.inner, work, 0.0).reshape(state.cost.shape))
-            if not state.converge(spec.rows * spec.cols, _either(invalid, negative)):
-                _refuse(spec, work, state.inner, negative)
-            return state.path().to(costs.dtype)
+            state = _kept(self._states, (costs.shape, costs.device, costs.dtype),
+                          lambda: _GridState(self, costs))
+            paths, refused, _ = state.solve(costs)
+        if refused:
+            work = costs.to(_work_dtype(costs.device))
+            negative = (_below_zero(work, self.inner).any()
+                        if self.spec.negative_costs == "error" else None)
+            _refuse(self.spec, work, self.inner, negative)
+        return paths
 
 
 class _GraphState(_State):
-    def __init__(self, paths: GraphPaths, batch: int, device: torch.device) -> None:
-        n, dtype = paths.num_nodes, _work_dtype(device)
+    """A graph's buffers: distances with one more vertex, never reached, for the
+    padding of the entering-arc table; the arcs' costs per vertex and slot."""
+
+    def __init__(self, paths: GraphPaths, costs: Tensor) -> None:
+        super().__init__(costs, paths.num_nodes)
+        device, dtype = costs.device, _work_dtype(costs.device)
+        batch, n = costs.shape[0], paths.num_nodes
         self.paths = paths
-        # one more vertex, never reached, for the padding of the entering-arc table
         self.all_dist = torch.full((batch, n + 1), math.inf, dtype=dtype, device=device)
         self.dist = self.all_dist[:, :n]
+        self.before = torch.empty_like(self.dist)
         self.pred = torch.full((batch, n), -1, dtype=torch.int64, device=device)
         self.arc_cost = torch.zeros((batch, *paths.tails.shape), dtype=dtype, device=device)
+        self.out = torch.empty_like(costs)
         self.tails = paths.tails.to(device)
         self.edges = paths.edges.to(device)
         self.movable = paths.movable.to(device)
         self.vertex = torch.arange(n, device=device)
 
-    def reset(self, costs: Tensor) -> None:
-        self.arc_cost.copy_(costs[:, self.edges])
+    def load(self) -> None:
+        paths = self.paths
+        work = self.costs.to(self.dist.dtype)
+        refused = invalid_values(work)
+        if not paths.acyclic:
+            if paths.spec.negative_costs == "error":
+                refused = refused | _below_zero(work, None).any()
+            else:
+                work = work.clamp(min=0.0)
+        self.flags[1] = refused
+        padded = torch.cat([work, work.new_zeros(work.shape[0], 1)], dim=1)
+        self.arc_cost.copy_(padded[:, self.edges])
         self.all_dist.fill_(math.inf)
-        self.all_dist[:, self.paths.source] = 0.0
+        self.all_dist[:, paths.source] = 0.0
         self.pred.fill_(-1)
 
     def relax(self) -> None:
@@ -270,16 +359,20 @@ class _GraphState(_State):
         self.dist.copy_(torch.where(better, best, self.dist))
         self.pred.copy_(torch.where(better, slot, self.pred))
 
-    def path(self) -> Tensor:
-        """``(B, num_edges + 1)`` 0/1 edges of the path, after `converge` (the last
-        column is the padding's, to drop)."""
+    def chunk(self) -> None:
+        super().chunk()
+        self.flags[2] = torch.isinf(self.dist[:, self.paths.target]).any()
+
+    def trace(self) -> Tensor:
+        """``(B, num_edges)`` 0/1 edges of the path."""
         paths = self.paths
         reached = self.pred >= 0
         slot = self.pred.clamp(min=0)
         pointer = torch.where(reached, self.tails[self.vertex, slot], self.vertex)
         edge = torch.where(reached, self.edges[self.vertex, slot], paths.num_edges)
         on = _on_path(pointer, paths.target)
-        return on.new_zeros(on.shape[0], paths.num_edges + 1).scatter_add_(1, edge, on)
+        edges = on.new_zeros(on.shape[0], paths.num_edges + 1).scatter_add_(1, edge, on)
+        return edges[:, :paths.num_edges].clamp_(max=1)
 
 
 class GraphPaths(_Kernel):
@@ -316,33 +409,26 @@ class GraphPaths(_Kernel):
         self._lock = threading.Lock()
 
     def __call__(self, costs: Tensor) -> Tensor:
-        spec, device = self.spec, costs.device
-        work = costs.detach().to(_work_dtype(device))
-        invalid = invalid_values(work)
-        negative = None
-        if not self.acyclic:
-            if spec.negative_costs == "error":
-                negative = _below_zero(work, None).any()
-            else:
-                work = work.clamp(min=0.0)
-        m = work.shape[1]
-        work = torch.cat([work, work.new_zeros(work.shape[0], 1)], dim=1)
+        spec, costs = self.spec, costs.detach()
         with self._lock:
-            state = _kept(self._states, (work.shape[0], device),
-                          lambda: _GraphState(self, work.shape[0], device))
-            state.reset(work)
-            if not state.converge(self.num_nodes, _either(invalid, negative)):
-                _refuse(spec, work[:, :m], None, negative)
-            unreachable = torch.isinf(state.dist[:, self.target])
-            if bool(unreachable.any()):
-                b = int(unreachable.nonzero()[0, 0])
-                raise InfeasibleError(f"no path from node {self.source} to node {self.target} "
-                                      f"in {spec.label} (instance {b})")
-            return state.path()[:, :m].clamp_(max=1).to(costs.dtype)
+            state = _kept(self._states, (costs.shape, costs.device, costs.dtype),
+                          lambda: _GraphState(self, costs))
+            paths, refused, unreachable = state.solve(costs)
+            if unreachable and not refused:
+                b = int(torch.isinf(state.dist[:, self.target]).nonzero()[0, 0])
+        if refused:
+            work = costs.to(_work_dtype(costs.device))
+            negative = (_below_zero(work, None).any()
+                        if not self.acyclic and spec.negative_costs == "error" else None)
+            _refuse(spec, work, None, negative)
+        if unreachable:
+            raise InfeasibleError(f"no path from node {self.source} to node {self.target} "
+                                  f"in {spec.label} (instance {b})")
+        return paths
 
 
 def _kept(states: OrderedDict, key: tuple, build: Callable[[], _State]) -> _State:
-    """The buffers for ``key`` (batch size, device), built on first use; the
+    """The buffers for ``key`` (costs' shape, device, dtype), built on first use; the
     `KEPT_SHAPES` most recently used are kept."""
     state = states.get(key)
     if state is None:
@@ -355,13 +441,9 @@ def _kept(states: OrderedDict, key: tuple, build: Callable[[], _State]) -> _Stat
 
 def _below_zero(costs: Tensor, checked: Tensor | None) -> Tensor:
     """The negative entries of ``costs`` among the ``checked`` ones (all when None); their
-    ``.any()`` is read with the convergence check's first read (`_State.converge`), not in
+    ``.any()`` is read with the convergence check's first read (`_State.solve`), not in
     a host read of its own."""
     return costs < 0 if checked is None else (costs < 0) & checked
-
-
-def _either(invalid: Tensor, negative: Tensor | None) -> Tensor:
-    return invalid if negative is None else invalid | negative
 
 
 def _refuse(spec: ShortestPath | GridShortestPath, costs: Tensor, checked: Tensor | None,
