@@ -411,13 +411,18 @@ def measure(head: list[str], sections: list[Section], write: Callable[[list[str]
     """Each section's table in turn, printed and written as it ends (so a run stopped at
     a time limit keeps what it measured, and says what it did not)."""
     body = list(head)
+
+    def write_with(left: list[Section]) -> None:
+        names = [(title or "PyEPO's MPAX").rstrip(":") for title, _ in left]
+        write(body + (["", "(Written while the run went on; not measured yet: "
+                       + "; ".join(names) + ".)"] if names else []))
+
+    write_with(sections)  # a run stopped in its first table leaves no older block behind
     for position, (title, rows) in enumerate(sections):
         part = ["", title, "", *rows()] if title else ["", *rows()]
         print("\n".join(part), flush=True)
         body += part
-        left = [title or "PyEPO's MPAX" for title, _ in sections[position + 1:]]
-        write(body + (["", "(Written while the run went on; not measured yet: "
-                       + "; ".join(t.rstrip(":") for t in left) + ".)"] if left else []))
+        write_with(sections[position + 1:])
 
 
 def main() -> None:

@@ -560,3 +560,11 @@ def test_a_loss_compiles_in_one_graph_with_the_layer():
     y_true[2, 1, 1] = float("nan")
     with pytest.raises(RuntimeError, match="y_true must be finite"):
         compiled(w, y_true)
+
+
+def test_a_half_precision_matching_compiles_whole():
+    # while traced, the half-precision check built its message from the spec's label,
+    # which a matching reads from pydantic's field defaults: Dynamo could not trace it
+    layer = cl.ComboLayer(cl.problems.Matching(rows=3, cols=4))
+    w = torch.rand(2, 3, 4).to(torch.bfloat16)
+    assert torch.equal(torch.compile(layer, fullgraph=True, backend="aot_eager")(w), layer(w))

@@ -375,3 +375,14 @@ def test_the_negative_cost_rule_adds_no_host_read_of_its_own(spec):
     negative = -torch.ones(1, solver.num_outputs)
     with pytest.raises(ValueError, match="negative costs"):
         cl.make_solver(spec("error"), "bellman_ford").solve_batch(negative)
+
+
+def test_a_kernel_first_called_under_inference_mode_still_trains():
+    # its buffers were built as inference tensors, which no later call may update in place
+    layer = cl.ComboLayer(ShortestPath.grid(5, 5), backend="bellman_ford")
+    w = torch.rand(2, 5, 5, requires_grad=True)
+    with torch.inference_mode():
+        first = layer(w)
+    y = layer(w)
+    y.sum().backward()
+    assert torch.equal(y.detach(), first) and w.grad is not None

@@ -16,9 +16,9 @@ export PYTHONPATH="$PWD/.device/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 status=0
 export PYTHONUNBUFFERED=1
-timeout "${TEST_SECONDS:-240}" python -m pytest -q -p no:cacheprovider --durations=8 \
+timeout -k 15 "${TEST_SECONDS:-240}" python -m pytest -q -p no:cacheprovider --durations=8 \
     tests/test_cuda.py 2>&1 | tee .device/cuda_tests.log || status=$?
-timeout "${BENCH_SECONDS:-420}" python benchmarks/gpu.py "$@" 2>&1 | tee .device/gpu.log \
+timeout -k 15 "${BENCH_SECONDS:-420}" python benchmarks/gpu.py "$@" 2>&1 | tee .device/gpu.log \
     || status=$?
 if [ -n "${OUT:-}" ]; then
     cp docs/measurements/gpu.md .device/cuda_tests.log .device/gpu.log "$OUT"/

@@ -673,8 +673,11 @@ def cast_solutions(solver: Any, x: Any, dtype: Any, aux: bool = False) -> Any:
     compiling = not is_numpy and torch.compiler.is_compiling()
     if not compiling and solver.largest_value(aux) <= exact:
         return out
-    message = (f"the solutions of {solver.spec.label} reach integers that {dtype} cannot "
-               f"hold exactly (it holds those up to {exact}); pass float32 costs")
+    # while traced, the spec's kind names it: some labels read pydantic's field defaults,
+    # which Dynamo cannot trace
+    label = type(solver.spec).__name__ if compiling else solver.spec.label
+    message = (f"the solutions of {label} reach integers that {dtype} cannot hold exactly "
+               f"(it holds those up to {exact}); pass float32 costs")
     if is_numpy:
         held = bool(((out.astype(x.dtype) == x) | (x != np.round(x))).all())
     else:

@@ -44,6 +44,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import ClassVar
 
 import numpy as np
@@ -153,19 +154,22 @@ class _State:
         (meaningless where a flag is set), whether the costs must be refused, and
         whether an instance has no path. Relaxes until a chunk changes nothing, or
         ``rounds`` relaxations have run; refused costs stop after the first chunk."""
-        self.costs.copy_(costs)
-        start, chunk, finish = self._steps()
-        start()
-        rounds = self.first
-        settled, refused, unreachable = self.flags.tolist()
-        while not (settled or refused) and rounds < self.rounds:
-            chunk()
-            rounds += CHECK_EVERY
+        # on the costs' own GPU: a graph captured or replayed on another one's stream
+        # would hold or run nothing
+        with torch.cuda.device(costs.device) if costs.is_cuda else nullcontext():
+            self.costs.copy_(costs)
+            start, chunk, finish = self._steps()
+            start()
+            rounds = self.first
             settled, refused, unreachable = self.flags.tolist()
-        if refused or unreachable:
-            return self.out, refused, unreachable
-        finish()
-        return self.out.clone(), False, False
+            while not (settled or refused) and rounds < self.rounds:
+                chunk()
+                rounds += CHECK_EVERY
+                settled, refused, unreachable = self.flags.tolist()
+            if refused or unreachable:
+                return self.out, refused, unreachable
+            finish()
+            return self.out.clone(), False, False
 
     def _steps(self) -> tuple[Callable[[], None], ...]:
         """`start`, `chunk` and `finish`, as replays of CUDA graphs on CUDA (captured
@@ -310,10 +314,10 @@ class GridPaths(_Kernel):
                           lambda: _GridState(self, costs))
             paths, refused, _ = state.solve(costs)
         if refused:
-            work = costs.to(_work_dtype(costs.device))
-            negative = (_below_zero(work, self.inner).any()
+            work, inner = costs.to(_work_dtype(costs.device)), self.inner.to(costs.device)
+            negative = (_below_zero(work, inner).any()
                         if self.spec.negative_costs == "error" else None)
-            _refuse(self.spec, work, self.inner, negative)
+            _refuse(self.spec, work, inner, negative)
         return paths
 
 
@@ -432,7 +436,8 @@ def _kept(states: OrderedDict, key: tuple, build: Callable[[], _State]) -> _Stat
     `KEPT_SHAPES` most recently used are kept."""
     state = states.get(key)
     if state is None:
-        state = states[key] = build()
+        with torch.inference_mode(False):  # buffers that calls outside it may update
+            state = states[key] = build()
         while len(states) > KEPT_SHAPES:
             states.popitem(last=False)
     states.move_to_end(key)
