@@ -21,8 +21,8 @@ the device synchronised before each clock read):
   Adam; the two-stage MSE step without a solver, Identity, Blackbox at lam 20;
   median of 15 steps) with each backend, and the Bellman-Ford kernels
   (`combolayer.backends.torch_paths`) against scipy's Dijkstra at batches 70 and
-  1024, each on the one device measured; on the CPU also at batches 32 and 256
-  from grid 5 up, the measurement behind ``"auto"``'s choice for CPU costs; on
+  1024, each on the one device measured; on the CPU also at batches 1, 32 and 256
+  from grid 4 up, the measurement behind ``"auto"``'s choice for CPU costs; on
   CUDA, last, the Warcraft step compiled whole (``--compile-grids``).
 
 Without a CUDA device it measures the CPU rows of the shortest-path tables only
@@ -386,7 +386,7 @@ Section = tuple[str, Callable[[], list[str]]]
 def shortest_path_sections(args: argparse.Namespace, device: torch.device) -> list[Section]:
     """The grid shortest-path tables on ``device``: the Warcraft step and the kernels at
     the paper's batch and at 1024 against scipy's Dijkstra on the host; on the CPU also
-    from grid 5 up at batches 32 and 256."""
+    from grid 4 up at batches 1, 32 and 256."""
     seconds = 0.05 if args.quick else 0.5
     grids = [12] if args.quick else [12, 18, 24, 30]
     steps = 3 if args.quick else args.steps
@@ -399,9 +399,9 @@ def shortest_path_sections(args: argparse.Namespace, device: torch.device) -> li
          partial(path_kernel_rows, grids, [70] if args.quick else [70, 1024], [device],
                  seconds))]
     if device == CPU and not args.quick:
-        sections.append(("On CPU tensors, from grid 5 up (the measurement behind `auto`'s "
+        sections.append(("On CPU tensors, from grid 4 up (the measurement behind `auto`'s "
                          "choice for CPU costs), ms per batch:",
-                         partial(path_kernel_rows, [5, 10, 15, 20, 25, 30], [32, 256], [CPU],
+                         partial(path_kernel_rows, [4, 6, 8, 10, 15, 20, 30], [1, 32, 256], [CPU],
                                  seconds)))
     return sections
 
