@@ -425,3 +425,13 @@ def test_costs_with_a_large_offset_keep_their_solution_and_gradient(case):
         answers.append((y.double() * w.double()).flatten(1).sum(1))
     torch.testing.assert_close(answers[1], answers[0])  # the same objective: optimal
     torch.testing.assert_close(grads[1], grads[0], rtol=0, atol=2e-2 * float(grads[0].norm()))
+
+
+def test_a_layer_built_under_inference_mode_trains():
+    # its mask of costs that must be non-negative was an inference tensor, which autograd
+    # refused to save when a later call indexed the costs with it
+    with torch.inference_mode():
+        layer = cl.ComboLayer(cl.problems.ShortestPath.grid(5, 5))
+    w = torch.rand(2, 5, 5, requires_grad=True)
+    layer(w).sum().backward()
+    assert w.grad is not None

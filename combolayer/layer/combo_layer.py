@@ -194,6 +194,7 @@ class ComboLayer(nn.Module):
         logger.info("ComboLayer(%s): backend %r: %s", self.spec.label, self.solver.backend,
                     self.backend_reason)
 
+    @torch.inference_mode(False)  # tensors that calls tracked by autograd may save
     def _compile(self) -> _Compiled:
         """Build the solver (where none was given), projection and differentiable solve.
         Done in ``__init__``, and again on first use after unpickling or deep-copying,
