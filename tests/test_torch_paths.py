@@ -182,6 +182,29 @@ def test_a_grid_call_reads_the_host_once_for_typical_costs(side, monkeypatch):
 # -- graphs with edge costs ----------------------------------------------------------
 
 
+@pytest.mark.parametrize("side", [5, 12, 16])
+def test_a_graph_call_on_a_device_reads_the_host_once(side, monkeypatch):
+    # on PyEPO's grids every path has as many arcs, so the distances settle at the
+    # source's depth (2 side - 2 arcs), which the first step covers; it read once per 8
+    from combolayer.backends import torch_paths
+
+    monkeypatch.setattr(torch_paths, "READS_FREE", frozenset())  # the CPU as a device
+    chunks = []
+    chunk = torch_paths._State.chunk
+    monkeypatch.setattr(torch_paths._State, "chunk",
+                        lambda state: chunks.append(1) or chunk(state))
+    spec = cl.data.shortest_path_spec((side, side))
+    kernel = GraphPaths(spec)
+    assert kernel.depth == 2 * side - 2
+    costs = torch.rand(70, *spec.cost_shape, dtype=torch.float64,
+                       generator=torch.Generator().manual_seed(side)) + 0.1
+    y = kernel(costs)
+    assert len(chunks) == 1
+    host = cl.make_solver(spec, "scipy").solve(costs)
+    torch.testing.assert_close(objective(costs, y), objective(costs, host), rtol=1e-12,
+                               atol=1e-12)
+
+
 def random_graph(rng, n, m, kind):
     """A random graph on ``n`` nodes with about ``m`` edges and a path 0 -> n-1:
     ``kind`` is "dag" (edges along a random order), "cyclic" or "undirected"."""

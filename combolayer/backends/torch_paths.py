@@ -48,8 +48,10 @@ from contextlib import nullcontext
 from typing import ClassVar
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
+from scipy.sparse import csgraph
 from torch import Tensor
 
 from ..errors import InfeasibleError
@@ -100,8 +102,8 @@ class _State:
 
     - `start`: the costs read from `costs` (checked, clipped) and the distances reset
       (`load`), then ``first`` relaxations, the last `CHECK_EVERY` of them a `chunk`
-      (off the CPU, on a grid, enough for most costs to settle: one host read, which
-      stalls the device's queue, for most calls);
+      (off the CPU, enough for most costs to settle: one host read, which stalls the
+      device's queue, for most calls);
     - `chunk`: `CHECK_EVERY` simultaneous relaxations (`relax`), then `flags`:
       settled (no distance changed), refused (set by `load`: invalid or negative
       costs), unreachable (the target, where a graph may have no path);
@@ -326,7 +328,10 @@ class _GraphState(_State):
     padding of the entering-arc table; the arcs' costs per vertex and slot."""
 
     def __init__(self, paths: GraphPaths, costs: Tensor) -> None:
-        super().__init__(costs, paths.num_nodes)
+        # a path of least cost has at least as many arcs as one of fewest: on PyEPO's
+        # grids (acyclic, every path as long) the distances settle at the source's depth
+        super().__init__(costs, paths.num_nodes,
+                         first=CHECK_EVERY * (math.ceil(paths.depth / CHECK_EVERY) + 1))
         device, dtype = costs.device, _work_dtype(costs.device)
         batch, n = costs.shape[0], paths.num_nodes
         self.paths = paths
@@ -395,6 +400,10 @@ class GraphPaths(_Kernel):
         self.num_nodes, self.num_edges = n, m
         self.source, self.target = spec.source, spec.target
         self.acyclic = spec.directed and topological_order(n, tails, heads) is not None
+        # the most arcs on a path of fewest arcs from the source: the first step's length
+        arcs = sp.csr_matrix((np.ones(len(tails)), (tails, heads)), shape=(n, n))
+        hops = csgraph.shortest_path(arcs, unweighted=True, indices=spec.source)
+        self.depth = int(hops[np.isfinite(hops)].max())
         # every vertex's entering arcs in arc order, padded with a never-reached tail n
         order = np.argsort(heads, kind="stable")
         count = np.bincount(heads, minlength=n)
