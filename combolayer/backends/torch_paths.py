@@ -88,7 +88,9 @@ def _capture(step: Callable[[], None]) -> torch.cuda.CUDAGraph | None:
             step()
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        # "thread_local": other threads' CUDA calls meanwhile (a data loader's copies)
+        # neither break the capture nor fail themselves
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             step()
         return graph
     except RuntimeError:
