@@ -154,19 +154,26 @@ def test_grid_kernel_converges_on_a_path_longer_than_one_chunk(reads_free, monke
     assert int(y.sum()) == 55 > 5 * CHECK_EVERY
 
 
+@pytest.fixture
+def chunks(monkeypatch):
+    """The CPU acting as a device (`READS_FREE` empty), and a list that gets an entry for
+    every chunk a kernel runs: one host read each."""
+    from combolayer.backends import torch_paths
+
+    monkeypatch.setattr(torch_paths, "READS_FREE", frozenset())
+    counted = []
+    chunk = torch_paths._State.chunk
+    monkeypatch.setattr(torch_paths._State, "chunk",
+                        lambda state: counted.append(1) or chunk(state))
+    return counted
+
+
 @pytest.mark.parametrize("side", [5, 12, 30])
-def test_a_grid_call_reads_the_host_once_for_typical_costs(side, monkeypatch):
+def test_a_grid_call_reads_the_host_once_for_typical_costs(side, chunks):
     # the first step relaxes about 2.5 times the side before its first read: uniform costs
     # and the Warcraft-like spread (a few costly cells) settle within it; the old kernel
     # read once per 8 relaxations (4-9 reads per call on these grids), as the CPU still
     # does, where a read is free and relaxations are not
-    from combolayer.backends import torch_paths
-
-    monkeypatch.setattr(torch_paths, "READS_FREE", frozenset())  # the CPU as a device
-    chunks = []
-    chunk = torch_paths._State.chunk
-    monkeypatch.setattr(torch_paths._State, "chunk",
-                        lambda state: chunks.append(1) or chunk(state))
     spec = ShortestPath.grid(side, side, neighborhood=8)
     kernel = GridPaths(spec)
     generator = torch.Generator().manual_seed(side)
@@ -183,16 +190,9 @@ def test_a_grid_call_reads_the_host_once_for_typical_costs(side, monkeypatch):
 
 
 @pytest.mark.parametrize("side", [5, 12, 16])
-def test_a_graph_call_on_a_device_reads_the_host_once(side, monkeypatch):
+def test_a_graph_call_on_a_device_reads_the_host_once(side, chunks):
     # on PyEPO's grids every path has as many arcs, so the distances settle at the
     # source's depth (2 side - 2 arcs), which the first step covers; it read once per 8
-    from combolayer.backends import torch_paths
-
-    monkeypatch.setattr(torch_paths, "READS_FREE", frozenset())  # the CPU as a device
-    chunks = []
-    chunk = torch_paths._State.chunk
-    monkeypatch.setattr(torch_paths._State, "chunk",
-                        lambda state: chunks.append(1) or chunk(state))
     spec = cl.data.shortest_path_spec((side, side))
     kernel = GraphPaths(spec)
     assert kernel.depth == 2 * side - 2
