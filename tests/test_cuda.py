@@ -446,3 +446,18 @@ def test_the_path_kernels_run_as_captured_cuda_graphs(spec):
     assert torch.equal(answers[0], answers[1]) and answers[0].is_cuda
     torch.testing.assert_close((flat.cpu() * answers[0].cpu()).sum(1),
                                (costs * host).reshape(70, -1).sum(1), rtol=1e-12, atol=1e-12)
+
+
+def test_a_grid_layer_step_synchronises_once_on_the_device():
+    # the kernel's one host read of its flags (typical costs settle within its first
+    # step); nothing else in the layer, the loss or the backward reads back
+    spec = cl.problems.ShortestPath.grid(12, 12, neighborhood=8)
+    layer = cl.ComboLayer(spec, projection="none")
+    w = (torch.rand(70, 12, 12, device=CUDA) + 0.1).requires_grad_()
+    target = layer(torch.rand(70, 12, 12, device=CUDA) + 0.1)
+
+    def step():
+        cl.losses.hamming(layer(w), target).backward()
+
+    step()  # the kernel captures its graphs for this batch shape
+    assert _syncs(step) == 1
