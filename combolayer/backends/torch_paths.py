@@ -45,7 +45,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import nullcontext
-from typing import ClassVar
+from typing import ClassVar, NoReturn
 
 import numpy as np
 import scipy.sparse as sp
@@ -56,7 +56,7 @@ from torch import Tensor
 
 from ..errors import InfeasibleError
 from ..problems import GridShortestPath, ShortestPath
-from ..problems.shortest_path import _MOVES, topological_order
+from ..problems.shortest_path import _MOVES
 from ..specs.base import Spec
 from .base import Capability, FunctionBackend, Tier
 from .registry import register_backend
@@ -227,7 +227,7 @@ class _GridState(_State):
         self.pred = torch.full((batch, rows, cols), -1, dtype=torch.int64, device=device)
         self.step = torch.zeros((batch, rows, cols), dtype=dtype, device=device)
         self.out = torch.empty_like(costs)
-        self.inner = paths.inner.to(device)
+        self.inner = paths.checked.to(device)  # all but the source and the target
         self.offsets = paths.offsets.to(device)
         self.vertex = torch.arange(rows * cols, device=device)
         self.pooled = spec.neighborhood == 8
@@ -235,13 +235,7 @@ class _GridState(_State):
 
     def load(self) -> None:
         spec = self.paths.spec
-        work = self.costs.to(self.step.dtype)
-        refused = invalid_values(work)
-        if spec.negative_costs == "error":
-            refused = refused | _below_zero(work, self.inner).any()
-        else:
-            work = work.clamp(min=0.0)
-        self.flags[1] = refused
+        work, self.flags[1] = self.paths.read(self.costs, self.inner)
         self.step.copy_(torch.where(self.inner, work, math.inf).reshape(self.step.shape))
         self.padded.fill_(-math.inf)
         self.dist[:, spec.source[0], spec.source[1]] = 0.0
@@ -289,6 +283,38 @@ class _Kernel(KernelDefaults):
     #: first host read (`_State.solve`), not a read or device assertion of their own.
     checks_values = True
     spec: GridShortestPath | ShortestPath
+    #: The cost entries that must not be negative, a flat mask on the CPU
+    #: (`Spec._checked`), or None where any cost is fine (an acyclic graph); the spec's
+    #: ``negative_costs`` says whether a negative one is refused or clipped at 0.
+    checked: Tensor | None
+
+    def read(self, costs: Tensor, checked: Tensor | None) -> tuple[Tensor, Tensor]:
+        """``(work, refused)``: ``costs`` in the work dtype, clipped at 0 where the spec
+        clips negative costs, and a 0-d flag, read nowhere here, of costs to refuse: NaN,
+        inf or too large, or negative among ``checked`` (`checked` on the costs' device)
+        where the spec refuses those."""
+        work = costs.to(_work_dtype(costs.device))
+        refused = invalid_values(work)
+        if checked is not None:
+            if self.spec.negative_costs == "error":
+                refused = refused | _below_zero(work, checked).any()
+            else:
+                work = work.clamp(min=0.0)
+        return work, refused
+
+    def refuse(self, costs: Tensor) -> NoReturn:
+        """The error for costs `read` refused: the spec's negative-cost error naming the
+        first negative checked entry (its value in the spec's sense) where the spec
+        refuses them, else `values_error`."""
+        work, spec = costs.to(_work_dtype(costs.device)), self.spec
+        if self.checked is not None and spec.negative_costs == "error":
+            below = _below_zero(work, self.checked.to(costs.device))
+            if bool(below.any()):
+                b, j = (int(i) for i in below.nonzero()[0])
+                sign = 1.0 if spec.sense == "min" else -1.0
+                raise spec.negative_cost_error(
+                    f"instance {b}, value {sign * float(work[b, j]):.4g}")
+        raise values_error(spec)
 
     def __getstate__(self) -> dict:
         return {"spec": self.spec}
@@ -305,7 +331,7 @@ class GridPaths(_Kernel):
         self.spec = spec
         # the source and target lie on every path: their costs never count; the target
         # is never relaxed (no move leaves it) and gets its predecessor at the end
-        self.inner = torch.from_numpy(spec._checked())
+        self.checked = torch.from_numpy(spec._checked())
         dr, dc = torch.tensor(_MOVES[spec.neighborhood]).T
         self.offsets = dr * spec.cols + dc
         self._states: OrderedDict = OrderedDict()
@@ -318,10 +344,7 @@ class GridPaths(_Kernel):
                           lambda: _GridState(self, costs))
             paths, refused, _ = state.solve(costs)
         if refused:
-            work, inner = costs.to(_work_dtype(costs.device)), self.inner.to(costs.device)
-            negative = (_below_zero(work, inner).any()
-                        if self.spec.negative_costs == "error" else None)
-            _refuse(self.spec, work, inner, negative)
+            self.refuse(costs)
         return paths
 
 
@@ -343,6 +366,7 @@ class _GraphState(_State):
         self.pred = torch.full((batch, n), -1, dtype=torch.int64, device=device)
         self.arc_cost = torch.zeros((batch, *paths.tails.shape), dtype=dtype, device=device)
         self.out = torch.empty_like(costs)
+        self.checked = None if paths.checked is None else paths.checked.to(device)
         self.tails = paths.tails.to(device)
         self.edges = paths.edges.to(device)
         self.movable = paths.movable.to(device)
@@ -350,14 +374,7 @@ class _GraphState(_State):
 
     def load(self) -> None:
         paths = self.paths
-        work = self.costs.to(self.dist.dtype)
-        refused = invalid_values(work)
-        if not paths.acyclic:
-            if paths.spec.negative_costs == "error":
-                refused = refused | _below_zero(work, None).any()
-            else:
-                work = work.clamp(min=0.0)
-        self.flags[1] = refused
+        work, self.flags[1] = paths.read(self.costs, self.checked)
         padded = torch.cat([work, work.new_zeros(work.shape[0], 1)], dim=1)
         self.arc_cost.copy_(padded[:, self.edges])
         self.all_dist.fill_(math.inf)
@@ -401,7 +418,8 @@ class GraphPaths(_Kernel):
                                    np.concatenate([edges, edges]))
         self.num_nodes, self.num_edges = n, m
         self.source, self.target = spec.source, spec.target
-        self.acyclic = spec.directed and topological_order(n, tails, heads) is not None
+        checked = spec._checked()  # None on an acyclic graph, which takes any costs
+        self.checked = None if checked is None else torch.from_numpy(checked)
         # the most arcs on a path of fewest arcs from the source: the first step's length
         arcs = sp.csr_matrix((np.ones(len(tails)), (tails, heads)), shape=(n, n))
         hops = csgraph.shortest_path(arcs, unweighted=True, indices=spec.source)
@@ -432,10 +450,7 @@ class GraphPaths(_Kernel):
             if unreachable and not refused:
                 b = int(torch.isinf(state.dist[:, self.target]).nonzero()[0, 0])
         if refused:
-            work = costs.to(_work_dtype(costs.device))
-            negative = (_below_zero(work, None).any()
-                        if not self.acyclic and spec.negative_costs == "error" else None)
-            _refuse(spec, work, None, negative)
+            self.refuse(costs)
         if unreachable:
             raise InfeasibleError(f"no path from node {self.source} to node {self.target} "
                                   f"in {spec.label} (instance {b})")
@@ -460,18 +475,6 @@ def _below_zero(costs: Tensor, checked: Tensor | None) -> Tensor:
     ``.any()`` is read with the convergence check's first read (`_State.solve`), not in
     a host read of its own."""
     return costs < 0 if checked is None else (costs < 0) & checked
-
-
-def _refuse(spec: ShortestPath | GridShortestPath, costs: Tensor, checked: Tensor | None,
-            negative: Tensor | None) -> None:
-    """The error for costs the convergence check stopped on: the spec's negative-cost
-    error (naming the first negative entry, in the spec's sense) where ``negative`` is
-    set, else `values_error`."""
-    if negative is not None and bool(negative):
-        b, j = (int(i) for i in _below_zero(costs, checked).nonzero()[0])
-        sign = 1.0 if spec.sense == "min" else -1.0
-        raise spec.negative_cost_error(f"instance {b}, value {sign * float(costs[b, j]):.4g}")
-    raise values_error(spec)
 
 
 @register_backend
