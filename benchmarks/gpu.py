@@ -56,7 +56,7 @@ from tqdm import tqdm
 import combolayer as cl
 from benchmarks._doc_blocks import command_line, generated_by, write_block
 from combolayer.backends.closed_form import ranks, topk_indicator
-from combolayer.backends.pool import SolutionPool
+from combolayer.pool import SolutionPool
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "measurements" / "gpu.md"
 CPU_RESULTS = Path(__file__).resolve().parent / "results" / "gpu.md"

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from combolayer.backends.pool import SolutionPool
+from combolayer.pool import SolutionPool
 
 
 def held_bytes(pool: SolutionPool) -> int:

@@ -61,7 +61,7 @@ def cold(spec, backend: str, executor: str, batches: list[np.ndarray], workers: 
     """Summed wall seconds of a fresh parallel and a fresh serial solver, calls in turns,
     the parallel/serial ratio of each call, and the seconds from the first call (which
     starts the workers) until they were ready, or None if they never were."""
-    log = logging.getLogger("combolayer.backends.executors")
+    log = logging.getLogger("combolayer.executors")
     started = StartTimes()
     log.addHandler(started)
     log.setLevel(logging.INFO)
@@ -96,7 +96,7 @@ def cold(spec, backend: str, executor: str, batches: list[np.ndarray], workers: 
 def import_seconds(repeats: int = 3) -> float:
     """What every worker pays before its model: a fresh interpreter importing the module
     that holds the workers' entry points (torch and combolayer come with it)."""
-    command = [sys.executable, "-c", "import combolayer.backends.executors"]
+    command = [sys.executable, "-c", "import combolayer.executors"]
     times = []
     for _ in range(repeats):
         start = time.perf_counter()

@@ -22,7 +22,7 @@ def always_parallel(monkeypatch):
     """Every batch goes to the workers: the first call waits until they are ready
     (`ParallelKernel.ready` with ``wait=None``) instead of solving in the caller
     meanwhile."""
-    from combolayer.backends import executors
+    from combolayer import executors
 
     ready = executors.ParallelKernel.ready
     monkeypatch.setattr(executors.ParallelKernel, "ready",

@@ -16,7 +16,7 @@ from testkit import skip_unless_installed as _available
 from testkit import skip_unless_installed as available
 
 import combolayer as cl
-from combolayer.backends.pool import SolutionPool
+from combolayer.pool import SolutionPool
 from combolayer.backends.registry import backends, missing_packages
 from combolayer.estimators.base import METHODS
 from combolayer.losses.base import LOSSES
@@ -166,14 +166,14 @@ def test_closing_a_solution_cache_closes_its_exact_solver(monkeypatch):
     exact = cl.make_solver(knapsack_ilp(), "highs")
     closed = []
     monkeypatch.setattr(exact, "close", lambda: closed.append(True))
-    cl.backends.pool.CachedSolver(exact, 0.5, SolutionPool(exact.spec)).close()
+    cl.pool.CachedSolver(exact, 0.5, SolutionPool(exact.spec)).close()
     assert closed == [True]
 
 
 def test_a_solution_cache_copies_with_its_pool_and_generator():
     spec = knapsack_ilp()
     pool = SolutionPool(spec)
-    cached = cl.backends.pool.CachedSolver(cl.make_solver(spec, "highs"), 0.5, pool,
+    cached = cl.pool.CachedSolver(cl.make_solver(spec, "highs"), 0.5, pool,
                                            torch.Generator().manual_seed(0))
     cached.solve(torch.rand(6, *spec.cost_shape))
     twin = copy.deepcopy(cached)

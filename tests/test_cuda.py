@@ -10,7 +10,7 @@ import torch
 
 import combolayer as cl
 from combolayer.backends.algorithms import EnumeratedPaths
-from combolayer.backends.pool import CachedSolver, SolutionPool
+from combolayer.pool import CachedSolver, SolutionPool
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason="needs a CUDA device; none on this machine")

@@ -18,7 +18,8 @@ from testkit import knapsack_ilp, run_on_threads, unguarded_process_script
 from testkit import skip_unless_installed as available
 
 import combolayer as cl
-from combolayer.backends import executors, registry
+from combolayer import executors
+from combolayer.backends import registry
 from combolayer.backends.highs import HighsBackend
 from combolayer.backends.solver import FunctionKernel
 

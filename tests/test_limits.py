@@ -72,7 +72,7 @@ def no_hang_budget(monkeypatch, always_parallel):
     """Every batch to the workers, and a generous hang budget: a worker pool or Ray actor
     that starts on a loaded machine can take longer than the usual budget (2 s plus the
     solves), which is not under test here."""
-    from combolayer.backends import executors
+    from combolayer import executors
 
     monkeypatch.setattr(executors.ParallelKernel, "_deadline", lambda self, chunks: 300.0,
                         raising=False)

@@ -1,4 +1,4 @@
-"""The solution pool (combolayer.backends.pool): a pool belongs to one problem, stays
+"""The solution pool (combolayer.pool): a pool belongs to one problem, stays
 consistent under threads, evicts in place (the oldest unseeded row first), keeps a
 seeded row, and its device mirrors follow every eviction; and the solution cache a
 layer keeps in it (``solve_ratio``): PyEPO's semantics, checked by counting solves."""
@@ -14,7 +14,7 @@ import torch
 from testkit import load_benchmark, run_on_threads
 
 import combolayer as cl
-from combolayer.backends.pool import CachedSolver, SolutionPool, as_pool
+from combolayer.pool import CachedSolver, SolutionPool, as_pool
 from combolayer.backends.solver import KernelDefaults
 
 # -- a pool belongs to one problem ---------------------------------------------------------

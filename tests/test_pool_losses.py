@@ -16,7 +16,7 @@ from pyepo_kit import (
 )
 
 import combolayer as cl
-from combolayer.backends.pool import SolutionPool
+from combolayer.pool import SolutionPool
 
 POOL = POINTS[[0, 2, 3, 5, 8]]
 

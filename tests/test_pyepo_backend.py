@@ -90,7 +90,7 @@ def test_objective_terms_on_other_variables_are_the_specs_known_cost():
 def test_a_pool_seeded_from_a_dataset_without_the_auxiliaries_says_so():
     from pyepo.data.dataset import optDataset
 
-    from combolayer.backends.pool import as_pool
+    from combolayer.pool import as_pool
 
     model = Facility()
     dataset = optDataset(model, np.zeros((2, 2)), np.array([[-6.0, 0.0, 0.5], [1.0, 0.0, 0.5]]))

@@ -166,7 +166,7 @@ def test_data_and_pool_from_a_dsl_dataset_are_the_specs_optima(case):
     data = cl.data.from_pyepo(dataset)
     y, aux = cl.make_solver(data.spec).solve(costs, return_aux=True)
     np.testing.assert_allclose(data.solutions.numpy(), y, atol=1e-6)
-    from combolayer.backends.pool import as_pool
+    from combolayer.pool import as_pool
 
     pool = as_pool(dataset, data.spec)
     whole = np.hstack([y, aux])[:, : pool.num_outputs]  # a known cost: whole solutions

@@ -27,7 +27,7 @@ from ..specs.load import load_spec
 from .base import Backend, Capability, Tier
 from .config import BackendConfig
 from .device import DeviceRoute
-from .executors import parallel_kernel
+from ..executors import parallel_kernel
 from .race import MAX_CANDIDATES, RacingKernel
 from .simple_paths import simple_paths
 from .solver import Kernel, Solver
@@ -379,7 +379,7 @@ def _races(cls: type, spec: Spec) -> bool:
             and cls.array_api == "numpy")
 
 
-#: Options the executors read themselves (`combolayer.backends.executors.RayKernel`).
+#: Options the executors read themselves (`combolayer.executors.RayKernel`).
 EXECUTOR_OPTIONS = ("ray_address", "ray_num_cpus")
 
 

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from ..analysis.hull import analyze
 from ..backends.clip import ClipNegatives
 from ..backends.config import BackendConfig
-from ..backends.pool import CachedSolver, SolutionPool, cache_setting
+from ..pool import CachedSolver, SolutionPool, cache_setting
 from ..backends.registry import in_place_of_spec, make_solver
 from ..backends.rows import check_rows
 from ..backends.solver import (
@@ -94,7 +94,7 @@ class ComboLayer(nn.Module):
             (and an estimator's extra solves, Blackbox's second one, perturbed
             samples, go through the cache too). Eval mode always solves exactly.
             ``1.0`` (default) builds no cache at all.
-        pool: the `combolayer.backends.pool.SolutionPool` the cache
+        pool: the `combolayer.pool.SolutionPool` the cache
             uses; pass one to share it with a loss or to bound it
             (``SolutionPool(N, max_size=...)``, default 10 000 solutions). Seed
             it with the training set's true solutions, as PyEPO does with its

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..backends.pool import CachedSolver, cache_setting
+from ..pool import CachedSolver, cache_setting
 from ..backends.solver import (
     HALF_PRECISION,
     Solver,

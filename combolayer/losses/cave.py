@@ -11,7 +11,7 @@ import scipy.sparse as sp
 import torch
 from torch import Tensor
 
-from ..backends.pool import draw_exact
+from ..pool import draw_exact
 from ..backends.registry import as_solver
 from ..backends.solver import check_costs
 from ..errors import BackendUnavailable, InputError

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..backends.pool import SolutionPool
+from ..pool import SolutionPool
 from ..backends.registry import as_solver
 from ..backends.solver import KnownBound, Recorder, check_costs, inner
 from ..estimators import Perturbed
@@ -42,7 +42,7 @@ class FenchelYoungLoss(SolverLoss):
         generator: the ``torch.Generator`` the noise and ``solve_ratio`` draws come from.
         solve_ratio: PyEPO's solution cache below 1: each perturbed sample is solved
             exactly with this probability, otherwise it is the best solution in ``pool``.
-        pool: a `combolayer.backends.pool.SolutionPool` (new by default; pass
+        pool: a `combolayer.pool.SolutionPool` (new by default; pass
             ``layer.pool`` to share one, seed it with ``loss.pool.seed(y_train)``; with
             a known cost, whole solutions ``concat(y, aux)``).
         perturbation: ``"additive"`` (default) or ``"multiplicative"``, PyEPO's

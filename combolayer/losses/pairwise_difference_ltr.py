@@ -33,7 +33,7 @@ class PairwiseDifferenceLTRLoss(CostPooledLoss):
         solve_ratio: the probability that a call solves the predicted costs exactly
             and adds the solutions to the pool (1.0: every call).
         pool: the pool's seed: the training set's true solutions, a ``cl.data`` data
-            set, a PyEPO ``optDataset``, or a `combolayer.backends.pool.SolutionPool`
+            set, a PyEPO ``optDataset``, or a `combolayer.pool.SolutionPool`
             to share; None starts empty (then ``solve_ratio < 1`` needs a seed).
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"`` over instances.
         backend: a backend name/config to compile a spec with (or a compiled

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..backends.pool import draw_exact
+from ..pool import draw_exact
 from ..backends.registry import as_solver
 from ..backends.solver import KnownBound, check_costs
 from ..errors import InputError, SolverError
@@ -23,7 +23,7 @@ class PooledLoss(SolverLoss):
     pool as it is, with no solver call at all. ``pool`` seeds it with the
     training set's true solutions, PyEPO's ``dataset`` argument: pass the
     solutions ``(num_data, *cost_shape)``, a ``cl.data`` data set, a PyEPO
-    ``optDataset``, or a `combolayer.backends.pool.SolutionPool` to share
+    ``optDataset``, or a `combolayer.pool.SolutionPool` to share
     one pool between losses; ``loss.pool.seed(y)`` adds more later. With
     ``solve_ratio < 1`` seed the pool, or the first call that does not solve
     finds it empty and raises `SolverError` (a RuntimeError).

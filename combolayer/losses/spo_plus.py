@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from ..backends.clip import ClipNegatives
-from ..backends.pool import SolutionPool
+from ..pool import SolutionPool
 from ..backends.registry import as_solver
 from ..backends.solver import KnownBound, Solver, check_costs, inner
 from .base import SolverLoss, check_reduction, check_solution, reduce
@@ -41,7 +41,7 @@ class SPOPlusLoss(SolverLoss):
             probability per instance, otherwise it is the best solution in
             `pool` under ``2 c_hat - c``. ``y*`` is always exact (or
             ``y_true``), and goes into the pool. 1.0 (default): no cache.
-        pool: a `combolayer.backends.pool.SolutionPool` to use (e.g. a
+        pool: a `combolayer.pool.SolutionPool` to use (e.g. a
             layer's ``layer.pool``, to share one); a new one by default. Seed it
             with the training set's true solutions: ``loss.pool.seed(y_train)`` (whole
             solutions ``concat(y, aux)`` when the spec has a known cost).

@@ -58,7 +58,7 @@ def rounding(terms: Any, bound: Any, share: float = 1e-12) -> Any:
     """What float rounding may add to rows evaluated at an integer point: ``share`` (1e-12)
     of their size (``terms``, the sum of ``|a_j x_j|``, plus ``bound``, ``|b|``; arrays or
     tensors). A row of integer variables that a point breaks by more is broken; a point a
-    solver returned carries more (`combolayer.backends.pool.POOL_ROW_TOL`)."""
+    solver returned carries more (`combolayer.pool.POOL_ROW_TOL`)."""
     return share * (terms + bound + 1.0)
 
 

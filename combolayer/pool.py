@@ -30,11 +30,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..errors import InputError, SolverError
-from ..specs.canonical import CanonicalForm, IntegerRows, canonical_form, rounding
-from ..transforms.noise import generator_device
-from .outcome import INFEASIBLE, POOLED, Solved, statuses_of
-from .solver import Solver, pool_width
+from .errors import InputError, SolverError
+from .specs.canonical import CanonicalForm, IntegerRows, canonical_form, rounding
+from .transforms.noise import generator_device
+from .backends.outcome import INFEASIBLE, POOLED, Solved, statuses_of
+from .backends.solver import Solver, pool_width
 
 #: How many solutions a pool keeps unless told otherwise: a (32, N) x (N, 10^4)
 #: lookup stays well under a millisecond for the problem sizes of the examples.
@@ -457,7 +457,7 @@ def as_pool(pool: Any, spec: Any) -> SolutionPool:
         return pool.bind(spec)
     fresh = SolutionPool(spec)
     if hasattr(pool, "sols") and hasattr(pool, "model") and not hasattr(pool, "solutions"):
-        from ..interop.pyepo import dataset_solutions  # a PyEPO optDataset: its own order
+        from .interop.pyepo import dataset_solutions  # a PyEPO optDataset: its own order
 
         pool = torch.from_numpy(dataset_solutions(pool, pool_width(spec)))
     if pool is not None:
