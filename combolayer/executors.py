@@ -41,12 +41,12 @@ from concurrent.futures.process import BrokenProcessPool
 import numpy as np
 import torch
 
-from .errors import BackendUnavailable, InputError, SolverError, SpecError
-from .specs.base import Spec
 from .backends.config import BackendConfig, usable_cores
 from .backends.outcome import Solved, joined
 from .backends.rows import Rows
 from .backends.solver import Kernel, ReportingKernel, as_kernel
+from .errors import BackendUnavailable, InputError, SolverError, SpecError
+from .specs.base import Spec
 
 #: Chunks per worker: enough to balance uneven solves (TSP-50 solve times vary
 #: widely; set by benchmarks/scale_out.py).

@@ -30,11 +30,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .backends.outcome import INFEASIBLE, POOLED, Solved, statuses_of
+from .backends.solver import Solver, pool_width
 from .errors import InputError, SolverError
 from .specs.canonical import CanonicalForm, IntegerRows, canonical_form, rounding
 from .transforms.noise import generator_device
-from .backends.outcome import INFEASIBLE, POOLED, Solved, statuses_of
-from .backends.solver import Solver, pool_width
 
 #: How many solutions a pool keeps unless told otherwise: a (32, N) x (N, 10^4)
 #: lookup stays well under a millisecond for the problem sizes of the examples.

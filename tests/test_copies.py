@@ -16,10 +16,10 @@ from testkit import skip_unless_installed as _available
 from testkit import skip_unless_installed as available
 
 import combolayer as cl
-from combolayer.pool import SolutionPool
 from combolayer.backends.registry import backends, missing_packages
 from combolayer.estimators.base import METHODS
 from combolayer.losses.base import LOSSES
+from combolayer.pool import SolutionPool
 
 # -- solution pools ------------------------------------------------------------------------
 

@@ -14,8 +14,8 @@ import torch
 from testkit import load_benchmark, run_on_threads
 
 import combolayer as cl
-from combolayer.pool import CachedSolver, SolutionPool, as_pool
 from combolayer.backends.solver import KernelDefaults
+from combolayer.pool import CachedSolver, SolutionPool, as_pool
 
 # -- a pool belongs to one problem ---------------------------------------------------------
 

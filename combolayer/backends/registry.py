@@ -22,12 +22,12 @@ from typing import Any
 
 from ..discovery import import_submodules
 from ..errors import BackendUnavailable, InputError, InputTypeError
+from ..executors import parallel_kernel
 from ..specs.base import Spec
 from ..specs.load import load_spec
 from .base import Backend, Capability, Tier
 from .config import BackendConfig
 from .device import DeviceRoute
-from ..executors import parallel_kernel
 from .race import MAX_CANDIDATES, RacingKernel
 from .simple_paths import simple_paths
 from .solver import Kernel, Solver

@@ -21,7 +21,6 @@ from torch import Tensor, nn
 from ..analysis.hull import analyze
 from ..backends.clip import ClipNegatives
 from ..backends.config import BackendConfig
-from ..pool import CachedSolver, SolutionPool, cache_setting
 from ..backends.registry import in_place_of_spec, make_solver
 from ..backends.rows import check_rows
 from ..backends.solver import (
@@ -35,6 +34,7 @@ from ..backends.solver import (
 from ..errors import InputError, InputTypeError
 from ..estimators import Estimator, resolve_method
 from ..estimators.base import ProjectedSolve, aux_of_output, row_gradient_methods
+from ..pool import CachedSolver, SolutionPool, cache_setting
 from ..specs.base import Spec
 from ..specs.load import load_spec, read_mapping, spec_from_text
 from ..specs.paths import config_base, resolve_path

@@ -16,7 +16,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..pool import CachedSolver, cache_setting
 from ..backends.solver import (
     HALF_PRECISION,
     Solver,
@@ -26,6 +25,7 @@ from ..backends.solver import (
 )
 from ..errors import InputError, InputTypeError
 from ..estimators.base import KNOWN_COST_REGISTRIES, refuse_known_cost
+from ..pool import CachedSolver, cache_setting
 
 REDUCTIONS = ("mean", "sum", "none")
 

@@ -11,10 +11,10 @@ import scipy.sparse as sp
 import torch
 from torch import Tensor
 
-from ..pool import draw_exact
 from ..backends.registry import as_solver
 from ..backends.solver import check_costs
 from ..errors import BackendUnavailable, InputError
+from ..pool import draw_exact
 from ..specs.canonical import canonical_form
 from .base import SolverLoss, check_reduction, check_solution, reduce
 

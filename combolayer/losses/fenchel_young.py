@@ -7,10 +7,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..pool import SolutionPool
 from ..backends.registry import as_solver
 from ..backends.solver import KnownBound, Recorder, check_costs, inner
 from ..estimators import Perturbed
+from ..pool import SolutionPool
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
 

@@ -7,10 +7,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..pool import draw_exact
 from ..backends.registry import as_solver
 from ..backends.solver import KnownBound, check_costs
 from ..errors import InputError, SolverError
+from ..pool import draw_exact
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
 

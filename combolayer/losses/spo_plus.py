@@ -8,9 +8,9 @@ import torch
 from torch import Tensor
 
 from ..backends.clip import ClipNegatives
-from ..pool import SolutionPool
 from ..backends.registry import as_solver
 from ..backends.solver import KnownBound, Solver, check_costs, inner
+from ..pool import SolutionPool
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
 
