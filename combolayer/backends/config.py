@@ -6,9 +6,10 @@ import math
 import os
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import InputError, SpecError
+from ..specs.base import NoBooleans
 from ..specs.load import read_mapping
 
 Executor = Literal["serial", "thread", "process", "ray"]
@@ -45,12 +46,13 @@ def _above_limit(unit: str = "") -> str:
 
 def _invalid(error: ValidationError) -> SpecError:
     fields = "; ".join(  # a field's name, where the error is one field's
-        ": ".join(filter(None, (".".join(map(str, e["loc"])), e["msg"])))
+        ": ".join(filter(None, (".".join(map(str, e["loc"])),
+                                e["msg"].removeprefix("Value error, "))))
         for e in error.errors())
     return SpecError(f"invalid backend config: {fields}")
 
 
-class _Checked(BaseModel):
+class _Checked(NoBooleans):
     """Built directly, an invalid config raises SpecError, as `BackendConfig.load` does
     (a base of its own: the API reference reads a model's fields as its signature only
     where it defines no ``__init__``, tools/griffe_pydantic.py)."""

@@ -42,7 +42,6 @@ from typing import Annotated, Any, ClassVar
 import torch
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
     ConfigDict,
     ValidationError,
@@ -54,7 +53,7 @@ from torch.autograd.function import once_differentiable
 from ..backends.solver import KnownBound, Solver, cast_solutions
 from ..backends.wrapper import RowBound, with_sample_axis
 from ..errors import InputError
-from ..specs.base import positional_fields
+from ..specs.base import NoBooleans, positional_fields
 from ..transforms.projection import Normalized, fast_apply
 
 DifferentiableSolve = Callable[..., Tensor]
@@ -190,7 +189,7 @@ def _error_message(error: ValidationError, who: str) -> str:
     return f"invalid {who} parameters: " + "; ".join(parts)
 
 
-class Estimator(BaseModel):
+class Estimator(NoBooleans):
     """Base of every gradient estimator: its validated hyperparameters and the autograd shell.
 
     Subclasses set ``name`` and define ``forward`` and ``backward`` (see the

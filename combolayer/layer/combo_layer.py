@@ -348,6 +348,8 @@ class ComboLayer(nn.Module):
         """
         if isinstance(noise, Tensor) and noise.numel() == 1:
             noise = noise.item()
+        if isinstance(noise, bool | np.bool_):  # pydantic's and Python's 1: refused
+            raise InputError(f"noise must be a number alpha >= 0, got the boolean {noise!r}")
         if noise is None or isinstance(noise, (int, float, np.number)):
             alpha = float(noise or 0.0)
             if not alpha >= 0 or alpha == float("inf"):

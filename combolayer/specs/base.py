@@ -176,10 +176,12 @@ def _unique_index_keys(value: Any) -> Any:
     return value
 
 
-class _Validated(BaseModel):
-    """Pydantic's ValidationError becomes [`SpecError`][combolayer.SpecError], keeping its locations
-    and messages, for direct construction and for ``model_validate`` alike. No numeric
-    field of any spec takes a boolean (pydantic reads ``true`` as 1)."""
+class NoBooleans(BaseModel):
+    """A model whose numeric fields refuse booleans, nested ones included: pydantic reads
+    ``true`` as 1, so a YAML ``time_limit: true`` would have been one second and
+    ``noise: true`` an alpha of 1. Specs, backend configs, estimators and training
+    configs derive from it; the error is each model's own (a ValueError raised here
+    becomes its ValidationError)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -189,14 +191,26 @@ class _Validated(BaseModel):
         if not isinstance(data, dict):
             return data
         for name, field in cls.model_fields.items():
-            if name not in data or not _is_numeric(field.annotation):
-                continue
-            found = _boolean_in(data[name])
-            if found is not None:
-                shown = "" if found is data[name] else f" in {_Short(data[name])!r}"
-                raise InputError(f"{name} must hold numbers, got the boolean {found!r}{shown}; "
-                                 "write 1 or 0 for a number")
+            if name in data:
+                refuse_booleans(name, field.annotation, data[name])
         return data
+
+
+def refuse_booleans(name: str, annotation: Any, value: Any) -> None:
+    """`InputError` when ``value``, for a field annotated ``annotation`` that holds
+    numbers (`_is_numeric`), is or holds a boolean (`NoBooleans`' check, for one field)."""
+    if not _is_numeric(annotation):
+        return
+    found = _boolean_in(value)
+    if found is not None:
+        shown = "" if found is value else f" in {_Short(value)!r}"
+        raise InputError(f"{name} must hold numbers, got the boolean {found!r}{shown}; "
+                         "write 1 or 0 for a number")
+
+
+class _Validated(NoBooleans):
+    """Pydantic's ValidationError becomes [`SpecError`][combolayer.SpecError], keeping its locations
+    and messages, for direct construction and for ``model_validate`` alike."""
 
     def __init__(self, *args: Any, **data: Any) -> None:
         # Positional arguments in field order, as API.md writes them: TSP(5), TopK(10, 3).

@@ -44,7 +44,7 @@ from ..estimators import resolve_method
 from ..layer.combo_layer import ComboLayer
 from ..layer.projection import HULL_PROJECTIONS, PROJECTIONS
 from ..losses import CaVELoss, FenchelYoungLoss, SPOPlusLoss, binding_cones, hamming
-from ..specs.base import _fields_at, did_you_mean
+from ..specs.base import NoBooleans, _fields_at, did_you_mean, refuse_booleans
 from ..specs.load import load_spec, read_mapping, spec_from_text
 from ..specs.paths import config_base, is_path, resolve_path
 
@@ -69,7 +69,7 @@ class ConfigError(InputError):
 # -- the config -------------------------------------------------------------------
 
 
-class _Strict(BaseModel):
+class _Strict(NoBooleans):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -119,6 +119,7 @@ class DataConfig(BaseModel):
             if key not in allowed:
                 raise InputError(f"unknown key {key!r} for {self.name}{did_you_mean(key, allowed)}"
                                  f"; expected some of {allowed}")
+            refuse_booleans(key, hints[key], self.model_extra[key])
             try:  # the generator's own annotations: grid: tuple[int, int], deg: int, ...
                 self.model_extra[key] = TypeAdapter(hints[key]).validate_python(
                     self.model_extra[key])
@@ -229,14 +230,6 @@ class TrainConfig(_Strict):
     num_test: int | None = Field(None, ge=1)
     seed: int = Field(0, ge=0, lt=2**32)  # numpy's and torch's seed range
     out: str = Field("runs/train", min_length=1)
-
-    @field_validator("epochs", "batch_size", "num_train", "num_test", "seed", mode="before")
-    @classmethod
-    def _no_boolean(cls, value: Any) -> Any:
-        # pydantic reads true as 1; a numpy integer is taken, as any int
-        if isinstance(value, bool | np.bool_):
-            raise ValueError(f"expected a whole number, got the boolean {value!r}")
-        return value
 
     @model_validator(mode="after")
     def _check(self) -> TrainConfig:
