@@ -27,6 +27,7 @@ from scipy.spatial.distance import pdist
 from .backends.registry import make_solver
 from .errors import InputError
 from .problems import TSP, Knapsack, ShortestPath, TSPEdges
+from .specs.base import is_real
 
 
 class Data(NamedTuple):
@@ -94,16 +95,23 @@ def _solved(spec, features: np.ndarray, costs: np.ndarray, backend: Any) -> Data
     return Data(as_tensor(features), as_tensor(costs), as_tensor(solutions), spec)
 
 
-def _check_generator(num_data: int, num_features: int, deg: int, noise_width: float) -> None:
+def _check_generator(num_data: int, num_features: int, deg: int, noise_width: float,
+                     seed: int, **sizes: int | tuple[int, ...]) -> None:
     """``ValueError`` for arguments PyEPO's generators refuse (``validate_degree``,
     ``validate_nonnegative``): ``deg`` 0 makes every cost one constant, unrelated to the
-    features, and a negative noise width is no width."""
-    for name, value, least in (("num_data", num_data, 0), ("num_features", num_features, 1),
-                               ("deg", deg, 1)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+    features, and a negative noise width is no width. No number may be a boolean
+    (Python takes ``True`` as 1), nor a problem size (``sizes``: a grid's sides, items,
+    nodes, each a whole number >= 1)."""
+    wholes = [("num_data", num_data, 0), ("num_features", num_features, 1), ("deg", deg, 1),
+              ("seed", seed, 0)]
+    for name, size in sizes.items():
+        wholes += [(name, value, 1) for value in (size if isinstance(size, tuple | list)
+                                                  else (size,))]
+    for name, value, least in wholes:
+        if not is_real(value, integer=True) or value < least:
             raise InputError(f"{name} must be an integer >= {least}, got {value!r}")
-    if not noise_width >= 0:
-        raise InputError(f"noise_width must be >= 0, got {noise_width!r}")
+    if not (is_real(noise_width) and noise_width >= 0):
+        raise InputError(f"noise_width must be a number >= 0, got {noise_width!r}")
 
 
 def shortest_path(
@@ -136,7 +144,7 @@ def shortest_path(
     ``c_ij = [((B x_i)_j / sqrt(p) + 3)^deg + 1] / 3.5^deg * eps_ij`` with
     ``eps_ij ~ U[1 - noise_width, 1 + noise_width]``.
     """
-    _check_generator(num_data, num_features, deg, noise_width)
+    _check_generator(num_data, num_features, deg, noise_width, seed, grid=grid)
     rnd = np.random.RandomState(seed)
     spec = shortest_path_spec(grid)
     B = rnd.binomial(1, 0.5, (len(spec.edges), num_features))
@@ -180,7 +188,8 @@ def knapsack(
     Returns:
         ``Data(features (num_data, p), costs (num_data, m), solutions, spec)``.
     """
-    _check_generator(num_data, num_features, deg, noise_width)
+    _check_generator(num_data, num_features, deg, noise_width, seed, num_items=num_items,
+                     dim=dim)
     rnd = np.random.RandomState(seed)
     weights = rnd.choice(range(300, 800), size=(dim, num_items)) / 100
     B = rnd.binomial(1, 0.5, (num_items, num_features))
@@ -227,7 +236,7 @@ def tsp(
             True: as PyEPO's ``E`` edge costs, the cost shape of ``TSPEdges(n)``,
             whose solutions are 0/1 edge vectors, so ``<c, y>`` is the tour length.
     """
-    _check_generator(num_data, num_features, deg, noise_width)
+    _check_generator(num_data, num_features, deg, noise_width, seed, num_nodes=num_nodes)
     rnd = np.random.RandomState(seed)
     half = num_nodes // 2
     coords = np.concatenate(

@@ -87,7 +87,7 @@ HOSTILE = [
     ("num_aux true", ["analyze", "{kind: ilp, shape: [2], num_aux: true}"], "boolean"),
     ("duplicate key", ["analyze", "{kind: topk, n: 4, k: 2, k: 3}"], "'k' appears twice"),
     ("duplicate key train", ["train", "{tmp}/duplicate.yaml"], "'epochs' appears twice"),
-    ("hidden bool", ["train", "{tmp}/hidden_bool.yaml"], "model: hidden must hold numbers"),
+    ("hidden bool", ["train", "{tmp}/hidden_bool.yaml"], "model.hidden"),
     # and more of the same kind
     ("binary spec file", ["analyze", "{tmp}/binary.yaml"], "not a text file"),
     ("unknown kind", ["analyze", "{kind: pentagon}"], "pentagon"),

@@ -38,6 +38,10 @@ logger = logging.getLogger(__name__)
 
 _REGISTRY: dict[str, type] = {}
 _loaded = False
+#: Modules of this package that are no backends but the old names of modules that moved
+#: out of it (`combolayer.pool`, `combolayer.executors`): importing one warns, so the
+#: backends' discovery skips them.
+_MOVED = ("executors", "pool")
 
 
 def register_backend(cls: type) -> type:
@@ -54,7 +58,7 @@ def _load_all() -> None:
     if _loaded:
         return
     _loaded = True
-    import_submodules(__package__, [str(Path(__file__).parent)])
+    import_submodules(__package__, [str(Path(__file__).parent)], skip=_MOVED)
     interop = f"{__package__.rpartition('.')[0]}.interop"
     import_submodules(interop, importlib.import_module(interop).__path__)
     for entry in entry_points(group=ENTRY_POINT_GROUP):

@@ -33,12 +33,13 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from tqdm.auto import tqdm
 
 from ..errors import InputError
+from ..specs.base import NoBooleans
 from . import verdicts
 
 Margin = Literal["noise", "informed"] | None
 
 
-class ExperimentConfig(BaseModel):
+class ExperimentConfig(NoBooleans):
     """Fields every experiment has; each experiment subclasses it with its own."""
 
     model_config = ConfigDict(extra="forbid")

@@ -15,6 +15,7 @@ from ..backends.registry import as_solver
 from ..backends.solver import check_costs
 from ..errors import BackendUnavailable, InputError
 from ..pool import draw_exact
+from ..specs.base import is_real
 from ..specs.canonical import canonical_form
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
@@ -362,11 +363,11 @@ class CaVELoss(SolverLoss):
     def __init__(self, spec: Any, max_iter: int = 3, solve_ratio: float = 1.0,
                  inner_ratio: float = 0.2, reduction: str = "mean", backend: Any = "auto",
                  generator: torch.Generator | None = None) -> None:
-        if not (isinstance(max_iter, int) and max_iter >= 1):
+        if not (is_real(max_iter, integer=True) and max_iter >= 1):
             raise InputError(f"CaVELoss max_iter must be an int >= 1, got {max_iter!r}")
         for name, value in (("solve_ratio", solve_ratio), ("inner_ratio", inner_ratio)):
-            if not 0.0 <= value <= 1.0:
-                raise InputError(f"CaVELoss {name} must be in [0, 1], got {value}")
+            if not (is_real(value) and 0.0 <= value <= 1.0):
+                raise InputError(f"CaVELoss {name} must be a number in [0, 1], got {value!r}")
         try:
             import clarabel  # noqa: F401
         except ImportError:

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from ..errors import InputError
+from ..specs.base import is_real
 from .pooled import CostPooledLoss
 
 
@@ -53,7 +54,7 @@ class ListwiseLTRLoss(CostPooledLoss):
     def __init__(self, spec: Any, solve_ratio: float = 1.0, pool: Any = None,
                  reduction: str = "mean", backend: Any = "auto",
                  generator: torch.Generator | None = None, temperature: float = 1.0) -> None:
-        if not (isinstance(temperature, (int, float)) and math.isfinite(temperature)
+        if not (is_real(temperature) and math.isfinite(temperature)
                 and temperature > 0):
             raise InputError(f"temperature must be a finite number > 0, got {temperature!r}")
         super().__init__(spec, solve_ratio=solve_ratio, pool=pool, reduction=reduction,

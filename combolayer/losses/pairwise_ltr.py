@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from ..errors import InputError
+from ..specs.base import is_real
 from .pooled import CostPooledLoss
 
 
@@ -55,7 +56,7 @@ class PairwiseLTRLoss(CostPooledLoss):
     def __init__(self, spec: Any, solve_ratio: float = 1.0, pool: Any = None,
                  reduction: str = "mean", backend: Any = "auto",
                  generator: torch.Generator | None = None, margin: float = 0.0) -> None:
-        if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin >= 0):
+        if not (is_real(margin) and math.isfinite(margin) and margin >= 0):
             raise InputError(f"margin must be a finite number >= 0, got {margin!r}")
         super().__init__(spec, solve_ratio=solve_ratio, pool=pool, reduction=reduction,
                          backend=backend, generator=generator)

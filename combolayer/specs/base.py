@@ -30,6 +30,7 @@ from pydantic import (
     ConfigDict,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -176,41 +177,56 @@ def _unique_index_keys(value: Any) -> Any:
     return value
 
 
-class NoBooleans(BaseModel):
-    """A model whose numeric fields refuse booleans, nested ones included: pydantic reads
-    ``true`` as 1, so a YAML ``time_limit: true`` would have been one second and
-    ``noise: true`` an alpha of 1. Specs, backend configs, estimators and training
-    configs derive from it; the error is each model's own (a ValueError raised here
-    becomes its ValidationError)."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_booleans(cls, data: Any) -> Any:
-        # A model validator, not a field validator for "*": pydantic allows no "before"
-        # validator on the union's tag field (kind).
-        if not isinstance(data, dict):
-            return data
-        for name, field in cls.model_fields.items():
-            if name in data:
-                refuse_booleans(name, field.annotation, data[name])
-        return data
+def is_real(value: Any, integer: bool = False) -> bool:
+    """Whether ``value`` is a Python or numpy number (with ``integer``, a whole-number
+    type), and no boolean: Python and pydantic take ``True`` as 1."""
+    if isinstance(value, bool | np.bool_):
+        return False
+    return isinstance(value, (int, np.integer) if integer else (int, float, np.number))
 
 
-def refuse_booleans(name: str, annotation: Any, value: Any) -> None:
-    """`InputError` when ``value``, for a field annotated ``annotation`` that holds
-    numbers (`_is_numeric`), is or holds a boolean (`NoBooleans`' check, for one field)."""
+def refuse_booleans(annotation: Any, value: Any, name: str | None = None) -> None:
+    """`InputError` when ``value``, for a field annotated ``annotation`` that holds numbers
+    (`_is_numeric`), is or holds a boolean; the message starts with ``name`` where given
+    (a model-wide check), else pydantic puts the field's location before it."""
     if not _is_numeric(annotation):
         return
     found = _boolean_in(value)
     if found is not None:
         shown = "" if found is value else f" in {_Short(value)!r}"
-        raise InputError(f"{name} must hold numbers, got the boolean {found!r}{shown}; "
-                         "write 1 or 0 for a number")
+        raise InputError(f"{name + ' ' if name else ''}must hold numbers, got the boolean "
+                         f"{found!r}{shown}; write 1 or 0 for a number")
 
 
-class _Validated(NoBooleans):
+class NoBooleans(BaseModel):
+    """A model whose numeric fields refuse booleans, nested ones included: pydantic reads
+    ``true`` as 1, so a YAML ``time_limit: true`` would have been one second and
+    ``noise: true`` an alpha of 1. Backend configs, estimators and the training and
+    experiment configs derive from it; the error is each model's own, at the field's
+    location. (Specs check the same in a model validator: `_Validated`.)"""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans(cls, value: Any, info: ValidationInfo) -> Any:
+        refuse_booleans(cls.model_fields[info.field_name].annotation, value)
+        return value
+
+
+class _Validated(BaseModel):
     """Pydantic's ValidationError becomes [`SpecError`][combolayer.SpecError], keeping its locations
-    and messages, for direct construction and for ``model_validate`` alike."""
+    and messages, for direct construction and for ``model_validate`` alike. No numeric
+    field of any spec takes a boolean (`refuse_booleans`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans(cls, data: Any) -> Any:
+        # A model validator, not a field validator for "*" (`NoBooleans`): pydantic allows
+        # no "before" validator on the union's tag field (kind).
+        if isinstance(data, dict):
+            for name, field in cls.model_fields.items():
+                if name in data:
+                    refuse_booleans(field.annotation, data[name], name)
+        return data
 
     def __init__(self, *args: Any, **data: Any) -> None:
         # Positional arguments in field order, as API.md writes them: TSP(5), TopK(10, 3).

@@ -119,7 +119,7 @@ class DataConfig(BaseModel):
             if key not in allowed:
                 raise InputError(f"unknown key {key!r} for {self.name}{did_you_mean(key, allowed)}"
                                  f"; expected some of {allowed}")
-            refuse_booleans(key, hints[key], self.model_extra[key])
+            refuse_booleans(hints[key], self.model_extra[key], key)
             try:  # the generator's own annotations: grid: tuple[int, int], deg: int, ...
                 self.model_extra[key] = TypeAdapter(hints[key]).validate_python(
                     self.model_extra[key])
