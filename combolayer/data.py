@@ -100,18 +100,21 @@ def _check_generator(num_data: int, num_features: int, deg: int, noise_width: fl
     """``ValueError`` for arguments PyEPO's generators refuse (``validate_degree``,
     ``validate_nonnegative``): ``deg`` 0 makes every cost one constant, unrelated to the
     features, and a negative noise width is no width. No number may be a boolean
-    (Python takes ``True`` as 1), nor a problem size (``sizes``: a grid's sides, items,
-    nodes, each a whole number >= 1)."""
-    wholes = [("num_data", num_data, 0), ("num_features", num_features, 1), ("deg", deg, 1),
-              ("seed", seed, 0)]
-    for name, size in sizes.items():
-        wholes += [(name, value, 1) for value in (size if isinstance(size, tuple | list)
-                                                  else (size,))]
-    for name, value, least in wholes:
+    (Python takes ``True`` as 1): neither ``seed`` (else what numpy's ``RandomState``
+    takes: None, an integer, a sequence), ``noise_width``, nor a problem size
+    (``sizes``: a grid's sides, items, nodes)."""
+    for name, value, least in (("num_data", num_data, 0), ("num_features", num_features, 1),
+                               ("deg", deg, 1)):
         if not is_real(value, integer=True) or value < least:
             raise InputError(f"{name} must be an integer >= {least}, got {value!r}")
-    if not (is_real(noise_width) and noise_width >= 0):
+    if isinstance(noise_width, bool | np.bool_) or not noise_width >= 0:
         raise InputError(f"noise_width must be a number >= 0, got {noise_width!r}")
+    for name, value in (("seed", seed), *sizes.items()):
+        many = isinstance(value, tuple | list | np.ndarray)
+        for item in value if many else (value,):
+            if isinstance(item, bool | np.bool_):
+                raise InputError(f"{name} must hold integers, got the boolean {item!r}"
+                                 + (f" in {value!r}" if many else ""))
 
 
 def shortest_path(

@@ -10,7 +10,6 @@ from torch import Tensor
 from ..backends.registry import as_solver
 from ..backends.solver import KnownBound, check_costs
 from ..errors import InputError
-from ..specs.base import is_real
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
 
@@ -61,8 +60,8 @@ class PGLoss(SolverLoss):
 
     def __init__(self, spec: Any, sigma: float = 0.1, two_sides: bool = False,
                  reduction: str = "mean", backend: Any = "auto") -> None:
-        if not (is_real(sigma) and sigma > 0):
-            raise InputError(f"PGLoss sigma must be > 0, got {sigma}")
+        if isinstance(sigma, bool) or not sigma > 0:  # True is no step size
+            raise InputError(f"PGLoss sigma must be > 0, got {sigma!r}")
         self.solver = as_solver(spec, backend)
         self.spec = self.solver.spec
         self.sigma = float(sigma)

@@ -56,8 +56,8 @@ class RegularizedFenchelYoungLoss(SolverLoss):
 
     def __init__(self, spec: Any, lam: float = 1.0, max_iter: int = 10_000, tol: float = 1e-6,
                  reduction: str = "mean", backend: Any = "auto") -> None:
-        if not (is_real(lam) and lam > 0):
-            raise InputError(f"RegularizedFenchelYoungLoss lam must be > 0, got {lam}")
+        if isinstance(lam, bool) or not lam > 0:  # True is no weight
+            raise InputError(f"RegularizedFenchelYoungLoss lam must be > 0, got {lam!r}")
         if not (is_real(max_iter, integer=True) and max_iter >= 1):
             raise InputError(f"RegularizedFenchelYoungLoss max_iter must be an int >= 1, "
                              f"got {max_iter!r}")

@@ -178,11 +178,12 @@ def _unique_index_keys(value: Any) -> Any:
 
 
 def is_real(value: Any, integer: bool = False) -> bool:
-    """Whether ``value`` is a Python or numpy number (with ``integer``, a whole-number
+    """Whether ``value`` is a real Python or numpy number (with ``integer``, a whole-number
     type), and no boolean: Python and pydantic take ``True`` as 1."""
     if isinstance(value, bool | np.bool_):
         return False
-    return isinstance(value, (int, np.integer) if integer else (int, float, np.number))
+    return isinstance(value, (int, np.integer) if integer
+                      else (int, float, np.integer, np.floating))
 
 
 def refuse_booleans(annotation: Any, value: Any, name: str | None = None) -> None:
