@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from .backends.outcome import INFEASIBLE, POOLED, Solved, statuses_of
-from .backends.solver import Solver, pool_width
+from .backends.solver import Solver, hidden_from_transforms, pool_width
 from .errors import InputError, SolverError
 from .specs.canonical import CanonicalForm, IntegerRows, canonical_form, rounding
 from .transforms.noise import generator_device
@@ -296,6 +296,7 @@ class SolutionPool:
                                f"({len(self)} in the pool): solve it exactly")
         return y
 
+    @hidden_from_transforms
     def lookup(self, costs: Tensor, allowed: Allowed | None = None) -> tuple[Tensor, Tensor]:
         """``(y, found)``: for each instance of ``(B, N)`` minimisation costs the cheapest
         pooled solution ``y`` (costs' device and dtype) among those ``allowed``, and
@@ -357,6 +358,7 @@ class SolutionPool:
             raise InputError(f"pool solutions must be finite, got {rows[bad][:8]} in row {bad}")
         return rows
 
+    @hidden_from_transforms
     def _add(self, solutions: Any, seeded: bool) -> int:
         rows = self._flat_rows(solutions)
         with self._lock:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import threading
 import warnings
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
+import torch._C._functorch as functorch
 
 from ..errors import BackendUnavailable, InfeasibleError, InputError, InputTypeError, SolverError
 from ..specs.base import Spec
@@ -531,6 +533,46 @@ def values_error(spec: Spec, name: str = "costs") -> InputError:
                       f"{spec.label}")
 
 
+#: Why a solve refuses torch.func.vmap, and what to do instead.
+VMAP_REFUSED = (
+    "torch.func.vmap cannot map over a combolayer solve (a layer's, a loss's or a solver's): "
+    "the solver reads each instance's costs, which vmap hides; layers, losses and solvers "
+    "take any leading batch shape, so call them on the whole batch (stack the mapped inputs)")
+
+
+def tracked(value: Any) -> Any:
+    """``value`` as the tensor a torch.func transform tracks (``torch.func.grad``'s
+    wrappers taken off, at every level), or ``value`` itself where it is no wrapped tensor;
+    `InputError` where vmap maps over it (`VMAP_REFUSED`)."""
+    while isinstance(value, torch.Tensor) and functorch.is_functorch_wrapped_tensor(value):
+        if functorch.is_batchedtensor(value):
+            raise InputError(VMAP_REFUSED)
+        value = functorch.get_unwrapped(value)
+    return value
+
+
+def check_not_vmapped(value: Any) -> None:
+    """`InputError` (`VMAP_REFUSED`) where torch.func.vmap maps over ``value``."""
+    tracked(value)
+
+
+def hidden_from_transforms(method: Callable) -> Callable:
+    """``method``, of an object that keeps tensors (the solution pool), run where torch.func
+    transforms do not reach: on the tensors they track (`tracked`), with their dispatch
+    off. What it returns and keeps is plain: every op under a transform wraps its result,
+    and a wrapped tensor kept would outlive its transform."""
+
+    @functools.wraps(method)
+    def hidden(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not torch._C._are_functorch_transforms_active():
+            return method(self, *args, **kwargs)
+        with torch._C._DisableFuncTorch():
+            return method(self, *map(tracked, args),
+                          **{key: tracked(value) for key, value in kwargs.items()})
+
+    return hidden
+
+
 def all_finite(costs: Any) -> bool:
     """Whether every entry is finite, in one fused reduction: a NaN or inf entry
     makes the sum NaN or inf. Only a sum that overflows on finite entries pays
@@ -909,6 +951,8 @@ class Solver:
                 optimality.
         """
         is_torch = isinstance(costs, torch.Tensor)
+        if is_torch and functorch.is_functorch_wrapped_tensor(costs):
+            check_not_vmapped(costs)  # torch.func: vmap refused before any check
         dtype = None  # costs solved in float64 that are not: the dtype the solutions go back to
         if not is_torch:
             costs = np.asarray(costs)
@@ -969,6 +1013,20 @@ class Solver:
             known = None if known is None else torch.as_tensor(np.asarray(known, np.float64))
             out = self.solve_min(costs, return_aux, rows, known, statuses)
             return tuple(part.numpy() for part in out) if return_aux else out.numpy()
+        if functorch.is_functorch_wrapped_tensor(costs) or (
+                rows is not None and isinstance(rows.A, torch.Tensor)
+                and functorch.is_functorch_wrapped_tensor(rows.A)):
+            # Under a torch.func transform (grad; vmap is refused): the solve is hidden from
+            # it, on the tensors it tracks and with its dispatch off (a wrapped tensor has no
+            # storage to read, and each op on a tracked one is wrapped again). The answer is
+            # a constant to the transform, as to autograd: the estimators' shells carry the
+            # gradient.
+            if rows is not None:
+                rows = dataclasses.replace(rows, A=tracked(rows.A), b=tracked(rows.b),
+                                           index=tracked(rows.index))
+            with torch._C._DisableFuncTorch():
+                return self.solve_min(tracked(costs), return_aux, rows, tracked(known),
+                                      statuses)
         shape = costs.shape
         batch = tuple(shape[: len(shape) - len(self.cost_shape)])
         costs, aux_known = self.fold_known(costs, known)

@@ -46,9 +46,10 @@ from torch import Tensor
 from ..analysis.hull import tight_rows
 from ..backends.solver import KnownBound, Recorder, Solver
 from ..backends.wrapper import RowBound, SolverWrapper
-from ..errors import BackendUnavailable, InfeasibleError, SolverError
+from ..errors import BackendUnavailable, InfeasibleError, InputError, SolverError
 from ..specs.base import Spec
 from ..specs.canonical import canonical_form
+from ..transforms.projection import transforms_active
 from .base import DifferentiableSolve, Estimator, Positive, keeps_aux, last_aux
 
 Smoothing = Literal["quadratic", "log_barrier"]
@@ -375,6 +376,11 @@ class RelaxationEstimator(Estimator):
                 if A is not None:
                     exact = exact.bind_rows(A.detach(), b.detach())
                 return exact.solve_min(costs.detach())
+            if transforms_active():
+                raise InputError(
+                    f"method {self.name!r} differentiates its relaxation through cvxpylayers, "
+                    "which torch.func transforms cannot trace: take this layer's gradient "
+                    "with torch.autograd (loss.backward(), torch.autograd.grad)")
             return self._relaxed(relaxation, solver, costs, A, b, known)
 
         return solve

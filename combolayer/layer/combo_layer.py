@@ -30,6 +30,7 @@ from ..backends.solver import (
     cast_solutions,
     check_costs,
     check_known_cost,
+    check_not_vmapped,
 )
 from ..errors import InputError, InputTypeError
 from ..estimators import Estimator, resolve_method
@@ -581,6 +582,8 @@ class ComboLayer(nn.Module):
                 return self._forward(w, target, sampling, A, b, known_cost, recorded)
             finally:
                 _end_call(recorded)
+        if transforms_active():  # torch.func: vmap refused here, not deep in a solve
+            check_not_vmapped(w)
         if not isinstance(w, Tensor):
             if not isinstance(w, np.ndarray):
                 raise InputTypeError(f"w must be a torch.Tensor (or a numpy array), got "

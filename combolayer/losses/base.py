@@ -20,12 +20,14 @@ from ..backends.solver import (
     HALF_PRECISION,
     Solver,
     check_known_cost,
+    check_not_vmapped,
     inner,
     rebuild_solver,
 )
 from ..errors import InputError, InputTypeError
 from ..estimators.base import KNOWN_COST_REGISTRIES, refuse_known_cost
 from ..pool import CachedSolver, cache_setting
+from ..transforms.projection import transforms_active
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -136,6 +138,8 @@ class LossInputs:
             for name in names:
                 if name in bound.arguments:
                     value = as_loss_input(bound.arguments[name], name, owner, like)
+                    if transforms_active():  # torch.func: vmap refused before any check
+                        check_not_vmapped(value)
                     if isinstance(value, Tensor) and value.dtype in HALF_PRECISION:
                         # in float32, as the layer works: 2 c_hat - c overflowed float16
                         # (a NaN loss), and bfloat16 tied its costs and its noise
