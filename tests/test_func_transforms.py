@@ -76,7 +76,8 @@ def test_a_relaxation_says_torch_func_cannot_trace_it(name):
         torch.func.grad(lambda costs: layer(costs, target=target).sum())(w)
 
 
-LOSSES = ["SPOPlusLoss", "FenchelYoungLoss", "PGLoss", "NCELoss", "ListwiseLTRLoss"]
+LOSSES = ["SPOPlusLoss", "FenchelYoungLoss", "PGLoss", "NCELoss", "ListwiseLTRLoss",
+          "CaVELoss"]
 
 
 def loss_value(loss: torch.nn.Module, predicted: torch.Tensor, costs: torch.Tensor,
@@ -88,6 +89,8 @@ def loss_value(loss: torch.nn.Module, predicted: torch.Tensor, costs: torch.Tens
 
 @pytest.mark.parametrize("name", LOSSES)
 def test_func_grad_through_a_loss_gives_the_eager_gradient(name):
+    if name == "CaVELoss":
+        pytest.importorskip("clarabel")
     w, _, _ = costs_and_target()
     costs = w.flip(0)
     solutions = cl.make_solver(SPEC).solve(costs)
@@ -165,3 +168,49 @@ def test_func_grad_reaches_per_call_rows():
     assert eager_A.grad.abs().sum() > 0
     torch.testing.assert_close(grad_A, eager_A.grad, rtol=0, atol=0)
     torch.testing.assert_close(grad_b, eager_b.grad, rtol=0, atol=0)
+
+
+def test_jacrev_maps_over_the_backward_where_it_solves_nothing():
+    """jacrev vmaps the backward pass: Identity's (pure torch) gives autograd's Jacobian;
+    a backward that solves (Blackbox) refuses vmap with the clear error."""
+    w, _, _ = costs_and_target()
+    identity = cl.ComboLayer(SPEC, method="identity")
+    expected = torch.autograd.functional.jacobian(identity, w)
+    torch.testing.assert_close(torch.func.jacrev(identity)(w), expected, rtol=0, atol=0)
+    blackbox = cl.ComboLayer(SPEC, method="blackbox").train()
+    with pytest.raises(cl.InputError, match="vmap cannot map over a combolayer solve"):
+        torch.func.jacrev(blackbox)(w)
+
+
+def test_vmap_over_a_target_rows_or_known_cost_alone_is_refused():
+    w, _, target = costs_and_target()
+    layer = cl.ComboLayer(SPEC, method="blackbox").train()
+    with pytest.raises(cl.InputError, match="vmap cannot map over a combolayer solve"):
+        torch.func.vmap(lambda y: layer(w, target=y))(target[None].expand(2, *target.shape))
+    spec = cl.ILP(shape=[3], num_aux=1,
+                  constraints=[cl.Constraint(coefs=[1, 1, 1, 1], sense="<=", rhs=2)])
+    solver, costs = cl.make_solver(spec), torch.randn(2, 3)
+    with pytest.raises(cl.InputError, match="vmap cannot map over a combolayer solve"):
+        torch.func.vmap(lambda k: solver.solve(costs, known_cost=k))(torch.rand(4, 2, 4))
+    A = torch.rand(2, 1, 4)
+    with pytest.raises(cl.InputError, match="vmap cannot map over a combolayer solve"):
+        torch.func.vmap(lambda b: solver.solve(costs, A=A, b=b))(torch.ones(4, 2, 1))
+
+
+def test_nothing_kept_after_a_transform_is_a_transforms_wrapper():
+    """The known cost's per-dtype copies (`Solver.known_like`) and CombOptNet's cached
+    feasibility check are made outside the transform: a wrapper kept would outlive it."""
+    import gc
+
+    spec = cl.ILP(shape=[3], num_aux=1, known_cost=[0.5, -0.2, 0.1, 0.3],
+                  constraints=[cl.Constraint(coefs=[1, 1, 1, 1], sense="<=", rhs=2)])
+    costs = torch.randn(2, 3)
+    solutions = cl.make_solver(spec).solve(costs)
+    loss = cl.losses.SPOPlusLoss(spec)
+    torch.func.grad(lambda p: loss(p, costs, solutions))(costs.flip(0))
+    layer = cl.ComboLayer(spec, method="comboptnet").train()
+    torch.func.grad(lambda x: (layer(x) * x.detach()).sum())(costs)
+    gc.collect()
+    wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+    assert not any(wrapped(t) for t in loss.solver._known_on.values())
+    assert not any(isinstance(o, torch.Tensor) and wrapped(o) for o in gc.get_objects())

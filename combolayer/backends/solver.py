@@ -551,9 +551,19 @@ def tracked(value: Any) -> Any:
     return value
 
 
-def check_not_vmapped(value: Any) -> None:
-    """`InputError` (`VMAP_REFUSED`) where torch.func.vmap maps over ``value``."""
-    tracked(value)
+def check_not_vmapped(*values: Any) -> None:
+    """`InputError` (`VMAP_REFUSED`) where torch.func.vmap maps over one of ``values``
+    (None and non-tensors pass)."""
+    for value in values:
+        tracked(value)
+
+
+def host_array(tensor: Any) -> np.ndarray:
+    """``tensor``'s values as a float64 numpy array on the host, under a torch.func
+    transform too (the values it tracks: `tracked`): for code outside a solve that reads
+    a batch on the host (CaVE's cones)."""
+    with torch._C._DisableFuncTorch():
+        return tracked(torch.as_tensor(tensor)).detach().to("cpu", torch.float64).numpy()
 
 
 def hidden_from_transforms(method: Callable) -> Callable:
@@ -951,8 +961,8 @@ class Solver:
                 optimality.
         """
         is_torch = isinstance(costs, torch.Tensor)
-        if is_torch and functorch.is_functorch_wrapped_tensor(costs):
-            check_not_vmapped(costs)  # torch.func: vmap refused before any check
+        if torch._C._are_functorch_transforms_active():  # vmap refused before any check
+            check_not_vmapped(costs, A, b, known_cost)
         dtype = None  # costs solved in float64 that are not: the dtype the solutions go back to
         if not is_torch:
             costs = np.asarray(costs)
@@ -1198,7 +1208,10 @@ class Solver:
         known = self._known_on.get(key)
         if known is None:
             values = self.known if folded else self.sign * self.known
-            known = self._known_on[key] = torch.from_numpy(values).to(like)
+            # kept: made where no torch.func transform wraps it (`hidden_from_transforms`)
+            with torch._C._DisableFuncTorch():
+                known = torch.from_numpy(values).to(device=like.device, dtype=like.dtype)
+            self._known_on[key] = known
         return known
 
     def largest_value(self, aux: bool = False) -> float:

@@ -50,11 +50,11 @@ from pydantic import (
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from ..backends.solver import KnownBound, Solver, cast_solutions
+from ..backends.solver import KnownBound, Solver, cast_solutions, check_not_vmapped
 from ..backends.wrapper import RowBound, with_sample_axis
 from ..errors import InputError
 from ..specs.base import NoBooleans, positional_fields
-from ..transforms.projection import Normalized, fast_apply
+from ..transforms.projection import Normalized, fast_apply, transforms_active
 
 DifferentiableSolve = Callable[..., Tensor]
 #: ``solve(w, xi) -> y``: projection, noise ``xi`` (or None), sense and solve in one node.
@@ -115,6 +115,8 @@ def differentiable_rows(backward: Callable[..., tuple], once: bool = True
 
     def vjp(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
         costs, A, b, *saved = ctx.saved_tensors
+        if once and transforms_active():  # jacrev: vmap over a backward that solves
+            check_not_vmapped(grad)
         d_costs, d_A, d_b = backward(grad, costs, A, b, *saved)
         return (d_costs, d_A, d_b, None, *(None for _ in saved))
 
@@ -161,6 +163,8 @@ def differentiable(backward: Backward, once: bool = True) -> Callable[..., Tenso
 
     def vjp(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
         costs, *saved = ctx.saved_tensors
+        if once and transforms_active():  # jacrev: vmap over a backward that solves
+            check_not_vmapped(grad)
         if once:
             check_upstream(grad)
         return (backward(grad, costs, *saved), None, *(None for _ in saved))

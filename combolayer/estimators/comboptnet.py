@@ -289,10 +289,11 @@ def _fixed_check(form, n: int):
     (`canonical_form` shares one per spec), not on every backward."""
     if not (form.A_ub.shape[0] or form.A_eq.shape[0]) or form.num_vars != n:
         return None
-    A_ub = torch.as_tensor(form.A_ub.toarray())
-    b_ub = torch.as_tensor(form.b_ub)
-    A_eq = torch.as_tensor(form.A_eq.toarray())
-    b_eq = torch.as_tensor(form.b_eq)
+    with torch._C._DisableFuncTorch():  # cached: never a torch.func transform's wrapper
+        A_ub = torch.as_tensor(form.A_ub.toarray())
+        b_ub = torch.as_tensor(form.b_ub)
+        A_eq = torch.as_tensor(form.A_eq.toarray())
+        b_eq = torch.as_tensor(form.b_eq)
     tol = FEASIBILITY_TOL
 
     def ok(points: Tensor) -> Tensor:

@@ -583,7 +583,7 @@ class ComboLayer(nn.Module):
             finally:
                 _end_call(recorded)
         if transforms_active():  # torch.func: vmap refused here, not deep in a solve
-            check_not_vmapped(w)
+            check_not_vmapped(w, target, A, b, known_cost)
         if not isinstance(w, Tensor):
             if not isinstance(w, np.ndarray):
                 raise InputTypeError(f"w must be a torch.Tensor (or a numpy array), got "

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from ..backends.registry import as_solver
-from ..backends.solver import check_costs
+from ..backends.solver import check_costs, host_array
 from ..errors import BackendUnavailable, InputError
 from ..pool import draw_exact
 from ..specs.base import is_real
@@ -55,7 +55,7 @@ class ConeRows:
 
     def __call__(self, y_true: Any) -> list[np.ndarray]:
         n, tol = self.n, self.tol
-        y = torch.as_tensor(y_true).detach().to("cpu", torch.float64).numpy().reshape(-1, n)
+        y = host_array(y_true).reshape(-1, n)
         binary = np.isclose(y, 0.0, atol=tol) | np.isclose(y, 1.0, atol=tol)
         if not binary.all():
             raise InputError(f"CaVE is defined for binary problems: y_true must be 0/1 for "
@@ -404,7 +404,7 @@ class CaVELoss(SolverLoss):
             s = torch.cat([s, s.new_zeros(s.shape[0], cones.width - n)], dim=1)
         with torch.no_grad():
             if draw_exact(self.solve_ratio, self.generator):
-                points = s.detach().to("cpu", torch.float64).numpy()
+                points = host_array(s)
                 target = torch.as_tensor(cones.project(points, self.max_iter)).to(s)
             else:
                 mean = torch.as_tensor(cones.mean_unit_normals()).to(s)
