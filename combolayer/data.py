@@ -27,7 +27,7 @@ from scipy.spatial.distance import pdist
 from .backends.registry import make_solver
 from .errors import InputError
 from .problems import TSP, Knapsack, ShortestPath, TSPEdges
-from .specs.base import is_real
+from .specs.base import boolean_in, is_boolean, is_real
 
 
 class Data(NamedTuple):
@@ -96,7 +96,7 @@ def _solved(spec, features: np.ndarray, costs: np.ndarray, backend: Any) -> Data
 
 
 def _check_generator(num_data: int, num_features: int, deg: int, noise_width: float,
-                     seed: int, **sizes: int | tuple[int, ...]) -> None:
+                     seed: Any, **sizes: int | tuple[int, ...]) -> None:
     """``ValueError`` for arguments PyEPO's generators refuse (``validate_degree``,
     ``validate_nonnegative``): ``deg`` 0 makes every cost one constant, unrelated to the
     features, and a negative noise width is no width. No number may be a boolean
@@ -107,14 +107,13 @@ def _check_generator(num_data: int, num_features: int, deg: int, noise_width: fl
                                ("deg", deg, 1)):
         if not is_real(value, integer=True) or value < least:
             raise InputError(f"{name} must be an integer >= {least}, got {value!r}")
-    if isinstance(noise_width, bool | np.bool_) or not noise_width >= 0:
+    if is_boolean(noise_width) or not noise_width >= 0:
         raise InputError(f"noise_width must be a number >= 0, got {noise_width!r}")
     for name, value in (("seed", seed), *sizes.items()):
-        many = isinstance(value, tuple | list | np.ndarray)
-        for item in value if many else (value,):
-            if isinstance(item, bool | np.bool_):
-                raise InputError(f"{name} must hold integers, got the boolean {item!r}"
-                                 + (f" in {value!r}" if many else ""))
+        found = boolean_in(value)
+        if found is not None:
+            raise InputError(f"{name} must hold integers, got the boolean {found!r}"
+                             + ("" if found is value else f" in {value!r}"))
 
 
 def shortest_path(

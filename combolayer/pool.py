@@ -31,8 +31,9 @@ import torch
 from torch import Tensor
 
 from .backends.outcome import INFEASIBLE, POOLED, Solved, statuses_of
-from .backends.solver import Solver, hidden_from_transforms, pool_width
+from .backends.solver import Solver, pool_width
 from .errors import InputError, SolverError
+from .func_transforms import hidden_from_transforms
 from .specs.canonical import CanonicalForm, IntegerRows, canonical_form, rounding
 from .transforms.noise import generator_device
 

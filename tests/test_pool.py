@@ -6,6 +6,7 @@ layer keeps in it (``solve_ratio``): PyEPO's semantics, checked by counting solv
 import copy
 import itertools
 import pickle
+import subprocess
 import sys
 
 import numpy as np
@@ -529,3 +530,8 @@ def test_the_old_module_names_warn_and_are_the_moved_modules(old, new, monkeypat
     if new == "combolayer.pool":
         old_pickle = b"ccombolayer.backends.pool\nSeedCheck\n."  # a private class too
         assert pickle.loads(old_pickle) is module.SeedCheck
+    # the backends' discovery imports neither: a plain import warns about nothing
+    script = ("import sys, combolayer as cl; cl.backends.backends(); "
+              f"assert {old!r} not in sys.modules")
+    subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", script],
+                   check=True, timeout=120)

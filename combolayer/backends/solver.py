@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import threading
 import warnings
@@ -13,9 +12,15 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
-import torch._C._functorch as functorch
 
 from ..errors import BackendUnavailable, InfeasibleError, InputError, InputTypeError, SolverError
+from ..func_transforms import (
+    check_not_vmapped,
+    outside_transforms,
+    tracked,
+    transforms_active,
+    wrapped,
+)
 from ..specs.base import Spec
 from ..specs.canonical import IntegerRows, unit_exponent, unit_rows
 from .outcome import (
@@ -533,56 +538,6 @@ def values_error(spec: Spec, name: str = "costs") -> InputError:
                       f"{spec.label}")
 
 
-#: Why a solve refuses torch.func.vmap, and what to do instead.
-VMAP_REFUSED = (
-    "torch.func.vmap cannot map over a combolayer solve (a layer's, a loss's or a solver's): "
-    "the solver reads each instance's costs, which vmap hides; layers, losses and solvers "
-    "take any leading batch shape, so call them on the whole batch (stack the mapped inputs)")
-
-
-def tracked(value: Any) -> Any:
-    """``value`` as the tensor a torch.func transform tracks (``torch.func.grad``'s
-    wrappers taken off, at every level), or ``value`` itself where it is no wrapped tensor;
-    `InputError` where vmap maps over it (`VMAP_REFUSED`)."""
-    while isinstance(value, torch.Tensor) and functorch.is_functorch_wrapped_tensor(value):
-        if functorch.is_batchedtensor(value):
-            raise InputError(VMAP_REFUSED)
-        value = functorch.get_unwrapped(value)
-    return value
-
-
-def check_not_vmapped(*values: Any) -> None:
-    """`InputError` (`VMAP_REFUSED`) where torch.func.vmap maps over one of ``values``
-    (None and non-tensors pass)."""
-    for value in values:
-        tracked(value)
-
-
-def host_array(tensor: Any) -> np.ndarray:
-    """``tensor``'s values as a float64 numpy array on the host, under a torch.func
-    transform too (the values it tracks: `tracked`): for code outside a solve that reads
-    a batch on the host (CaVE's cones)."""
-    with torch._C._DisableFuncTorch():
-        return tracked(torch.as_tensor(tensor)).detach().to("cpu", torch.float64).numpy()
-
-
-def hidden_from_transforms(method: Callable) -> Callable:
-    """``method``, of an object that keeps tensors (the solution pool), run where torch.func
-    transforms do not reach: on the tensors they track (`tracked`), with their dispatch
-    off. What it returns and keeps is plain: every op under a transform wraps its result,
-    and a wrapped tensor kept would outlive its transform."""
-
-    @functools.wraps(method)
-    def hidden(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not torch._C._are_functorch_transforms_active():
-            return method(self, *args, **kwargs)
-        with torch._C._DisableFuncTorch():
-            return method(self, *map(tracked, args),
-                          **{key: tracked(value) for key, value in kwargs.items()})
-
-    return hidden
-
-
 def all_finite(costs: Any) -> bool:
     """Whether every entry is finite, in one fused reduction: a NaN or inf entry
     makes the sum NaN or inf. Only a sum that overflows on finite entries pays
@@ -961,7 +916,7 @@ class Solver:
                 optimality.
         """
         is_torch = isinstance(costs, torch.Tensor)
-        if torch._C._are_functorch_transforms_active():  # vmap refused before any check
+        if transforms_active():  # torch.func: vmap refused before any check
             check_not_vmapped(costs, A, b, known_cost)
         dtype = None  # costs solved in float64 that are not: the dtype the solutions go back to
         if not is_torch:
@@ -1023,9 +978,7 @@ class Solver:
             known = None if known is None else torch.as_tensor(np.asarray(known, np.float64))
             out = self.solve_min(costs, return_aux, rows, known, statuses)
             return tuple(part.numpy() for part in out) if return_aux else out.numpy()
-        if functorch.is_functorch_wrapped_tensor(costs) or (
-                rows is not None and isinstance(rows.A, torch.Tensor)
-                and functorch.is_functorch_wrapped_tensor(rows.A)):
+        if wrapped(costs) or (rows is not None and wrapped(rows.A)):
             # Under a torch.func transform (grad; vmap is refused): the solve is hidden from
             # it, on the tensors it tracks and with its dispatch off (a wrapped tensor has no
             # storage to read, and each op on a tracked one is wrapped again). The answer is
@@ -1034,7 +987,7 @@ class Solver:
             if rows is not None:
                 rows = dataclasses.replace(rows, A=tracked(rows.A), b=tracked(rows.b),
                                            index=tracked(rows.index))
-            with torch._C._DisableFuncTorch():
+            with outside_transforms():
                 return self.solve_min(tracked(costs), return_aux, rows, tracked(known),
                                       statuses)
         shape = costs.shape
@@ -1208,8 +1161,8 @@ class Solver:
         known = self._known_on.get(key)
         if known is None:
             values = self.known if folded else self.sign * self.known
-            # kept: made where no torch.func transform wraps it (`hidden_from_transforms`)
-            with torch._C._DisableFuncTorch():
+            # kept: made where no torch.func transform wraps it
+            with outside_transforms():
                 known = torch.from_numpy(values).to(device=like.device, dtype=like.dtype)
             self._known_on[key] = known
         return known

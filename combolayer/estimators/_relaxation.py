@@ -47,9 +47,9 @@ from ..analysis.hull import tight_rows
 from ..backends.solver import KnownBound, Recorder, Solver
 from ..backends.wrapper import RowBound, SolverWrapper
 from ..errors import BackendUnavailable, InfeasibleError, InputError, SolverError
+from ..func_transforms import transforms_active
 from ..specs.base import Spec
 from ..specs.canonical import canonical_form
-from ..transforms.projection import transforms_active
 from .base import DifferentiableSolve, Estimator, Positive, keeps_aux, last_aux
 
 Smoothing = Literal["quadratic", "log_barrier"]

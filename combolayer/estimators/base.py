@@ -50,11 +50,12 @@ from pydantic import (
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from ..backends.solver import KnownBound, Solver, cast_solutions, check_not_vmapped
+from ..backends.solver import KnownBound, Solver, cast_solutions
 from ..backends.wrapper import RowBound, with_sample_axis
 from ..errors import InputError
+from ..func_transforms import transforms_active, vmapped
 from ..specs.base import NoBooleans, positional_fields
-from ..transforms.projection import Normalized, fast_apply, transforms_active
+from ..transforms.projection import Normalized, fast_apply
 
 DifferentiableSolve = Callable[..., Tensor]
 #: ``solve(w, xi) -> y``: projection, noise ``xi`` (or None), sense and solve in one node.
@@ -115,8 +116,8 @@ def differentiable_rows(backward: Callable[..., tuple], once: bool = True
 
     def vjp(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
         costs, A, b, *saved = ctx.saved_tensors
-        if once and transforms_active():  # jacrev: vmap over a backward that solves
-            check_not_vmapped(grad)
+        if once:
+            check_backward_not_vmapped(grad)
         d_costs, d_A, d_b = backward(grad, costs, A, b, *saved)
         return (d_costs, d_A, d_b, None, *(None for _ in saved))
 
@@ -134,6 +135,18 @@ def differentiable_rows(backward: Callable[..., tuple], once: bool = True
         backward = staticmethod(once_differentiable(vjp) if once else vjp)
 
     return fast_apply(_RowShell)
+
+
+def check_backward_not_vmapped(grad: Tensor) -> None:
+    """`InputError` where torch.func.vmap maps over the upstream gradient of a
+    once-differentiable backward (``torch.func.jacrev``, ``vmap`` over a ``vjp``): it reads
+    the gradient to solve or to weigh its samples, one batch at a time."""
+    if transforms_active() and vmapped(grad):
+        raise InputError(
+            "torch.func cannot map over this estimator's backward (jacrev, or vmap over a "
+            "vjp): it is once-differentiable; take the Jacobian with "
+            "torch.autograd.functional.jacobian, or use method='identity', whose backward "
+            "is pure torch")
 
 
 def check_upstream(grad: Tensor) -> None:
@@ -163,9 +176,8 @@ def differentiable(backward: Backward, once: bool = True) -> Callable[..., Tenso
 
     def vjp(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
         costs, *saved = ctx.saved_tensors
-        if once and transforms_active():  # jacrev: vmap over a backward that solves
-            check_not_vmapped(grad)
         if once:
+            check_backward_not_vmapped(grad)
             check_upstream(grad)
         return (backward(grad, costs, *saved), None, *(None for _ in saved))
 

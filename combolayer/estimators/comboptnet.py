@@ -43,6 +43,7 @@ from torch import Tensor
 from ..backends.outcome import INFEASIBLE
 from ..backends.rows import FEASIBILITY_TOL
 from ..backends.solver import Solver
+from ..func_transforms import outside_transforms
 from ..specs.canonical import canonical_form
 from .base import Estimator, whole_costs
 
@@ -289,7 +290,7 @@ def _fixed_check(form, n: int):
     (`canonical_form` shares one per spec), not on every backward."""
     if not (form.A_ub.shape[0] or form.A_eq.shape[0]) or form.num_vars != n:
         return None
-    with torch._C._DisableFuncTorch():  # cached: never a torch.func transform's wrapper
+    with outside_transforms():  # cached: never a torch.func transform's wrapper
         A_ub = torch.as_tensor(form.A_ub.toarray())
         b_ub = torch.as_tensor(form.b_ub)
         A_eq = torch.as_tensor(form.A_eq.toarray())

@@ -8,7 +8,8 @@ import torch
 from torch import Tensor
 
 from ..backends.solver import Solver
-from ..transforms.projection import Normalized, fast_apply, transforms_active
+from ..func_transforms import transforms_active
+from ..transforms.projection import Normalized, fast_apply
 from .base import DifferentiableSolve, Estimator, ProjectedSolve
 
 __all__ = ["Identity"]

@@ -30,17 +30,17 @@ from ..backends.solver import (
     cast_solutions,
     check_costs,
     check_known_cost,
-    check_not_vmapped,
 )
 from ..errors import InputError, InputTypeError
 from ..estimators import Estimator, resolve_method
 from ..estimators.base import ProjectedSolve, aux_of_output, row_gradient_methods
+from ..func_transforms import check_not_vmapped, transforms_active
 from ..pool import CachedSolver, SolutionPool, cache_setting
-from ..specs.base import Spec
+from ..specs.base import Spec, is_boolean
 from ..specs.load import load_spec, read_mapping, spec_from_text
 from ..specs.paths import config_base, resolve_path
 from ..transforms.noise import SignNoise
-from ..transforms.projection import NORM_EPS, Normalized, Transform, transforms_active
+from ..transforms.projection import NORM_EPS, Normalized, Transform
 from .ops import CompiledSolve, check_floor, draw_noise, noise_slot
 from .projection import (
     HULL_PROJECTIONS,
@@ -349,7 +349,7 @@ class ComboLayer(nn.Module):
         """
         if isinstance(noise, Tensor) and noise.numel() == 1:
             noise = noise.item()
-        if isinstance(noise, bool | np.bool_):  # pydantic's and Python's 1: refused
+        if is_boolean(noise):  # float(True) would be an alpha of 1
             raise InputError(f"noise must be a number alpha >= 0, got the boolean {noise!r}")
         if noise is None or isinstance(noise, (int, float, np.number)):
             alpha = float(noise or 0.0)
@@ -582,7 +582,8 @@ class ComboLayer(nn.Module):
                 return self._forward(w, target, sampling, A, b, known_cost, recorded)
             finally:
                 _end_call(recorded)
-        if transforms_active():  # torch.func: vmap refused here, not deep in a solve
+        transformed = transforms_active()  # torch.func's (one C call, read twice)
+        if transformed:  # vmap refused here, not deep in a solve
             check_not_vmapped(w, target, A, b, known_cost)
         if not isinstance(w, Tensor):
             if not isinstance(w, np.ndarray):
@@ -639,7 +640,7 @@ class ComboLayer(nn.Module):
             return cast_solutions(compiled.solver, out, dtype) if upcast is not None else out
         if solves.fused is not None and plain:
             # the node's C-level apply where no functorch transform runs: one frame less
-            y = (solves.fused if transforms_active() else solves.fused_direct)(w, xi)
+            y = (solves.fused if transformed else solves.fused_direct)(w, xi)
         else:
             projected = u = (compiled.projection(w) if known is None else
                              project_with_known(compiled.projection, self._projection_arg,

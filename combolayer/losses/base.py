@@ -20,14 +20,13 @@ from ..backends.solver import (
     HALF_PRECISION,
     Solver,
     check_known_cost,
-    check_not_vmapped,
     inner,
     rebuild_solver,
 )
 from ..errors import InputError, InputTypeError
 from ..estimators.base import KNOWN_COST_REGISTRIES, refuse_known_cost
+from ..func_transforms import check_not_vmapped, transforms_active
 from ..pool import CachedSolver, cache_setting
-from ..transforms.projection import transforms_active
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -133,13 +132,14 @@ class LossInputs:
             if "known_cost" in kwargs and not self.takes_instance_known_cost:
                 refuse_instance_known_cost(self)
             bound = signature.bind(self, *args, **kwargs)
+            if transforms_active():  # torch.func: vmap refused before any check
+                check_not_vmapped(*(bound.arguments.get(name)
+                                    for name in (*names, "known_cost")))
             like = None
             owner = type(self).__name__
             for name in names:
                 if name in bound.arguments:
                     value = as_loss_input(bound.arguments[name], name, owner, like)
-                    if transforms_active():  # torch.func: vmap refused before any check
-                        check_not_vmapped(value)
                     if isinstance(value, Tensor) and value.dtype in HALF_PRECISION:
                         # in float32, as the layer works: 2 c_hat - c overflowed float16
                         # (a NaN loss), and bfloat16 tied its costs and its noise

@@ -12,10 +12,11 @@ import torch
 from torch import Tensor
 
 from ..backends.registry import as_solver
-from ..backends.solver import check_costs, host_array
+from ..backends.solver import check_costs
 from ..errors import BackendUnavailable, InputError
+from ..func_transforms import host_array
 from ..pool import draw_exact
-from ..specs.base import is_real
+from ..specs.base import is_boolean, is_real
 from ..specs.canonical import canonical_form
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
@@ -366,7 +367,7 @@ class CaVELoss(SolverLoss):
         if not (is_real(max_iter, integer=True) and max_iter >= 1):
             raise InputError(f"CaVELoss max_iter must be an int >= 1, got {max_iter!r}")
         for name, value in (("solve_ratio", solve_ratio), ("inner_ratio", inner_ratio)):
-            if not (is_real(value) and 0.0 <= value <= 1.0):
+            if is_boolean(value) or not 0.0 <= value <= 1.0:
                 raise InputError(f"CaVELoss {name} must be a number in [0, 1], got {value!r}")
         try:
             import clarabel  # noqa: F401

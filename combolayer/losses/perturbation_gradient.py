@@ -10,6 +10,7 @@ from torch import Tensor
 from ..backends.registry import as_solver
 from ..backends.solver import KnownBound, check_costs
 from ..errors import InputError
+from ..specs.base import is_boolean
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
 
@@ -60,7 +61,7 @@ class PGLoss(SolverLoss):
 
     def __init__(self, spec: Any, sigma: float = 0.1, two_sides: bool = False,
                  reduction: str = "mean", backend: Any = "auto") -> None:
-        if isinstance(sigma, bool) or not sigma > 0:  # True is no step size
+        if is_boolean(sigma) or not sigma > 0:  # True is no step size
             raise InputError(f"PGLoss sigma must be > 0, got {sigma!r}")
         self.solver = as_solver(spec, backend)
         self.spec = self.solver.spec

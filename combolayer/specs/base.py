@@ -133,10 +133,19 @@ def _is_numeric(annotation: Any) -> bool:
     return bool not in arguments and any(_is_numeric(a) for a in arguments)
 
 
-def _boolean_in(value: Any) -> Any:
-    """The first boolean in ``value`` (its lists', tuples' and dicts' keys and items), or
-    None."""
+def is_boolean(value: Any) -> bool:
+    """Whether ``value`` is a boolean where a number is expected: Python's or numpy's, or
+    a numpy array or torch tensor of booleans (Python, pydantic and ``float()`` all take
+    ``True`` as 1)."""
     if isinstance(value, bool | np.bool_):
+        return True
+    return str(getattr(value, "dtype", "")) in ("bool", "torch.bool")
+
+
+def boolean_in(value: Any) -> Any:
+    """The first boolean in ``value`` (`is_boolean`; itself, or its lists', tuples' and
+    dicts' keys and items), or None."""
+    if is_boolean(value):
         return value
     if isinstance(value, list | tuple):
         items: Any = value
@@ -145,12 +154,9 @@ def _boolean_in(value: Any) -> Any:
     else:
         return None
     for item in items:
-        if isinstance(item, bool | np.bool_):
-            return item
-        if isinstance(item, list | tuple | dict):
-            found = _boolean_in(item)
-            if found is not None:
-                return found
+        found = boolean_in(item)
+        if found is not None:
+            return found
     return None
 
 
@@ -180,7 +186,7 @@ def _unique_index_keys(value: Any) -> Any:
 def is_real(value: Any, integer: bool = False) -> bool:
     """Whether ``value`` is a real Python or numpy number (with ``integer``, a whole-number
     type), and no boolean: Python and pydantic take ``True`` as 1."""
-    if isinstance(value, bool | np.bool_):
+    if is_boolean(value):
         return False
     return isinstance(value, (int, np.integer) if integer
                       else (int, float, np.integer, np.floating))
@@ -192,7 +198,7 @@ def refuse_booleans(annotation: Any, value: Any, name: str | None = None) -> Non
     (a model-wide check), else pydantic puts the field's location before it."""
     if not _is_numeric(annotation):
         return
-    found = _boolean_in(value)
+    found = boolean_in(value)
     if found is not None:
         shown = "" if found is value else f" in {_Short(value)!r}"
         raise InputError(f"{name + ' ' if name else ''}must hold numbers, got the boolean "
@@ -201,10 +207,9 @@ def refuse_booleans(annotation: Any, value: Any, name: str | None = None) -> Non
 
 class NoBooleans(BaseModel):
     """A model whose numeric fields refuse booleans, nested ones included: pydantic reads
-    ``true`` as 1, so a YAML ``time_limit: true`` would have been one second and
-    ``noise: true`` an alpha of 1. Backend configs, estimators and the training and
-    experiment configs derive from it; the error is each model's own, at the field's
-    location. (Specs check the same in a model validator: `_Validated`.)"""
+    ``true`` as 1, so a YAML ``time_limit: true`` is a one-second limit. The error is
+    the model's own, at the field's location. (Specs check the same in a model
+    validator: `_Validated`.)"""
 
     @field_validator("*", mode="before")
     @classmethod

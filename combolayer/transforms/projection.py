@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from ..errors import InputTypeError
+from ..func_transforms import transforms_active
 
 Transform = Callable[[Tensor], Tensor]
 
@@ -70,11 +71,6 @@ def fast_apply(function: type[torch.autograd.Function],
 
     apply.direct = direct  # type: ignore[attr-defined]
     return apply
-
-
-#: Whether a functorch transform (vmap, grad) is running: `fast_apply`'s ``direct``
-#: is then refused (its ``apply`` takes the transform-aware path).
-transforms_active = torch._C._are_functorch_transforms_active
 
 
 #: Up to this many outputs, P_plane is one matmul with the dense ``(N, N)``
