@@ -165,3 +165,10 @@ def test_a_train_config_file_with_a_boolean_is_refused(tmp_path):
     path.write_text("data: {name: shortest_path, num_features: 5}\nlr: true\n")
     with pytest.raises(ConfigError, match=f"lr: {BOOLEAN}"):
         load_config(str(path))
+
+
+@pytest.mark.parametrize("value", [None, "0.5", [0.5], torch.tensor([0.1, 0.2]), 1.5])
+def test_cave_refuses_a_ratio_that_is_no_number_with_its_own_error(value):
+    pytest.importorskip("clarabel")
+    with pytest.raises(cl.InputError, match="CaVELoss inner_ratio must be a number in"):
+        losses.CaVELoss(TOPK, inner_ratio=value)

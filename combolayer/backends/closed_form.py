@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..func_transforms import transforms_active
 from ..specs.base import Spec
 from .base import Capability, FunctionBackend, Tier
 from .registry import register_backend
@@ -30,7 +31,7 @@ def _host_array(costs: Tensor) -> np.ndarray | None:
     """A numpy view of ``costs`` (no copy) when numpy may sort it: a 2-d float32 or
     float64 CPU tensor outside vmap/grad transforms and outside tracing; else None."""
     if (costs.device.type == "cpu" and costs.ndim == 2 and costs.dtype in _NUMPY_DTYPES
-            and not torch._C._are_functorch_transforms_active()
+            and not transforms_active()
             and not torch.compiler.is_compiling()):
         return costs.detach().numpy()
     return None

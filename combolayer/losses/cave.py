@@ -16,7 +16,7 @@ from ..backends.solver import check_costs
 from ..errors import BackendUnavailable, InputError
 from ..func_transforms import host_array
 from ..pool import draw_exact
-from ..specs.base import is_boolean, is_real
+from ..specs.base import is_real
 from ..specs.canonical import canonical_form
 from .base import SolverLoss, check_reduction, check_solution, reduce
 
@@ -367,7 +367,10 @@ class CaVELoss(SolverLoss):
         if not (is_real(max_iter, integer=True) and max_iter >= 1):
             raise InputError(f"CaVELoss max_iter must be an int >= 1, got {max_iter!r}")
         for name, value in (("solve_ratio", solve_ratio), ("inner_ratio", inner_ratio)):
-            if is_boolean(value) or not 0.0 <= value <= 1.0:
+            # a number, or a one-element tensor of one (inner_ratio; solve_ratio's setter
+            # takes numbers alone), but no boolean
+            number = value.item() if isinstance(value, Tensor) and value.numel() == 1 else value
+            if not (is_real(number) and 0.0 <= number <= 1.0):
                 raise InputError(f"CaVELoss {name} must be a number in [0, 1], got {value!r}")
         try:
             import clarabel  # noqa: F401
