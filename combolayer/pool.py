@@ -34,6 +34,7 @@ from .backends.outcome import INFEASIBLE, POOLED, Solved, statuses_of
 from .backends.solver import Solver, pool_width
 from .errors import InputError, SolverError
 from .func_transforms import hidden_from_transforms
+from .specs.base import is_real
 from .specs.canonical import CanonicalForm, IntegerRows, canonical_form, rounding
 from .transforms.noise import generator_device
 
@@ -134,11 +135,9 @@ class SolutionPool:
         spec = None
         if hasattr(num_outputs, "cost_shape"):
             spec, num_outputs = num_outputs, pool_width(num_outputs)
-        if isinstance(num_outputs, bool) or not isinstance(num_outputs, (int, np.integer)) \
-                or num_outputs < 1:
+        if not is_real(num_outputs, integer=True) or num_outputs < 1:
             raise InputError(f"num_outputs must be an int >= 1 (or a spec), got {num_outputs!r}")
-        if isinstance(max_size, bool) or not isinstance(max_size, (int, np.integer)) \
-                or max_size < 1:
+        if not is_real(max_size, integer=True) or max_size < 1:
             raise InputError(f"max_size must be an int >= 1, got {max_size!r}")
         self.num_outputs = int(num_outputs)
         self.max_size = int(max_size)

@@ -227,7 +227,7 @@ class _GridState(_State):
         self.pred = torch.full((batch, rows, cols), -1, dtype=torch.int64, device=device)
         self.step = torch.zeros((batch, rows, cols), dtype=dtype, device=device)
         self.out = torch.empty_like(costs)
-        self.inner = paths.checked.to(device)  # all but the source and the target
+        self.checked = paths.checked.to(device)  # all but the source and the target
         self.offsets = paths.offsets.to(device)
         self.vertex = torch.arange(rows * cols, device=device)
         self.pooled = spec.neighborhood == 8
@@ -235,8 +235,8 @@ class _GridState(_State):
 
     def load(self) -> None:
         spec = self.paths.spec
-        work, self.flags[1] = self.paths.read(self.costs, self.inner)
-        self.step.copy_(torch.where(self.inner, work, math.inf).reshape(self.step.shape))
+        work, self.flags[1] = self.paths.read(self.costs, self.checked)
+        self.step.copy_(torch.where(self.checked, work, math.inf).reshape(self.step.shape))
         self.padded.fill_(-math.inf)
         self.dist[:, spec.source[0], spec.source[1]] = 0.0
         self.pred.fill_(-1)
@@ -470,11 +470,11 @@ def _kept(states: OrderedDict, key: tuple, build: Callable[[], _State]) -> _Stat
     return state
 
 
-def _below_zero(costs: Tensor, checked: Tensor | None) -> Tensor:
-    """The negative entries of ``costs`` among the ``checked`` ones (all when None); their
-    ``.any()`` is read with the convergence check's first read (`_State.solve`), not in
-    a host read of its own."""
-    return costs < 0 if checked is None else (costs < 0) & checked
+def _below_zero(costs: Tensor, checked: Tensor) -> Tensor:
+    """The negative entries of ``costs`` among the ``checked`` ones; their ``.any()`` is
+    read with the convergence check's first read (`_State.solve`), not in a host read of
+    its own."""
+    return (costs < 0) & checked
 
 
 @register_backend
