@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import math
+
 import pytest
 import torch
 from pyepo_kit import SPEC_MAX, SPEC_MIN, brute_min, pyepo_shortest_path, sign_of
@@ -156,3 +159,23 @@ def test_aimle_step_norm_is_that_of_the_widened_costs():
     plain = cl.make_solver(SPEC_MIN, "highs")
     costs = torch.randn(3, 4, dtype=torch.float64)
     assert whole_cost_norm(plain, costs) == float(costs.norm())
+
+
+def test_an_empty_batch_leaves_the_adaptation_as_it_was():
+    layer = cl.ComboLayer(cl.problems.TopK(6, 2), method="aimle")
+    layer(torch.randn(0, 6, requires_grad=True)).sum().backward()
+    assert (layer.method.alpha, layer.method.sparsity) == (1.0, 1.0)  # was NaN, then alpha fell
+    w = torch.randn(4, 6, requires_grad=True)
+    (layer(w) * torch.randn(4, 6)).sum().backward()
+    assert math.isfinite(layer.method.sparsity) and layer.method.alpha > 0
+
+
+@pytest.mark.parametrize("copy_of", [copy.copy, lambda method: method.model_copy()],
+                         ids=["copy", "model_copy"])
+def test_a_shallow_copy_adapts_on_its_own(copy_of):
+    original = cl.AIMLE()
+    clone = copy_of(original)
+    layer = cl.ComboLayer(cl.problems.TopK(6, 2), method=clone)
+    w = torch.randn(4, 6, requires_grad=True)
+    (layer(w) * torch.randn(4, 6)).sum().backward()
+    assert clone.alpha != 1.0 and original.alpha == 1.0

@@ -364,3 +364,53 @@ def test_margin_around_a_named_estimator_keeps_one_inner_state():
     for _ in range(3):
         (layer(w, target=torch.zeros(4, 6)) * torch.randn(4, 6)).sum().backward()
     assert margin._inner.alpha != alpha  # the adaptation reached the one inner estimator
+
+
+SAMPLING = ["perturbed", "imle", "aimle", "score_function", "rfwo",
+            {"name": "margin", "method": "perturbed"}]
+
+
+@pytest.mark.parametrize("method", SAMPLING, ids=str)
+def test_a_backward_through_a_sampling_estimator_in_eval_mode_raises(method):
+    """In eval mode their output is the exact solution with no gradient path: a model
+    trained with the layer in eval mode (BatchNorm frozen by model.eval()) would drop
+    the layer's share of the gradient silently."""
+    layer = cl.ComboLayer(cl.problems.TopK(5, 2), method=method).eval()
+    w = torch.randn(3, 5, requires_grad=True)
+    loss = (layer(w) * torch.randn(3, 5)).sum() + w.square().sum()
+    with pytest.raises(cl.ComboLayerError, match="gives no gradient in eval mode.*layer.train"):
+        loss.backward()
+    with torch.no_grad():  # evaluating needs no gradient, and records nothing
+        assert not layer(w).requires_grad
+    layer.train()
+    target = torch.tensor([[1.0, 1, 0, 0, 0]]).expand(3, 5)  # Margin's; the others ignore it
+    (layer(w, target=target) * torch.randn(3, 5)).sum().backward()
+    assert w.grad is not None
+
+
+def test_a_compiled_sampling_estimator_in_eval_mode_raises_as_eager_mode_does():
+    layer = cl.ComboLayer(cl.problems.TopK(5, 2), method="perturbed").eval()
+    compiled = torch.compile(layer, backend="aot_eager", fullgraph=True)
+    w = torch.randn(3, 5, requires_grad=True)
+    with pytest.raises(cl.ComboLayerError, match="Perturbed gives no gradient in eval mode"):
+        compiled(w).sum().backward()
+
+
+@pytest.mark.parametrize("make", [
+    lambda: cl.Perturbed(sigma=math.inf), lambda: cl.ScoreFunction(sigma=math.inf),
+    lambda: cl.RegularizedFrankWolfe(lam=math.inf), lambda: cl.IMLE(tau=math.inf),
+    lambda: cl.Margin(alpha=math.inf), lambda: cl.AIMLE(step=math.inf),
+    lambda: cl.AIMLE(target=math.nan), lambda: cl.CombOptNet(tau=math.inf),
+    lambda: cl.Blackbox(lam=math.inf),
+], ids=["perturbed", "score", "rfwo", "imle", "margin", "aimle-step", "aimle-target",
+        "comboptnet", "blackbox"])
+def test_infinite_or_nan_hyperparameters_are_refused(make):
+    with pytest.raises(cl.ComboLayerError, match="finite"):
+        make()
+
+
+@pytest.mark.parametrize("make", [cl.Perturbed, cl.IMLE, cl.ScoreFunction])
+def test_numpy_integers_are_sample_counts(make):
+    assert make(num_samples=np.int64(4)).num_samples == 4
+    with pytest.raises(cl.ComboLayerError, match="num_samples must be an int >= 1"):
+        make(num_samples=np.float64(4.0))

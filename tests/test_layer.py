@@ -435,3 +435,104 @@ def test_a_layer_built_under_inference_mode_trains():
     w = torch.rand(2, 5, 5, requires_grad=True)
     layer(w).sum().backward()
     assert w.grad is not None
+
+
+def _std(v):
+    centred = v - v.mean(-1, keepdim=True)
+    return centred / centred.norm(dim=-1, keepdim=True)
+
+
+ILP_LE2 = cl.ILP(shape=[5], constraints=[cl.Constraint(coefs=[1] * 5, sense="<=", rhs=2)])
+
+
+@pytest.mark.parametrize("spec, projection, reference", [
+    (cl.problems.TopK(5, 2), "auto", _std),      # the fused node; TopK's hull is the mean's
+    (cl.problems.TopK(5, 2), "std", _std),
+    (ILP_LE2, "norm", normalize),                # a min problem
+], ids=["auto", "std", "norm-min"])
+@pytest.mark.parametrize("noise", [0.0, 0.3])
+def test_identity_backward_differentiates_again(spec, projection, reference, noise):
+    """create_graph=True: a gradient penalty's second derivative through the built-in
+    projections equals the same map given as a callable (it was silently zero)."""
+    torch.manual_seed(0)
+    w = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(3, 5, dtype=torch.float64)
+
+    def penalty_grad(layer):
+        torch.manual_seed(1)  # the same noise draws on both sides
+        first, = torch.autograd.grad((layer(w) * g).sum(), w, create_graph=True)
+        second, = torch.autograd.grad((first ** 2).sum(), w)
+        return first.detach(), second
+
+    first, second = penalty_grad(cl.ComboLayer(spec, projection=projection, noise=noise))
+    want_first, want_second = penalty_grad(cl.ComboLayer(spec, projection=reference,
+                                                         noise=noise))
+    torch.testing.assert_close(first, want_first)
+    torch.testing.assert_close(second, want_second)
+    assert second.abs().max() > 1e-3
+
+
+def test_identity_nested_func_grad_differentiates_the_projection():
+    g = torch.randn(5, dtype=torch.float64)
+    w = torch.randn(5, dtype=torch.float64)
+
+    def hvp(layer):
+        def f(v):
+            return (layer(v) * g).sum()
+        return torch.func.grad(lambda v: (torch.func.grad(f)(v) ** 2).sum())(w)
+
+    torch.testing.assert_close(hvp(cl.ComboLayer(cl.problems.TopK(5, 2))),
+                               hvp(cl.ComboLayer(cl.problems.TopK(5, 2), projection=_std)))
+
+
+def test_assigned_method_is_the_one_used_and_copied():
+    layer = cl.ComboLayer(cl.problems.TopK(5, 2), projection="none")
+    layer.method = {"name": "blackbox", "lam": 5.0}
+    assert layer.method == cl.Blackbox(lam=5.0)
+    g = torch.tensor([[1.0, 0, 0, 0, 0]])
+    grads = []
+    for each in (layer, copy.deepcopy(layer)):
+        w = torch.tensor([[3.0, 1.0, 2.0, 5.0, 0.0]], requires_grad=True)
+        (each(w) * g).sum().backward()
+        grads.append(w.grad)
+    # Blackbox's (y(w + 5 g) - y(w)) / 5 for this max problem, not Identity's g
+    torch.testing.assert_close(grads[0], torch.tensor([[0.2, 0.0, -0.2, 0.0, 0.0]]))
+    torch.testing.assert_close(grads[1], grads[0])
+    with pytest.raises(cl.ComboLayerError, match="unknown method 'nope'"):
+        layer.method = "nope"
+
+
+def test_assigned_noise_is_checked_as_set_noise_checks_it():
+    layer = cl.ComboLayer(cl.problems.TopK(5, 2))
+    layer.noise = 0.5
+    assert layer.noise == SignNoise(0.5) and layer.noise_level == 0.5
+    layer(torch.randn(2, 5))
+    layer.noise = 0
+    assert layer.noise is None
+    for bad in ("x", -1.0, True):
+        with pytest.raises(cl.ComboLayerError, match="noise must be"):
+            layer.noise = bad
+
+
+@pytest.mark.parametrize("backend", ["auto", "highs"])
+def test_a_callable_projection_output_is_checked(backend):
+    nan_at_ties = _std  # all-equal costs: 0 / 0
+    layer = cl.ComboLayer(cl.problems.TopK(5, 2), projection=nan_at_ties, backend=backend)
+    with pytest.raises(ValueError, match="w after the projection must be finite"):
+        layer(torch.ones(2, 5))
+    short = cl.ComboLayer(cl.problems.TopK(5, 2), projection=lambda v: v[..., :-1])
+    with pytest.raises(ValueError, match=r"w after the projection has trailing shape \(4,\)"):
+        short(torch.randn(2, 5))
+
+
+def test_the_normalized_projection_node_differentiates_again():
+    """project_std's own node (the layer's projection outside Identity's fused node:
+    other estimators, per-call rows, a known cost) under create_graph=True."""
+    w = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(3, 5, dtype=torch.float64)
+    second = []
+    for project in (project_std, _std):
+        first, = torch.autograd.grad((project(w) * g).sum(), w, create_graph=True)
+        second.append(torch.autograd.grad((first ** 2).sum(), w)[0])
+    torch.testing.assert_close(second[0], second[1])
+    assert second[0].abs().max() > 1e-3

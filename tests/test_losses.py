@@ -175,3 +175,20 @@ def test_a_loss_names_what_it_expects():
     with pytest.raises(TypeError, match="NCELoss: y_true must be a torch.Tensor or a numpy "
                                         "array, got str"):
         losses.NCELoss(SPEC)(torch.zeros(1, 5), "y")
+
+
+def test_a_reduction_set_after_building_is_checked_when_used():
+    loss = cl.losses.SPOPlusLoss(cl.problems.TopK(5, 2))
+    loss.reduction = "avg"  # returned the losses unreduced, as "none"
+    with pytest.raises(cl.ComboLayerError, match="reduction must be one of"):
+        loss(torch.randn(3, 5), torch.randn(3, 5))
+
+
+@pytest.mark.parametrize("make", [
+    lambda spec: cl.losses.PGLoss(spec, sigma=float("inf")),
+    lambda spec: cl.losses.RegularizedFenchelYoungLoss(spec, lam=float("inf")),
+    lambda spec: cl.losses.FenchelYoungLoss(spec, sigma=float("inf")),
+], ids=["pg", "rfy", "fy"])
+def test_losses_refuse_infinite_hyperparameters(make):
+    with pytest.raises(cl.ComboLayerError, match="finite"):  # NaN losses before
+        make(cl.problems.TopK(5, 2))

@@ -91,23 +91,25 @@ class AIMLE(Estimator):
     target: float = Field(default=1.0, ge=0)
     momentum: float = Field(default=0.9, ge=0, lt=1)
     two_sides: bool = False
-    _state: dict = PrivateAttr()
+    # two floats, not a dict: a shallow copy (copy.copy, model_copy) adapts on its own
+    _alpha: float = PrivateAttr()
+    _average: float = PrivateAttr()
     _imle: IMLE = PrivateAttr()
 
     def model_post_init(self, context: Any) -> None:
         self._imle = IMLE(num_samples=self.num_samples, noise=self.noise, tau=self.tau,
                           k=self.k, generator=self.generator)
-        self._state = {"alpha": self.initial_alpha, "average": 1.0}
+        self._alpha, self._average = self.initial_alpha, 1.0
 
     @property
     def alpha(self) -> float:
         """The current step magnitude ``alpha``."""
-        return self._state["alpha"]
+        return self._alpha
 
     @property
     def sparsity(self) -> float:
         """The running average of the fraction of non-zero gradient entries."""
-        return self._state["average"]
+        return self._average
 
     def forward(self, solver, costs, *, target, training):
         return self._imle.forward(solver, costs, target=target, training=training)
@@ -129,13 +131,13 @@ class AIMLE(Estimator):
             estimate = interpolation(solver, lam, grad, costs, eps, samples)
         else:
             estimate = torch.zeros_like(costs)
-        self._adapt(float((estimate.abs() > ZERO).to(torch.float64).mean()))
+        if estimate.numel():  # an empty batch has no fraction: nothing to adapt to
+            self._adapt(float((estimate.abs() > ZERO).to(torch.float64).mean()))
         return estimate
 
     def _adapt(self, nonzero: float) -> None:
-        state = self._state
-        state["average"] = self.momentum * state["average"] + (1.0 - self.momentum) * nonzero
-        if state["average"] < self.target:
-            state["alpha"] += self.step
+        self._average = self.momentum * self._average + (1.0 - self.momentum) * nonzero
+        if self._average < self.target:
+            self._alpha += self.step
         else:
-            state["alpha"] = max(0.0, state["alpha"] - self.step)
+            self._alpha = max(0.0, self._alpha - self.step)

@@ -10,7 +10,8 @@ hyperparameters with a ``name`` (which registers it, so ``method="name"`` and
 
 - ``forward(solver, costs, *, target, training) -> (output, saved)``: the
   layer's output and the tensors its backward needs (``saved=None``: no
-  gradient path, e.g. the exact solution in eval mode);
+  gradient path, e.g. the exact solution in eval mode, whose backward raises
+  `no_gradient_error`);
 - ``backward(solver, grad, costs, *saved) -> dL/dcosts``.
 
 The autograd shell around them is written once, in `differentiable`.
@@ -54,7 +55,7 @@ from ..backends.solver import KnownBound, Solver, cast_solutions
 from ..backends.wrapper import RowBound, with_sample_axis
 from ..errors import InputError
 from ..func_transforms import transforms_active, vmapped
-from ..specs.base import NoBooleans, positional_fields
+from ..specs.base import NoBooleans, is_real, positional_fields
 from ..transforms.projection import Normalized, fast_apply
 
 DifferentiableSolve = Callable[..., Tensor]
@@ -196,6 +197,28 @@ def differentiable(backward: Backward, once: bool = True) -> Callable[..., Tenso
     return fast_apply(_Shell)
 
 
+def no_gradient_error(estimator: Any) -> InputError:
+    """The error for a backward through an output ``estimator`` gave no gradient path
+    (``forward``'s ``saved=None``: a sampling estimator's exact solution in eval mode)."""
+    return InputError(
+        f"{type(estimator).__name__} gives no gradient in eval mode: its output there is "
+        "the exact solution, with no samples to estimate one from; train in training mode "
+        "(layer.train(), or model.train() after freezing what should stay in eval mode), "
+        "or evaluate under torch.no_grad()")
+
+
+def refusing_backward(estimator: Any, rows: bool = False) -> Callable[..., Tensor]:
+    """The shell of an output without a gradient path: ``apply(costs, output, known)``
+    (with ``rows``: ``apply(costs, A, b, output, known)``), whose backward raises
+    `no_gradient_error`, where autograd would drop the layer's share of a gradient
+    silently (a model trained with the layer in eval mode)."""
+
+    def refuse(*_: Any) -> Tensor:
+        raise no_gradient_error(estimator)
+
+    return differentiable_rows(refuse) if rows else differentiable(refuse)
+
+
 def _error_message(error: ValidationError, who: str) -> str:
     parts = []
     for item in error.errors():
@@ -213,7 +236,9 @@ class Estimator(NoBooleans):
     instead. Arguments may be given by keyword or in field order.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    # no hyperparameter is infinite or NaN: sigma=inf gave zero gradients, a NaN loss
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True,
+                              allow_inf_nan=False)
 
     #: The name ``method=`` finds this estimator by; set it to register a subclass.
     name: ClassVar[str] = ""
@@ -310,6 +335,7 @@ class Estimator(NoBooleans):
             return self.backward(bound, grad, costs, *saved), None, None
 
         row_shell = differentiable_rows(backward_rows, once=once)
+        refused, rows_refused = refusing_backward(self), refusing_backward(self, rows=True)
 
         def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
                   training: bool = True, A: Tensor | None = None,
@@ -322,15 +348,19 @@ class Estimator(NoBooleans):
             if A is None:
                 output, saved = self.forward(base, costs, target=target, training=training,
                                              **no_rows)
-                if not needs_grad or saved is None:
+                if not needs_grad:
                     return output
+                if saved is None:
+                    return refused(costs, output, known)
                 return shell(costs, output, known, *saved)
             bound = RowBound(base, A, b)
             # with their graph: a row-gradient estimator may look at which need a gradient
             rows = {"A": A, "b": b} if row_gradients else {}
             output, saved = self.forward(bound, costs, target=target, training=training, **rows)
-            if not needs_grad or saved is None:
+            if not needs_grad:
                 return output
+            if saved is None:
+                return rows_refused(costs, A, b, output, known)
             return row_shell(costs, A, b, output, known, *saved)
 
         return solve
@@ -420,20 +450,22 @@ def known_cost_counters() -> list[str]:
 
 
 def _positive(value: float, info: ValidationInfo) -> float:
+    # infinity is refused before, by the model's allow_inf_nan=False
     if not value > 0:
         raise InputError(f"{info.config['title']} {info.field_name} must be > 0, got {value}")
     return value
 
 
 def _sample_count(value: Any, info: ValidationInfo) -> int:
-    if not (isinstance(value, int) and value >= 1):
-        raise InputError(f"{info.config['title']} num_samples must be an int >= 1, got {value}")
-    return value
+    if not (is_real(value, integer=True) and value >= 1):
+        raise InputError(f"{info.config['title']} num_samples must be an int >= 1, got "
+                         f"{value!r}")
+    return int(value)
 
 
 #: A hyperparameter that must be > 0; the error names the estimator and the field.
 Positive = Annotated[float, AfterValidator(_positive)]
-#: A number of samples: an int >= 1 (``2.0`` is refused, not truncated).
+#: A number of samples: an int >= 1, Python's or numpy's (``2.0`` is refused, not truncated).
 SampleCount = Annotated[int, BeforeValidator(_sample_count)]
 
 

@@ -56,12 +56,14 @@ def _projected_negative_identity(solver: Solver, projection: Normalized) -> Proj
     n = solver.num_outputs
     single_axis = len(solver.cost_shape) == 1
     maximize = solver.sign == -1.0
-    values, projected_vjp, solve_batch = projection.values, projection.vjp, solver.solve_batch
+    values, projected_backward, solve_batch = (projection.values, projection.backward,
+                                               solver.solve_batch)
 
-    def vjp(grad: Tensor, u: Tensor, norm: Tensor, clamped: Tensor) -> Tensor:
+    def vjp(grad: Tensor, w: Tensor, u: Tensor, norm: Tensor, clamped: Tensor) -> Tensor:
         flat = grad if single_axis and grad.dim() == 2 else grad.reshape(u.shape)
         # dL/du: the negative identity's -dL/dy, or +dL/dy through a max problem's -u
-        out = projected_vjp(flat if maximize else flat.neg(), u, norm, clamped)
+        out = projected_backward(flat if maximize else flat.neg(), w.reshape(u.shape), u,
+                                 norm, clamped)
         return out if flat is grad else out.reshape(grad.shape)
 
     class _ProjectedNegativeIdentity(torch.autograd.Function):
@@ -82,7 +84,8 @@ def _projected_negative_identity(solver: Solver, projection: Normalized) -> Proj
                 if maximize:
                     costs = costs.neg_()
             y = solve_batch(costs) if costs.shape[0] else costs * 0
-            ctx.save_for_backward(u, norm, clamped)
+            # w too: a backward recorded for create_graph=True recomputes from it
+            ctx.save_for_backward(w, u, norm, clamped)
             return y if flat is w else y.reshape(w.shape)
 
         @staticmethod
@@ -101,13 +104,13 @@ def _projected_negative_identity(solver: Solver, projection: Normalized) -> Proj
         def forward(w: Tensor, noise: Tensor | None) -> tuple[Tensor, ...]:
             box = _Saved()
             y = _ProjectedNegativeIdentity.forward(box, w, noise)
-            return (y, *box.saved)
+            return (y, *box.saved[1:])
 
         @staticmethod
         def setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
             _, *saved = output
             ctx.mark_non_differentiable(*saved)
-            ctx.save_for_backward(*saved)
+            ctx.save_for_backward(inputs[0], *saved)
 
         @staticmethod
         def backward(ctx: Any, grad: Tensor, *_unused: Any) -> tuple[Tensor, None]:

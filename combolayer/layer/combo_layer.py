@@ -54,6 +54,25 @@ from .schedules import Schedule, make_schedule
 logger = logging.getLogger(__name__)
 
 
+def as_noise(noise: float | Any | None) -> Any:
+    """A layer's training-mode noise from what `ComboLayer.set_noise` takes: `SignNoise`
+    for a number ``alpha > 0``, None for 0 or None, or an object with ``sample``."""
+    if isinstance(noise, Tensor) and noise.numel() == 1:
+        noise = noise.item()
+    if is_boolean(noise):  # float(True) would be an alpha of 1
+        raise InputError(f"noise must be a number alpha >= 0, got the boolean {noise!r}")
+    if noise is None or isinstance(noise, (int, float, np.number)):
+        alpha = float(noise or 0.0)
+        if not alpha >= 0 or alpha == float("inf"):
+            raise InputError(f"noise must be a finite alpha >= 0, got {noise}")
+        return SignNoise(alpha) if alpha > 0 else None
+    if not callable(getattr(noise, "sample", None)):
+        raise InputError(f"noise must be a number alpha >= 0, None, or an object with "
+                         f"sample(shape, generator=...) (e.g. cl.SumOfGamma(k=10, tau=10)); "
+                         f"got {noise!r}")
+    return noise
+
+
 class ComboLayer(nn.Module):
     """``y = argmin_{y in Y} <P(w + eps) + xi, y>`` (or argmax) with a gradient estimator.
 
@@ -167,7 +186,7 @@ class ComboLayer(nn.Module):
             self.__dict__.pop("_solver", None)
             self.backend_config = self.backend_config.model_copy(
                 update={"on_infeasible": on_infeasible})
-        self.method = resolve_method(method)
+        self.method = method  # resolved on every setting (__setattr__)
         self._projection_arg = projection
         self._projection_name = (
             projection if isinstance(projection, str) else getattr(projection, "__name__", "custom")
@@ -249,6 +268,7 @@ class ComboLayer(nn.Module):
             normals=normals,
             clip_lower=clip_lower,
             precise=has_known_cost(self.spec),
+            user_projection=not isinstance(self._projection_arg, str),
             known_rescales=known_rescales(self._projection_arg),
             exact=solves(solver),
             cached=None if self.solve_ratio >= 1.0 else solves(
@@ -290,10 +310,16 @@ class ComboLayer(nn.Module):
         return state
 
     def __setattr__(self, name: str, value: Any) -> None:
+        if name == "method":
+            value = resolve_method(value)
+        elif name == "noise":
+            value = as_noise(value)
         super().__setattr__(name, cache_setting(name, value, self.__dict__.get("spec")))
-        # the solution cache is built with its generator, ratio and pool: a new one is
-        # given to it too (it kept drawing from the old generator, unlike the noise)
-        if name in ("generator", "solve_ratio", "pool") and "_compiled" in self.__dict__:
+        # the solves are built with the method, and the solution cache with its
+        # generator, ratio and pool: a new one is built into them too (an assigned method
+        # went unused, and the cache kept drawing from the old generator)
+        if (name in ("method", "generator", "solve_ratio", "pool")
+                and "_compiled" in self.__dict__):
             self._compile()
 
     def __setstate__(self, state: dict) -> None:
@@ -345,21 +371,8 @@ class ComboLayer(nn.Module):
         """Set the training-mode noise: ``alpha`` for xi ~ U({-alpha/2, alpha/2}^N),
         a noise object with ``sample(shape, generator=...)``, or 0 / None for none.
 
-        Eval mode never adds noise, whatever is set here.
+        Eval mode never adds noise, whatever is set here (as ``layer.noise = ...`` does).
         """
-        if isinstance(noise, Tensor) and noise.numel() == 1:
-            noise = noise.item()
-        if is_boolean(noise):  # float(True) would be an alpha of 1
-            raise InputError(f"noise must be a number alpha >= 0, got the boolean {noise!r}")
-        if noise is None or isinstance(noise, (int, float, np.number)):
-            alpha = float(noise or 0.0)
-            if not alpha >= 0 or alpha == float("inf"):
-                raise InputError(f"noise must be a finite alpha >= 0, got {noise}")
-            noise = SignNoise(alpha) if alpha > 0 else None
-        elif not callable(getattr(noise, "sample", None)):
-            raise InputError(f"noise must be a number alpha >= 0, None, or an object with "
-                             f"sample(shape, generator=...) (e.g. cl.SumOfGamma(k=10, tau=10)); "
-                             f"got {noise!r}")
         self.noise = noise
 
     def set_epoch(self, epoch: int) -> float:
@@ -645,6 +658,8 @@ class ComboLayer(nn.Module):
             projected = u = (compiled.projection(w) if known is None else
                              project_with_known(compiled.projection, self._projection_arg,
                                                 self.spec, w, known))
+            if compiled.user_projection:
+                check_costs(self.spec, projected, "w after the projection")
             if xi is not None:
                 u = u + xi
             # The objective sense, folded in once (a min problem skips the multiply).
@@ -857,6 +872,9 @@ class _Compiled:
     #: with a known cost of its own), where a projection's ``P(w + k) - k`` keeps
     #: ``w``'s scale next to a large ``k``.
     precise: bool
+    #: Whether the projection is the user's callable, whose output the layer checks
+    #: as it checks ``w`` (shape and values: a NaN it made reached the solver).
+    user_projection: bool
     #: Whether the projection rescales ``w``, which a per-call known cost on the
     #: auxiliaries forbids (`known_rescales`; read once here, not while traced).
     known_rescales: bool

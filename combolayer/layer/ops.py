@@ -13,6 +13,7 @@ model of the same layers meets the graph already compiled):
     combolayer::solve_backward(Tensor grad, Tensor costs, Tensor? A, Tensor? b,
                                Tensor? known, Tensor[] saved, Tensor slot,
                                int kind) -> Tensor[]
+    combolayer::no_gradient(Tensor grad, int kind) -> Tensor
 
 ``solve`` checks the values the layer leaves unchecked while traced (``w``,
 ``target``, per-call rows ``A x <= b``, a per-call known cost), adds the noise
@@ -26,7 +27,9 @@ Its autograd formula is the estimator's backward on those tensors: traced as it 
 when the backward is pure torch (``Estimator.differentiable_backward``, Identity's
 ``-dL/dy``), else ``solve_backward``, a second opaque node (Blackbox's extra solve,
 Perturbed's weighted noise), which returns the costs' gradient and, for an
-estimator that gives per-call rows one (``row_gradients``), the rows'. Noise an
+estimator that gives per-call rows one (``row_gradients``), the rows'; where the
+estimator's forward saved nothing for a call that needs a gradient (a sampling
+estimator in eval mode), ``no_gradient``, which raises as eager mode's shell does. Noise an
 estimator draws is drawn inside ``solve``, from the estimator's generator or
 torch's global one, at the point of the call where eager mode draws it, so a seed
 gives the same draws in both modes.
@@ -53,7 +56,12 @@ from torch import Tensor
 from ..backends.rows import check_in_range
 from ..backends.solver import Recorder, check_costs, check_values
 from ..backends.wrapper import KnownBound, RowBound
-from ..estimators.base import aux_of_output, check_upstream, refuse_instance_known_cost
+from ..estimators.base import (
+    aux_of_output,
+    check_upstream,
+    no_gradient_error,
+    refuse_instance_known_cost,
+)
 from ..specs.base import Spec
 from .projection import check_known_on_aux
 
@@ -318,6 +326,8 @@ def _setup_context(ctx: Any, inputs: tuple, output: list[Tensor]) -> None:
     # None: the estimator's forward saved nothing, so no gradient reaches the costs
     ctx.gradient = _alike(kind).saved_like(costs, training, needs_grad, A, b, A_grad,
                                            b_grad) is not None
+    # a call that needs a gradient but got no path to one (eval mode): its backward raises
+    ctx.refused = needs_grad and not ctx.gradient
     # the backward sees the solver's input, as the estimators' shells save it
     ctx.save_for_backward(costs if noise is None else costs + noise, A, b, known, slot,
                           *output[1 + keep_aux:])
@@ -325,6 +335,9 @@ def _setup_context(ctx: Any, inputs: tuple, output: list[Tensor]) -> None:
 
 def _backward(ctx: Any, grads: list[Tensor]) -> tuple[Tensor | None, ...]:
     no_grad = (None,) * 8  # the slot, the kind and the booleans
+    if ctx.refused:
+        return (torch.ops.combolayer.no_gradient(grads[0], ctx.kind), None, None, None, None,
+                None, None, *no_grad)
     if not ctx.gradient:
         return None, None, None, None, None, None, None, *no_grad
     costs, A, b, known, slot, *saved = ctx.saved_tensors
@@ -355,6 +368,16 @@ def _(grad: Tensor, costs: Tensor, A: Tensor | None, b: Tensor | None, known: Te
     if not _gives_rows(kind, A):
         return [torch.empty_like(costs)]
     return [torch.empty_like(costs), torch.empty_like(A), torch.empty_like(b)]
+
+
+@torch.library.custom_op("combolayer::no_gradient", mutates_args=())
+def _no_gradient(grad: Tensor, kind: int) -> Tensor:
+    raise no_gradient_error(_alike(kind).estimator)
+
+
+@_no_gradient.register_fake
+def _(grad: Tensor, kind: int) -> Tensor:
+    return torch.empty_like(grad)
 
 
 def _gives_rows(kind: int, A: Tensor | None) -> bool:

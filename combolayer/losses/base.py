@@ -38,11 +38,15 @@ def check_reduction(reduction: str) -> str:
 
 
 def reduce(per_instance: Tensor, reduction: str) -> Tensor:
+    """``per_instance`` reduced as ``reduction`` says, checked here too: a loss's
+    ``reduction`` set after it was built (``"avg"``) returned the losses unreduced."""
     if reduction == "mean":
         return per_instance.mean()
     if reduction == "sum":
         return per_instance.sum()
-    return per_instance
+    if reduction == "none":
+        return per_instance
+    raise InputError(f"reduction must be one of {list(REDUCTIONS)}, got {reduction!r}")
 
 
 def check_solution(solver: Solver, y: Tensor, like: Tensor, name: str) -> Tensor:

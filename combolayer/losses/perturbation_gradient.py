@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -63,6 +64,8 @@ class PGLoss(SolverLoss):
                  reduction: str = "mean", backend: Any = "auto") -> None:
         if is_boolean(sigma) or not sigma > 0:  # True is no step size
             raise InputError(f"PGLoss sigma must be > 0, got {sigma!r}")
+        if not math.isfinite(sigma):
+            raise InputError(f"PGLoss sigma must be finite, got {sigma!r}")
         self.solver = as_solver(spec, backend)
         self.spec = self.solver.spec
         self.sigma = float(sigma)

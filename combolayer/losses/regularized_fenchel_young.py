@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from torch import Tensor
@@ -58,6 +59,8 @@ class RegularizedFenchelYoungLoss(SolverLoss):
                  reduction: str = "mean", backend: Any = "auto") -> None:
         if is_boolean(lam) or not lam > 0:  # True is no weight
             raise InputError(f"RegularizedFenchelYoungLoss lam must be > 0, got {lam!r}")
+        if not math.isfinite(lam):
+            raise InputError(f"RegularizedFenchelYoungLoss lam must be finite, got {lam!r}")
         if not (is_real(max_iter, integer=True) and max_iter >= 1):
             raise InputError(f"RegularizedFenchelYoungLoss max_iter must be an int >= 1, "
                              f"got {max_iter!r}")

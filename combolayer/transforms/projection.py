@@ -197,6 +197,26 @@ class Normalized:
         along = (grad * u).sum(-1, keepdim=True).masked_fill_(clamped, 0.0)
         return self.project(torch.addcmul(grad, u, along, value=-1.0).div_(norm))
 
+    def vjp_recorded(self, grad: Tensor, w: Tensor, clamped: Tensor) -> Tensor:
+        """`vjp` recomputed from the costs ``w`` in ops that autograd records: the
+        backward that ``create_graph=True`` differentiates again (a gradient penalty, a
+        Hessian-vector product). ``clamped`` as `values` returned it."""
+        # `values` and `vjp`'s ops, none in place: the same values, bit for bit
+        c = self.project(w)
+        norm = torch.linalg.vector_norm(c, dim=-1, keepdim=True)
+        u = c / norm.clamp_min(NORM_EPS)
+        along = (grad * u).sum(-1, keepdim=True).masked_fill(clamped, 0.0)
+        return self.project(torch.addcmul(grad, u, along, value=-1.0)
+                            / norm.masked_fill(clamped, 1.0))
+
+    def backward(self, grad: Tensor, w: Tensor, u: Tensor, norm: Tensor,
+                 clamped: Tensor) -> Tensor:
+        """``dL/dw``: `vjp` on what `values` saved, or `vjp_recorded` where the backward
+        is itself recorded (``create_graph=True``, nested torch.func transforms)."""
+        if torch.is_grad_enabled():
+            return self.vjp_recorded(grad, w, clamped)
+        return self.vjp(grad, u, norm, clamped)
+
 
 class _NormalizedNode(torch.autograd.Function):
     """`Normalized`'s node: one class for every instance, which it is handed (a class per
@@ -212,11 +232,11 @@ class _NormalizedNode(torch.autograd.Function):
         ctx.owner = inputs[1]
         ctx.mark_non_differentiable(norm, clamped)
         ctx.set_materialize_grads(False)  # no zero gradients made for norm, clamped
-        ctx.save_for_backward(u, norm, clamped)
+        ctx.save_for_backward(inputs[0], u, norm, clamped)
 
     @staticmethod
     def backward(ctx, grad: Tensor | None, _norm_grad=None, _clamped_grad=None):
-        return None if grad is None else ctx.owner.vjp(grad, *ctx.saved_tensors), None
+        return None if grad is None else ctx.owner.backward(grad, *ctx.saved_tensors), None
 
 
 _normalized_node = fast_apply(_NormalizedNode)
