@@ -114,6 +114,14 @@ def _check_generator(num_data: int, num_features: int, deg: int, noise_width: fl
         if found is not None:
             raise InputError(f"{name} must hold integers, got the boolean {found!r}"
                              + ("" if found is value else f" in {value!r}"))
+    for name, value in sizes.items():
+        if name == "grid":
+            pair = isinstance(value, list | tuple | np.ndarray) and np.shape(value) == (2,)
+            if not (pair and all(is_real(side, integer=True) and side >= 1 for side in value)):
+                raise InputError(f"grid must be a pair (rows, cols) of integers >= 1, got "
+                                 f"{value!r}")
+        elif not (is_real(value, integer=True) and value >= 1):
+            raise InputError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 def shortest_path(

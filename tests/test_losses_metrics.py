@@ -395,3 +395,18 @@ def test_generators_refuse_what_pyepos_refuse(generator, argument, value):
     arguments = {"num_data": 4, "num_features": 3, **size[generator], argument: value}
     with pytest.raises(ValueError, match=argument):
         getattr(cl.data, generator)(**arguments)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: cl.data.shortest_path(2, 3, grid=5), r"grid must be a pair .* got 5"),
+    (lambda: cl.data.shortest_path(2, 3, grid=(2.5, 3)), r"grid must be a pair"),
+    (lambda: cl.data.shortest_path(2, 3, grid=(2, 2, 2)), r"grid must be a pair"),
+    (lambda: cl.data.shortest_path(2, 3, grid=(-2, 3)), r"grid must be a pair"),
+    (lambda: cl.data.knapsack(2, 3, -1), r"num_items must be an integer >= 1, got -1"),
+    (lambda: cl.data.knapsack(2, 3, 4, dim=0), r"dim must be an integer >= 1, got 0"),
+    (lambda: cl.data.tsp(2, 3, 4.5), r"num_nodes must be an integer >= 1, got 4.5"),
+])
+def test_generators_name_a_bad_problem_size(make, message):
+    """Python's and numpy's own errors before (cannot unpack an int; negative dimensions)."""
+    with pytest.raises(cl.ComboLayerError, match=message):
+        make()

@@ -3,6 +3,7 @@ and the report, independent of any one experiment."""
 
 import json
 import math
+import sys
 import types
 
 import pytest
@@ -409,3 +410,16 @@ def test_the_report_lists_the_verdicts_that_changed_from_the_previous_run(tmp_pa
     assert ("Changed from the previous committed run (commit abc): 2 verdict(s). "
             "The grid grew.") in text
     assert "| identity beats imle (gap 0.01) | inconclusive | agrees |" in text
+
+
+def test_a_run_without_matplotlib_warns_and_keeps_its_results(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    with pytest.warns(UserWarning, match=r"matplotlib is not installed: no curves.png"):
+        core.plot_curves({"loss": {"a": [1.0, 0.5]}}, tmp_path / "curves.png", "title")
+    assert not (tmp_path / "curves.png").exists()
+
+
+def test_the_digits_without_sklearn_name_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
+    with pytest.raises(ImportError, match=r"combolayer\[experiments\]"):
+        core.digits()

@@ -272,3 +272,17 @@ def test_fit_applies_the_layers_noise_schedule_each_epoch():
         warnings.simplefilter("ignore")
         fit_loop(layer, train, test, epochs=3, loss="l1")
     assert levels == [0.5, 0.0, 0.0]
+
+
+def test_a_run_folder_keeps_the_generators_defaults_and_sizes(tmp_path):
+    """config.json says which data the run trained on, defaults included (it kept only
+    what the config gave), and a run from it makes the same data and the same model."""
+    config = {"data": {"name": "shortest_path", "num_features": 5}, "epochs": 1,
+              "num_train": 16}
+    history, folder = run(load_config(config), out=tmp_path / "first")
+    saved = json.loads((folder / "config.json").read_text())
+    assert saved["data"] | {"grid": [5, 5], "deg": 1, "noise_width": 0.0, "seed": 135} \
+        == saved["data"]
+    assert (saved["num_train"], saved["num_test"]) == (16, 1000)
+    again, _ = run(load_config(saved), out=tmp_path / "second")
+    assert again.regret == history.regret and again.loss == history.loss

@@ -20,6 +20,7 @@ import json
 import math
 import platform
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -617,15 +618,32 @@ def _summary(values: list[float]) -> dict[str, float]:
             "std": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0}
 
 
+def digits() -> tuple[np.ndarray, np.ndarray]:
+    """sklearn's bundled 8x8 digits: ``(1797, 64)`` pixels in 0..16 and their classes;
+    an `ImportError` naming the extra to install where sklearn is missing."""
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise ImportError("this experiment's digits come with scikit-learn: pip install "
+                          "combolayer[experiments]") from None
+    data = load_digits()
+    return data.data, data.target
+
+
 def plot_curves(panels: dict[str, dict[str, list[float]]], path: Path, title: str) -> None:
     """One panel per quantity, one line per row, over epochs (mean over seeds)."""
     panels = {name: lines for name, lines in panels.items() if any(lines.values())}
     if not panels:
         return
-    import matplotlib
+    try:
+        import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # the run's results stand without their picture, as train's do
+        warnings.warn(f"matplotlib is not installed: no {path.name} (pip install "
+                      "combolayer[plot])", stacklevel=2)
+        return
 
     width = min(len(panels), 3)
     height = math.ceil(len(panels) / width)

@@ -106,9 +106,7 @@ def load_images(config: Config) -> tuple[torch.Tensor, torch.Tensor, torch.Tenso
     config's device; the validation images are carved out of the training part."""
     rng = np.random.default_rng(config.data_seed)
     if config.data == "digits":
-        from sklearn.datasets import load_digits
-
-        images = (load_digits().data / 16.0 > 0.5).astype(np.float32)
+        images = (core.digits()[0] / 16.0 > 0.5).astype(np.float32)
         order = rng.permutation(len(images))
         n_test = int(round(config.test_fraction * len(images)))
         training, test = images[order[n_test:]], images[order[:n_test]]

@@ -153,10 +153,8 @@ def clustered_embeddings(config: Config, rng: np.random.Generator) -> tuple[Tens
 
 def digits() -> tuple[Tensor, Tensor]:
     """sklearn's bundled 8x8 digits (1797 images, 10 classes), scaled to [0, 1]."""
-    from sklearn.datasets import load_digits
-
-    data = load_digits()
-    return (torch.tensor(data.data / 16.0, dtype=torch.float32), torch.tensor(data.target))
+    pixels, classes = core.digits()
+    return torch.tensor(pixels / 16.0, dtype=torch.float32), torch.tensor(classes)
 
 
 def split_by_class(config: Config, x: Tensor,

@@ -142,9 +142,10 @@ def is_boolean(value: Any) -> bool:
     return str(getattr(value, "dtype", "")) in ("bool", "torch.bool")
 
 
-def boolean_in(value: Any) -> Any:
+def boolean_in(value: Any, _seen: set[int] | None = None) -> Any:
     """The first boolean in ``value`` (`is_boolean`; itself, or its lists', tuples' and
-    dicts' keys and items), or None."""
+    dicts' keys and items), or None. Each container is read once: YAML aliases make
+    one list stand in many places (424 bytes described 10^8 numbers, read for 48 s)."""
     if is_boolean(value):
         return value
     if isinstance(value, list | tuple):
@@ -153,8 +154,12 @@ def boolean_in(value: Any) -> Any:
         items = itertools.chain(value.keys(), value.values())
     else:
         return None
+    seen = set() if _seen is None else _seen
+    if id(value) in seen:
+        return None
+    seen.add(id(value))
     for item in items:
-        found = boolean_in(item)
+        found = boolean_in(item, seen)
         if found is not None:
             return found
     return None
@@ -826,7 +831,7 @@ class ILP(Spec):
                 continue
             if b is None:
                 raise SpecError(f"{name} was given without {rhs}: pass its right-hand sides")
-            if np.iscomplexobj(A.data if sp.issparse(A) else np.asarray(A)) or np.iscomplexobj(b):
+            if np.iscomplexobj(A) or np.iscomplexobj(b):  # a sparse matrix's dtype too
                 raise SpecError(f"{name} and {rhs} must be real, got complex values")
             if not sp.issparse(A) and np.ndim(A) != 2:
                 raise SpecError(f"{name} must be 2-D (rows, num_vars), got shape "
@@ -849,6 +854,8 @@ class ILP(Spec):
                 raise SpecError(f"bounds and known_cost must be real, got {v!r}")
             if v is None or np.isscalar(v):
                 return v if v is None else float(v)
+            if isinstance(v, list | tuple) and any(x is None for x in v):
+                return [None if x is None else float(x) for x in v]  # None: unbounded
             return np.asarray(v, dtype=float).tolist()
 
         return cls(

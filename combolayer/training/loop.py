@@ -137,6 +137,18 @@ class DataConfig(BaseModel):
         """The generator's arguments (everything but ``name``)."""
         return dict(self.model_extra or {})
 
+    def as_run(self) -> dict[str, Any]:
+        """The config as its data was made: with a generator, every argument it takes
+        from the config, defaults included (what a run folder's ``config.json`` keeps)."""
+        given = self.model_dump()
+        if self.name is None:
+            return given
+        parameters = inspect.signature(getattr(datasets, self.name)).parameters
+        defaults = {name: parameter.default for name, parameter in parameters.items()
+                    if name not in _NOT_CONFIGURABLE
+                    and parameter.default is not inspect.Parameter.empty}
+        return defaults | given
+
 
 class LayerConfig(_Strict):
     """The [`ComboLayer`][combolayer.ComboLayer] arguments (see its docstring)."""
@@ -319,12 +331,20 @@ class TrainData(typing.NamedTuple):
         return part(slice(None, num_train)), part(slice(num_train, None))
 
 
+#: Instances to train and to test on that a generator makes unless the config says.
+GENERATED_SPLIT = 1000
+
+
+def generated_split(config: TrainConfig) -> tuple[int, int]:
+    """``(num_train, num_test)`` for data a generator makes."""
+    return config.num_train or GENERATED_SPLIT, config.num_test or GENERATED_SPLIT
+
+
 def load_data(config: TrainConfig) -> tuple[datasets.Data | TrainData,
                                             datasets.Data | TrainData]:
     """The train and test split the config asks for."""
     if config.data.name is not None:
-        num_train = config.num_train or 1000
-        num_test = config.num_test or 1000
+        num_train, num_test = generated_split(config)
         generator = getattr(datasets, config.data.name)
         data = generator(num_data=num_train + num_test, backend=config.layer.backend,
                          **config.data.options)
@@ -841,7 +861,8 @@ def save_plot(histories: list[History], path: Path, title: str = "") -> Path | N
 def run(config: TrainConfig, out: str | os.PathLike | None = None) -> tuple[History, Path]:
     """Train as ``config`` says; write ``history.csv``, ``regret.png``, ``model.pt``
     (the cost model's ``state_dict``), ``config.json`` (the config with every path
-    resolved), ``spec.json`` (the problem) and ``model.json`` (the model's shapes)
+    resolved and, for generated data, the generator's defaults and sizes), ``spec.json``
+    (the problem) and ``model.json`` (the model's shapes)
     to the run directory, which `load_run` reads back."""
     folder = Path(out if out is not None else config.out).resolve()
     train_data, test_data = load_data(config)
@@ -866,7 +887,10 @@ def run(config: TrainConfig, out: str | os.PathLike | None = None) -> tuple[Hist
     torch.save(model.state_dict(), folder / "model.pt")
     # the config as it ran: an --out given beside it is where the run went, and a backend
     # config file's contents (the folder does not depend on files beside the run)
-    saved = config.model_dump() | {"out": str(folder), "loss": loss}
+    saved = config.model_dump() | {"out": str(folder), "loss": loss,
+                                   "data": config.data.as_run()}
+    if config.data.name is not None:  # the sizes and arguments the generator was given
+        saved["num_train"], saved["num_test"] = generated_split(config)
     if isinstance(config.layer.backend, str) and is_path(config.layer.backend):
         saved["layer"]["backend"] = layer.backend_config.model_dump(mode="json")
     (folder / "config.json").write_text(json.dumps(saved, indent=2) + "\n")
