@@ -84,7 +84,18 @@ def test_train_from_config(tmp_path):
 def test_reproduce_unknown_experiment_lists_the_known_ones():
     result = run("reproduce", "nonsense", check=False)
     assert result.returncode == 2
-    assert "unknown experiment 'nonsense': expected one of [" in result.stderr
+    assert ("combolayer reproduce: InputError: unknown experiment 'nonsense': expected one "
+            "of [") in result.stderr
+
+
+def test_every_refusal_of_reproduce_and_bench_names_its_error_type():
+    """index.md's one line, `combolayer COMMAND: ErrorType: message`, exit 2."""
+    for argv, message in ((("reproduce",), "name an experiment, or use --list / --report"),
+                          (("bench", "--rows", "5"), "--rows counts the instances --race "
+                                                     "races on; it needs --race SPEC")):
+        result = run(*argv, check=False)
+        assert result.returncode == 2
+        assert result.stderr.strip() == f"combolayer {argv[0]}: InputError: {message}"
 
 
 def test_analyze_names_the_users_own_constraints_and_full_lists_everything(tmp_path):

@@ -192,3 +192,9 @@ def test_a_reduction_set_after_building_is_checked_when_used():
 def test_losses_refuse_infinite_hyperparameters(make):
     with pytest.raises(cl.ComboLayerError, match="finite"):  # NaN losses before
         make(cl.problems.TopK(5, 2))
+
+
+def test_fenchel_young_names_itself_in_its_parameters_errors():
+    with pytest.raises(cl.ComboLayerError, match=r"^invalid FenchelYoungLoss parameters: "
+                                                 r"sigma: FenchelYoungLoss sigma must be > 0"):
+        cl.losses.FenchelYoungLoss(cl.problems.TopK(5, 2), sigma=0)

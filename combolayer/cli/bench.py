@@ -20,8 +20,10 @@ from tqdm.auto import tqdm
 from .. import data, problems
 from ..backends.config import BackendConfig
 from ..backends.highs import _build_model, run_highs
+from ..errors import InputError
 from ..layer.combo_layer import ComboLayer
 from ..specs.canonical import canonical_form
+from .main import RACE_ROWS
 
 
 def best_times(fns: list, repeats: int) -> list[float]:
@@ -98,8 +100,11 @@ def run(batch: int = 256, repeats: int = 3) -> list[tuple[str, float, float]]:
 def main(args: Any) -> int:
     if getattr(args, "check", False):
         return check()
+    rows = getattr(args, "rows", None)
     if getattr(args, "race", None):
-        return race(args.race, rows=args.rows)
+        return race(args.race, rows=RACE_ROWS if rows is None else rows)
+    if rows is not None:
+        raise InputError("--rows counts the instances --race races on; it needs --race SPEC")
     run(batch=args.batch)
     return 0
 
@@ -126,7 +131,7 @@ def check() -> int:
     return 1 if failures else 0
 
 
-def race(spec_source: Any, rows: int = 200, seed: int = 0) -> int:
+def race(spec_source: Any, rows: int = RACE_ROWS, seed: int = 0) -> int:
     """``combolayer bench --race SPEC``: ``backend="race"`` for a spec on ``rows`` random
     costs, 8 instances a call, and its table."""
     from ..backends.race import RacingKernel

@@ -163,9 +163,7 @@ def reproduce(args: argparse.Namespace) -> int:
         print(f"wrote {render()}", file=sys.stderr)
         return 0
     if args.experiment is None:
-        print("combolayer reproduce: name an experiment, or use --list / --report",
-              file=sys.stderr)
-        return 2
+        raise InputError("name an experiment, or use --list / --report")
     if args.experiment in benchmarks and args.experiment not in experiments():
         import runpy
 
@@ -187,8 +185,7 @@ def reproduce(args: argparse.Namespace) -> int:
     try:
         module = get(args.experiment)
     except KeyError as error:
-        print(f"combolayer reproduce: {error.args[0]}", file=sys.stderr)
-        return 2
+        raise InputError(error.args[0]) from None
     overrides = dict(module.PAPER_SCALE) if args.scale == "paper" else {}
     if args.quick:
         overrides.update(module.QUICK)

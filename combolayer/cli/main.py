@@ -12,6 +12,9 @@ import warnings
 
 from ..errors import ComboLayerError
 
+#: Instances ``combolayer bench --race`` races the backends on, unless ``--rows`` says.
+RACE_ROWS = 200
+
 # Each subcommand lives next to the code it exercises: "module:function",
 # called with the parsed arguments.
 COMMANDS = {
@@ -84,8 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="show backend='race''s race for SPEC (a YAML/JSON spec file or "
                             "string) on --rows random costs uniform in [0, 1): each "
                             "candidate's timed solves, mean ms per solve and verdict")
-    bench.add_argument("--rows", type=positive_int, default=200,
-                       help="instances to race on for --race (default 200)")
+    bench.add_argument("--rows", type=positive_int,
+                       help=f"instances to race on for --race (default {RACE_ROWS})")
     bench.add_argument("--check", action="store_true",
                        help="run the training-overhead ratios (under a minute) and exit 1 when "
                             "one exceeds 1.5x its committed baseline "

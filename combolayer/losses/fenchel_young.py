@@ -9,6 +9,7 @@ from torch import Tensor
 
 from ..backends.registry import as_solver
 from ..backends.solver import KnownBound, Recorder, check_costs, inner
+from ..errors import InputError
 from ..estimators import Perturbed
 from ..pool import SolutionPool
 from .base import SolverLoss, check_reduction, check_solution, reduce
@@ -64,9 +65,11 @@ class FenchelYoungLoss(SolverLoss):
         self.spec = self.solver.spec
         self.solve_ratio = solve_ratio  # checked on setting (`cache_setting`)
         self.pool = pool  # a SolutionPool for the spec (`cache_setting`)
-        self.perturbed = Perturbed(sigma=sigma, num_samples=num_samples, noise=noise,
-                                   generator=generator,
-                                   perturbation=perturbation)
+        try:
+            self.perturbed = Perturbed(sigma=sigma, num_samples=num_samples, noise=noise,
+                                       generator=generator, perturbation=perturbation)
+        except InputError as error:  # named as the loss the user built
+            raise InputError(str(error).replace("Perturbed", "FenchelYoungLoss")) from None
         self.reduction = check_reduction(reduction)
 
     @property
