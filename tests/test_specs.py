@@ -374,3 +374,14 @@ def test_from_matrices_reads_none_bounds_as_unbounded_as_ilp_does():
                                 integrality="integer", upper=[None, 2.0], sense="max")
     assert spec.upper == [None, 2.0]
     assert cl.make_solver(spec).solve(np.array([1.0, 2.0])).tolist() == [1.0, 2.0]
+
+
+def test_yaml_numbers_are_read_as_yaml_1_2_writes_them():
+    """YAML 1.1 (yaml.safe_load) read 010 as octal 8, 1:30 as 90 and 1e5 as a string."""
+    text = ("kind: ilp\nshape: [12]\nsense: max\n"
+            "constraints: [{coefs: {010: 1, 0: 1e5}, sense: '<=', rhs: 2.5e5}]\n")
+    spec = cl.load_spec(text)
+    assert spec.constraints[0].coefs == {10: 1.0, 0: 1e5}
+    with pytest.raises(cl.SpecError, match="rhs: Input should be a valid number"):
+        cl.load_spec("kind: ilp\nshape: [2]\nconstraints: "
+                     "[{coefs: {0: 1}, sense: '<=', rhs: 1:30}]\n")

@@ -146,11 +146,10 @@ def reproduce(args: argparse.Namespace) -> int:
     import sys
     import time
 
-    import yaml
-
     from ..experiments import describe, experiments, get
     from ..experiments.core import SMOKE, execute
     from ..experiments.report import render
+    from ..specs.load import read_yaml
 
     benchmarks = _benchmarks()
     if args.list:
@@ -195,7 +194,7 @@ def reproduce(args: argparse.Namespace) -> int:
         key, sep, value = item.partition("=")
         if not sep:
             raise InputError(f"--set expects KEY=VALUE, got {item!r}")
-        overrides[key.strip()] = yaml.safe_load(value)
+        overrides[key.strip()] = read_yaml(value)
     if args.quick:
         overrides["quick"] = True
     if args.seeds is not None:

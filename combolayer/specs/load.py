@@ -1,15 +1,16 @@
 """Reading specs from YAML, JSON and dicts: the only (de)serialisation entry point.
 
-Loading never evaluates code: YAML goes through ``yaml.safe_load`` and the
-result through one pydantic ``TypeAdapter`` over the discriminated union of
-every spec kind registered in `combolayer.specs.base.SPEC_KINDS` (built
-again when a kind joins).
+Loading never evaluates code: YAML goes through ``yaml.safe_load``'s loader (with
+YAML 1.2's numbers and booleans, `read_yaml`) and the result through one pydantic
+``TypeAdapter`` over the discriminated union of every spec kind registered in
+`combolayer.specs.base.SPEC_KINDS` (built again when a kind joins).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Hashable
 from functools import lru_cache
 from pathlib import Path
@@ -51,7 +52,7 @@ def read_mapping(source: str | os.PathLike | dict, what: str = "spec") -> dict:
     text, origin = _read_text(source, what)
     try:
         data = (json.loads(text, object_pairs_hook=_unique_pairs) if origin.endswith(".json")
-                else yaml.load(text, Loader=_UniqueKeyLoader))  # noqa: S506 (a SafeLoader)
+                else read_yaml(text))
     except (json.JSONDecodeError, yaml.YAMLError, _DuplicateKey) as error:
         raise SpecError(f"could not parse {what} from {origin}: {error}") from None
     except RecursionError:
@@ -79,8 +80,15 @@ def _unique_pairs(pairs: list[tuple[Any, Any]]) -> dict:
     return seen
 
 
+def read_yaml(text: str) -> Any:
+    """The value YAML ``text`` holds, read as `read_mapping` reads it: safely (no
+    code), numbers and booleans as YAML 1.2 writes them, no key twice in a mapping."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """``yaml.safe_load``'s loader, refusing a mapping that names a key twice."""
+    """``yaml.safe_load``'s loader, refusing a mapping that names a key twice, with YAML
+    1.2's numbers and booleans (`_CORE_SCALARS`)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: set = set()
@@ -96,6 +104,34 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                                     "; expected each key once")
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+#: YAML 1.2's core schema for numbers and booleans, in place of YAML 1.1's, which
+#: ``yaml.safe_load`` follows: there ``010`` is octal 8, ``1:30`` is 90 (base 60),
+#: ``1e5`` a string and ``no`` a boolean; here numbers are read as written, and
+#: ``yes``/``no``/``on``/``off`` are strings. As ``(tag, pattern, first characters)``.
+_CORE_SCALARS = (
+    ("tag:yaml.org,2002:bool", r"true|True|TRUE|false|False|FALSE", "tTfF"),
+    ("tag:yaml.org,2002:int", r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+", "-+0123456789"),
+    ("tag:yaml.org,2002:float", r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                                r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)", "-+0123456789."),
+)
+_UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers
+            if tag not in {core for core, _, _ in _CORE_SCALARS}]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+for _tag, _pattern, _first in _CORE_SCALARS:
+    _UniqueKeyLoader.add_implicit_resolver(_tag, re.compile(f"^(?:{_pattern})$"), list(_first))
+
+
+def _core_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    """An integer as YAML 1.2 writes it: decimal (leading zeros too), ``0o`` or ``0x``."""
+    text = loader.construct_scalar(node)
+    base = {"0o": 8, "0x": 16}.get(text[:2], 10)
+    return int(text[2:] if base != 10 else text, base)
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _core_int)
 
 
 def _read_text(source: str | os.PathLike, what: str) -> tuple[str, str]:
