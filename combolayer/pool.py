@@ -85,8 +85,9 @@ class SeedCheck:
         """The form's rows that weigh the pooled columns alone."""
         return IntegerRows.of(*self.form.rows(), np.arange(self.form.num_vars) < self.width)
 
-    def __call__(self, rows: np.ndarray) -> None:
-        """``InputError`` naming the first row (``(M, width)``) that breaks the problem."""
+    def __call__(self, rows: np.ndarray, what: str = "seeded solution") -> None:
+        """``InputError`` naming the first row (``(M, width)``) that breaks the problem,
+        as ``what`` (a seed's, or a solution added)."""
         if self.form is None:
             self.form = canonical_form(self.spec)
         form, width = self.form, self.width
@@ -105,10 +106,10 @@ class SeedCheck:
             first = next((i for i, row in enumerate(rows) if form.separator(np.rint(row))),
                          None)
         if first is not None:
-            raise InputError(f"seeded solution {first} is not feasible for {self.label} "
-                             f"(its bounds, integrality or rows): {rows[first][:8].tolist()}"
-                             f"{' ...' if rows.shape[1] > 8 else ''}; seed the training "
-                             "set's true solutions")
+            raise InputError(f"{what} {first} is not feasible for {self.label} (its "
+                             f"bounds, integrality or rows): {rows[first][:8].tolist()}"
+                             f"{' ...' if rows.shape[1] > 8 else ''}; give the pool the "
+                             "training set's true solutions")
 
 
 def row_key(row: np.ndarray) -> bytes:
@@ -281,7 +282,14 @@ class SolutionPool:
         return self._add(solutions, seeded=True)
 
     def add(self, solutions: Tensor) -> int:
-        """Add ``(..., N)`` solutions not yet in the pool; returns how many were new."""
+        """Add ``(..., N)`` solutions not yet in the pool, checked as `seed` checks them
+        (a user's rows: an infeasible one was answered in training); returns how many
+        were new."""
+        return self._add(solutions, seeded=False, checked=True)
+
+    def add_solved(self, solutions: Tensor) -> int:
+        """`add` for a solver's own solutions, which need no check (the solution
+        cache's and the losses' exact solves)."""
         return self._add(solutions, seeded=False)
 
     def best(self, costs: Tensor, allowed: Allowed | None = None) -> Tensor:
@@ -359,12 +367,12 @@ class SolutionPool:
         return rows
 
     @hidden_from_transforms
-    def _add(self, solutions: Any, seeded: bool) -> int:
+    def _add(self, solutions: Any, seeded: bool, checked: bool = False) -> int:
         rows = self._flat_rows(solutions)
         with self._lock:
-            if seeded and self._check is not None:
+            if (seeded or checked) and self._check is not None:
                 # a user's rows: an infeasible or fractional one was answered in training
-                self._check(rows)
+                self._check(rows, "seeded solution" if seeded else "added solution")
             added, written = 0, []
             for row in rows:
                 key = row_key(row)
@@ -667,13 +675,13 @@ class CachedSolver(Solver):
                   self.exact._full_batch(costs, start, wide or keep_aux, rows, aux_known))
         x = solved.values
         if rows is None:
-            self.pool.add(x[:, : self.pool_width])
+            self.pool.add_solved(x[:, : self.pool_width])
         else:  # flagged infeasible instances are zeros, not solutions: left out
             kept = torch.tensor([status != INFEASIBLE for status in statuses_of(solved)],
                                 dtype=torch.bool, device=x.device)
             if keep_aux:
                 self._keep_aux(x[kept])
-            self.pool.add(x[kept][:, : self.pool_width])
+            self.pool.add_solved(x[kept][:, : self.pool_width])
         return Solved(x if wide or not keep_aux else x[:, : self.num_outputs], solved.statuses)
 
 

@@ -836,6 +836,24 @@ def test_settings_a_backend_does_nothing_with_are_warned_of():
         cl.make_solver(knapsack, {"options": {"mip_rel_gap": 0.5}})
     with pytest.warns(UserWarning, match=r"backend 'torch' .* executor='thread', workers=2"):
         cl.make_solver(cl.problems.TopK(n=5, k=2), {"name": "torch", "workers": 2})
+    with pytest.warns(UserWarning, match=r"backend 'scipy' .* time_limit=0.5 and "
+                                         r"mip_gap=0.1 \(its algorithm runs to the end\)"):
+        cl.make_solver(knapsack, {"name": "scipy", "time_limit": 0.5, "mip_gap": 0.1})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         cl.make_solver(knapsack, {"name": "highs", "options": {"mip_rel_gap": 0.5}})
+        cl.make_solver(knapsack, {"name": "highs", "time_limit": 0.5, "mip_gap": 0.1})
+
+
+def test_workers_of_a_backend_no_time_limit_stops_get_no_time_budget():
+    """The executor gave workers a budget from time_limit, which scipy's TSP loop ignores:
+    a healthy 1 s solve was killed as hung, and the thread left behind aborted the
+    interpreter at exit. Workers of a solver that stops at the limit keep the budget."""
+    tsp = cl.problems.TSP(14)
+    config = {"time_limit": 0.01, "executor": "thread", "workers": 2}
+    with pytest.warns(UserWarning, match="time_limit"):
+        scipy_kernel = cl.make_solver(tsp, {"name": "scipy", **config}).kernel
+    highs_kernel = cl.make_solver(tsp, {"name": "highs", **config}).kernel
+    chunks = [(np.zeros((3, 196)), None, None)] * 4
+    assert scipy_kernel._deadline(chunks) is None
+    assert highs_kernel._deadline(chunks) > 0

@@ -487,6 +487,24 @@ def test_a_seeded_solution_must_be_feasible():
     assert layer.pool.seed(torch.tensor([[1e-9, 0.0, 1.0 - 1e-9]], dtype=torch.float64)) == 1
 
 
+def test_solutions_added_by_a_user_are_checked_as_seeds_are():
+    """SPO+'s y_true reached a pool shared with a layer unchecked (pool.add), and the
+    layer answered it in training: an infeasible one-hot [1, 1, 1, 1]."""
+    spec = cl.ILP(shape=[4], constraints=[cl.Constraint(coefs=[1] * 4, sense="==", rhs=1)])
+    layer = cl.ComboLayer(spec, solve_ratio=0.0)
+    spo = cl.losses.SPOPlusLoss(spec, solve_ratio=0.0, pool=layer.pool)
+    costs = torch.tensor([[1.0, 2, 3, 4]])
+    for bad in ([[1.0, 1, 1, 1]], [[0.5, 0.5, 0, 0]]):
+        with pytest.raises(cl.InputError, match="added solution 0 is not feasible for ILP"):
+            spo(costs, costs, y_true=torch.tensor(bad))
+        with pytest.raises(cl.InputError, match="added solution 0 is not feasible for ILP"):
+            layer.pool.add(torch.tensor(bad))
+    assert len(layer.pool) == 0
+    spo(costs, costs, y_true=torch.tensor([[1.0, 0, 0, 0]]))
+    assert layer.pool.add_solved(torch.tensor([[0.0, 1, 0, 0]])) == 1  # a solver's: unchecked
+    assert len(layer.pool) == 2
+
+
 def test_seeds_past_max_size_warn():
     # they were dropped silently, and the seed-full pool took no solve any more
     pool = SolutionPool(4, max_size=3)

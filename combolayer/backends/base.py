@@ -104,6 +104,10 @@ class Backend:
     #: Whether its solver takes ``BackendConfig.options`` (HiGHS, SCIP, Gurobi, cvxpy):
     #: others are warned of as doing nothing (`combolayer.backends.registry`).
     takes_options: ClassVar[bool] = False
+    #: Whether its solver stops at ``BackendConfig.time_limit`` and ``mip_gap`` (HiGHS,
+    #: SCIP, Gurobi, cvxpy): others run their algorithm to the end, are warned of as
+    #: doing nothing with them, and their executors give workers no time budget.
+    stops_at_limits: ClassVar[bool] = False
 
     @classmethod
     def label(cls, config: BackendConfig) -> str:

@@ -405,6 +405,7 @@ class GurobiBackend(Backend):
 
     name: ClassVar[str] = "gurobi"
     takes_options: ClassVar[bool] = True
+    stops_at_limits: ClassVar[bool] = True
     requires: ClassVar[tuple[str, ...]] = ("gurobipy",)
     capabilities: ClassVar[Capability] = (Capability.LP | Capability.MIP | Capability.LAZY_CUTS
                                           | Capability.ROWS)

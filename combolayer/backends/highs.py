@@ -486,6 +486,7 @@ class HighsBackend(Backend):
 
     name: ClassVar[str] = "highs"
     takes_options: ClassVar[bool] = True
+    stops_at_limits: ClassVar[bool] = True
     requires: ClassVar[tuple[str, ...]] = ("highspy",)
     capabilities: ClassVar[Capability] = (Capability.LP | Capability.MIP | Capability.LAZY_CUTS
                                           | Capability.ROWS)

@@ -206,6 +206,7 @@ class CvxpyBackend(Backend):
 
     name: ClassVar[str] = "cvxpy"
     takes_options: ClassVar[bool] = True
+    stops_at_limits: ClassVar[bool] = True
     requires: ClassVar[tuple[str, ...]] = ("cvxpy",)
     capabilities: ClassVar[Capability] = Capability.LP | Capability.MIP | Capability.ROWS
     generic_tier: ClassVar[int] = Tier.MODELLING

@@ -389,14 +389,19 @@ EXECUTOR_OPTIONS = ("ray_address", "ray_num_cpus")
 
 def _warn_unused(cls: type, spec: Spec, config: BackendConfig) -> None:
     """Warn of the settings in ``config`` that backend ``cls`` has no use for: solver
-    options where it has no solver to pass them to (scipy, torch, ...: ``"auto"`` may pick
-    one over the MIP solver they were meant for), and an executor for a kernel that
-    solves a whole batch in one vectorised call. They did nothing without a word."""
+    options, a time limit or a gap where it has no solver to pass them to (scipy, torch,
+    ...: ``"auto"`` may pick one over the MIP solver they were meant for), and an
+    executor for a kernel that solves a whole batch in one vectorised call. They did
+    nothing without a word."""
     unused = []
     options = [key for key in config.options
                if key not in (*cls.config_options, *EXECUTOR_OPTIONS)]
     if options and not cls.takes_options:
         unused.append(f"options {options} (it has no solver settings)")
+    limits = [f"{name}={value!r}" for name, value in (("time_limit", config.time_limit),
+                                                        ("mip_gap", config.mip_gap)) if value]
+    if limits and not cls.stops_at_limits:
+        unused.append(f"{' and '.join(limits)} (its algorithm runs to the end)")
     if config.executor != "serial" and cls.array_api == "torch":
         unused.append(f"executor={config.executor!r}, workers={config.workers!r} (it solves "
                       "a whole batch in one vectorised call)")

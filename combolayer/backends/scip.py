@@ -425,6 +425,7 @@ class ScipBackend(Backend):
 
     name: ClassVar[str] = "scip"
     takes_options: ClassVar[bool] = True
+    stops_at_limits: ClassVar[bool] = True
     requires: ClassVar[tuple[str, ...]] = ("pyscipopt",)
     capabilities: ClassVar[Capability] = (Capability.LP | Capability.MIP | Capability.LAZY_CUTS
                                           | Capability.ROWS)

@@ -72,7 +72,7 @@ class PooledLoss(SolverLoss):
             y, aux = self.solve_whole(solver, shaped)
             y = y.reshape(-1, self.solver.num_outputs)
             whole = y if aux is None else torch.cat([y, aux], dim=-1)
-            self.pool.add(whole[:, : self.solver.pool_width])
+            self.pool.add_solved(whole[:, : self.solver.pool_width])
         if not len(self.pool):
             raise SolverError(
                 f"{type(self).__name__}'s solution pool is empty: pass pool=<the training "

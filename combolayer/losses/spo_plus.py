@@ -97,8 +97,9 @@ class SPOPlusLoss(SolverLoss):
         else:
             y_star = (self.solver.solve_min(c) if y_true is None else
                       check_solution(self.solver, y_true, cost_pred, "y_true"))
-            if self.cached_solver is not self.solver:
-                self.pool.add(y_star.reshape(-1, self.solver.num_outputs))
+            if self.cached_solver is not self.solver:  # y_true, a user's, is checked
+                add = self.pool.add_solved if y_true is None else self.pool.add
+                add(y_star.reshape(-1, self.solver.num_outputs))
             y_tilde = self.shifted_solver.solve_min(shifted.detach())
         loss = inner(self._as_solved(shifted), y_star - y_tilde, len(self.spec.cost_shape))
         return reduce(loss, self.reduction)
@@ -143,7 +144,7 @@ class SPOPlusLoss(SolverLoss):
                 flat = y_star.reshape(-1, solver.num_outputs)  # (B, N); aux may be (B, 0)
                 whole = torch.cat([flat, aux_star.reshape(len(flat), solver.num_aux).to(flat)],
                                   dim=1)
-                self.pool.add(whole[:, : solver.pool_width])
+                self.pool.add_solved(whole[:, : solver.pool_width])
             y_tilde, aux_tilde = shifted_solver.solve_min(shifted.detach(), return_aux=True)
         # known_value is in the spec's sense: times sign, the min-sense <k, x>
         known_part = solver.sign * (solver.known_value(y_star, aux_star)
