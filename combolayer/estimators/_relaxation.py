@@ -50,7 +50,14 @@ from ..errors import BackendUnavailable, InfeasibleError, InputError, SolverErro
 from ..func_transforms import transforms_active
 from ..specs.base import Spec
 from ..specs.canonical import canonical_form
-from .base import DifferentiableSolve, Estimator, Positive, keeps_aux, last_aux
+from .base import (
+    DifferentiableSolve,
+    Estimator,
+    Positive,
+    keeps_aux,
+    last_aux,
+    refusing_backward,
+)
 
 Smoothing = Literal["quadratic", "log_barrier"]
 #: How far the log barrier's answer may break a row (SCS's tolerance is 1e-6) before it
@@ -367,15 +374,20 @@ class RelaxationEstimator(Estimator):
     def build(self, solver: Solver) -> DifferentiableSolve:
         _import_cvxpylayers()  # a missing extra is reported when the layer is built
         relaxation = _kept_relaxation(self, solver)
+        refused, rows_refused = refusing_backward(self), refusing_backward(self, rows=True)
 
         def solve(costs: Tensor, *, target: Tensor | None = None, needs_grad: bool,
                   training: bool = True, A: Tensor | None = None,
                   b: Tensor | None = None, known: Tensor | None = None) -> Tensor:
-            if not training:
+            if not training:  # the exact solution, which a backward refuses
                 exact = solver if known is None else KnownBound(solver, known)
                 if A is not None:
                     exact = exact.bind_rows(A.detach(), b.detach())
-                return exact.solve_min(costs.detach())
+                y = exact.solve_min(costs.detach())
+                if not needs_grad:
+                    return y
+                return (refused(costs, y, None) if A is None
+                        else rows_refused(costs, A, b, y, None))
             if transforms_active():
                 raise InputError(
                     f"method {self.name!r} differentiates its relaxation through cvxpylayers, "

@@ -199,10 +199,12 @@ def differentiable(backward: Backward, once: bool = True) -> Callable[..., Tenso
 
 def no_gradient_error(estimator: Any) -> InputError:
     """The error for a backward through an output ``estimator`` gave no gradient path
-    (``forward``'s ``saved=None``: a sampling estimator's exact solution in eval mode)."""
+    (``forward``'s ``saved=None``: a sampling or relaxation estimator's exact solution in
+    eval mode)."""
     return InputError(
         f"{type(estimator).__name__} gives no gradient in eval mode: its output there is "
-        "the exact solution, with no samples to estimate one from; train in training mode "
+        "the exact solution, which its estimate (samples, or a relaxation) is not made "
+        "for; train in training mode "
         "(layer.train(), or model.train() after freezing what should stay in eval mode), "
         "or evaluate under torch.no_grad()")
 
