@@ -62,7 +62,7 @@ def test_rfy_matches_its_formula(spec):
     torch.testing.assert_close(loss.detach(), value, atol=1e-5, rtol=0)
     assert (loss >= -1e-9).all()
     torch.testing.assert_close(w.grad, sign * (y_true - y_lam), atol=1e-5, rtol=0)
-    with pytest.raises(ValueError, match="lam must be > 0, got -1"):
+    with pytest.raises(ValueError, match="lam must be a finite number > 0, got -1"):
         cl.losses.RegularizedFenchelYoungLoss(spec, lam=-1)
 
 

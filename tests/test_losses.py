@@ -198,3 +198,17 @@ def test_fenchel_young_names_itself_in_its_parameters_errors():
     with pytest.raises(cl.ComboLayerError, match=r"^invalid FenchelYoungLoss parameters: "
                                                  r"sigma: FenchelYoungLoss sigma must be > 0"):
         cl.losses.FenchelYoungLoss(cl.problems.TopK(5, 2), sigma=0)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda spec: cl.losses.RegularizedFenchelYoungLoss(spec, tol=float("nan")),
+     "RegularizedFenchelYoungLoss tol must be a finite number >= 0, got nan"),
+    (lambda spec: cl.losses.PGLoss(spec, sigma=torch.tensor(True)),
+     "PGLoss sigma must be a finite number > 0"),
+    (lambda spec: cl.losses.PairwiseLTRLoss(spec, margin=-1.0),
+     "margin must be a finite number >= 0, got -1.0"),
+])
+def test_losses_name_a_setting_that_is_no_finite_number(make, message):
+    with pytest.raises(cl.ComboLayerError, match=message):
+        make(cl.problems.TopK(5, 2))
+    assert cl.losses.PGLoss(cl.problems.TopK(5, 2), sigma=torch.tensor(0.5)).sigma == 0.5

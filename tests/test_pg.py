@@ -39,7 +39,7 @@ def test_pg_one_sided_is_the_directional_derivative_for_small_sigma():
 
 
 def test_pg_rejects_bad_input():
-    with pytest.raises(ValueError, match="sigma must be > 0, got 0"):
+    with pytest.raises(ValueError, match="PGLoss sigma must be a finite number > 0, got 0"):
         cl.losses.PGLoss(SPEC_MIN, sigma=0)
     with pytest.raises(ValueError, match=r"cost_true has shape \(2, 3\)"):
         cl.losses.PGLoss(SPEC_MIN)(torch.zeros(2, 4), torch.zeros(2, 3))

@@ -101,6 +101,11 @@ def test_training_is_the_relaxation_and_eval_the_exact_ilp(name):
     exact = layer(w)
     assert exact.tolist() == [1.0, 0.0, 0.0, 1.0]  # items 0 and 3: value 10, weight 7
     assert exact.tolist() == cl.make_solver(spec).solve(w.detach()).tolist()
+    # the exact solution has no gradient path: a backward refuses, eager and compiled
+    compiled = torch.compile(layer, backend="aot_eager")
+    for each in (layer, compiled):
+        with pytest.raises(cl.ComboLayerError, match="gives no gradient in eval mode"):
+            (each(w).sum() + w.square().sum()).backward()
 
 
 def test_unknown_parameters_and_bad_weights_are_refused():

@@ -659,7 +659,7 @@ class ComboLayer(nn.Module):
                              project_with_known(compiled.projection, self._projection_arg,
                                                 self.spec, w, known))
             if compiled.user_projection:
-                check_costs(self.spec, projected, "w after the projection")
+                check_costs(self.spec, projected, "w after projection")
             if xi is not None:
                 u = u + xi
             # The objective sense, folded in once (a min problem skips the multiply).

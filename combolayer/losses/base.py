@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 from typing import Any, ClassVar
 
 import numpy as np
@@ -27,6 +28,7 @@ from ..errors import InputError, InputTypeError
 from ..estimators.base import KNOWN_COST_REGISTRIES, refuse_known_cost
 from ..func_transforms import check_not_vmapped, transforms_active
 from ..pool import CachedSolver, cache_setting
+from ..specs.base import is_real
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -35,6 +37,22 @@ def check_reduction(reduction: str) -> str:
     if reduction not in REDUCTIONS:
         raise InputError(f"reduction must be one of {list(REDUCTIONS)}, got {reduction!r}")
     return reduction
+
+
+def check_number(name: str, value: Any, *, above: float | None = None,
+                 least: float | None = None) -> float:
+    """A loss's numeric setting ``value`` as a float: a real number (a one-element tensor
+    too; no boolean, which Python takes as 1), finite (``sigma=inf`` gave NaN losses),
+    and ``> above`` or ``>= least``; else `InputError` naming ``name`` (``"PGLoss
+    sigma"``) and what it got."""
+    number = value.item() if isinstance(value, Tensor) and value.numel() == 1 else value
+    bound, fits = ((f"> {above:g}", lambda x: x > above) if above is not None
+                   else (f">= {least:g}", lambda x: x >= least) if least is not None
+                   else ("", lambda x: True))
+    if not (is_real(number) and math.isfinite(number) and fits(number)):
+        raise InputError(f"{name} must be a finite number {bound}".rstrip()
+                         + f", got {value!r}")
+    return float(number)
 
 
 def reduce(per_instance: Tensor, reduction: str) -> Tensor:

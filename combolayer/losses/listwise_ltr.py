@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from ..errors import InputError
-from ..specs.base import is_real
+from .base import check_number
 from .pooled import CostPooledLoss
 
 
@@ -54,12 +52,10 @@ class ListwiseLTRLoss(CostPooledLoss):
     def __init__(self, spec: Any, solve_ratio: float = 1.0, pool: Any = None,
                  reduction: str = "mean", backend: Any = "auto",
                  generator: torch.Generator | None = None, temperature: float = 1.0) -> None:
-        if not (is_real(temperature) and math.isfinite(temperature)
-                and temperature > 0):
-            raise InputError(f"temperature must be a finite number > 0, got {temperature!r}")
+        temperature = check_number("temperature", temperature, above=0)
         super().__init__(spec, solve_ratio=solve_ratio, pool=pool, reduction=reduction,
                          backend=backend, generator=generator)
-        self.temperature = float(temperature)
+        self.temperature = temperature
 
     def per_instance(self, c_hat: Tensor, c: Tensor, pool: Tensor,
                      known: Tensor | None = None) -> Tensor:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from ..errors import InputError
-from ..specs.base import is_real
+from .base import check_number
 from .pooled import CostPooledLoss
 
 
@@ -56,11 +54,10 @@ class PairwiseLTRLoss(CostPooledLoss):
     def __init__(self, spec: Any, solve_ratio: float = 1.0, pool: Any = None,
                  reduction: str = "mean", backend: Any = "auto",
                  generator: torch.Generator | None = None, margin: float = 0.0) -> None:
-        if not (is_real(margin) and math.isfinite(margin) and margin >= 0):
-            raise InputError(f"margin must be a finite number >= 0, got {margin!r}")
+        margin = check_number("margin", margin, least=0)
         super().__init__(spec, solve_ratio=solve_ratio, pool=pool, reduction=reduction,
                          backend=backend, generator=generator)
-        self.margin = float(margin)
+        self.margin = margin
 
     def per_instance(self, c_hat: Tensor, c: Tensor, pool: Tensor,
                      known: Tensor | None = None) -> Tensor:

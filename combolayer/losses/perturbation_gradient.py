@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -10,9 +9,7 @@ from torch import Tensor
 
 from ..backends.registry import as_solver
 from ..backends.solver import KnownBound, check_costs
-from ..errors import InputError
-from ..specs.base import is_boolean
-from .base import SolverLoss, check_reduction, check_solution, reduce
+from .base import SolverLoss, check_number, check_reduction, check_solution, reduce
 
 
 class PGLoss(SolverLoss):
@@ -62,13 +59,9 @@ class PGLoss(SolverLoss):
 
     def __init__(self, spec: Any, sigma: float = 0.1, two_sides: bool = False,
                  reduction: str = "mean", backend: Any = "auto") -> None:
-        if is_boolean(sigma) or not sigma > 0:  # True is no step size
-            raise InputError(f"PGLoss sigma must be > 0, got {sigma!r}")
-        if not math.isfinite(sigma):
-            raise InputError(f"PGLoss sigma must be finite, got {sigma!r}")
+        self.sigma = check_number("PGLoss sigma", sigma, above=0)
         self.solver = as_solver(spec, backend)
         self.spec = self.solver.spec
-        self.sigma = float(sigma)
         self.two_sides = bool(two_sides)
         self.reduction = check_reduction(reduction)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from torch import Tensor
@@ -11,8 +10,8 @@ from ..backends.registry import as_solver
 from ..backends.solver import KnownBound, check_costs, inner
 from ..errors import InputError
 from ..estimators.frank_wolfe import away_step_frank_wolfe, known_oracle, working_dtype
-from ..specs.base import is_boolean, is_real
-from .base import SolverLoss, check_reduction, check_solution, reduce
+from ..specs.base import is_real
+from .base import SolverLoss, check_number, check_reduction, check_solution, reduce
 
 
 class RegularizedFenchelYoungLoss(SolverLoss):
@@ -57,10 +56,8 @@ class RegularizedFenchelYoungLoss(SolverLoss):
 
     def __init__(self, spec: Any, lam: float = 1.0, max_iter: int = 10_000, tol: float = 1e-6,
                  reduction: str = "mean", backend: Any = "auto") -> None:
-        if is_boolean(lam) or not lam > 0:  # True is no weight
-            raise InputError(f"RegularizedFenchelYoungLoss lam must be > 0, got {lam!r}")
-        if not math.isfinite(lam):
-            raise InputError(f"RegularizedFenchelYoungLoss lam must be finite, got {lam!r}")
+        lam = check_number("RegularizedFenchelYoungLoss lam", lam, above=0)
+        tol = check_number("RegularizedFenchelYoungLoss tol", tol, least=0)
         if not (is_real(max_iter, integer=True) and max_iter >= 1):
             raise InputError(f"RegularizedFenchelYoungLoss max_iter must be an int >= 1, "
                              f"got {max_iter!r}")
