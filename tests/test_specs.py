@@ -374,6 +374,8 @@ def test_from_matrices_reads_none_bounds_as_unbounded_as_ilp_does():
                                 integrality="integer", upper=[None, 2.0], sense="max")
     assert spec.upper == [None, 2.0]
     assert cl.make_solver(spec).solve(np.array([1.0, 2.0])).tolist() == [1.0, 2.0]
+    with pytest.raises(cl.SpecError, match="must be real"):
+        cl.ILP.from_matrices(shape=2, A_ub=np.ones((1, 2)), b_ub=[3.0], upper=[None, 2 + 1j])
 
 
 def test_yaml_numbers_are_read_as_yaml_1_2_writes_them():

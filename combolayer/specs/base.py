@@ -850,12 +850,12 @@ class ILP(Spec):
                 constraints.append(Constraint(coefs=coefs, sense=row_sense, rhs=float(b[i])))
 
         def as_field(v: Any) -> Any:
+            if isinstance(v, list | tuple) and any(x is None for x in v):
+                return [None if x is None else as_field(x) for x in v]  # None: unbounded
             if np.iscomplexobj(v):
                 raise SpecError(f"bounds and known_cost must be real, got {v!r}")
             if v is None or np.isscalar(v):
                 return v if v is None else float(v)
-            if isinstance(v, list | tuple) and any(x is None for x in v):
-                return [None if x is None else float(x) for x in v]  # None: unbounded
             return np.asarray(v, dtype=float).tolist()
 
         return cls(
