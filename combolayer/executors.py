@@ -231,10 +231,10 @@ class ParallelKernel(ReportingKernel):
 
     def _deadline(self, chunks: list[Chunk]) -> float | None:
         """Seconds the whole map may take before workers count as hung: none where no
-        time limit stops the backend's solves (`Backend.stops_at_limits`), which a
+        time limit stops the backend's solves (`Backend.ignored_limits`), which a
         budget from one would cut short."""
         limit = self.config.time_limit
-        if limit is None or not self.cls.stops_at_limits:
+        if limit is None or self.cls.ignored_limits(self.config) is not None:
             return None
         rounds = math.ceil(len(chunks) / self.workers)
         instances = max(len(costs) for costs, _, _ in chunks)

@@ -857,3 +857,19 @@ def test_workers_of_a_backend_no_time_limit_stops_get_no_time_budget():
     chunks = [(np.zeros((3, 196)), None, None)] * 4
     assert scipy_kernel._deadline(chunks) is None
     assert highs_kernel._deadline(chunks) > 0
+
+
+def test_limits_are_warned_of_where_the_solver_that_runs_ignores_them():
+    """cvxpy passes time_limit and mip_gap to HiGHS and SCIP alone (its workers kept a
+    budget for other solvers, and a healthy solve was killed as hung); tsp_matrix hands
+    them to the matrix form's solver (it was warned of as ignoring them)."""
+    knapsack = cl.problems.Knapsack(weights=[[3.0, 4, 2, 5]], capacities=[7.0])
+    config = {"name": "cvxpy", "time_limit": 1.0, "executor": "thread", "workers": 2}
+    chunks = [(np.zeros((3, 4)), None, None)] * 2
+    with pytest.warns(UserWarning, match="cvxpy backend cannot pass them to SCIPY"):
+        other = cl.make_solver(knapsack, {**config, "options": {"solver": "SCIPY"}})
+    assert other.kernel._deadline(chunks) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cl.make_solver(knapsack, config).kernel._deadline(chunks) > 0
+        cl.make_solver(cl.problems.TSPEdges(num_nodes=15), {"time_limit": 5.0})

@@ -90,9 +90,10 @@ def test_reproduce_unknown_experiment_lists_the_known_ones():
 
 def test_every_refusal_of_reproduce_and_bench_names_its_error_type():
     """index.md's one line, `combolayer COMMAND: ErrorType: message`, exit 2."""
+    rows = "--rows counts the instances --race races on; it needs --race SPEC"
     for argv, message in ((("reproduce",), "name an experiment, or use --list / --report"),
-                          (("bench", "--rows", "5"), "--rows counts the instances --race "
-                                                     "races on; it needs --race SPEC")):
+                          (("bench", "--rows", "5"), rows),
+                          (("bench", "--check", "--rows", "5"), rows)):
         result = run(*argv, check=False)
         assert result.returncode == 2
         assert result.stderr.strip() == f"combolayer {argv[0]}: InputError: {message}"
@@ -197,3 +198,10 @@ def test_analyze_into_a_closed_pipe_stops_quietly():
     stderr = process.stderr.read().decode()
     assert process.wait(timeout=120) == 141
     assert "BrokenPipe" not in stderr and "Traceback" not in stderr, stderr
+
+
+def test_a_set_value_that_is_no_yaml_is_named():
+    result = run("reproduce", "dvae", "--quick", "--set", "x={a: 1, a: 2}", check=False)
+    assert result.returncode == 2
+    assert result.stderr.startswith("combolayer reproduce: SpecError: could not parse --set's "
+                                    "value from 'x={a: 1, a: 2}': the key 'a' appears twice")

@@ -105,9 +105,16 @@ class Backend:
     #: others are warned of as doing nothing (`combolayer.backends.registry`).
     takes_options: ClassVar[bool] = False
     #: Whether its solver stops at ``BackendConfig.time_limit`` and ``mip_gap`` (HiGHS,
-    #: SCIP, Gurobi, cvxpy): others run their algorithm to the end, are warned of as
-    #: doing nothing with them, and their executors give workers no time budget.
+    #: SCIP, Gurobi, cvxpy's HiGHS and SCIP), read through `ignored_limits`.
     stops_at_limits: ClassVar[bool] = False
+
+    @classmethod
+    def ignored_limits(cls, config: BackendConfig) -> str | None:
+        """Why ``config``'s ``time_limit`` and ``mip_gap`` stop none of this backend's
+        solves, or None where they do (`stops_at_limits`): ignored ones are warned of
+        (`combolayer.backends.registry`), and executors give workers no time budget
+        from a limit no solve stops at (a healthy solve was killed as hung)."""
+        return None if cls.stops_at_limits else "its algorithm runs to the end"
 
     @classmethod
     def label(cls, config: BackendConfig) -> str:

@@ -78,7 +78,9 @@ class BackendConfig(_Checked):
         name: a backend name or ``"auto"`` (the fastest exact backend that supports
             the problem).
         time_limit: seconds per solve, or None; it may stop a solve before it
-            proves optimality.
+            proves optimality. A backend whose solves it cannot stop (an algorithm of
+            its own: scipy, torch, networkx; cvxpy with a solver other than HiGHS or
+            SCIP) warns that it does nothing with it, and so for ``mip_gap``.
         threads: the solver's thread count per model, 1 by default; 0 leaves the
             solver's own default (all cores for HiGHS).
         mip_gap: the relative optimality gap at which a MIP solve stops (0: exact).

@@ -30,6 +30,10 @@ class MatrixTSPBackend(Backend):
     kinds: ClassVar[frozenset[str]] = frozenset({"tsp_edges"})
     native_tier: ClassVar[int] = Tier.SPECIALISED
 
+    @classmethod
+    def ignored_limits(cls, config: BackendConfig) -> str | None:
+        return None  # handed to the matrix form's solver, which says if it ignores them
+
     def compile(self, spec: Spec, config: BackendConfig) -> Kernel:
         assert isinstance(spec, TSPEdges)
         n = spec.num_nodes

@@ -28,6 +28,8 @@ from .registry import register_backend
 from .solver import RowKernel
 
 DEFAULT_SOLVER = "HIGHS"
+#: The solvers `_solver_options` passes ``time_limit`` and ``mip_gap`` to.
+LIMITED_SOLVERS = ("HIGHS", "SCIP")
 
 
 def _solver_options(solver: str, config: BackendConfig, options: dict[str, Any]) -> dict:
@@ -48,10 +50,7 @@ def _solver_options(solver: str, config: BackendConfig, options: dict[str, Any])
             params["limits/time"] = float(config.time_limit)
         params.update(options.pop("scip_params", {}))
         kwargs["scip_params"] = params
-    elif config.time_limit is not None or config.mip_gap:
-        warnings.warn(f"the cvxpy backend does not know how to pass time_limit/mip_gap to "
-                      f"{solver}; set them in options", RuntimeWarning, stacklevel=3)
-    kwargs.update(options)
+    kwargs.update(options)  # another solver's limits: CvxpyBackend.ignored_limits
     return kwargs
 
 
@@ -206,10 +205,16 @@ class CvxpyBackend(Backend):
 
     name: ClassVar[str] = "cvxpy"
     takes_options: ClassVar[bool] = True
-    stops_at_limits: ClassVar[bool] = True
     requires: ClassVar[tuple[str, ...]] = ("cvxpy",)
     capabilities: ClassVar[Capability] = Capability.LP | Capability.MIP | Capability.ROWS
     generic_tier: ClassVar[int] = Tier.MODELLING
+
+    @classmethod
+    def ignored_limits(cls, config: BackendConfig) -> str | None:
+        solver = str(config.options.get("solver", DEFAULT_SOLVER)).upper()
+        if solver in LIMITED_SOLVERS:
+            return None
+        return f"the cvxpy backend cannot pass them to {solver}: set them in options"
 
     def compile(self, spec: Spec, config: BackendConfig) -> CvxpyKernel:
         return CvxpyKernel(canonical_form(spec, lazy=False), config)

@@ -400,8 +400,9 @@ def _warn_unused(cls: type, spec: Spec, config: BackendConfig) -> None:
         unused.append(f"options {options} (it has no solver settings)")
     limits = [f"{name}={value!r}" for name, value in (("time_limit", config.time_limit),
                                                         ("mip_gap", config.mip_gap)) if value]
-    if limits and not cls.stops_at_limits:
-        unused.append(f"{' and '.join(limits)} (its algorithm runs to the end)")
+    ignored = cls.ignored_limits(config) if limits else None
+    if ignored is not None:
+        unused.append(f"{' and '.join(limits)} ({ignored})")
     if config.executor != "serial" and cls.array_api == "torch":
         unused.append(f"executor={config.executor!r}, workers={config.workers!r} (it solves "
                       "a whole batch in one vectorised call)")

@@ -98,13 +98,13 @@ def run(batch: int = 256, repeats: int = 3) -> list[tuple[str, float, float]]:
 
 
 def main(args: Any) -> int:
+    rows = getattr(args, "rows", None)
+    if rows is not None and not getattr(args, "race", None):
+        raise InputError("--rows counts the instances --race races on; it needs --race SPEC")
     if getattr(args, "check", False):
         return check()
-    rows = getattr(args, "rows", None)
     if getattr(args, "race", None):
         return race(args.race, rows=RACE_ROWS if rows is None else rows)
-    if rows is not None:
-        raise InputError("--rows counts the instances --race races on; it needs --race SPEC")
     run(batch=args.batch)
     return 0
 

@@ -194,7 +194,7 @@ def reproduce(args: argparse.Namespace) -> int:
         key, sep, value = item.partition("=")
         if not sep:
             raise InputError(f"--set expects KEY=VALUE, got {item!r}")
-        overrides[key.strip()] = read_yaml(value)
+        overrides[key.strip()] = read_yaml(value, "--set's value", repr(item))
     if args.quick:
         overrides["quick"] = True
     if args.seeds is not None:

@@ -1114,6 +1114,10 @@ class PyEPOModelBackend(Backend):
     def label(cls, config: BackendConfig) -> str:
         return _wrapper(config).name
 
+    @classmethod
+    def ignored_limits(cls, config: BackendConfig) -> str | None:
+        return None  # not ignored: compile refuses them, saying where they belong
+
     def accepts(self, spec: Spec) -> str | None:
         return None  # any spec of the model's size: checked in compile, with the model
 

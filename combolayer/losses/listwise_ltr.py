@@ -52,7 +52,7 @@ class ListwiseLTRLoss(CostPooledLoss):
     def __init__(self, spec: Any, solve_ratio: float = 1.0, pool: Any = None,
                  reduction: str = "mean", backend: Any = "auto",
                  generator: torch.Generator | None = None, temperature: float = 1.0) -> None:
-        temperature = check_number("temperature", temperature, above=0)
+        temperature = check_number("ListwiseLTRLoss temperature", temperature, above=0)
         super().__init__(spec, solve_ratio=solve_ratio, pool=pool, reduction=reduction,
                          backend=backend, generator=generator)
         self.temperature = temperature

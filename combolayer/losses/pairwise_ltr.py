@@ -54,7 +54,7 @@ class PairwiseLTRLoss(CostPooledLoss):
     def __init__(self, spec: Any, solve_ratio: float = 1.0, pool: Any = None,
                  reduction: str = "mean", backend: Any = "auto",
                  generator: torch.Generator | None = None, margin: float = 0.0) -> None:
-        margin = check_number("margin", margin, least=0)
+        margin = check_number("PairwiseLTRLoss margin", margin, least=0)
         super().__init__(spec, solve_ratio=solve_ratio, pool=pool, reduction=reduction,
                          backend=backend, generator=generator)
         self.margin = margin

@@ -52,8 +52,8 @@ def read_mapping(source: str | os.PathLike | dict, what: str = "spec") -> dict:
     text, origin = _read_text(source, what)
     try:
         data = (json.loads(text, object_pairs_hook=_unique_pairs) if origin.endswith(".json")
-                else read_yaml(text))
-    except (json.JSONDecodeError, yaml.YAMLError, _DuplicateKey) as error:
+                else read_yaml(text, what, origin))
+    except (json.JSONDecodeError, _DuplicateKey) as error:
         raise SpecError(f"could not parse {what} from {origin}: {error}") from None
     except RecursionError:
         raise SpecError(f"could not parse {what} from {origin}: it is nested deeper than "
@@ -80,10 +80,14 @@ def _unique_pairs(pairs: list[tuple[Any, Any]]) -> dict:
     return seen
 
 
-def read_yaml(text: str) -> Any:
+def read_yaml(text: str, what: str = "YAML", origin: str = "text") -> Any:
     """The value YAML ``text`` holds, read as `read_mapping` reads it: safely (no
-    code), numbers and booleans as YAML 1.2 writes them, no key twice in a mapping."""
-    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    code), numbers and booleans as YAML 1.2 writes them, no key twice in a mapping;
+    `SpecError` naming ``what`` and ``origin`` where it cannot be read."""
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    except (yaml.YAMLError, _DuplicateKey) as error:
+        raise SpecError(f"could not parse {what} from {origin}: {error}") from None
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
