@@ -4,6 +4,8 @@ inside combolayer, fullgraph=True works, and answers and gradients are eager mod
 the estimators' own noise draws included (same seed, same draws), and the relaxations'
 gradient through cvxpylayers (solved again in the operator's backward)."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -568,3 +570,28 @@ def test_a_half_precision_matching_compiles_whole():
     layer = cl.ComboLayer(cl.problems.Matching(rows=3, cols=4))
     w = torch.rand(2, 3, 4).to(torch.bfloat16)
     assert torch.equal(torch.compile(layer, fullgraph=True, backend="aot_eager")(w), layer(w))
+
+
+@pytest.mark.parametrize("method, options", [("perturbed", {}), ("identity", {"noise": 0.5}),
+                                             ("identity", {"solve_ratio": 0.5})],
+                         ids=["perturbed", "noise", "solve_ratio"])
+def test_two_calls_alike_in_one_graph_stay_two_calls(method, options):
+    """AOT autograd's common-subexpression elimination merged two calls of one layer on
+    the same costs (with a gradient) into one: one sample where eager mode drew two, and
+    a solution pool that took one solve of two."""
+    eager = cl.ComboLayer(cl.problems.TopK(6, 3), method=method, projection="none", **options)
+    traced = copy.deepcopy(eager)
+
+    def twice(layer, w):
+        return torch.stack([layer(w), layer(w)])
+
+    compiled = torch.compile(lambda w: twice(traced, w), fullgraph=True, backend="aot_eager")
+    for seed in range(3):
+        w = torch.randn(16, 6, requires_grad=True)
+        torch.manual_seed(seed)
+        want = twice(eager, w)
+        torch.manual_seed(seed)
+        got = compiled(w)
+        assert torch.equal(got, want), seed
+    if method == "perturbed":
+        assert not torch.equal(want[0], want[1])  # two samples, which the test compares

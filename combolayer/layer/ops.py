@@ -7,7 +7,8 @@ layers alike) and ``slot`` (`new_slot`: this layer's own, a graph input, so a ne
 model of the same layers meets the graph already compiled):
 
     combolayer::solve(Tensor costs, Tensor? noise, Tensor? target, Tensor? A, Tensor? b,
-                      Tensor? known, Tensor? w, Tensor slot, int kind, bool training,
+                      Tensor? known, Tensor? w, Tensor slot, Tensor call, int kind,
+                      bool training,
                       bool needs_grad, bool A_grad, bool b_grad, bool keep_aux,
                       bool aux_known_rescales) -> Tensor[]
     combolayer::solve_backward(Tensor grad, Tensor costs, Tensor? A, Tensor? b,
@@ -145,8 +146,8 @@ class CompiledSolve:
         ``aux_known_rescales`` the projection rescaled ``w``, which a known cost on the
         auxiliaries forbids (`project_with_known`): checked on the values here."""
         outputs = torch.ops.combolayer.solve(costs, noise, target, A, b, known, w, self.slot,
-                                             self.kind, training, needs_grad, A_grad, b_grad,
-                                             keep_aux, aux_known_rescales)
+                                             call_token(), self.kind, training, needs_grad,
+                                             A_grad, b_grad, keep_aux, aux_known_rescales)
         return (outputs[0], outputs[1]) if keep_aux else outputs[0]
 
     def saved_like(self, costs: Tensor, training: bool, needs_grad: bool,
@@ -299,20 +300,28 @@ def _alike(kind: int) -> CompiledSolve:
     return entry
 
 
+def call_token() -> Tensor:
+    """A tensor of its own for each call of ``solve`` and ``draw_noise`` in a traced graph
+    (``call``; never read): two calls alike differ in it, so that AOT autograd's
+    common-subexpression elimination, which keeps every ``aten.empty``, keeps both (two
+    samples of one layer came out as one, and a solution pool took one solve of two)."""
+    return torch.empty(0)
+
+
 @torch.library.custom_op("combolayer::solve", mutates_args=())
 def _solve(costs: Tensor, noise: Tensor | None, target: Tensor | None, A: Tensor | None,
            b: Tensor | None, known: Tensor | None, w: Tensor | None, slot: Tensor,
-           kind: int, training: bool, needs_grad: bool, A_grad: bool, b_grad: bool,
-           keep_aux: bool, aux_known_rescales: bool) -> list[Tensor]:
+           call: Tensor, kind: int, training: bool, needs_grad: bool, A_grad: bool,
+           b_grad: bool, keep_aux: bool, aux_known_rescales: bool) -> list[Tensor]:
     return _entry(slot).forward(costs, noise, target, A, b, known, w, training, needs_grad,
                                 A_grad, b_grad, keep_aux, aux_known_rescales)
 
 
 @_solve.register_fake
 def _(costs: Tensor, noise: Tensor | None, target: Tensor | None, A: Tensor | None,
-      b: Tensor | None, known: Tensor | None, w: Tensor | None, slot: Tensor, kind: int,
-      training: bool, needs_grad: bool, A_grad: bool, b_grad: bool, keep_aux: bool,
-      aux_known_rescales: bool) -> list[Tensor]:
+      b: Tensor | None, known: Tensor | None, w: Tensor | None, slot: Tensor, call: Tensor,
+      kind: int, training: bool, needs_grad: bool, A_grad: bool, b_grad: bool,
+      keep_aux: bool, aux_known_rescales: bool) -> list[Tensor]:
     entry = _alike(kind)
     saved = entry.saved_like(costs, training, needs_grad, A, b, A_grad, b_grad)
     aux = [entry.aux_like(costs)] if keep_aux else []
@@ -320,7 +329,7 @@ def _(costs: Tensor, noise: Tensor | None, target: Tensor | None, A: Tensor | No
 
 
 def _setup_context(ctx: Any, inputs: tuple, output: list[Tensor]) -> None:
-    (costs, noise, _, A, b, known, _, slot, kind, training, needs_grad, A_grad, b_grad,
+    (costs, noise, _, A, b, known, _, slot, _, kind, training, needs_grad, A_grad, b_grad,
      keep_aux, _) = inputs
     ctx.kind = kind
     # None: the estimator's forward saved nothing, so no gradient reaches the costs
@@ -334,7 +343,7 @@ def _setup_context(ctx: Any, inputs: tuple, output: list[Tensor]) -> None:
 
 
 def _backward(ctx: Any, grads: list[Tensor]) -> tuple[Tensor | None, ...]:
-    no_grad = (None,) * 8  # the slot, the kind and the booleans
+    no_grad = (None,) * 9  # the slot, the call's token, the kind and the booleans
     if ctx.refused:
         return (torch.ops.combolayer.no_gradient(grads[0], ctx.kind), None, None, None, None,
                 None, None, *no_grad)
@@ -401,13 +410,13 @@ def draw_noise(layer: Any, slot: Tensor, w: Tensor, sample: bool) -> Tensor:
     same values at the same point (a graph can trace neither a ``torch.Generator`` nor
     SumOfGamma's rejection loop)."""
     if torch.compiler.is_compiling():
-        return torch.ops.combolayer.draw_noise(w.detach(), slot, sample)
+        return torch.ops.combolayer.draw_noise(w.detach(), slot, call_token(), sample)
     noise = layer.sample_noise if sample else layer.noise
     return noise.sample(w.shape, generator=layer.generator).to(w)
 
 
 @torch.library.custom_op("combolayer::draw_noise", mutates_args=())
-def _draw_noise(like: Tensor, slot: Tensor, sample: bool) -> Tensor:
+def _draw_noise(like: Tensor, slot: Tensor, call: Tensor, sample: bool) -> Tensor:
     layer = _NOISY.get(int(slot))
     if layer is None:
         raise RuntimeError(f"combolayer::draw_noise: no layer holds slot {int(slot)} any "
@@ -416,5 +425,5 @@ def _draw_noise(like: Tensor, slot: Tensor, sample: bool) -> Tensor:
 
 
 @_draw_noise.register_fake
-def _(like: Tensor, slot: Tensor, sample: bool) -> Tensor:
+def _(like: Tensor, slot: Tensor, call: Tensor, sample: bool) -> Tensor:
     return torch.empty_like(like)
