@@ -8,9 +8,8 @@ model of the same layers meets the graph already compiled):
 
     combolayer::solve(Tensor costs, Tensor? noise, Tensor? target, Tensor? A, Tensor? b,
                       Tensor? known, Tensor? w, Tensor slot, Tensor call, int kind,
-                      bool training,
-                      bool needs_grad, bool A_grad, bool b_grad, bool keep_aux,
-                      bool aux_known_rescales) -> Tensor[]
+                      bool training, bool needs_grad, bool A_grad, bool b_grad,
+                      bool keep_aux, bool aux_known_rescales) -> Tensor[]
     combolayer::solve_backward(Tensor grad, Tensor costs, Tensor? A, Tensor? b,
                                Tensor? known, Tensor[] saved, Tensor slot,
                                int kind) -> Tensor[]
@@ -29,11 +28,10 @@ when the backward is pure torch (``Estimator.differentiable_backward``, Identity
 ``-dL/dy``), else ``solve_backward``, a second opaque node (Blackbox's extra solve,
 Perturbed's weighted noise), which returns the costs' gradient and, for an
 estimator that gives per-call rows one (``row_gradients``), the rows'; where the
-estimator's forward saved nothing for a call that needs a gradient (a sampling
-estimator in eval mode), ``no_gradient``, which raises as eager mode's shell does. Noise an
-estimator draws is drawn inside ``solve``, from the estimator's generator or
-torch's global one, at the point of the call where eager mode draws it, so a seed
-gives the same draws in both modes.
+forward saved nothing for a call that needs a gradient (eval mode), ``no_gradient``,
+which raises as eager mode's shell does. Noise an estimator draws is drawn inside
+``solve``, from the estimator's generator or torch's global one, at the point of the
+call where eager mode draws it, so a seed gives the same draws in both modes.
 
 Estimators that set ``Estimator.compiles_whole`` use these operators; the layer
 keeps its autograd shells for the others, which compile with a graph break at the
