@@ -56,14 +56,17 @@ def _projected_negative_identity(solver: Solver, projection: Normalized) -> Proj
     n = solver.num_outputs
     single_axis = len(solver.cost_shape) == 1
     maximize = solver.sign == -1.0
-    values, projected_backward, solve_batch = (projection.values, projection.backward,
-                                               solver.solve_batch)
+    values, projected_vjp, solve_batch = projection.values, projection.vjp, solver.solve_batch
 
-    def vjp(grad: Tensor, w: Tensor, u: Tensor, norm: Tensor, clamped: Tensor) -> Tensor:
+    def vjp(grad: Tensor, u: Tensor, norm: Tensor, clamped: Tensor,
+            kept: tuple[Tensor, int]) -> Tensor:
         flat = grad if single_axis and grad.dim() == 2 else grad.reshape(u.shape)
         # dL/du: the negative identity's -dL/dy, or +dL/dy through a max problem's -u
-        out = projected_backward(flat if maximize else flat.neg(), w.reshape(u.shape), u,
-                                 norm, clamped)
+        flat_u = flat if maximize else flat.neg()
+        if torch.is_grad_enabled():  # recorded (create_graph=True): from w, in its graph
+            out = projection.recorded(flat_u, u, clamped, kept)
+        else:
+            out = projected_vjp(flat_u, u, norm, clamped)
         return out if flat is grad else out.reshape(grad.shape)
 
     class _ProjectedNegativeIdentity(torch.autograd.Function):
@@ -84,13 +87,13 @@ def _projected_negative_identity(solver: Solver, projection: Normalized) -> Proj
                 if maximize:
                     costs = costs.neg_()
             y = solve_batch(costs) if costs.shape[0] else costs * 0
-            # w too: a backward recorded for create_graph=True recomputes from it
-            ctx.save_for_backward(w, u, norm, clamped)
+            ctx.save_for_backward(u, norm, clamped)
+            ctx.w = w, w._version  # kept, not saved (`Normalized.recorded`)
             return y if flat is w else y.reshape(w.shape)
 
         @staticmethod
         def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
-            return vjp(grad, *ctx.saved_tensors), None
+            return vjp(grad, *ctx.saved_tensors, ctx.w), None
 
     class _Saved:
         """What ``_ProjectedNegativeIdentity.forward`` saves, kept for its twin below."""
@@ -104,17 +107,18 @@ def _projected_negative_identity(solver: Solver, projection: Normalized) -> Proj
         def forward(w: Tensor, noise: Tensor | None) -> tuple[Tensor, ...]:
             box = _Saved()
             y = _ProjectedNegativeIdentity.forward(box, w, noise)
-            return (y, *box.saved[1:])
+            return (y, *box.saved)
 
         @staticmethod
         def setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
             _, *saved = output
             ctx.mark_non_differentiable(*saved)
-            ctx.save_for_backward(inputs[0], *saved)
+            ctx.save_for_backward(inputs[0], *saved)  # w saved: transforms track it
 
         @staticmethod
         def backward(ctx: Any, grad: Tensor, *_unused: Any) -> tuple[Tensor, None]:
-            return vjp(grad, *ctx.saved_tensors), None
+            w, *saved = ctx.saved_tensors
+            return vjp(grad, *saved, (w, w._version)), None
 
     return fast_apply(_ProjectedNegativeIdentity,
                       under_transforms=lambda w, noise: _UnderTransforms.apply(w, noise)[0])

@@ -209,13 +209,18 @@ class Normalized:
         return self.project(torch.addcmul(grad, u, along, value=-1.0)
                             / norm.masked_fill(clamped, 1.0))
 
-    def backward(self, grad: Tensor, w: Tensor, u: Tensor, norm: Tensor,
-                 clamped: Tensor) -> Tensor:
-        """``dL/dw``: `vjp` on what `values` saved, or `vjp_recorded` where the backward
-        is itself recorded (``create_graph=True``, nested torch.func transforms)."""
-        if torch.is_grad_enabled():
-            return self.vjp_recorded(grad, w, clamped)
-        return self.vjp(grad, u, norm, clamped)
+    def recorded(self, grad: Tensor, u: Tensor, clamped: Tensor,
+                 kept: tuple[Tensor, int]) -> Tensor:
+        """`vjp_recorded` from ``kept``, the costs ``w`` a node kept and their version
+        then (``w._version``), reshaped as ``u``; ``RuntimeError`` where ``w`` was
+        changed in place since, as autograd says of a saved tensor. A node keeps ``w``
+        so, not saved: the plain backward (`vjp`) does not read it, and neither pays for
+        a saved tensor nor minds ``w`` changed in place."""
+        w, version = kept
+        if w._version != version:
+            raise RuntimeError("the costs w were modified in place after the projection: "
+                               "its backward, recorded for create_graph=True, reads them")
+        return self.vjp_recorded(grad, w.reshape(u.shape), clamped)
 
 
 class _NormalizedNode(torch.autograd.Function):
@@ -229,14 +234,26 @@ class _NormalizedNode(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx, inputs, output) -> None:
         u, norm, clamped = output
+        w = inputs[0]
         ctx.owner = inputs[1]
         ctx.mark_non_differentiable(norm, clamped)
         ctx.set_materialize_grads(False)  # no zero gradients made for norm, clamped
-        ctx.save_for_backward(inputs[0], u, norm, clamped)
+        if transforms_active() or torch.compiler.is_compiling():
+            # they see saved tensors alone (a traced w._version is a new unbacked symbol)
+            ctx.save_for_backward(u, norm, clamped, w)
+        else:  # kept for a recorded backward (`Normalized.recorded`)
+            ctx.save_for_backward(u, norm, clamped)
+            ctx.kept = w, w._version
 
     @staticmethod
     def backward(ctx, grad: Tensor | None, _norm_grad=None, _clamped_grad=None):
-        return None if grad is None else ctx.owner.backward(grad, *ctx.saved_tensors), None
+        if grad is None:
+            return None, None
+        u, norm, clamped, *w = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph=True, nested torch.func transforms
+            kept = (w[0], w[0]._version) if w else ctx.kept
+            return ctx.owner.recorded(grad, u, clamped, kept), None
+        return ctx.owner.vjp(grad, u, norm, clamped), None
 
 
 _normalized_node = fast_apply(_NormalizedNode)
