@@ -537,23 +537,3 @@ def test_the_normalized_projection_node_differentiates_again():
     torch.testing.assert_close(second[0], second[1])
     assert second[0].abs().max() > 1e-3
 
-
-@pytest.mark.parametrize("method", ["identity", "blackbox"])  # fused node; projection's
-def test_w_changed_in_place_after_the_call_still_has_a_plain_backward(method):
-    """The projection's nodes keep w for a recorded backward without saving it: a plain
-    backward neither reads it nor minds it changed (as at 9e4cd37); a recorded one, which
-    reads it, refuses it changed rather than differentiate at the new values."""
-    layer = cl.ComboLayer(cl.problems.TopK(5, 2), method=method)
-    x = torch.randn(3, 5, requires_grad=True)
-    g = torch.randn(3, 5)
-    w = x * 2
-    y = layer(w)
-    w.add_(1)
-    (y * g).sum().backward()
-    assert x.grad.abs().sum() > 0
-    if method == "identity":  # Blackbox's backward is once-differentiable
-        w = x * 2
-        y = layer(w)
-        w.add_(1)
-        with pytest.raises(RuntimeError, match="modified in place"):
-            torch.autograd.grad((y * g).sum(), x, create_graph=True)

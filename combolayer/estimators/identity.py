@@ -58,13 +58,12 @@ def _projected_negative_identity(solver: Solver, projection: Normalized) -> Proj
     maximize = solver.sign == -1.0
     values, projected_vjp, solve_batch = projection.values, projection.vjp, solver.solve_batch
 
-    def vjp(grad: Tensor, u: Tensor, norm: Tensor, clamped: Tensor,
-            kept: tuple[Tensor, int]) -> Tensor:
+    def vjp(grad: Tensor, u: Tensor, norm: Tensor, clamped: Tensor, w: Tensor) -> Tensor:
         flat = grad if single_axis and grad.dim() == 2 else grad.reshape(u.shape)
         # dL/du: the negative identity's -dL/dy, or +dL/dy through a max problem's -u
         flat_u = flat if maximize else flat.neg()
         if torch.is_grad_enabled():  # recorded (create_graph=True): from w, in its graph
-            out = projection.recorded(flat_u, u, clamped, kept)
+            out = projection.recorded(flat_u, u, clamped, w)
         else:
             out = projected_vjp(flat_u, u, norm, clamped)
         return out if flat is grad else out.reshape(grad.shape)
@@ -87,13 +86,13 @@ def _projected_negative_identity(solver: Solver, projection: Normalized) -> Proj
                 if maximize:
                     costs = costs.neg_()
             y = solve_batch(costs) if costs.shape[0] else costs * 0
-            ctx.save_for_backward(u, norm, clamped)
-            ctx.w = w, w._version  # kept, not saved (`Normalized.recorded`)
+            # w too, for a recorded backward (`Normalized.recorded`)
+            ctx.save_for_backward(u, norm, clamped, w)
             return y if flat is w else y.reshape(w.shape)
 
         @staticmethod
         def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
-            return vjp(grad, *ctx.saved_tensors, ctx.w), None
+            return vjp(grad, *ctx.saved_tensors), None
 
     class _Saved:
         """What ``_ProjectedNegativeIdentity.forward`` saves, kept for its twin below."""
@@ -107,18 +106,17 @@ def _projected_negative_identity(solver: Solver, projection: Normalized) -> Proj
         def forward(w: Tensor, noise: Tensor | None) -> tuple[Tensor, ...]:
             box = _Saved()
             y = _ProjectedNegativeIdentity.forward(box, w, noise)
-            return (y, *box.saved)
+            return (y, *box.saved[:3])  # w is an input, saved below
 
         @staticmethod
         def setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
             _, *saved = output
             ctx.mark_non_differentiable(*saved)
-            ctx.save_for_backward(inputs[0], *saved)  # w saved: transforms track it
+            ctx.save_for_backward(*saved, inputs[0])
 
         @staticmethod
         def backward(ctx: Any, grad: Tensor, *_unused: Any) -> tuple[Tensor, None]:
-            w, *saved = ctx.saved_tensors
-            return vjp(grad, *saved, (w, w._version)), None
+            return vjp(grad, *ctx.saved_tensors), None
 
     return fast_apply(_ProjectedNegativeIdentity,
                       under_transforms=lambda w, noise: _UnderTransforms.apply(w, noise)[0])

@@ -209,17 +209,11 @@ class Normalized:
         return self.project(torch.addcmul(grad, u, along, value=-1.0)
                             / norm.masked_fill(clamped, 1.0))
 
-    def recorded(self, grad: Tensor, u: Tensor, clamped: Tensor,
-                 kept: tuple[Tensor, int]) -> Tensor:
-        """`vjp_recorded` from ``kept``, the costs ``w`` a node kept and their version
-        then (``w._version``), reshaped as ``u``; ``RuntimeError`` where ``w`` was
-        changed in place since, as autograd says of a saved tensor. A node keeps ``w``
-        so, not saved: the plain backward (`vjp`) does not read it, and neither pays for
-        a saved tensor nor minds ``w`` changed in place."""
-        w, version = kept
-        if w._version != version:
-            raise RuntimeError("the costs w were modified in place after the projection: "
-                               "its backward, recorded for create_graph=True, reads them")
+    def recorded(self, grad: Tensor, u: Tensor, clamped: Tensor, w: Tensor) -> Tensor:
+        """`vjp_recorded` from the costs ``w`` a node saved, reshaped as ``u``: the
+        backward where it is itself recorded (``create_graph=True``, nested torch.func
+        transforms). A node saves ``w`` for it, as torch's own ops save their inputs:
+        autograd frees it with the graph, and refuses it changed in place."""
         return self.vjp_recorded(grad, w.reshape(u.shape), clamped)
 
 
@@ -234,25 +228,18 @@ class _NormalizedNode(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx, inputs, output) -> None:
         u, norm, clamped = output
-        w = inputs[0]
         ctx.owner = inputs[1]
         ctx.mark_non_differentiable(norm, clamped)
         ctx.set_materialize_grads(False)  # no zero gradients made for norm, clamped
-        if transforms_active() or torch.compiler.is_compiling():
-            # they see saved tensors alone (a traced w._version is a new unbacked symbol)
-            ctx.save_for_backward(u, norm, clamped, w)
-        else:  # kept for a recorded backward (`Normalized.recorded`)
-            ctx.save_for_backward(u, norm, clamped)
-            ctx.kept = w, w._version
+        ctx.save_for_backward(u, norm, clamped, inputs[0])  # w, for `Normalized.recorded`
 
     @staticmethod
     def backward(ctx, grad: Tensor | None, _norm_grad=None, _clamped_grad=None):
         if grad is None:
             return None, None
-        u, norm, clamped, *w = ctx.saved_tensors
+        u, norm, clamped, w = ctx.saved_tensors
         if torch.is_grad_enabled():  # create_graph=True, nested torch.func transforms
-            kept = (w[0], w[0]._version) if w else ctx.kept
-            return ctx.owner.recorded(grad, u, clamped, kept), None
+            return ctx.owner.recorded(grad, u, clamped, w), None
         return ctx.owner.vjp(grad, u, norm, clamped), None
 
 
