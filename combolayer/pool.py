@@ -279,7 +279,7 @@ class SolutionPool:
     def seed(self, solutions: Tensor) -> int:
         """Add solutions that stay in the pool whatever comes later (one already in the
         pool becomes seeded); returns how many were new."""
-        return self._add(solutions, seeded=True)
+        return self._add(solutions, seeded=True, checked=True)
 
     def add(self, solutions: Tensor) -> int:
         """Add ``(..., N)`` solutions not yet in the pool, checked as `seed` checks them
@@ -368,9 +368,11 @@ class SolutionPool:
 
     @hidden_from_transforms
     def _add(self, solutions: Any, seeded: bool, checked: bool = False) -> int:
+        """Add rows (seeded ones stay whatever comes later), checked against the spec
+        (`SeedCheck`) where ``checked``: a user's rows, not a solver's."""
         rows = self._flat_rows(solutions)
         with self._lock:
-            if (seeded or checked) and self._check is not None:
+            if checked and self._check is not None:
                 # a user's rows: an infeasible or fractional one was answered in training
                 self._check(rows, "seeded solution" if seeded else "added solution")
             added, written = 0, []

@@ -39,13 +39,19 @@ def check_reduction(reduction: str) -> str:
     return reduction
 
 
+def as_number(value: Any) -> Any:
+    """``value``'s number where it is one (a one-element tensor's item), else ``value``:
+    what `is_real` then tells apart from booleans and everything else."""
+    return value.item() if isinstance(value, Tensor) and value.numel() == 1 else value
+
+
 def check_number(name: str, value: Any, *, above: float | None = None,
                  least: float | None = None) -> float:
     """A loss's numeric setting ``value`` as a float: a real number (a one-element tensor
     too; no boolean, which Python takes as 1), finite (``sigma=inf`` gave NaN losses),
     and ``> above`` or ``>= least``; else `InputError` naming ``name`` (``"PGLoss
     sigma"``) and what it got."""
-    number = value.item() if isinstance(value, Tensor) and value.numel() == 1 else value
+    number = as_number(value)
     bound, fits = ((f"> {above:g}", lambda x: x > above) if above is not None
                    else (f">= {least:g}", lambda x: x >= least) if least is not None
                    else ("", lambda x: True))

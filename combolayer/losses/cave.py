@@ -18,7 +18,7 @@ from ..func_transforms import host_array
 from ..pool import draw_exact
 from ..specs.base import is_real
 from ..specs.canonical import canonical_form
-from .base import SolverLoss, check_reduction, check_solution, reduce
+from .base import SolverLoss, as_number, check_reduction, check_solution, reduce
 
 #: A constraint whose slack at ``y_true`` is below this binds (PyEPO's tolerance).
 TIGHT = 1e-5
@@ -369,7 +369,7 @@ class CaVELoss(SolverLoss):
         for name, value in (("solve_ratio", solve_ratio), ("inner_ratio", inner_ratio)):
             # a number, or a one-element tensor of one (inner_ratio; solve_ratio's setter
             # takes numbers alone), but no boolean
-            number = value.item() if isinstance(value, Tensor) and value.numel() == 1 else value
+            number = as_number(value)
             if not (is_real(number) and 0.0 <= number <= 1.0):
                 raise InputError(f"CaVELoss {name} must be a number in [0, 1], got {value!r}")
         try:
