@@ -563,3 +563,49 @@ def test_exact_mode_checks_the_lp_s_equations():
     exact = _exact_hull(spec, relaxed)
     assert_same_span(exact.normals, [[1, 1, 1, 1]])
     assert exact.fixed.tolist() == []
+
+
+def test_a_slack_from_a_fractional_vertex_s_cancellation_is_not_an_equation():
+    """The last row's slack is 1e-7 at (1, 0, 1, 1, 1, 1), a cancellation across five
+    terms; the LP point that maximises it is fractional (y3 = 0.5) and rounds to a point
+    that breaks ``2 y3 >= y0``: the integer points (the MIP) show the slack."""
+    C = cl.Constraint
+    spec = cl.ILP(shape=[6], constraints=[
+        C(coefs={0: 1, 1: 1}, sense="==", rhs=1), C(coefs={2: 1, 0: -1}, sense="==", rhs=0),
+        C(coefs={4: 1, 3: -1}, sense="==", rhs=0), C(coefs={5: 1, 3: -1}, sense="==", rhs=0),
+        C(coefs={3: 2, 0: -1}, sense=">=", rhs=0), C(coefs={3: 1, 0: -1}, sense="<=", rhs=0),
+        C(coefs={0: 0.5, 1: 0.7, 2: 0.1999998, 3: 0.3000001, 4: -0.15, 5: -0.15},
+          sense="<=", rhs=0.7)])
+    outputs = feasible_outputs(spec)
+    assert outputs.tolist() == [[0, 1, 0, 0, 0, 0], [1, 0, 1, 1, 1, 1]]
+    assert_hull_of(spec, outputs)
+    w = torch.tensor([0.1, 0.0, 0.2, -0.1, -0.2, 0.1])
+    assert cl.ComboLayer(spec)(w[None]).tolist() == [cl.make_solver(spec).solve(w).tolist()]
+
+
+@pytest.mark.parametrize("scale", [1e6, 1e7])
+def test_exact_mode_tells_integer_points_far_from_the_origin_apart(scale):
+    """Solutions 1e6 from the origin that differ by one unit are not an equation (a
+    tolerance relative to their distance took the unit for rounding)."""
+    C = cl.Constraint
+    spec = cl.ILP(shape=[2], integrality="integer", lower=0, upper=scale, constraints=[
+        C(coefs=[1, -1], sense="<=", rhs=0), C(coefs=[-1, 1], sense="<=", rhs=1)])
+    hull = cl.analyze(spec, exact=True)
+    assert hull.dim == 2 and hull.normals.shape == (0, 2)
+    w = torch.tensor([1.0, -1.0]) + 1e-3
+    layer = cl.ComboLayer(spec, projection="auto-exact")
+    assert layer(w[None]).tolist() == [cl.make_solver(spec).solve(w).tolist()]
+    # with an auxiliary: y0 = M z, y1 = M z + u, u <= z, z and u binary
+    spec = cl.ILP(shape=[2], num_aux=2, integrality=["integer", "integer", "binary", "binary"],
+                  lower=0, upper=[scale + 1, scale + 1, 1, 1], constraints=[
+                      C(coefs={0: 1, 2: -scale}, sense="==", rhs=0),
+                      C(coefs={1: 1, 2: -scale, 3: -1}, sense="==", rhs=0),
+                      C(coefs={3: 1, 2: -1}, sense="<=", rhs=0)])
+    assert cl.analyze(spec, exact=True).dim == 2
+
+
+def test_a_hull_s_arrays_are_read_only():
+    hull = cl.analyze(P.ShortestPath.grid(3, 3))
+    for array in (hull.normals, hull.offsets, hull.fixed):
+        with pytest.raises(ValueError, match="read-only"):
+            array[0] = 4

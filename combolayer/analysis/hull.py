@@ -62,8 +62,16 @@ DROP_TOL = 1e-12
 #: An output whose unit vector lies in the normal space up to this is fixed.
 FIXED_TOL = 1e-8
 #: Exact mode: two solutions differ along a direction if their difference has a part
-#: along it above this fraction of its norm (of 1, for differences below 1).
+#: along it above this, plus `SPAN_RTOL` of the difference's norm (its rounding error).
+#: Absolute: integer points 1e6 apart differ by whole units, which a tolerance relative
+#: to their distance took for rounding (a false equation). Too small a tolerance only
+#: misses an equation; too large a one makes a false one.
 SPAN_TOL = 1e-6
+#: The relative part of the tolerance above: a few hundred float64 roundings.
+SPAN_RTOL = 1e-13
+#: Seconds the MIP of `_slack_at_an_integer_point` may take per row before the row's
+#: equation is kept on the LP's word (HiGHS solved every named problem's in under 0.1 s).
+SLACK_MIP_SECONDS = 10.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -176,7 +184,8 @@ def analyze(spec: Spec, exact: bool = False) -> AffineHull:
 
     Raises:
         SpecError: ``spec`` is invalid.
-        InfeasibleError: the problem has no feasible solution.
+        InfeasibleError: the problem has no feasible solution (LP mode: its LP
+            relaxation has none; an integer-infeasible problem is refused by the solver).
         SolverError: ``exact=True`` on an unbounded feasible set (LP mode takes it).
 
     Examples:
@@ -229,7 +238,7 @@ def _hull(normals: np.ndarray, point: np.ndarray, cost_shape: tuple[int, ...],
     in_normal_space = (normals**2).sum(axis=0)
     fixed = np.flatnonzero(in_normal_space > 1.0 - FIXED_TOL)
     offsets = normals @ point
-    for array in (normals, offsets, point):
+    for array in (normals, offsets, point, fixed):
         array.flags.writeable = False  # cached and shared between layers
     return AffineHull(
         normals=normals,
@@ -387,39 +396,61 @@ def _resolved(G: sp.csr_matrix, h: np.ndarray) -> np.ndarray:
 def _slack_at_an_integer_point(form: CanonicalForm, G: sp.csr_matrix, h: np.ndarray,
                                rows: np.ndarray) -> np.ndarray:
     """Per row ``i`` of ``rows`` (tight on the relaxation to the LP's resolution), whether
-    the LP that maximises its slack ends where, with the integer variables rounded, every
-    constraint holds to rounding error and row ``i`` is slack by more: a slack made by a
+    a point of the problem, checked term by term, is slack in it: a slack made by a
     cancellation of its terms (``3 y0 + y1 + 1.9999999 y2 <= 3`` with
-    ``y1 == y2 == 1 - y0``: ``1e-7`` at ``y = (0, 1, 1)``), which the LP cannot resolve
-    but a point checked term by term shows. The objective is scaled up by
-    ``1 / SLACK_TOL`` so that such a difference is not lost in the LP's optimality
-    tolerance."""
+    ``y1 == y2 == 1 - y0``: ``1e-7`` at ``y = (0, 1, 1)``), which the LP cannot resolve.
+    The point maximises the row's slack over the relaxation, with the integer variables
+    rounded; where that breaks a constraint (a fractional vertex), over the integer
+    points (the MIP). The objective is scaled up by ``1 / SLACK_TOL`` so that such a
+    difference is not lost in the solvers' optimality tolerances."""
     slack = np.zeros(len(rows), dtype=bool)
     if not len(rows):
         return slack
     n, m = form.num_vars, form.A_ub.shape[0]
-    model = new_highs(threads=1)
-    check_status(model.passModel(highs_lp(
-        cost=np.zeros(n), lower=form.lower, upper=form.upper,
-        A=sp.vstack([form.A_ub, form.A_eq]),
+    relaxation = dict(
+        cost=np.zeros(n), lower=form.lower, upper=form.upper, A=sp.vstack([form.A_ub, form.A_eq]),
         row_lower=np.concatenate([np.full(m, -np.inf), form.b_eq]),
         row_upper=np.concatenate([form.b_ub, form.b_eq]),
-    )), "passModel")
+    )
+    lp, mip = _slack_model(highs_lp(**relaxation)), None
     G = sp.csr_matrix(G)
     for k, i in enumerate(rows):
         g = G[i].toarray().ravel()
-        scale = 1.0 / (SLACK_TOL * np.abs(g).max())
-        check_status(model.changeColsCost(n, np.arange(n), g * scale), "changeColsCost")
-        run_highs(model)
-        if model.getInfo().primal_solution_status != 2:  # no feasible point: stays tight
+        cost = g / (SLACK_TOL * np.abs(g).max())
+        point = _point_of(form, lp, cost)
+        if point is None and form.integer.any():
+            if mip is None:
+                mip = _slack_model(highs_lp(**relaxation, integer=form.integer))
+                check_status(mip.setOptionValue("mip_rel_gap", 0.0), "setOptionValue")
+                check_status(mip.setOptionValue("time_limit", SLACK_MIP_SECONDS),
+                             "setOptionValue")
+            point = _point_of(form, mip, cost)
+        if point is None:  # none found: the row stays tight, on the LP's word
             continue
-        # any feasible point will do, optimal or not (HiGHS stops at 'Unknown' on some
-        # rows of 1e6): the check below is exact
-        point = np.asarray(model.getSolution().col_value)
-        point = np.where(form.integer, np.round(point), point)
         terms = abs(h[i]) + np.abs(g) @ np.abs(point)
-        slack[k] = h[i] - g @ point > DROP_TOL * terms and _meets(form, point)
+        slack[k] = h[i] - g @ point > DROP_TOL * terms
     return slack
+
+
+def _slack_model(lp):
+    model = new_highs(threads=1)
+    check_status(model.passModel(lp), "passModel")
+    return model
+
+
+def _point_of(form: CanonicalForm, model, cost: np.ndarray) -> np.ndarray | None:
+    """A point of ``form`` (integer variables rounded) from ``model`` minimising ``cost``,
+    or None when the solve ends without one that meets every constraint. Any feasible
+    point will do, optimal or not (HiGHS stops at 'Unknown' on some rows of 1e6): the
+    caller's check is exact."""
+    check_status(model.changeColsCost(form.num_vars, np.arange(form.num_vars), cost),
+                 "changeColsCost")
+    run_highs(model)
+    if model.getInfo().primal_solution_status != 2:
+        return None
+    point = np.asarray(model.getSolution().col_value)
+    point = np.where(form.integer, np.round(point), point)
+    return point if _meets(form, point) else None
 
 
 def _meets(form: CanonicalForm, x: np.ndarray) -> bool:
@@ -634,8 +665,7 @@ def _exact_hull(spec: Spec, relaxed: AffineHull) -> AffineHull:
     for normal in relaxed.normals:
         ends = [_solve_flat(solver, cost, rows) for cost in (normal, -normal)]
         seen.extend(ends)
-        if all(abs(normal @ (y - origin)) <= SPAN_TOL * max(1.0, np.linalg.norm(y - origin))
-               for y in ends):
+        if all(_within_rounding(abs(normal @ (y - origin)), y - origin) for y in ends):
             normals.append(normal)
     span: list[np.ndarray] = []
     for y in seen:
@@ -655,14 +685,20 @@ def _exact_hull(spec: Spec, relaxed: AffineHull) -> AffineHull:
 def _extend_span(span: list[np.ndarray], normals: list[np.ndarray],
                  difference: np.ndarray) -> bool:
     """Append to ``span`` the unit part of ``difference`` (a solution minus the origin)
-    off ``normals`` and ``span``, if it is more than ``SPAN_TOL`` of it; whether it was."""
+    off ``normals`` and ``span``, unless it is rounding error; whether it was."""
     known = np.array(normals + span).reshape(-1, len(difference))
     residual = difference - known.T @ (known @ difference) if len(known) else difference
     size = np.linalg.norm(residual)
-    if size <= SPAN_TOL * max(1.0, np.linalg.norm(difference)):
+    if _within_rounding(size, difference):
         return False
     span.append(residual / size)
     return True
+
+
+def _within_rounding(size: float, difference: np.ndarray) -> bool:
+    """Whether a part of ``size`` of ``difference`` (of two solutions) is rounding
+    error (`SPAN_TOL`, `SPAN_RTOL`)."""
+    return size <= SPAN_TOL + SPAN_RTOL * np.linalg.norm(difference)
 
 
 def _solve_flat(solver, cost: np.ndarray,

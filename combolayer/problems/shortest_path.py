@@ -347,6 +347,8 @@ class ShortestPath(_NonnegativeOnCycles, Spec):
         return replace(super().to_canonical(lazy), row_separator=separator)
 
     def to_ilp(self) -> ILP:
+        """The arc-flow ILP: exact for the costs this spec takes (non-negative ones on
+        a graph with cycles; any on an acyclic graph)."""
         tails, heads = self.arrays
         m = len(tails)
         if self.directed:
@@ -478,6 +480,8 @@ class GridShortestPath(_NonnegativeOnCycles, Spec):
             tails, heads, self.rows * self.cols, self.source_index, self.target_index))
 
     def to_ilp(self) -> ILP:
+        """The arc-flow ILP on the grid's arcs (auxiliaries): exact for the vertex costs
+        this spec takes (non-negative ones, as the grid has cycles)."""
         tails, heads = self.arcs
         n, m = self.rows * self.cols, len(tails)
         A_flow, b_flow = _flow_rows(n, tails, heads, n, n + m, self.source_index,
