@@ -217,6 +217,29 @@ def test_variables_that_share_a_name_are_refused_naming_it():
     assert parts["x"].tolist() == [0.0, 1.0, 2.0] and parts["z"].tolist() == [3.0, 4.0]
 
 
+
+def test_variables_lists_the_problem_s_own_variables_only():
+    """cvxpy's reformulations add variables (``cp.abs`` in a constraint) and store a
+    symmetric or diagonal variable as another: spec.variables lists neither."""
+    x, c = cp.Variable(2, integer=True, name="x"), cp.Parameter(2)
+    spec = cl.ILP.from_cvxpy(cp.Problem(cp.Minimize(c @ x), [cp.abs(x) <= 1]), cost=c)
+    assert list(spec.variables) == ["x"]
+    C = cp.Parameter((2, 2))
+    for attribute in ("symmetric", "diag"):
+        S = cp.Variable((2, 2), name="S", **{attribute: True})
+        spec = cl.ILP.from_cvxpy(cp.Problem(cp.Minimize(cp.sum(cp.multiply(C, S))),
+                                            [S >= -1, S <= 1]), cost=C)
+        assert "S" not in (spec.variables or {})
+        y = cl.make_solver(spec).solve(np.array([[-1.0, 0.5], [0.5, 1.0]]))
+        assert y[0, 0] == 1.0 and y[1, 1] == -1.0  # the outputs stay right
+
+
+def test_a_problem_without_variables_is_a_spec_error():
+    c = cp.Parameter(3)
+    with pytest.raises(cl.SpecError, match="no variables"):
+        cl.ILP.from_cvxpy(cp.Problem(cp.Minimize(cp.sum(c))), cost=c)
+
+
 # -- a cvxpy problem without boolean variables ---------------------------------------------
 
 

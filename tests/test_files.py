@@ -443,3 +443,108 @@ def test_a_free_format_mps_file_with_data_lines_from_column_1_reads(tmp_path):
     spec = cl.ILP.from_file(path)
     assert spec.shape == [2]
     np.testing.assert_array_equal(cl.make_solver(spec).solve(np.array([-1.0, -2.0])), [0, 1])
+
+
+# -- what other readers read, and HiGHS reads otherwise or with a word ---------------------
+
+
+BINARY_WITH_BOUNDS = "Minimize\n obj: x + y\nSubject To\n c1: x + y >= -10\nBounds\n{}\nBinary\n x y\nEnd\n"
+
+
+@pytest.mark.parametrize("bound", [" x free", " x <= 5", " -2 <= x <= 1"])
+def test_a_binary_lp_column_bounded_beyond_0_1_is_refused(tmp_path, bound):
+    """HiGHS reads ``Binary x`` with ``x free`` as a general integer below 1 (its
+    optimum here: x = -11), where Gurobi and SCIP read a 0/1 variable."""
+    path = tmp_path / "binary.lp"
+    path.write_text(BINARY_WITH_BOUNDS.format(bound))
+    with pytest.raises(cl.SpecError, match=r"declares 'x' binary but bounds it by \[-?\w+, \w+\]"):
+        cl.ILP.from_file(path)
+    path.write_text(BINARY_WITH_BOUNDS.format(" 0 <= x <= 1"))
+    assert cl.ILP.from_file(path).integrality == ["binary", "binary"]
+    path.write_text(BINARY_WITH_BOUNDS.format(" x = 1").replace("Binary\n x y", "Binaries x y"))
+    spec = cl.ILP.from_file(path)
+    assert (spec.lower, spec.upper) == ([1.0, 0.0], [1.0, 1.0])
+
+
+def test_a_plain_text_model_named_gz_is_checked_as_text(tmp_path):
+    """HiGHS reads a file named ``.mps.gz`` that is not gzipped as plain text: so do the
+    text checks (the value ``1O`` was read as 1 unchecked)."""
+    typo = _mps("").replace("c1        1\n    y", "c1        1O\n    y")
+    for name in ("typo.mps", "typo.mps.gz"):
+        (tmp_path / name).write_text(typo)
+        with pytest.raises(cl.SpecError, match=r"'1O' in the COLUMNS section is not a number"):
+            cl.ILP.from_file(tmp_path / name)
+
+
+def test_a_model_file_that_is_not_utf8_is_a_spec_error(tmp_path):
+    path = tmp_path / "latin1.lp"
+    path.write_bytes(b"Minimize\n obj: x + caf\xe9\nSubject To\n c1: x + caf\xe9 >= 1\n"
+                     b"Binary\n x caf\xe9\nEnd\n")
+    with pytest.raises(cl.SpecError, match=r"'.*latin1\.lp' is not UTF-8 text"):
+        cl.ILP.from_file(path)
+    path.write_bytes(b"\xff\xfe\xfd")
+    with pytest.raises(cl.SpecError):
+        cl.ILP.from_file(path)
+
+
+def test_a_parse_error_says_where_highs_stopped_not_a_quadratic_objective(tmp_path):
+    """Gurobi's default names (``x[0]``) are no quadratic term: the refusal quotes
+    HiGHS's parser; ``[ x^2 ]`` is named a quadratic objective."""
+    path = tmp_path / "named.lp"
+    path.write_text("Minimize\n  - x[0] - 2 x[1]\nSubject To\n cap: x[0] + x[1] <= 1\n"
+                    "Binaries\n x[0] x[1]\nEnd\n")
+    with pytest.raises(cl.SpecError, match=r"could not read .*\(kError: .*\[") as refused:
+        cl.ILP.from_file(path)
+    assert "quadratic" not in str(refused.value)
+    path.write_text("Minimize\n obj: x + [ x^2 ] / 2\nSubject To\n c: x <= 1\nEnd\n")
+    with pytest.raises(cl.SpecError, match="quadratic objective"):
+        cl.ILP.from_file(path)
+
+
+FIXED_FORMAT_WITH_SPACES = """NAME          FIXED
+ROWS
+ N  COST
+ L  LIM 1
+COLUMNS
+    X ONE     COST              -1.0   LIM 1              1.0
+    Y TWO     COST              -2.0   LIM 1              1.0
+RHS
+    RHS       LIM 1              1.0
+ENDATA
+"""
+
+
+def test_a_fixed_format_mps_file_with_spaces_in_names_reads_and_is_checked(tmp_path):
+    """HiGHS reads names with spaces by switching to its fixed-format parser, and says
+    so as a warning: the file reads, and its fields are checked by column."""
+    path = tmp_path / "fixed.mps"
+    path.write_text(FIXED_FORMAT_WITH_SPACES)
+    spec = cl.ILP.from_file(path)
+    assert spec.default_cost == (-1.0, -2.0) and spec.constraints[0].name == "LIM 1"
+    assert highs_solve(path)[1] == -2.0
+    np.testing.assert_array_equal(cl.make_solver(spec).solve(np.array(spec.default_cost)),
+                                  [0.0, 1.0])
+    path.write_text(FIXED_FORMAT_WITH_SPACES.replace("LIM 1              1.0\nENDATA",
+                                                     "LIM 1              1.O\nENDATA"))
+    with pytest.raises(cl.SpecError, match=r"line 9: '1.O' in the RHS section"):
+        cl.ILP.from_file(path)
+
+
+def test_an_rhs_of_a_free_row_other_than_the_objective_is_refused(tmp_path):
+    """HiGHS adds it to the objective's constant (Gurobi ignores it, with a warning):
+    ``combolayer solve`` printed -8 where the objective is -5."""
+    path = tmp_path / "two_free.mps"
+    text = ("NAME TWON\nROWS\n N cost\n N other\n L c1\nCOLUMNS\n    x cost -5 other 1\n"
+            "    x c1 1\n    y cost -1 other 2\n    y c1 1\nRHS\n    RHS c1 1 {}\n"
+            "BOUNDS\n BV BND x\n BV BND y\nENDATA\n")
+    path.write_text(text.format("other 3"))
+    with pytest.raises(cl.SpecError, match=r"line 12: an RHS for the free row 'other'"):
+        cl.ILP.from_file(path)
+    path.write_text(text.format("cost 3"))  # the objective's own: its constant, -(-3)
+    assert cl.ILP.from_file(path).default_offset == -3.0
+
+
+def test_a_variable_twice_in_one_lp_row_is_summed(tmp_path):
+    path = tmp_path / "twice.lp"
+    path.write_text("Minimize\n obj: x + y\nSubject To\n c1: x + y + x >= 1\nBinary\n x y\nEnd\n")
+    assert cl.ILP.from_file(path).constraints[0].coefs == {0: 2.0, 1: 1.0}

@@ -387,3 +387,19 @@ def test_yaml_numbers_are_read_as_yaml_1_2_writes_them():
     with pytest.raises(cl.SpecError, match="rhs: Input should be a valid number"):
         cl.load_spec("kind: ilp\nshape: [2]\nconstraints: "
                      "[{coefs: {0: 1}, sense: '<=', rhs: 1:30}]\n")
+
+
+def test_every_spec_hashes_as_equal_specs_do():
+    """Frozen pydantic models hash their fields, and an ILP's or a knapsack's lists
+    could not be hashed."""
+    specs = [cl.problems.TopK(5, 2), cl.problems.Knapsack(weights=[[1, 2]], capacities=[2]),
+             cl.ILP(shape=[2]), cl.problems.ShortestPath.grid(3, 3)]
+    for spec in specs:
+        twin = cl.load_spec(spec.model_dump_json())
+        assert twin == spec and hash(twin) == hash(spec)
+    assert len({*specs, *specs}) == len(specs)
+
+
+def test_an_empty_string_is_no_spec():
+    with pytest.raises(cl.SpecError, match="empty string"):
+        cl.load_spec("")

@@ -355,6 +355,11 @@ class Spec(_Validated):
         return type(self) is type(other) and all(
             getattr(self, name) == getattr(other, name) for name in type(self).model_fields)
 
+    def __hash__(self) -> int:
+        # pydantic hashes a frozen model's fields, and lists (an ILP's bounds, a
+        # knapsack's weights) cannot be hashed; equal specs have equal cost shapes
+        return hash((type(self), self.cost_shape))
+
     @model_validator(mode="after")
     def _bounded(self) -> Spec:
         # A base class's after-validator runs before its subclasses' own checks, which

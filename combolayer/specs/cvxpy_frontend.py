@@ -48,6 +48,9 @@ def _check_inputs(problem: Any, cost: Any):
             f"cost must be a cvxpy Parameter (cp.Parameter(shape)) appearing in the objective "
             f"as cost @ x, got {type(cost).__name__}"
         )
+    if not problem.variables():
+        raise SpecError("the cvxpy problem has no variables: expected an objective cost @ x "
+                        "over at least one cp.Variable")
     if cost.id not in {p.id for p in problem.objective.parameters()}:
         raise SpecError(f"the cost parameter {cost.name()!r} does not appear in the objective")
     for constraint in problem.constraints:
@@ -272,8 +275,13 @@ def ilp_arguments(problem: Any, cost: Any, *, max_coefficient: float) -> dict[st
         known = np.concatenate([np.zeros(N), known])
 
     variables = {}
+    users = {var.id: var for var in problem.variables()}
     for var_id, col in param_prob.var_id_to_col.items():
         var = param_prob.id_to_var[var_id]
+        if var_id not in users or users[var_id].shape != var.shape:
+            # one of cvxpy's reformulation (cp.abs's), or a variable it stores as another
+            # (symmetric=True, diag=True): not laid out as the user's variable
+            continue
         if var.name() in variables:
             # spec.variables is keyed by name: a second variable of that name would
             # overwrite the first, and spec.split would lose one of them

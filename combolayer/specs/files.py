@@ -101,18 +101,24 @@ def read_model(path: str | os.PathLike) -> FileModel:
     if not path.is_file():
         raise SpecError(f"no model file named {str(path)!r}")
     h = new_highs(threads=1)
-    warned = _log_warnings(h)
-    status = h.readModel(str(path))
+    log = _HighsLog(h)
+    try:
+        status = h.readModel(str(path))
+        names = [str(name) for name in h.getLp().col_names_]
+    except UnicodeDecodeError as error:  # a name in the file, or HiGHS's words on it
+        raise SpecError(f"{str(path)!r} is not UTF-8 text ({error}): expected an MPS or LP "
+                        "file whose names are ASCII or UTF-8") from None
     if status not in (highspy.HighsStatus.kOk, highspy.HighsStatus.kWarning):
         feature = unsupported_feature(path)
         if feature is not None:
             raise SpecError(_unsupported(path, feature))
+        said = f": {'; '.join(log.errors)}" if log.errors else ""
         raise SpecError(
-            f"HiGHS could not read {str(path)!r} ({status.name}): expected an MPS or LP file "
-            "that HiGHS can parse; open it with Highs.readModel and output_flag on to see "
-            "where its parser stopped"
+            f"HiGHS could not read {str(path)!r} ({status.name}{said}): expected an MPS or LP "
+            "file that HiGHS can parse"
         )
-    if status != highspy.HighsStatus.kOk or warned:
+    warned = log.warnings
+    if warned or (status != highspy.HighsStatus.kOk and not log.meant):
         said = "; ".join(warned) or f"readModel returned {status.name}"
         raise SpecError(f"HiGHS read {str(path)!r} with a warning ({said}): its reader skips "
                         "or changes an entry it cannot place, so the model would not be the "
@@ -130,9 +136,11 @@ def read_model(path: str | os.PathLike) -> FileModel:
     upper = np.asarray(lp.col_upper_, dtype=float)
     integrality = _integrality(lp, lower, upper, path)
     sense = "max" if lp.sense_ == highspy.ObjSense.kMaximize else "min"
-    names = [str(name) for name in lp.col_names_] or [""] * n
-    if not path.name.lower().removesuffix(".gz").endswith(".lp"):
-        _check_mps_text(path, names)
+    names = names or [""] * n
+    if path.name.lower().removesuffix(".gz").endswith(".lp"):
+        _check_lp_binaries(path, names, lower, upper)
+    else:
+        _check_mps_text(path, names, fixed=log.fixed_format)
     _check_cost(cost, names, path)
     arguments = dict(shape=[n], sense=sense, integrality=integrality, lower=lower.tolist(),
                      upper=upper.tolist(), constraints=_constraints(lp))
@@ -244,23 +252,38 @@ _LP_CONSTRAINTS = re.compile(r"(subject\s+to|such\s+that|st|s\.t\.)\b")
 _LP_OTHER = re.compile(r"(bounds?|generals?|gen|binary|binaries|bin|end)\s*$")
 
 
-def _log_warnings(h) -> list[str]:
-    """The warnings HiGHS logs on ``h`` from now on, collected in the returned list
-    (its log goes to the list, not the console). HiGHS's MPS reader returns kOk when
-    it skips an entry for an undeclared row, a duplicate entry or an RHS of an
-    undeclared row, and says so only in its log."""
-    import highspy
+class _HighsLog:
+    """What HiGHS logs on ``h`` from now on (its log goes here, not to the console):
+    ``warnings`` (HiGHS's MPS reader returns kOk when it skips an entry for an undeclared
+    row, a duplicate entry or an RHS of an undeclared row, and says so only in its
+    log), ``errors`` (where its parser stopped) and whether it read an MPS file in
+    fixed format. Warnings of what the file means, with nothing skipped, are not kept."""
 
-    found: list[str] = []
-    h.setOptionValue("log_to_console", False)
-    h.setOptionValue("output_flag", True)
+    #: HiGHS's warning that its free-format MPS reader found names with spaces.
+    FIXED_FORMAT = "switching to fixed format parser"
+    #: HiGHS's warnings of a file read as it means: names with spaces (fixed-format
+    #: MPS), a variable twice in one LP row (summed, as every LP reader does).
+    MEANT = (FIXED_FORMAT, "the coefficients are summed")
 
-    def collect(event) -> None:
-        if event.data_out.log_type == highspy.HighsLogType.kWarning:
-            found.append(event.message.strip())
+    def __init__(self, h) -> None:
+        self.warnings: list[str] = []
+        self.meant: list[str] = []  # the MEANT ones
+        self.errors: list[str] = []
+        self.fixed_format = False
+        h.setOptionValue("log_to_console", False)
+        h.setOptionValue("output_flag", True)
+        h.cbLogging.subscribe(self._collect)
 
-    h.cbLogging.subscribe(collect)
-    return found
+    def _collect(self, event) -> None:
+        import highspy
+
+        kind, message = event.data_out.log_type, event.message.strip()
+        if kind == highspy.HighsLogType.kWarning:
+            self.fixed_format |= self.FIXED_FORMAT in message
+            meant = any(words in message for words in self.MEANT)
+            (self.meant if meant else self.warnings).append(message)
+        elif kind == highspy.HighsLogType.kError:
+            self.errors.append(message)
 
 
 #: A number as HiGHS reads it whole (Python's float() also takes 1_000 and nan).
@@ -291,22 +314,45 @@ def _mps_header(line: str, fields: list[str]) -> bool:
     return word in _MPS_HEADERS and (len(fields) == 1 or word in _MPS_NAMED_HEADERS)
 
 
-def _check_mps_text(path: Path, names: list[str]) -> None:
+def _mps_fields(line: str, section: str, fixed: bool) -> list[str]:
+    """A data line's fields, as the free-format layout numbers them (`_MPS_VALUES`): in
+    fixed format, by column (fields 2-6, and field 1 first in ROWS and BOUNDS), so that
+    names may hold spaces."""
+    if not fixed:
+        return line.split()
+    columns = [(1, 3), (4, 12), (14, 22), (24, 36), (39, 47), (49, 61)]
+    if section not in ("ROWS", "BOUNDS"):
+        columns = columns[1:]
+    fields = [line[start:stop].strip() for start, stop in columns]
+    while fields and not fields[-1]:
+        fields.pop()
+    return fields
+
+
+def _check_mps_text(path: Path, names: list[str], fixed: bool = False) -> None:
     """Raise SpecError for what HiGHS's MPS reader takes without a word: a column named
-    outside COLUMNS (a BOUNDS entry for an unknown column adds a variable) and a value
-    field that is not a number (``1.0x`` is read as 1.0, ``one`` as 0). Names that hold
-    spaces, which would shift the fields, never reach here: HiGHS warns of them."""
+    outside COLUMNS (a BOUNDS entry for an unknown column adds a variable), a value
+    field that is not a number (``1.0x`` is read as 1.0, ``one`` as 0) and an RHS of a
+    free row other than the objective (added to the objective's constant). ``fixed``:
+    the file is in fixed format (HiGHS switched to it: its names hold spaces)."""
     lines = _lines(path)
     if lines is None:
         return
-    section, declared = "", set()
+    section, declared, free_rows, objective = "", set(), [], None
     for number, line in enumerate(lines, 1):
         if not line.strip() or line[0] == "*":
             continue
-        fields = line.split()
-        if _mps_header(line, fields):
-            section = fields[0].upper()
+        words = line.split()
+        if _mps_header(line, words):
+            section = words[0].upper()
+            if section == "OBJNAME" and len(words) > 1:
+                objective = words[1]
             continue
+        fields = _mps_fields(line.rstrip("\n"), section, fixed)
+        if section == "OBJNAME":
+            objective = fields[0]
+        if section == "ROWS" and len(fields) > 1 and fields[0].upper() == "N":
+            free_rows.append(fields[1])
         if section == "COLUMNS" and len(fields) > 1 and fields[1].strip("'\"").upper() == "MARKER":
             continue
         if section == "COLUMNS":
@@ -319,21 +365,58 @@ def _check_mps_text(path: Path, names: list[str]) -> None:
                 raise SpecError(f"{str(path)!r} line {number}: {value!r} in the {section} "
                                 f"section is not a number (HiGHS would read {read}); fix the "
                                 "file")
-    stripped = [line.strip() for line in lines]
+            row = fields[k - 1]
+            objective = objective or (free_rows[0] if free_rows else None)
+            if section == "RHS" and row in free_rows and row != objective:
+                raise SpecError(f"{str(path)!r} line {number}: an RHS for the free row {row!r}, "
+                                f"which is not the objective ({objective!r}): HiGHS would add "
+                                "it to the objective's constant; remove it")
     for name in names:
-        if name and name not in declared and not (
-                " " in name and any(line.startswith(name) for line in stripped)):
+        if name and name not in declared:
             raise SpecError(f"{str(path)!r} names the column {name!r} outside its COLUMNS "
                             "section (in BOUNDS, say): HiGHS adds it as a new variable, so "
                             "the model would not be the file's; declare it in COLUMNS or fix "
                             "the name")
 
 
+_LP_BINARY = re.compile(r"(binary|binaries|bin)(\s+[^:<>=]*)?", re.IGNORECASE)
+
+
+def _check_lp_binaries(path: Path, names: list[str], lower: np.ndarray,
+                       upper: np.ndarray) -> None:
+    """Raise SpecError for a column an LP file declares binary and bounds outside [0, 1]
+    (``x free`` or ``x <= 5`` in Bounds): HiGHS keeps those bounds and reads a general
+    integer, where Gurobi and SCIP read a 0/1 variable."""
+    binaries, section = set(), ""
+    for raw in _lines(path) or []:
+        line = raw.split("\\", 1)[0].strip()  # a backslash starts a comment
+        if not line:
+            continue
+        header = _LP_BINARY.fullmatch(line)
+        if header:
+            section, line = "binary", header.group(2) or ""
+        elif _lp_section(line.lower()):
+            section = "other"
+        if section == "binary":
+            binaries.update(line.split())
+    for j, name in enumerate(names):
+        if name in binaries and (lower[j] < 0.0 or upper[j] > 1.0):
+            raise SpecError(f"{str(path)!r} declares {name!r} binary but bounds it by "
+                            f"[{lower[j]:g}, {upper[j]:g}] (HiGHS reads a general integer there, "
+                            "other readers a 0/1 variable): bound it within [0, 1], or declare "
+                            "it in General")
+
+
 def _lines(path: Path) -> list[str] | None:
     """The text lines of a model file (gzipped or not), or None when it cannot be read."""
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
-        with opener(path, "rt", errors="replace") as handle:
+        if path.name.lower().endswith(".gz"):
+            try:
+                with gzip.open(path, "rt", errors="replace") as handle:
+                    return list(handle)
+            except gzip.BadGzipFile:  # HiGHS reads such a file as plain text: so do we
+                pass
+        with open(path, errors="replace") as handle:
             return list(handle)
     except OSError:
         return None
@@ -360,6 +443,21 @@ def _mps_feature(lines: list[str]) -> str | None:
     return None
 
 
+#: A quadratic term in an LP file: ``[ x^2 + 2 x * y ]`` (brackets in a name are not).
+_LP_QUADRATIC = re.compile(r"\[[^\]]*[\^*]")
+
+
+def _lp_section(low: str) -> str | None:
+    """The LP section a lower-cased line opens, or None."""
+    if _LP_OBJECTIVE.fullmatch(low) or _LP_OBJECTIVE.match(low) and ":" in low:
+        return "objective"
+    if _LP_CONSTRAINTS.match(low):
+        return "constraints"
+    if _LP_OTHER.match(low):
+        return "other"
+    return None
+
+
 def _lp_feature(lines: list[str]) -> str | None:
     section = ""
     for raw in lines:
@@ -370,15 +468,10 @@ def _lp_feature(lines: list[str]) -> str | None:
         for pattern, feature in _LP_SECTIONS:
             if pattern.fullmatch(low):
                 return feature
-        if _LP_OBJECTIVE.fullmatch(low) or _LP_OBJECTIVE.match(low) and ":" in low:
-            section = "objective"
-        elif _LP_CONSTRAINTS.match(low):
-            section = "constraints"
-        elif _LP_OTHER.match(low):
-            section = "other"
-        if section == "objective" and "[" in line:
+        section = _lp_section(low) or section
+        if section == "objective" and _LP_QUADRATIC.search(line):
             return "a quadratic objective ([ ... ] in the objective)"
-        if section == "constraints" and "[" in line:
+        if section == "constraints" and _LP_QUADRATIC.search(line):
             return "quadratic constraints ([ ... ] in a constraint)"
         if section == "constraints" and ("->" in line or "<-" in line):
             return "indicator constraints (-> in a constraint)"

@@ -147,6 +147,9 @@ def _read_text(source: str | os.PathLike, what: str) -> tuple[str, str]:
     if not isinstance(source, str):
         raise SpecError(f"{what}: expected a path, a YAML/JSON string or a dict, got "
                         f"{type(source).__name__}")
+    if not source.strip():
+        raise SpecError(f"{what}: got an empty string; expected a path, a YAML/JSON string "
+                        "or a dict")
     looks_like_path = (
         "\n" not in source and len(source) < 4096 and not source.lstrip().startswith("{")
     )
