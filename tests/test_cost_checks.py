@@ -229,3 +229,26 @@ def test_combolayer_takes_its_arguments_in_the_contracts_order():
     assert layer.solve_ratio == 0.5 and layer.generator is None
     with pytest.raises(TypeError):
         cl.ComboLayer(cl.problems.TopK(n=4, k=2), "identity", "auto", 0.0, "auto", 0.5, None)
+
+
+def test_an_expanded_tensor_s_values_are_checked_on_its_stored_entries(monkeypatch):
+    """A stride-0 batch of 10^12 rows holds 10 numbers: the check reduces those (it ran
+    for hours over the 10^13 entries it stands for)."""
+    norm = torch.linalg.vector_norm
+
+    def stored_only(x, *args, **kwargs):
+        assert x.numel() == 10, f"a reduction over {x.numel()} entries"
+        return norm(x, *args, **kwargs)
+
+    monkeypatch.setattr(torch.linalg, "vector_norm", stored_only)
+    spec = cl.problems.TopK(n=10, k=2)
+    check_values(spec, torch.zeros(1, 10).expand(10**12, 10))
+    with pytest.raises(ValueError, match="finite"):
+        check_values(spec, torch.tensor([[1.0] * 9 + [float("nan")]]).expand(10**12, 10))
+
+
+def test_numpy_costs_that_are_not_numbers_are_refused_by_dtype():
+    solver = cl.make_solver(cl.problems.TopK(n=4, k=2))
+    with pytest.raises(ValueError, match=r"must be real numbers, got dtype <U1"):
+        solver.solve(np.array(["1", "5", "3", "2"]))
+    assert solver.solve(np.array([1, 5, 3, 2], dtype=object)).tolist() == [0, 1, 1, 0]

@@ -148,3 +148,18 @@ def test_model_is_built_once_and_reused():
     model = solver.kernel.model
     solver.solve(np.eye(3))
     assert solver.kernel.model is model and model.getNumRow() == 1
+
+
+def test_a_kept_model_answers_what_a_fresh_one_does():
+    """HiGHS's simplex stopped at 'Unknown' on a ranking LP after a few other solves on
+    the kept model, where a fresh model solved the same costs."""
+    def costs(big, tiny):
+        return np.array([-big, -tiny, big, -tiny / 7, tiny, -big / 2])
+
+    spec = cl.problems.Ranking(n=6)
+    kept = cl.make_solver(spec, backend="highs")
+    for big, tiny in [(1e12, 1), (1e12, 1e-2), (1e12, 1e-4), (1e12, 1e-6), (1e12, 1e-8),
+                      (1e13, 1), (1e13, 1e-2)]:
+        kept.solve(costs(big, tiny))
+    fresh = cl.make_solver(spec, backend="highs").solve(costs(1e13, 1e-4))
+    np.testing.assert_array_equal(kept.solve(costs(1e13, 1e-4)), fresh)

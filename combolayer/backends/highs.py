@@ -98,6 +98,13 @@ def _solve(h, warm: bool = False, is_infeasible=None) -> Solved:
         check_status(h.clearSolver(), "clearSolver")
     run_highs(h)
     status = h.getModelStatus()
+    if status == highspy.HighsModelStatus.kUnknown:
+        # HiGHS's simplex can stop at 'Unknown' from state that clearSolver keeps (a
+        # ranking LP, costs 1e13 and 1e-4, after a few solves of others), where the same
+        # model passed afresh solves: the answer depends on the costs alone
+        check_status(h.passModel(h.getLp()), "passModel")
+        run_highs(h)
+        status = h.getModelStatus()
     return settle(
         highs_outcome(status), "HiGHS", lambda: np.asarray(h.getSolution().col_value),
         has_solution=h.getInfo().primal_solution_status == 2,  # kSolutionStatusFeasible

@@ -489,6 +489,9 @@ def check_costs(spec: Spec, costs: Any, name: str = "costs") -> None:
     is_torch = isinstance(costs, torch.Tensor)
     if costs.is_complex() if is_torch else np.iscomplexobj(costs):
         raise InputError(f"{name} must be real, got complex dtype {costs.dtype} for {spec.label}")
+    if not is_torch and costs.dtype.kind not in "biufO":  # text, dates, records
+        raise InputError(f"{name} must be real numbers, got dtype {costs.dtype} for "
+                         f"{spec.label}")
     if is_torch and (not costs.is_cpu or torch.compiler.is_compiling()):
         return
     check_values(spec, costs, name)
@@ -512,6 +515,9 @@ def check_values(spec: Spec, costs: Any, name: str = "costs") -> None:
     # bounds every entry (half of MAX_COST leaves room for its rounding), and NaN or
     # inf make it NaN or inf, which fail the comparison.
     if is_torch:
+        if 0 in costs.stride():  # an expanded tensor: its stored entries, not 1e12 copies
+            costs = costs[tuple(slice(0, 1) if step == 0 else slice(None)
+                                for step in costs.stride())]
         if float(torch.linalg.vector_norm(costs.detach())) < 0.5 * MAX_COST:
             return
         largest = float(costs.detach().abs().max())
