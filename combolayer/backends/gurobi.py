@@ -193,17 +193,24 @@ class _GurobiRun:
                 raise BackendUnavailable(f"backend 'gurobi': {_error_reason(error)}") from None
             raise
 
+    #: Whether the kept model is solved as a MIP (the TSP kernel's always is).
+    solves_mip = True
+
     def _set_start(self, start: np.ndarray | None) -> None:
         """A MIP start on the outputs (the other columns are left for Gurobi to complete),
         or none, which also clears the previous call's.
 
-        The model is not reset between solves: Gurobi starts from its previous solve
-        (an LP's basis, a MIP's incumbent), which is what makes a stream of solves
-        whose costs change cheap (a reset before each solve slows a stream of
-        shortest-path LPs on PyEPO's 5x5 grid; PyEPO does not reset either). The
-        answer is optimal either way; under ties, which optimum comes back may depend
-        on the earlier solves of this kernel.
+        A MIP is reset before each solve (``Model.reset(0)``, which keeps the start):
+        Gurobi would start from the previous incumbent, and under ties the optimum it
+        returned depended on what the kernel solved before, so a batch split over
+        workers (which depends on timing) came back otherwise than serially. That costs
+        nothing on a 5 x 5 assignment and 7% on PyEPO's 50 x 2 knapsack. An LP keeps its
+        basis: a reset nearly doubled a stream of shortest-path LPs on PyEPO's 5x5 grid
+        (90 -> 171 us a solve); under ties the vertex returned may depend on the
+        kernel's earlier solves (docs/backends.md).
         """
+        if self.solves_mip:
+            self.model.reset(0)
         if start is not None:
             self._outputs.Start = np.asarray(start, dtype=np.float64)
             self._started = True
@@ -294,6 +301,7 @@ class GurobiKernel(_GurobiRun, RowKernel):
             self._callbacks[form] = _lazy_callback(self.variables, form.separator)
         self._callback = self._callbacks.get(form)
         self._active = form
+        self.solves_mip = form.is_mip
 
     def _set_rows(self, A: np.ndarray, b: np.ndarray) -> None:
         from gurobipy import GRB

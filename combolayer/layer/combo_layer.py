@@ -104,8 +104,11 @@ class ComboLayer(nn.Module):
             the losses take; it may also stand in place of ``spec``), or a PyEPO
             model wrapped by `combolayer.backends.from_pyepo` (which may also stand
             in place of ``spec``: the spec is then read from the model).
-        generator: the ``torch.Generator`` noise and the ``solve_ratio`` draws
-            come from (seed it to reproduce a run).
+        generator: the ``torch.Generator`` the layer's ``noise`` and the
+            ``solve_ratio`` draws come from (seed it to reproduce a run). An
+            estimator that samples (``cl.Perturbed``, ``cl.IMLE``, ``cl.AIMLE``)
+            draws from its own ``generator=`` argument, or from torch's global
+            generator when given by name (``torch.manual_seed`` reproduces it).
         solve_ratio: PyEPO's solution cache (Mulamba et al. 2021). In training
             mode (and `sample`) each instance is solved exactly with this
             probability, otherwise it gets the cheapest solution, under its cost,
