@@ -583,7 +583,7 @@ def test_a_slack_from_a_fractional_vertex_s_cancellation_is_not_an_equation():
     assert cl.ComboLayer(spec)(w[None]).tolist() == [cl.make_solver(spec).solve(w).tolist()]
 
 
-@pytest.mark.parametrize("scale", [1e6, 1e7])
+@pytest.mark.parametrize("scale", [1e6, 1e7, 1e13])
 def test_exact_mode_tells_integer_points_far_from_the_origin_apart(scale):
     """Solutions 1e6 from the origin that differ by one unit are not an equation (a
     tolerance relative to their distance took the unit for rounding)."""
@@ -602,6 +602,44 @@ def test_exact_mode_tells_integer_points_far_from_the_origin_apart(scale):
                       C(coefs={1: 1, 2: -scale, 3: -1}, sense="==", rhs=0),
                       C(coefs={3: 1, 2: -1}, sense="<=", rhs=0)])
     assert cl.analyze(spec, exact=True).dim == 2
+
+
+def test_exact_mode_tells_outputs_1e_7_apart_apart():
+    """y = 1e-7 z, z binary: no equation holds on y (a tolerance of 1e-6 made y == 0 one,
+    and the auto-exact layer answered zeros)."""
+    C = cl.Constraint
+    spec = cl.ILP(shape=[2], num_aux=2, integrality=["continuous"] * 2 + ["binary"] * 2,
+                  lower=[-1, -1, 0, 0], upper=[1, 1, 1, 1],
+                  constraints=[C(coefs={0: 1, 2: -1e-7}, sense="==", rhs=0),
+                               C(coefs={1: 1, 3: -1e-7}, sense="==", rhs=0)])
+    assert cl.analyze(spec, exact=True).dim == 2
+    w = torch.tensor([[-1.0, 1.0]])
+    layer = cl.ComboLayer(spec, projection="auto-exact")
+    assert layer(w).tolist() == [cl.make_solver(spec).solve(w[0].numpy()).tolist()]
+
+
+def test_the_integer_check_of_tight_rows_stops_at_a_problem_with_no_integer_point(
+        monkeypatch):
+    """A market-split problem: LP-feasible, no 0/1 point, six rows tight on the
+    relaxation. The first MIP that finds no point ends the checks (each row's MIP ran to
+    its time limit: 56 s)."""
+    from combolayer.analysis import hull as module
+
+    mips = []
+    point_of = module._point_of
+
+    def counted(form, model, cost):
+        mips.append(bool(model.getLp().integrality_))
+        return point_of(form, model, cost)
+
+    monkeypatch.setattr(module, "_point_of", counted)
+    monkeypatch.setattr(module, "SLACK_MIP_SECONDS", 0.5)
+    C = cl.Constraint
+    A = np.random.default_rng(1).integers(0, 100, (4, 30))
+    rows = [C(coefs=dict(enumerate(map(int, a))), sense="==", rhs=int(a.sum() // 2)) for a in A]
+    rows += [C(coefs={0: 1, 1: 1}, sense="<=", rhs=1), C(coefs={0: 1, 1: 1}, sense=">=", rhs=1)]
+    cl.analyze(cl.ILP(shape=[30], integrality="binary", constraints=rows))
+    assert sum(mips) == 1
 
 
 def test_a_hull_s_arrays_are_read_only():

@@ -251,4 +251,6 @@ def test_numpy_costs_that_are_not_numbers_are_refused_by_dtype():
     solver = cl.make_solver(cl.problems.TopK(n=4, k=2))
     with pytest.raises(ValueError, match=r"must be real numbers, got dtype <U1"):
         solver.solve(np.array(["1", "5", "3", "2"]))
+    with pytest.raises(ValueError, match=r"must be real numbers, got dtype object"):
+        solver.solve(np.array([1, "5", None, 2], dtype=object))
     assert solver.solve(np.array([1, 5, 3, 2], dtype=object)).tolist() == [0, 1, 1, 0]

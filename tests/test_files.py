@@ -464,6 +464,17 @@ def test_a_binary_lp_column_bounded_beyond_0_1_is_refused(tmp_path, bound):
     path.write_text(BINARY_WITH_BOUNDS.format(" x = 1").replace("Binary\n x y", "Binaries x y"))
     spec = cl.ILP.from_file(path)
     assert (spec.lower, spec.upper) == ([1.0, 0.0], [1.0, 1.0])
+    # a name that starts like a keyword (st.a) does not end the section
+    path.write_text(BINARY_WITH_BOUNDS.format(bound).replace(" x y\n", " st.a\n x y\n"))
+    with pytest.raises(cl.SpecError, match=r"declares 'x' binary"):
+        cl.ILP.from_file(path)
+
+
+def test_a_general_column_after_the_binary_section_is_no_binary(tmp_path):
+    path = tmp_path / "general.lp"
+    path.write_text("Maximize\n obj: x + z\nSubject To\n c1: x + z <= 10\nBounds\n"
+                    " 0 <= z <= 5\nBinary\n x\nGeneral z\nEnd\n")
+    assert cl.ILP.from_file(path).integrality == ["binary", "integer"]
 
 
 def test_a_plain_text_model_named_gz_is_checked_as_text(tmp_path):
@@ -514,19 +525,13 @@ ENDATA
 """
 
 
-def test_a_fixed_format_mps_file_with_spaces_in_names_reads_and_is_checked(tmp_path):
-    """HiGHS reads names with spaces by switching to its fixed-format parser, and says
-    so as a warning: the file reads, and its fields are checked by column."""
+def test_a_fixed_format_mps_file_is_refused_saying_why(tmp_path):
+    """HiGHS reads names with spaces with its fixed-format reader, which takes BV as a
+    continuous column and UI as a free one without a word."""
     path = tmp_path / "fixed.mps"
-    path.write_text(FIXED_FORMAT_WITH_SPACES)
-    spec = cl.ILP.from_file(path)
-    assert spec.default_cost == (-1.0, -2.0) and spec.constraints[0].name == "LIM 1"
-    assert highs_solve(path)[1] == -2.0
-    np.testing.assert_array_equal(cl.make_solver(spec).solve(np.array(spec.default_cost)),
-                                  [0.0, 1.0])
-    path.write_text(FIXED_FORMAT_WITH_SPACES.replace("LIM 1              1.0\nENDATA",
-                                                     "LIM 1              1.O\nENDATA"))
-    with pytest.raises(cl.SpecError, match=r"line 9: '1.O' in the RHS section"):
+    path.write_text(FIXED_FORMAT_WITH_SPACES.replace(
+        "ENDATA", "BOUNDS\n BV BND       X ONE\nENDATA"))
+    with pytest.raises(cl.SpecError, match=r"names with spaces.*fixed-format.*BV"):
         cl.ILP.from_file(path)
 
 
@@ -542,6 +547,27 @@ def test_an_rhs_of_a_free_row_other_than_the_objective_is_refused(tmp_path):
         cl.ILP.from_file(path)
     path.write_text(text.format("cost 3"))  # the objective's own: its constant, -(-3)
     assert cl.ILP.from_file(path).default_offset == -3.0
+    path.write_text(text.replace("    RHS c1 1 {}\n", "    c1 1\n    other 3\n"))
+    with pytest.raises(cl.SpecError, match=r"line 13: an RHS for the free row 'other'"):
+        cl.ILP.from_file(path)  # an RHS line without the set's name
+    path.write_text(text.replace("    RHS c1 1 {}\n", "    c1 1O\n"))
+    with pytest.raises(cl.SpecError, match=r"line 12: '1O' in the RHS section"):
+        cl.ILP.from_file(path)
+    # HiGHS takes the first free row as the objective, whatever OBJNAME says
+    path.write_text(text.format("cost 3").replace("ROWS", "OBJNAME other\nROWS"))
+    with pytest.raises(cl.SpecError, match=r"OBJNAME names 'other'.*first free row \('cost'\)"):
+        cl.ILP.from_file(path)
+    path.write_text(text.format("cost 3").replace("ROWS", "OBJNAME cost\nROWS"))
+    assert cl.ILP.from_file(path).default_cost == (-5.0, -1.0)
+
+
+def test_a_damaged_gzip_model_file_is_a_spec_error(tmp_path):
+    import gzip
+
+    path = tmp_path / "cut.mps.gz"
+    path.write_bytes(gzip.compress(_mps("").encode())[:60])
+    with pytest.raises(cl.SpecError):
+        cl.ILP.from_file(path)
 
 
 def test_a_variable_twice_in_one_lp_row_is_summed(tmp_path):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -63,15 +64,18 @@ DROP_TOL = 1e-12
 FIXED_TOL = 1e-8
 #: Exact mode: two solutions differ along a direction if their difference has a part
 #: along it above this, plus `SPAN_RTOL` of the difference's norm (its rounding error).
-#: Absolute: integer points 1e6 apart differ by whole units, which a tolerance relative
-#: to their distance took for rounding (a false equation). Too small a tolerance only
-#: misses an equation; too large a one makes a false one.
-SPAN_TOL = 1e-6
-#: The relative part of the tolerance above: a few hundred float64 roundings.
-SPAN_RTOL = 1e-13
-#: Seconds the MIP of `_slack_at_an_integer_point` may take per row before the row's
-#: equation is kept on the LP's word (HiGHS solved every named problem's in under 0.1 s).
-SLACK_MIP_SECONDS = 10.0
+#: Too small a tolerance only misses an equation (a solver's rounding taken for a
+#: direction); too large a one makes a false one, which changes solutions: integer
+#: points 1e6 apart that differ by a unit (a tolerance relative to their distance), or
+#: outputs 1e-7 apart (1e-6).
+SPAN_TOL = 1e-9
+#: The relative part of the tolerance above: a few float64 roundings of the difference
+#: (integer points 1e13 apart differ by a unit, beyond 1e-13 of their distance).
+SPAN_RTOL = 1e-15
+#: Seconds the MIPs of `_slack_at_an_integer_point` may take in all, after which the
+#: rows left are kept as equations on the LP's word (HiGHS solved every named problem's
+#: in under 0.1 s; an LP-feasible problem with no integer point runs to the limit).
+SLACK_MIP_SECONDS = 2.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -413,18 +417,21 @@ def _slack_at_an_integer_point(form: CanonicalForm, G: sp.csr_matrix, h: np.ndar
         row_upper=np.concatenate([form.b_ub, form.b_eq]),
     )
     lp, mip = _slack_model(highs_lp(**relaxation)), None
+    deadline = time.monotonic() + SLACK_MIP_SECONDS
     G = sp.csr_matrix(G)
     for k, i in enumerate(rows):
         g = G[i].toarray().ravel()
         cost = g / (SLACK_TOL * np.abs(g).max())
         point = _point_of(form, lp, cost)
-        if point is None and form.integer.any():
+        left = deadline - time.monotonic()
+        if point is None and form.integer.any() and left > 0:
             if mip is None:
                 mip = _slack_model(highs_lp(**relaxation, integer=form.integer))
                 check_status(mip.setOptionValue("mip_rel_gap", 0.0), "setOptionValue")
-                check_status(mip.setOptionValue("time_limit", SLACK_MIP_SECONDS),
-                             "setOptionValue")
+            check_status(mip.setOptionValue("time_limit", left), "setOptionValue")
             point = _point_of(form, mip, cost)
+            if point is None:  # no integer point in time: none for the next rows either
+                deadline = 0.0
         if point is None:  # none found: the row stays tight, on the LP's word
             continue
         terms = abs(h[i]) + np.abs(g) @ np.abs(point)

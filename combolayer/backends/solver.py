@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import threading
 import warnings
 from collections.abc import Callable
@@ -489,12 +490,20 @@ def check_costs(spec: Spec, costs: Any, name: str = "costs") -> None:
     is_torch = isinstance(costs, torch.Tensor)
     if costs.is_complex() if is_torch else np.iscomplexobj(costs):
         raise InputError(f"{name} must be real, got complex dtype {costs.dtype} for {spec.label}")
-    if not is_torch and costs.dtype.kind not in "biufO":  # text, dates, records
+    if not is_torch and not _real_numbers(costs):  # text, dates, records, None
         raise InputError(f"{name} must be real numbers, got dtype {costs.dtype} for "
                          f"{spec.label}")
     if is_torch and (not costs.is_cpu or torch.compiler.is_compiling()):
         return
     check_values(spec, costs, name)
+
+
+def _real_numbers(costs: np.ndarray) -> bool:
+    """Whether a numpy array holds real numbers: by its dtype, or (an object array)
+    entry by entry (numpy would convert ``"5"`` and ``None``)."""
+    if costs.dtype.kind != "O":
+        return costs.dtype.kind in "biuf"
+    return all(isinstance(entry, numbers.Real) for entry in costs.flat)
 
 
 def check_values(spec: Spec, costs: Any, name: str = "costs") -> None:

@@ -41,6 +41,7 @@ import gzip
 import math
 import os
 import re
+import zlib
 from pathlib import Path
 from typing import NamedTuple
 
@@ -117,6 +118,11 @@ def read_model(path: str | os.PathLike) -> FileModel:
             f"HiGHS could not read {str(path)!r} ({status.name}{said}): expected an MPS or LP "
             "file that HiGHS can parse"
         )
+    if log.fixed_format:
+        raise SpecError(f"{str(path)!r} has names with spaces, which HiGHS reads with its "
+                        "fixed-format MPS reader; that reader misreads some bounds without a "
+                        "word (BV as continuous, an unknown bound type as FX): expected names "
+                        "without spaces (free MPS)")
     warned = log.warnings
     if warned or (status != highspy.HighsStatus.kOk and not log.meant):
         said = "; ".join(warned) or f"readModel returned {status.name}"
@@ -140,7 +146,7 @@ def read_model(path: str | os.PathLike) -> FileModel:
     if path.name.lower().removesuffix(".gz").endswith(".lp"):
         _check_lp_binaries(path, names, lower, upper)
     else:
-        _check_mps_text(path, names, fixed=log.fixed_format)
+        _check_mps_text(path, names)
     _check_cost(cost, names, path)
     arguments = dict(shape=[n], sense=sense, integrality=integrality, lower=lower.tolist(),
                      upper=upper.tolist(), constraints=_constraints(lp))
@@ -256,13 +262,13 @@ class _HighsLog:
     """What HiGHS logs on ``h`` from now on (its log goes here, not to the console):
     ``warnings`` (HiGHS's MPS reader returns kOk when it skips an entry for an undeclared
     row, a duplicate entry or an RHS of an undeclared row, and says so only in its
-    log), ``errors`` (where its parser stopped) and whether it read an MPS file in
-    fixed format. Warnings of what the file means, with nothing skipped, are not kept."""
+    log), ``errors`` (where its parser stopped), the warnings of a file read as it
+    means (``meant``) and whether it read an MPS file in fixed format."""
 
     #: HiGHS's warning that its free-format MPS reader found names with spaces.
     FIXED_FORMAT = "switching to fixed format parser"
-    #: HiGHS's warnings of a file read as it means: names with spaces (fixed-format
-    #: MPS), a variable twice in one LP row (summed, as every LP reader does).
+    #: HiGHS's warnings of a file read as it means: a variable twice in one LP row
+    #: (summed, as every LP reader does); fixed format is refused on its own.
     MEANT = (FIXED_FORMAT, "the coefficients are summed")
 
     def __init__(self, h) -> None:
@@ -292,8 +298,9 @@ _NUMBER = re.compile(r"[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|inf(inity)?)", re.
 #: (any other word it reads as 0).
 _NUMBER_START = re.compile(r"[+-]?(\d|\.\d)")
 #: Where an MPS data line of a section holds its values, by its number of fields.
-_MPS_VALUES = {"COLUMNS": {3: (2,), 5: (2, 4)}, "RHS": {3: (2,), 5: (2, 4)},
-               "RANGES": {3: (2,), 5: (2, 4)}, "BOUNDS": {4: (3,)}}
+_MPS_VALUES = {"COLUMNS": {3: (2,), 5: (2, 4)},
+               "RHS": {2: (1,), 3: (2,), 4: (1, 3), 5: (2, 4)},  # the set's name optional
+               "RANGES": {2: (1,), 3: (2,), 4: (1, 3), 5: (2, 4)}, "BOUNDS": {4: (3,)}}
 
 
 #: MPS section names (those an ILP can hold, then the others), and those whose header
@@ -314,43 +321,29 @@ def _mps_header(line: str, fields: list[str]) -> bool:
     return word in _MPS_HEADERS and (len(fields) == 1 or word in _MPS_NAMED_HEADERS)
 
 
-def _mps_fields(line: str, section: str, fixed: bool) -> list[str]:
-    """A data line's fields, as the free-format layout numbers them (`_MPS_VALUES`): in
-    fixed format, by column (fields 2-6, and field 1 first in ROWS and BOUNDS), so that
-    names may hold spaces."""
-    if not fixed:
-        return line.split()
-    columns = [(1, 3), (4, 12), (14, 22), (24, 36), (39, 47), (49, 61)]
-    if section not in ("ROWS", "BOUNDS"):
-        columns = columns[1:]
-    fields = [line[start:stop].strip() for start, stop in columns]
-    while fields and not fields[-1]:
-        fields.pop()
-    return fields
-
-
-def _check_mps_text(path: Path, names: list[str], fixed: bool = False) -> None:
+def _check_mps_text(path: Path, names: list[str]) -> None:
     """Raise SpecError for what HiGHS's MPS reader takes without a word: a column named
     outside COLUMNS (a BOUNDS entry for an unknown column adds a variable), a value
-    field that is not a number (``1.0x`` is read as 1.0, ``one`` as 0) and an RHS of a
-    free row other than the objective (added to the objective's constant). ``fixed``:
-    the file is in fixed format (HiGHS switched to it: its names hold spaces)."""
+    field that is not a number (``1.0x`` is read as 1.0, ``one`` as 0), an RHS of a
+    free row other than the objective (added to the objective's constant) and an
+    OBJNAME other than the first free row (HiGHS takes the first as the objective).
+    Names that hold spaces, which would shift the fields, never reach here: HiGHS
+    reads them in fixed format, which `read_model` refuses."""
     lines = _lines(path)
     if lines is None:
         return
-    section, declared, free_rows, objective = "", set(), [], None
+    section, declared, free_rows, named = "", set(), [], []
     for number, line in enumerate(lines, 1):
         if not line.strip() or line[0] == "*":
             continue
-        words = line.split()
-        if _mps_header(line, words):
-            section = words[0].upper()
-            if section == "OBJNAME" and len(words) > 1:
-                objective = words[1]
+        fields = line.split()
+        if _mps_header(line, fields):
+            section = fields[0].upper()
+            if section == "OBJNAME" and len(fields) > 1:
+                named.append((number, fields[1]))
             continue
-        fields = _mps_fields(line.rstrip("\n"), section, fixed)
         if section == "OBJNAME":
-            objective = fields[0]
+            named.append((number, fields[0]))
         if section == "ROWS" and len(fields) > 1 and fields[0].upper() == "N":
             free_rows.append(fields[1])
         if section == "COLUMNS" and len(fields) > 1 and fields[1].strip("'\"").upper() == "MARKER":
@@ -366,11 +359,15 @@ def _check_mps_text(path: Path, names: list[str], fixed: bool = False) -> None:
                                 f"section is not a number (HiGHS would read {read}); fix the "
                                 "file")
             row = fields[k - 1]
-            objective = objective or (free_rows[0] if free_rows else None)
-            if section == "RHS" and row in free_rows and row != objective:
+            if section == "RHS" and row in free_rows[1:]:
                 raise SpecError(f"{str(path)!r} line {number}: an RHS for the free row {row!r}, "
-                                f"which is not the objective ({objective!r}): HiGHS would add "
-                                "it to the objective's constant; remove it")
+                                f"which is not the objective ({free_rows[0]!r}, the first): "
+                                "HiGHS would add it to the objective's constant; remove it")
+    for number, name in named:
+        if free_rows and name != free_rows[0]:
+            raise SpecError(f"{str(path)!r} line {number}: OBJNAME names {name!r}, but HiGHS "
+                            f"takes the first free row ({free_rows[0]!r}) as the objective; "
+                            "put the objective's row first among the N rows")
     for name in names:
         if name and name not in declared:
             raise SpecError(f"{str(path)!r} names the column {name!r} outside its COLUMNS "
@@ -379,7 +376,13 @@ def _check_mps_text(path: Path, names: list[str], fixed: bool = False) -> None:
                             "the name")
 
 
-_LP_BINARY = re.compile(r"(binary|binaries|bin)(\s+[^:<>=]*)?", re.IGNORECASE)
+#: Words that open an LP section (the first word of its line).
+_LP_KEYWORDS = {"minimize", "minimise", "maximize", "maximise", "minimum", "maximum", "min",
+                "max", "subject", "such", "st", "s.t.", "bounds", "bound", "general",
+                "generals", "gen", "binary", "binaries", "bin", "semi-continuous", "semis",
+                "semi", "semi-integer", "semi-integers", "semi-int", "sos", "sos1", "sos2",
+                "lazy", "user", "pwlobj", "genconstrs", "gencons", "end"}
+_LP_BINARY = {"binary", "binaries", "bin"}
 
 
 def _check_lp_binaries(path: Path, names: list[str], lower: np.ndarray,
@@ -387,18 +390,16 @@ def _check_lp_binaries(path: Path, names: list[str], lower: np.ndarray,
     """Raise SpecError for a column an LP file declares binary and bounds outside [0, 1]
     (``x free`` or ``x <= 5`` in Bounds): HiGHS keeps those bounds and reads a general
     integer, where Gurobi and SCIP read a 0/1 variable."""
-    binaries, section = set(), ""
+    binaries, binary = set(), False
     for raw in _lines(path) or []:
-        line = raw.split("\\", 1)[0].strip()  # a backslash starts a comment
-        if not line:
+        words = raw.split("\\", 1)[0].split()  # a backslash starts a comment
+        if not words:
             continue
-        header = _LP_BINARY.fullmatch(line)
-        if header:
-            section, line = "binary", header.group(2) or ""
-        elif _lp_section(line.lower()):
-            section = "other"
-        if section == "binary":
-            binaries.update(line.split())
+        keyword = words[0].lower().rstrip(":")
+        if keyword in _LP_KEYWORDS:  # names may follow a section's word on its line
+            binary, words = keyword in _LP_BINARY, words[1:]
+        if binary:
+            binaries.update(words)
     for j, name in enumerate(names):
         if name in binaries and (lower[j] < 0.0 or upper[j] > 1.0):
             raise SpecError(f"{str(path)!r} declares {name!r} binary but bounds it by "
@@ -418,7 +419,7 @@ def _lines(path: Path) -> list[str] | None:
                 pass
         with open(path, errors="replace") as handle:
             return list(handle)
-    except OSError:
+    except (OSError, EOFError, zlib.error):  # EOFError, zlib.error: a damaged .gz
         return None
 
 
