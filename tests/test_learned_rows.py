@@ -271,3 +271,19 @@ def test_max_problems_and_auxiliaries_fold_the_sense_into_the_costs_only(method)
     torch.testing.assert_close(grads["max"][2], grads["min"][2])
     assert grads["min"][1].shape == (4, 1, 4)
     assert grads["min"][1].abs().sum() > 0 and grads["min"][0].abs().sum() > 0
+
+
+@pytest.mark.parametrize("perturb, trained", [(("b",), "A"), (("w", "A"), "b")])
+def test_score_function_refuses_rows_that_need_a_gradient_it_does_not_perturb(perturb,
+                                                                              trained):
+    """Left out of ``perturb``, they got zeros without a word."""
+    spec = cl.ILP(shape=[3], integrality="binary", sense="max")
+    method = cl.ScoreFunction(sigma=0.3, num_samples=4, perturb=perturb)
+    layer = cl.ComboLayer(spec, projection="none", method=method)
+    rows = {"A": torch.ones(1, 3), "b": torch.tensor([1.5])}
+    rows[trained].requires_grad_(True)
+    with pytest.raises(cl.InputError, match=rf"{trained} requires a gradient, but .* does not "
+                                            rf"perturb it.*add '{trained}' to perturb"):
+        layer(torch.tensor([1.0, 2.0, 3.0]), **rows)
+    rows[trained] = rows[trained].detach()
+    layer(torch.tensor([1.0, 2.0, 3.0]), **rows)  # as data: taken

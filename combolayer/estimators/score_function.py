@@ -39,7 +39,8 @@ class ScoreFunction(Estimator):
 
         dL/dtheta = 1 / (sigma S) sum_s (r_s - baseline_s) eps^theta_s,   r_s = <dL/dy, y_s>
 
-    Inputs not perturbed get no gradient (``w``: zero). Eval mode: the exact solution.
+    ``w`` not perturbed gets a zero gradient; per-call rows not perturbed that require
+    a gradient are refused (they would get zeros). Eval mode: the exact solution.
 
     Perturbing ``b`` (or ``A``) can empty the feasible set of a sample: with
     ``on_infeasible="flag"`` such a sample is zeros (and counted in the
@@ -103,6 +104,12 @@ class ScoreFunction(Estimator):
     def forward(self, solver, costs, *, target, training, A=None, b=None):
         if not training:
             return solver.solve_min(costs), None
+        for part, value in (("A", A), ("b", b)):
+            if part not in self.perturb and value is not None and value.requires_grad:
+                raise InputError(
+                    f"{part} requires a gradient, but {self} does not perturb it, so it would "
+                    f"get zeros: add {part!r} to perturb, or pass {part}.detach() to use it as "
+                    "data")
         noise = {}
         for part, value in (("w", costs), ("A", A), ("b", b)):
             # an input is perturbed when named: the costs always (a sample in training or
