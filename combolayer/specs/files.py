@@ -28,7 +28,10 @@ the model read; HiGHS refuses the other sections, and the file's text is then
 scanned to name the one it holds. A read that HiGHS finishes with a warning in its
 log (an entry for an undeclared row, a duplicate entry: skipped) is refused, and so
 is an MPS file that names a column outside COLUMNS (HiGHS adds a variable) or holds
-a value that is not a number (HiGHS reads ``1.0x`` as 1.0), which it takes silently.
+a value that is not a number (HiGHS reads ``1.0x`` as 1.0), which it takes silently;
+so are files HiGHS reads otherwise than other readers: an LP ``Binary`` column bounded
+beyond [0, 1], an MPS RHS on a free row other than the first, names with spaces
+(HiGHS's fixed-format reader misreads BV and UI bounds).
 
 Example:
     >>> spec = cl.ILP.from_file("model.mps")            # doctest: +SKIP
