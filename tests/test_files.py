@@ -448,7 +448,8 @@ def test_a_free_format_mps_file_with_data_lines_from_column_1_reads(tmp_path):
 # -- what other readers read, and HiGHS reads otherwise or with a word ---------------------
 
 
-BINARY_WITH_BOUNDS = "Minimize\n obj: x + y\nSubject To\n c1: x + y >= -10\nBounds\n{}\nBinary\n x y\nEnd\n"
+BINARY_WITH_BOUNDS = ("Minimize\n obj: x + y\nSubject To\n c1: x + y >= -10\nBounds\n{}\n"
+                      "Binary\n x y\nEnd\n")
 
 
 @pytest.mark.parametrize("bound", [" x free", " x <= 5", " -2 <= x <= 1"])
