@@ -18,6 +18,7 @@ Examples:
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -27,7 +28,7 @@ from scipy.spatial.distance import pdist
 from .backends.registry import make_solver
 from .errors import InputError
 from .problems import TSP, Knapsack, ShortestPath, TSPEdges
-from .specs.base import boolean_in, is_boolean, is_real
+from .specs.base import boolean_in, is_real
 
 
 class Data(NamedTuple):
@@ -46,9 +47,9 @@ class Data(NamedTuple):
 
 
 def _check_split(num_train: int, size: int) -> None:
-    if isinstance(num_train, bool) or not 0 <= num_train <= size:
+    if not is_real(num_train, integer=True) or not 0 <= num_train <= size:
         # a larger one was cut to the data's size, leaving an empty rest unannounced
-        raise InputError(f"num_train must be between 0 and the {size} instances, got "
+        raise InputError(f"num_train must be an integer between 0 and the {size} instances, got "
                          f"{num_train!r}")
 
 
@@ -107,13 +108,18 @@ def _check_generator(num_data: int, num_features: int, deg: int, noise_width: fl
                                ("deg", deg, 1)):
         if not is_real(value, integer=True) or value < least:
             raise InputError(f"{name} must be an integer >= {least}, got {value!r}")
-    if is_boolean(noise_width) or not noise_width >= 0:
-        raise InputError(f"noise_width must be a number >= 0, got {noise_width!r}")
+    if not is_real(noise_width) or not 0 <= noise_width < math.inf:
+        raise InputError(f"noise_width must be a finite number >= 0, got {noise_width!r}")
     for name, value in (("seed", seed), *sizes.items()):
         found = boolean_in(value)
         if found is not None:
             raise InputError(f"{name} must hold integers, got the boolean {found!r}"
                              + ("" if found is value else f" in {value!r}"))
+    if seed is not None and not is_real(seed, integer=True) and not (
+            isinstance(seed, list | tuple | np.ndarray)
+            and all(is_real(part, integer=True) for part in np.ravel(seed))):
+        raise InputError(f"seed must be None, an integer or a sequence of integers, got "
+                         f"{seed!r}")
     for name, value in sizes.items():
         if name == "grid":
             pair = isinstance(value, list | tuple | np.ndarray) and np.shape(value) == (2,)
@@ -209,6 +215,9 @@ def knapsack(
     values = np.ceil(values * rnd.uniform(1 - noise_width, 1 + noise_width, values.shape))
     if capacities is None:
         capacities = (0.5 * weights.sum(axis=1)).tolist()
+    elif np.ndim(capacities) != 1:
+        raise InputError(f"capacities must be a list with one number per weight dimension "
+                         f"(dim={dim}), got {capacities!r}")
     spec = Knapsack(weights=weights.tolist(), capacities=list(capacities))
     return _solved(spec, x, values, backend)
 

@@ -143,7 +143,7 @@ def regret(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None = No
     """
     value, best, sign = _objectives(spec, cost_true, y_pred, solver, backend, y_true,
                                     "regret", aux_pred, known_cost)
-    return sign * (value - best)
+    return sign * (value - best) + 0.0  # + 0.0: no -0.0 for an optimum of a max problem
 
 
 def normalized_regret(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None = None,
@@ -191,17 +191,18 @@ def cost_ratio(spec: Any, cost_true: Any, y_pred: Any, *, solver: Solver | None 
         A float64 tensor of shape ``batch``.
 
     Raises:
-        ValueError: an instance's optimal objective is 0, where the ratio has no value
-            (`regret` has one).
+        ValueError: an instance's optimal objective is not positive: at 0 the ratio has
+            no value, below 0 a worse decision reads as a better one (`regret` holds).
     """
     value, best, _ = _objectives(spec, cost_true, y_pred, solver, backend, y_true,
                                  "cost_ratio", aux_pred, known_cost)
-    zero = best == 0
-    if bool(zero.any()):
-        index = tuple(int(i) for i in zero.nonzero()[0])
-        raise InputError(f"cost_ratio: the optimal objective of instance {index} is 0, "
-                         "so <c, y_pred> / <c, y*> has no value; use regret or "
-                         "normalized_regret there")
+    bad = ~(best > 0)
+    if bool(bad.any()):
+        index = tuple(int(i) for i in bad.nonzero()[0])
+        raise InputError(f"cost_ratio: the optimal objective of instance {index} is "
+                         f"{float(best[index]):g}: <c, y_pred> / <c, y*> needs positive optima "
+                         "(at 0 it has no value, below 0 a worse decision reads as a better "
+                         "one); use regret or normalized_regret there")
     return value / best
 
 

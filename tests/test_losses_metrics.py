@@ -373,6 +373,25 @@ def test_recall_at_k_refuses_embeddings_with_nan():
         cl.metrics.recall_at_k(x, [0, 0, 1, 1], ks=(1,))
 
 
+def test_cost_ratio_refuses_a_negative_optimum_where_worse_reads_as_better():
+    spec = cl.problems.TopK(n=3, k=1, sense="min")
+    costs = torch.tensor([[-4.0, -2.0, 1.0]])
+    with pytest.raises(ValueError, match=r"instance \(0,\) is -4: .* needs positive optima"):
+        cl.metrics.cost_ratio(spec, costs, torch.tensor([[0.0, 0.0, 1.0]]))  # it read -0.25
+
+
+def test_a_solver_of_another_problem_is_refused_as_a_metric_s_backend():
+    """It solved its own problem in the given one's place: regret -3 for an optimum."""
+    spec = cl.problems.Knapsack(weights=[[1.0, 1.0, 1.0, 1.0]], capacities=[2.0])
+    other = cl.make_solver(cl.problems.Knapsack(weights=[[1.0, 1.0, 1.0, 1.0]], capacities=[1.0]))
+    c, y = torch.tensor([[1.0, 2.0, 3.0, 4.0]]), torch.tensor([[0.0, 0.0, 1.0, 1.0]])
+    with pytest.raises(ValueError, match=r"compiled for another Knapsack.*capacities differ"):
+        cl.metrics.regret(spec, c, y, backend=other)
+    assert cl.metrics.regret(spec, c, y, backend=cl.make_solver(spec)).tolist() == [0.0]
+    with pytest.raises(ValueError, match="compiled for"):
+        cl.losses.SPOPlusLoss(spec, backend=other)
+
+
 def test_cost_ratio_refuses_an_optimal_objective_of_zero():
     """The ratio has no value where the optimum is 0: it returned NaN (or inf) silently,
     which a later mean spread over the batch."""
@@ -405,6 +424,12 @@ def test_generators_refuse_what_pyepos_refuse(generator, argument, value):
     (lambda: cl.data.knapsack(2, 3, -1), r"num_items must be an integer >= 1, got -1"),
     (lambda: cl.data.knapsack(2, 3, 4, dim=0), r"dim must be an integer >= 1, got 0"),
     (lambda: cl.data.tsp(2, 3, 4.5), r"num_nodes must be an integer >= 1, got 4.5"),
+    # numpy's and Python's own errors before (OverflowError, TypeError)
+    (lambda: cl.data.shortest_path(2, 3, noise_width=float("inf")), r"finite number >= 0"),
+    (lambda: cl.data.shortest_path(2, 3, noise_width="0.5"), r"noise_width must be a finite"),
+    (lambda: cl.data.knapsack(2, 3, 5, capacities=10.0), r"one number per weight dimension"),
+    (lambda: cl.data.knapsack(2, 3, 5, seed=1.5), r"seed must be None, an integer"),
+    (lambda: cl.data.shortest_path(4, 3).split(2.0), r"num_train must be an integer"),
 ])
 def test_generators_name_a_bad_problem_size(make, message):
     """Python's and numpy's own errors before (cannot unpack an int; negative dimensions)."""

@@ -238,7 +238,7 @@ def test_a_split_past_the_data_and_an_empty_split_are_refused():
     from combolayer.training.loop import fit
 
     data = cl.data.shortest_path(10, 3, grid=(3, 3))
-    with pytest.raises(cl.InputError, match="num_train must be between 0 and the 10 "):
+    with pytest.raises(cl.InputError, match="num_train must be an integer between 0 and the 10 "):
         data.split(20)  # was 10 and 0 instances, and a perfect regret of 0.0 on no data
     train, test = data.split(10)
     with pytest.raises(cl.InputError, match="the test split is empty"):

@@ -309,8 +309,23 @@ def as_solver(problem: Any, backend: Any = "auto") -> Solver:
                              "pass one")
         return compiled
     if isinstance(backend, Solver):
+        spec = problem.spec if hasattr(problem, "spec") and not isinstance(problem, Spec) \
+            else load_spec(problem)
+        if backend.spec != spec:  # it would solve its own problem in the given one's place
+            raise InputError(f"backend is a Solver compiled for {_other(backend.spec, spec)}, "
+                             f"but the problem is {spec.label}: pass a solver of this problem, "
+                             "or the solver alone in place of the problem")
         return backend
     return make_solver(*in_place_of_spec(problem, backend))
+
+
+def _other(spec: Spec, than: Spec) -> str:
+    """``spec``'s label, or where its fields differ from ``than``'s of the same label."""
+    if spec.label != than.label:
+        return spec.label
+    fields = [name for name in type(spec).model_fields
+              if type(spec) is type(than) and getattr(spec, name) != getattr(than, name)]
+    return f"another {spec.label} (its {', '.join(fields) or 'kind'} differ)"
 
 
 def in_place_of_spec(problem: Any, backend: Any) -> tuple[Any, Any]:
