@@ -642,6 +642,27 @@ def test_the_integer_check_of_tight_rows_stops_at_a_problem_with_no_integer_poin
     assert sum(mips) == 1
 
 
+def test_a_tight_row_the_integer_check_leaves_unchecked_is_no_equation(monkeypatch):
+    """Without time for the MIP (its budget spent), the fractional-vertex row stays out
+    of the equations: kept on the LP's word, it changed the layer's solution."""
+    from combolayer.analysis import hull as module
+
+    monkeypatch.setattr(module, "SLACK_MIP_SECONDS", 0.0)
+    module._analyze.cache_clear()  # the same spec analysed with time for the MIP: cached
+    C = cl.Constraint
+    spec = cl.ILP(shape=[6], constraints=[
+        C(coefs={0: 1, 1: 1}, sense="==", rhs=1), C(coefs={2: 1, 0: -1}, sense="==", rhs=0),
+        C(coefs={4: 1, 3: -1}, sense="==", rhs=0), C(coefs={5: 1, 3: -1}, sense="==", rhs=0),
+        C(coefs={3: 2, 0: -1}, sense=">=", rhs=0), C(coefs={3: 1, 0: -1}, sense="<=", rhs=0),
+        C(coefs={0: 0.5, 1: 0.7, 2: 0.1999998, 3: 0.3000001, 4: -0.15, 5: -0.15},
+          sense="<=", rhs=0.7)])
+    outputs = feasible_outputs(spec)
+    hull = cl.analyze(spec)
+    np.testing.assert_allclose(outputs @ hull.normals.T,
+                               np.tile(hull.offsets, (len(outputs), 1)), atol=1e-7)
+    module._analyze.cache_clear()  # not this hull for the tests after
+
+
 def test_a_hull_s_arrays_are_read_only():
     hull = cl.analyze(P.ShortestPath.grid(3, 3))
     for array in (hull.normals, hull.offsets, hull.fixed):

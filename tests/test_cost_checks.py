@@ -254,3 +254,6 @@ def test_numpy_costs_that_are_not_numbers_are_refused_by_dtype():
     with pytest.raises(ValueError, match=r"must be real numbers, got dtype object"):
         solver.solve(np.array([1, "5", None, 2], dtype=object))
     assert solver.solve(np.array([1, 5, 3, 2], dtype=object)).tolist() == [0, 1, 1, 0]
+    for bad in (np.nan, np.inf):  # Python's max skipped the NaN: it was solved
+        with pytest.raises(ValueError, match="must be finite"):
+            solver.solve(np.array([bad, 5, 3, 2], dtype=object))

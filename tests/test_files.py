@@ -575,3 +575,58 @@ def test_a_variable_twice_in_one_lp_row_is_summed(tmp_path):
     path = tmp_path / "twice.lp"
     path.write_text("Minimize\n obj: x + y\nSubject To\n c1: x + y + x >= 1\nBinary\n x y\nEnd\n")
     assert cl.ILP.from_file(path).constraints[0].coefs == {0: 2.0, 1: 1.0}
+
+
+def test_an_lp_row_named_like_a_section_and_an_integers_section_read_as_highs_reads_them(
+        tmp_path):
+    """``bin:`` names a row, not the Binary section (valid files were refused); an
+    Integers section after Binary holds general integers."""
+    path = tmp_path / "named.lp"
+    path.write_text("Maximize\n obj: x + y\nSubject To\n bin: x + y <= 10\nBounds\n x <= 5\nEnd\n")
+    assert cl.ILP.from_file(path).integrality == ["continuous", "continuous"]
+    path.write_text("Maximize\n obj: x + z\nSubject To\n c1: x + z <= 10\nBounds\n"
+                    " 0 <= z <= 5\nBinary\n x\nIntegers\n z\nEnd\n")
+    assert cl.ILP.from_file(path).integrality == ["binary", "integer"]
+
+
+@pytest.mark.parametrize("head, refused", [
+    ("OBJSENSE\n    MAX\n", None),                       # HiGHS: max, as written
+    ("OBJSENSE MAXIMIZE\n", r"line 2: OBJSENSE 'MAXIMIZE', but HiGHS reads .* minimising"),
+    ("OBJSENS\n    MAX\n", r"line 3: OBJSENSE 'MAX', but HiGHS reads .* minimising"),
+])
+def test_an_mps_objective_sense_highs_reads_otherwise_is_refused(tmp_path, head, refused):
+    path = tmp_path / "sense.mps"
+    path.write_text(_mps("").replace("NAME          TEST\n", "NAME          TEST\n" + head))
+    if refused is None:
+        assert cl.ILP.from_file(path).sense == "max"
+        return
+    with pytest.raises(cl.SpecError, match=refused):
+        cl.ILP.from_file(path)
+
+
+@pytest.mark.parametrize("old, new, read", [
+    ("c1        1\n    y", "c1        1.5x      c2\n    y", None),   # a dangling row
+    (" UP BND       x         4\n", " UP BND       x         4    junk\n", None),
+    ("    rhs       c1        3\n", "    rhs       c1        3  obj\n", None),
+    ("    rhs       c1        3\n", "    rhs       c1        0.3D+01\n", 3.0),  # Fortran
+])
+def test_mps_fields_beyond_an_entry_are_refused_and_fortran_exponents_read(tmp_path, old, new,
+                                                                          read):
+    path = tmp_path / "fields.mps"
+    path.write_text(_mps("").replace(old, new))
+    if read is not None:
+        assert cl.ILP.from_file(path).constraints[0].rhs == read
+        return
+    with pytest.raises(cl.SpecError, match=r"fields are no \w+ entry"):
+        cl.ILP.from_file(path)
+
+
+def test_a_gzip_file_highs_reads_but_python_cannot_is_refused(tmp_path):
+    """Without its 8-byte trailer HiGHS reads it, and the text checks were skipped
+    (a value 1.5x was read as 1.5)."""
+    import gzip
+
+    path = tmp_path / "trailer.mps.gz"
+    path.write_bytes(gzip.compress(_mps("").encode())[:-8])
+    with pytest.raises(cl.SpecError, match="cannot be read as text here"):
+        cl.ILP.from_file(path)

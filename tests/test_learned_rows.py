@@ -285,5 +285,7 @@ def test_score_function_refuses_rows_that_need_a_gradient_it_does_not_perturb(pe
     with pytest.raises(cl.InputError, match=rf"{trained} requires a gradient, but .* does not "
                                             rf"perturb it.*add '{trained}' to perturb"):
         layer(torch.tensor([1.0, 2.0, 3.0]), **rows)
+    with torch.no_grad():  # no gradient flows: a rollout in training mode is taken
+        layer(torch.tensor([1.0, 2.0, 3.0]), **rows)
     rows[trained] = rows[trained].detach()
     layer(torch.tensor([1.0, 2.0, 3.0]), **rows)  # as data: taken

@@ -73,8 +73,8 @@ SPAN_TOL = 1e-9
 #: (integer points 1e13 apart differ by a unit, beyond 1e-13 of their distance).
 SPAN_RTOL = 1e-15
 #: Seconds the MIPs of `_slack_at_an_integer_point` may take in all, after which the
-#: rows left are kept as equations on the LP's word (HiGHS solved every named problem's
-#: in under 0.1 s; an LP-feasible problem with no integer point runs to the limit).
+#: rows they would check are left out of the equations (HiGHS solved every named
+#: problem's in under 0.1 s; an LP-feasible problem with no integer point runs to it).
 SLACK_MIP_SECONDS = 2.0
 
 
@@ -405,8 +405,10 @@ def _slack_at_an_integer_point(form: CanonicalForm, G: sp.csr_matrix, h: np.ndar
     ``y1 == y2 == 1 - y0``: ``1e-7`` at ``y = (0, 1, 1)``), which the LP cannot resolve.
     The point maximises the row's slack over the relaxation, with the integer variables
     rounded; where that breaks a constraint (a fractional vertex), over the integer
-    points (the MIP). The objective is scaled up by ``1 / SLACK_TOL`` so that such a
-    difference is not lost in the solvers' optimality tolerances."""
+    points (the MIP). A row the MIP leaves unchecked (no point within the shared
+    `SLACK_MIP_SECONDS`) counts as slack: it is no equation. The objective is scaled up
+    by ``1 / SLACK_TOL`` so that such a difference is not lost in the solvers'
+    optimality tolerances."""
     slack = np.zeros(len(rows), dtype=bool)
     if not len(rows):
         return slack
@@ -417,22 +419,27 @@ def _slack_at_an_integer_point(form: CanonicalForm, G: sp.csr_matrix, h: np.ndar
         row_upper=np.concatenate([form.b_ub, form.b_eq]),
     )
     lp, mip = _slack_model(highs_lp(**relaxation)), None
-    deadline = time.monotonic() + SLACK_MIP_SECONDS
+    left = SLACK_MIP_SECONDS  # the MIPs' time, in all
     G = sp.csr_matrix(G)
     for k, i in enumerate(rows):
         g = G[i].toarray().ravel()
         cost = g / (SLACK_TOL * np.abs(g).max())
         point = _point_of(form, lp, cost)
-        left = deadline - time.monotonic()
-        if point is None and form.integer.any() and left > 0:
-            if mip is None:
-                mip = _slack_model(highs_lp(**relaxation, integer=form.integer))
-                check_status(mip.setOptionValue("mip_rel_gap", 0.0), "setOptionValue")
-            check_status(mip.setOptionValue("time_limit", left), "setOptionValue")
-            point = _point_of(form, mip, cost)
-            if point is None:  # no integer point in time: none for the next rows either
-                deadline = 0.0
-        if point is None:  # none found: the row stays tight, on the LP's word
+        if point is None and form.integer.any():
+            if left > 0:
+                if mip is None:
+                    mip = _slack_model(highs_lp(**relaxation, integer=form.integer))
+                    check_status(mip.setOptionValue("mip_rel_gap", 0.0), "setOptionValue")
+                check_status(mip.setOptionValue("time_limit", left), "setOptionValue")
+                began = time.monotonic()
+                point = _point_of(form, mip, cost)
+                left -= time.monotonic() - began
+            if point is None:
+                # unchecked: not an equation (a missed one loosens the hull, a false one
+                # would change the solutions), and no MIP for the rows after it either
+                slack[k], left = True, 0.0
+                continue
+        if point is None:  # a continuous problem's point beyond rounding: on the LP's word
             continue
         terms = abs(h[i]) + np.abs(g) @ np.abs(point)
         slack[k] = h[i] - g @ point > DROP_TOL * terms

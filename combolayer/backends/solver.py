@@ -936,6 +936,8 @@ class Solver:
         dtype = None  # costs solved in float64 that are not: the dtype the solutions go back to
         if not is_torch:
             costs = np.asarray(costs)
+            if costs.dtype == object and _real_numbers(costs):  # checked as numbers: NaN too
+                costs = costs.astype(np.float64)
             check_costs(self.spec, costs)  # before the cast, which would drop imaginary parts
             if costs.dtype != np.float64 and costs.dtype.kind == "f":
                 dtype = costs.dtype

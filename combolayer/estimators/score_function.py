@@ -105,7 +105,8 @@ class ScoreFunction(Estimator):
         if not training:
             return solver.solve_min(costs), None
         for part, value in (("A", A), ("b", b)):
-            if part not in self.perturb and value is not None and value.requires_grad:
+            if (part not in self.perturb and value is not None and value.requires_grad
+                    and torch.is_grad_enabled()):
                 raise InputError(
                     f"{part} requires a gradient, but {self} does not perturb it, so it would "
                     f"get zeros: add {part!r} to perturb, or pass {part}.detach() to use it as "

@@ -147,9 +147,9 @@ def read_model(path: str | os.PathLike) -> FileModel:
     sense = "max" if lp.sense_ == highspy.ObjSense.kMaximize else "min"
     names = names or [""] * n
     if path.name.lower().removesuffix(".gz").endswith(".lp"):
-        _check_lp_binaries(path, names, lower, upper)
+        _check_lp_binaries(path, names, integrality, lower, upper)
     else:
-        _check_mps_text(path, names)
+        _check_mps_text(path, names, sense)
     _check_cost(cost, names, path)
     arguments = dict(shape=[n], sense=sense, integrality=integrality, lower=lower.tolist(),
                      upper=upper.tolist(), constraints=_constraints(lp))
@@ -296,15 +296,10 @@ class _HighsLog:
 
 
 #: A number as HiGHS reads it whole (Python's float() also takes 1_000 and nan).
-_NUMBER = re.compile(r"[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|inf(inity)?)", re.IGNORECASE)
+_NUMBER = re.compile(r"[+-]?((\d+\.?\d*|\.\d+)([eEdD][+-]?\d+)?|inf(inity)?)", re.IGNORECASE)
 #: A field that starts as a number: HiGHS reads its leading number and drops the rest
 #: (any other word it reads as 0).
 _NUMBER_START = re.compile(r"[+-]?(\d|\.\d)")
-#: Where an MPS data line of a section holds its values, by its number of fields.
-_MPS_VALUES = {"COLUMNS": {3: (2,), 5: (2, 4)},
-               "RHS": {2: (1,), 3: (2,), 4: (1, 3), 5: (2, 4)},  # the set's name optional
-               "RANGES": {2: (1,), 3: (2,), 4: (1, 3), 5: (2, 4)}, "BOUNDS": {4: (3,)}}
-
 
 #: MPS section names (those an ILP can hold, then the others), and those whose header
 #: line may carry a value of its own.
@@ -324,36 +319,46 @@ def _mps_header(line: str, fields: list[str]) -> bool:
     return word in _MPS_HEADERS and (len(fields) == 1 or word in _MPS_NAMED_HEADERS)
 
 
-def _check_mps_text(path: Path, names: list[str]) -> None:
+def _check_mps_text(path: Path, names: list[str], sense: str) -> None:
     """Raise SpecError for what HiGHS's MPS reader takes without a word: a column named
     outside COLUMNS (a BOUNDS entry for an unknown column adds a variable), a value
-    field that is not a number (``1.0x`` is read as 1.0, ``one`` as 0), an RHS of a
-    free row other than the objective (added to the objective's constant) and an
-    OBJNAME other than the first free row (HiGHS takes the first as the objective).
-    Names that hold spaces, which would shift the fields, never reach here: HiGHS
-    reads them in fixed format, which `read_model` refuses."""
-    lines = _lines(path)
-    if lines is None:
-        return
-    section, declared, free_rows, named = "", set(), [], []
-    for number, line in enumerate(lines, 1):
+    field that is not a number (``1.0x`` is read as 1.0, ``one`` as 0) or a field more
+    or less than an entry holds (dropped), an RHS of a free row other than the
+    objective (added to the objective's constant), an OBJNAME other than the first
+    free row (HiGHS takes the first as the objective) and an OBJSENSE read as another
+    sense than ``sense`` (``OBJSENSE MAXIMIZE`` on one line minimises). Names that
+    hold spaces, which would shift the fields, never reach here: HiGHS reads them in
+    fixed format, which `read_model` refuses."""
+    section, declared, rows, free_rows, named, senses = "", set(), set(), [], [], []
+    for number, line in enumerate(_text_lines(path), 1):
         if not line.strip() or line[0] == "*":
             continue
         fields = line.split()
         if _mps_header(line, fields):
             section = fields[0].upper()
-            if section == "OBJNAME" and len(fields) > 1:
+            if len(fields) > 1 and section == "OBJNAME":
                 named.append((number, fields[1]))
+            if len(fields) > 1 and section in ("OBJSENSE", "OBJSENS"):
+                senses.append((number, fields[1]))
             continue
         if section == "OBJNAME":
             named.append((number, fields[0]))
-        if section == "ROWS" and len(fields) > 1 and fields[0].upper() == "N":
-            free_rows.append(fields[1])
+        if section in ("OBJSENSE", "OBJSENS"):
+            senses.append((number, fields[0]))
+        if section == "ROWS" and len(fields) > 1:
+            rows.add(fields[1])
+            if fields[0].upper() == "N":
+                free_rows.append(fields[1])
         if section == "COLUMNS" and len(fields) > 1 and fields[1].strip("'\"").upper() == "MARKER":
             continue
         if section == "COLUMNS":
             declared.add(fields[0])
-        for k in _MPS_VALUES.get(section, {}).get(len(fields), ()):
+        positions = _value_positions(section, fields, rows)
+        if positions is None:
+            raise SpecError(f"{str(path)!r} line {number}: {len(fields)} fields are no {section} "
+                            "entry (a name without its value, or a field more: HiGHS would drop "
+                            "one); fix the file")
+        for k in positions:
             value = fields[k]
             if not _NUMBER.fullmatch(value):
                 read = ("its leading digits and drop the rest" if _NUMBER_START.match(value)
@@ -371,6 +376,12 @@ def _check_mps_text(path: Path, names: list[str]) -> None:
             raise SpecError(f"{str(path)!r} line {number}: OBJNAME names {name!r}, but HiGHS "
                             f"takes the first free row ({free_rows[0]!r}) as the objective; "
                             "put the objective's row first among the N rows")
+    for number, word in senses:
+        meant = _SENSES.get(word.upper())
+        if meant != sense:
+            raise SpecError(f"{str(path)!r} line {number}: OBJSENSE {word!r}, but HiGHS reads the "
+                            f"file as {sense}imising; write OBJSENSE alone on its line and MAX "
+                            "or MIN on the next")
     for name in names:
         if name and name not in declared:
             raise SpecError(f"{str(path)!r} names the column {name!r} outside its COLUMNS "
@@ -379,32 +390,53 @@ def _check_mps_text(path: Path, names: list[str]) -> None:
                             "the name")
 
 
+#: OBJSENSE's words, by the sense they mean.
+_SENSES = {"MAX": "max", "MAXIMIZE": "max", "MAXIMISE": "max", "MIN": "min",
+           "MINIMIZE": "min", "MINIMISE": "min"}
+
+
+def _value_positions(section: str, fields: list[str], rows: set[str]) -> tuple[int, ...] | None:
+    """Where a data line of ``section`` holds its values, or None for a line HiGHS reads
+    by dropping a field. An RHS or RANGES line may leave out the set's name (its first
+    field is then a row's)."""
+    count = len(fields)
+    if section == "COLUMNS":
+        return {3: (2,), 5: (2, 4)}.get(count)
+    if section in ("RHS", "RANGES"):
+        named = fields[0] not in rows
+        return ({3: (2,), 5: (2, 4)} if named else {2: (1,), 4: (1, 3)}).get(count)
+    if section == "BOUNDS":
+        return {2: (), 3: (), 4: (3,)}.get(count)  # FR, MI, PL, BV take no value
+    return ()
+
+
 #: Words that open an LP section (the first word of its line).
 _LP_KEYWORDS = {"minimize", "minimise", "maximize", "maximise", "minimum", "maximum", "min",
                 "max", "subject", "such", "st", "s.t.", "bounds", "bound", "general",
                 "generals", "gen", "binary", "binaries", "bin", "semi-continuous", "semis",
                 "semi", "semi-integer", "semi-integers", "semi-int", "sos", "sos1", "sos2",
+                "integer", "integers",
                 "lazy", "user", "pwlobj", "genconstrs", "gencons", "end"}
 _LP_BINARY = {"binary", "binaries", "bin"}
 
 
-def _check_lp_binaries(path: Path, names: list[str], lower: np.ndarray,
-                       upper: np.ndarray) -> None:
+def _check_lp_binaries(path: Path, names: list[str], integrality: list[str],
+                       lower: np.ndarray, upper: np.ndarray) -> None:
     """Raise SpecError for a column an LP file declares binary and bounds outside [0, 1]
     (``x free`` or ``x <= 5`` in Bounds): HiGHS keeps those bounds and reads a general
     integer, where Gurobi and SCIP read a 0/1 variable."""
     binaries, binary = set(), False
-    for raw in _lines(path) or []:
+    for raw in _text_lines(path):
         words = raw.split("\\", 1)[0].split()  # a backslash starts a comment
         if not words:
             continue
-        keyword = words[0].lower().rstrip(":")
+        keyword = words[0].lower()  # "bin:" names a row
         if keyword in _LP_KEYWORDS:  # names may follow a section's word on its line
             binary, words = keyword in _LP_BINARY, words[1:]
         if binary:
             binaries.update(words)
     for j, name in enumerate(names):
-        if name in binaries and (lower[j] < 0.0 or upper[j] > 1.0):
+        if name in binaries and integrality[j] == "integer":  # beyond [0, 1]: not "binary"
             raise SpecError(f"{str(path)!r} declares {name!r} binary but bounds it by "
                             f"[{lower[j]:g}, {upper[j]:g}] (HiGHS reads a general integer there, "
                             "other readers a 0/1 variable): bound it within [0, 1], or declare "
@@ -424,6 +456,17 @@ def _lines(path: Path) -> list[str] | None:
             return list(handle)
     except (OSError, EOFError, zlib.error):  # EOFError, zlib.error: a damaged .gz
         return None
+
+
+def _text_lines(path: Path) -> list[str]:
+    """`_lines`, or SpecError where Python cannot read the text HiGHS read (a gzip
+    file without its trailer), which the checks need."""
+    lines = _lines(path)
+    if lines is None:
+        raise SpecError(f"{str(path)!r} cannot be read as text here (a damaged gzip file?), so "
+                        "what HiGHS read from it cannot be checked; expected an MPS or LP file, "
+                        "plain or gzipped whole")
+    return lines
 
 
 def unsupported_feature(path: str | os.PathLike) -> str | None:
