@@ -19,6 +19,7 @@ Examples:
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -28,7 +29,7 @@ from scipy.spatial.distance import pdist
 from .backends.registry import make_solver
 from .errors import InputError
 from .problems import TSP, Knapsack, ShortestPath, TSPEdges
-from .specs.base import boolean_in, is_real
+from .specs.base import boolean_in, is_boolean, is_real
 
 
 class Data(NamedTuple):
@@ -46,8 +47,20 @@ class Data(NamedTuple):
         return head, tail
 
 
+def _whole(value: Any) -> bool:
+    """Whether ``value`` is a whole number (any integer type, a 0-d integer tensor), and
+    no boolean."""
+    if is_boolean(value):
+        return False
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
+
+
 def _check_split(num_train: int, size: int) -> None:
-    if not is_real(num_train, integer=True) or not 0 <= num_train <= size:
+    if not _whole(num_train) or not 0 <= num_train <= size:
         # a larger one was cut to the data's size, leaving an empty rest unannounced
         raise InputError(f"num_train must be an integer between 0 and the {size} instances, got "
                          f"{num_train!r}")
@@ -108,18 +121,18 @@ def _check_generator(num_data: int, num_features: int, deg: int, noise_width: fl
                                ("deg", deg, 1)):
         if not is_real(value, integer=True) or value < least:
             raise InputError(f"{name} must be an integer >= {least}, got {value!r}")
-    if not is_real(noise_width) or not 0 <= noise_width < math.inf:
+    width = np.asarray(noise_width) if not is_boolean(noise_width) else None
+    if (width is None or width.ndim or not np.issubdtype(width.dtype, np.number)
+            or not 0 <= float(width) < math.inf):
         raise InputError(f"noise_width must be a finite number >= 0, got {noise_width!r}")
     for name, value in (("seed", seed), *sizes.items()):
         found = boolean_in(value)
         if found is not None:
             raise InputError(f"{name} must hold integers, got the boolean {found!r}"
                              + ("" if found is value else f" in {value!r}"))
-    if seed is not None and not is_real(seed, integer=True) and not (
-            isinstance(seed, list | tuple | np.ndarray)
-            and all(is_real(part, integer=True) for part in np.ravel(seed))):
-        raise InputError(f"seed must be None, an integer or a sequence of integers, got "
-                         f"{seed!r}")
+    if is_real(seed) and not is_real(seed, integer=True):  # numpy's own words otherwise
+        raise InputError(f"seed must be None, an integer, a sequence of integers or a numpy "
+                         f"bit generator, got {seed!r}")
     for name, value in sizes.items():
         if name == "grid":
             pair = isinstance(value, list | tuple | np.ndarray) and np.shape(value) == (2,)

@@ -591,6 +591,7 @@ def test_an_lp_row_named_like_a_section_and_an_integers_section_read_as_highs_re
 
 @pytest.mark.parametrize("head, refused", [
     ("OBJSENSE\n    MAX\n", None),                       # HiGHS: max, as written
+    ("OBJSENSE\n    MAXIMUM\n", None),
     ("OBJSENSE MAXIMIZE\n", r"line 2: OBJSENSE 'MAXIMIZE', but HiGHS reads .* minimising"),
     ("OBJSENS\n    MAX\n", r"line 3: OBJSENSE 'MAX', but HiGHS reads .* minimising"),
 ])
@@ -609,11 +610,16 @@ def test_an_mps_objective_sense_highs_reads_otherwise_is_refused(tmp_path, head,
     (" UP BND       x         4\n", " UP BND       x         4    junk\n", None),
     ("    rhs       c1        3\n", "    rhs       c1        3  obj\n", None),
     ("    rhs       c1        3\n", "    rhs       c1        0.3D+01\n", 3.0),  # Fortran
+    (" UP BND       x         4\n", " UP x four\n", "value"),  # no set name: read as 0
 ])
 def test_mps_fields_beyond_an_entry_are_refused_and_fortran_exponents_read(tmp_path, old, new,
                                                                           read):
     path = tmp_path / "fields.mps"
     path.write_text(_mps("").replace(old, new))
+    if read == "value":
+        with pytest.raises(cl.SpecError, match=r"'four' in the BOUNDS section is not a number"):
+            cl.ILP.from_file(path)
+        return
     if read is not None:
         assert cl.ILP.from_file(path).constraints[0].rhs == read
         return
@@ -630,3 +636,9 @@ def test_a_gzip_file_highs_reads_but_python_cannot_is_refused(tmp_path):
     path.write_bytes(gzip.compress(_mps("").encode())[:-8])
     with pytest.raises(cl.SpecError, match="cannot be read as text here"):
         cl.ILP.from_file(path)
+    # bytes after the gzip stream, and two members: HiGHS reads both, and so do the checks
+    text = _mps("").encode()
+    path.write_bytes(gzip.compress(text) + b"JUNKJUNK")
+    assert cl.ILP.from_file(path).shape == [2]
+    path.write_bytes(gzip.compress(text[:100]) + gzip.compress(text[100:]))
+    assert cl.ILP.from_file(path).shape == [2]

@@ -390,6 +390,10 @@ def test_a_solver_of_another_problem_is_refused_as_a_metric_s_backend():
     assert cl.metrics.regret(spec, c, y, backend=cl.make_solver(spec)).tolist() == [0.0]
     with pytest.raises(ValueError, match="compiled for"):
         cl.losses.SPOPlusLoss(spec, backend=other)
+    # the problem's own ILP form is the same problem
+    ilp = cl.make_solver(spec.to_ilp())
+    assert cl.metrics.regret(spec, c, y, backend=ilp).tolist() == [0.0]
+    cl.losses.SPOPlusLoss(spec, backend=ilp)
 
 
 def test_cost_ratio_refuses_an_optimal_objective_of_zero():
@@ -435,3 +439,10 @@ def test_generators_name_a_bad_problem_size(make, message):
     """Python's and numpy's own errors before (cannot unpack an int; negative dimensions)."""
     with pytest.raises(cl.ComboLayerError, match=message):
         make()
+
+
+def test_generators_take_what_numpy_takes_as_a_seed_and_numbers_of_any_kind():
+    for seed in (np.random.PCG64(1), range(3), np.int64(3), [1, 2]):
+        cl.data.shortest_path(4, 3, grid=(2, 2), seed=seed)
+    data = cl.data.shortest_path(4, 3, grid=(2, 2), noise_width=np.array(0.5))
+    assert [len(part.costs) for part in data.split(torch.tensor(2))] == [2, 2]

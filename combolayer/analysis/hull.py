@@ -72,6 +72,10 @@ SPAN_TOL = 1e-9
 #: The relative part of the tolerance above: a few float64 roundings of the difference
 #: (integer points 1e13 apart differ by a unit, beyond 1e-13 of their distance).
 SPAN_RTOL = 1e-15
+#: A row whose slack, maximised over the relaxation by the LP, is below this fraction
+#: of its terms has none there (rounding), so none at an integer point: an equation. A
+#: cancellation's slack (1e-7 of terms about 1) is above it.
+LP_TIGHT = 1e-9
 #: Seconds the MIPs of `_slack_at_an_integer_point` may take in all, after which the
 #: rows they would check are left out of the equations (HiGHS solved every named
 #: problem's in under 0.1 s; an LP-feasible problem with no integer point runs to it).
@@ -403,12 +407,14 @@ def _slack_at_an_integer_point(form: CanonicalForm, G: sp.csr_matrix, h: np.ndar
     a point of the problem, checked term by term, is slack in it: a slack made by a
     cancellation of its terms (``3 y0 + y1 + 1.9999999 y2 <= 3`` with
     ``y1 == y2 == 1 - y0``: ``1e-7`` at ``y = (0, 1, 1)``), which the LP cannot resolve.
-    The point maximises the row's slack over the relaxation, with the integer variables
-    rounded; where that breaks a constraint (a fractional vertex), over the integer
-    points (the MIP). A row the MIP leaves unchecked (no point within the shared
-    `SLACK_MIP_SECONDS`) counts as slack: it is no equation. The objective is scaled up
-    by ``1 / SLACK_TOL`` so that such a difference is not lost in the solvers'
-    optimality tolerances."""
+
+    The LP maximises the row's slack over the relaxation: an optimum without slack
+    (below `LP_TIGHT` of the row's terms) leaves none to an integer point either, and the
+    row is an equation. Else its point, with the integer variables rounded, is checked;
+    where rounding breaks a constraint (a fractional vertex), a point of the MIP is. A
+    row the MIP leaves unchecked (no point within the shared `SLACK_MIP_SECONDS`) counts
+    as slack: it is no equation. The objective is scaled up by ``1 / SLACK_TOL`` so that
+    such a difference is not lost in the solvers' optimality tolerances."""
     slack = np.zeros(len(rows), dtype=bool)
     if not len(rows):
         return slack
@@ -424,7 +430,14 @@ def _slack_at_an_integer_point(form: CanonicalForm, G: sp.csr_matrix, h: np.ndar
     for k, i in enumerate(rows):
         g = G[i].toarray().ravel()
         cost = g / (SLACK_TOL * np.abs(g).max())
-        point = _point_of(form, lp, cost)
+        x = _solution(lp, cost)
+        if x is None:  # no point of the relaxation: the row stays tight, on the LP's word
+            continue
+        terms = abs(h[i]) + np.abs(g) @ np.abs(x)
+        if (lp.getModelStatus() == highspy.HighsModelStatus.kOptimal
+                and h[i] - g @ x <= LP_TIGHT * terms):
+            continue  # no slack on the whole relaxation: none at an integer point
+        point = _rounded(form, x)
         if point is None and form.integer.any():
             if left > 0:
                 if mip is None:
@@ -432,8 +445,9 @@ def _slack_at_an_integer_point(form: CanonicalForm, G: sp.csr_matrix, h: np.ndar
                     check_status(mip.setOptionValue("mip_rel_gap", 0.0), "setOptionValue")
                 check_status(mip.setOptionValue("time_limit", left), "setOptionValue")
                 began = time.monotonic()
-                point = _point_of(form, mip, cost)
+                found = _solution(mip, cost)
                 left -= time.monotonic() - began
+                point = None if found is None else _rounded(form, found)
             if point is None:
                 # unchecked: not an equation (a missed one loosens the hull, a false one
                 # would change the solutions), and no MIP for the rows after it either
@@ -452,18 +466,21 @@ def _slack_model(lp):
     return model
 
 
-def _point_of(form: CanonicalForm, model, cost: np.ndarray) -> np.ndarray | None:
-    """A point of ``form`` (integer variables rounded) from ``model`` minimising ``cost``,
-    or None when the solve ends without one that meets every constraint. Any feasible
-    point will do, optimal or not (HiGHS stops at 'Unknown' on some rows of 1e6): the
-    caller's check is exact."""
-    check_status(model.changeColsCost(form.num_vars, np.arange(form.num_vars), cost),
-                 "changeColsCost")
+def _solution(model, cost: np.ndarray) -> np.ndarray | None:
+    """``model``'s point minimising ``cost``, or None when the solve ends without a
+    feasible one. Any feasible point will do, optimal or not (HiGHS stops at 'Unknown'
+    on some rows of 1e6): the caller's checks are exact."""
+    num_vars = len(cost)
+    check_status(model.changeColsCost(num_vars, np.arange(num_vars), cost), "changeColsCost")
     run_highs(model)
     if model.getInfo().primal_solution_status != 2:
         return None
-    point = np.asarray(model.getSolution().col_value)
-    point = np.where(form.integer, np.round(point), point)
+    return np.asarray(model.getSolution().col_value)
+
+
+def _rounded(form: CanonicalForm, x: np.ndarray) -> np.ndarray | None:
+    """``x`` with its integer variables rounded, if that meets every constraint."""
+    point = np.where(form.integer, np.round(x), x)
     return point if _meets(form, point) else None
 
 

@@ -311,12 +311,20 @@ def as_solver(problem: Any, backend: Any = "auto") -> Solver:
     if isinstance(backend, Solver):
         spec = problem.spec if hasattr(problem, "spec") and not isinstance(problem, Spec) \
             else load_spec(problem)
-        if backend.spec != spec:  # it would solve its own problem in the given one's place
-            raise InputError(f"backend is a Solver compiled for {_other(backend.spec, spec)}, "
-                             f"but the problem is {spec.label}: pass a solver of this problem, "
-                             "or the solver alone in place of the problem")
+        check_solves(backend, spec, "the problem")
         return backend
     return make_solver(*in_place_of_spec(problem, backend))
+
+
+def check_solves(solver: Solver, spec: Spec, what: str) -> None:
+    """InputError unless ``solver`` was compiled for ``spec`` or its ILP form (given as
+    ``backend=`` with another problem, it solved its own in that one's place)."""
+    if solver.spec == spec or (type(solver.spec) is not type(spec)
+                               and solver.spec == spec.to_ilp()):
+        return
+    raise InputError(f"backend is a Solver compiled for {_other(solver.spec, spec)}, but "
+                     f"{what} is {spec.label}: pass a solver of this problem, or the solver "
+                     "alone in place of the problem")
 
 
 def _other(spec: Spec, than: Spec) -> str:

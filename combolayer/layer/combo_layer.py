@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from ..analysis.hull import analyze
 from ..backends.clip import ClipNegatives
 from ..backends.config import BackendConfig
-from ..backends.registry import in_place_of_spec, make_solver
+from ..backends.registry import check_solves, in_place_of_spec, make_solver
 from ..backends.rows import check_rows
 from ..backends.solver import (
     HALF_PRECISION,
@@ -169,10 +169,7 @@ class ComboLayer(nn.Module):
         if isinstance(backend, Solver):
             # A compiled solver, as the losses take: used as is, and copied as its
             # recipe (Solver.__reduce__) when the layer is pickled or copied.
-            if backend.spec != self.spec:
-                raise InputError(f"backend is a Solver compiled for {backend.spec.label}, but "
-                                 f"the layer's spec is {self.spec.label}: pass a solver of "
-                                 "this spec, or the solver alone in place of the spec")
+            check_solves(backend, self.spec, "the layer's spec")
             self.__dict__["_solver"] = backend
             config = backend.config
             self.backend_config = (config.model_copy(update={"name": backend.backend})

@@ -40,7 +40,7 @@ Example:
 
 from __future__ import annotations
 
-import gzip
+import io
 import math
 import os
 import re
@@ -353,7 +353,7 @@ def _check_mps_text(path: Path, names: list[str], sense: str) -> None:
             continue
         if section == "COLUMNS":
             declared.add(fields[0])
-        positions = _value_positions(section, fields, rows)
+        positions = _value_positions(section, fields, rows, declared)
         if positions is None:
             raise SpecError(f"{str(path)!r} line {number}: {len(fields)} fields are no {section} "
                             "entry (a name without its value, or a field more: HiGHS would drop "
@@ -379,9 +379,10 @@ def _check_mps_text(path: Path, names: list[str], sense: str) -> None:
     for number, word in senses:
         meant = _SENSES.get(word.upper())
         if meant != sense:
-            raise SpecError(f"{str(path)!r} line {number}: OBJSENSE {word!r}, but HiGHS reads the "
-                            f"file as {sense}imising; write OBJSENSE alone on its line and MAX "
-                            "or MIN on the next")
+            said = (f"but HiGHS reads the file as {sense}imising" if meant else
+                    "which is no objective sense")
+            raise SpecError(f"{str(path)!r} line {number}: OBJSENSE {word!r}, {said}; write "
+                            "OBJSENSE alone on its line and MAX or MIN on the next")
     for name in names:
         if name and name not in declared:
             raise SpecError(f"{str(path)!r} names the column {name!r} outside its COLUMNS "
@@ -391,23 +392,30 @@ def _check_mps_text(path: Path, names: list[str], sense: str) -> None:
 
 
 #: OBJSENSE's words, by the sense they mean.
-_SENSES = {"MAX": "max", "MAXIMIZE": "max", "MAXIMISE": "max", "MIN": "min",
-           "MINIMIZE": "min", "MINIMISE": "min"}
+_SENSES = {"MAX": "max", "MAXIMIZE": "max", "MAXIMISE": "max", "MAXIMUM": "max",
+           "MIN": "min", "MINIMIZE": "min", "MINIMISE": "min", "MINIMUM": "min"}
 
 
-def _value_positions(section: str, fields: list[str], rows: set[str]) -> tuple[int, ...] | None:
+def _value_positions(section: str, fields: list[str], rows: set[str],
+                     columns: set[str]) -> tuple[int, ...] | None:
     """Where a data line of ``section`` holds its values, or None for a line HiGHS reads
     by dropping a field. An RHS or RANGES line may leave out the set's name (its first
-    field is then a row's)."""
+    field is then a row's), and so may a BOUNDS line (its second field is then a
+    column's)."""
     count = len(fields)
     if section == "COLUMNS":
         return {3: (2,), 5: (2, 4)}.get(count)
     if section in ("RHS", "RANGES"):
         named = fields[0] not in rows
         return ({3: (2,), 5: (2, 4)} if named else {2: (1,), 4: (1, 3)}).get(count)
-    if section == "BOUNDS":
-        return {2: (), 3: (), 4: (3,)}.get(count)  # FR, MI, PL, BV take no value
+    if section == "BOUNDS":  # FR, MI, PL and BV take no value
+        unnamed = count == 3 and fields[0].upper() in _VALUED_BOUNDS and fields[1] in columns
+        return {2: (), 3: (2,) if unnamed else (), 4: (3,)}.get(count)
     return ()
+
+
+#: The MPS bound types that take a value.
+_VALUED_BOUNDS = {"UP", "LO", "FX", "LI", "UI", "SC"}
 
 
 #: Words that open an LP section (the first word of its line).
@@ -444,18 +452,29 @@ def _check_lp_binaries(path: Path, names: list[str], integrality: list[str],
 
 
 def _lines(path: Path) -> list[str] | None:
-    """The text lines of a model file (gzipped or not), or None when it cannot be read."""
+    """The text lines of a model file, as HiGHS reads it: a ``.gz`` file's gzip members
+    up to any bytes after them, or plain text (a file named ``.gz`` that is not gzipped);
+    None when it cannot be read (a gzip member cut short)."""
     try:
-        if path.name.lower().endswith(".gz"):
-            try:
-                with gzip.open(path, "rt", errors="replace") as handle:
-                    return list(handle)
-            except gzip.BadGzipFile:  # HiGHS reads such a file as plain text: so do we
-                pass
-        with open(path, errors="replace") as handle:
-            return list(handle)
-    except (OSError, EOFError, zlib.error):  # EOFError, zlib.error: a damaged .gz
+        data = path.read_bytes()
+    except OSError:
         return None
+    if path.name.lower().endswith(".gz") and data[:2] == _GZIP_MAGIC:
+        members = []
+        while data[:2] == _GZIP_MAGIC:
+            member = zlib.decompressobj(16 + zlib.MAX_WBITS)  # a gzip header and trailer
+            try:
+                members.append(member.decompress(data))
+            except zlib.error:
+                return None
+            if not member.eof:
+                return None
+            data = member.unused_data
+        data = b"".join(members)
+    return list(io.StringIO(data.decode(errors="replace"), newline=None))
+
+
+_GZIP_MAGIC = b"\x1f\x8b"
 
 
 def _text_lines(path: Path) -> list[str]:
