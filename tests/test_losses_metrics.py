@@ -394,6 +394,10 @@ def test_a_solver_of_another_problem_is_refused_as_a_metric_s_backend():
     ilp = cl.make_solver(spec.to_ilp())
     assert cl.metrics.regret(spec, c, y, backend=ilp).tolist() == [0.0]
     cl.losses.SPOPlusLoss(spec, backend=ilp)
+    # but not where every solver of the spec floors the costs first (graphs with cycles)
+    grid = cl.problems.ShortestPath.grid(3, 3)
+    with pytest.raises(ValueError, match="its solver would not floor the costs"):
+        cl.losses.SPOPlusLoss(grid, backend=cl.make_solver(grid.to_ilp()))
 
 
 def test_cost_ratio_refuses_an_optimal_objective_of_zero():

@@ -318,13 +318,17 @@ def as_solver(problem: Any, backend: Any = "auto") -> Solver:
 
 def check_solves(solver: Solver, spec: Spec, what: str) -> None:
     """InputError unless ``solver`` was compiled for ``spec`` or its ILP form (given as
-    ``backend=`` with another problem, it solved its own in that one's place)."""
-    if solver.spec == spec or (type(solver.spec) is not type(spec)
-                               and solver.spec == spec.to_ilp()):
+    ``backend=`` with another problem, it solved its own in that one's place). Not the
+    ILP form of a spec whose costs every solver floors first (`Spec.cost_floor`: a
+    shortest path on a graph with cycles), which that form's solver would not do."""
+    ilp_form = type(solver.spec) is not type(spec) and solver.spec == spec.to_ilp()
+    if solver.spec == spec or (ilp_form and spec.cost_floor() is None):
         return
+    why = (" (its ILP form: its solver would not floor the costs, as every solver of "
+           f"{spec.label} does)" if ilp_form else "")
     raise InputError(f"backend is a Solver compiled for {_other(solver.spec, spec)}, but "
-                     f"{what} is {spec.label}: pass a solver of this problem, or the solver "
-                     "alone in place of the problem")
+                     f"{what} is {spec.label}{why}: pass a solver of this problem, or the "
+                     "solver alone in place of the problem")
 
 
 def _other(spec: Spec, than: Spec) -> str:
