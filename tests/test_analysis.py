@@ -565,17 +565,24 @@ def test_exact_mode_checks_the_lp_s_equations():
     assert exact.fixed.tolist() == []
 
 
-def test_a_slack_from_a_fractional_vertex_s_cancellation_is_not_an_equation():
-    """The last row's slack is 1e-7 at (1, 0, 1, 1, 1, 1), a cancellation across five
-    terms; the LP point that maximises it is fractional (y3 = 0.5) and rounds to a point
-    that breaks ``2 y3 >= y0``: the integer points (the MIP) show the slack."""
+def fractional_vertex_cancellation() -> cl.ILP:
+    """Two feasible points, (0, 1, 0, 0, 0, 0) and (1, 0, 1, 1, 1, 1); the last row's
+    slack is 1e-7 at the second, a cancellation across five terms, and the LP point
+    that maximises it is fractional (y3 = 0.5)."""
     C = cl.Constraint
-    spec = cl.ILP(shape=[6], constraints=[
+    return cl.ILP(shape=[6], constraints=[
         C(coefs={0: 1, 1: 1}, sense="==", rhs=1), C(coefs={2: 1, 0: -1}, sense="==", rhs=0),
         C(coefs={4: 1, 3: -1}, sense="==", rhs=0), C(coefs={5: 1, 3: -1}, sense="==", rhs=0),
         C(coefs={3: 2, 0: -1}, sense=">=", rhs=0), C(coefs={3: 1, 0: -1}, sense="<=", rhs=0),
         C(coefs={0: 0.5, 1: 0.7, 2: 0.1999998, 3: 0.3000001, 4: -0.15, 5: -0.15},
           sense="<=", rhs=0.7)])
+
+
+def test_a_slack_from_a_fractional_vertex_s_cancellation_is_not_an_equation():
+    """The last row's slack is 1e-7 at (1, 0, 1, 1, 1, 1), a cancellation across five
+    terms; the LP point that maximises it is fractional (y3 = 0.5) and rounds to a point
+    that breaks ``2 y3 >= y0``: the integer points (the MIP) show the slack."""
+    spec = fractional_vertex_cancellation()
     outputs = feasible_outputs(spec)
     assert outputs.tolist() == [[0, 1, 0, 0, 0, 0], [1, 0, 1, 1, 1, 1]]
     assert_hull_of(spec, outputs)
@@ -669,13 +676,7 @@ def test_a_tight_row_the_integer_check_leaves_unchecked_is_no_equation(monkeypat
 
     monkeypatch.setattr(module, "SLACK_MIP_SECONDS", 0.0)
     module._analyze.cache_clear()  # the same spec analysed with time for the MIP: cached
-    C = cl.Constraint
-    spec = cl.ILP(shape=[6], constraints=[
-        C(coefs={0: 1, 1: 1}, sense="==", rhs=1), C(coefs={2: 1, 0: -1}, sense="==", rhs=0),
-        C(coefs={4: 1, 3: -1}, sense="==", rhs=0), C(coefs={5: 1, 3: -1}, sense="==", rhs=0),
-        C(coefs={3: 2, 0: -1}, sense=">=", rhs=0), C(coefs={3: 1, 0: -1}, sense="<=", rhs=0),
-        C(coefs={0: 0.5, 1: 0.7, 2: 0.1999998, 3: 0.3000001, 4: -0.15, 5: -0.15},
-          sense="<=", rhs=0.7)])
+    spec = fractional_vertex_cancellation()
     outputs = feasible_outputs(spec)
     hull = cl.analyze(spec)
     np.testing.assert_allclose(outputs @ hull.normals.T,
