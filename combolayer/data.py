@@ -122,7 +122,7 @@ def _check_generator(num_data: int, num_features: int, deg: int, noise_width: fl
         if not is_real(value, integer=True) or value < least:
             raise InputError(f"{name} must be an integer >= {least}, got {value!r}")
     width = np.asarray(noise_width) if not is_boolean(noise_width) else None
-    if (width is None or width.ndim or not np.issubdtype(width.dtype, np.number)
+    if (width is None or width.ndim or width.dtype.kind not in "iuf"  # real numbers only
             or not 0 <= float(width) < math.inf):
         raise InputError(f"noise_width must be a finite number >= 0, got {noise_width!r}")
     for name, value in (("seed", seed), *sizes.items()):

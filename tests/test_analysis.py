@@ -649,10 +649,10 @@ def test_the_integer_check_of_tight_rows_stops_at_a_problem_with_no_integer_poin
     assert sum(mips) <= 1
 
 
-def test_rows_without_slack_on_the_relaxation_are_equations_without_a_mip(monkeypatch):
-    """Market-split rows as pairs of inequalities, with a planted 0/1 point: the LP finds
-    no slack anywhere, so they are equations whatever a MIP would take (when the MIP's
-    budget ran out they were left out: the hull depended on the machine's speed)."""
+def test_an_equation_written_as_two_inequalities_is_one_without_a_mip(monkeypatch):
+    """Market-split rows as pairs of inequalities, with a planted 0/1 point: equations at
+    every point, whatever a MIP would take (when the MIPs' budget ran out they were left
+    out: the hull depended on the machine's speed)."""
     from combolayer.analysis import hull as module
 
     monkeypatch.setattr(module, "SLACK_MIP_SECONDS", 0.0)
@@ -689,3 +689,18 @@ def test_a_hull_s_arrays_are_read_only():
     for array in (hull.normals, hull.offsets, hull.fixed):
         with pytest.raises(ValueError, match="read-only"):
             array[0] = 4
+
+
+def test_a_cancellation_among_large_values_is_not_an_equation():
+    """The first row is slack by 1e-7 at (0, 1001, 1001), among terms of about 6000: a
+    tolerance relative to the terms at the LP's point took it for an equation, and the
+    projection zeroed every cost."""
+    eps, C = 1e-7, cl.Constraint
+    spec = cl.ILP(shape=[3], integrality="integer", lower=[0, 1000, 1000],
+                  upper=[1, 1001, 1001], constraints=[
+                      C(coefs={0: 3, 1: 1, 2: 2 - eps}, sense="<=", rhs=3003 - 1000 * eps),
+                      C(coefs={0: 1, 1: 1}, sense="==", rhs=1001),
+                      C(coefs={0: 1, 2: 1}, sense="==", rhs=1001)])
+    outputs = feasible_outputs(spec)
+    assert outputs.tolist() == [[0, 1001, 1001], [1, 1000, 1000]]
+    assert_hull_of(spec, outputs)

@@ -438,6 +438,7 @@ def test_generators_refuse_what_pyepos_refuse(generator, argument, value):
     (lambda: cl.data.knapsack(2, 3, 5, capacities=10.0), r"one number per weight dimension"),
     (lambda: cl.data.knapsack(2, 3, 5, seed=1.5), r"seed must be None, an integer"),
     (lambda: cl.data.shortest_path(4, 3).split(2.0), r"num_train must be an integer"),
+    (lambda: cl.data.shortest_path(2, 3, noise_width=np.array(1 + 1j)), r"noise_width must"),
 ])
 def test_generators_name_a_bad_problem_size(make, message):
     """Python's and numpy's own errors before (cannot unpack an int; negative dimensions)."""

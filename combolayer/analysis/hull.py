@@ -72,10 +72,10 @@ SPAN_TOL = 1e-9
 #: The relative part of the tolerance above: a few float64 roundings of the difference
 #: (integer points 1e13 apart differ by a unit, beyond 1e-13 of their distance).
 SPAN_RTOL = 1e-15
-#: A row whose slack, maximised over the relaxation by the LP, is below this fraction
-#: of its terms has none there (rounding), so none at an integer point: an equation. A
-#: cancellation's slack (1e-7 of terms about 1) is above it.
-LP_TIGHT = 1e-9
+#: Branch-and-bound nodes each MIP of `_slack_at_an_integer_point` may take: a limit of
+#: work, so that what it finds does not depend on the machine's speed (the named
+#: problems' and the cancellations' MIPs end at the root).
+SLACK_MIP_NODES = 1000
 #: Seconds the MIPs of `_slack_at_an_integer_point` may take in all, after which the
 #: rows they would check are left out of the equations (HiGHS solved every named
 #: problem's in under 0.1 s; an LP-feasible problem with no integer point runs to it).
@@ -408,13 +408,14 @@ def _slack_at_an_integer_point(form: CanonicalForm, G: sp.csr_matrix, h: np.ndar
     cancellation of its terms (``3 y0 + y1 + 1.9999999 y2 <= 3`` with
     ``y1 == y2 == 1 - y0``: ``1e-7`` at ``y = (0, 1, 1)``), which the LP cannot resolve.
 
-    The LP maximises the row's slack over the relaxation: an optimum without slack
-    (below `LP_TIGHT` of the row's terms) leaves none to an integer point either, and the
-    row is an equation. Else its point, with the integer variables rounded, is checked;
-    where rounding breaks a constraint (a fractional vertex), a point of the MIP is. A
-    row the MIP leaves unchecked (no point within the shared `SLACK_MIP_SECONDS`) counts
-    as slack: it is no equation. The objective is scaled up by ``1 / SLACK_TOL`` so that
-    such a difference is not lost in the solvers' optimality tolerances."""
+    A row whose negation is a row too (an equation written as two inequalities) is an
+    equation at every point. For any other, the LP maximises its slack over the
+    relaxation, and its point, with the integer variables rounded, is checked; where
+    rounding breaks a constraint (a fractional vertex), a point of the MIP is (at most
+    `SLACK_MIP_NODES` nodes each, and `SLACK_MIP_SECONDS` for all). A row the MIP leaves
+    unchecked counts as slack: it is no equation. The objective is scaled up by
+    ``1 / SLACK_TOL`` so that such a difference is not lost in the solvers' optimality
+    tolerances."""
     slack = np.zeros(len(rows), dtype=bool)
     if not len(rows):
         return slack
@@ -427,22 +428,23 @@ def _slack_at_an_integer_point(form: CanonicalForm, G: sp.csr_matrix, h: np.ndar
     lp, mip = _slack_model(highs_lp(**relaxation)), None
     left = SLACK_MIP_SECONDS  # the MIPs' time, in all
     G = sp.csr_matrix(G)
+    paired = _paired(G, h, rows)
     for k, i in enumerate(rows):
+        if paired[k]:
+            continue
         g = G[i].toarray().ravel()
         cost = g / (SLACK_TOL * np.abs(g).max())
         x = _solution(lp, cost)
         if x is None:  # no point of the relaxation: the row stays tight, on the LP's word
             continue
-        terms = abs(h[i]) + np.abs(g) @ np.abs(x)
-        if (lp.getModelStatus() == highspy.HighsModelStatus.kOptimal
-                and h[i] - g @ x <= LP_TIGHT * terms):
-            continue  # no slack on the whole relaxation: none at an integer point
         point = _rounded(form, x)
         if point is None and form.integer.any():
             if left > 0:
                 if mip is None:
                     mip = _slack_model(highs_lp(**relaxation, integer=form.integer))
                     check_status(mip.setOptionValue("mip_rel_gap", 0.0), "setOptionValue")
+                    check_status(mip.setOptionValue("mip_max_nodes", SLACK_MIP_NODES),
+                                 "setOptionValue")
                 check_status(mip.setOptionValue("time_limit", left), "setOptionValue")
                 began = time.monotonic()
                 found = _solution(mip, cost)
@@ -458,6 +460,21 @@ def _slack_at_an_integer_point(form: CanonicalForm, G: sp.csr_matrix, h: np.ndar
         terms = abs(h[i]) + np.abs(g) @ np.abs(point)
         slack[k] = h[i] - g @ point > DROP_TOL * terms
     return slack
+
+
+def _paired(G: sp.csr_matrix, h: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Per row of ``rows``, whether ``G x <= h`` also holds its negation (``a x <= b``
+    and ``-a x <= -b``): an equation at every point, with nothing to check."""
+    G = sp.csr_matrix(G)
+    G.sort_indices()
+
+    def key(i: int, sign: float) -> tuple:
+        part = slice(G.indptr[i], G.indptr[i + 1])
+        return (tuple(G.indices[part].tolist()), tuple((sign * G.data[part]).tolist()),
+                sign * float(h[i]))
+
+    keys = {key(i, 1.0) for i in range(G.shape[0])}
+    return np.array([key(i, -1.0) in keys for i in rows], dtype=bool)
 
 
 def _slack_model(lp):
