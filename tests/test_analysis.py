@@ -704,3 +704,33 @@ def test_a_cancellation_among_large_values_is_not_an_equation():
     outputs = feasible_outputs(spec)
     assert outputs.tolist() == [[0, 1001, 1001], [1, 1000, 1000]]
     assert_hull_of(spec, outputs)
+
+
+def test_a_rounded_lp_point_without_slack_proves_no_equation():
+    """The LP's largest slack is at (0.5, ..., 0.5), which rounds to a feasible point
+    without slack: that proved nothing, but the row became an equation and the
+    projection made every point cost the same. At most one of a, b, c; the last row is
+    -1e-7 (a + b + c) <= 0 in disguise, slack at three of the four points."""
+    e, C = 1e-7, cl.Constraint
+    rows = [C(coefs={k + i: 1, i: -1}, sense="==", rhs=0) for i in range(3) for k in (3, 6)]
+    rows += [C(coefs={i: 1, j: 1}, sense="<=", rhs=1) for i, j in ((0, 1), (1, 2), (0, 2))]
+    rows += [C(coefs={**{i: 3 for i in range(3)}, **{3 + i: -2 for i in range(3)},
+                      **{6 + i: -(1 + e) for i in range(3)}}, sense="<=", rhs=0)]
+    spec = cl.ILP(shape=[9], integrality="binary", constraints=rows)
+    assert_hull_of(spec, feasible_outputs(spec))
+
+
+def test_a_mip_stopped_short_proves_no_equation():
+    """A market split with a planted point p, active where y0 == 0, where the last row
+    is slack by 1e-7: the MIP stops at its node limit with an incumbent without slack,
+    which proved nothing, and y0 == 1 was an equation that p breaks."""
+    rng = np.random.default_rng(0)
+    A, u = rng.integers(0, 100, (4, 30)), rng.integers(0, 2, 30)
+    b, e, C = A @ u, 1e-7, cl.Constraint
+    rows = [C(coefs={0: 1, 1: 1}, sense="==", rhs=1), C(coefs={0: 1, 2: 1}, sense="==", rhs=1),
+            C(coefs={0: 3, 1: 1, 2: 2 - e}, sense="<=", rhs=3)]
+    rows += [C(coefs={0: int(bi), **{3 + j: int(aj) for j, aj in enumerate(a)}}, sense="==",
+               rhs=int(bi)) for a, bi in zip(A, b)]
+    hull = cl.analyze(cl.ILP(shape=[33], integrality="binary", constraints=rows))
+    p = np.concatenate([[0, 1, 1], u]).astype(float)
+    np.testing.assert_allclose(hull.normals @ p, hull.offsets, atol=1e-7)

@@ -72,6 +72,9 @@ SPAN_TOL = 1e-9
 #: The relative part of the tolerance above: a few float64 roundings of the difference
 #: (integer points 1e13 apart differ by a unit, beyond 1e-13 of their distance).
 SPAN_RTOL = 1e-15
+#: An LP point whose integer variables are this close to integers is a point of the
+#: problem as it is (HiGHS's vertices of integral polytopes are exact to about 1e-12).
+INTEGRAL_TOL = 1e-9
 #: Branch-and-bound nodes each MIP of `_slack_at_an_integer_point` may take: a limit of
 #: work, so that what it finds does not depend on the machine's speed (the named
 #: problems' and the cancellations' MIPs end at the root).
@@ -410,12 +413,14 @@ def _slack_at_an_integer_point(form: CanonicalForm, G: sp.csr_matrix, h: np.ndar
 
     A row whose negation is a row too (an equation written as two inequalities) is an
     equation at every point. For any other, the LP maximises its slack over the
-    relaxation, and its point, with the integer variables rounded, is checked; where
-    rounding breaks a constraint (a fractional vertex), a point of the MIP is (at most
-    `SLACK_MIP_NODES` nodes each, and `SLACK_MIP_SECONDS` for all). A row the MIP leaves
-    unchecked counts as slack: it is no equation. The objective is scaled up by
-    ``1 / SLACK_TOL`` so that such a difference is not lost in the solvers' optimality
-    tolerances."""
+    relaxation. A point of the problem that is slack (the LP's, its integer variables
+    rounded) proves the row no equation; the LP's optimum, where it is a point of the
+    problem (integral) without slack, proves it one. Else (a fractional point: its
+    rounding may miss the slack points) the MIP's optimum decides (at most
+    `SLACK_MIP_NODES` nodes each, `SLACK_MIP_SECONDS` for all); a row it does not settle
+    is no equation (a missed one loosens the hull, a false one changes solutions). The
+    objective is scaled up by ``1 / SLACK_TOL`` so that such a difference is not lost in
+    the solvers' optimality tolerances."""
     slack = np.zeros(len(rows), dtype=bool)
     if not len(rows):
         return slack
@@ -438,27 +443,29 @@ def _slack_at_an_integer_point(form: CanonicalForm, G: sp.csr_matrix, h: np.ndar
         if x is None:  # no point of the relaxation: the row stays tight, on the LP's word
             continue
         point = _rounded(form, x)
-        if point is None and form.integer.any():
-            if left > 0:
-                if mip is None:
-                    mip = _slack_model(highs_lp(**relaxation, integer=form.integer))
-                    check_status(mip.setOptionValue("mip_rel_gap", 0.0), "setOptionValue")
-                    check_status(mip.setOptionValue("mip_max_nodes", SLACK_MIP_NODES),
-                                 "setOptionValue")
-                check_status(mip.setOptionValue("time_limit", left), "setOptionValue")
-                began = time.monotonic()
-                found = _solution(mip, cost)
-                left -= time.monotonic() - began
-                point = None if found is None else _rounded(form, found)
-            if point is None:
-                # unchecked: not an equation (a missed one loosens the hull, a false one
-                # would change the solutions), and no MIP for the rows after it either
-                slack[k], left = True, 0.0
-                continue
-        if point is None:  # a continuous problem's point beyond rounding: on the LP's word
+        if _slack_at(g, h[i], point):
+            slack[k] = True
             continue
-        terms = abs(h[i]) + np.abs(g) @ np.abs(point)
-        slack[k] = h[i] - g @ point > DROP_TOL * terms
+        if lp.getModelStatus() == highspy.HighsModelStatus.kOptimal and (
+                not form.integer.any()
+                or point is not None and np.abs(point - x).max() <= INTEGRAL_TOL):
+            continue  # the largest slack, at a point of the problem, is none: an equation
+        # a fractional (or unfinished) LP point without slack proves nothing: the MIP's
+        # optimum decides; a point it finds may only show slack
+        slack[k] = True  # unsettled: no equation, unless the MIP proves one
+        if left > 0:
+            if mip is None:
+                mip = _slack_model(highs_lp(**relaxation, integer=form.integer))
+                check_status(mip.setOptionValue("mip_rel_gap", 0.0), "setOptionValue")
+                check_status(mip.setOptionValue("mip_max_nodes", SLACK_MIP_NODES),
+                             "setOptionValue")
+            check_status(mip.setOptionValue("time_limit", left), "setOptionValue")
+            began = time.monotonic()
+            found = _solution(mip, cost)
+            left -= time.monotonic() - began
+            point = None if found is None else _rounded(form, found)
+            proven = mip.getModelStatus() == highspy.HighsModelStatus.kOptimal
+            slack[k] = _slack_at(g, h[i], point) or not (proven and point is not None)
     return slack
 
 
@@ -475,6 +482,14 @@ def _paired(G: sp.csr_matrix, h: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
     keys = {key(i, 1.0) for i in range(G.shape[0])}
     return np.array([key(i, -1.0) in keys for i in rows], dtype=bool)
+
+
+def _slack_at(g: np.ndarray, h: float, point: np.ndarray | None) -> bool:
+    """Whether ``point`` (a point of the problem, or None) is slack in ``g x <= h``
+    beyond rounding: a proof that the row is no equation."""
+    if point is None:
+        return False
+    return h - g @ point > DROP_TOL * (abs(h) + np.abs(g) @ np.abs(point))
 
 
 def _slack_model(lp):
