@@ -364,12 +364,11 @@ def tight_rows(form: CanonicalForm, G: sp.csr_matrix,
         row_lower=np.concatenate([np.full(inequalities, -np.inf), np.zeros(m)]),
         row_upper=np.zeros(inequalities + m),
     )
-    model = new_highs(threads=1)
+    model = _highs_model(lp)
     # the interior-point method without crossover: any optimum will do, and on large
     # relaxations it took 1.1 s where the default solver took 17 s (TopK(30000))
     model.setOptionValue("solver", "ipm")
     model.setOptionValue("run_crossover", "off")
-    check_status(model.passModel(lp), "passModel")
     run_highs(model)
     if model.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         # it stops at 'Unknown' on some infeasible relaxations: the default solver says
@@ -430,7 +429,7 @@ def _slack_at_an_integer_point(form: CanonicalForm, G: sp.csr_matrix, h: np.ndar
         row_lower=np.concatenate([np.full(m, -np.inf), form.b_eq]),
         row_upper=np.concatenate([form.b_ub, form.b_eq]),
     )
-    lp, mip = _slack_model(highs_lp(**relaxation)), None
+    lp, mip = _highs_model(highs_lp(**relaxation)), None
     left = SLACK_MIP_SECONDS  # the MIPs' time, in all
     G = sp.csr_matrix(G)
     paired = _paired(G, h, rows)
@@ -455,7 +454,7 @@ def _slack_at_an_integer_point(form: CanonicalForm, G: sp.csr_matrix, h: np.ndar
         slack[k] = True  # unsettled: no equation, unless the MIP proves one
         if left > 0:
             if mip is None:
-                mip = _slack_model(highs_lp(**relaxation, integer=form.integer))
+                mip = _highs_model(highs_lp(**relaxation, integer=form.integer))
                 check_status(mip.setOptionValue("mip_rel_gap", 0.0), "setOptionValue")
                 check_status(mip.setOptionValue("mip_max_nodes", SLACK_MIP_NODES),
                              "setOptionValue")
@@ -492,7 +491,8 @@ def _slack_at(g: np.ndarray, h: float, point: np.ndarray | None) -> bool:
     return h - g @ point > DROP_TOL * (abs(h) + np.abs(g) @ np.abs(point))
 
 
-def _slack_model(lp):
+def _highs_model(lp):
+    """A one-thread HiGHS holding ``lp``."""
     model = new_highs(threads=1)
     check_status(model.passModel(lp), "passModel")
     return model

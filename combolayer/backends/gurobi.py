@@ -193,8 +193,10 @@ class _GurobiRun:
                 raise BackendUnavailable(f"backend 'gurobi': {_error_reason(error)}") from None
             raise
 
-    #: Whether the kept model is solved as a MIP (the TSP kernel's always is).
-    solves_mip = True
+    @property
+    def solves_mip(self) -> bool:
+        """Whether the kept model is solved as a MIP (the TSP kernel's always is)."""
+        return True
 
     def _set_start(self, start: np.ndarray | None) -> None:
         """A MIP start on the outputs (the other columns are left for Gurobi to complete),
@@ -301,7 +303,10 @@ class GurobiKernel(_GurobiRun, RowKernel):
             self._callbacks[form] = _lazy_callback(self.variables, form.separator)
         self._callback = self._callbacks.get(form)
         self._active = form
-        self.solves_mip = form.is_mip
+
+    @property
+    def solves_mip(self) -> bool:
+        return self._active.is_mip
 
     def _set_rows(self, A: np.ndarray, b: np.ndarray) -> None:
         from gurobipy import GRB

@@ -309,9 +309,8 @@ def as_solver(problem: Any, backend: Any = "auto") -> Solver:
                              "pass one")
         return compiled
     if isinstance(backend, Solver):
-        spec = problem.spec if hasattr(problem, "spec") and not isinstance(problem, Spec) \
-            else load_spec(problem)
-        check_solves(backend, spec, "the problem")
+        spec, _ = in_place_of_spec(problem, "auto")  # the problem's spec, where it holds one
+        check_solves(backend, load_spec(spec), "the problem")
         return backend
     return make_solver(*in_place_of_spec(problem, backend))
 
